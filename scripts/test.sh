@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The test command: installs what the tests need, then runs every test (unit, fixtures, end-to-end
+# against real podman, dockerd, a loopback registry and Toolbx). The tests start and stop their own
+# services. Extra arguments go to cargo test.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/test-deps.sh
+cargo build --quiet --all-targets
+cargo test --all-targets "$@"

@@ -1,0 +1,1 @@
+//! apply (to be written).

@@ -1,0 +1,1 @@
+//! build (to be written).

@@ -1,0 +1,213 @@
+//! The whole command-line surface. Parsed once here; everything downstream reads typed options.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// Create and refresh vLLM toolboxes with a gfx1151 RCCL on AMD Strix Halo RDMA clusters.
+///
+/// On each node: `strix-toolbox doctor` tells what the node has and lacks,
+/// `strix-toolbox refresh` pulls the image and (re)creates the toolbox with
+/// /dev/kfd, /dev/dri, /dev/infiniband, the right groups and memlock,
+/// and `strix-toolbox enter` gets you into it.
+#[derive(Debug, Parser)]
+#[command(name = "strix-toolbox", version, propagate_version = true)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalOptions,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Options every command accepts.
+#[derive(Debug, Clone, Args)]
+pub struct GlobalOptions {
+    /// Read the node's devices, sysfs, /etc/group and /proc from this directory instead of /.
+    #[arg(long, global = true, env = "STRIX_HOST_ROOT", value_name = "DIR", default_value = "/")]
+    pub host_root: PathBuf,
+
+    /// Container engine: podman when installed, else docker.
+    #[arg(long, global = true, env = "STRIX_ENGINE", value_enum, default_value_t = EngineChoice::Auto)]
+    pub engine: EngineChoice,
+
+    /// Print machine-readable JSON on stdout instead of text.
+    #[arg(long, global = true)]
+    pub json: bool,
+
+    /// Never use colour (also honoured: the NO_COLOR environment variable).
+    #[arg(long, global = true)]
+    pub no_color: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum EngineChoice {
+    Auto,
+    Podman,
+    Docker,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ManagerChoice {
+    /// Toolbx with podman if installed, else distrobox, else native.
+    Auto,
+    /// Toolbx (`toolbox enter NAME` keeps working).
+    Toolbox,
+    /// Distrobox (`distrobox enter NAME` keeps working).
+    Distrobox,
+    /// The engine directly, with the integration a toolbox gives.
+    Native,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Report what this node has: GPU, RDMA ports, groups, memlock, kernel parameters, container flags.
+    Detect,
+    /// Check this node against what the cluster needs; each problem comes with its fix.
+    Doctor,
+    /// Pull (or build) the image and create or update the toolbox, atomically.
+    Refresh(RefreshArgs),
+    /// Open a shell in the toolbox, or run CMD in it and pass its output and exit code through.
+    Enter(EnterArgs),
+    /// List the toolboxes strix-toolbox manages.
+    List,
+    /// Remove a managed toolbox.
+    Rm(RmArgs),
+    /// Recreate a toolbox from its previous pinned image.
+    Rollback(RollbackArgs),
+    /// Build the image with a custom RCCL through the engine's build API.
+    Build(BuildArgs),
+    /// Work with RCCL artifacts.
+    #[command(subcommand)]
+    Rccl(RcclCommand),
+    /// Print a shell completion script.
+    Completions(CompletionsArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct RefreshArgs {
+    /// Image channel: latest or dev. Asked on a terminal when omitted; latest otherwise.
+    #[arg(value_name = "CHANNEL")]
+    pub channel: Option<String>,
+
+    /// Image repository (the channel becomes its tag).
+    #[arg(long, env = "IMAGE_REPO", default_value = crate::DEFAULT_IMAGE_REPO)]
+    pub image_repo: String,
+
+    /// Full image reference; overrides --image-repo and the channel's tag.
+    #[arg(long, value_name = "REF")]
+    pub image: Option<String>,
+
+    /// Toolbox name (default: vllm for latest, vllm-dev for dev).
+    #[arg(long, env = "TOOLBOX_NAME")]
+    pub name: Option<String>,
+
+    /// Who owns the toolbox.
+    #[arg(long, value_enum, default_value_t = ManagerChoice::Auto)]
+    pub manager: ManagerChoice,
+
+    /// How many older pinned images of this repository to keep for rollback.
+    #[arg(long, default_value_t = 2)]
+    pub keep: usize,
+
+    /// Recreate even when the image and the container spec are unchanged.
+    #[arg(long)]
+    pub force: bool,
+
+    /// Print the plan and the equivalent commands; change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+
+    /// Build the image locally with this RCCL artifact, then refresh from it.
+    #[arg(long, value_name = "FILE")]
+    pub rccl: Option<PathBuf>,
+
+    /// Extra environment for the toolbox, KEY=VALUE (repeatable).
+    #[arg(long = "env", short = 'e', value_name = "KEY=VALUE")]
+    pub env: Vec<String>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct EnterArgs {
+    /// Toolbox name (default: vllm).
+    #[arg(env = "TOOLBOX_NAME")]
+    pub name: Option<String>,
+
+    /// Command to run instead of an interactive shell.
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct RmArgs {
+    /// Toolbox name.
+    pub name: String,
+
+    /// Remove it even when it is running.
+    #[arg(long, short)]
+    pub force: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct RollbackArgs {
+    /// Toolbox name (default: vllm).
+    #[arg(env = "TOOLBOX_NAME")]
+    pub name: Option<String>,
+
+    /// Print the plan; change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct BuildArgs {
+    /// The RCCL artifact: librccl.so.1, librccl.so.1.gz, or the workflow's .zip.
+    #[arg(long, value_name = "FILE")]
+    pub rccl: PathBuf,
+
+    /// Base image to overlay.
+    #[arg(long, value_name = "IMAGE", default_value = crate::DEFAULT_BASE_IMAGE)]
+    pub base: String,
+
+    /// Tag for the built image.
+    #[arg(long, value_name = "REF", default_value = crate::DEFAULT_BUILD_TAG)]
+    pub tag: String,
+
+    /// Extra tags for the same image (repeatable).
+    #[arg(long = "also-tag", value_name = "REF")]
+    pub also_tag: Vec<String>,
+
+    /// Push every tag after building.
+    #[arg(long)]
+    pub push: bool,
+
+    /// Where the RCCL came from (a URL or a workflow run), recorded in the image labels.
+    #[arg(long, env = "RCCL_SOURCE", value_name = "TEXT")]
+    pub rccl_source: Option<String>,
+
+    /// OCI source label (org.opencontainers.image.source).
+    #[arg(long, env = "IMAGE_SOURCE", value_name = "URL")]
+    pub source: Option<String>,
+
+    /// OCI revision label (org.opencontainers.image.revision).
+    #[arg(long, env = "IMAGE_REVISION", value_name = "SHA")]
+    pub revision: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RcclCommand {
+    /// Verify an RCCL artifact carries gfx1151 code objects; report targets, sha256 and size.
+    Inspect(RcclInspectArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct RcclInspectArgs {
+    /// librccl.so.1, librccl.so.1.gz, or the GitHub artifact .zip holding either.
+    pub file: PathBuf,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct CompletionsArgs {
+    /// The shell to generate completions for.
+    pub shell: clap_complete::Shell,
+}

@@ -1,0 +1,1 @@
+//! doctor (to be written).

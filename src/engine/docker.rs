@@ -1,0 +1,1 @@
+//! docker (to be written).

@@ -1,0 +1,1 @@
+//! endpoint (to be written).

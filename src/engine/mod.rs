@@ -1,0 +1,178 @@
+//! The `Engine` seam: images and containers over an API (Podman's libpod API or Docker's).
+//!
+//! Everything above this module speaks in these engine-neutral types; `podman.rs` and
+//! `docker.rs` translate them to podman-api and bollard calls.
+
+pub mod docker;
+pub mod endpoint;
+pub mod podman;
+pub mod service;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use crate::error::Result;
+use crate::ui::Progress;
+
+/// Which engine family; the container spec's rules depend on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EngineKind {
+    Podman,
+    Docker,
+}
+
+impl EngineKind {
+    /// The CLI program whose argv we render for `--dry-run` and `detect`.
+    pub fn program(self) -> &'static str {
+        match self {
+            EngineKind::Podman => "podman",
+            EngineKind::Docker => "docker",
+        }
+    }
+}
+
+/// What the engine says about itself; the spec needs rootless and the OCI runtime.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct EngineInfo {
+    pub kind: EngineKind,
+    /// True when the engine runs without root (rootless podman).
+    pub rootless: bool,
+    /// The OCI runtime in use: "crun", "runc", ...
+    pub runtime: String,
+    /// Server version, for messages.
+    pub version: String,
+}
+
+/// An image as the engine reports it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ImageInfo {
+    /// Full image id (sha256:...).
+    pub id: String,
+    /// `repo@sha256:...` digests, when the image came from a registry.
+    pub repo_digests: Vec<String>,
+    /// `repo:tag` names.
+    pub repo_tags: Vec<String>,
+    pub labels: BTreeMap<String, String>,
+    /// Creation time as RFC 3339, when known.
+    pub created: Option<String>,
+}
+
+/// A container as the engine reports it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ContainerInfo {
+    pub id: String,
+    pub name: String,
+    /// Image id the container was created from.
+    pub image_id: String,
+    /// Image reference as given at create time.
+    pub image: String,
+    pub labels: BTreeMap<String, String>,
+    pub running: bool,
+    /// Podman only: the argv that created the container (`Config.CreateCommand`).
+    pub create_command: Vec<String>,
+    /// Devices as host:container paths.
+    pub devices: Vec<String>,
+    /// Supplementary groups added (gids or names).
+    pub group_add: Vec<String>,
+    /// Ulimits as name=soft:hard, -1 for unlimited.
+    pub ulimits: Vec<String>,
+    pub security_opt: Vec<String>,
+    pub env: Vec<String>,
+    pub annotations: BTreeMap<String, String>,
+    /// Created time, RFC 3339.
+    pub created: Option<String>,
+}
+
+/// A bind mount.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Mount {
+    pub source: PathBuf,
+    pub target: PathBuf,
+    pub read_only: bool,
+}
+
+/// One ulimit; `None` means unlimited.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Ulimit {
+    pub name: String,
+    pub soft: Option<u64>,
+    pub hard: Option<u64>,
+}
+
+/// Everything needed to create a container, engine-neutral.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct CreateRequest {
+    pub name: String,
+    pub image: String,
+    /// Host path → container path.
+    pub devices: Vec<(PathBuf, PathBuf)>,
+    /// Numeric gids or names, as given to --group-add.
+    pub group_add: Vec<String>,
+    pub ulimits: Vec<Ulimit>,
+    pub security_opt: Vec<String>,
+    pub env: BTreeMap<String, String>,
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+    pub mounts: Vec<Mount>,
+    /// "uid:gid" or a name; None → the image's default.
+    pub user: Option<String>,
+    pub host_network: bool,
+    pub host_ipc: bool,
+    pub workdir: Option<PathBuf>,
+    pub hostname: Option<String>,
+    /// Command to keep the container alive (e.g. ["sleep", "infinity"]).
+    pub command: Vec<String>,
+    pub entrypoint: Option<Vec<String>>,
+}
+
+/// The result of a command run in a container.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecOutcome {
+    pub exit_code: i64,
+}
+
+/// Images and containers over an API.
+#[async_trait::async_trait]
+pub trait Engine: Send + Sync {
+    fn kind(&self) -> EngineKind;
+    /// Where the API was reached (socket path or URL), for messages.
+    fn endpoint(&self) -> &str;
+    async fn info(&self) -> Result<EngineInfo>;
+
+    /// Pull `reference`, reporting layers and bytes through `progress`.
+    async fn pull(&self, reference: &str, progress: &Progress) -> Result<()>;
+    /// None when no such image exists locally.
+    async fn image_inspect(&self, reference: &str) -> Result<Option<ImageInfo>>;
+    /// Images whose name is in `repository` (without tag).
+    async fn image_list(&self, repository: &str) -> Result<Vec<ImageInfo>>;
+    /// Tag image `id` as `repository:tag`.
+    async fn image_tag(&self, id: &str, repository: &str, tag: &str) -> Result<()>;
+    /// Remove one reference or id; a still-used image is an error.
+    async fn image_remove(&self, reference: &str) -> Result<()>;
+    async fn image_push(&self, reference: &str, progress: &Progress) -> Result<()>;
+    /// Build from a tar context holding `containerfile`; returns the image id.
+    async fn build(
+        &self,
+        context_tar: Vec<u8>,
+        containerfile: &str,
+        tags: &[String],
+        labels: &BTreeMap<String, String>,
+        build_args: &BTreeMap<String, String>,
+        progress: &Progress,
+    ) -> Result<String>;
+
+    /// None when no such container exists.
+    async fn container_inspect(&self, name_or_id: &str) -> Result<Option<ContainerInfo>>;
+    /// Containers carrying `label` (key or key=value), running or not.
+    async fn container_list(&self, label: &str) -> Result<Vec<ContainerInfo>>;
+    /// Returns the new container's id.
+    async fn container_create(&self, request: &CreateRequest) -> Result<String>;
+    async fn container_rename(&self, name_or_id: &str, new_name: &str) -> Result<()>;
+    async fn container_start(&self, name_or_id: &str) -> Result<()>;
+    async fn container_remove(&self, name_or_id: &str, force: bool) -> Result<()>;
+    /// Run `command` in a running container, streaming its stdout/stderr to ours.
+    async fn exec(&self, name_or_id: &str, command: &[String], env: &[String]) -> Result<ExecOutcome>;
+}

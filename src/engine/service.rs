@@ -1,0 +1,1 @@
+//! service (to be written).

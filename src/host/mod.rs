@@ -1,0 +1,1 @@
+//! Host facts (to be written).

@@ -1,0 +1,28 @@
+//! strix-toolbox: host facts → toolbox spec → plan → apply.
+//!
+//! See ARCHITECTURE in the README: facts are read only through [`host::HostRoot`], the spec
+//! and the plan are pure data, and effects go through the [`engine::Engine`] and
+//! [`manager`] seams.
+
+pub mod apply;
+pub mod build;
+pub mod cli;
+pub mod commands;
+pub mod doctor;
+pub mod engine;
+pub mod error;
+pub mod host;
+pub mod labels;
+pub mod lock;
+pub mod manager;
+pub mod plan;
+pub mod rccl;
+pub mod spec;
+pub mod ui;
+
+/// The image the cluster runs; channels are its tags.
+pub const DEFAULT_IMAGE_REPO: &str = "docker.io/kyuz0/vllm-therock-gfx1151";
+/// The base `build` overlays the custom RCCL onto.
+pub const DEFAULT_BASE_IMAGE: &str = "docker.io/kyuz0/vllm-therock-gfx1151:latest";
+/// What `build` tags its result as unless told otherwise.
+pub const DEFAULT_BUILD_TAG: &str = "localhost/vllm-therock-gfx1151:local";

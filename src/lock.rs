@@ -1,0 +1,1 @@
+//! lock (to be written).

@@ -1,0 +1,20 @@
+//! Thin entry point: parse, run, map errors to exit codes (0 ok, 1 failure, 2 usage).
+
+use clap::Parser;
+use strix_toolbox::cli::Cli;
+use strix_toolbox::commands;
+use strix_toolbox::ui::{Style, Ui};
+
+fn main() {
+    // clap exits 2 on usage errors and 0 for --help/--version.
+    let cli = Cli::parse();
+    let ui = Ui::new(cli.global.json, cli.global.no_color);
+    let code = match commands::run(cli, ui) {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("{} {error}", ui.paint("error:", Style::Fail));
+            error.exit_code()
+        }
+    };
+    std::process::exit(code);
+}

@@ -1,0 +1,1 @@
+//! Toolbox managers (to be written).

@@ -1,0 +1,1 @@
+//! RCCL artifacts (to be written).

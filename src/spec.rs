@@ -1,0 +1,1 @@
+//! spec (to be written).
