@@ -1,1 +1,66 @@
-//! Host facts (to be written).
+//! Host facts: everything read from the node, through one [`HostRoot`]. Read-only.
+//!
+//! Missing files are simply absent facts (a node without RDMA has no /sys/class/infiniband);
+//! malformed ones become `warnings`, which `doctor` shows. Only an unusable host root, or a
+//! file that exists but cannot be read, is an error.
+
+pub mod cmdline;
+pub mod devices;
+pub mod gpu;
+pub mod groups;
+pub mod limits;
+pub mod rdma;
+mod root;
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+pub use gpu::GpuFacts;
+pub use groups::GroupFacts;
+pub use limits::Memlock;
+pub use rdma::{RdmaFacts, RdmaPort};
+pub use root::HostRoot;
+
+use crate::error::Result;
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct HostFacts {
+    pub gpu: GpuFacts,
+    pub rdma: RdmaFacts,
+    pub groups: GroupFacts,
+    /// None when /proc/self/limits could not be read or understood.
+    pub memlock: Option<Memlock>,
+    /// The required kernel parameters found on the command line.
+    pub kernel_params: BTreeMap<String, String>,
+    /// Files that exist but could not be understood.
+    pub warnings: Vec<String>,
+}
+
+impl HostFacts {
+    /// Read every fact about the node under `root`, for the invoking user.
+    pub fn read(root: &HostRoot) -> Result<HostFacts> {
+        Self::read_for_user(root, groups::invoking_user())
+    }
+
+    pub fn read_for_user(root: &HostRoot, user: Option<String>) -> Result<HostFacts> {
+        let mut warnings = Vec::new();
+        let gpu = gpu::read(root, &mut warnings);
+        let rdma = rdma::read(root, &mut warnings);
+        let groups = groups::read(root, user, &mut warnings)?;
+
+        let memlock = match root.read("/proc/self/limits")? {
+            Some(text) => limits::parse_memlock(&text)
+                .map_err(|why| warnings.push(format!("/proc/self/limits: {why}")))
+                .ok(),
+            None => {
+                warnings.push("/proc/self/limits: missing; memlock limit unknown".into());
+                None
+            }
+        };
+        let kernel_params =
+            root.read("/proc/cmdline")?.map(|text| cmdline::parse_required(&text)).unwrap_or_default();
+
+        Ok(HostFacts { gpu, rdma, groups, memlock, kernel_params, warnings })
+    }
+}

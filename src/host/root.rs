@@ -1,0 +1,117 @@
+//! `HostRoot`: the one door to the node's files. Default `/`; tests point it at a fake tree.
+
+use std::fs::Metadata;
+use std::io::ErrorKind;
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostRoot {
+    root: PathBuf,
+}
+
+impl HostRoot {
+    /// Open a host root, failing clearly when it is missing, not a directory, or unreadable.
+    pub fn open(root: &Path) -> Result<Self> {
+        let fix = "pass an existing directory to --host-root (or unset STRIX_HOST_ROOT)";
+        let metadata = std::fs::metadata(root).map_err(|e| {
+            Error::Failed(format!("host root {} cannot be used: {e}. Fix: {fix}", root.display()))
+        })?;
+        if !metadata.is_dir() {
+            return Err(Error::Failed(format!(
+                "host root {} is not a directory. Fix: {fix}",
+                root.display()
+            )));
+        }
+        std::fs::read_dir(root).map_err(|e| {
+            Error::Failed(format!("host root {} cannot be listed: {e}. Fix: {fix}", root.display()))
+        })?;
+        Ok(HostRoot { root: root.to_path_buf() })
+    }
+
+    /// The real node.
+    pub fn system() -> Self {
+        HostRoot { root: PathBuf::from("/") }
+    }
+
+    /// Where a node path (`/dev/kfd` or `dev/kfd`) lives under this root.
+    pub fn path(&self, node_path: impl AsRef<Path>) -> PathBuf {
+        let relative = node_path.as_ref().strip_prefix("/").unwrap_or(node_path.as_ref());
+        self.root.join(relative)
+    }
+
+    /// The node path (`/dev/kfd`) of a path under this root, as a container sees it.
+    pub fn node_path(&self, path: &Path) -> PathBuf {
+        match path.strip_prefix(&self.root) {
+            Ok(relative) => Path::new("/").join(relative),
+            Err(_) => path.to_path_buf(),
+        }
+    }
+
+    /// Read a text file; `Ok(None)` when it does not exist, an error when it exists but
+    /// cannot be read.
+    pub fn read(&self, node_path: impl AsRef<Path>) -> Result<Option<String>> {
+        let path = self.path(node_path);
+        match std::fs::read(&path) {
+            Ok(bytes) => Ok(Some(String::from_utf8_lossy(&bytes).into_owned())),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Error::read(path, e)),
+        }
+    }
+
+    /// Read a one-line sysfs attribute, trimmed; `None` when missing or unreadable
+    /// (sysfs answers EINVAL for attributes of unpopulated entries, e.g. empty GID slots).
+    pub fn attribute(&self, node_path: impl AsRef<Path>) -> Option<String> {
+        self.read(node_path).ok().flatten().map(|text| text.trim().to_string())
+    }
+
+    /// Metadata without following a final symlink; None when missing.
+    pub fn metadata(&self, node_path: impl AsRef<Path>) -> Option<Metadata> {
+        std::fs::symlink_metadata(self.path(node_path)).ok()
+    }
+
+    /// Names of the entries of a directory, sorted; empty when it is missing.
+    pub fn list(&self, node_path: impl AsRef<Path>) -> Vec<String> {
+        let Ok(entries) = std::fs::read_dir(self.path(node_path)) else {
+            return Vec::new();
+        };
+        let mut names: Vec<String> =
+            entries.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+        names.sort_by(|a, b| natural_key(a).cmp(&natural_key(b)));
+        names
+    }
+}
+
+/// Sort "port10" after "port9": split a trailing number off for comparison.
+fn natural_key(name: &str) -> (String, u64) {
+    let digits = name.len() - name.trim_end_matches(|c: char| c.is_ascii_digit()).len();
+    let (stem, number) = name.split_at(name.len() - digits);
+    (stem.to_string(), number.parse().unwrap_or(0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn maps_node_paths_both_ways() {
+        let root = HostRoot { root: PathBuf::from("/tmp/fake") };
+        assert_eq!(root.path("/dev/kfd"), PathBuf::from("/tmp/fake/dev/kfd"));
+        assert_eq!(root.node_path(Path::new("/tmp/fake/dev/kfd")), PathBuf::from("/dev/kfd"));
+        assert_eq!(HostRoot::system().path("/dev/kfd"), PathBuf::from("/dev/kfd"));
+    }
+
+    #[test]
+    fn missing_root_is_a_clear_error() {
+        let error = HostRoot::open(Path::new("/nonexistent/strix")).unwrap_err().to_string();
+        assert!(error.contains("/nonexistent/strix") && error.contains("--host-root"), "{error}");
+    }
+
+    #[test]
+    fn natural_order() {
+        let mut names = vec!["10", "9", "1"];
+        names.sort_by(|a, b| natural_key(a).cmp(&natural_key(b)));
+        assert_eq!(names, ["1", "9", "10"]);
+    }
+}

@@ -1,1 +1,0 @@
-//! spec (to be written).

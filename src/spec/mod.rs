@@ -1,0 +1,155 @@
+//! The toolbox spec: a pure function of (host facts, engine, options) → what the container needs.
+//!
+//! Rules, from what the stack needs on a Strix Halo node:
+//! - always /dev/kfd and /dev/dri and `seccomp=unconfined` (ROCm's KFD ioctls and RCCL's
+//!   process_vm_readv are blocked by default profiles); never `--privileged`;
+//! - RDMA devices present → /dev/infiniband and memlock unlimited (verbs pin memory); else neither;
+//! - groups: rootless podman on crun keeps the user's host groups (crun's
+//!   `run.oci.keep_original_groups=1`); elsewhere a named `--group-add rdma` would resolve inside
+//!   the image (and fail where the image lacks it), so the host's numeric gids are added instead;
+//! - an active RoCE v2 port → NCCL/Gloo use its netdev and NCCL uses its RoCE v2 GID index.
+
+pub mod argv;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use crate::engine::{CreateRequest, EngineKind, Ulimit};
+use crate::error::{Error, Result};
+use crate::host::{HostFacts, HostRoot};
+
+/// crun's annotation behind podman's `--group-add keep-groups`.
+pub const KEEP_GROUPS_ANNOTATION: &str = "run.oci.keep_original_groups";
+
+/// What the spec depends on besides the host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpecOptions {
+    pub engine: EngineKind,
+    /// Rootless podman (or rootless docker).
+    pub rootless: bool,
+    /// The OCI runtime: keep-groups only works on crun.
+    pub runtime: String,
+    /// Extra environment from the user (`--env`), applied last.
+    pub extra_env: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DeviceMapping {
+    /// Where the node is on this machine (under --host-root in tests).
+    pub host: PathBuf,
+    /// Where the container sees it.
+    pub container: PathBuf,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ToolboxSpec {
+    pub devices: Vec<DeviceMapping>,
+    /// Numeric gids for --group-add (empty when host groups are kept).
+    pub group_add: Vec<String>,
+    pub annotations: BTreeMap<String, String>,
+    pub ulimits: Vec<Ulimit>,
+    pub security_opt: Vec<String>,
+    pub env: BTreeMap<String, String>,
+}
+
+impl ToolboxSpec {
+    pub fn new(root: &HostRoot, facts: &HostFacts, options: &SpecOptions) -> ToolboxSpec {
+        let mut spec = ToolboxSpec {
+            security_opt: vec!["seccomp=unconfined".to_string()],
+            ..Default::default()
+        };
+
+        let mut device_dirs = Vec::new();
+        if facts.gpu.kfd.is_some() {
+            device_dirs.push("/dev/kfd");
+        }
+        if !facts.gpu.dri.is_empty() {
+            device_dirs.push("/dev/dri");
+        }
+        let rdma = facts.rdma.present();
+        if rdma {
+            device_dirs.push("/dev/infiniband");
+            spec.ulimits.push(Ulimit { name: "memlock".into(), soft: None, hard: None });
+        }
+        spec.devices = device_dirs
+            .into_iter()
+            .map(|node| DeviceMapping { host: root.path(node), container: PathBuf::from(node) })
+            .collect();
+
+        if keeps_host_groups(options) {
+            spec.annotations.insert(KEEP_GROUPS_ANNOTATION.into(), "1".into());
+        } else {
+            let wanted: &[&str] = if rdma { &["video", "render", "rdma"] } else { &["video", "render"] };
+            spec.group_add = wanted
+                .iter()
+                .filter_map(|name| facts.groups.gids.get(*name))
+                .map(|gid| gid.to_string())
+                .collect();
+        }
+
+        if let Some(port) = facts.rdma.nccl_port() {
+            if let (Some(netdev), Some(index)) = (&port.netdev, port.roce_v2_gid_index) {
+                spec.env.insert("NCCL_SOCKET_IFNAME".into(), netdev.clone());
+                spec.env.insert("GLOO_SOCKET_IFNAME".into(), netdev.clone());
+                spec.env.insert("NCCL_IB_GID_INDEX".into(), index.to_string());
+            }
+        }
+        spec.env.extend(options.extra_env.clone());
+        spec
+    }
+
+    /// Copy the spec's fields into a create request.
+    pub fn apply_to(&self, request: &mut CreateRequest) {
+        request
+            .devices
+            .extend(self.devices.iter().map(|d| (d.host.clone(), d.container.clone())));
+        request.group_add.extend(self.group_add.iter().cloned());
+        request.annotations.extend(self.annotations.clone());
+        request.ulimits.extend(self.ulimits.iter().cloned());
+        request.security_opt.extend(self.security_opt.iter().cloned());
+        request.env.extend(self.env.clone());
+    }
+
+    /// The container flags that follow from the host, as `podman create`/`docker create` takes them.
+    pub fn container_args(&self, engine: EngineKind) -> Vec<String> {
+        let mut request = CreateRequest::default();
+        self.apply_to(&mut request);
+        argv::create_flags(engine, &request)
+    }
+
+    /// Refuse to build a GPU toolbox on a node with no GPU device nodes.
+    pub fn require_gpu(&self, root: &HostRoot) -> Result<()> {
+        for node in ["/dev/kfd", "/dev/dri"] {
+            if !self.devices.iter().any(|d| d.container.as_os_str() == node) {
+                return Err(Error::Failed(format!(
+                    "{} has no {node}: the amdgpu driver is not loaded or this is not a GPU node, \
+                     so the toolbox could not use the GPU. Fix: load amdgpu (`modprobe amdgpu`) \
+                     and run `strix-toolbox doctor`",
+                    root.path("/").display()
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// keep-groups only where crun honours it: rootless podman on crun.
+fn keeps_host_groups(options: &SpecOptions) -> bool {
+    options.engine == EngineKind::Podman && options.rootless && options.runtime == "crun"
+}
+
+/// Parse `KEY=VALUE` pairs from `--env`; a pair without `=` is a usage error.
+pub fn parse_env(pairs: &[String]) -> Result<BTreeMap<String, String>> {
+    pairs
+        .iter()
+        .map(|pair| match pair.split_once('=') {
+            Some((key, value)) if !key.is_empty() => Ok((key.to_string(), value.to_string())),
+            _ => Err(Error::Usage(format!("--env {pair:?}: expected KEY=VALUE"))),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;
