@@ -10,6 +10,7 @@ pub mod cli;
 pub mod commands;
 pub mod doctor;
 pub mod engine;
+pub mod engine_probe;
 pub mod error;
 pub mod host;
 pub mod labels;

@@ -24,6 +24,7 @@ pub struct GroupFacts {
 pub fn read(root: &HostRoot, user: Option<String>, warnings: &mut Vec<String>) -> Result<GroupFacts> {
     let group_file = root.read("/etc/group")?.unwrap_or_default();
     let passwd_file = root.read("/etc/passwd")?.unwrap_or_default();
+    let user = user.or_else(|| user_of_uid(&passwd_file, current_uid()));
     let primary_gid = user.as_deref().and_then(|u| primary_gid_of(&passwd_file, u));
 
     let mut facts = GroupFacts { user: user.clone(), ..Default::default() };
@@ -53,6 +54,22 @@ pub fn invoking_user() -> Option<String> {
     ["SUDO_USER", "USER", "LOGNAME"]
         .iter()
         .find_map(|var| std::env::var(var).ok().filter(|v| !v.is_empty()))
+}
+
+fn current_uid() -> u32 {
+    // SAFETY: getuid has no preconditions and cannot fail.
+    unsafe { libc::getuid() }
+}
+
+/// The name /etc/passwd gives a uid (root is root even in a tree without a passwd file).
+fn user_of_uid(passwd: &str, uid: u32) -> Option<String> {
+    passwd
+        .lines()
+        .find_map(|line| {
+            let fields: Vec<&str> = line.split(':').collect();
+            (fields.len() >= 3 && fields[2].parse() == Ok(uid)).then(|| fields[0].to_string())
+        })
+        .or_else(|| (uid == 0).then(|| "root".to_string()))
 }
 
 struct GroupEntry<'a> {

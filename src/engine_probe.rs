@@ -1,0 +1,110 @@
+//! What can be told about the container engine without talking to it: which program is
+//! installed, whether we run rootless, and the configured OCI runtime. `detect` and `doctor`
+//! use this to stay millisecond-fast; `refresh` asks the engine itself.
+
+use std::path::{Path, PathBuf};
+
+use crate::cli::EngineChoice;
+use crate::engine::EngineKind;
+use crate::spec::SpecOptions;
+
+/// Installed engines and toolbox managers, found on PATH.
+#[derive(Debug, Clone, Default)]
+pub struct Installed {
+    pub podman: Option<PathBuf>,
+    pub docker: Option<PathBuf>,
+    pub toolbox: Option<PathBuf>,
+    pub distrobox: Option<PathBuf>,
+}
+
+impl Installed {
+    pub fn find() -> Self {
+        let find = |name: &str| which::which(name).ok();
+        Installed {
+            podman: find("podman"),
+            docker: find("docker"),
+            toolbox: find("toolbox"),
+            distrobox: find("distrobox"),
+        }
+    }
+
+    /// `--engine auto`: podman when installed, else docker.
+    pub fn engine_for(&self, choice: EngineChoice) -> EngineKind {
+        match choice {
+            EngineChoice::Podman => EngineKind::Podman,
+            EngineChoice::Docker => EngineKind::Docker,
+            EngineChoice::Auto if self.podman.is_none() && self.docker.is_some() => EngineKind::Docker,
+            EngineChoice::Auto => EngineKind::Podman,
+        }
+    }
+}
+
+/// Spec options guessed locally: rootless when not root; podman's runtime from containers.conf,
+/// else crun when installed (podman's own preference), else runc.
+pub fn guess_spec_options(kind: EngineKind) -> SpecOptions {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let rootless = unsafe { libc::geteuid() } != 0;
+    let runtime = match kind {
+        EngineKind::Docker => "runc".to_string(),
+        EngineKind::Podman => configured_runtime().unwrap_or_else(|| {
+            if which::which("crun").is_ok() { "crun" } else { "runc" }.to_string()
+        }),
+    };
+    SpecOptions { engine: kind, rootless, runtime, extra_env: Default::default() }
+}
+
+/// `runtime = "..."` from the containers.conf podman would read, most specific first.
+fn configured_runtime() -> Option<String> {
+    let mut candidates: Vec<PathBuf> = Vec::new();
+    if let Some(path) = std::env::var_os("CONTAINERS_CONF") {
+        candidates.push(path.into());
+    }
+    let config_home = std::env::var_os("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|home| Path::new(&home).join(".config")));
+    if let Some(dir) = config_home {
+        candidates.push(dir.join("containers/containers.conf"));
+    }
+    candidates.push("/etc/containers/containers.conf".into());
+    candidates.push("/usr/share/containers/containers.conf".into());
+    candidates.iter().find_map(|path| runtime_in(&std::fs::read_to_string(path).ok()?))
+}
+
+/// The `runtime` key of the `[engine]` table, read line by line (no TOML parser needed).
+fn runtime_in(conf: &str) -> Option<String> {
+    let mut in_engine = false;
+    for line in conf.lines().map(str::trim) {
+        if line.starts_with('[') {
+            in_engine = line == "[engine]";
+        } else if in_engine {
+            if let Some(value) = line.strip_prefix("runtime").map(str::trim_start) {
+                if let Some(value) = value.strip_prefix('=') {
+                    return Some(value.trim().trim_matches('"').to_string());
+                }
+            }
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_runtime_from_engine_table() {
+        let conf = "[containers]\nruntime = \"nope\"\n[engine]\n# comment\nruntime = \"runc\"\n";
+        assert_eq!(runtime_in(conf).as_deref(), Some("runc"));
+        assert_eq!(runtime_in("[engine]\nruntime_path = []\n"), None);
+        assert_eq!(runtime_in("[engine]\n#runtime = \"crun\"\n"), None);
+    }
+
+    #[test]
+    fn auto_prefers_podman() {
+        let both = Installed { podman: Some("/p".into()), docker: Some("/d".into()), ..Default::default() };
+        assert_eq!(both.engine_for(EngineChoice::Auto), EngineKind::Podman);
+        let docker = Installed { docker: Some("/d".into()), ..Default::default() };
+        assert_eq!(docker.engine_for(EngineChoice::Auto), EngineKind::Docker);
+        assert_eq!(docker.engine_for(EngineChoice::Podman), EngineKind::Podman);
+    }
+}
