@@ -1,1 +1,113 @@
-//! Toolbox managers (to be written).
+//! The `Manager` seam: who owns the toolbox. Toolbx and Distrobox keep their own `enter`
+//! working; native means the engine directly, with the integration a toolbox gives.
+
+mod distrobox;
+mod native;
+mod toolbox;
+
+use async_trait::async_trait;
+use serde::Serialize;
+
+pub use distrobox::Distrobox;
+pub use native::Native;
+pub use toolbox::Toolbox;
+
+use crate::cli::ManagerChoice;
+use crate::engine::{CreateRequest, Engine, EngineKind};
+use crate::engine_probe::Installed;
+use crate::error::{Error, Result};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ManagerKind {
+    Toolbox,
+    Distrobox,
+    Native,
+}
+
+impl ManagerKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ManagerKind::Toolbox => "toolbox",
+            ManagerKind::Distrobox => "distrobox",
+            ManagerKind::Native => "native",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<ManagerKind> {
+        [ManagerKind::Toolbox, ManagerKind::Distrobox, ManagerKind::Native].into_iter().find(|k| k.as_str() == text)
+    }
+}
+
+#[async_trait]
+pub trait Manager: Send + Sync {
+    fn kind(&self) -> ManagerKind;
+
+    /// Add what this manager's toolboxes get beyond the spec (native: user, home, host network).
+    fn complete(&self, request: &mut CreateRequest);
+
+    /// The command lines `create` runs, for `--dry-run`.
+    fn describe_create(&self, engine: EngineKind, request: &CreateRequest) -> Vec<Vec<String>>;
+
+    /// Create the container `request.name`; returns its id. Leaves nothing behind on failure.
+    async fn create(&self, engine: &dyn Engine, request: &CreateRequest) -> Result<String>;
+
+    /// The command that opens an interactive shell in `name`.
+    fn enter_argv(&self, engine: EngineKind, name: &str) -> Vec<String>;
+}
+
+/// Only the spec's fields and labels of a request: what Toolbx and Distrobox must be told,
+/// since they bring user, home, network and entry point themselves.
+fn spec_fields(request: &CreateRequest) -> CreateRequest {
+    CreateRequest {
+        devices: request.devices.clone(),
+        group_add: request.group_add.clone(),
+        ulimits: request.ulimits.clone(),
+        security_opt: request.security_opt.clone(),
+        env: request.env.clone(),
+        annotations: request.annotations.clone(),
+        labels: request.labels.clone(),
+        ..Default::default()
+    }
+}
+
+/// Pick the manager: `auto` is Toolbx with podman when installed, else distrobox, else native.
+pub fn choose(choice: ManagerChoice, engine: EngineKind, installed: &Installed) -> Result<Box<dyn Manager>> {
+    let toolbox = || -> Result<Box<dyn Manager>> {
+        let program = installed.toolbox.clone().ok_or_else(|| {
+            Error::Failed("toolbox is not installed. Fix: install it (`sudo dnf install toolbox`) or use --manager native".into())
+        })?;
+        let podman = installed.podman.clone().ok_or_else(|| {
+            Error::Failed("Toolbx needs the podman CLI, which is not installed. Fix: install podman or use --manager native".into())
+        })?;
+        if engine != EngineKind::Podman {
+            return Err(Error::Usage("--manager toolbox works only with --engine podman".into()));
+        }
+        Ok(Box::new(Toolbox { program, podman }))
+    };
+    let distrobox = || -> Result<Box<dyn Manager>> {
+        let program = installed.distrobox.clone().ok_or_else(|| {
+            Error::Failed("distrobox is not installed. Fix: install it or use --manager native".into())
+        })?;
+        Ok(Box::new(Distrobox { program }))
+    };
+    match choice {
+        ManagerChoice::Toolbox => toolbox(),
+        ManagerChoice::Distrobox => distrobox(),
+        ManagerChoice::Native => Ok(Box::new(Native)),
+        ManagerChoice::Auto if engine == EngineKind::Podman && installed.toolbox.is_some() && installed.podman.is_some() => toolbox(),
+        ManagerChoice::Auto if installed.distrobox.is_some() => distrobox(),
+        ManagerChoice::Auto => Ok(Box::new(Native)),
+    }
+}
+
+/// The manager that made a container, from its label (native when unlabelled).
+pub fn for_existing(kind: ManagerKind, installed: &Installed) -> Box<dyn Manager> {
+    match (kind, &installed.toolbox, &installed.podman, &installed.distrobox) {
+        (ManagerKind::Toolbox, Some(program), Some(podman), _) => {
+            Box::new(Toolbox { program: program.clone(), podman: podman.clone() })
+        }
+        (ManagerKind::Distrobox, _, _, Some(program)) => Box::new(Distrobox { program: program.clone() }),
+        _ => Box::new(Native),
+    }
+}

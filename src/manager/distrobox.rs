@@ -1,0 +1,62 @@
+//! Distrobox: `distrobox create --additional-flags` carries our flags, one per occurrence.
+
+use std::path::PathBuf;
+
+use async_trait::async_trait;
+
+use super::{spec_fields, Manager, ManagerKind};
+use crate::engine::{CreateRequest, Engine, EngineKind};
+use crate::error::Result;
+use crate::process::run_captured;
+use crate::spec::argv::create_flags;
+
+pub struct Distrobox {
+    pub program: PathBuf,
+}
+
+impl Distrobox {
+    fn create_argv(&self, engine: EngineKind, request: &CreateRequest) -> Vec<String> {
+        let mut argv = vec![
+            self.program.display().to_string(),
+            "create".into(),
+            "--yes".into(),
+            "--name".into(),
+            request.name.clone(),
+            "--image".into(),
+            request.image.clone(),
+        ];
+        // distrobox joins these with spaces, so each flag travels as one `--flag=value` word.
+        for pair in create_flags(engine, &spec_fields(request)).chunks(2) {
+            argv.push("--additional-flags".into());
+            argv.push(pair.join("="));
+        }
+        argv
+    }
+}
+
+#[async_trait]
+impl Manager for Distrobox {
+    fn kind(&self) -> ManagerKind {
+        ManagerKind::Distrobox
+    }
+
+    fn complete(&self, _request: &mut CreateRequest) {}
+
+    fn describe_create(&self, engine: EngineKind, request: &CreateRequest) -> Vec<Vec<String>> {
+        vec![self.create_argv(engine, request)]
+    }
+
+    async fn create(&self, engine: &dyn Engine, request: &CreateRequest) -> Result<String> {
+        let created = run_captured(&self.create_argv(engine.kind(), request)).await;
+        if created.is_err() {
+            let _ = engine.container_remove(&request.name, true).await;
+        }
+        created?;
+        let info = engine.container_inspect(&request.name).await?;
+        Ok(info.map(|c| c.id).unwrap_or_default())
+    }
+
+    fn enter_argv(&self, _engine: EngineKind, name: &str) -> Vec<String> {
+        vec![self.program.display().to_string(), "enter".into(), name.to_string()]
+    }
+}

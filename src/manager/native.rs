@@ -1,0 +1,48 @@
+//! Native: the engine creates the container directly, with what a toolbox would give —
+//! the invoking user, their home, and the host's network and IPC (Ray and RCCL need both).
+
+use std::path::PathBuf;
+
+use async_trait::async_trait;
+
+use super::{Manager, ManagerKind};
+use crate::engine::{CreateRequest, Engine, EngineKind, Mount};
+use crate::error::Result;
+use crate::spec::argv::create_argv;
+
+pub struct Native;
+
+#[async_trait]
+impl Manager for Native {
+    fn kind(&self) -> ManagerKind {
+        ManagerKind::Native
+    }
+
+    fn complete(&self, request: &mut CreateRequest) {
+        // SAFETY: getuid/getgid have no preconditions and cannot fail.
+        let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+        request.user = Some(format!("{uid}:{gid}"));
+        request.host_network = true;
+        request.host_ipc = true;
+        if let Some(home) = std::env::var_os("HOME").map(PathBuf::from).filter(|h| h.is_absolute()) {
+            request.mounts.push(Mount { source: home.clone(), target: home.clone(), read_only: false });
+            request.env.insert("HOME".into(), home.display().to_string());
+            request.workdir = Some(home);
+        }
+        // The image's own entrypoint would start a server; a toolbox just stays up.
+        request.entrypoint = Some(vec!["sleep".into()]);
+        request.command = vec!["infinity".into()];
+    }
+
+    fn describe_create(&self, engine: EngineKind, request: &CreateRequest) -> Vec<Vec<String>> {
+        vec![create_argv(engine, request)]
+    }
+
+    async fn create(&self, engine: &dyn Engine, request: &CreateRequest) -> Result<String> {
+        engine.container_create(request).await
+    }
+
+    fn enter_argv(&self, engine: EngineKind, name: &str) -> Vec<String> {
+        [engine.program(), "exec", "-it", name, "/bin/bash", "-l"].map(String::from).to_vec()
+    }
+}
