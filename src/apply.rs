@@ -1,1 +1,109 @@
-//! apply (to be written).
+//! Apply a refresh plan through the Engine and Manager seams.
+//!
+//! Never destroys the working toolbox before its replacement exists: the replacement is made
+//! under a temporary name, and only a successful create leads to the swap. Any failure or
+//! Ctrl-C before the swap removes the temporary container and leaves the old one untouched.
+
+use std::future::Future;
+
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+use crate::manager::Manager;
+use crate::plan::{old_name, RefreshPlan, Step};
+use crate::ui::Ui;
+
+/// What happened beyond success: things left for the user to look at.
+#[derive(Debug, Default)]
+pub struct Applied {
+    pub warnings: Vec<String>,
+}
+
+/// Run `future` unless Ctrl-C arrives first.
+pub async fn interruptible<T>(what: &str, future: impl Future<Output = Result<T>>) -> Result<T> {
+    tokio::select! {
+        result = future => result,
+        _ = tokio::signal::ctrl_c() => Err(Error::Failed(format!("interrupted during {what}; nothing was changed"))),
+    }
+}
+
+pub async fn apply(plan: &RefreshPlan, engine: &dyn Engine, manager: &dyn Manager, ui: &Ui) -> Result<Applied> {
+    let mut applied = Applied::default();
+    // The temporary container to remove if we stop before the swap.
+    let mut created: Option<String> = None;
+
+    for step in &plan.steps {
+        ui.status(&format!("• {}", step.describe()));
+        let result = run_step(step, engine, manager, &mut created, &mut applied).await;
+        if let Err(error) = result {
+            if let Some(temp) = created.take() {
+                if let Err(cleanup) = engine.container_remove(&temp, true).await {
+                    applied.warnings.push(format!("could not remove the temporary container {temp}: {cleanup}"));
+                }
+            }
+            return Err(error);
+        }
+    }
+    Ok(applied)
+}
+
+async fn run_step(
+    step: &Step,
+    engine: &dyn Engine,
+    manager: &dyn Manager,
+    created: &mut Option<String>,
+    applied: &mut Applied,
+) -> Result<()> {
+    match step {
+        Step::Restore { from, to } => engine.container_rename(from, to).await,
+        Step::RemoveLeftover { name } => engine.container_remove(name, true).await,
+        Step::Pin { image_id, reference } => {
+            let (repository, tag) = reference.rsplit_once(':').unwrap_or((reference, "latest"));
+            engine.image_tag(image_id, repository, tag).await
+        }
+        Step::Create { request } => {
+            *created = Some(request.name.clone());
+            interruptible(&format!("creating {}", request.name), manager.create(engine, request))
+                .await
+                .map(drop)
+        }
+        Step::Swap { temp, name, old_id } => {
+            // Not interruptible: a swap half done is worse than a swap finished.
+            swap(engine, temp, name, old_id.as_deref(), applied).await?;
+            *created = None;
+            Ok(())
+        }
+        Step::Prune { references } => {
+            for reference in references {
+                if let Err(error) = engine.image_remove(reference).await {
+                    applied.warnings.push(format!("kept {reference}: {error}"));
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Old out of the way, new in, old removed; a failed rename puts the old one back.
+async fn swap(engine: &dyn Engine, temp: &str, name: &str, old_id: Option<&str>, applied: &mut Applied) -> Result<()> {
+    let Some(old_id) = old_id else {
+        return engine.container_rename(temp, name).await;
+    };
+    let parked = old_name(name);
+    engine.container_rename(old_id, &parked).await?;
+    if let Err(error) = engine.container_rename(temp, name).await {
+        if let Err(restore) = engine.container_rename(old_id, name).await {
+            return Err(Error::Failed(format!(
+                "{error}; and putting the old toolbox back failed too ({restore}). \
+                 Fix: `podman rename {parked} {name}` (it is intact)"
+            )));
+        }
+        return Err(error);
+    }
+    if let Err(error) = engine.container_remove(old_id, true).await {
+        applied.warnings.push(format!(
+            "the new {name} is in place, but the old one is still there as {parked}: {error}. \
+             Fix: remove it with `strix-toolbox rm {parked} --force`"
+        ));
+    }
+    Ok(())
+}
