@@ -1,0 +1,138 @@
+//! What `rccl inspect` found, as data (JSON with --json) and as text.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use super::artifact::ArtifactFormat;
+use super::compressed::Method;
+use super::fatbin::FoundBundle;
+use crate::error::{Error, Result};
+
+/// One code object (bundle entry) in the library.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CodeObject {
+    /// The bundle entry id, e.g. `hipv4-amdgcn-amd-amdhsa--gfx1151`.
+    pub id: String,
+    /// `gfx1151`; None for the host entry.
+    pub target: Option<String>,
+    pub size: u64,
+    /// How its bundle was stored: "none", "zlib" or "zstd".
+    pub compression: &'static str,
+    /// Offset of its bundle in the library file.
+    pub bundle_offset: u64,
+}
+
+/// Where the fat binary was found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FatbinLocation {
+    /// `.hip_fatbin`, or None when bundles were found by scanning the whole file.
+    pub section: Option<String>,
+    pub offset: u64,
+    pub size: u64,
+}
+
+/// Everything `rccl inspect` reports, plus the library bytes `build` puts in the image.
+#[derive(Debug, Clone, Serialize)]
+pub struct RcclReport {
+    pub path: PathBuf,
+    pub format: ArtifactFormat,
+    /// The zip entry the library came from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub member: Option<String>,
+    /// sha256 of the uncompressed librccl.so.1: what ends up in the image.
+    pub sha256: String,
+    /// Size of the uncompressed library in bytes.
+    pub size: u64,
+    pub elf_type: String,
+    pub elf_machine: String,
+    pub fatbin: FatbinLocation,
+    pub bundle_count: usize,
+    /// Sorted, deduplicated.
+    pub gfx_targets: Vec<String>,
+    pub code_objects: Vec<CodeObject>,
+    pub has_gfx1151: bool,
+    pub ok: bool,
+    pub problems: Vec<String>,
+    /// The uncompressed library, for `build`.
+    #[serde(skip)]
+    pub library_bytes: Vec<u8>,
+}
+
+pub(crate) fn code_objects(bundles: &[FoundBundle]) -> Vec<CodeObject> {
+    bundles
+        .iter()
+        .flat_map(|bundle| {
+            let compression = match bundle.compression.as_ref().map(|c| c.method) {
+                None => "none",
+                Some(Method::Zlib) => "zlib",
+                Some(Method::Zstd) => "zstd",
+            };
+            bundle.entries.iter().map(move |entry| CodeObject {
+                id: entry.id.clone(),
+                target: entry.gfx_target(),
+                size: entry.size,
+                compression,
+                bundle_offset: bundle.file_offset,
+            })
+        })
+        .collect()
+}
+
+impl RcclReport {
+    /// The verdict as a Result: Err names what is missing (gfx1151) and how to fix it.
+    pub fn ensure_gfx1151(&self) -> Result<()> {
+        if self.ok {
+            return Ok(());
+        }
+        Err(Error::Failed(format!(
+            "{}: rejected as an RCCL for Strix Halo: {}",
+            self.path.display(),
+            self.problems.join("; ")
+        )))
+    }
+
+    /// The comma-separated targets for the image label.
+    pub fn gfx_targets_label(&self) -> String {
+        self.gfx_targets.join(",")
+    }
+
+    /// Human-readable report (for stdout).
+    pub fn render_text(&self) -> String {
+        let mut text = String::new();
+        let source = match &self.member {
+            Some(member) => format!("{} ({}, entry {member})", self.path.display(), self.format.name()),
+            None => format!("{} ({})", self.path.display(), self.format.name()),
+        };
+        let _ = writeln!(text, "{source}");
+        let _ = writeln!(text, "  sha256        {}", self.sha256);
+        let _ = writeln!(text, "  size          {} bytes (uncompressed library)", self.size);
+        let _ = writeln!(text, "  ELF           {}, {}", self.elf_machine, self.elf_type);
+        let place = match &self.fatbin.section {
+            Some(section) => format!("{section} at {:#x}, {} bytes", self.fatbin.offset, self.fatbin.size),
+            None => "no .hip_fatbin section; scanned the whole file".to_string(),
+        };
+        let _ = writeln!(text, "  fat binary    {place}, {} bundle(s)", self.bundle_count);
+        let targets = if self.gfx_targets.is_empty() { "none".to_string() } else { self.gfx_targets.join(", ") };
+        let _ = writeln!(text, "  gfx targets   {targets}");
+        let _ = writeln!(text, "  code objects  {}", self.code_objects.len());
+        let width = self.code_objects.iter().map(|object| object.id.len()).max().unwrap_or(0);
+        for object in &self.code_objects {
+            let _ = writeln!(
+                text,
+                "    {:<width$}  {:>10} bytes  {}",
+                object.id, object.size, object.compression
+            );
+        }
+        if self.ok {
+            let _ = writeln!(text, "  verdict       OK: x86-64 shared object with gfx1151 code objects");
+        } else {
+            let _ = writeln!(text, "  verdict       REJECTED");
+            for problem in &self.problems {
+                let _ = writeln!(text, "    - {problem}");
+            }
+        }
+        text
+    }
+}
