@@ -84,39 +84,57 @@ pub fn parse_header(data: &[u8]) -> Result<CompressedHeader, BundleError> {
     Ok(CompressedHeader { version, method, total_size, uncompressed_size, hash, header_len })
 }
 
-/// Header and inflated bytes of the compressed bundle at the start of `data`.
-pub fn decompress(data: &[u8]) -> Result<(CompressedHeader, Vec<u8>), BundleError> {
+/// A compressed bundle, inflated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Inflated {
+    pub header: CompressedHeader,
+    /// The uncompressed `__CLANG_OFFLOAD_BUNDLE__` bundle.
+    pub bundle: Vec<u8>,
+    /// Bytes the compressed bundle occupies, header included: where the next one may start.
+    /// v1 does not record it, so it is what the decompressor consumed.
+    pub stored_len: u64,
+}
+
+/// Inflate the compressed bundle at the start of `data` (which may continue past it).
+pub fn decompress(data: &[u8]) -> Result<Inflated, BundleError> {
     let header = parse_header(data)?;
     let end = header.total_size.unwrap_or(data.len() as u64);
     let payload = slice_at(data, header.header_len, end.saturating_sub(header.header_len))
         .ok_or_else(|| BundleError("compressed bundle (CCOB) payload out of bounds".into()))?;
-    // Read one byte past the declared size to notice a stream longer than its header says;
-    // the Vec grows only with bytes actually produced.
-    let limit = header.uncompressed_size + 1;
-    let mut inflated = Vec::new();
-    let outcome = match header.method {
-        Method::Zlib => flate2::read::ZlibDecoder::new(payload).take(limit).read_to_end(&mut inflated),
-        Method::Zstd => zstd::stream::read::Decoder::with_buffer(payload)
-            .map(|decoder| decoder.single_frame())
-            .and_then(|decoder| decoder.take(limit).read_to_end(&mut inflated)),
-    };
     let method = match header.method {
         Method::Zlib => "zlib",
         Method::Zstd => "zstd",
     };
-    outcome.map_err(|e| {
+    let failed = |e: std::io::Error| {
         BundleError(format!("compressed bundle (CCOB v{}, {method}) does not inflate: {e}", header.version))
-    })?;
-    if inflated.len() as u64 != header.uncompressed_size {
+    };
+    // Read one byte past the declared size to notice a stream longer than its header says;
+    // the Vec grows only with bytes actually produced.
+    let limit = header.uncompressed_size + 1;
+    let mut bundle = Vec::new();
+    let consumed = match header.method {
+        Method::Zlib => {
+            let mut reader = flate2::read::ZlibDecoder::new(payload).take(limit);
+            reader.read_to_end(&mut bundle).map_err(failed)?;
+            reader.into_inner().total_in()
+        }
+        Method::Zstd => {
+            let decoder = zstd::stream::read::Decoder::with_buffer(payload).map_err(failed)?;
+            decoder.single_frame().take(limit).read_to_end(&mut bundle).map_err(failed)?;
+            zstd::zstd_safe::find_frame_compressed_size(payload).map(|n| n as u64).unwrap_or(payload.len() as u64)
+        }
+    };
+    if bundle.len() as u64 != header.uncompressed_size {
         return Err(BundleError(format!(
             "compressed bundle (CCOB v{}, {method}) inflates to {}{} bytes, its header says {}",
             header.version,
-            if inflated.len() as u64 == limit { "more than " } else { "" },
-            inflated.len().min(header.uncompressed_size as usize),
+            if bundle.len() as u64 == limit { "more than " } else { "" },
+            bundle.len().min(header.uncompressed_size as usize),
             header.uncompressed_size
         )));
     }
-    Ok((header, inflated))
+    let stored_len = header.total_size.unwrap_or(header.header_len + consumed);
+    Ok(Inflated { header, bundle, stored_len })
 }
 
 /// Test helper: wrap `bundle` as a CCOB of `version` with `method`.
@@ -171,9 +189,11 @@ mod tests {
         for version in [1, 2, 3] {
             for method in [Method::Zlib, Method::Zstd] {
                 let mut ccob = make_ccob(&bundle, version, method);
+                let stored = ccob.len() as u64;
                 ccob.extend_from_slice(&[0u8; 64]); // section padding after the bundle
-                let (header, inflated) = decompress(&ccob).expect("inflates");
+                let Inflated { header, bundle: inflated, stored_len } = decompress(&ccob).expect("inflates");
                 assert_eq!(inflated, bundle, "v{version} {method:?}");
+                assert_eq!(stored_len, stored, "v{version} {method:?}");
                 assert_eq!(header.version, version);
                 assert_eq!(header.method, method);
                 assert_eq!(header.uncompressed_size, bundle.len() as u64);

@@ -63,16 +63,17 @@ pub fn scan(region: &[u8], base: u64, scope: ScanScope) -> Result<Vec<FoundBundl
                 position = at + CCOB_MAGIC.len();
                 continue;
             }
-            let (header, inflated) = compressed::decompress(here).map_err(located)?;
-            let bundle = parse_bundle(&inflated)
+            let inflated = compressed::decompress(here).map_err(located)?;
+            let bundle = parse_bundle(&inflated.bundle)
                 .map_err(|e| located(BundleError(format!("inside a compressed bundle: {e}"))))?;
             found.push(FoundBundle {
                 file_offset,
-                compression: Some(Compression::from(&header)),
+                compression: Some(Compression::from(&inflated.header)),
                 entries: bundle.entries,
             });
-            // v1 does not record its compressed length: resume right after the header.
-            let skip = header.total_size.unwrap_or(header.header_len);
+            // Compressed data holds the inner magic as a literal: resume after the whole
+            // compressed bundle, never inside it.
+            let skip = inflated.stored_len.max(1);
             position = at.saturating_add(usize::try_from(skip).unwrap_or(usize::MAX)).min(region.len());
         } else {
             let bundle = parse_bundle(here).map_err(located)?;
@@ -116,6 +117,18 @@ mod tests {
         assert_eq!(found[1].compression.as_ref().map(|c| (c.method, c.version)), Some((Method::Zlib, 2)));
         assert_eq!(found[1].entries[0].gfx_target().as_deref(), Some("gfx1100"));
         assert_eq!(found[2].compression.as_ref().map(|c| c.method), Some(Method::Zstd));
+    }
+
+    #[test]
+    fn a_v1_bundle_is_skipped_whole_although_its_data_holds_the_magic_literally() {
+        let inner = make_bundle(&[("hipv4-amdgcn-amd-amdhsa--gfx1151", b"0123456789abcdef")]);
+        let ccob = make_ccob(&inner, 1, Method::Zstd);
+        assert!(find(&ccob, BUNDLE_MAGIC, 4).is_some(), "zstd keeps the magic as a literal");
+        let mut section = ccob;
+        section.extend(make_bundle(&[("hipv4-amdgcn-amd-amdhsa--gfx1100", b"x")]));
+        let found = scan(&section, 0, ScanScope::FatbinSection).expect("scans");
+        let targets: Vec<_> = found.iter().map(|b| b.entries[0].gfx_target()).collect();
+        assert_eq!(targets, [Some("gfx1151".to_string()), Some("gfx1100".to_string())]);
     }
 
     #[test]
