@@ -184,7 +184,7 @@ pub(crate) mod tests {
         let strtab_name = strtab.len() as u32;
         strtab.extend_from_slice(b".shstrtab\0");
         file.extend_from_slice(&strtab);
-        while file.len() % 8 != 0 {
+        while !file.len().is_multiple_of(8) {
             file.push(0);
         }
         let shoff = file.len() as u64;
