@@ -8,7 +8,7 @@ packages=(
   docker.io docker-registry
   podman-toolbox distrobox dbus
   debootstrap busybox-static
-  gcc hyperfine
+  gcc hyperfine shellcheck
 )
 
 missing=()
