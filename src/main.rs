@@ -16,5 +16,7 @@ fn main() {
             error.exit_code()
         }
     };
+    // process::exit skips destructors: flush what commands printed first.
+    let _ = std::io::Write::flush(&mut std::io::stdout());
     std::process::exit(code);
 }

@@ -4,3 +4,4 @@
 
 pub mod cli;
 pub mod host_tree;
+pub mod toolbox_image;
