@@ -174,4 +174,41 @@ mod tests {
             .expect_err("corrupt");
         assert!(error.to_string().contains("corrupt or truncated"), "{error}");
     }
+
+    /// Damaged input of any kind gives Ok or Err, never a panic or a runaway allocation.
+    #[test]
+    fn mutated_and_truncated_libraries_never_panic() {
+        let plain = make_bundle(&[
+            ("host-x86_64-unknown-linux-gnu-", b""),
+            ("hipv4-amdgcn-amd-amdhsa--gfx1151", &[9u8; 200]),
+        ]);
+        let mut fatbin = plain.clone();
+        for (version, method) in [(1, Method::Zstd), (2, Method::Zlib), (3, Method::Zstd), (1, Method::Zlib)] {
+            fatbin.extend(make_ccob(&plain, version, method));
+        }
+        let library = library_with(".hip_fatbin", &fatbin);
+        // xorshift: deterministic, no extra dependency.
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for _ in 0..3000 {
+            let mut damaged = library.clone();
+            for _ in 0..(1 + next() % 4) {
+                let at = (next() % damaged.len() as u64) as usize;
+                damaged[at] = match next() % 3 {
+                    0 => 0xff,
+                    1 => 0,
+                    _ => next() as u8,
+                };
+            }
+            let _ = inspect_library(Path::new("x"), ArtifactFormat::So, None, damaged);
+        }
+        for cut in 0..library.len() {
+            let _ = inspect_library(Path::new("x"), ArtifactFormat::So, None, library[..cut].to_vec());
+        }
+    }
 }
