@@ -1,5 +1,6 @@
 //! What `rccl inspect` found, as data (JSON with --json) and as text.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
@@ -117,12 +118,21 @@ impl RcclReport {
         let targets = if self.gfx_targets.is_empty() { "none".to_string() } else { self.gfx_targets.join(", ") };
         let _ = writeln!(text, "  gfx targets   {targets}");
         let _ = writeln!(text, "  code objects  {}", self.code_objects.len());
-        let width = self.code_objects.iter().map(|object| object.id.len()).max().unwrap_or(0);
+        // Grouped by id: a real librccl has one bundle per translation unit, hundreds in all.
+        let mut groups: BTreeMap<&str, (usize, u64, BTreeSet<&str>)> = BTreeMap::new();
         for object in &self.code_objects {
+            let group = groups.entry(object.id.as_str()).or_default();
+            group.0 += 1;
+            group.1 += object.size;
+            group.2.insert(object.compression);
+        }
+        let width = groups.keys().map(|id| id.len()).max().unwrap_or(0);
+        for (id, (count, bytes, compressions)) in &groups {
+            let compressions: Vec<&str> = compressions.iter().copied().collect();
             let _ = writeln!(
                 text,
-                "    {:<width$}  {:>10} bytes  {}",
-                object.id, object.size, object.compression
+                "    {id:<width$}  x{count:<4} {bytes:>12} bytes  compression: {}",
+                compressions.join(", ")
             );
         }
         if self.ok {
