@@ -1,10 +1,54 @@
-//! `enter`.
+//! `enter [NAME] [-- CMD...]`: a shell in the toolbox, or CMD with its output and exit code.
 
-use crate::cli::{GlobalOptions, EnterArgs};
+use crate::cli::{EnterArgs, GlobalOptions};
+use crate::engine::{self, ContainerInfo, Engine};
+use crate::engine_probe::Installed;
 use crate::error::{Error, Result};
+use crate::labels;
+use crate::manager::{self, ManagerKind};
+use crate::process::exec_replace;
+use crate::reference::validate_container_name;
 use crate::ui::Ui;
 
-pub async fn run(global: &GlobalOptions, args: &EnterArgs, ui: &Ui) -> Result<i32> {
-    let _ = (global, ui, args);
-    Err(Error::Failed("enter: not implemented yet".into()))
+/// The toolbox `enter`, `rm` and `rollback` act on when no name is given.
+pub const DEFAULT_TOOLBOX: &str = "vllm";
+
+pub async fn run(global: &GlobalOptions, args: &EnterArgs, _ui: &Ui) -> Result<i32> {
+    let name = args.name.as_deref().unwrap_or(DEFAULT_TOOLBOX);
+    validate_container_name(name)?;
+    let connection = engine::connect(global.engine).await?;
+    let engine = connection.engine();
+    let container = find_toolbox(engine, name).await?;
+
+    if args.command.is_empty() {
+        let kind = manager_of(&container);
+        if kind == ManagerKind::Native && !container.running {
+            engine.container_start(name).await?;
+        }
+        let argv = manager::for_existing(kind, &Installed::find()).enter_argv(engine.kind(), name);
+        // The shell replaces this process: stop any engine service we started first.
+        drop(connection);
+        return Err(exec_replace(&argv));
+    }
+
+    if !container.running {
+        engine.container_start(name).await?;
+    }
+    let outcome = engine.exec(name, &args.command, &[]).await?;
+    Ok(outcome.exit_code.clamp(0, 255) as i32)
+}
+
+/// The container named `name`, or an error that says how to make it.
+pub async fn find_toolbox(engine: &dyn Engine, name: &str) -> Result<ContainerInfo> {
+    engine.container_inspect(name).await?.ok_or_else(|| {
+        Error::Failed(format!(
+            "no toolbox named {name} in {}. Fix: `strix-toolbox refresh` creates it; `strix-toolbox list` shows what exists",
+            engine.kind().program()
+        ))
+    })
+}
+
+/// Which manager made a container (native when it carries no label of ours).
+pub fn manager_of(container: &ContainerInfo) -> ManagerKind {
+    container.labels.get(labels::MANAGER).and_then(|k| ManagerKind::parse(k)).unwrap_or(ManagerKind::Native)
 }

@@ -1,1 +1,365 @@
-//! podman (to be written).
+//! Podman over its libpod API (podman-api crate).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use async_trait::async_trait;
+use futures_util::StreamExt;
+use podman_api::models::{ContainerMount, LinuxDevice, Namespace, PosixRlimit};
+use podman_api::opts::{
+    ContainerCreateOpts, ContainerDeleteOpts, ContainerListFilter, ContainerListOpts, ExecCreateOpts,
+    ExecStartOpts, ImageListFilter, ImageListOpts, ImagePushOpts, ImageTagOpts, PullOpts, RegistryAuth,
+    SeccompPolicy,
+};
+use podman_api::Podman;
+
+use super::auth::credentials_for;
+use super::endpoint::process_env;
+use super::{ContainerInfo, CreateRequest, Engine, EngineInfo, EngineKind, ExecOutcome, ImageInfo};
+use crate::error::{Error, Result};
+use crate::ui::Progress;
+
+pub struct PodmanEngine {
+    client: Podman,
+    endpoint: String,
+}
+
+impl PodmanEngine {
+    pub fn new(socket: &Path) -> Self {
+        PodmanEngine { client: Podman::unix(socket), endpoint: format!("unix://{}", socket.display()) }
+    }
+}
+
+/// An engine error with the server's own message (not a Debug dump).
+fn failed(action: impl Into<String>, error: podman_api::Error) -> Error {
+    Error::Engine { engine: "podman", action: action.into(), message: server_message(&error) }
+}
+
+fn server_message(error: &podman_api::Error) -> String {
+    let text = match error {
+        podman_api::Error::Fault { message, .. } => message.clone(),
+        podman_api::Error::Error(containers_api::conn::Error::Fault { message, .. }) => message.clone(),
+        other => other.to_string(),
+    };
+    // libpod answers {"cause": ..., "message": ..., "response": N}; keep the message.
+    serde_json::from_str::<serde_json::Value>(&text)
+        .ok()
+        .and_then(|v| v.get("message").and_then(|m| m.as_str()).map(str::to_string))
+        .unwrap_or(text)
+}
+
+fn is_not_found(error: &podman_api::Error) -> bool {
+    match error {
+        podman_api::Error::Fault { code, .. } => code.as_u16() == 404,
+        podman_api::Error::Error(containers_api::conn::Error::Fault { code, .. }) => code.as_u16() == 404,
+        _ => false,
+    }
+}
+
+fn registry_auth(reference: &str) -> Option<RegistryAuth> {
+    credentials_for(reference, &process_env).map(|c| {
+        RegistryAuth::builder().username(c.username).password(c.password).server_address(c.registry).build()
+    })
+}
+
+/// Image ids with their algorithm prefix, as docker reports them.
+fn full_id(id: String) -> String {
+    if id.starts_with("sha256:") { id } else { format!("sha256:{id}") }
+}
+
+fn sorted<K: Ord, V>(map: Option<std::collections::HashMap<K, V>>) -> BTreeMap<K, V> {
+    map.unwrap_or_default().into_iter().collect()
+}
+
+#[async_trait]
+impl Engine for PodmanEngine {
+    fn kind(&self) -> EngineKind {
+        EngineKind::Podman
+    }
+
+    fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    async fn info(&self) -> Result<EngineInfo> {
+        let info = self.client.info().await.map_err(|e| failed("info", e))?;
+        let host = info.host;
+        Ok(EngineInfo {
+            kind: EngineKind::Podman,
+            rootless: host.as_ref().and_then(|h| h.security.as_ref()).and_then(|s| s.rootless).unwrap_or(false),
+            runtime: host.and_then(|h| h.oci_runtime).and_then(|r| r.name).unwrap_or_default(),
+            version: info.version.and_then(|v| v.version).unwrap_or_default(),
+        })
+    }
+
+    async fn pull(&self, reference: &str, progress: &Progress) -> Result<()> {
+        let mut builder = PullOpts::builder().reference(reference);
+        if let Some(auth) = registry_auth(reference) {
+            builder.auth(auth);
+        }
+        let opts = builder.build();
+        let images = self.client.images();
+        let mut stream = images.pull(&opts);
+        let action = || format!("pull {reference}");
+        while let Some(report) = stream.next().await {
+            let report = report.map_err(|e| failed(action(), e))?;
+            if let Some(error) = report.error {
+                return Err(Error::Engine {
+                    engine: "podman",
+                    action: action(),
+                    message: format!("{error}. Fix: check the image reference and that the registry is reachable"),
+                });
+            }
+            if let Some(line) = report.stream {
+                progress.line(&line);
+            }
+        }
+        Ok(())
+    }
+
+    async fn image_inspect(&self, reference: &str) -> Result<Option<ImageInfo>> {
+        match self.client.images().get(reference).inspect().await {
+            Ok(data) => Ok(Some(ImageInfo {
+                id: data.id.map(full_id).unwrap_or_default(),
+                repo_digests: data.repo_digests.unwrap_or_default(),
+                repo_tags: data.repo_tags.unwrap_or_default(),
+                labels: sorted(data.labels),
+                created: data.created.map(|t| t.to_rfc3339()),
+            })),
+            Err(e) if is_not_found(&e) => Ok(None),
+            Err(e) => Err(failed(format!("inspect image {reference}"), e)),
+        }
+    }
+
+    async fn image_list(&self, repository: &str) -> Result<Vec<ImageInfo>> {
+        let opts = ImageListOpts::builder().filter([ImageListFilter::Reference(repository.into(), None)]).build();
+        let images = self.client.images().list(&opts).await.map_err(|e| failed(format!("list images of {repository}"), e))?;
+        Ok(images
+            .into_iter()
+            .map(|i| ImageInfo {
+                id: i.id.map(full_id).unwrap_or_default(),
+                repo_digests: i.repo_digests.unwrap_or_default(),
+                repo_tags: i.repo_tags.unwrap_or_default(),
+                labels: sorted(i.labels),
+                created: None,
+            })
+            .collect())
+    }
+
+    async fn image_tag(&self, id: &str, repository: &str, tag: &str) -> Result<()> {
+        let opts = ImageTagOpts::builder().repo(repository).tag(tag).build();
+        self.client.images().get(id).tag(&opts).await.map_err(|e| failed(format!("tag {id} as {repository}:{tag}"), e))
+    }
+
+    async fn image_remove(&self, reference: &str) -> Result<()> {
+        self.client.images().get(reference).remove().await.map_err(|e| failed(format!("remove image {reference}"), e))
+    }
+
+    async fn image_push(&self, reference: &str, progress: &Progress) -> Result<()> {
+        let mut builder = ImagePushOpts::builder().destination(reference);
+        if let Some(auth) = registry_auth(reference) {
+            builder = builder.auth(auth);
+        }
+        let opts = builder.build();
+        let image = self.client.images().get(reference);
+        let mut stream = image.push(&opts);
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| failed(format!("push {reference}"), e))?;
+            progress.line(&chunk);
+        }
+        Ok(())
+    }
+
+    async fn build(
+        &self,
+        context_tar: Vec<u8>,
+        containerfile: &str,
+        tags: &[String],
+        labels: &BTreeMap<String, String>,
+        build_args: &BTreeMap<String, String>,
+        progress: &Progress,
+    ) -> Result<String> {
+        super::libpod_build::build(&self.client, &self.endpoint, context_tar, containerfile, tags, labels, build_args, progress).await
+    }
+
+    async fn container_inspect(&self, name_or_id: &str) -> Result<Option<ContainerInfo>> {
+        let data = match self.client.containers().get(name_or_id).inspect().await {
+            Ok(data) => data,
+            Err(e) if is_not_found(&e) => return Ok(None),
+            Err(e) => return Err(failed(format!("inspect container {name_or_id}"), e)),
+        };
+        let mut info = ContainerInfo {
+            id: data.id.unwrap_or_default(),
+            name: data.name.unwrap_or_default(),
+            image_id: data.image.map(full_id).unwrap_or_default(),
+            image: data.image_name.unwrap_or_default(),
+            running: data.state.and_then(|s| s.running).unwrap_or(false),
+            created: data.created.map(|t| t.to_rfc3339()),
+            ..Default::default()
+        };
+        if let Some(config) = data.config {
+            info.labels = sorted(config.labels);
+            info.create_command = config.create_command.unwrap_or_default();
+            info.env = config.env.unwrap_or_default();
+            info.annotations = sorted(config.annotations);
+        }
+        if let Some(host) = data.host_config {
+            info.devices = host
+                .devices
+                .unwrap_or_default()
+                .into_iter()
+                .map(|d| format!("{}:{}", d.path_on_host.unwrap_or_default(), d.path_in_container.unwrap_or_default()))
+                .collect();
+            info.group_add = host.group_add.unwrap_or_default();
+            info.ulimits = host
+                .ulimits
+                .unwrap_or_default()
+                .into_iter()
+                .map(|u| format!("{}={}:{}", u.name.unwrap_or_default(), u.soft.unwrap_or(0), u.hard.unwrap_or(0)))
+                .collect();
+            info.security_opt = host.security_opt.unwrap_or_default();
+        }
+        Ok(Some(info))
+    }
+
+    async fn container_list(&self, label: &str) -> Result<Vec<ContainerInfo>> {
+        let filter = match label.split_once('=') {
+            Some((key, value)) => ContainerListFilter::LabelKeyVal(key.into(), value.into()),
+            None => ContainerListFilter::LabelKey(label.into()),
+        };
+        let opts = ContainerListOpts::builder().all(true).filter([filter]).build();
+        let containers = self.client.containers().list(&opts).await.map_err(|e| failed("list containers", e))?;
+        Ok(containers
+            .into_iter()
+            .map(|c| ContainerInfo {
+                id: c.id.unwrap_or_default(),
+                name: c.names.and_then(|n| n.into_iter().next()).unwrap_or_default(),
+                image_id: c.image_id.unwrap_or_default(),
+                image: c.image.unwrap_or_default(),
+                labels: sorted(c.labels),
+                running: c.state.as_deref() == Some("running"),
+                created: c.created.map(|t| t.to_rfc3339()),
+                ..Default::default()
+            })
+            .collect())
+    }
+
+    async fn container_create(&self, request: &CreateRequest) -> Result<String> {
+        let opts = create_opts(request);
+        let created = self
+            .client
+            .containers()
+            .create(&opts)
+            .await
+            .map_err(|e| failed(format!("create container {} from {}", request.name, request.image), e))?;
+        Ok(created.id)
+    }
+
+    async fn container_rename(&self, name_or_id: &str, new_name: &str) -> Result<()> {
+        self.client
+            .containers()
+            .get(name_or_id)
+            .rename(new_name)
+            .await
+            .map_err(|e| failed(format!("rename {name_or_id} to {new_name}"), e))
+    }
+
+    async fn container_start(&self, name_or_id: &str) -> Result<()> {
+        self.client.containers().get(name_or_id).start(None).await.map_err(|e| failed(format!("start {name_or_id}"), e))
+    }
+
+    async fn container_remove(&self, name_or_id: &str, force: bool) -> Result<()> {
+        let opts = ContainerDeleteOpts::builder().force(force).build();
+        match self.client.containers().get(name_or_id).delete(&opts).await {
+            Ok(()) => Ok(()),
+            Err(e) if is_not_found(&e) => Ok(()),
+            Err(e) => Err(failed(format!("remove container {name_or_id}"), e)),
+        }
+    }
+
+    async fn exec(&self, name_or_id: &str, command: &[String], env: &[String]) -> Result<ExecOutcome> {
+        let action = || format!("exec in {name_or_id}");
+        let vars: Vec<(String, String)> = env
+            .iter()
+            .filter_map(|pair| pair.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())))
+            .collect();
+        let opts = ExecCreateOpts::builder()
+            .command(command)
+            .attach_stdout(true)
+            .attach_stderr(true)
+            .env(vars)
+            .build();
+        let exec = self.client.containers().get(name_or_id).create_exec(&opts).await.map_err(|e| failed(action(), e))?;
+        let start = ExecStartOpts::builder().build();
+        if let Some(mut output) = exec.start(&start).await.map_err(|e| failed(action(), e))? {
+            super::output::copy_exec_output(&mut output).await;
+        }
+        let inspect = exec.inspect().await.map_err(|e| failed(action(), e))?;
+        let exit_code = inspect.get("ExitCode").and_then(|c| c.as_i64()).unwrap_or(-1);
+        Ok(ExecOutcome { exit_code })
+    }
+}
+
+/// The libpod SpecGenerator for a create request.
+fn create_opts(request: &CreateRequest) -> ContainerCreateOpts {
+    let namespace = |mode: &str| Namespace { nsmode: Some(mode.into()), value: None };
+    let mut builder = ContainerCreateOpts::builder()
+        .name(&request.name)
+        .image(&request.image)
+        .devices(request.devices.iter().map(|(host, container)| LinuxDevice {
+            path: Some(format!("{}:{}", host.display(), container.display())),
+            file_mode: None,
+            gid: None,
+            major: None,
+            minor: None,
+            type_: None,
+            uid: None,
+        }))
+        .groups(request.group_add.iter())
+        .r_limits(request.ulimits.iter().map(|u| PosixRlimit {
+            type_: Some(u.name.clone()),
+            // libpod takes -1 as unlimited; the model is unsigned, so u64::MAX stands for it.
+            soft: Some(u.soft.unwrap_or(u64::MAX)),
+            hard: Some(u.hard.unwrap_or(u64::MAX)),
+        }))
+        .env(request.env.iter())
+        .labels(request.labels.iter())
+        .annotations(request.annotations.iter())
+        .mounts(request.mounts.iter().map(|m| ContainerMount {
+            destination: Some(m.target.display().to_string()),
+            source: Some(m.source.display().to_string()),
+            _type: Some("bind".into()),
+            options: Some(if m.read_only { vec!["ro".into()] } else { vec!["rw".into()] }),
+            uid_mappings: None,
+            gid_mappings: None,
+        }));
+    for option in &request.security_opt {
+        if option == "seccomp=unconfined" {
+            builder = builder.seccomp_policy(SeccompPolicy::Default).seccomp_profile_path("unconfined");
+        }
+    }
+    if let Some(user) = &request.user {
+        builder = builder.user(user);
+    }
+    if request.host_network {
+        builder = builder.net_namespace(namespace("host"));
+    }
+    if request.host_ipc {
+        builder = builder.ipc_namespace(namespace("host"));
+    }
+    if let Some(dir) = &request.workdir {
+        builder = builder.work_dir(dir.display().to_string());
+    }
+    if let Some(hostname) = &request.hostname {
+        builder = builder.hostname(hostname);
+    }
+    if let Some(entrypoint) = &request.entrypoint {
+        builder = builder.entrypoint(entrypoint.iter());
+    }
+    if !request.command.is_empty() {
+        builder = builder.command(request.command.iter());
+    }
+    // Recorded like `podman create` does, so `podman inspect` shows the equivalent command line.
+    builder = builder.create_command(crate::spec::argv::create_argv(EngineKind::Podman, request));
+    builder.build()
+}

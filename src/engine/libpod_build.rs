@@ -1,0 +1,61 @@
+//! Building through libpod's /build endpoint. podman-api takes a context directory (it makes
+//! the tar itself), so the engine-neutral context tar is unpacked into a temporary one first.
+
+use std::collections::BTreeMap;
+
+use futures_util::StreamExt;
+use podman_api::opts::{ImageBuildOpts, ImageTagOpts};
+use podman_api::Podman;
+
+use crate::error::{Error, Result};
+use crate::ui::Progress;
+
+#[allow(clippy::too_many_arguments)]
+pub async fn build(
+    client: &Podman,
+    endpoint: &str,
+    context_tar: Vec<u8>,
+    containerfile: &str,
+    tags: &[String],
+    labels: &BTreeMap<String, String>,
+    build_args: &BTreeMap<String, String>,
+    progress: &Progress,
+) -> Result<String> {
+    let failed = |message: String| Error::Engine { engine: "podman", action: "build".into(), message };
+    let first_tag = tags.first().ok_or_else(|| failed("no tag given for the built image".into()))?;
+    let dir = tempfile::tempdir().map_err(|e| failed(format!("cannot create a context directory: {e}")))?;
+    tar::Archive::new(context_tar.as_slice())
+        .unpack(dir.path())
+        .map_err(|e| failed(format!("cannot unpack the build context: {e}")))?;
+
+    let opts = ImageBuildOpts::builder(dir.path().display().to_string())
+        .dockerfile(containerfile)
+        .tag(first_tag)
+        .labels(labels.iter())
+        .build_args(build_args.iter())
+        .layers(true)
+        .build();
+    let images = client.images();
+    let mut stream = images.build(&opts).map_err(|e| failed(e.to_string()))?;
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| failed(format!("{e} (via {endpoint})")))?;
+        progress.line(&chunk.stream);
+    }
+    let image = client
+        .images()
+        .get(first_tag.as_str())
+        .inspect()
+        .await
+        .map_err(|e| failed(format!("the build finished but {first_tag} is not there: {e}")))?;
+    let id = image.id.unwrap_or_default();
+    for tag in &tags[1..] {
+        let (repository, name) = tag.rsplit_once(':').unwrap_or((tag, "latest"));
+        client
+            .images()
+            .get(id.as_str())
+            .tag(&ImageTagOpts::builder().repo(repository).tag(name).build())
+            .await
+            .map_err(|e| failed(format!("cannot tag the image as {tag}: {e}")))?;
+    }
+    Ok(if id.starts_with("sha256:") { id } else { format!("sha256:{id}") })
+}
