@@ -9,7 +9,6 @@ use podman_api::models::{ContainerMount, LinuxDevice, Namespace, PosixRlimit};
 use podman_api::opts::{
     ContainerCreateOpts, ContainerDeleteOpts, ContainerListFilter, ContainerListOpts, ExecCreateOpts,
     ExecStartOpts, ImageListFilter, ImageListOpts, ImagePushOpts, ImageTagOpts, PullOpts, RegistryAuth,
-    SeccompPolicy,
 };
 use podman_api::Podman;
 
@@ -300,6 +299,18 @@ impl Engine for PodmanEngine {
     }
 }
 
+/// The request's annotations, plus the one `podman create --security-opt seccomp=…` records so
+/// that `podman inspect` reports the profile (libpod applies `seccomp_profile_path` either way).
+fn annotations(request: &CreateRequest) -> BTreeMap<String, String> {
+    let mut annotations = request.annotations.clone();
+    for option in &request.security_opt {
+        if let Some(profile) = option.strip_prefix("seccomp=") {
+            annotations.insert("io.podman.annotations.seccomp".into(), profile.into());
+        }
+    }
+    annotations
+}
+
 /// The libpod SpecGenerator for a create request.
 fn create_opts(request: &CreateRequest) -> ContainerCreateOpts {
     let namespace = |mode: &str| Namespace { nsmode: Some(mode.into()), value: None };
@@ -324,7 +335,7 @@ fn create_opts(request: &CreateRequest) -> ContainerCreateOpts {
         }))
         .env(request.env.iter())
         .labels(request.labels.iter())
-        .annotations(request.annotations.iter())
+        .annotations(annotations(request))
         .mounts(request.mounts.iter().map(|m| ContainerMount {
             destination: Some(m.target.display().to_string()),
             source: Some(m.source.display().to_string()),
@@ -334,8 +345,8 @@ fn create_opts(request: &CreateRequest) -> ContainerCreateOpts {
             gid_mappings: None,
         }));
     for option in &request.security_opt {
-        if option == "seccomp=unconfined" {
-            builder = builder.seccomp_policy(SeccompPolicy::Default).seccomp_profile_path("unconfined");
+        if let Some(profile) = option.strip_prefix("seccomp=") {
+            builder = builder.seccomp_profile_path(profile);
         }
     }
     if let Some(user) = &request.user {

@@ -1,0 +1,51 @@
+//! Stand-in images: a busybox-static rootfs with the OCI created label, pushed to the loopback
+//! registry, so pulls, pins and "a new image upstream" are real.
+
+use std::path::Path;
+use std::process::Command;
+
+use super::podman::PodmanService;
+use super::registry::Registry;
+
+/// Import `rootfs_tar` as `REGISTRY/name` with labels and push it; returns the reference.
+pub fn push_rootfs_image(
+    podman: &PodmanService,
+    registry: &Registry,
+    name: &str,
+    rootfs_tar: &Path,
+    labels: &[(&str, &str)],
+) -> String {
+    let reference = format!("{}/{name}", registry.host());
+    let label_changes: Vec<String> = labels.iter().map(|(k, v)| format!("LABEL {k}={v}")).collect();
+    let mut args: Vec<&str> = vec!["import", "--quiet"];
+    for change in &label_changes {
+        args.extend(["--change", change]);
+    }
+    args.extend(["--change", "CMD [\"/bin/sh\"]", rootfs_tar.to_str().expect("utf-8 path"), &reference]);
+    podman.podman_ok(&args);
+    podman.podman_ok(&["push", "--quiet", &reference]);
+    // Drop the local copy: refresh must really pull it.
+    podman.podman_ok(&["rmi", "--force", &reference]);
+    reference
+}
+
+/// A busybox image created at `created` (RFC 3339), pushed as `REGISTRY/name`.
+/// A different `created` gives a different image (and digest).
+pub fn stand_in_image(podman: &PodmanService, registry: &Registry, name: &str, created: &str) -> String {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rootfs = dir.path().join("rootfs");
+    std::fs::create_dir_all(rootfs.join("bin")).expect("mkdir");
+    std::fs::create_dir_all(rootfs.join("etc")).expect("mkdir");
+    std::fs::create_dir_all(rootfs.join("tmp")).expect("mkdir");
+    std::fs::copy("/bin/busybox", rootfs.join("bin/busybox")).expect("copy busybox (busybox-static)");
+    for tool in ["sh", "sleep", "cat", "id", "true", "false", "echo", "sha256sum", "ls", "env"] {
+        std::os::unix::fs::symlink("busybox", rootfs.join("bin").join(tool)).expect("symlink");
+    }
+    std::fs::write(rootfs.join("etc/passwd"), "root:x:0:0:root:/root:/bin/sh\n").expect("passwd");
+    std::fs::write(rootfs.join("etc/group"), "root:x:0:\n").expect("group");
+    std::fs::write(rootfs.join("etc/created"), created).expect("created");
+    let tarball = dir.path().join("rootfs.tar");
+    let status = Command::new("tar").arg("-C").arg(&rootfs).arg("-cf").arg(&tarball).arg(".").status().expect("tar");
+    assert!(status.success());
+    push_rootfs_image(podman, registry, name, &tarball, &[("org.opencontainers.image.created", created)])
+}

@@ -1,0 +1,63 @@
+//! The end-to-end testbed: real services, started by the test that uses them and stopped when
+//! it drops them. Each test gets its own registry, podman storage and service, so tests run in
+//! parallel and leave nothing behind.
+//!
+//! ```ignore
+//! let registry = Registry::start();
+//! let podman = PodmanService::start(&registry);
+//! let image = stand_in_image(&podman, &registry, "vllm:latest", "2026-11-01T10:00:00Z");
+//! let output = run_strix(&podman.env(), &["--host-root", host, "refresh", "--image", &image]);
+//! ```
+#![allow(dead_code)]
+
+pub mod docker;
+pub mod image;
+pub mod podman;
+pub mod registry;
+
+use std::net::TcpListener;
+use std::process::{Child, Output};
+use std::time::{Duration, Instant};
+
+pub use image::stand_in_image;
+pub use podman::PodmanService;
+pub use registry::Registry;
+
+/// Run the strix-toolbox binary with a testbed's environment.
+pub fn run_strix(env: &[(String, String)], args: &[&str]) -> Output {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_strix-toolbox"));
+    command.env_remove("STRIX_HOST_ROOT").env_remove("CONTAINER_HOST").env_remove("DOCKER_HOST");
+    command.env("NO_COLOR", "1").env("USER", "alice").stdin(std::process::Stdio::null());
+    command.envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    command.args(args).output().expect("run strix-toolbox")
+}
+
+/// A port on 127.0.0.1 nobody listens on right now.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("free port").port()
+}
+
+/// Poll `ready` until it holds or `limit` passes.
+pub fn wait_until(what: &str, limit: Duration, mut ready: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !ready() {
+        assert!(Instant::now() < deadline, "{what} not ready after {limit:?}");
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}
+
+/// Stop a service: SIGTERM, a moment to exit, then SIGKILL; always reaped.
+pub fn stop_child(child: &mut Child) {
+    let pid = child.id() as i32;
+    // SAFETY: plain kill(2) on our own child.
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}

@@ -1,0 +1,136 @@
+//! A private podman: its own storage, configuration and API service (TESTBED.md: runc, not crun;
+//! default ulimits within this machine's hard limits; the loopback registry marked insecure).
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+use super::registry::Registry;
+use super::{stop_child, wait_until};
+
+pub struct PodmanService {
+    child: Child,
+    pub socket: PathBuf,
+    env: Vec<(String, String)>,
+    dir: tempfile::TempDir,
+}
+
+impl PodmanService {
+    pub fn start(registry: &Registry) -> PodmanService {
+        // Short path: unix socket paths are limited to ~108 bytes.
+        let dir = tempfile::Builder::new().prefix("pm-").tempdir_in("/tmp").expect("tempdir");
+        let root = dir.path();
+        let write = |name: &str, text: String| {
+            let path = root.join(name);
+            std::fs::write(&path, text).expect("write podman config");
+            path.display().to_string()
+        };
+        let containers_conf = write(
+            "containers.conf",
+            format!(
+                "[containers]\ndefault_ulimits = [\"nofile=1024:1024\", \"nproc=1024:1024\"]\nnetns = \"host\"\n\
+                 [engine]\nruntime = \"runc\"\ncgroup_manager = \"cgroupfs\"\nevents_logger = \"file\"\n\
+                 events_logfile_path = \"{0}/events.log\"\ntmp_dir = \"{0}/tmp\"\nvolume_path = \"{0}/volumes\"\n\
+                 lock_type = \"file\"\n",
+                root.display()
+            ),
+        );
+        let registries_conf = write(
+            "registries.conf",
+            format!("[[registry]]\nlocation = \"{}\"\ninsecure = true\n", registry.host()),
+        );
+        let storage_conf = write(
+            "storage.conf",
+            format!(
+                "[storage]\ndriver = \"vfs\"\ngraphroot = \"{0}/graph\"\nrunroot = \"{0}/run\"\n",
+                root.display()
+            ),
+        );
+        let socket = root.join("podman.sock");
+        let runtime_dir = root.join("xdg");
+        std::fs::create_dir_all(&runtime_dir).expect("mkdir xdg");
+        let env = vec![
+            ("CONTAINERS_CONF".to_string(), containers_conf),
+            ("CONTAINERS_REGISTRIES_CONF".to_string(), registries_conf),
+            ("CONTAINERS_STORAGE_CONF".to_string(), storage_conf),
+            ("CONTAINER_HOST".to_string(), format!("unix://{}", socket.display())),
+            // Locks and the default podman socket path stay inside the testbed.
+            ("XDG_RUNTIME_DIR".to_string(), runtime_dir.display().to_string()),
+        ];
+        let child = Command::new("podman")
+            .args(["system", "service", "--time=0"])
+            .arg(format!("unix://{}", socket.display()))
+            // With CONTAINER_HOST set, podman would act as a remote client.
+            .envs(env.iter().filter(|(k, _)| k != "CONTAINER_HOST").map(|(k, v)| (k.as_str(), v.as_str())))
+            // podman system service exits at once without stdin from /dev/null.
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(root.join("service.log")).expect("service log"))
+            .spawn()
+            .expect("start podman system service (scripts/test-deps.sh installs podman)");
+        let probe = socket.clone();
+        let log = root.join("service.log");
+        wait_until("podman service", Duration::from_secs(20), || {
+            let up = std::os::unix::net::UnixStream::connect(&probe).is_ok();
+            if !up && child_exited(&log) {
+                panic!("podman system service failed: {}", std::fs::read_to_string(&log).unwrap_or_default());
+            }
+            up
+        });
+        PodmanService { child, socket, env, dir }
+    }
+
+    /// What the strix-toolbox binary, podman and toolbox need to share this testbed.
+    pub fn env(&self) -> Vec<(String, String)> {
+        self.env.clone()
+    }
+
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Run the podman CLI against this testbed's storage (argv, no shell).
+    pub fn podman(&self, args: &[&str]) -> Output {
+        let output = Command::new("podman")
+            .args(args)
+            .envs(self.env.iter().filter(|(k, _)| k != "CONTAINER_HOST").map(|(k, v)| (k.as_str(), v.as_str())))
+            .stdin(Stdio::null())
+            .output()
+            .expect("run podman");
+        output
+    }
+
+    /// Run podman and return its trimmed stdout, failing the test on a non-zero exit.
+    pub fn podman_ok(&self, args: &[&str]) -> String {
+        let output = self.podman(args);
+        assert!(output.status.success(), "podman {args:?} failed: {}", String::from_utf8_lossy(&output.stderr));
+        String::from_utf8_lossy(&output.stdout).trim().to_string()
+    }
+
+    /// `podman inspect NAME` as JSON (the first element).
+    pub fn inspect(&self, name: &str) -> serde_json::Value {
+        let text = self.podman_ok(&["container", "inspect", name]);
+        let mut value: serde_json::Value = serde_json::from_str(&text).expect("inspect JSON");
+        value[0].take()
+    }
+
+    /// Names of every container in this testbed.
+    pub fn container_names(&self) -> Vec<String> {
+        self.podman_ok(&["ps", "-a", "--format", "{{.Names}}"]).lines().map(str::to_string).collect()
+    }
+}
+
+/// The service logs "Error" and exits when its configuration is wrong.
+fn child_exited(log: &Path) -> bool {
+    std::fs::read_to_string(log).is_ok_and(|text| text.contains("Error"))
+}
+
+impl Drop for PodmanService {
+    fn drop(&mut self) {
+        // Containers first (a started one holds runc processes), then the service.
+        let _ = self.podman(&["rm", "--all", "--force", "--time", "0"]);
+        stop_child(&mut self.child);
+        // vfs layers can be read-only directories; make them removable.
+        let _ = Command::new("chmod").args(["-R", "u+w"]).arg(self.dir.path()).status();
+    }
+}
