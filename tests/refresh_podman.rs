@@ -70,3 +70,125 @@ fn creates_the_right_container_then_a_second_refresh_is_a_no_op() {
     assert_eq!(podman.inspect("vllm")["Id"], id);
     assert_eq!(podman.container_names(), ["vllm"]);
 }
+
+fn container_id(podman: &PodmanService, name: &str) -> String {
+    podman.inspect(name)["Id"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn a_new_image_upstream_is_picked_up_and_the_old_one_stays_pinned_for_rollback() {
+    let registry = Registry::start();
+    let podman = PodmanService::start(&registry);
+    let host = materialize("strix-thunderbolt-only");
+    let image = stand_in_image(&podman, &registry, "kyuz0/vllm:latest", CREATED);
+    assert!(refresh(&podman, host.path(), &image, &[]).status.success());
+    let first_id = container_id(&podman, "vllm");
+
+    // Upstream publishes a newer image under the same tag.
+    stand_in_image(&podman, &registry, "kyuz0/vllm:latest", "2026-11-08T09:30:00Z");
+    let output = refresh(&podman, host.path(), &image, &[]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let summary = json(&output);
+    assert_eq!(summary["action"], "recreated", "{summary:#}");
+    assert!(summary["reason"].as_str().unwrap().contains("image changed"));
+    assert_eq!(summary["pin"], "20261108-093000");
+    assert_ne!(container_id(&podman, "vllm"), first_id);
+    assert_eq!(podman.inspect("vllm")["Config"]["Labels"]["io.github.strix-toolbox.pin"], "20261108-093000");
+    assert_eq!(podman.container_names(), ["vllm"], "old and temporary containers are gone");
+    let repository = image.rsplit_once(':').unwrap().0;
+    podman.podman_ok(&["image", "exists", &format!("{repository}:20261101-100000")]);
+
+    // Rollback goes back to the previous pin.
+    let output = run_strix(&podman.env(), &["--host-root", host.path().to_str().unwrap(), "--json", "rollback", "vllm"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(json(&output)["pin"], "20261101-100000");
+    assert_eq!(podman.inspect("vllm")["Config"]["Labels"]["io.github.strix-toolbox.pin"], "20261101-100000");
+}
+
+#[test]
+fn a_dead_registry_leaves_the_toolbox_exactly_as_it_was() {
+    let mut registry = Registry::start();
+    let podman = PodmanService::start(&registry);
+    let host = materialize("strix-thunderbolt-only");
+    let image = stand_in_image(&podman, &registry, "kyuz0/vllm:latest", CREATED);
+    assert!(refresh(&podman, host.path(), &image, &[]).status.success());
+    let before = podman.inspect("vllm");
+
+    registry.stop();
+    let output = refresh(&podman, host.path(), &image, &["--force"]);
+    assert_eq!(output.status.code(), Some(1));
+    let message = stderr(&output);
+    assert!(message.contains("pull") && message.contains(&image), "{message}");
+    assert_eq!(podman.inspect("vllm"), before);
+    assert_eq!(podman.container_names(), ["vllm"]);
+}
+
+#[test]
+fn a_refused_create_leaves_the_toolbox_and_no_temporary_container() {
+    let registry = Registry::start();
+    let podman = PodmanService::start(&registry);
+    let host = materialize("strix-thunderbolt-only");
+    let image = stand_in_image(&podman, &registry, "kyuz0/vllm:latest", CREATED);
+    assert!(refresh(&podman, host.path(), &image, &[]).status.success());
+    let before = podman.inspect("vllm");
+
+    // The engine refuses to bind-mount a home that does not exist.
+    let mut env = podman.env();
+    env.push(("HOME".into(), "/nonexistent/home/alice".into()));
+    let args = ["--host-root", host.path().to_str().unwrap(), "refresh", "--image", &image, "--name", "vllm", "--manager", "native"];
+    let output = run_strix(&env, &args);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let message = stderr(&output);
+    assert!(message.contains("create container vllm-strix-new") && message.contains("/nonexistent/home/alice"), "{message}");
+    assert_eq!(podman.inspect("vllm"), before);
+    assert_eq!(podman.container_names(), ["vllm"]);
+}
+
+#[test]
+fn dry_run_prints_the_plan_and_changes_nothing() {
+    let registry = Registry::start();
+    let podman = PodmanService::start(&registry);
+    let host = materialize("strix-e810-healthy");
+    let image = stand_in_image(&podman, &registry, "kyuz0/vllm:latest", CREATED);
+    podman.podman_ok(&["pull", "-q", &image]);
+
+    let host_arg = host.path().to_str().unwrap();
+    let args = ["--host-root", host_arg, "refresh", "--image", &image, "--name", "vllm", "--manager", "native", "--dry-run"];
+    let output = run_strix(&podman.env(), &args);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let plan = String::from_utf8_lossy(&output.stdout);
+    for needle in [
+        "pull",
+        "pin the image",
+        "podman create --name vllm-strix-new",
+        "--ulimit memlock=-1:-1",
+        "--security-opt seccomp=unconfined",
+        "podman rename vllm-strix-new vllm",
+    ] {
+        assert!(plan.contains(needle), "{needle} missing from:\n{plan}");
+    }
+    assert!(podman.container_names().is_empty());
+}
+
+#[test]
+fn list_and_rm_manage_only_our_toolboxes() {
+    let registry = Registry::start();
+    let podman = PodmanService::start(&registry);
+    let host = materialize("strix-thunderbolt-only");
+    let image = stand_in_image(&podman, &registry, "kyuz0/vllm:latest", CREATED);
+    assert!(refresh(&podman, host.path(), &image, &[]).status.success());
+    podman.podman_ok(&["create", "--name", "someone-else", &image, "sleep", "1"]);
+
+    let listed = json(&run_strix(&podman.env(), &["--json", "list"]));
+    let names: Vec<&str> = listed.as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["vllm"]);
+    assert_eq!(listed[0]["pin"], "20261101-100000");
+    assert_eq!(listed[0]["manager"], "native");
+
+    let output = run_strix(&podman.env(), &["rm", "someone-else"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(stderr(&output).contains("not made by strix-toolbox"));
+    let output = run_strix(&podman.env(), &["rm", "vllm"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(podman.container_names(), ["someone-else"]);
+}

@@ -1,0 +1,46 @@
+//! `enter NAME -- CMD` passes output and exit codes through, whatever the command does.
+
+mod common;
+mod support;
+
+use common::{run_strix, stand_in_image, PodmanService, Registry};
+use support::cli::stderr;
+use support::host_tree::materialize;
+
+#[test]
+fn passes_output_and_exit_codes_and_shares_the_host_ipc_and_network() {
+    let registry = Registry::start();
+    let podman = PodmanService::start(&registry);
+    let host = materialize("strix-thunderbolt-only");
+    let image = stand_in_image(&podman, &registry, "kyuz0/vllm:latest", "2026-11-01T10:00:00Z");
+    let host_arg = host.path().to_str().unwrap();
+    let output = run_strix(&podman.env(), &["--host-root", host_arg, "refresh", "--image", &image, "--name", "vllm", "--manager", "native"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+
+    // Not running yet: enter starts it.
+    let output = run_strix(&podman.env(), &["enter", "vllm", "--", "sh", "-c", "echo out; echo err >&2; exit 3"]);
+    assert_eq!(output.status.code(), Some(3));
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "out\n");
+    assert_eq!(stderr(&output), "err\n");
+
+    let output = run_strix(&podman.env(), &["enter", "vllm", "--", "true"]);
+    assert_eq!(output.status.code(), Some(0));
+
+    // Ray and RCCL need the host's IPC and network namespaces.
+    for namespace in ["ipc", "net"] {
+        let output = run_strix(&podman.env(), &["enter", "vllm", "--", "ls", "-l", &format!("/proc/self/ns/{namespace}")]);
+        let inside = String::from_utf8_lossy(&output.stdout);
+        let ours = std::fs::read_link(format!("/proc/self/ns/{namespace}")).unwrap();
+        assert!(inside.contains(ours.to_str().unwrap()), "{namespace}: {inside} vs {ours:?}");
+    }
+}
+
+#[test]
+fn a_missing_toolbox_says_how_to_make_it() {
+    let registry = Registry::start();
+    let podman = PodmanService::start(&registry);
+    let output = run_strix(&podman.env(), &["enter", "nope", "--", "true"]);
+    assert_eq!(output.status.code(), Some(1));
+    let message = stderr(&output);
+    assert!(message.contains("no toolbox named nope") && message.contains("strix-toolbox refresh"), "{message}");
+}
