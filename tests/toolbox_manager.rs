@@ -1,0 +1,142 @@
+//! The Toolbx manager with the real `toolbox` (and a D-Bus system bus): `toolbox enter` keeps
+//! working AND the devices, groups, seccomp and memlock reach the container — which the seed's
+//! `toolbox create -- <flags>` never achieved (Toolbx drops everything after `--`).
+
+mod common;
+mod support;
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use common::image::push_rootfs_image;
+use common::{run_strix, stop_child, wait_until, PodmanService, Registry};
+use support::cli::{json, stderr};
+use support::host_tree::materialize;
+use support::toolbox_image::toolbox_rootfs_tar;
+
+const BUS: &str = "/run/dbus/system_bus_socket";
+
+/// The system bus Toolbx needs; started (and stopped) here only when none is running.
+struct SystemBus(Option<Child>);
+
+impl SystemBus {
+    fn ensure() -> SystemBus {
+        if std::os::unix::net::UnixStream::connect(BUS).is_ok() {
+            return SystemBus(None);
+        }
+        std::fs::create_dir_all("/run/dbus").unwrap();
+        let _ = std::fs::remove_file(BUS);
+        let child = Command::new("dbus-daemon")
+            .args(["--system", "--nofork", "--nopidfile"])
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("start dbus-daemon (scripts/test-deps.sh installs dbus)");
+        wait_until("system bus", Duration::from_secs(10), || std::os::unix::net::UnixStream::connect(BUS).is_ok());
+        SystemBus(Some(child))
+    }
+}
+
+impl Drop for SystemBus {
+    fn drop(&mut self) {
+        if let Some(child) = &mut self.0 {
+            stop_child(child);
+        }
+    }
+}
+
+fn toolbox_image(podman: &PodmanService, registry: &Registry) -> String {
+    push_rootfs_image(
+        podman,
+        registry,
+        "kyuz0/vllm-toolbx:latest",
+        &toolbox_rootfs_tar(),
+        &[("com.github.containers.toolbox", "true"), ("org.opencontainers.image.created", "2026-11-01T10:00:00Z")],
+    )
+}
+
+fn refresh_with_toolbox(podman: &PodmanService, host: &Path, image: &str, name: &str) -> serde_json::Value {
+    let args = ["--host-root", host.to_str().unwrap(), "--json", "refresh", "--image", image, "--name", name, "--manager", "toolbox"];
+    let output = run_strix(&podman.env(), &args);
+    assert!(output.status.success(), "{}", stderr(&output));
+    json(&output)
+}
+
+fn strings(value: &serde_json::Value) -> Vec<String> {
+    value.as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_string()).collect()
+}
+
+#[test]
+fn toolbox_enter_works_and_the_flags_are_there() {
+    let _bus = SystemBus::ensure();
+    let registry = Registry::start();
+    let podman = PodmanService::start(&registry);
+    let image = toolbox_image(&podman, &registry);
+    let host = materialize("strix-thunderbolt-only");
+
+    let summary = refresh_with_toolbox(&podman, host.path(), &image, "vllm");
+    assert_eq!(summary["action"], "created");
+    assert_eq!(summary["manager"], "toolbox");
+
+    let inspect = podman.inspect("vllm");
+    let create_command = strings(&inspect["Config"]["CreateCommand"]);
+    let root = host.path().display().to_string();
+    for pair in [
+        ["--device".to_string(), format!("{root}/dev/kfd:/dev/kfd")],
+        ["--device".into(), format!("{root}/dev/dri:/dev/dri")],
+        ["--group-add".into(), "39".into()],
+        ["--group-add".into(), "105".into()],
+        ["--security-opt".into(), "seccomp=unconfined".into()],
+    ] {
+        assert!(create_command.windows(2).any(|w| w == pair), "{pair:?} missing from {create_command:?}");
+    }
+    // Toolbx's own parts are still there: its label and its init-container entry point.
+    assert!(create_command.iter().any(|a| a == "init-container"), "{create_command:?}");
+    assert_eq!(inspect["Config"]["Labels"]["com.github.containers.toolbox"], "true");
+    assert_eq!(inspect["Config"]["Labels"]["io.github.strix-toolbox.manager"], "toolbox");
+    assert_eq!(inspect["HostConfig"]["GroupAdd"], serde_json::json!(["39", "105"]));
+    assert!(inspect["HostConfig"]["SecurityOpt"].to_string().contains("seccomp=unconfined"));
+
+    // And Toolbx itself still enters it.
+    let toolbox = Command::new("toolbox")
+        .args(["run", "--container", "vllm", "cat", "/etc/os-release"])
+        .envs(podman.env().into_iter().filter(|(k, _)| k != "CONTAINER_HOST"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(toolbox.status.success(), "toolbox run failed: {}", String::from_utf8_lossy(&toolbox.stderr));
+    assert!(String::from_utf8_lossy(&toolbox.stdout).contains("bookworm"));
+
+    // strix-toolbox enter reaches it through the API too.
+    let output = run_strix(&podman.env(), &["enter", "vllm", "--", "sh", "-c", "exit 7"]);
+    assert_eq!(output.status.code(), Some(7), "{}", stderr(&output));
+
+    // A second refresh is a no-op.
+    assert_eq!(refresh_with_toolbox(&podman, host.path(), &image, "vllm")["action"], "unchanged");
+}
+
+#[test]
+fn with_rdma_memlock_replaces_toolbx_ulimit_host() {
+    let _bus = SystemBus::ensure();
+    let registry = Registry::start();
+    let podman = PodmanService::start(&registry);
+    let image = toolbox_image(&podman, &registry);
+    let host = materialize("strix-e810-healthy");
+
+    refresh_with_toolbox(&podman, host.path(), &image, "vllm");
+    let inspect = podman.inspect("vllm");
+    let create_command = strings(&inspect["Config"]["CreateCommand"]);
+    assert!(create_command.windows(2).any(|w| w == ["--ulimit", "memlock=-1:-1"]), "{create_command:?}");
+    assert!(!create_command.windows(2).any(|w| w == ["--ulimit", "host"]), "`host` would win over memlock");
+    let memlock = inspect["HostConfig"]["Ulimits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["Name"] == "RLIMIT_MEMLOCK")
+        .cloned()
+        .expect("memlock ulimit");
+    assert_eq!((memlock["Soft"].as_i64(), memlock["Hard"].as_i64()), (Some(-1), Some(-1)));
+    assert_eq!(inspect["HostConfig"]["GroupAdd"], serde_json::json!(["39", "105", "993"]));
+    let env = inspect["Config"]["Env"].to_string();
+    assert!(env.contains("NCCL_IB_GID_INDEX=3"), "{env}");
+}
