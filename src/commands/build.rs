@@ -3,8 +3,8 @@
 
 use crate::build::{self, BuildOutcome, BuildRequest, Provenance};
 use crate::cli::{BuildArgs, GlobalOptions};
-use crate::engine::Engine;
-use crate::error::{Error, Result};
+use crate::engine;
+use crate::error::Result;
 use crate::rccl;
 use crate::ui::Ui;
 
@@ -27,16 +27,11 @@ pub async fn run(global: &GlobalOptions, args: &BuildArgs, ui: &Ui) -> Result<i3
         Provenance::new(args.source.as_deref(), args.revision.as_deref(), args.rccl_source.as_deref(), &args.rccl);
     let request = BuildRequest::new(&report, &provenance, &args.base, &tags, args.push)?;
 
-    let engine = connect(global).await?;
+    let connection = engine::connect(global.engine).await?;
     let progress = ui.progress();
-    let outcome = build::build_image(engine.as_ref(), &report, &request, &progress).await?;
+    let outcome = build::build_image(connection.engine(), &report, &request, &progress).await?;
     print_outcome(&outcome, ui);
     Ok(0)
-}
-
-async fn connect(global: &GlobalOptions) -> Result<Box<dyn Engine>> {
-    let _ = global;
-    Err(Error::Failed("build: the engine connection is not available yet".into()))
 }
 
 fn print_outcome(outcome: &BuildOutcome, ui: &Ui) {
