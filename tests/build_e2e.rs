@@ -3,6 +3,7 @@
 //! library inside the built image against the recorded sha256 label, the push, and that a
 //! rebuild with another artifact replaces only the RCCL layers. Prints build/rebuild seconds.
 
+#[allow(unused_imports)]
 mod common;
 mod rccl_fixtures;
 
@@ -189,7 +190,7 @@ fn build_overlays_the_rccl_pushes_and_rebuilds_only_the_rccl_layers() {
         assert_ne!(old, new, "RCCL layers replaced");
     }
     // The first image is still there under its own tag, untouched.
-    assert_eq!(digests_in_image(&podman, &first_tag, &["/opt/rocm/lib/librccl.so.1.0"]), [first_sha.clone()]);
+    assert_eq!(digests_in_image(&podman, &first_tag, &["/opt/rocm/lib/librccl.so.1.0"]), [first_sha]);
 
     // Not asserted: a rebuild with the same artifact is not cached through the libpod API on
     // podman 4.3 (its build context lands in a new directory each time), so it costs the same.
