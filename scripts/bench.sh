@@ -51,13 +51,14 @@ CONF
 export CONTAINERS_CONF=$work/containers.conf
 export CONTAINERS_REGISTRIES_CONF=$work/registries.conf
 export CONTAINERS_STORAGE_CONF=$work/storage.conf
-export CONTAINER_HOST=unix://$work/podman.sock
+# Only strix-toolbox talks to the API service; podman's CLI (the baseline) stays local.
+api=unix://$work/podman.sock
 export XDG_RUNTIME_DIR=$work/run
 mkdir -p "$XDG_RUNTIME_DIR"
 
 docker-registry serve "$work/registry.yml" >"$work/registry.log" 2>&1 &
 pids+=($!)
-podman system service --time=0 "$CONTAINER_HOST" </dev/null >"$work/podman.log" 2>&1 &
+podman system service --time=0 "$api" </dev/null >"$work/podman.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 100); do [ -S "$work/podman.sock" ] && break; sleep 0.1; done
 
@@ -84,12 +85,12 @@ grep -v '^#' "$host/devices.txt" | while read -r kind major minor node mode gid;
 done
 
 cargo build --release --quiet
-strix=$repo_root/target/release/strix-toolbox
+strix="env CONTAINER_HOST=$api $repo_root/target/release/strix-toolbox"
 flags=(--device "$host/dev/kfd:/dev/kfd" --device "$host/dev/dri:/dev/dri" --group-add 39 --group-add 105
   --security-opt seccomp=unconfined)
 
 # First refresh creates; every benchmarked one is a no-op.
-"$strix" --host-root "$host" refresh --image "$ref" --name bench --manager native
+$strix --host-root "$host" refresh --image "$ref" --name bench --manager native
 mkdir -p target/bench
 
 echo "== refresh: no-op strix-toolbox vs the seed's podman CLI sequence"
@@ -98,12 +99,12 @@ hyperfine --warmup 2 --runs "$runs" --export-markdown target/bench/refresh.md \
   -n "strix-toolbox refresh (no-op)" "$strix --host-root $host refresh --image $ref --name bench --manager native"
 
 echo "== enter: strix-toolbox enter -- true vs podman exec"
-"$strix" enter bench -- true
+$strix enter bench -- true
 hyperfine --warmup 3 --runs "$runs" --export-markdown target/bench/enter.md \
   -n "podman exec bench true" "podman exec bench true" \
   -n "strix-toolbox enter bench -- true" "$strix enter bench -- true"
 
 echo "== detect"
-hyperfine --warmup 3 --runs "$runs" --export-markdown target/bench/detect.md -N \
+hyperfine --warmup 3 --runs "$runs" --export-markdown target/bench/detect.md \
   -n "strix-toolbox detect" "$strix --host-root $host detect" \
   -n "strix-toolbox detect --json" "$strix --host-root $host detect --json"

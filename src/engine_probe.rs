@@ -46,11 +46,15 @@ pub fn guess_spec_options(kind: EngineKind) -> SpecOptions {
     let rootless = unsafe { libc::geteuid() } != 0;
     let runtime = match kind {
         EngineKind::Docker => "runc".to_string(),
-        EngineKind::Podman => configured_runtime().unwrap_or_else(|| {
-            if which::which("crun").is_ok() { "crun" } else { "runc" }.to_string()
-        }),
+        EngineKind::Podman => podman_runtime(),
     };
     SpecOptions { engine: kind, rootless, runtime, extra_env: Default::default() }
+}
+
+/// The OCI runtime podman will use: containers.conf's `runtime`, else crun when installed
+/// (podman's own preference), else runc.
+pub fn podman_runtime() -> String {
+    configured_runtime().unwrap_or_else(|| if which::which("crun").is_ok() { "crun" } else { "runc" }.to_string())
 }
 
 /// `runtime = "..."` from the containers.conf podman would read, most specific first.

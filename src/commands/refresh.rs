@@ -200,12 +200,15 @@ async fn current_state(engine: &dyn Engine, name: &str, image: &ImageRef) -> Res
     let managed = |c: Option<crate::engine::ContainerInfo>| {
         c.filter(|c| c.labels.get(crate::labels::MANAGED).map(String::as_str) == Some("true"))
     };
-    Ok(CurrentState {
-        container: engine.container_inspect(name).await?,
-        left_as_old: managed(engine.container_inspect(&old_name(name)).await?),
-        left_as_new: managed(engine.container_inspect(&temp_name(name)).await?),
-        images: engine.image_list(&image.repository).await?,
-    })
+    // Independent reads: ask for them together.
+    let (old, new) = (old_name(name), temp_name(name));
+    let (container, left_as_old, left_as_new, images) = tokio::try_join!(
+        engine.container_inspect(name),
+        engine.container_inspect(&old),
+        engine.container_inspect(&new),
+        engine.image_list(&image.repository),
+    )?;
+    Ok(CurrentState { container, left_as_old: managed(left_as_old), left_as_new: managed(left_as_new), images })
 }
 
 /// `refresh --rccl FILE`: overlay the artifact on the channel's image here, tagged

@@ -45,7 +45,7 @@ pub struct EngineInfo {
     pub rootless: bool,
     /// The OCI runtime in use: "crun", "runc", ...
     pub runtime: String,
-    /// Server version, for messages.
+    /// Server version, for messages (empty when not asked for).
     pub version: String,
 }
 
