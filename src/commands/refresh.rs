@@ -310,3 +310,38 @@ fn report(
     );
     eprintln!("  enter it with: strix-toolbox enter {}", desired.name);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::EngineKind;
+    use crate::host::{Memlock, RdmaFacts};
+
+    fn node(hard: Option<u64>, rdma: bool) -> HostFacts {
+        HostFacts {
+            memlock: Some(Memlock { soft: hard, hard }),
+            rdma: RdmaFacts {
+                devices: if rdma { vec!["/dev/infiniband/uverbs0".into()] } else { vec![] },
+                ports: vec![],
+            },
+            ..Default::default()
+        }
+    }
+
+    fn engine(rootless: bool) -> EngineInfo {
+        EngineInfo { kind: EngineKind::Podman, rootless, runtime: "crun".into(), version: String::new() }
+    }
+
+    #[test]
+    fn rootless_rdma_with_a_memlock_limit_stops_before_creating_anything() {
+        let error = check_memlock(&node(Some(8 << 20), true), &engine(true)).unwrap_err().to_string();
+        assert!(error.contains("8388608") && error.contains("/etc/security/limits.d/"), "{error}");
+    }
+
+    #[test]
+    fn memlock_is_fine_when_unlimited_rootful_or_without_rdma() {
+        check_memlock(&node(None, true), &engine(true)).unwrap();
+        check_memlock(&node(Some(8 << 20), true), &engine(false)).unwrap();
+        check_memlock(&node(Some(8 << 20), false), &engine(true)).unwrap();
+    }
+}
