@@ -47,7 +47,7 @@ pub enum Step {
     /// Tag the image with its date so later refreshes keep it.
     Pin { image_id: String, reference: String },
     /// Create the replacement under a temporary name.
-    Create { request: CreateRequest },
+    Create { request: Box<CreateRequest> },
     /// Replace the old toolbox (if any) with the new one, then remove the old one.
     Swap { temp: String, name: String, old_id: Option<String> },
     /// Remove pins beyond --keep.
@@ -167,7 +167,7 @@ pub fn plan_refresh(desired: &DesiredToolbox, current: &CurrentState, keep: usiz
     };
     if action != Action::Unchanged {
         let temp = temp_name(name);
-        steps.push(Step::Create { request: CreateRequest { name: temp.clone(), ..desired.request.clone() } });
+        steps.push(Step::Create { request: Box::new(CreateRequest { name: temp.clone(), ..desired.request.clone() }) });
         steps.push(Step::Swap { temp, name: name.clone(), old_id: existing.as_ref().map(|c| c.id.clone()) });
     }
 

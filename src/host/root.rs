@@ -78,7 +78,7 @@ impl HostRoot {
         };
         let mut names: Vec<String> =
             entries.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
-        names.sort_by(|a, b| natural_key(a).cmp(&natural_key(b)));
+        names.sort_by_key(|name| natural_key(name));
         names
     }
 }
@@ -111,7 +111,7 @@ mod tests {
     #[test]
     fn natural_order() {
         let mut names = vec!["10", "9", "1"];
-        names.sort_by(|a, b| natural_key(a).cmp(&natural_key(b)));
+        names.sort_by_key(|name| natural_key(name));
         assert_eq!(names, ["1", "9", "10"]);
     }
 }

@@ -19,6 +19,7 @@ use std::net::TcpListener;
 use std::process::{Child, Output};
 use std::time::{Duration, Instant};
 
+#[allow(unused_imports)]
 pub use image::stand_in_image;
 pub use podman::PodmanService;
 pub use registry::Registry;
