@@ -141,14 +141,18 @@ pub async fn refresh_toolbox(global: &GlobalOptions, engine: &dyn Engine, job: &
 
     let _lock = ToolboxLock::acquire(&target.name)?;
 
+    // Pull first (the newest base, for a local build too); a dry run only looks.
+    if !job.dry_run && !matches!(job.source, ImageSource::Local) {
+        let progress = ui.progress();
+        interruptible(&format!("pulling {}", target.image_ref), engine.pull(&target.image_ref, &progress)).await?;
+        progress.finish();
+    }
     let image_ref = match &job.source {
-        ImageSource::Build(artifact) => build_locally(engine, artifact, &target.image_ref, ui).await?,
-        ImageSource::Pull if !job.dry_run => {
-            let progress = ui.progress();
-            interruptible(&format!("pulling {}", target.image_ref), engine.pull(&target.image_ref, &progress)).await?;
-            progress.finish();
-            target.image_ref.clone()
+        ImageSource::Build(artifact) if job.dry_run => {
+            rccl::inspect_artifact(artifact)?.ensure_gfx1151()?;
+            local_build_tag(&target.image_ref)?
         }
+        ImageSource::Build(artifact) => build_locally(engine, artifact, &target.image_ref, ui).await?,
         ImageSource::Pull | ImageSource::Local => target.image_ref.clone(),
     };
     let image = match engine.image_inspect(&image_ref).await? {
@@ -216,15 +220,20 @@ async fn current_state(engine: &dyn Engine, name: &str, image: &ImageRef) -> Res
 async fn build_locally(engine: &dyn Engine, artifact: &Path, base: &str, ui: &Ui) -> Result<String> {
     let report = rccl::inspect_artifact(artifact)?;
     report.ensure_gfx1151()?;
-    let base_name = ImageRef::parse(base)?;
-    let short_name = base_name.repository.rsplit('/').next().unwrap_or("image");
-    let tag = format!("localhost/{short_name}:{}-rccl", base_name.tag.as_deref().unwrap_or("latest"));
+    let tag = local_build_tag(base)?;
     let source = artifact.display().to_string();
     let provenance = Provenance::new(None, None, Some(&source), artifact);
     let request = BuildRequest::new(&report, &provenance, base, std::slice::from_ref(&tag), false)?;
     let progress = ui.progress();
     interruptible("building the image", build_image(engine, &report, &request, &progress)).await?;
     Ok(tag)
+}
+
+/// `docker.io/kyuz0/vllm-therock-gfx1151:dev` → `localhost/vllm-therock-gfx1151:dev-rccl`.
+fn local_build_tag(base: &str) -> Result<String> {
+    let base_name = ImageRef::parse(base)?;
+    let short_name = base_name.repository.rsplit('/').next().unwrap_or("image");
+    Ok(format!("localhost/{short_name}:{}-rccl", base_name.tag.as_deref().unwrap_or("latest")))
 }
 
 /// RDMA pins memory: with a rootless engine the container inherits the hard memlock limit and

@@ -38,7 +38,11 @@ pub fn stand_in_image(podman: &PodmanService, registry: &Registry, name: &str, c
     std::fs::create_dir_all(rootfs.join("etc")).expect("mkdir");
     std::fs::create_dir_all(rootfs.join("tmp")).expect("mkdir");
     std::fs::copy("/bin/busybox", rootfs.join("bin/busybox")).expect("copy busybox (busybox-static)");
-    for tool in ["sh", "sleep", "cat", "id", "true", "false", "echo", "sha256sum", "ls", "env"] {
+    // Enough applets for the RCCL overlay's RUN steps too.
+    for tool in [
+        "sh", "sleep", "cat", "id", "true", "false", "echo", "sha256sum", "ls", "env", "find", "cp", "ln", "cmp",
+        "mkdir", "rm", "chmod", "readlink",
+    ] {
         std::os::unix::fs::symlink("busybox", rootfs.join("bin").join(tool)).expect("symlink");
     }
     std::fs::write(rootfs.join("etc/passwd"), "root:x:0:0:root:/root:/bin/sh\n").expect("passwd");
