@@ -34,7 +34,16 @@ pub async fn run(global: &GlobalOptions, args: &EnterArgs, _ui: &Ui) -> Result<i
     if !container.running {
         engine.container_start(name).await?;
     }
-    let outcome = engine.exec(name, &args.command, &[]).await?;
+    // Toolbx and Distrobox containers run as root and create the invoking user inside (same
+    // uid); commands run as that user, as `toolbox run` does. Native ones already run as us.
+    let user = match manager_of(&container) {
+        ManagerKind::Native => None,
+        ManagerKind::Toolbox | ManagerKind::Distrobox => {
+            // SAFETY: getuid/getgid have no preconditions and cannot fail.
+            Some(unsafe { format!("{}:{}", libc::getuid(), libc::getgid()) })
+        }
+    };
+    let outcome = engine.exec(name, &args.command, &[], user.as_deref()).await?;
     Ok(outcome.exit_code.clamp(0, 255) as i32)
 }
 

@@ -37,7 +37,7 @@ impl super::Engine for DockerEngine {
     async fn container_rename(&self, _: &str, _: &str) -> Result<()> { Err(unavailable()) }
     async fn container_start(&self, _: &str) -> Result<()> { Err(unavailable()) }
     async fn container_remove(&self, _: &str, _: bool) -> Result<()> { Err(unavailable()) }
-    async fn exec(&self, _: &str, _: &[String], _: &[String]) -> Result<super::ExecOutcome> { Err(unavailable()) }
+    async fn exec(&self, _: &str, _: &[String], _: &[String], _: Option<&str>) -> Result<super::ExecOutcome> { Err(unavailable()) }
 }
 
 fn unavailable() -> Error {

@@ -176,8 +176,9 @@ pub trait Engine: Send + Sync {
     async fn container_rename(&self, name_or_id: &str, new_name: &str) -> Result<()>;
     async fn container_start(&self, name_or_id: &str) -> Result<()>;
     async fn container_remove(&self, name_or_id: &str, force: bool) -> Result<()>;
-    /// Run `command` in a running container, streaming its stdout/stderr to ours.
-    async fn exec(&self, name_or_id: &str, command: &[String], env: &[String]) -> Result<ExecOutcome>;
+    /// Run `command` in a running container as `user` (the container's user when None),
+    /// streaming its stdout/stderr to ours.
+    async fn exec(&self, name_or_id: &str, command: &[String], env: &[String], user: Option<&str>) -> Result<ExecOutcome>;
 }
 
 /// A live connection to an engine. Holds the podman service it had to start, if any, so the

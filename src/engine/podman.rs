@@ -288,18 +288,17 @@ impl Engine for PodmanEngine {
         }
     }
 
-    async fn exec(&self, name_or_id: &str, command: &[String], env: &[String]) -> Result<ExecOutcome> {
+    async fn exec(&self, name_or_id: &str, command: &[String], env: &[String], user: Option<&str>) -> Result<ExecOutcome> {
         let action = || format!("exec in {name_or_id}");
         let vars: Vec<(String, String)> = env
             .iter()
             .filter_map(|pair| pair.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())))
             .collect();
-        let opts = ExecCreateOpts::builder()
-            .command(command)
-            .attach_stdout(true)
-            .attach_stderr(true)
-            .env(vars)
-            .build();
+        let mut builder = ExecCreateOpts::builder().command(command).attach_stdout(true).attach_stderr(true).env(vars);
+        if let Some(user) = user {
+            builder = builder.user(podman_api::opts::UserOpt::User(user.to_string()));
+        }
+        let opts = builder.build();
         let exec = self.client.containers().get(name_or_id).create_exec(&opts).await.map_err(|e| failed(action(), e))?;
         let start = ExecStartOpts::builder().build();
         if let Some(mut output) = exec.start(&start).await.map_err(|e| failed(action(), e))? {
