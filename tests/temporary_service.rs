@@ -1,0 +1,37 @@
+//! With podman installed but no socket answering, a command starts `podman system service`
+//! for its own duration and stops it afterwards.
+
+mod common;
+mod support;
+
+use common::{run_strix, stand_in_image, PodmanService, Registry};
+use support::cli::{json, stderr};
+use support::host_tree::materialize;
+
+fn services_running() -> Vec<String> {
+    let output = std::process::Command::new("pgrep").args(["-af", "strix-toolbox-podman-"]).output().unwrap();
+    String::from_utf8_lossy(&output.stdout).lines().map(str::to_string).collect()
+}
+
+#[test]
+fn starts_and_stops_its_own_podman_service() {
+    let registry = Registry::start();
+    let podman = PodmanService::start(&registry);
+    let image = stand_in_image(&podman, &registry, "kyuz0/vllm:latest", "2026-11-01T10:00:00Z");
+    let host = materialize("strix-thunderbolt-only");
+    let host_arg = host.path().to_str().unwrap();
+
+    // Same storage and configuration, but no CONTAINER_HOST and an empty runtime dir: no socket.
+    let runtime_dir = tempfile::tempdir().unwrap();
+    let mut env: Vec<(String, String)> = podman.env().into_iter().filter(|(k, _)| k != "CONTAINER_HOST" && k != "XDG_RUNTIME_DIR").collect();
+    env.push(("XDG_RUNTIME_DIR".into(), runtime_dir.path().display().to_string()));
+    assert!(!std::path::Path::new("/run/podman/podman.sock").exists(), "a system podman socket would be used instead");
+
+    let args = ["--host-root", host_arg, "--engine", "podman", "--json", "refresh", "--image", &image, "--name", "vllm", "--manager", "native"];
+    let output = run_strix(&env, &args);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(json(&output)["action"], "created");
+    // The container is in the shared storage, seen through the testbed's own service.
+    assert_eq!(podman.container_names(), ["vllm"]);
+    assert!(services_running().is_empty(), "left running: {:?}", services_running());
+}
