@@ -162,7 +162,7 @@ pub async fn refresh_toolbox(global: &GlobalOptions, engine: &dyn Engine, job: &
     };
 
     let image_name = ImageRef::parse(&image_ref)?;
-    let desired = desired_toolbox(&target.name, &image_ref, &image_name, image, &spec, manager.as_ref());
+    let desired = desired_toolbox(&target.name, &image_ref, &image_name, image, &spec, manager.as_ref(), &info);
     let current = current_state(engine, &target.name, &image_name).await?;
     let plan = plan_refresh(&desired, &current, job.keep, job.force);
 
@@ -181,10 +181,11 @@ fn desired_toolbox(
     image: ImageInfo,
     spec: &ToolboxSpec,
     manager: &dyn Manager,
+    engine: &EngineInfo,
 ) -> DesiredToolbox {
     let mut request = CreateRequest { name: name.to_string(), image: image_ref.to_string(), ..Default::default() };
     spec.apply_to(&mut request);
-    manager.complete(&mut request);
+    manager.complete(&mut request, engine);
     let hash = spec_hash(manager.kind(), &request);
     let pin = pin_tag(&image);
     let repository = image_name.repository.clone();

@@ -124,6 +124,9 @@ pub struct CreateRequest {
     pub user: Option<String>,
     pub host_network: bool,
     pub host_ipc: bool,
+    /// Rootless podman: map our uid into the container as itself (`--userns keep-id`), so
+    /// files written to the mounted home stay ours.
+    pub keep_id: bool,
     pub workdir: Option<PathBuf>,
     pub hostname: Option<String>,
     /// Command to keep the container alive (e.g. ["sleep", "infinity"]).

@@ -369,6 +369,9 @@ fn create_opts(request: &CreateRequest) -> ContainerCreateOpts {
     if request.host_ipc {
         builder = builder.ipc_namespace(namespace("host"));
     }
+    if request.keep_id {
+        builder = builder.user_namespace(namespace("keep-id"));
+    }
     if let Some(dir) = &request.workdir {
         builder = builder.work_dir(dir.display().to_string());
     }

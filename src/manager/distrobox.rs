@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use async_trait::async_trait;
 
 use super::{spec_fields, Manager, ManagerKind};
-use crate::engine::{CreateRequest, Engine, EngineKind};
+use crate::engine::{CreateRequest, Engine, EngineInfo, EngineKind};
 use crate::error::Result;
 use crate::process::run_captured;
 use crate::spec::argv::create_flags;
@@ -40,7 +40,7 @@ impl Manager for Distrobox {
         ManagerKind::Distrobox
     }
 
-    fn complete(&self, _request: &mut CreateRequest) {}
+    fn complete(&self, _request: &mut CreateRequest, _engine: &EngineInfo) {}
 
     fn describe_create(&self, engine: EngineKind, request: &CreateRequest) -> Vec<Vec<String>> {
         vec![self.create_argv(engine, request)]

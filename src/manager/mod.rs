@@ -13,7 +13,7 @@ pub use native::Native;
 pub use toolbox::Toolbox;
 
 use crate::cli::ManagerChoice;
-use crate::engine::{CreateRequest, Engine, EngineKind};
+use crate::engine::{CreateRequest, Engine, EngineInfo, EngineKind};
 use crate::engine_probe::Installed;
 use crate::error::{Error, Result};
 
@@ -44,7 +44,7 @@ pub trait Manager: Send + Sync {
     fn kind(&self) -> ManagerKind;
 
     /// Add what this manager's toolboxes get beyond the spec (native: user, home, host network).
-    fn complete(&self, request: &mut CreateRequest);
+    fn complete(&self, request: &mut CreateRequest, engine: &EngineInfo);
 
     /// The command lines `create` runs, for `--dry-run`.
     fn describe_create(&self, engine: EngineKind, request: &CreateRequest) -> Vec<Vec<String>>;

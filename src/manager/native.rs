@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use async_trait::async_trait;
 
 use super::{Manager, ManagerKind};
-use crate::engine::{CreateRequest, Engine, EngineKind, Mount};
+use crate::engine::{CreateRequest, Engine, EngineInfo, EngineKind, Mount};
 use crate::error::Result;
 use crate::spec::argv::create_argv;
 
@@ -18,12 +18,13 @@ impl Manager for Native {
         ManagerKind::Native
     }
 
-    fn complete(&self, request: &mut CreateRequest) {
+    fn complete(&self, request: &mut CreateRequest, engine: &EngineInfo) {
         // SAFETY: getuid/getgid have no preconditions and cannot fail.
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
         request.user = Some(format!("{uid}:{gid}"));
         request.host_network = true;
         request.host_ipc = true;
+        request.keep_id = engine.kind == EngineKind::Podman && engine.rootless;
         if let Some(home) = std::env::var_os("HOME").map(PathBuf::from).filter(|h| h.is_absolute()) {
             request.mounts.push(Mount { source: home.clone(), target: home.clone(), read_only: false });
             request.env.insert("HOME".into(), home.display().to_string());

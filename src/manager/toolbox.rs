@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use async_trait::async_trait;
 
 use super::{spec_fields, Manager, ManagerKind};
-use crate::engine::{CreateRequest, Engine, EngineKind};
+use crate::engine::{CreateRequest, Engine, EngineInfo, EngineKind};
 use crate::error::{Error, Result};
 use crate::process::run_captured;
 use crate::spec::argv::create_flags;
@@ -69,7 +69,7 @@ impl Manager for Toolbox {
         ManagerKind::Toolbox
     }
 
-    fn complete(&self, _request: &mut CreateRequest) {}
+    fn complete(&self, _request: &mut CreateRequest, _engine: &EngineInfo) {}
 
     fn describe_create(&self, _engine: EngineKind, request: &CreateRequest) -> Vec<Vec<String>> {
         let mut recreate = vec![self.podman.display().to_string(), "create".into()];

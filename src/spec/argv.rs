@@ -34,6 +34,9 @@ pub fn create_flags(engine: EngineKind, request: &CreateRequest) -> Vec<String> 
     if request.host_ipc {
         flag("--ipc", "host".into());
     }
+    if request.keep_id {
+        flag("--userns", "keep-id".into());
+    }
     for (host, container) in &request.devices {
         flag("--device", format!("{}:{}", host.display(), container.display()));
     }
