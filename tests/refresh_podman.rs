@@ -17,12 +17,42 @@ fn refresh(podman: &PodmanService, host: &std::path::Path, image: &str, extra: &
     run_strix(&podman.env(), &args)
 }
 
+/// A registry with the stand-in image, a podman service, a host tree, and (for `refreshed`)
+/// the toolbox already created from the image.
+struct Bed {
+    registry: Registry,
+    podman: PodmanService,
+    host: tempfile::TempDir,
+    image: String,
+}
+
+impl Bed {
+    fn new(fixture: &str) -> Bed {
+        let registry = Registry::start();
+        let podman = PodmanService::start(&registry);
+        let image = stand_in_image(&podman, &registry, "kyuz0/vllm:latest", CREATED);
+        Bed { registry, podman, host: materialize(fixture), image }
+    }
+
+    fn refreshed(fixture: &str) -> Bed {
+        let bed = Bed::new(fixture);
+        let output = bed.refresh(&[]);
+        assert!(output.status.success(), "{}", stderr(&output));
+        bed
+    }
+
+    fn refresh(&self, extra: &[&str]) -> std::process::Output {
+        refresh(&self.podman, self.host.path(), &self.image, extra)
+    }
+
+    fn host_arg(&self) -> &str {
+        self.host.path().to_str().unwrap()
+    }
+}
+
 #[test]
 fn creates_the_right_container_then_a_second_refresh_is_a_no_op() {
-    let registry = Registry::start();
-    let podman = PodmanService::start(&registry);
-    let image = stand_in_image(&podman, &registry, "kyuz0/vllm:latest", CREATED);
-    let host = materialize("strix-e810-healthy");
+    let Bed { registry: _registry, podman, host, image } = Bed::new("strix-e810-healthy");
 
     let output = refresh(&podman, host.path(), &image, &[]);
     assert!(output.status.success(), "{}", stderr(&output));
@@ -77,11 +107,7 @@ fn container_id(podman: &PodmanService, name: &str) -> String {
 
 #[test]
 fn a_new_image_upstream_is_picked_up_and_the_old_one_stays_pinned_for_rollback() {
-    let registry = Registry::start();
-    let podman = PodmanService::start(&registry);
-    let host = materialize("strix-thunderbolt-only");
-    let image = stand_in_image(&podman, &registry, "kyuz0/vllm:latest", CREATED);
-    assert!(refresh(&podman, host.path(), &image, &[]).status.success());
+    let Bed { registry, podman, host, image } = Bed::refreshed("strix-thunderbolt-only");
     let first_id = container_id(&podman, "vllm");
 
     // Upstream publishes a newer image under the same tag.
@@ -107,49 +133,38 @@ fn a_new_image_upstream_is_picked_up_and_the_old_one_stays_pinned_for_rollback()
 
 #[test]
 fn a_dead_registry_leaves_the_toolbox_exactly_as_it_was() {
-    let mut registry = Registry::start();
-    let podman = PodmanService::start(&registry);
-    let host = materialize("strix-thunderbolt-only");
-    let image = stand_in_image(&podman, &registry, "kyuz0/vllm:latest", CREATED);
-    assert!(refresh(&podman, host.path(), &image, &[]).status.success());
-    let before = podman.inspect("vllm");
+    let mut bed = Bed::refreshed("strix-thunderbolt-only");
+    let before = bed.podman.inspect("vllm");
 
-    registry.stop();
-    let output = refresh(&podman, host.path(), &image, &["--force"]);
+    bed.registry.stop();
+    let output = bed.refresh(&["--force"]);
     assert_eq!(output.status.code(), Some(1));
     let message = stderr(&output);
-    assert!(message.contains("pull") && message.contains(&image), "{message}");
-    assert_eq!(podman.inspect("vllm"), before);
-    assert_eq!(podman.container_names(), ["vllm"]);
+    assert!(message.contains("pull") && message.contains(&bed.image), "{message}");
+    assert_eq!(bed.podman.inspect("vllm"), before);
+    assert_eq!(bed.podman.container_names(), ["vllm"]);
 }
 
 #[test]
 fn a_refused_create_leaves_the_toolbox_and_no_temporary_container() {
-    let registry = Registry::start();
-    let podman = PodmanService::start(&registry);
-    let host = materialize("strix-thunderbolt-only");
-    let image = stand_in_image(&podman, &registry, "kyuz0/vllm:latest", CREATED);
-    assert!(refresh(&podman, host.path(), &image, &[]).status.success());
-    let before = podman.inspect("vllm");
+    let bed = Bed::refreshed("strix-thunderbolt-only");
+    let before = bed.podman.inspect("vllm");
 
     // The engine refuses to bind-mount a home that does not exist.
-    let mut env = podman.env();
+    let mut env = bed.podman.env();
     env.push(("HOME".into(), "/nonexistent/home/alice".into()));
-    let args = ["--host-root", host.path().to_str().unwrap(), "refresh", "--image", &image, "--name", "vllm", "--manager", "native"];
+    let args = ["--host-root", bed.host_arg(), "refresh", "--image", &bed.image, "--name", "vllm", "--manager", "native"];
     let output = run_strix(&env, &args);
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
     let message = stderr(&output);
     assert!(message.contains("create container vllm-strix-new") && message.contains("/nonexistent/home/alice"), "{message}");
-    assert_eq!(podman.inspect("vllm"), before);
-    assert_eq!(podman.container_names(), ["vllm"]);
+    assert_eq!(bed.podman.inspect("vllm"), before);
+    assert_eq!(bed.podman.container_names(), ["vllm"]);
 }
 
 #[test]
 fn dry_run_prints_the_plan_and_changes_nothing() {
-    let registry = Registry::start();
-    let podman = PodmanService::start(&registry);
-    let host = materialize("strix-e810-healthy");
-    let image = stand_in_image(&podman, &registry, "kyuz0/vllm:latest", CREATED);
+    let Bed { registry: _registry, podman, host, image } = Bed::new("strix-e810-healthy");
     podman.podman_ok(&["pull", "-q", &image]);
 
     let host_arg = host.path().to_str().unwrap();
@@ -172,11 +187,7 @@ fn dry_run_prints_the_plan_and_changes_nothing() {
 
 #[test]
 fn list_and_rm_manage_only_our_toolboxes() {
-    let registry = Registry::start();
-    let podman = PodmanService::start(&registry);
-    let host = materialize("strix-thunderbolt-only");
-    let image = stand_in_image(&podman, &registry, "kyuz0/vllm:latest", CREATED);
-    assert!(refresh(&podman, host.path(), &image, &[]).status.success());
+    let Bed { registry: _registry, podman, image, host: _host } = Bed::refreshed("strix-thunderbolt-only");
     podman.podman_ok(&["create", "--name", "someone-else", &image, "sleep", "1"]);
 
     let listed = json(&run_strix(&podman.env(), &["--json", "list"]));
