@@ -106,6 +106,7 @@ fn ask_channel() -> Result<&'static str> {
 }
 
 pub async fn run(global: &GlobalOptions, args: &RefreshArgs, ui: &Ui) -> Result<i32> {
+    parse_env(&args.env)?;
     let job = RefreshJob {
         target: resolve_target(args)?,
         source: args.rccl.clone().map_or(ImageSource::Pull, ImageSource::Build),
@@ -115,29 +116,41 @@ pub async fn run(global: &GlobalOptions, args: &RefreshArgs, ui: &Ui) -> Result<
         dry_run: args.dry_run,
         env: args.env.clone(),
     };
+    let node = read_gpu_node(global)?;
     let connection = engine::connect(global.engine).await?;
-    refresh_toolbox(global, connection.engine(), &job, ui).await
+    refresh_toolbox(global, &node, connection.engine(), &job, ui).await
+}
+
+/// The node's facts, refusing a node without a GPU before any engine is contacted.
+pub fn read_gpu_node(global: &GlobalOptions) -> Result<(HostRoot, HostFacts)> {
+    let root = HostRoot::open(&global.host_root)?;
+    let facts = HostFacts::read(&root)?;
+    facts.require_gpu(&root)?;
+    Ok((root, facts))
 }
 
 /// The pipeline: facts → spec → (pull) → plan → apply.
-pub async fn refresh_toolbox(global: &GlobalOptions, engine: &dyn Engine, job: &RefreshJob, ui: &Ui) -> Result<i32> {
+pub async fn refresh_toolbox(
+    global: &GlobalOptions,
+    (root, facts): &(HostRoot, HostFacts),
+    engine: &dyn Engine,
+    job: &RefreshJob,
+    ui: &Ui,
+) -> Result<i32> {
     let target = &job.target;
     let extra_env = parse_env(&job.env)?;
-    let root = HostRoot::open(&global.host_root)?;
-    let facts = HostFacts::read(&root)?;
 
     let installed = Installed::find();
     let info = engine.info().await?;
     let manager = manager::choose(job.manager, info.kind, &installed)?;
 
-    let spec = ToolboxSpec::new(&root, &facts, &SpecOptions {
+    let spec = ToolboxSpec::new(root, facts, &SpecOptions {
         engine: info.kind,
         rootless: info.rootless,
         runtime: info.runtime.clone(),
         extra_env,
     });
-    spec.require_gpu(&root)?;
-    check_memlock(&facts, &info)?;
+    check_memlock(facts, &info)?;
 
     let _lock = ToolboxLock::acquire(&target.name)?;
 

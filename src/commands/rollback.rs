@@ -2,7 +2,7 @@
 
 use crate::cli::{GlobalOptions, RollbackArgs};
 use crate::commands::enter::{find_toolbox, manager_of, DEFAULT_TOOLBOX};
-use crate::commands::refresh::{refresh_toolbox, ImageSource, RefreshJob, Target};
+use crate::commands::refresh::{read_gpu_node, refresh_toolbox, ImageSource, RefreshJob, Target};
 use crate::cli::ManagerChoice;
 use crate::engine;
 use crate::error::{Error, Result};
@@ -15,6 +15,7 @@ use crate::ui::Ui;
 pub async fn run(global: &GlobalOptions, args: &RollbackArgs, ui: &Ui) -> Result<i32> {
     let name = args.name.as_deref().unwrap_or(DEFAULT_TOOLBOX);
     validate_container_name(name)?;
+    let node = read_gpu_node(global)?;
     let connection = engine::connect(global.engine).await?;
     let engine = connection.engine();
     let container = find_toolbox(engine, name).await?;
@@ -54,6 +55,6 @@ pub async fn run(global: &GlobalOptions, args: &RollbackArgs, ui: &Ui) -> Result
         dry_run: args.dry_run,
         env: Vec::new(),
     };
-    refresh_toolbox(global, engine, &job, ui).await
+    refresh_toolbox(global, &node, engine, &job, ui).await
 }
 

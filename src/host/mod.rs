@@ -63,4 +63,36 @@ impl HostFacts {
 
         Ok(HostFacts { gpu, rdma, groups, memlock, kernel_params, warnings })
     }
+
+    /// Refuse to make a GPU toolbox where there is no GPU to give it.
+    pub fn require_gpu(&self, root: &HostRoot) -> Result<()> {
+        let missing = if self.gpu.kfd.is_none() {
+            "/dev/kfd"
+        } else if self.gpu.dri.is_empty() {
+            "/dev/dri"
+        } else {
+            return Ok(());
+        };
+        let node = if root.is_system() { "this node".to_string() } else { format!("host root {}", root.path("/").display()) };
+        Err(crate::error::Error::Failed(format!(
+            "{node} has no {missing}: the amdgpu driver is not loaded or this is not a GPU node, so a toolbox \
+             could not use the GPU. Fix: load amdgpu (`sudo modprobe amdgpu`); `strix-toolbox doctor` shows the rest"
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refuses_a_node_without_gpu() {
+        let mut facts = HostFacts::default();
+        let error = facts.require_gpu(&HostRoot::system()).unwrap_err().to_string();
+        assert!(error.starts_with("this node has no /dev/kfd") && error.contains("doctor"), "{error}");
+        facts.gpu.kfd = Some("/dev/kfd".into());
+        assert!(facts.require_gpu(&HostRoot::system()).unwrap_err().to_string().contains("/dev/dri"));
+        facts.gpu.dri = vec!["/dev/dri/renderD128".into()];
+        facts.require_gpu(&HostRoot::system()).unwrap();
+    }
 }

@@ -35,6 +35,11 @@ impl HostRoot {
         HostRoot { root: PathBuf::from("/") }
     }
 
+    /// True for the real node's `/`.
+    pub fn is_system(&self) -> bool {
+        self.root == Path::new("/")
+    }
+
     /// Where a node path (`/dev/kfd` or `dev/kfd`) lives under this root.
     pub fn path(&self, node_path: impl AsRef<Path>) -> PathBuf {
         let relative = node_path.as_ref().strip_prefix("/").unwrap_or(node_path.as_ref());

@@ -118,21 +118,6 @@ impl ToolboxSpec {
         self.apply_to(&mut request);
         argv::create_flags(engine, &request)
     }
-
-    /// Refuse to build a GPU toolbox on a node with no GPU device nodes.
-    pub fn require_gpu(&self, root: &HostRoot) -> Result<()> {
-        for node in ["/dev/kfd", "/dev/dri"] {
-            if !self.devices.iter().any(|d| d.container.as_os_str() == node) {
-                return Err(Error::Failed(format!(
-                    "{} has no {node}: the amdgpu driver is not loaded or this is not a GPU node, \
-                     so the toolbox could not use the GPU. Fix: load amdgpu (`modprobe amdgpu`) \
-                     and run `strix-toolbox doctor`",
-                    root.path("/").display()
-                )));
-            }
-        }
-        Ok(())
-    }
 }
 
 /// keep-groups only where crun honours it: rootless podman on crun.
