@@ -115,8 +115,14 @@ impl Progress {
         bar.set_message(status.to_string());
     }
 
-    /// Mark a layer finished.
+    /// Mark a layer finished (a plain line when no bars are drawn).
     pub fn layer_done(&self, id: &str, status: &str) {
+        if self.multi.is_none() {
+            if self.lines {
+                eprintln!("{} {status}", short_id(id));
+            }
+            return;
+        }
         if let Ok(bars) = self.bars.lock() {
             if let Some(bar) = bars.get(id) {
                 bar.finish_with_message(status.to_string());

@@ -4,6 +4,7 @@
 //! `docker.rs` translate them to podman-api and bollard calls.
 
 pub mod auth;
+pub mod compat_pull;
 pub mod docker;
 pub mod endpoint;
 mod libpod_build;
@@ -213,7 +214,7 @@ pub async fn connect(choice: crate::cli::EngineChoice) -> Result<Connection> {
         EngineKind::Podman => {
             let sockets = endpoint::podman_sockets(&env)?;
             if let Some(socket) = sockets.iter().find(|s| endpoint::answers(s)) {
-                return Ok(Connection { engine: Box::new(podman::PodmanEngine::new(socket)), _service: None });
+                return Ok(Connection { engine: Box::new(podman::PodmanEngine::new(socket)?), _service: None });
             }
             if let Some(host) = env("CONTAINER_HOST").filter(|h| !h.is_empty()) {
                 return Err(crate::error::Error::Failed(format!(
@@ -227,7 +228,7 @@ pub async fn connect(choice: crate::cli::EngineChoice) -> Result<Connection> {
                 ));
             };
             let service = service::TemporaryService::start(&program)?;
-            let engine = Box::new(podman::PodmanEngine::new(&service.socket));
+            let engine = Box::new(podman::PodmanEngine::new(&service.socket)?);
             Ok(Connection { engine, _service: Some(service) })
         }
         EngineKind::Docker => {

@@ -8,7 +8,7 @@ use futures_util::StreamExt;
 use podman_api::models::{ContainerMount, LinuxDevice, Namespace, PosixRlimit};
 use podman_api::opts::{
     ContainerCreateOpts, ContainerDeleteOpts, ContainerListFilter, ContainerListOpts, ExecCreateOpts,
-    ExecStartOpts, ImageListFilter, ImageListOpts, ImagePushOpts, ImageTagOpts, PullOpts, RegistryAuth,
+    ExecStartOpts, ImageListFilter, ImageListOpts, ImagePushOpts, ImageTagOpts, RegistryAuth,
 };
 use podman_api::Podman;
 
@@ -20,17 +20,23 @@ use crate::ui::Progress;
 
 pub struct PodmanEngine {
     client: Podman,
+    /// The Docker-compatible API podman serves on the same socket (used for pulls).
+    compat: bollard::Docker,
     endpoint: String,
     socket: std::path::PathBuf,
 }
 
 impl PodmanEngine {
-    pub fn new(socket: &Path) -> Self {
-        PodmanEngine {
+    pub fn new(socket: &Path) -> Result<Self> {
+        let endpoint = format!("unix://{}", socket.display());
+        let compat = bollard::Docker::connect_with_unix(&endpoint, 600, &super::compat_pull::COMPAT_API)
+            .map_err(|e| Error::Failed(format!("cannot use the podman socket {endpoint}: {e}")))?;
+        Ok(PodmanEngine {
             client: Podman::unix(socket),
+            compat,
             endpoint: format!("unix://{}", socket.display()),
             socket: socket.to_path_buf(),
-        }
+        })
     }
 }
 
@@ -103,29 +109,9 @@ impl Engine for PodmanEngine {
         })
     }
 
+    /// Through the compat endpoint on the same socket: it reports bytes per layer.
     async fn pull(&self, reference: &str, progress: &Progress) -> Result<()> {
-        let mut builder = PullOpts::builder().reference(reference);
-        if let Some(auth) = registry_auth(reference) {
-            builder.auth(auth);
-        }
-        let opts = builder.build();
-        let images = self.client.images();
-        let mut stream = images.pull(&opts);
-        let action = || format!("pull {reference}");
-        while let Some(report) = stream.next().await {
-            let report = report.map_err(|e| failed(action(), e))?;
-            if let Some(error) = report.error {
-                return Err(Error::Engine {
-                    engine: "podman",
-                    action: action(),
-                    message: format!("{error}. Fix: check the image reference and that the registry is reachable"),
-                });
-            }
-            if let Some(line) = report.stream {
-                progress.line(&line);
-            }
-        }
-        Ok(())
+        super::compat_pull::pull(&self.compat, "podman", reference, progress).await
     }
 
     async fn image_inspect(&self, reference: &str) -> Result<Option<ImageInfo>> {
