@@ -17,6 +17,8 @@ cleanup() {
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
   wait 2>/dev/null || true
   podman rm -f bench seed >/dev/null 2>&1 || true
+  # podman 4.3 leaves a conmon per exec session; all of them name $work.
+  pkill -f "$work" 2>/dev/null || true
   rm -rf "$work"
 }
 trap cleanup EXIT

@@ -130,6 +130,9 @@ impl Drop for PodmanService {
         // Containers first (a started one holds runc processes), then the service.
         let _ = self.podman(&["rm", "--all", "--force", "--time", "0"]);
         stop_child(&mut self.child);
+        // podman 4.3 leaves one conmon per exec session running after the container is gone;
+        // every process of this testbed names its directory.
+        let _ = Command::new("pkill").arg("-f").arg(self.dir.path()).status();
         // vfs layers can be read-only directories; make them removable.
         let _ = Command::new("chmod").args(["-R", "u+w"]).arg(self.dir.path()).status();
     }
