@@ -5,6 +5,7 @@
 
 pub mod auth;
 pub mod compat_pull;
+mod connect;
 pub mod docker;
 pub mod endpoint;
 mod libpod_build;
@@ -16,6 +17,8 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use serde::Serialize;
+
+pub use connect::{connect, Connection};
 
 use crate::error::Result;
 use crate::ui::Progress;
@@ -183,63 +186,4 @@ pub trait Engine: Send + Sync {
     /// Run `command` in a running container as `user` (the container's user when None),
     /// streaming its stdout/stderr to ours.
     async fn exec(&self, name_or_id: &str, command: &[String], env: &[String], user: Option<&str>) -> Result<ExecOutcome>;
-}
-
-/// A live connection to an engine. Holds the podman service it had to start, if any, so the
-/// service stops when the connection is dropped.
-pub struct Connection {
-    engine: Box<dyn Engine>,
-    _service: Option<service::TemporaryService>,
-}
-
-impl Connection {
-    pub fn engine(&self) -> &dyn Engine {
-        self.engine.as_ref()
-    }
-}
-
-/// Connect to the engine `choice` names (`auto`: podman when installed or configured, else docker).
-/// Cheap: finds a socket that accepts connections and sends no request.
-pub async fn connect(choice: crate::cli::EngineChoice) -> Result<Connection> {
-    use crate::cli::EngineChoice;
-    let env = endpoint::process_env;
-    let podman_program = which::which("podman").ok();
-    let kind = match choice {
-        EngineChoice::Podman => EngineKind::Podman,
-        EngineChoice::Docker => EngineKind::Docker,
-        EngineChoice::Auto if podman_program.is_some() || env("CONTAINER_HOST").is_some() => EngineKind::Podman,
-        EngineChoice::Auto => EngineKind::Docker,
-    };
-    match kind {
-        EngineKind::Podman => {
-            let sockets = endpoint::podman_sockets(&env)?;
-            if let Some(socket) = sockets.iter().find(|s| endpoint::answers(s)) {
-                return Ok(Connection { engine: Box::new(podman::PodmanEngine::new(socket)?), _service: None });
-            }
-            if let Some(host) = env("CONTAINER_HOST").filter(|h| !h.is_empty()) {
-                return Err(crate::error::Error::Failed(format!(
-                    "nothing answers at CONTAINER_HOST={host}. Fix: start the service \
-                     (`podman system service --time=0 {host} &`) or unset CONTAINER_HOST"
-                )));
-            }
-            let Some(program) = podman_program else {
-                return Err(crate::error::Error::Failed(
-                    "podman is not installed and no podman socket answers. Fix: install podman, or use --engine docker".into(),
-                ));
-            };
-            let service = service::TemporaryService::start(&program)?;
-            let engine = Box::new(podman::PodmanEngine::new(&service.socket)?);
-            Ok(Connection { engine, _service: Some(service) })
-        }
-        EngineKind::Docker => {
-            let socket = endpoint::docker_socket(&env)?;
-            if !endpoint::answers(&socket) {
-                return Err(crate::error::Error::Failed(format!(
-                    "docker does not answer at {}. Fix: start it (`sudo systemctl start docker`) or set DOCKER_HOST",
-                    socket.display()
-                )));
-            }
-            Ok(Connection { engine: Box::new(docker::DockerEngine::connect(&socket)?), _service: None })
-        }
-    }
 }
