@@ -1,45 +1,362 @@
 //! Docker over its API (bollard).
 
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
+use async_trait::async_trait;
+use bollard::body_full;
+use bollard::exec::{CreateExecOptions, StartExecResults};
+use bollard::models::{ContainerCreateBody, DeviceMapping, HostConfig, ResourcesUlimits};
+use bollard::query_parameters::{
+    BuildImageOptionsBuilder, CreateContainerOptionsBuilder, ListContainersOptionsBuilder, ListImagesOptionsBuilder,
+    PushImageOptionsBuilder, RemoveContainerOptionsBuilder, RemoveImageOptionsBuilder, RenameContainerOptionsBuilder,
+    TagImageOptionsBuilder,
+};
+use futures_util::StreamExt;
+
+use super::compat_pull::{docker_credentials, server_message, split_reference};
+use super::output::{copy_chunks, Chunk};
+use super::{ContainerInfo, CreateRequest, Engine, EngineInfo, EngineKind, ExecOutcome, ImageInfo};
 use crate::error::{Error, Result};
+use crate::ui::Progress;
 
 pub struct DockerEngine {
-    pub client: bollard::Docker,
-    pub endpoint: String,
+    client: bollard::Docker,
+    endpoint: String,
 }
 
 impl DockerEngine {
     pub fn connect(socket: &Path) -> Result<DockerEngine> {
         let endpoint = format!("unix://{}", socket.display());
-        let client = bollard::Docker::connect_with_unix(&endpoint, 120, bollard::API_DEFAULT_VERSION)
+        let client = bollard::Docker::connect_with_unix(&endpoint, 600, bollard::API_DEFAULT_VERSION)
             .map_err(|e| Error::Failed(format!("cannot use the docker socket {endpoint}: {e}")))?;
         Ok(DockerEngine { client, endpoint })
     }
 }
 
-// The Engine implementation lands in the next change; until then docker reports itself unavailable.
-#[async_trait::async_trait]
-impl super::Engine for DockerEngine {
-    fn kind(&self) -> super::EngineKind { super::EngineKind::Docker }
-    fn endpoint(&self) -> &str { &self.endpoint }
-    async fn info(&self) -> Result<super::EngineInfo> { Err(unavailable()) }
-    async fn pull(&self, _: &str, _: &crate::ui::Progress) -> Result<()> { Err(unavailable()) }
-    async fn image_inspect(&self, _: &str) -> Result<Option<super::ImageInfo>> { Err(unavailable()) }
-    async fn image_list(&self, _: &str) -> Result<Vec<super::ImageInfo>> { Err(unavailable()) }
-    async fn image_tag(&self, _: &str, _: &str, _: &str) -> Result<()> { Err(unavailable()) }
-    async fn image_remove(&self, _: &str) -> Result<()> { Err(unavailable()) }
-    async fn image_push(&self, _: &str, _: &crate::ui::Progress) -> Result<()> { Err(unavailable()) }
-    async fn build(&self, _: Vec<u8>, _: &str, _: &[String], _: &std::collections::BTreeMap<String, String>, _: &std::collections::BTreeMap<String, String>, _: &crate::ui::Progress) -> Result<String> { Err(unavailable()) }
-    async fn container_inspect(&self, _: &str) -> Result<Option<super::ContainerInfo>> { Err(unavailable()) }
-    async fn container_list(&self, _: &str) -> Result<Vec<super::ContainerInfo>> { Err(unavailable()) }
-    async fn container_create(&self, _: &super::CreateRequest) -> Result<String> { Err(unavailable()) }
-    async fn container_rename(&self, _: &str, _: &str) -> Result<()> { Err(unavailable()) }
-    async fn container_start(&self, _: &str) -> Result<()> { Err(unavailable()) }
-    async fn container_remove(&self, _: &str, _: bool) -> Result<()> { Err(unavailable()) }
-    async fn exec(&self, _: &str, _: &[String], _: &[String], _: Option<&str>) -> Result<super::ExecOutcome> { Err(unavailable()) }
+fn failed(action: impl Into<String>, error: bollard::errors::Error) -> Error {
+    Error::Engine { engine: "docker", action: action.into(), message: server_message(error) }
 }
 
-fn unavailable() -> Error {
-    Error::Failed("docker support is being written".into())
+fn is_not_found(error: &bollard::errors::Error) -> bool {
+    matches!(error, bollard::errors::Error::DockerResponseServerError { status_code: 404, .. })
+}
+
+fn sorted(map: Option<HashMap<String, String>>) -> BTreeMap<String, String> {
+    map.unwrap_or_default().into_iter().collect()
+}
+
+/// `-1` is docker's "unlimited".
+fn limit(value: Option<u64>) -> i64 {
+    value.map_or(-1, |v| i64::try_from(v).unwrap_or(i64::MAX))
+}
+
+#[async_trait]
+impl Engine for DockerEngine {
+    fn kind(&self) -> EngineKind {
+        EngineKind::Docker
+    }
+
+    fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    async fn info(&self) -> Result<EngineInfo> {
+        let info = self.client.info().await.map_err(|e| failed("info", e))?;
+        let rootless = info.security_options.unwrap_or_default().iter().any(|o| o.contains("name=rootless"));
+        Ok(EngineInfo {
+            kind: EngineKind::Docker,
+            rootless,
+            runtime: info.default_runtime.unwrap_or_else(|| "runc".into()),
+            version: info.server_version.unwrap_or_default(),
+        })
+    }
+
+    async fn pull(&self, reference: &str, progress: &Progress) -> Result<()> {
+        super::compat_pull::pull(&self.client, "docker", reference, progress).await
+    }
+
+    async fn image_inspect(&self, reference: &str) -> Result<Option<ImageInfo>> {
+        match self.client.inspect_image(reference).await {
+            Ok(image) => Ok(Some(ImageInfo {
+                id: image.id.unwrap_or_default(),
+                repo_digests: image.repo_digests.unwrap_or_default(),
+                repo_tags: image.repo_tags.unwrap_or_default(),
+                labels: sorted(image.config.and_then(|c| c.labels)),
+                created: image.created,
+            })),
+            Err(e) if is_not_found(&e) => Ok(None),
+            Err(e) => Err(failed(format!("inspect image {reference}"), e)),
+        }
+    }
+
+    async fn image_list(&self, repository: &str) -> Result<Vec<ImageInfo>> {
+        let filters = HashMap::from([("reference", vec![repository])]);
+        let options = ListImagesOptionsBuilder::default().filters(&filters).build();
+        let images = self
+            .client
+            .list_images(Some(options))
+            .await
+            .map_err(|e| failed(format!("list images of {repository}"), e))?;
+        Ok(images
+            .into_iter()
+            .map(|i| ImageInfo {
+                id: i.id,
+                repo_digests: i.repo_digests,
+                repo_tags: i.repo_tags,
+                labels: i.labels.into_iter().collect(),
+                created: None,
+            })
+            .collect())
+    }
+
+    async fn image_tag(&self, id: &str, repository: &str, tag: &str) -> Result<()> {
+        let options = TagImageOptionsBuilder::default().repo(repository).tag(tag).build();
+        self.client
+            .tag_image(id, Some(options))
+            .await
+            .map_err(|e| failed(format!("tag {id} as {repository}:{tag}"), e))
+    }
+
+    async fn image_remove(&self, reference: &str) -> Result<()> {
+        let options = RemoveImageOptionsBuilder::default().build();
+        self.client
+            .remove_image(reference, Some(options), None)
+            .await
+            .map(drop)
+            .map_err(|e| failed(format!("remove image {reference}"), e))
+    }
+
+    async fn image_push(&self, reference: &str, progress: &Progress) -> Result<()> {
+        let (repository, tag) = split_reference(reference);
+        let options = PushImageOptionsBuilder::default().tag(tag).build();
+        let mut stream = self.client.push_image(repository, Some(options), docker_credentials(reference));
+        while let Some(item) = stream.next().await {
+            let info = item.map_err(|e| failed(format!("push {reference}"), e))?;
+            if let Some(detail) = info.error_detail {
+                return Err(Error::Engine {
+                    engine: "docker",
+                    action: format!("push {reference}"),
+                    message: detail.message.unwrap_or_else(|| "the registry refused the push".into()),
+                });
+            }
+            if let Some(status) = info.status {
+                progress.line(&status);
+            }
+        }
+        Ok(())
+    }
+
+    async fn build(
+        &self,
+        context_tar: Vec<u8>,
+        containerfile: &str,
+        tags: &[String],
+        labels: &BTreeMap<String, String>,
+        build_args: &BTreeMap<String, String>,
+        progress: &Progress,
+    ) -> Result<String> {
+        let failed_build = |message: String| Error::Engine { engine: "docker", action: "build".into(), message };
+        let first_tag = tags.first().ok_or_else(|| failed_build("no tag given for the built image".into()))?;
+        let labels: HashMap<&String, &String> = labels.iter().collect();
+        let build_args: HashMap<&String, &String> = build_args.iter().collect();
+        let options = BuildImageOptionsBuilder::default()
+            .dockerfile(containerfile)
+            .t(first_tag)
+            .labels(&labels)
+            .buildargs(&build_args)
+            .rm(true)
+            .build();
+        let mut stream = self.client.build_image(options, None, Some(body_full(context_tar.into())));
+        while let Some(item) = stream.next().await {
+            let info = item.map_err(|e| failed_build(server_message(e)))?;
+            if let Some(detail) = info.error_detail {
+                return Err(failed_build(detail.message.unwrap_or_else(|| "the build failed".into())));
+            }
+            if let Some(line) = info.stream {
+                progress.line(&line);
+            }
+        }
+        let image = self
+            .image_inspect(first_tag)
+            .await?
+            .ok_or_else(|| failed_build(format!("the build finished but {first_tag} is not there")))?;
+        for tag in &tags[1..] {
+            let (repository, name) = split_reference(tag);
+            self.image_tag(&image.id, repository, name).await?;
+        }
+        Ok(image.id)
+    }
+
+    async fn container_inspect(&self, name_or_id: &str) -> Result<Option<ContainerInfo>> {
+        let data = match self.client.inspect_container(name_or_id, None).await {
+            Ok(data) => data,
+            Err(e) if is_not_found(&e) => return Ok(None),
+            Err(e) => return Err(failed(format!("inspect container {name_or_id}"), e)),
+        };
+        let mut info = ContainerInfo {
+            id: data.id.unwrap_or_default(),
+            name: data.name.unwrap_or_default().trim_start_matches('/').to_string(),
+            image_id: data.image.unwrap_or_default(),
+            running: data.state.and_then(|s| s.running).unwrap_or(false),
+            created: data.created,
+            ..Default::default()
+        };
+        if let Some(config) = data.config {
+            info.image = config.image.unwrap_or_default();
+            info.labels = sorted(config.labels);
+            info.env = config.env.unwrap_or_default();
+        }
+        if let Some(host) = data.host_config {
+            info.devices = host
+                .devices
+                .unwrap_or_default()
+                .into_iter()
+                .map(|d| format!("{}:{}", d.path_on_host.unwrap_or_default(), d.path_in_container.unwrap_or_default()))
+                .collect();
+            info.group_add = host.group_add.unwrap_or_default();
+            info.ulimits = host
+                .ulimits
+                .unwrap_or_default()
+                .into_iter()
+                .map(|u| format!("{}={}:{}", u.name.unwrap_or_default(), u.soft.unwrap_or(0), u.hard.unwrap_or(0)))
+                .collect();
+            info.security_opt = host.security_opt.unwrap_or_default();
+            info.annotations = sorted(host.annotations);
+        }
+        Ok(Some(info))
+    }
+
+    async fn container_list(&self, label: &str) -> Result<Vec<ContainerInfo>> {
+        let filters = HashMap::from([("label", vec![label])]);
+        let options = ListContainersOptionsBuilder::default().all(true).filters(&filters).build();
+        let containers = self.client.list_containers(Some(options)).await.map_err(|e| failed("list containers", e))?;
+        Ok(containers
+            .into_iter()
+            .map(|c| ContainerInfo {
+                id: c.id.unwrap_or_default(),
+                name: c
+                    .names
+                    .and_then(|n| n.into_iter().next())
+                    .unwrap_or_default()
+                    .trim_start_matches('/')
+                    .to_string(),
+                image_id: c.image_id.unwrap_or_default(),
+                image: c.image.unwrap_or_default(),
+                labels: sorted(c.labels),
+                running: c.state.is_some_and(|s| s.to_string() == "running"),
+                created: c
+                    .created
+                    .and_then(|t| chrono::DateTime::from_timestamp(t, 0))
+                    .map(|t| t.to_rfc3339()),
+                ..Default::default()
+            })
+            .collect())
+    }
+
+    async fn container_create(&self, request: &CreateRequest) -> Result<String> {
+        let options = CreateContainerOptionsBuilder::default().name(&request.name).build();
+        let created = self
+            .client
+            .create_container(Some(options), create_body(request))
+            .await
+            .map_err(|e| failed(format!("create container {} from {}", request.name, request.image), e))?;
+        Ok(created.id)
+    }
+
+    async fn container_rename(&self, name_or_id: &str, new_name: &str) -> Result<()> {
+        let options = RenameContainerOptionsBuilder::default().name(new_name).build();
+        self.client
+            .rename_container(name_or_id, options)
+            .await
+            .map_err(|e| failed(format!("rename {name_or_id} to {new_name}"), e))
+    }
+
+    async fn container_start(&self, name_or_id: &str) -> Result<()> {
+        self.client.start_container(name_or_id, None).await.map_err(|e| failed(format!("start {name_or_id}"), e))
+    }
+
+    async fn container_remove(&self, name_or_id: &str, force: bool) -> Result<()> {
+        let options = RemoveContainerOptionsBuilder::default().force(force).build();
+        match self.client.remove_container(name_or_id, Some(options)).await {
+            Ok(()) => Ok(()),
+            Err(e) if is_not_found(&e) => Ok(()),
+            Err(e) => Err(failed(format!("remove container {name_or_id}"), e)),
+        }
+    }
+
+    async fn exec(&self, name_or_id: &str, command: &[String], env: &[String], user: Option<&str>) -> Result<ExecOutcome> {
+        let action = || format!("exec in {name_or_id}");
+        let config = CreateExecOptions {
+            cmd: Some(command.to_vec()),
+            env: Some(env.to_vec()),
+            user: user.map(str::to_string),
+            attach_stdout: Some(true),
+            attach_stderr: Some(true),
+            ..Default::default()
+        };
+        let exec = self.client.create_exec(name_or_id, config).await.map_err(|e| failed(action(), e))?;
+        if let StartExecResults::Attached { output, .. } =
+            self.client.start_exec(&exec.id, None).await.map_err(|e| failed(action(), e))?
+        {
+            let chunks = output.filter_map(|item| async move {
+                match item {
+                    Ok(bollard::container::LogOutput::StdOut { message }) => Some(Chunk::Stdout(message.to_vec())),
+                    Ok(bollard::container::LogOutput::Console { message }) => Some(Chunk::Stdout(message.to_vec())),
+                    Ok(bollard::container::LogOutput::StdErr { message }) => Some(Chunk::Stderr(message.to_vec())),
+                    _ => None,
+                }
+            });
+            copy_chunks(Box::pin(chunks)).await;
+        }
+        let inspect = self.client.inspect_exec(&exec.id).await.map_err(|e| failed(action(), e))?;
+        Ok(ExecOutcome { exit_code: inspect.exit_code.unwrap_or(-1) })
+    }
+}
+
+/// The Docker create body for a request.
+fn create_body(request: &CreateRequest) -> ContainerCreateBody {
+    let devices = request
+        .devices
+        .iter()
+        .map(|(host, container)| DeviceMapping {
+            path_on_host: Some(host.display().to_string()),
+            path_in_container: Some(container.display().to_string()),
+            cgroup_permissions: Some("rwm".into()),
+        })
+        .collect();
+    let ulimits = request
+        .ulimits
+        .iter()
+        .map(|u| ResourcesUlimits { name: Some(u.name.clone()), soft: Some(limit(u.soft)), hard: Some(limit(u.hard)) })
+        .collect();
+    let binds = request
+        .mounts
+        .iter()
+        .map(|m| format!("{}:{}{}", m.source.display(), m.target.display(), if m.read_only { ":ro" } else { "" }))
+        .collect();
+    let host_config = HostConfig {
+        devices: Some(devices),
+        group_add: Some(request.group_add.clone()),
+        ulimits: Some(ulimits),
+        security_opt: Some(request.security_opt.clone()),
+        binds: Some(binds),
+        network_mode: request.host_network.then(|| "host".to_string()),
+        ipc_mode: request.host_ipc.then(|| "host".to_string()),
+        annotations: (!request.annotations.is_empty())
+            .then(|| request.annotations.iter().map(|(k, v)| (k.clone(), v.clone())).collect()),
+        ..Default::default()
+    };
+    ContainerCreateBody {
+        image: Some(request.image.clone()),
+        hostname: request.hostname.clone(),
+        user: request.user.clone(),
+        env: Some(request.env.iter().map(|(k, v)| format!("{k}={v}")).collect()),
+        labels: Some(request.labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect()),
+        working_dir: request.workdir.as_ref().map(|w| w.display().to_string()),
+        entrypoint: request.entrypoint.clone(),
+        cmd: (!request.command.is_empty()).then(|| request.command.clone()),
+        host_config: Some(host_config),
+        ..Default::default()
+    }
 }
