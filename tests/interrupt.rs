@@ -41,7 +41,7 @@ fn ctrl_c_during_the_pull_leaves_the_toolbox_untouched() {
     let before = podman.inspect("vllm");
 
     big_image(&podman, &registry);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_strix-toolbox"))
+    let child = Command::new(env!("CARGO_BIN_EXE_strix-toolbox"))
         .args(args)
         .envs(podman.env())
         .stdin(Stdio::null())

@@ -1,6 +1,7 @@
-//! `refresh` and `enter` end to end on a real dockerd, pulling from a loopback registry.
+//! refresh, enter and build end to end on a real dockerd, pulling from and pushing to a loopback registry.
 
 mod common;
+mod rccl_fixtures;
 mod support;
 
 use std::process::Command;
@@ -89,4 +90,35 @@ fn enter_passes_output_and_exit_codes_on_docker() {
     let output = run_strix(&daemon.env(), &["--engine", "docker", "enter", "vllm", "--", "sh", "-c", "echo hello; exit 4"]);
     assert_eq!(output.status.code(), Some(4), "{}", stderr(&output));
     assert_eq!(String::from_utf8_lossy(&output.stdout), "hello\n");
+}
+
+#[test]
+fn build_bakes_the_rccl_into_an_image_on_docker() {
+    let registry = Registry::start();
+    let base = {
+        let podman = PodmanService::start(&registry);
+        stand_in_image(&podman, &registry, "kyuz0/vllm-therock-gfx1151:latest", "2026-11-01T10:00:00Z")
+    };
+    let daemon = DockerDaemon::start(registry.port);
+    let artifacts = tempfile::tempdir().unwrap();
+    let library = rccl_fixtures::gfx1151_library(artifacts.path(), "librccl.so.1", "docker-build");
+    let sha256 = rccl_fixtures::sha256_hex(&std::fs::read(&library).unwrap());
+    let tag = format!("{}/kyuz0/vllm-therock-gfx1151:dev", registry.host());
+
+    let args = ["--engine", "docker", "--json", "build", "--rccl", library.to_str().unwrap(), "--base", &base, "--tag", &tag, "--push"];
+    let output = run_strix(&daemon.env(), &args);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let outcome = json(&output);
+    assert_eq!(outcome["rccl_sha256"], sha256);
+    assert_eq!(outcome["pushed"], serde_json::json!([tag]));
+
+    let docker = |args: &[&str]| {
+        let output = Command::new("docker").arg("--host").arg(format!("unix://{}", daemon.socket.display())).args(args).output().unwrap();
+        assert!(output.status.success(), "docker {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+        String::from_utf8_lossy(&output.stdout).trim().to_string()
+    };
+    let label = docker(&["image", "inspect", "--format", "{{index .Config.Labels \"io.github.strix-toolbox.rccl.sha256\"}}", &tag]);
+    assert_eq!(label, sha256);
+    let inside = docker(&["run", "--rm", "--network", "none", &tag, "sha256sum", "/opt/rocm/lib/librccl.so.1.0"]);
+    assert!(inside.starts_with(&sha256), "{inside}");
 }
