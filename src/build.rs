@@ -10,7 +10,7 @@ use std::time::Instant;
 use serde::Serialize;
 use walkdir::WalkDir;
 
-use crate::engine::Engine;
+use crate::engine::{BuildJob, Engine};
 use crate::error::{Error, Result};
 use crate::labels;
 use crate::rccl::RcclReport;
@@ -233,7 +233,16 @@ pub async fn build_image(
     ));
     let started = Instant::now();
     let image_id = engine
-        .build(context, CONTAINERFILE_NAME, &request.tags, &request.labels, &request.build_args, progress)
+        .build(
+            BuildJob {
+                context_tar: context,
+                containerfile: CONTAINERFILE_NAME,
+                tags: &request.tags,
+                labels: &request.labels,
+                build_args: &request.build_args,
+            },
+            progress,
+        )
         .await?;
     let build_seconds = started.elapsed().as_secs_f64();
 

@@ -16,7 +16,7 @@ use futures_util::StreamExt;
 
 use super::compat_pull::{docker_credentials, server_message, split_reference};
 use super::output::{copy_chunks, Chunk};
-use super::{ContainerInfo, CreateRequest, Engine, EngineInfo, EngineKind, ExecOutcome, ImageInfo};
+use super::{BuildJob, ContainerInfo, CreateRequest, Engine, EngineInfo, EngineKind, ExecOutcome, ImageInfo};
 use crate::error::{Error, Result};
 use crate::ui::Progress;
 
@@ -147,15 +147,8 @@ impl Engine for DockerEngine {
         Ok(())
     }
 
-    async fn build(
-        &self,
-        context_tar: Vec<u8>,
-        containerfile: &str,
-        tags: &[String],
-        labels: &BTreeMap<String, String>,
-        build_args: &BTreeMap<String, String>,
-        progress: &Progress,
-    ) -> Result<String> {
+    async fn build(&self, job: BuildJob<'_>, progress: &Progress) -> Result<String> {
+        let BuildJob { context_tar, containerfile, tags, labels, build_args } = job;
         let failed_build = |message: String| Error::Engine { engine: "docker", action: "build".into(), message };
         let first_tag = tags.first().ok_or_else(|| failed_build("no tag given for the built image".into()))?;
         let labels: HashMap<&String, &String> = labels.iter().collect();

@@ -1,26 +1,16 @@
 //! Building through libpod's /build endpoint. podman-api takes a context directory (it makes
 //! the tar itself), so the engine-neutral context tar is unpacked into a temporary one first.
 
-use std::collections::BTreeMap;
-
 use futures_util::StreamExt;
 use podman_api::opts::{ImageBuildOpts, ImageTagOpts};
 use podman_api::Podman;
 
+use super::BuildJob;
 use crate::error::{Error, Result};
 use crate::ui::Progress;
 
-#[allow(clippy::too_many_arguments)]
-pub async fn build(
-    client: &Podman,
-    endpoint: &str,
-    context_tar: Vec<u8>,
-    containerfile: &str,
-    tags: &[String],
-    labels: &BTreeMap<String, String>,
-    build_args: &BTreeMap<String, String>,
-    progress: &Progress,
-) -> Result<String> {
+pub async fn build(client: &Podman, endpoint: &str, job: BuildJob<'_>, progress: &Progress) -> Result<String> {
+    let BuildJob { context_tar, containerfile, tags, labels, build_args } = job;
     let failed = |message: String| Error::Engine { engine: "podman", action: "build".into(), message };
     let first_tag = tags.first().ok_or_else(|| failed("no tag given for the built image".into()))?;
     let dir = tempfile::tempdir().map_err(|e| failed(format!("cannot create a context directory: {e}")))?;

@@ -138,6 +138,17 @@ pub struct CreateRequest {
     pub entrypoint: Option<Vec<String>>,
 }
 
+/// An image build: a tar context holding `containerfile`, tagged with every one of `tags`
+/// (at least one).
+#[derive(Debug, Clone)]
+pub struct BuildJob<'a> {
+    pub context_tar: Vec<u8>,
+    pub containerfile: &'a str,
+    pub tags: &'a [String],
+    pub labels: &'a BTreeMap<String, String>,
+    pub build_args: &'a BTreeMap<String, String>,
+}
+
 /// The result of a command run in a container.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExecOutcome {
@@ -163,16 +174,8 @@ pub trait Engine: Send + Sync {
     /// Remove one reference or id; a still-used image is an error.
     async fn image_remove(&self, reference: &str) -> Result<()>;
     async fn image_push(&self, reference: &str, progress: &Progress) -> Result<()>;
-    /// Build from a tar context holding `containerfile`; returns the image id.
-    async fn build(
-        &self,
-        context_tar: Vec<u8>,
-        containerfile: &str,
-        tags: &[String],
-        labels: &BTreeMap<String, String>,
-        build_args: &BTreeMap<String, String>,
-        progress: &Progress,
-    ) -> Result<String>;
+    /// Build `job`, streaming its log to `progress`; returns the image id.
+    async fn build(&self, job: BuildJob<'_>, progress: &Progress) -> Result<String>;
 
     /// None when no such container exists.
     async fn container_inspect(&self, name_or_id: &str) -> Result<Option<ContainerInfo>>;

@@ -14,7 +14,7 @@ use podman_api::Podman;
 
 use super::auth::credentials_for;
 use super::endpoint::process_env;
-use super::{ContainerInfo, CreateRequest, Engine, EngineInfo, EngineKind, ExecOutcome, ImageInfo};
+use super::{BuildJob, ContainerInfo, CreateRequest, Engine, EngineInfo, EngineKind, ExecOutcome, ImageInfo};
 use crate::error::{Error, Result};
 use crate::ui::Progress;
 
@@ -167,16 +167,8 @@ impl Engine for PodmanEngine {
         Ok(())
     }
 
-    async fn build(
-        &self,
-        context_tar: Vec<u8>,
-        containerfile: &str,
-        tags: &[String],
-        labels: &BTreeMap<String, String>,
-        build_args: &BTreeMap<String, String>,
-        progress: &Progress,
-    ) -> Result<String> {
-        super::libpod_build::build(&self.client, &self.endpoint, context_tar, containerfile, tags, labels, build_args, progress).await
+    async fn build(&self, job: BuildJob<'_>, progress: &Progress) -> Result<String> {
+        super::libpod_build::build(&self.client, &self.endpoint, job, progress).await
     }
 
     async fn container_inspect(&self, name_or_id: &str) -> Result<Option<ContainerInfo>> {
