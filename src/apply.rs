@@ -62,9 +62,7 @@ async fn run_step(
         }
         Step::Create { request } => {
             *created = Some(request.name.clone());
-            interruptible(&format!("creating {}", request.name), manager.create(engine, request))
-                .await
-                .map(drop)
+            interruptible(&format!("creating {}", request.name), manager.create(engine, request)).await.map(drop)
         }
         Step::Swap { temp, name, old_id } => {
             // Not interruptible: a swap half done is worse than a swap finished.

@@ -107,9 +107,7 @@ impl Provenance {
             created: created_timestamp(env("SOURCE_DATE_EPOCH").as_deref()),
             source: non_empty(source).or_else(github_source),
             revision: non_empty(revision).or_else(|| env("GITHUB_SHA")),
-            rccl_source: non_empty(rccl_source)
-                .or(artifact_name)
-                .unwrap_or_else(|| artifact.display().to_string()),
+            rccl_source: non_empty(rccl_source).or(artifact_name).unwrap_or_else(|| artifact.display().to_string()),
         }
     }
 }

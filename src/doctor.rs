@@ -43,7 +43,12 @@ pub fn run_checks(root: &HostRoot, facts: &HostFacts, installed: &Installed) -> 
     group_checks(root, facts, &mut checks);
     tool_checks(installed, &mut checks);
     for warning in &facts.warnings {
-        checks.push(check("host-files", Status::Warn, warning.clone(), Some("check the file named; it was ignored".into())));
+        checks.push(check(
+            "host-files",
+            Status::Warn,
+            warning.clone(),
+            Some("check the file named; it was ignored".into()),
+        ));
     }
     checks
 }
@@ -52,7 +57,12 @@ fn gpu_checks(facts: &HostFacts, checks: &mut Vec<Check>) {
     let gpu = &facts.gpu;
     let load_driver = Some("load the amdgpu driver (`sudo modprobe amdgpu`) on a Strix Halo node".to_string());
     if gpu.kfd.is_none() {
-        checks.push(check("gpu", Status::Fail, "/dev/kfd not found: no ROCm-capable GPU driver is loaded", load_driver.clone()));
+        checks.push(check(
+            "gpu",
+            Status::Fail,
+            "/dev/kfd not found: no ROCm-capable GPU driver is loaded",
+            load_driver.clone(),
+        ));
     } else if !gpu.gfx_targets.iter().any(|t| t == "gfx1151") {
         let found = if gpu.gfx_targets.is_empty() { "none".to_string() } else { gpu.gfx_targets.join(", ") };
         checks.push(check(
@@ -81,9 +91,10 @@ fn kernel_checks(facts: &HostFacts, checks: &mut Vec<Check>) {
         let (status, message) = match (found, wanted) {
             (None, Some(value)) => (Status::Warn, format!("{name}={value} is not on the kernel command line")),
             (None, None) => (Status::Warn, format!("{name} is not set on the kernel command line")),
-            (Some(value), Some(want)) if value != want => {
-                (Status::Warn, format!("{name}={value} on the kernel command line; the cluster guide wants {name}={want}"))
-            }
+            (Some(value), Some(want)) if value != want => (
+                Status::Warn,
+                format!("{name}={value} on the kernel command line; the cluster guide wants {name}={want}"),
+            ),
             (Some(value), _) => (Status::Pass, format!("{name}={value}")),
         };
         let fix = (status != Status::Pass).then(|| {
@@ -99,8 +110,11 @@ fn kernel_checks(facts: &HostFacts, checks: &mut Vec<Check>) {
             checks.push(check(
                 "kernel:gtt-vs-ttm",
                 Status::Warn,
-                format!("ttm.pages_limit={pages} caps GPU memory at {} but amdgpu.gttsize asks for {}",
-                    gib(pages * 4096), gib(gtt_mib * 1024 * 1024)),
+                format!(
+                    "ttm.pages_limit={pages} caps GPU memory at {} but amdgpu.gttsize asks for {}",
+                    gib(pages * 4096),
+                    gib(gtt_mib * 1024 * 1024)
+                ),
                 Some(format!("set ttm.pages_limit={}: {GRUB_FIX}", gtt_mib * 256)),
             ));
         }
@@ -128,30 +142,56 @@ fn rdma_checks(facts: &HostFacts, checks: &mut Vec<Check>) {
         return;
     }
     if !rdma.present() {
-        checks.push(check("rdma", Status::Fail, "RDMA ports exist in sysfs but /dev/infiniband has no device nodes",
-            Some("load ib_uverbs and rdma_ucm (`sudo modprobe ib_uverbs rdma_ucm`)".into())));
+        checks.push(check(
+            "rdma",
+            Status::Fail,
+            "RDMA ports exist in sysfs but /dev/infiniband has no device nodes",
+            Some("load ib_uverbs and rdma_ucm (`sudo modprobe ib_uverbs rdma_ucm`)".into()),
+        ));
     }
     for port in &rdma.ports {
         let name = format!("rdma:{}/{}", port.device, port.port);
         let netdev = port.netdev.as_deref().unwrap_or("?");
         if port.is_active() {
-            checks.push(check(&name, Status::Pass, format!("{} port {} ACTIVE/LinkUp on {netdev}", port.device, port.port), None));
+            checks.push(check(
+                &name,
+                Status::Pass,
+                format!("{} port {} ACTIVE/LinkUp on {netdev}", port.device, port.port),
+                None,
+            ));
         } else {
             // An idle second port is normal (one cable to the peer); only no usable port fails.
             let status = if rdma.nccl_port().is_some() { Status::Warn } else { Status::Fail };
-            checks.push(check(&name, status,
-                format!("{} port {} is {} / {}", port.device, port.port,
-                    port.state.as_deref().unwrap_or("unknown"), port.phys_state.as_deref().unwrap_or("unknown")),
-                Some(format!("check the cable and the switch port, then `sudo ip link set dev {netdev} up`"))));
+            checks.push(check(
+                &name,
+                status,
+                format!(
+                    "{} port {} is {} / {}",
+                    port.device,
+                    port.port,
+                    port.state.as_deref().unwrap_or("unknown"),
+                    port.phys_state.as_deref().unwrap_or("unknown")
+                ),
+                Some(format!("check the cable and the switch port, then `sudo ip link set dev {netdev} up`")),
+            ));
             continue;
         }
         match port.mtu {
-            Some(mtu) if mtu >= 9000 => checks.push(check(format!("{name}:mtu"), Status::Pass, format!("{netdev} MTU {mtu}"), None)),
-            mtu => checks.push(check(format!("{name}:mtu"), Status::Warn,
-                format!("{netdev} MTU is {}; RoCE wants jumbo frames (9000) end to end",
-                    mtu.map_or("unknown".into(), |m| m.to_string())),
-                Some(format!("`sudo ip link set dev {netdev} mtu 9000`, persisted with \
-                    `sudo nmcli connection modify {netdev} 802-3-ethernet.mtu 9000` (and the switch port)")))),
+            Some(mtu) if mtu >= 9000 => {
+                checks.push(check(format!("{name}:mtu"), Status::Pass, format!("{netdev} MTU {mtu}"), None))
+            }
+            mtu => checks.push(check(
+                format!("{name}:mtu"),
+                Status::Warn,
+                format!(
+                    "{netdev} MTU is {}; RoCE wants jumbo frames (9000) end to end",
+                    mtu.map_or("unknown".into(), |m| m.to_string())
+                ),
+                Some(format!(
+                    "`sudo ip link set dev {netdev} mtu 9000`, persisted with \
+                    `sudo nmcli connection modify {netdev} 802-3-ethernet.mtu 9000` (and the switch port)"
+                )),
+            )),
         }
         if port.link_layer.as_deref() == Some("Ethernet") && port.roce_v2_gid_index.is_none() {
             checks.push(check(format!("{name}:gid"), Status::Fail,
@@ -185,11 +225,16 @@ fn group_checks(root: &HostRoot, facts: &HostFacts, checks: &mut Vec<Check>) {
     for name in needed {
         let check_name = format!("group:{name}");
         match (groups.gids.get(name), groups.member.get(name)) {
-            (None, _) => checks.push(check(check_name, Status::Warn, format!("group {name} does not exist in /etc/group"), None)),
+            (None, _) => {
+                checks.push(check(check_name, Status::Warn, format!("group {name} does not exist in /etc/group"), None))
+            }
             (Some(_), Some(true)) => checks.push(check(check_name, Status::Pass, format!("{user} is in {name}"), None)),
-            (Some(gid), _) => checks.push(check(check_name, Status::Fail,
+            (Some(gid), _) => checks.push(check(
+                check_name,
+                Status::Fail,
                 format!("{user} is not in {name} (gid {gid}): the device nodes it guards stay closed in the toolbox"),
-                Some(format!("`sudo usermod -aG {name} {user}`, then log in again")))),
+                Some(format!("`sudo usermod -aG {name} {user}`, then log in again")),
+            )),
         }
     }
 }
@@ -197,9 +242,11 @@ fn group_checks(root: &HostRoot, facts: &HostFacts, checks: &mut Vec<Check>) {
 /// True when /dev/infiniband nodes are owned by the rdma group and closed to others.
 fn rdma_nodes_group_restricted(root: &HostRoot, facts: &HostFacts) -> bool {
     let Some(rdma_gid) = facts.groups.gids.get("rdma") else { return false };
-    facts.rdma.devices.iter().any(|node| {
-        root.metadata(node).is_some_and(|m| m.gid() == *rdma_gid && m.mode() & 0o006 != 0o006)
-    })
+    facts
+        .rdma
+        .devices
+        .iter()
+        .any(|node| root.metadata(node).is_some_and(|m| m.gid() == *rdma_gid && m.mode() & 0o006 != 0o006))
 }
 
 fn tool_checks(installed: &Installed, checks: &mut Vec<Check>) {
@@ -207,8 +254,12 @@ fn tool_checks(installed: &Installed, checks: &mut Vec<Check>) {
         (Some(path), _) | (None, Some(path)) => {
             checks.push(check("engine", Status::Pass, format!("container engine {}", path.display()), None))
         }
-        (None, None) => checks.push(check("engine", Status::Fail, "neither podman nor docker is installed",
-            Some("`sudo dnf install podman` (Fedora) or `sudo apt-get install podman`".into()))),
+        (None, None) => checks.push(check(
+            "engine",
+            Status::Fail,
+            "neither podman nor docker is installed",
+            Some("`sudo dnf install podman` (Fedora) or `sudo apt-get install podman`".into()),
+        )),
     }
     match (&installed.toolbox, &installed.distrobox) {
         (Some(path), _) | (None, Some(path)) => {

@@ -23,11 +23,7 @@ pub enum Error {
 
     /// The container engine refused or failed an operation.
     #[error("{engine}: {action} failed: {message}")]
-    Engine {
-        engine: &'static str,
-        action: String,
-        message: String,
-    },
+    Engine { engine: &'static str, action: String, message: String },
 
     /// An external program (toolbox, distrobox, podman CLI) failed.
     #[error("`{program}` failed: {message}")]

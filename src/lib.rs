@@ -19,8 +19,8 @@ pub mod manager;
 pub mod pin;
 pub mod plan;
 pub mod process;
-pub mod reference;
 pub mod rccl;
+pub mod reference;
 pub mod spec;
 pub mod ui;
 

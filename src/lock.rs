@@ -46,9 +46,7 @@ impl ToolboxLock {
                 "another strix-toolbox is already refreshing {name} (lock {}). Fix: wait for it to finish",
                 path.display()
             ))),
-            Err(TryLockError::Error(e)) => {
-                Err(Error::Failed(format!("cannot lock {}: {e}", path.display())))
-            }
+            Err(TryLockError::Error(e)) => Err(Error::Failed(format!("cannot lock {}: {e}", path.display()))),
         }
     }
 }

@@ -16,9 +16,7 @@ pub fn pin_tag(image: &ImageInfo) -> Option<String> {
 /// True for tags shaped like a pin.
 pub fn is_pin(tag: &str) -> bool {
     let bytes = tag.as_bytes();
-    bytes.len() == 15
-        && bytes[8] == b'-'
-        && bytes.iter().enumerate().all(|(i, b)| i == 8 || b.is_ascii_digit())
+    bytes.len() == 15 && bytes[8] == b'-' && bytes.iter().enumerate().all(|(i, b)| i == 8 || b.is_ascii_digit())
 }
 
 /// The pin tags an image carries in `repository`, newest first.
@@ -55,7 +53,12 @@ mod tests {
         assert!(is_pin("20261101-100000"));
         assert!(!is_pin("latest") && !is_pin("2026110-1000000") && !is_pin("20261101x100000"));
         let image = ImageInfo {
-            repo_tags: vec!["r:latest".into(), "r:20261101-100000".into(), "r:20261102-100000".into(), "other:20261103-100000".into()],
+            repo_tags: vec![
+                "r:latest".into(),
+                "r:20261101-100000".into(),
+                "r:20261102-100000".into(),
+                "other:20261103-100000".into(),
+            ],
             ..Default::default()
         };
         assert_eq!(pins_in(&image, "r"), ["20261102-100000", "20261101-100000"]);

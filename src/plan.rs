@@ -157,9 +157,10 @@ pub fn plan_refresh(desired: &DesiredToolbox, current: &CurrentState, keep: usiz
         Some(c) if label(c, labels::MANAGED) != "true" => {
             (Action::Recreated, format!("{name} was not made by strix-toolbox"))
         }
-        Some(c) if label(c, labels::IMAGE_ID) != desired.image.id => {
-            (Action::Recreated, format!("the image changed ({} → {})", short(&label(c, labels::IMAGE_ID)), short(&desired.image.id)))
-        }
+        Some(c) if label(c, labels::IMAGE_ID) != desired.image.id => (
+            Action::Recreated,
+            format!("the image changed ({} → {})", short(&label(c, labels::IMAGE_ID)), short(&desired.image.id)),
+        ),
         Some(c) if label(c, labels::SPEC_HASH) != desired.spec_hash => {
             (Action::Recreated, "the container spec changed (devices, groups, limits or environment)".into())
         }
@@ -195,7 +196,11 @@ pub fn pins_to_prune(images: &[ImageInfo], repository: &str, current_image_id: &
 
 fn short(id: &str) -> &str {
     let id = id.strip_prefix("sha256:").unwrap_or(id);
-    if id.is_empty() { "none" } else { &id[..id.len().min(12)] }
+    if id.is_empty() {
+        "none"
+    } else {
+        &id[..id.len().min(12)]
+    }
 }
 
 impl Step {

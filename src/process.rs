@@ -9,9 +9,7 @@ use crate::error::{Error, Result};
 /// Run `argv`, capturing output; a non-zero exit is an error carrying its stderr.
 /// The child is killed if the future is dropped (e.g. on Ctrl-C).
 pub async fn run_captured(argv: &[String]) -> Result<String> {
-    let (program, args) = argv
-        .split_first()
-        .ok_or_else(|| Error::Failed("internal: empty command line".into()))?;
+    let (program, args) = argv.split_first().ok_or_else(|| Error::Failed("internal: empty command line".into()))?;
     let output = Command::new(program)
         .args(args)
         .stdin(Stdio::null())
@@ -25,10 +23,7 @@ pub async fn run_captured(argv: &[String]) -> Result<String> {
     let stderr = String::from_utf8_lossy(&output.stderr);
     let stdout = String::from_utf8_lossy(&output.stdout);
     let detail = if stderr.trim().is_empty() { stdout.trim() } else { stderr.trim() };
-    Err(Error::Command {
-        program: argv.join(" "),
-        message: format!("{} ({detail})", output.status),
-    })
+    Err(Error::Command { program: argv.join(" "), message: format!("{} ({detail})", output.status) })
 }
 
 /// Replace this process with `argv` (interactive shells: the terminal belongs to the child).

@@ -7,14 +7,20 @@ pub const CHANNELS: [&str; 2] = ["latest", "dev"];
 
 /// `latest` or `dev`; anything else is a usage error.
 pub fn parse_channel(channel: &str) -> Result<&'static str> {
-    CHANNELS.iter().copied().find(|c| *c == channel).ok_or_else(|| {
-        Error::Usage(format!("unknown channel {channel:?}: expected one of {}", CHANNELS.join(", ")))
-    })
+    CHANNELS
+        .iter()
+        .copied()
+        .find(|c| *c == channel)
+        .ok_or_else(|| Error::Usage(format!("unknown channel {channel:?}: expected one of {}", CHANNELS.join(", "))))
 }
 
 /// The toolbox name a channel gets by default.
 pub fn default_name(channel: &str) -> String {
-    if channel == "latest" { "vllm".into() } else { format!("vllm-{channel}") }
+    if channel == "latest" {
+        "vllm".into()
+    } else {
+        format!("vllm-{channel}")
+    }
 }
 
 /// Container names as podman and docker accept them: `[a-zA-Z0-9][a-zA-Z0-9_.-]*`.
@@ -76,11 +82,7 @@ impl ImageRef {
                 return Err(bad("tag must be letters, digits, '_', '.' or '-' (at most 128)"));
             }
         }
-        let path_start = if repository.contains('/') {
-            repository.find('/').map_or(0, |i| i + 1)
-        } else {
-            0
-        };
+        let path_start = if repository.contains('/') { repository.find('/').map_or(0, |i| i + 1) } else { 0 };
         let path = &repository[path_start..];
         let valid_path = !path.is_empty()
             && path.split('/').all(|part| {
@@ -132,7 +134,8 @@ mod tests {
         let r = ImageRef::parse(&format!("127.0.0.1:5000/x/y:t@{digest}")).unwrap();
         assert_eq!(r.digest.as_deref(), Some(digest.as_str()));
         assert_eq!(r.with_tag("20261101-100000"), "127.0.0.1:5000/x/y:20261101-100000");
-        for bad in ["", "Upper/Case", "a b", "repo:", "repo:bad tag", "repo@sha256:zz", "x//y", "repo/:tag", "repo:-x"] {
+        for bad in ["", "Upper/Case", "a b", "repo:", "repo:bad tag", "repo@sha256:zz", "x//y", "repo/:tag", "repo:-x"]
+        {
             assert!(matches!(ImageRef::parse(bad), Err(Error::Usage(_))), "{bad:?}");
         }
     }

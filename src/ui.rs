@@ -20,11 +20,7 @@ impl Ui {
     pub fn new(json: bool, no_color_flag: bool) -> Self {
         let stderr_tty = std::io::stderr().is_terminal();
         let no_color_env = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
-        Ui {
-            json,
-            color: stderr_tty && !no_color_flag && !no_color_env,
-            interactive: stderr_tty,
-        }
+        Ui { json, color: stderr_tty && !no_color_flag && !no_color_env, interactive: stderr_tty }
     }
 
     /// A progress reporter: bars on a terminal, plain lines otherwise, silent for JSON.

@@ -77,11 +77,7 @@ fn layers(image: &Value) -> Vec<String> {
 fn digests_in_image(podman: &PodmanService, image: &str, paths: &[&str]) -> Vec<String> {
     let mut args = vec!["run", "--rm", image, "sha256sum"];
     args.extend(paths);
-    podman
-        .podman_ok(&args)
-        .lines()
-        .map(|line| line.split_whitespace().next().expect("digest").to_string())
-        .collect()
+    podman.podman_ok(&args).lines().map(|line| line.split_whitespace().next().expect("digest").to_string()).collect()
 }
 
 fn build(podman: &PodmanService, artifact: &Path, base: &str, tags: &[&str], extra: &[&str]) -> (Output, f64) {

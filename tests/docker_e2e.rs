@@ -25,7 +25,20 @@ fn docker_inspect(daemon: &DockerDaemon, name: &str) -> serde_json::Value {
 
 fn refresh(daemon: &DockerDaemon, host: &std::path::Path, image: &str) -> serde_json::Value {
     let host = host.to_str().unwrap();
-    let args = ["--host-root", host, "--engine", "docker", "--json", "refresh", "--image", image, "--name", "vllm", "--manager", "native"];
+    let args = [
+        "--host-root",
+        host,
+        "--engine",
+        "docker",
+        "--json",
+        "refresh",
+        "--image",
+        image,
+        "--name",
+        "vllm",
+        "--manager",
+        "native",
+    ];
     let output = run_strix(&daemon.env(), &args);
     assert!(output.status.success(), "{}", stderr(&output));
     json(&output)
@@ -87,7 +100,8 @@ fn enter_passes_output_and_exit_codes_on_docker() {
     let host = materialize("strix-thunderbolt-only");
     refresh(&daemon, host.path(), &image);
 
-    let output = run_strix(&daemon.env(), &["--engine", "docker", "enter", "vllm", "--", "sh", "-c", "echo hello; exit 4"]);
+    let output =
+        run_strix(&daemon.env(), &["--engine", "docker", "enter", "vllm", "--", "sh", "-c", "echo hello; exit 4"]);
     assert_eq!(output.status.code(), Some(4), "{}", stderr(&output));
     assert_eq!(String::from_utf8_lossy(&output.stdout), "hello\n");
 }
@@ -105,7 +119,19 @@ fn build_bakes_the_rccl_into_an_image_on_docker() {
     let sha256 = rccl_fixtures::sha256_hex(&std::fs::read(&library).unwrap());
     let tag = format!("{}/kyuz0/vllm-therock-gfx1151:dev", registry.host());
 
-    let args = ["--engine", "docker", "--json", "build", "--rccl", library.to_str().unwrap(), "--base", &base, "--tag", &tag, "--push"];
+    let args = [
+        "--engine",
+        "docker",
+        "--json",
+        "build",
+        "--rccl",
+        library.to_str().unwrap(),
+        "--base",
+        &base,
+        "--tag",
+        &tag,
+        "--push",
+    ];
     let output = run_strix(&daemon.env(), &args);
     assert!(output.status.success(), "{}", stderr(&output));
     let outcome = json(&output);
@@ -113,11 +139,22 @@ fn build_bakes_the_rccl_into_an_image_on_docker() {
     assert_eq!(outcome["pushed"], serde_json::json!([tag]));
 
     let docker = |args: &[&str]| {
-        let output = Command::new("docker").arg("--host").arg(format!("unix://{}", daemon.socket.display())).args(args).output().unwrap();
+        let output = Command::new("docker")
+            .arg("--host")
+            .arg(format!("unix://{}", daemon.socket.display()))
+            .args(args)
+            .output()
+            .unwrap();
         assert!(output.status.success(), "docker {args:?}: {}", String::from_utf8_lossy(&output.stderr));
         String::from_utf8_lossy(&output.stdout).trim().to_string()
     };
-    let label = docker(&["image", "inspect", "--format", "{{index .Config.Labels \"io.github.strix-toolbox.rccl.sha256\"}}", &tag]);
+    let label = docker(&[
+        "image",
+        "inspect",
+        "--format",
+        "{{index .Config.Labels \"io.github.strix-toolbox.rccl.sha256\"}}",
+        &tag,
+    ]);
     assert_eq!(label, sha256);
     let inside = docker(&["run", "--rm", "--network", "none", &tag, "sha256sum", "/opt/rocm/lib/librccl.so.1.0"]);
     assert!(inside.starts_with(&sha256), "{inside}");

@@ -23,7 +23,15 @@ fn healthy_node_passes() {
     assert_eq!(output.status.code(), Some(0), "{report:#}");
     assert_eq!(report["ok"], true);
     assert_eq!(report["fail"], 0);
-    for name in ["gpu", "kernel:iommu", "rdma:rocep194s0f0/1", "rdma:rocep194s0f0/1:mtu", "memlock", "group:render", "group:rdma"] {
+    for name in [
+        "gpu",
+        "kernel:iommu",
+        "rdma:rocep194s0f0/1",
+        "rdma:rocep194s0f0/1:mtu",
+        "memlock",
+        "group:render",
+        "group:rdma",
+    ] {
         assert_eq!(check(&report, name)["status"], "pass", "{name}: {report:#}");
     }
     // The idle second port of a two-node link is a warning, not a failure.
@@ -39,7 +47,10 @@ fn thunderbolt_only_node_warns_about_tcp() {
     let rdma = check(&report, "rdma");
     assert_eq!(rdma["status"], "warn");
     assert!(rdma["fix"].as_str().unwrap().contains("irdma"));
-    assert!(report["checks"].as_array().unwrap().iter().all(|c| c["name"] != "memlock"), "memlock only matters with RDMA");
+    assert!(
+        report["checks"].as_array().unwrap().iter().all(|c| c["name"] != "memlock"),
+        "memlock only matters with RDMA"
+    );
 }
 
 #[test]
@@ -64,8 +75,11 @@ fn misconfigured_node_fails_with_fixes() {
     assert!(check(&report, "kernel:iommu")["message"].as_str().unwrap().contains("iommu=on"));
     assert_eq!(check(&report, "kernel:pcie_aspm")["status"], "warn");
     assert_eq!(check(&report, "kernel:gtt-vs-ttm")["status"], "warn");
-    assert!(report["checks"].as_array().unwrap().iter().any(|c| c["name"] == "host-files"
-        && c["message"].as_str().unwrap().contains("/etc/group line 5")));
+    assert!(report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|c| c["name"] == "host-files" && c["message"].as_str().unwrap().contains("/etc/group line 5")));
 }
 
 #[test]

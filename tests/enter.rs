@@ -14,7 +14,10 @@ fn passes_output_and_exit_codes_and_shares_the_host_ipc_and_network() {
     let host = materialize("strix-thunderbolt-only");
     let image = stand_in_image(&podman, &registry, "kyuz0/vllm:latest", "2026-11-01T10:00:00Z");
     let host_arg = host.path().to_str().unwrap();
-    let output = run_strix(&podman.env(), &["--host-root", host_arg, "refresh", "--image", &image, "--name", "vllm", "--manager", "native"]);
+    let output = run_strix(
+        &podman.env(),
+        &["--host-root", host_arg, "refresh", "--image", &image, "--name", "vllm", "--manager", "native"],
+    );
     assert!(output.status.success(), "{}", stderr(&output));
 
     // Not running yet: enter starts it.
@@ -28,7 +31,8 @@ fn passes_output_and_exit_codes_and_shares_the_host_ipc_and_network() {
 
     // Ray and RCCL need the host's IPC and network namespaces.
     for namespace in ["ipc", "net"] {
-        let output = run_strix(&podman.env(), &["enter", "vllm", "--", "ls", "-l", &format!("/proc/self/ns/{namespace}")]);
+        let output =
+            run_strix(&podman.env(), &["enter", "vllm", "--", "ls", "-l", &format!("/proc/self/ns/{namespace}")]);
         let inside = String::from_utf8_lossy(&output.stdout);
         let ours = std::fs::read_link(format!("/proc/self/ns/{namespace}")).unwrap();
         assert!(inside.contains(ours.to_str().unwrap()), "{namespace}: {inside} vs {ours:?}");

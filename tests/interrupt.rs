@@ -26,7 +26,13 @@ fn big_image(podman: &PodmanService, registry: &Registry) -> String {
     blob.flush().unwrap();
     let tarball = dir.path().join("rootfs.tar");
     assert!(Command::new("tar").arg("-C").arg(&rootfs).arg("-cf").arg(&tarball).arg(".").status().unwrap().success());
-    push_rootfs_image(podman, registry, "kyuz0/vllm:latest", &tarball, &[("org.opencontainers.image.created", "2026-11-09T00:00:00Z")])
+    push_rootfs_image(
+        podman,
+        registry,
+        "kyuz0/vllm:latest",
+        &tarball,
+        &[("org.opencontainers.image.created", "2026-11-09T00:00:00Z")],
+    )
 }
 
 #[test]

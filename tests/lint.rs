@@ -13,9 +13,8 @@ fn repo_root() -> PathBuf {
 
 /// Find an executable on PATH (and in ~/.local/bin, where `pip install --user` puts scripts).
 fn find_tool(name: &str) -> PathBuf {
-    let mut dirs: Vec<PathBuf> = std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).collect())
-        .unwrap_or_default();
+    let mut dirs: Vec<PathBuf> =
+        std::env::var_os("PATH").map(|p| std::env::split_paths(&p).collect()).unwrap_or_default();
     if let Some(home) = std::env::var_os("HOME") {
         dirs.push(Path::new(&home).join(".local/bin"));
     }
@@ -43,10 +42,7 @@ fn files_with_suffix(dir: &Path, suffixes: &[&str]) -> Vec<PathBuf> {
         .map(|entry| entry.expect("directory entry").path())
         .filter(|path| {
             path.is_file()
-                && path
-                    .file_name()
-                    .and_then(|n| n.to_str())
-                    .is_some_and(|n| suffixes.iter().any(|s| n.ends_with(s)))
+                && path.file_name().and_then(|n| n.to_str()).is_some_and(|n| suffixes.iter().any(|s| n.ends_with(s)))
         })
         .collect();
     files.sort();
@@ -55,10 +51,7 @@ fn files_with_suffix(dir: &Path, suffixes: &[&str]) -> Vec<PathBuf> {
 
 fn relative(paths: &[PathBuf]) -> Vec<OsString> {
     let root = repo_root();
-    paths
-        .iter()
-        .map(|p| p.strip_prefix(&root).unwrap_or(p).as_os_str().to_owned())
-        .collect()
+    paths.iter().map(|p| p.strip_prefix(&root).unwrap_or(p).as_os_str().to_owned()).collect()
 }
 
 fn assert_clean(tool: &str, files: &[OsString], output: &Output) {

@@ -56,7 +56,8 @@ fn series() -> Vec<String> {
 fn upstream_names_a_repository_and_a_full_commit() {
     let up = upstream();
     assert!(
-        up.repo.starts_with("https://github.com/") && up.repo.trim_start_matches("https://github.com/").split('/').count() == 2,
+        up.repo.starts_with("https://github.com/")
+            && up.repo.trim_start_matches("https://github.com/").split('/').count() == 2,
         "repo must be https://github.com/OWNER/NAME, got {:?}",
         up.repo
     );
@@ -109,16 +110,17 @@ fn series_lists_exactly_the_patches_in_numeric_order() {
     present.sort();
     let listed_set: BTreeSet<&String> = listed.iter().collect();
     assert_eq!(listed_set.len(), listed.len(), "series lists a patch twice: {listed:?}");
-    assert_eq!(
-        listed_set,
-        present.iter().collect::<BTreeSet<_>>(),
-        "series and the .patch files present differ"
-    );
+    assert_eq!(listed_set, present.iter().collect::<BTreeSet<_>>(), "series and the .patch files present differ");
 
     for (index, name) in listed.iter().enumerate() {
         let (number, rest) = name.split_once('-').unwrap_or_else(|| panic!("{name}: want NNNN-title.patch"));
         assert!(number.len() == 4 && number.bytes().all(|b| b.is_ascii_digit()), "{name}: want a 4-digit number");
-        assert_eq!(number.parse::<usize>().unwrap(), index + 1, "{name}: series position {} has number {number}", index + 1);
+        assert_eq!(
+            number.parse::<usize>().unwrap(),
+            index + 1,
+            "{name}: series position {} has number {number}",
+            index + 1
+        );
         assert!(rest.len() > ".patch".len(), "{name}: no title");
     }
 }
@@ -244,12 +246,10 @@ fn check_hunk_body(lines: &[&str], start: usize, old_count: usize, new_count: us
             Some('-') => old_seen += 1,
             Some('+') => new_seen += 1,
             Some('\\') => {}
-            _ => {
-                return Err(format!(
-                    "line {} {line:?} ends the hunk after {old_seen}/{old_count} old and {new_seen}/{new_count} new lines",
-                    i + 1
-                ))
-            }
+            _ => return Err(format!(
+                "line {} {line:?} ends the hunk after {old_seen}/{old_count} old and {new_seen}/{new_count} new lines",
+                i + 1
+            )),
         }
         i += 1;
     }

@@ -12,7 +12,8 @@ const CREATED: &str = "2026-11-01T10:00:00Z";
 
 fn refresh(podman: &PodmanService, host: &std::path::Path, image: &str, extra: &[&str]) -> std::process::Output {
     let host = host.to_str().unwrap();
-    let mut args = vec!["--host-root", host, "--json", "refresh", "--image", image, "--name", "vllm", "--manager", "native"];
+    let mut args =
+        vec!["--host-root", host, "--json", "refresh", "--image", image, "--name", "vllm", "--manager", "native"];
     args.extend(extra);
     run_strix(&podman.env(), &args)
 }
@@ -68,7 +69,9 @@ fn creates_the_right_container_then_a_second_refresh_is_a_no_op() {
         .iter()
         .map(|d| d["PathInContainer"].as_str().unwrap().to_string())
         .collect();
-    for device in ["/dev/kfd", "/dev/dri/renderD128", "/dev/dri/card0", "/dev/infiniband/uverbs0", "/dev/infiniband/rdma_cm"] {
+    for device in
+        ["/dev/kfd", "/dev/dri/renderD128", "/dev/dri/card0", "/dev/infiniband/uverbs0", "/dev/infiniband/rdma_cm"]
+    {
         assert!(devices.iter().any(|d| d == device), "{device} missing from {devices:?}");
     }
     assert_eq!(inspect["HostConfig"]["GroupAdd"], serde_json::json!(["39", "105", "993"]));
@@ -125,7 +128,8 @@ fn a_new_image_upstream_is_picked_up_and_the_old_one_stays_pinned_for_rollback()
     podman.podman_ok(&["image", "exists", &format!("{repository}:20261101-100000")]);
 
     // Rollback goes back to the previous pin.
-    let output = run_strix(&podman.env(), &["--host-root", host.path().to_str().unwrap(), "--json", "rollback", "vllm"]);
+    let output =
+        run_strix(&podman.env(), &["--host-root", host.path().to_str().unwrap(), "--json", "rollback", "vllm"]);
     assert!(output.status.success(), "{}", stderr(&output));
     assert_eq!(json(&output)["pin"], "20261101-100000");
     assert_eq!(podman.inspect("vllm")["Config"]["Labels"]["io.github.strix-toolbox.pin"], "20261101-100000");
@@ -153,11 +157,15 @@ fn a_refused_create_leaves_the_toolbox_and_no_temporary_container() {
     // The engine refuses to bind-mount a home that does not exist.
     let mut env = bed.podman.env();
     env.push(("HOME".into(), "/nonexistent/home/alice".into()));
-    let args = ["--host-root", bed.host_arg(), "refresh", "--image", &bed.image, "--name", "vllm", "--manager", "native"];
+    let args =
+        ["--host-root", bed.host_arg(), "refresh", "--image", &bed.image, "--name", "vllm", "--manager", "native"];
     let output = run_strix(&env, &args);
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
     let message = stderr(&output);
-    assert!(message.contains("create container vllm-strix-new") && message.contains("/nonexistent/home/alice"), "{message}");
+    assert!(
+        message.contains("create container vllm-strix-new") && message.contains("/nonexistent/home/alice"),
+        "{message}"
+    );
     assert_eq!(bed.podman.inspect("vllm"), before);
     assert_eq!(bed.podman.container_names(), ["vllm"]);
 }
@@ -168,7 +176,8 @@ fn dry_run_prints_the_plan_and_changes_nothing() {
     podman.podman_ok(&["pull", "-q", &image]);
 
     let host_arg = host.path().to_str().unwrap();
-    let args = ["--host-root", host_arg, "refresh", "--image", &image, "--name", "vllm", "--manager", "native", "--dry-run"];
+    let args =
+        ["--host-root", host_arg, "refresh", "--image", &image, "--name", "vllm", "--manager", "native", "--dry-run"];
     let output = run_strix(&podman.env(), &args);
     assert!(output.status.success(), "{}", stderr(&output));
     let plan = String::from_utf8_lossy(&output.stdout);

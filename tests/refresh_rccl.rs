@@ -21,7 +21,20 @@ fn builds_the_rccl_overlay_then_creates_the_toolbox_from_it() {
 
     let host_arg = host.path().to_str().unwrap();
     let library_arg = library.to_str().unwrap();
-    let args = ["--host-root", host_arg, "--json", "refresh", "--image", &image, "--name", "vllm", "--manager", "native", "--rccl", library_arg];
+    let args = [
+        "--host-root",
+        host_arg,
+        "--json",
+        "refresh",
+        "--image",
+        &image,
+        "--name",
+        "vllm",
+        "--manager",
+        "native",
+        "--rccl",
+        library_arg,
+    ];
     let output = run_strix(&podman.env(), &args);
     assert!(output.status.success(), "{}", stderr(&output));
     let summary = json(&output);
@@ -30,7 +43,13 @@ fn builds_the_rccl_overlay_then_creates_the_toolbox_from_it() {
 
     let labels = &podman.inspect("vllm")["Config"]["Labels"];
     assert_eq!(labels["io.github.strix-toolbox.image"], "localhost/vllm-therock-gfx1151:latest-rccl");
-    let built = podman.podman_ok(&["image", "inspect", "--format", "{{index .Labels \"io.github.strix-toolbox.rccl.sha256\"}}", "localhost/vllm-therock-gfx1151:latest-rccl"]);
+    let built = podman.podman_ok(&[
+        "image",
+        "inspect",
+        "--format",
+        "{{index .Labels \"io.github.strix-toolbox.rccl.sha256\"}}",
+        "localhost/vllm-therock-gfx1151:latest-rccl",
+    ]);
     assert_eq!(built, sha256);
 
     let output = run_strix(&podman.env(), &["enter", "vllm", "--", "sha256sum", "/opt/rocm/lib/librccl.so.1.0"]);
@@ -48,7 +67,19 @@ fn an_artifact_without_gfx1151_is_refused_before_anything_changes() {
     let library = gfx1100_library(artifacts.path(), "librccl.so.1");
 
     let host_arg = host.path().to_str().unwrap();
-    let args = ["--host-root", host_arg, "refresh", "--image", &image, "--name", "vllm", "--manager", "native", "--rccl", library.to_str().unwrap()];
+    let args = [
+        "--host-root",
+        host_arg,
+        "refresh",
+        "--image",
+        &image,
+        "--name",
+        "vllm",
+        "--manager",
+        "native",
+        "--rccl",
+        library.to_str().unwrap(),
+    ];
     let output = run_strix(&podman.env(), &args);
     assert_eq!(output.status.code(), Some(1));
     assert!(stderr(&output).contains("gfx1151"), "{}", stderr(&output));

@@ -23,11 +23,25 @@ fn starts_and_stops_its_own_podman_service() {
 
     // Same storage and configuration, but no CONTAINER_HOST and an empty runtime dir: no socket.
     let runtime_dir = tempfile::tempdir().unwrap();
-    let mut env: Vec<(String, String)> = podman.env().into_iter().filter(|(k, _)| k != "CONTAINER_HOST" && k != "XDG_RUNTIME_DIR").collect();
+    let mut env: Vec<(String, String)> =
+        podman.env().into_iter().filter(|(k, _)| k != "CONTAINER_HOST" && k != "XDG_RUNTIME_DIR").collect();
     env.push(("XDG_RUNTIME_DIR".into(), runtime_dir.path().display().to_string()));
     assert!(!std::path::Path::new("/run/podman/podman.sock").exists(), "a system podman socket would be used instead");
 
-    let args = ["--host-root", host_arg, "--engine", "podman", "--json", "refresh", "--image", &image, "--name", "vllm", "--manager", "native"];
+    let args = [
+        "--host-root",
+        host_arg,
+        "--engine",
+        "podman",
+        "--json",
+        "refresh",
+        "--image",
+        &image,
+        "--name",
+        "vllm",
+        "--manager",
+        "native",
+    ];
     let output = run_strix(&env, &args);
     assert!(output.status.success(), "{}", stderr(&output));
     assert_eq!(json(&output)["action"], "created");

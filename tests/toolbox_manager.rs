@@ -56,7 +56,18 @@ fn toolbox_image(podman: &PodmanService, registry: &Registry) -> String {
 }
 
 fn refresh_with_toolbox(podman: &PodmanService, host: &Path, image: &str, name: &str) -> serde_json::Value {
-    let args = ["--host-root", host.to_str().unwrap(), "--json", "refresh", "--image", image, "--name", name, "--manager", "toolbox"];
+    let args = [
+        "--host-root",
+        host.to_str().unwrap(),
+        "--json",
+        "refresh",
+        "--image",
+        image,
+        "--name",
+        name,
+        "--manager",
+        "toolbox",
+    ];
     let output = run_strix(&podman.env(), &args);
     assert!(output.status.success(), "{}", stderr(&output));
     json(&output)

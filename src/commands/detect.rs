@@ -104,7 +104,11 @@ fn print_summary(report: &DetectReport<'_>, ui: &Ui) {
 }
 
 fn list_or(items: &[String], none: impl Fn() -> String) -> String {
-    if items.is_empty() { none() } else { items.join(" ") }
+    if items.is_empty() {
+        none()
+    } else {
+        items.join(" ")
+    }
 }
 
 fn bytes(value: Option<u64>) -> String {

@@ -45,11 +45,6 @@ pub fn run(global: &GlobalOptions, ui: &Ui) -> Result<i32> {
             println!("      {:<22} {} {fix}", "", ui.paint("fix:", Style::Dim));
         }
     }
-    println!(
-        "\n{} passed, {} warnings, {} failed",
-        count(Status::Pass),
-        count(Status::Warn),
-        count(Status::Fail)
-    );
+    println!("\n{} passed, {} warnings, {} failed", count(Status::Pass), count(Status::Warn), count(Status::Fail));
     Ok(code)
 }

@@ -44,7 +44,13 @@ pub async fn run(global: &GlobalOptions, ui: &Ui) -> Result<i32> {
         ui.status("no toolboxes yet: `strix-toolbox refresh` creates one");
         return Ok(0);
     }
-    println!("{}", ui.paint(&format!("{:<20} {:<10} {:<9} {:<16} {:<10} IMAGE", "NAME", "STATUS", "MANAGER", "PIN", "AGE"), Style::Bold));
+    println!(
+        "{}",
+        ui.paint(
+            &format!("{:<20} {:<10} {:<9} {:<16} {:<10} IMAGE", "NAME", "STATUS", "MANAGER", "PIN", "AGE"),
+            Style::Bold
+        )
+    );
     for t in &listed {
         println!(
             "{:<20} {:<10} {:<9} {:<16} {:<10} {}",

@@ -7,7 +7,6 @@ use serde::Serialize;
 
 use crate::apply::{apply, interruptible};
 use crate::build::{build_image, BuildRequest, Provenance};
-use crate::rccl;
 use crate::cli::{GlobalOptions, RefreshArgs};
 use crate::engine::{self, CreateRequest, Engine, EngineInfo, ImageInfo};
 use crate::engine_probe::Installed;
@@ -20,6 +19,7 @@ use crate::plan::{
     old_name, plan_refresh, provenance_labels, registry_digest, spec_hash, temp_name, Action, CurrentState,
     DesiredToolbox, RefreshPlan,
 };
+use crate::rccl;
 use crate::reference::{default_name, parse_channel, validate_container_name, ImageRef};
 use crate::spec::{parse_env, SpecOptions, ToolboxSpec};
 use crate::ui::{Style, Ui};
@@ -144,12 +144,11 @@ pub async fn refresh_toolbox(
     let info = engine.info().await?;
     let manager = manager::choose(job.manager, info.kind, &installed)?;
 
-    let spec = ToolboxSpec::new(root, facts, &SpecOptions {
-        engine: info.kind,
-        rootless: info.rootless,
-        runtime: info.runtime.clone(),
-        extra_env,
-    });
+    let spec = ToolboxSpec::new(
+        root,
+        facts,
+        &SpecOptions { engine: info.kind, rootless: info.rootless, runtime: info.runtime.clone(), extra_env },
+    );
     check_memlock(facts, &info)?;
 
     let _lock = ToolboxLock::acquire(&target.name)?;
@@ -307,7 +306,12 @@ fn report(
     if job.dry_run {
         println!("{} (dry run; nothing changed)", ui.paint("Plan", Style::Bold));
         if matches!(job.source, ImageSource::Pull) {
-            println!("  0. pull {}\n       {} pull {}", desired.request.image, info.kind.program(), desired.request.image);
+            println!(
+                "  0. pull {}\n       {} pull {}",
+                desired.request.image,
+                info.kind.program(),
+                desired.request.image
+            );
         }
         for (index, step) in steps.iter().enumerate() {
             println!("  {}. {}", index + 1, step.description);

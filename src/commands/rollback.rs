@@ -1,9 +1,9 @@
 //! `rollback [NAME]`: recreate the toolbox from the pinned image before the one it runs.
 
+use crate::cli::ManagerChoice;
 use crate::cli::{GlobalOptions, RollbackArgs};
 use crate::commands::enter::{find_toolbox, manager_of, DEFAULT_TOOLBOX};
 use crate::commands::refresh::{read_gpu_node, refresh_toolbox, ImageSource, RefreshJob, Target};
-use crate::cli::ManagerChoice;
 use crate::engine;
 use crate::error::{Error, Result};
 use crate::labels;
@@ -57,4 +57,3 @@ pub async fn run(global: &GlobalOptions, args: &RollbackArgs, ui: &Ui) -> Result
     };
     refresh_toolbox(global, &node, engine, &job, ui).await
 }
-

@@ -51,11 +51,8 @@ pub fn credentials_for(reference: &str, env: &dyn Fn(&str) -> Option<String>) ->
 pub fn find_in_auth_json(text: &str, registry: &str) -> Option<Credentials> {
     let json: serde_json::Value = serde_json::from_str(text).ok()?;
     let auths = json.get("auths")?.as_object()?;
-    let aliases: &[&str] = if registry == "docker.io" {
-        &["docker.io", "index.docker.io", "registry-1.docker.io"]
-    } else {
-        &[]
-    };
+    let aliases: &[&str] =
+        if registry == "docker.io" { &["docker.io", "index.docker.io", "registry-1.docker.io"] } else { &[] };
     auths.iter().find_map(|(key, entry)| {
         let host = key.trim_start_matches("https://").trim_start_matches("http://");
         let host = host.split('/').next().unwrap_or(host);
@@ -103,7 +100,11 @@ mod tests {
         };
         assert_eq!(
             auth_files(&env),
-            [PathBuf::from("/a.json"), PathBuf::from("/run/user/1/containers/auth.json"), PathBuf::from("/home/u/.docker/config.json")]
+            [
+                PathBuf::from("/a.json"),
+                PathBuf::from("/run/user/1/containers/auth.json"),
+                PathBuf::from("/home/u/.docker/config.json")
+            ]
         );
     }
 }

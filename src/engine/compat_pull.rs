@@ -2,9 +2,9 @@
 //! service both answer it with per-layer byte progress, which drives the progress bars;
 //! libpod's own pull endpoint only streams text.
 
-use futures_util::StreamExt;
 use bollard::auth::DockerCredentials;
 use bollard::query_parameters::CreateImageOptionsBuilder;
+use futures_util::StreamExt;
 
 use super::auth::credentials_for;
 use super::endpoint::process_env;

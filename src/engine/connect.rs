@@ -47,7 +47,8 @@ pub async fn connect(choice: crate::cli::EngineChoice) -> Result<Connection> {
             }
             let Some(program) = podman_program else {
                 return Err(Error::Failed(
-                    "podman is not installed and no podman socket answers. Fix: install podman, or use --engine docker".into(),
+                    "podman is not installed and no podman socket answers. Fix: install podman, or use --engine docker"
+                        .into(),
                 ));
             };
             let service = TemporaryService::start(&program)?;

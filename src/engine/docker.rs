@@ -112,10 +112,7 @@ impl Engine for DockerEngine {
 
     async fn image_tag(&self, id: &str, repository: &str, tag: &str) -> Result<()> {
         let options = TagImageOptionsBuilder::default().repo(repository).tag(tag).build();
-        self.client
-            .tag_image(id, Some(options))
-            .await
-            .map_err(|e| failed(format!("tag {id} as {repository}:{tag}"), e))
+        self.client.tag_image(id, Some(options)).await.map_err(|e| failed(format!("tag {id} as {repository}:{tag}"), e))
     }
 
     async fn image_remove(&self, reference: &str) -> Result<()> {
@@ -238,10 +235,7 @@ impl Engine for DockerEngine {
                 image: c.image.unwrap_or_default(),
                 labels: sorted(c.labels),
                 running: c.state.is_some_and(|s| s.to_string() == "running"),
-                created: c
-                    .created
-                    .and_then(|t| chrono::DateTime::from_timestamp(t, 0))
-                    .map(|t| t.to_rfc3339()),
+                created: c.created.and_then(|t| chrono::DateTime::from_timestamp(t, 0)).map(|t| t.to_rfc3339()),
                 ..Default::default()
             })
             .collect())
@@ -278,7 +272,13 @@ impl Engine for DockerEngine {
         }
     }
 
-    async fn exec(&self, name_or_id: &str, command: &[String], env: &[String], user: Option<&str>) -> Result<ExecOutcome> {
+    async fn exec(
+        &self,
+        name_or_id: &str,
+        command: &[String],
+        env: &[String],
+        user: Option<&str>,
+    ) -> Result<ExecOutcome> {
         let action = || format!("exec in {name_or_id}");
         let config = CreateExecOptions {
             cmd: Some(command.to_vec()),

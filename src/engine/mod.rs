@@ -188,5 +188,11 @@ pub trait Engine: Send + Sync {
     async fn container_remove(&self, name_or_id: &str, force: bool) -> Result<()>;
     /// Run `command` in a running container as `user` (the container's user when None),
     /// streaming its stdout/stderr to ours.
-    async fn exec(&self, name_or_id: &str, command: &[String], env: &[String], user: Option<&str>) -> Result<ExecOutcome>;
+    async fn exec(
+        &self,
+        name_or_id: &str,
+        command: &[String],
+        env: &[String],
+        user: Option<&str>,
+    ) -> Result<ExecOutcome>;
 }

@@ -7,8 +7,8 @@ use async_trait::async_trait;
 use futures_util::StreamExt;
 use podman_api::models::{ContainerMount, LinuxDevice, Namespace, PosixRlimit};
 use podman_api::opts::{
-    ContainerCreateOpts, ContainerDeleteOpts, ContainerListFilter, ContainerListOpts, ExecCreateOpts,
-    ExecStartOpts, ImageListFilter, ImageListOpts, ImagePushOpts, ImageTagOpts, RegistryAuth,
+    ContainerCreateOpts, ContainerDeleteOpts, ContainerListFilter, ContainerListOpts, ExecCreateOpts, ExecStartOpts,
+    ImageListFilter, ImageListOpts, ImagePushOpts, ImageTagOpts, RegistryAuth,
 };
 use podman_api::Podman;
 
@@ -67,14 +67,17 @@ fn is_not_found(error: &podman_api::Error) -> bool {
 }
 
 fn registry_auth(reference: &str) -> Option<RegistryAuth> {
-    credentials_for(reference, &process_env).map(|c| {
-        RegistryAuth::builder().username(c.username).password(c.password).server_address(c.registry).build()
-    })
+    credentials_for(reference, &process_env)
+        .map(|c| RegistryAuth::builder().username(c.username).password(c.password).server_address(c.registry).build())
 }
 
 /// Image ids with their algorithm prefix, as docker reports them.
 fn full_id(id: String) -> String {
-    if id.starts_with("sha256:") { id } else { format!("sha256:{id}") }
+    if id.starts_with("sha256:") {
+        id
+    } else {
+        format!("sha256:{id}")
+    }
 }
 
 fn sorted<K: Ord, V>(map: Option<std::collections::HashMap<K, V>>) -> BTreeMap<K, V> {
@@ -130,7 +133,8 @@ impl Engine for PodmanEngine {
 
     async fn image_list(&self, repository: &str) -> Result<Vec<ImageInfo>> {
         let opts = ImageListOpts::builder().filter([ImageListFilter::Reference(repository.into(), None)]).build();
-        let images = self.client.images().list(&opts).await.map_err(|e| failed(format!("list images of {repository}"), e))?;
+        let images =
+            self.client.images().list(&opts).await.map_err(|e| failed(format!("list images of {repository}"), e))?;
         Ok(images
             .into_iter()
             .map(|i| ImageInfo {
@@ -266,18 +270,23 @@ impl Engine for PodmanEngine {
         }
     }
 
-    async fn exec(&self, name_or_id: &str, command: &[String], env: &[String], user: Option<&str>) -> Result<ExecOutcome> {
+    async fn exec(
+        &self,
+        name_or_id: &str,
+        command: &[String],
+        env: &[String],
+        user: Option<&str>,
+    ) -> Result<ExecOutcome> {
         let action = || format!("exec in {name_or_id}");
-        let vars: Vec<(String, String)> = env
-            .iter()
-            .filter_map(|pair| pair.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())))
-            .collect();
+        let vars: Vec<(String, String)> =
+            env.iter().filter_map(|pair| pair.split_once('=').map(|(k, v)| (k.to_string(), v.to_string()))).collect();
         let mut builder = ExecCreateOpts::builder().command(command).attach_stdout(true).attach_stderr(true).env(vars);
         if let Some(user) = user {
             builder = builder.user(podman_api::opts::UserOpt::User(user.to_string()));
         }
         let opts = builder.build();
-        let exec = self.client.containers().get(name_or_id).create_exec(&opts).await.map_err(|e| failed(action(), e))?;
+        let exec =
+            self.client.containers().get(name_or_id).create_exec(&opts).await.map_err(|e| failed(action(), e))?;
         let start = ExecStartOpts::builder().build();
         if let Some(mut output) = exec.start(&start).await.map_err(|e| failed(action(), e))? {
             super::output::copy_exec_output(&mut output).await;

@@ -65,9 +65,7 @@ pub fn gfx_target_of(properties: &str) -> Result<Option<String>, String> {
         return Ok(None);
     };
     let value = line["gfx_target_version ".len()..].trim();
-    let version: u32 = value
-        .parse()
-        .map_err(|_| format!("gfx_target_version is not a number: {value:?}"))?;
+    let version: u32 = value.parse().map_err(|_| format!("gfx_target_version is not a number: {value:?}"))?;
     Ok(gfx_name(version))
 }
 

@@ -51,9 +51,7 @@ pub fn read(root: &HostRoot, user: Option<String>, warnings: &mut Vec<String>) -
 
 /// Who ran us: under sudo, the user who typed sudo.
 pub fn invoking_user() -> Option<String> {
-    ["SUDO_USER", "USER", "LOGNAME"]
-        .iter()
-        .find_map(|var| std::env::var(var).ok().filter(|v| !v.is_empty()))
+    ["SUDO_USER", "USER", "LOGNAME"].iter().find_map(|var| std::env::var(var).ok().filter(|v| !v.is_empty()))
 }
 
 fn current_uid() -> u32 {

@@ -17,18 +17,14 @@ impl Memlock {
 
 /// Parse the "Max locked memory" line; Err says what was wrong.
 pub fn parse_memlock(limits: &str) -> Result<Memlock, String> {
-    let line = limits
-        .lines()
-        .find(|l| l.starts_with("Max locked memory"))
-        .ok_or("no \"Max locked memory\" line")?;
+    let line = limits.lines().find(|l| l.starts_with("Max locked memory")).ok_or("no \"Max locked memory\" line")?;
     let mut columns = line["Max locked memory".len()..].split_whitespace();
     let mut limit = |which: &str| -> Result<Option<u64>, String> {
         match columns.next() {
             Some("unlimited") => Ok(None),
-            Some(value) => value
-                .parse()
-                .map(Some)
-                .map_err(|_| format!("{which} memlock limit is not a number: {value:?}")),
+            Some(value) => {
+                value.parse().map(Some).map_err(|_| format!("{which} memlock limit is not a number: {value:?}"))
+            }
             None => Err(format!("{which} memlock limit missing")),
         }
     };

@@ -50,16 +50,15 @@ impl HostFacts {
         let groups = groups::read(root, user, &mut warnings)?;
 
         let memlock = match root.read("/proc/self/limits")? {
-            Some(text) => limits::parse_memlock(&text)
-                .map_err(|why| warnings.push(format!("/proc/self/limits: {why}")))
-                .ok(),
+            Some(text) => {
+                limits::parse_memlock(&text).map_err(|why| warnings.push(format!("/proc/self/limits: {why}"))).ok()
+            }
             None => {
                 warnings.push("/proc/self/limits: missing; memlock limit unknown".into());
                 None
             }
         };
-        let kernel_params =
-            root.read("/proc/cmdline")?.map(|text| cmdline::parse_required(&text)).unwrap_or_default();
+        let kernel_params = root.read("/proc/cmdline")?.map(|text| cmdline::parse_required(&text)).unwrap_or_default();
 
         Ok(HostFacts { gpu, rdma, groups, memlock, kernel_params, warnings })
     }
@@ -73,7 +72,8 @@ impl HostFacts {
         } else {
             return Ok(());
         };
-        let node = if root.is_system() { "this node".to_string() } else { format!("host root {}", root.path("/").display()) };
+        let node =
+            if root.is_system() { "this node".to_string() } else { format!("host root {}", root.path("/").display()) };
         Err(crate::error::Error::Failed(format!(
             "{node} has no {missing}: the amdgpu driver is not loaded or this is not a GPU node, so a toolbox \
              could not use the GPU. Fix: load amdgpu (`sudo modprobe amdgpu`); `strix-toolbox doctor` shows the rest"

@@ -82,10 +82,8 @@ fn read_port(root: &HostRoot, device: &str, port: u32, warnings: &mut Vec<String
     let attribute = |name: &str| root.attribute(format!("{dir}/{name}")).filter(|v| !v.is_empty());
 
     // The netdev is recorded per GID slot; the first populated slot names it.
-    let netdev = root
-        .list(format!("{dir}/gid_attrs/ndevs"))
-        .iter()
-        .find_map(|n| attribute(&format!("gid_attrs/ndevs/{n}")));
+    let netdev =
+        root.list(format!("{dir}/gid_attrs/ndevs")).iter().find_map(|n| attribute(&format!("gid_attrs/ndevs/{n}")));
 
     let roce_v2_gid_index = root.list(format!("{dir}/gid_attrs/types")).iter().find_map(|n| {
         let index: u32 = n.parse().ok()?;
@@ -142,11 +140,8 @@ mod tests {
 
     #[test]
     fn active_needs_both_states() {
-        let mut port = RdmaPort {
-            state: Some("4: ACTIVE".into()),
-            phys_state: Some("5: LinkUp".into()),
-            ..Default::default()
-        };
+        let mut port =
+            RdmaPort { state: Some("4: ACTIVE".into()), phys_state: Some("5: LinkUp".into()), ..Default::default() };
         assert!(port.is_active());
         port.phys_state = Some("3: Disabled".into());
         assert!(!port.is_active());

@@ -15,18 +15,13 @@ impl HostRoot {
     /// Open a host root, failing clearly when it is missing, not a directory, or unreadable.
     pub fn open(root: &Path) -> Result<Self> {
         let fix = "pass an existing directory to --host-root (or unset STRIX_HOST_ROOT)";
-        let metadata = std::fs::metadata(root).map_err(|e| {
-            Error::Failed(format!("host root {} cannot be used: {e}. Fix: {fix}", root.display()))
-        })?;
+        let metadata = std::fs::metadata(root)
+            .map_err(|e| Error::Failed(format!("host root {} cannot be used: {e}. Fix: {fix}", root.display())))?;
         if !metadata.is_dir() {
-            return Err(Error::Failed(format!(
-                "host root {} is not a directory. Fix: {fix}",
-                root.display()
-            )));
+            return Err(Error::Failed(format!("host root {} is not a directory. Fix: {fix}", root.display())));
         }
-        std::fs::read_dir(root).map_err(|e| {
-            Error::Failed(format!("host root {} cannot be listed: {e}. Fix: {fix}", root.display()))
-        })?;
+        std::fs::read_dir(root)
+            .map_err(|e| Error::Failed(format!("host root {} cannot be listed: {e}. Fix: {fix}", root.display())))?;
         Ok(HostRoot { root: root.to_path_buf() })
     }
 
@@ -81,8 +76,7 @@ impl HostRoot {
         let Ok(entries) = std::fs::read_dir(self.path(node_path)) else {
             return Vec::new();
         };
-        let mut names: Vec<String> =
-            entries.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+        let mut names: Vec<String> = entries.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
         names.sort_by_key(|name| natural_key(name));
         names
     }

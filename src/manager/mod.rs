@@ -75,10 +75,15 @@ fn spec_fields(request: &CreateRequest) -> CreateRequest {
 pub fn choose(choice: ManagerChoice, engine: EngineKind, installed: &Installed) -> Result<Box<dyn Manager>> {
     let toolbox = || -> Result<Box<dyn Manager>> {
         let program = installed.toolbox.clone().ok_or_else(|| {
-            Error::Failed("toolbox is not installed. Fix: install it (`sudo dnf install toolbox`) or use --manager native".into())
+            Error::Failed(
+                "toolbox is not installed. Fix: install it (`sudo dnf install toolbox`) or use --manager native".into(),
+            )
         })?;
         let podman = installed.podman.clone().ok_or_else(|| {
-            Error::Failed("Toolbx needs the podman CLI, which is not installed. Fix: install podman or use --manager native".into())
+            Error::Failed(
+                "Toolbx needs the podman CLI, which is not installed. Fix: install podman or use --manager native"
+                    .into(),
+            )
         })?;
         if engine != EngineKind::Podman {
             return Err(Error::Usage("--manager toolbox works only with --engine podman".into()));
@@ -95,7 +100,11 @@ pub fn choose(choice: ManagerChoice, engine: EngineKind, installed: &Installed) 
         ManagerChoice::Toolbox => toolbox(),
         ManagerChoice::Distrobox => distrobox(),
         ManagerChoice::Native => Ok(Box::new(Native)),
-        ManagerChoice::Auto if engine == EngineKind::Podman && installed.toolbox.is_some() && installed.podman.is_some() => toolbox(),
+        ManagerChoice::Auto
+            if engine == EngineKind::Podman && installed.toolbox.is_some() && installed.podman.is_some() =>
+        {
+            toolbox()
+        }
         ManagerChoice::Auto if installed.distrobox.is_some() => distrobox(),
         ManagerChoice::Auto => Ok(Box::new(Native)),
     }

@@ -77,7 +77,13 @@ impl Manager for Toolbox {
         recreate.push("<the rest of Toolbx's own create command>".into());
         vec![
             self.toolbox_create_argv(request),
-            vec!["podman".into(), "inspect".into(), "--format".into(), "{{.Config.CreateCommand}}".into(), request.name.clone()],
+            vec![
+                "podman".into(),
+                "inspect".into(),
+                "--format".into(),
+                "{{.Config.CreateCommand}}".into(),
+                request.name.clone(),
+            ],
             vec!["podman".into(), "rm".into(), request.name.clone()],
             recreate,
         ]
@@ -89,11 +95,8 @@ impl Manager for Toolbox {
             let created = engine.container_inspect(&request.name).await?.ok_or_else(|| {
                 Error::Failed(format!("toolbox create succeeded but container {} is not there", request.name))
             })?;
-            let merged = merge_create_command(
-                &created.create_command,
-                &self.podman.display().to_string(),
-                &our_flags(request),
-            )?;
+            let merged =
+                merge_create_command(&created.create_command, &self.podman.display().to_string(), &our_flags(request))?;
             engine.container_remove(&request.name, true).await?;
             let id = run_captured(&merged).await?;
             Ok(id.trim().to_string())
@@ -122,17 +125,42 @@ mod tests {
     #[test]
     fn inserts_flags_after_create_and_drops_ulimit_host_when_we_set_ulimits() {
         let toolbox = strings(&[
-            "podman", "--log-level", "error", "create", "--name", "vllm-new", "--privileged",
-            "--ulimit", "host", "--volume", "/:/run/host:rslave", "img:1", "toolbox", "init-container",
+            "podman",
+            "--log-level",
+            "error",
+            "create",
+            "--name",
+            "vllm-new",
+            "--privileged",
+            "--ulimit",
+            "host",
+            "--volume",
+            "/:/run/host:rslave",
+            "img:1",
+            "toolbox",
+            "init-container",
         ]);
         let flags = strings(&["--device", "/dev/kfd:/dev/kfd", "--ulimit", "memlock=-1:-1"]);
         let merged = merge_create_command(&toolbox, "/usr/bin/podman", &flags).unwrap();
         assert_eq!(
             merged,
             strings(&[
-                "/usr/bin/podman", "--log-level", "error", "create", "--device", "/dev/kfd:/dev/kfd",
-                "--ulimit", "memlock=-1:-1", "--name", "vllm-new", "--privileged", "--volume",
-                "/:/run/host:rslave", "img:1", "toolbox", "init-container",
+                "/usr/bin/podman",
+                "--log-level",
+                "error",
+                "create",
+                "--device",
+                "/dev/kfd:/dev/kfd",
+                "--ulimit",
+                "memlock=-1:-1",
+                "--name",
+                "vllm-new",
+                "--privileged",
+                "--volume",
+                "/:/run/host:rslave",
+                "img:1",
+                "toolbox",
+                "init-container",
             ])
         );
     }

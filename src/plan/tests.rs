@@ -5,11 +5,7 @@ use super::*;
 const REPO: &str = "127.0.0.1:5000/vllm";
 
 fn image(id: &str, pins: &[&str]) -> ImageInfo {
-    ImageInfo {
-        id: id.into(),
-        repo_tags: pins.iter().map(|p| format!("{REPO}:{p}")).collect(),
-        ..Default::default()
-    }
+    ImageInfo { id: id.into(), repo_tags: pins.iter().map(|p| format!("{REPO}:{p}")).collect(), ..Default::default() }
 }
 
 fn desired(image_id: &str, hash: &str) -> DesiredToolbox {
@@ -77,7 +73,10 @@ fn new_image_or_new_spec_recreates_and_swaps_the_old_one_out() {
     let plan = plan_refresh(&desired("sha256:new", "h"), &current, 2, false);
     assert_eq!(plan.action, Action::Recreated);
     assert!(plan.reason.contains("image changed"), "{}", plan.reason);
-    assert_eq!(plan.steps[1], Step::Swap { temp: "vllm-strix-new".into(), name: "vllm".into(), old_id: Some("id-vllm".into()) });
+    assert_eq!(
+        plan.steps[1],
+        Step::Swap { temp: "vllm-strix-new".into(), name: "vllm".into(), old_id: Some("id-vllm".into()) }
+    );
 
     let current = CurrentState { container: Some(container("vllm", "sha256:a", "other")), ..Default::default() };
     let plan = plan_refresh(&desired("sha256:a", "h"), &current, 2, false);

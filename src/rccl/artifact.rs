@@ -72,15 +72,14 @@ fn gunzip(path: &Path, compressed: &[u8], member: Option<&str>) -> Result<Vec<u8
         None => path.display().to_string(),
     };
     let mut library = Vec::new();
-    flate2::read::MultiGzDecoder::new(compressed)
-        .take(MAX_LIBRARY_SIZE + 1)
-        .read_to_end(&mut library)
-        .map_err(|e| {
+    flate2::read::MultiGzDecoder::new(compressed).take(MAX_LIBRARY_SIZE + 1).read_to_end(&mut library).map_err(
+        |e| {
             Error::Failed(format!(
                 "{what}: the gzip data is truncated or corrupt ({e}). Download the build-rccl \
                  artifact again; `gzip -t FILE` checks a .gz file"
             ))
-        })?;
+        },
+    )?;
     if library.len() as u64 > MAX_LIBRARY_SIZE {
         return Err(Error::Failed(format!(
             "{what}: unpacks to more than {MAX_LIBRARY_SIZE} bytes, far larger than any librccl; \

@@ -99,8 +99,7 @@ pub fn gfx_target(id: &str) -> Option<String> {
 /// `(id, code object)` entries, code objects aligned to 16 bytes.
 #[cfg(test)]
 pub(crate) fn make_bundle(entries: &[(&str, &[u8])]) -> Vec<u8> {
-    let header_len: usize =
-        BUNDLE_HEADER_SIZE as usize + entries.iter().map(|(id, _)| 24 + id.len()).sum::<usize>();
+    let header_len: usize = BUNDLE_HEADER_SIZE as usize + entries.iter().map(|(id, _)| 24 + id.len()).sum::<usize>();
     let mut offset = header_len.next_multiple_of(16);
     let mut header = BUNDLE_MAGIC.to_vec();
     header.extend_from_slice(&(entries.len() as u64).to_le_bytes());

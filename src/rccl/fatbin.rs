@@ -96,10 +96,8 @@ mod tests {
 
     #[test]
     fn finds_plain_and_compressed_bundles_back_to_back() {
-        let gfx1151 = make_bundle(&[
-            ("host-x86_64-unknown-linux-gnu-", b""),
-            ("hipv4-amdgcn-amd-amdhsa--gfx1151", &[1u8; 100]),
-        ]);
+        let gfx1151 =
+            make_bundle(&[("host-x86_64-unknown-linux-gnu-", b""), ("hipv4-amdgcn-amd-amdhsa--gfx1151", &[1u8; 100])]);
         let gfx1100 = make_bundle(&[("hipv4-amdgcn-amd-amdhsa--gfx1100", &[2u8; 50])]);
         let mut section = gfx1151.clone();
         pad_to(&mut section, 4096);

@@ -57,7 +57,8 @@ pub fn inspect_library(
     let (location, bundles) = match fatbin_section {
         Some((section, region)) => {
             let bundles = fatbin::scan(region, section.offset, ScanScope::FatbinSection);
-            let location = FatbinLocation { section: Some(section.name.clone()), offset: section.offset, size: section.size };
+            let location =
+                FatbinLocation { section: Some(section.name.clone()), offset: section.offset, size: section.size };
             (location, bundles)
         }
         None => {
@@ -120,10 +121,8 @@ mod tests {
 
     #[test]
     fn a_gfx1151_library_is_accepted() {
-        let bundle = make_bundle(&[
-            ("host-x86_64-unknown-linux-gnu-", b""),
-            ("hipv4-amdgcn-amd-amdhsa--gfx1151", &[9u8; 64]),
-        ]);
+        let bundle =
+            make_bundle(&[("host-x86_64-unknown-linux-gnu-", b""), ("hipv4-amdgcn-amd-amdhsa--gfx1151", &[9u8; 64])]);
         let mut fatbin = bundle.clone();
         fatbin.resize(4096, 0);
         fatbin.extend(make_ccob(&make_bundle(&[("hipv4-amdgcn-amd-amdhsa--gfx1100", &[1u8; 8])]), 3, Method::Zstd));
@@ -159,8 +158,8 @@ mod tests {
         assert!(!report.ok && !report.has_gfx1151);
         let error = report.ensure_gfx1151().expect_err("rejected");
         assert!(error.to_string().contains("no gfx1151 code objects"), "{error}");
-        let empty = inspect_library(Path::new("lib"), ArtifactFormat::So, None, library_with(".text", b"code"))
-            .expect("reads");
+        let empty =
+            inspect_library(Path::new("lib"), ArtifactFormat::So, None, library_with(".text", b"code")).expect("reads");
         assert_eq!((empty.ok, empty.bundle_count), (false, 0));
     }
 
@@ -178,10 +177,8 @@ mod tests {
     /// Damaged input of any kind gives Ok or Err, never a panic or a runaway allocation.
     #[test]
     fn mutated_and_truncated_libraries_never_panic() {
-        let plain = make_bundle(&[
-            ("host-x86_64-unknown-linux-gnu-", b""),
-            ("hipv4-amdgcn-amd-amdhsa--gfx1151", &[9u8; 200]),
-        ]);
+        let plain =
+            make_bundle(&[("host-x86_64-unknown-linux-gnu-", b""), ("hipv4-amdgcn-amd-amdhsa--gfx1151", &[9u8; 200])]);
         let mut fatbin = plain.clone();
         for (version, method) in [(1, Method::Zstd), (2, Method::Zlib), (3, Method::Zstd), (1, Method::Zlib)] {
             fatbin.extend(make_ccob(&plain, version, method));

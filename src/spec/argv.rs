@@ -68,10 +68,7 @@ pub fn create_flags(engine: EngineKind, request: &CreateRequest) -> Vec<String> 
     if let Some(entrypoint) = &request.entrypoint {
         match engine {
             // podman takes the whole entrypoint as a JSON array.
-            EngineKind::Podman => flag(
-                "--entrypoint",
-                serde_json::to_string(entrypoint).unwrap_or_default(),
-            ),
+            EngineKind::Podman => flag("--entrypoint", serde_json::to_string(entrypoint).unwrap_or_default()),
             // docker takes one program; the rest moves in front of the command.
             EngineKind::Docker => {
                 if let Some(program) = entrypoint.first() {

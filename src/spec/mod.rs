@@ -56,10 +56,7 @@ pub struct ToolboxSpec {
 
 impl ToolboxSpec {
     pub fn new(root: &HostRoot, facts: &HostFacts, options: &SpecOptions) -> ToolboxSpec {
-        let mut spec = ToolboxSpec {
-            security_opt: vec!["seccomp=unconfined".to_string()],
-            ..Default::default()
-        };
+        let mut spec = ToolboxSpec { security_opt: vec!["seccomp=unconfined".to_string()], ..Default::default() };
 
         let mut device_dirs = Vec::new();
         if facts.gpu.kfd.is_some() {
@@ -82,11 +79,8 @@ impl ToolboxSpec {
             spec.annotations.insert(KEEP_GROUPS_ANNOTATION.into(), "1".into());
         } else {
             let wanted: &[&str] = if rdma { &["video", "render", "rdma"] } else { &["video", "render"] };
-            spec.group_add = wanted
-                .iter()
-                .filter_map(|name| facts.groups.gids.get(*name))
-                .map(|gid| gid.to_string())
-                .collect();
+            spec.group_add =
+                wanted.iter().filter_map(|name| facts.groups.gids.get(*name)).map(|gid| gid.to_string()).collect();
         }
 
         if let Some(port) = facts.rdma.nccl_port() {
@@ -102,9 +96,7 @@ impl ToolboxSpec {
 
     /// Copy the spec's fields into a create request.
     pub fn apply_to(&self, request: &mut CreateRequest) {
-        request
-            .devices
-            .extend(self.devices.iter().map(|d| (d.host.clone(), d.container.clone())));
+        request.devices.extend(self.devices.iter().map(|d| (d.host.clone(), d.container.clone())));
         request.group_add.extend(self.group_add.iter().cloned());
         request.annotations.extend(self.annotations.clone());
         request.ulimits.extend(self.ulimits.iter().cloned());

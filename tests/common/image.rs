@@ -40,8 +40,24 @@ pub fn stand_in_image(podman: &PodmanService, registry: &Registry, name: &str, c
     std::fs::copy("/bin/busybox", rootfs.join("bin/busybox")).expect("copy busybox (busybox-static)");
     // Enough applets for the RCCL overlay's RUN steps too.
     for tool in [
-        "sh", "sleep", "cat", "id", "true", "false", "echo", "sha256sum", "ls", "env", "find", "cp", "ln", "cmp",
-        "mkdir", "rm", "chmod", "readlink",
+        "sh",
+        "sleep",
+        "cat",
+        "id",
+        "true",
+        "false",
+        "echo",
+        "sha256sum",
+        "ls",
+        "env",
+        "find",
+        "cp",
+        "ln",
+        "cmp",
+        "mkdir",
+        "rm",
+        "chmod",
+        "readlink",
     ] {
         std::os::unix::fs::symlink("busybox", rootfs.join("bin").join(tool)).expect("symlink");
     }

@@ -35,16 +35,11 @@ impl PodmanService {
                 root.display()
             ),
         );
-        let registries_conf = write(
-            "registries.conf",
-            format!("[[registry]]\nlocation = \"{}\"\ninsecure = true\n", registry.host()),
-        );
+        let registries_conf =
+            write("registries.conf", format!("[[registry]]\nlocation = \"{}\"\ninsecure = true\n", registry.host()));
         let storage_conf = write(
             "storage.conf",
-            format!(
-                "[storage]\ndriver = \"vfs\"\ngraphroot = \"{0}/graph\"\nrunroot = \"{0}/run\"\n",
-                root.display()
-            ),
+            format!("[storage]\ndriver = \"vfs\"\ngraphroot = \"{0}/graph\"\nrunroot = \"{0}/run\"\n", root.display()),
         );
         let socket = root.join("podman.sock");
         let runtime_dir = root.join("xdg");

@@ -118,12 +118,8 @@ pub fn shared_object_with_section(dir: &Path, name: &str, section: &str, payload
     let c_path = dir.join(format!("{name}.c"));
     std::fs::write(&c_path, source).expect("write C source");
     let so_path = dir.join(name);
-    let output = Command::new("gcc")
-        .args(["-shared", "-fPIC", "-o"])
-        .arg(&so_path)
-        .arg(&c_path)
-        .output()
-        .expect("run gcc");
+    let output =
+        Command::new("gcc").args(["-shared", "-fPIC", "-o"]).arg(&so_path).arg(&c_path).output().expect("run gcc");
     assert!(output.status.success(), "gcc failed: {}", String::from_utf8_lossy(&output.stderr));
     so_path
 }

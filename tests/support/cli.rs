@@ -1,6 +1,5 @@
 //! Helpers to run the built binary.
 
-
 use std::path::Path;
 use std::process::{Command, Output};
 

@@ -3,7 +3,6 @@
 //!
 //! `devices.txt` lines: `c MAJOR MINOR PATH MODE GID` (octal mode, numeric gid).
 
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
