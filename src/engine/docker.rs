@@ -202,14 +202,14 @@ impl Engine for DockerEngine {
                 .devices
                 .unwrap_or_default()
                 .into_iter()
-                .map(|d| format!("{}:{}", d.path_on_host.unwrap_or_default(), d.path_in_container.unwrap_or_default()))
+                .map(|d| ContainerInfo::device(d.path_on_host, d.path_in_container))
                 .collect();
             info.group_add = host.group_add.unwrap_or_default();
             info.ulimits = host
                 .ulimits
                 .unwrap_or_default()
                 .into_iter()
-                .map(|u| format!("{}={}:{}", u.name.unwrap_or_default(), u.soft.unwrap_or(0), u.hard.unwrap_or(0)))
+                .map(|u| ContainerInfo::ulimit(u.name, u.soft, u.hard))
                 .collect();
             info.security_opt = host.security_opt.unwrap_or_default();
             info.annotations = sorted(host.annotations);

@@ -93,6 +93,18 @@ pub struct ContainerInfo {
     pub created: Option<String>,
 }
 
+impl ContainerInfo {
+    /// `HOST:CONTAINER`, as both engines report a device.
+    pub fn device(host: Option<String>, container: Option<String>) -> String {
+        format!("{}:{}", host.unwrap_or_default(), container.unwrap_or_default())
+    }
+
+    /// `name=soft:hard` (-1 for unlimited), as both engines report a ulimit.
+    pub fn ulimit(name: Option<String>, soft: Option<i64>, hard: Option<i64>) -> String {
+        format!("{}={}:{}", name.unwrap_or_default(), soft.unwrap_or(0), hard.unwrap_or(0))
+    }
+}
+
 /// A bind mount.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Mount {
