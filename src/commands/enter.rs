@@ -51,8 +51,10 @@ pub async fn run(global: &GlobalOptions, args: &EnterArgs, _ui: &Ui) -> Result<i
 pub async fn find_toolbox(engine: &dyn Engine, name: &str) -> Result<ContainerInfo> {
     engine.container_inspect(name).await?.ok_or_else(|| {
         Error::Failed(format!(
-            "no toolbox named {name} in {}. Fix: `strix-toolbox refresh` creates it; `strix-toolbox list` shows what exists",
-            engine.kind().program()
+            "no toolbox named {name} in {} ({}). Fix: `strix-toolbox refresh` creates it; `strix-toolbox list` shows \
+             what exists",
+            engine.kind().program(),
+            engine.endpoint()
         ))
     })
 }
