@@ -246,10 +246,12 @@ fn check_hunk_body(lines: &[&str], start: usize, old_count: usize, new_count: us
             Some('-') => old_seen += 1,
             Some('+') => new_seen += 1,
             Some('\\') => {}
-            _ => return Err(format!(
+            _ => {
+                return Err(format!(
                 "line {} {line:?} ends the hunk after {old_seen}/{old_count} old and {new_seen}/{new_count} new lines",
                 i + 1
-            )),
+            ))
+            }
         }
         i += 1;
     }
