@@ -71,7 +71,8 @@ fn spec_fields(request: &CreateRequest) -> CreateRequest {
     }
 }
 
-/// Pick the manager: `auto` is Toolbx with podman when installed, else distrobox, else native.
+/// Pick the manager: `auto` is Toolbx with podman when installed, else distrobox (not as root),
+/// else native.
 pub fn choose(choice: ManagerChoice, engine: EngineKind, installed: &Installed) -> Result<Box<dyn Manager>> {
     let toolbox = || -> Result<Box<dyn Manager>> {
         let program = installed.toolbox.clone().ok_or_else(|| {
@@ -105,9 +106,15 @@ pub fn choose(choice: ManagerChoice, engine: EngineKind, installed: &Installed) 
         {
             toolbox()
         }
-        ManagerChoice::Auto if installed.distrobox.is_some() => distrobox(),
+        // distrobox refuses to run as root.
+        ManagerChoice::Auto if installed.distrobox.is_some() && !running_as_root() => distrobox(),
         ManagerChoice::Auto => Ok(Box::new(Native)),
     }
+}
+
+fn running_as_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
 }
 
 /// The manager that made a container, from its label (native when unlabelled).
