@@ -127,3 +127,41 @@ pub fn for_existing(kind: ManagerKind, installed: &Installed) -> Box<dyn Manager
         _ => Box::new(Native),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn installed(podman: bool, toolbox: bool) -> Installed {
+        Installed {
+            podman: podman.then(|| "/usr/bin/podman".into()),
+            toolbox: toolbox.then(|| "/usr/bin/toolbox".into()),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn auto_prefers_toolbx_with_podman() {
+        let chosen = choose(ManagerChoice::Auto, EngineKind::Podman, &installed(true, true)).unwrap();
+        assert_eq!(chosen.kind(), ManagerKind::Toolbox);
+    }
+
+    #[test]
+    fn auto_falls_back_to_native() {
+        for (engine, tools) in
+            [(EngineKind::Docker, installed(true, true)), (EngineKind::Podman, installed(true, false))]
+        {
+            assert_eq!(choose(ManagerChoice::Auto, engine, &tools).unwrap().kind(), ManagerKind::Native);
+        }
+    }
+
+    #[test]
+    fn explicit_choices_say_what_is_missing() {
+        let error = choose(ManagerChoice::Toolbox, EngineKind::Podman, &installed(true, false)).err().unwrap();
+        assert!(error.to_string().contains("toolbox is not installed"), "{error}");
+        let error = choose(ManagerChoice::Toolbox, EngineKind::Docker, &installed(true, true)).err().unwrap();
+        assert!(matches!(error, Error::Usage(_)), "{error}");
+        let error = choose(ManagerChoice::Distrobox, EngineKind::Podman, &installed(true, true)).err().unwrap();
+        assert!(error.to_string().contains("distrobox is not installed"), "{error}");
+    }
+}
