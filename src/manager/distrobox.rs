@@ -60,3 +60,35 @@ impl Manager for Distrobox {
         vec![self.program.display().to_string(), "enter".into(), name.to_string()]
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_flag_travels_as_one_additional_flags_word() {
+        let distrobox = Distrobox { program: "/usr/bin/distrobox".into() };
+        let mut request =
+            CreateRequest { name: "vllm-strix-new".into(), image: "img:dev".into(), ..Default::default() };
+        request.devices.push(("/dev/kfd".into(), "/dev/kfd".into()));
+        request.group_add.push("105".into());
+        request.user = Some("1000:1000".into()); // distrobox brings its own user: not passed
+        let argv = distrobox.create_argv(EngineKind::Podman, &request);
+        assert_eq!(
+            argv,
+            [
+                "/usr/bin/distrobox",
+                "create",
+                "--yes",
+                "--name",
+                "vllm-strix-new",
+                "--image",
+                "img:dev",
+                "--additional-flags",
+                "--device=/dev/kfd:/dev/kfd",
+                "--additional-flags",
+                "--group-add=105",
+            ]
+        );
+    }
+}
