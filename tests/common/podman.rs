@@ -127,7 +127,8 @@ impl Drop for PodmanService {
         stop_child(&mut self.child);
         // podman 4.3 leaves one conmon per exec session running after the container is gone;
         // every process of this testbed names its directory.
-        let _ = Command::new("pkill").arg("-f").arg(self.dir.path()).status();
+        // SIGKILL: a terminated conmon would first run podman's cleanup, re-creating files here.
+        let _ = Command::new("pkill").arg("-9").arg("-f").arg(self.dir.path()).status();
         // vfs layers can be read-only directories; make them removable.
         let _ = Command::new("chmod").args(["-R", "u+w"]).arg(self.dir.path()).status();
     }
