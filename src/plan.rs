@@ -62,6 +62,16 @@ pub enum Action {
     Unchanged,
 }
 
+impl Action {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Created => "created",
+            Action::Recreated => "recreated",
+            Action::Unchanged => "unchanged",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct RefreshPlan {
     pub action: Action,

@@ -24,7 +24,7 @@ use crate::reference::{default_name, parse_channel, validate_container_name, Ima
 use crate::spec::{parse_env, SpecOptions, ToolboxSpec};
 use crate::ui::{Style, Ui};
 
-/// The `--json` summary.
+/// What a refresh did (or, dry, would do): the `--json` output, and what the text shows.
 #[derive(Debug, Serialize)]
 struct RefreshSummary<'a> {
     name: &'a str,
@@ -40,6 +40,37 @@ struct RefreshSummary<'a> {
     steps: Vec<PlannedStep>,
     container_args: Vec<String>,
     warnings: Vec<String>,
+}
+
+impl<'a> RefreshSummary<'a> {
+    fn new(
+        desired: &'a DesiredToolbox,
+        plan: &'a RefreshPlan,
+        manager: &dyn Manager,
+        info: &EngineInfo,
+        spec: &ToolboxSpec,
+        dry_run: bool,
+    ) -> Self {
+        RefreshSummary {
+            name: &desired.name,
+            image: &desired.request.image,
+            image_id: &desired.image.id,
+            digest: registry_digest(&desired.image, &desired.repository),
+            pin: desired.pin.as_deref(),
+            action: plan.action,
+            reason: &plan.reason,
+            manager: manager.kind().as_str(),
+            engine: info.kind.program(),
+            dry_run,
+            steps: plan
+                .steps
+                .iter()
+                .map(|s| PlannedStep { description: s.describe(), commands: s.commands(info.kind, manager) })
+                .collect(),
+            container_args: spec.container_args(info.kind),
+            warnings: Vec::new(),
+        }
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -178,11 +209,15 @@ pub async fn refresh_toolbox(
     let current = current_state(engine, &target.name, &image_name).await?;
     let plan = plan_refresh(&desired, &current, job.keep, job.force);
 
-    let mut warnings = Vec::new();
+    let mut summary = RefreshSummary::new(&desired, &plan, manager.as_ref(), &info, &spec, job.dry_run);
     if !job.dry_run {
-        warnings = apply(&plan, engine, manager.as_ref(), ui).await?.warnings;
+        summary.warnings = apply(&plan, engine, manager.as_ref(), ui).await?.warnings;
     }
-    report(global, job, ui, &desired, &plan, manager.as_ref(), &info, &spec, warnings);
+    if global.json {
+        ui.print_json(&summary);
+    } else {
+        print_summary(&summary, matches!(job.source, ImageSource::Pull), ui);
+    }
     Ok(0)
 }
 
@@ -265,77 +300,35 @@ fn check_memlock(facts: &HostFacts, info: &EngineInfo) -> Result<()> {
     Ok(())
 }
 
-#[allow(clippy::too_many_arguments)]
-fn report(
-    global: &GlobalOptions,
-    job: &RefreshJob,
-    ui: &Ui,
-    desired: &DesiredToolbox,
-    plan: &RefreshPlan,
-    manager: &dyn Manager,
-    info: &EngineInfo,
-    spec: &ToolboxSpec,
-    warnings: Vec<String>,
-) {
-    let steps: Vec<PlannedStep> = plan
-        .steps
-        .iter()
-        .map(|s| PlannedStep { description: s.describe(), commands: s.commands(info.kind, manager) })
-        .collect();
-    if global.json {
-        ui.print_json(&RefreshSummary {
-            name: &desired.name,
-            image: &desired.request.image,
-            image_id: &desired.image.id,
-            digest: registry_digest(&desired.image, &desired.repository),
-            pin: desired.pin.as_deref(),
-            action: plan.action,
-            reason: &plan.reason,
-            manager: manager.kind().as_str(),
-            engine: info.kind.program(),
-            dry_run: job.dry_run,
-            steps,
-            container_args: spec.container_args(info.kind),
-            warnings,
-        });
-        return;
-    }
-    for warning in &warnings {
+/// The text form: the plan with its commands for a dry run, else one line of outcome.
+fn print_summary(summary: &RefreshSummary<'_>, pulled: bool, ui: &Ui) {
+    for warning in &summary.warnings {
         ui.warn(warning);
     }
-    if job.dry_run {
+    if summary.dry_run {
         println!("{} (dry run; nothing changed)", ui.paint("Plan", Style::Bold));
-        if matches!(job.source, ImageSource::Pull) {
-            println!(
-                "  0. pull {}\n       {} pull {}",
-                desired.request.image,
-                info.kind.program(),
-                desired.request.image
-            );
+        if pulled {
+            println!("  0. pull {0}\n       {1} pull {0}", summary.image, summary.engine);
         }
-        for (index, step) in steps.iter().enumerate() {
+        for (index, step) in summary.steps.iter().enumerate() {
             println!("  {}. {}", index + 1, step.description);
             for command in &step.commands {
                 println!("       {}", command.join(" "));
             }
         }
-        println!("Result would be: {:?} ({})", plan.action, plan.reason);
+        println!("Result would be: {} ({})", summary.action.as_str(), summary.reason);
         return;
     }
-    let verb = match plan.action {
-        Action::Created => "created",
-        Action::Recreated => "recreated",
-        Action::Unchanged => "unchanged",
-    };
     eprintln!(
-        "{} {} {verb} ({}) from {} [{}]",
+        "{} {} {} ({}) from {} [{}]",
         ui.paint("✓", Style::Ok),
-        desired.name,
-        plan.reason,
-        desired.request.image,
-        desired.pin.as_deref().unwrap_or("unpinned")
+        summary.name,
+        summary.action.as_str(),
+        summary.reason,
+        summary.image,
+        summary.pin.unwrap_or("unpinned")
     );
-    eprintln!("  enter it with: strix-toolbox enter {}", desired.name);
+    eprintln!("  enter it with: strix-toolbox enter {}", summary.name);
 }
 
 #[cfg(test)]
