@@ -90,21 +90,18 @@ impl Progress {
         Progress::new(false, false)
     }
 
-    /// Report bytes done of a layer (`total` 0 when unknown).
+    /// Report a layer's status and bytes done (`total` 0 while the size is unknown).
     pub fn layer(&self, id: &str, status: &str, current: u64, total: u64) {
         let Some(multi) = &self.multi else { return };
         let Ok(mut bars) = self.bars.lock() else { return };
         let bar = bars.entry(id.to_string()).or_insert_with(|| {
-            let bar = multi.add(ProgressBar::new(total));
-            bar.set_style(
-                ProgressStyle::with_template("{prefix:.dim} {msg:<12} [{bar:30}] {bytes}/{total_bytes}")
-                    .unwrap_or_else(|_| ProgressStyle::default_bar())
-                    .progress_chars("=> "),
-            );
+            let bar = multi.add(ProgressBar::new(0));
+            bar.set_style(status_style());
             bar.set_prefix(short_id(id).to_string());
             bar
         });
-        if total > 0 {
+        if total > 0 && bar.length() != Some(total) {
+            bar.set_style(bytes_style());
             bar.set_length(total);
         }
         bar.set_position(current);
@@ -119,6 +116,7 @@ impl Progress {
             }
             return;
         }
+        self.layer(id, status, 0, 0);
         if let Ok(bars) = self.bars.lock() {
             if let Some(bar) = bars.get(id) {
                 bar.finish_with_message(status.to_string());
@@ -150,6 +148,18 @@ impl Progress {
             }
         }
     }
+}
+
+/// A layer whose size is not known yet: its id and status.
+fn status_style() -> ProgressStyle {
+    ProgressStyle::with_template("{prefix:.dim} {msg}").unwrap_or_else(|_| ProgressStyle::default_bar())
+}
+
+/// A layer being downloaded: a bar with bytes.
+fn bytes_style() -> ProgressStyle {
+    ProgressStyle::with_template("{prefix:.dim} {msg:<12} [{bar:30}] {bytes}/{total_bytes}")
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .progress_chars("=> ")
 }
 
 fn short_id(id: &str) -> &str {

@@ -109,6 +109,8 @@ pub struct RefreshJob {
 fn resolve_target(args: &RefreshArgs) -> Result<Target> {
     let channel = match &args.channel {
         Some(channel) => parse_channel(channel)?,
+        // A full --image names its own tag: nothing to ask.
+        None if args.image.is_some() => "latest",
         None => ask_channel()?,
     };
     let name = args.name.clone().unwrap_or_else(|| default_name(channel));

@@ -61,16 +61,16 @@ pub async fn pull(client: &bollard::Docker, engine: &'static str, reference: &st
             return Err(failed(detail.message.unwrap_or_else(|| "the registry refused the pull".into())));
         }
         let status = info.status.unwrap_or_default();
-        match (info.id, info.progress_detail) {
-            (Some(id), Some(detail)) if detail.total.unwrap_or(0) > 0 => {
-                let bytes = |n: Option<i64>| n.unwrap_or(0).max(0) as u64;
-                progress.layer(&id, &status, bytes(detail.current), bytes(detail.total));
-            }
-            (Some(id), _) if matches!(status.as_str(), "Pull complete" | "Already exists" | "Download complete") => {
-                progress.layer_done(&id, &status);
-            }
-            (None, _) => progress.line(&status),
-            _ => {}
+        let Some(id) = info.id else {
+            progress.line(&status);
+            continue;
+        };
+        if matches!(status.as_str(), "Pull complete" | "Already exists" | "Download complete") {
+            progress.layer_done(&id, &status);
+        } else {
+            let detail = info.progress_detail.unwrap_or_default();
+            let bytes = |n: Option<i64>| n.unwrap_or(0).max(0) as u64;
+            progress.layer(&id, &status, bytes(detail.current), bytes(detail.total));
         }
     }
     Ok(())
