@@ -78,6 +78,8 @@ pub struct RefreshPlan {
     /// Why: "no toolbox named vllm", "the image changed", ...
     pub reason: String,
     pub steps: Vec<Step>,
+    /// The toolbox being replaced is running: its processes stop at the swap.
+    pub replaces_running: bool,
 }
 
 /// The temporary name a replacement is created under.
@@ -186,7 +188,8 @@ pub fn plan_refresh(desired: &DesiredToolbox, current: &CurrentState, keep: usiz
     if !prune.is_empty() {
         steps.push(Step::Prune { references: prune });
     }
-    RefreshPlan { action, reason, steps }
+    let replaces_running = action != Action::Unchanged && existing.as_ref().is_some_and(|c| c.running);
+    RefreshPlan { action, reason, steps, replaces_running }
 }
 
 /// Pin references of images older than the newest `keep` other pinned images.

@@ -215,6 +215,10 @@ pub async fn refresh_toolbox(
     if !job.dry_run {
         summary.warnings = apply(&plan, engine, manager.as_ref(), ui).await?.warnings;
     }
+    if plan.replaces_running {
+        let tense = if job.dry_run { "would stop" } else { "stopped" };
+        summary.warnings.push(format!("{} was running: replacing it {tense} its processes", desired.name));
+    }
     if global.json {
         ui.print_json(&summary);
     } else {

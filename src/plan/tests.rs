@@ -73,6 +73,7 @@ fn new_image_or_new_spec_recreates_and_swaps_the_old_one_out() {
     let plan = plan_refresh(&desired("sha256:new", "h"), &current, 2, false);
     assert_eq!(plan.action, Action::Recreated);
     assert!(plan.reason.contains("image changed"), "{}", plan.reason);
+    assert!(!plan.replaces_running);
     assert_eq!(
         plan.steps[1],
         Step::Swap { temp: "vllm-strix-new".into(), name: "vllm".into(), old_id: Some("id-vllm".into()) }
@@ -139,4 +140,13 @@ fn digest_from_the_repository() {
     let mut img = image("sha256:a", &[]);
     img.repo_digests = vec!["other/x@sha256:1".into(), format!("{REPO}@sha256:2")];
     assert_eq!(registry_digest(&img, REPO).as_deref(), Some("sha256:2"));
+}
+
+#[test]
+fn says_when_the_replaced_toolbox_is_running() {
+    let mut running = container("vllm", "sha256:old", "h");
+    running.running = true;
+    let current = CurrentState { container: Some(running), ..Default::default() };
+    assert!(plan_refresh(&desired("sha256:new", "h"), &current, 2, false).replaces_running);
+    assert!(!plan_refresh(&desired("sha256:old", "h"), &current, 2, false).replaces_running, "a no-op stops nothing");
 }
