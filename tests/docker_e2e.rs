@@ -7,7 +7,7 @@ mod support;
 use std::process::Command;
 
 use common::docker::DockerDaemon;
-use common::{run_strix, stand_in_image, PodmanService, Registry};
+use common::{refresh_vllm, run_strix, stand_in_image, PodmanService, Registry};
 use support::cli::{json, stderr};
 use support::host_tree::materialize;
 
@@ -25,21 +25,7 @@ fn docker_inspect(daemon: &DockerDaemon, name: &str) -> serde_json::Value {
 
 fn refresh(daemon: &DockerDaemon, host: &std::path::Path, image: &str) -> serde_json::Value {
     let host = host.to_str().unwrap();
-    let args = [
-        "--host-root",
-        host,
-        "--engine",
-        "docker",
-        "--json",
-        "refresh",
-        "--image",
-        image,
-        "--name",
-        "vllm",
-        "--manager",
-        "native",
-    ];
-    let output = run_strix(&daemon.env(), &args);
+    let output = run_strix(&daemon.env(), &refresh_vllm(host, image, &["--engine", "docker", "--json"]));
     assert!(output.status.success(), "{}", stderr(&output));
     json(&output)
 }

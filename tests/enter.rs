@@ -3,7 +3,7 @@
 mod common;
 mod support;
 
-use common::{run_strix, stand_in_image, PodmanService, Registry};
+use common::{refresh_vllm, run_strix, stand_in_image, PodmanService, Registry};
 use support::cli::stderr;
 use support::host_tree::materialize;
 
@@ -14,10 +14,7 @@ fn passes_output_and_exit_codes_and_shares_the_host_ipc_and_network() {
     let host = materialize("strix-thunderbolt-only");
     let image = stand_in_image(&podman, &registry, "kyuz0/vllm:latest", "2026-11-01T10:00:00Z");
     let host_arg = host.path().to_str().unwrap();
-    let output = run_strix(
-        &podman.env(),
-        &["--host-root", host_arg, "refresh", "--image", &image, "--name", "vllm", "--manager", "native"],
-    );
+    let output = run_strix(&podman.env(), &refresh_vllm(host_arg, &image, &[]));
     assert!(output.status.success(), "{}", stderr(&output));
 
     // Not running yet: enter starts it.

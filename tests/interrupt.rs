@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::image::push_rootfs_image;
-use common::{run_strix, stand_in_image, PodmanService, Registry};
+use common::{refresh_vllm, run_strix, stand_in_image, PodmanService, Registry};
 use support::cli::stderr;
 use support::host_tree::materialize;
 
@@ -42,7 +42,7 @@ fn ctrl_c_during_the_pull_leaves_the_toolbox_untouched() {
     let host = materialize("strix-thunderbolt-only");
     let host_arg = host.path().to_str().unwrap().to_string();
     let image = stand_in_image(&podman, &registry, "kyuz0/vllm:latest", "2026-11-01T10:00:00Z");
-    let args = ["--host-root", &host_arg, "refresh", "--image", &image, "--name", "vllm", "--manager", "native"];
+    let args = refresh_vllm(&host_arg, &image, &[]);
     assert!(run_strix(&podman.env(), &args).status.success());
     let before = podman.inspect("vllm");
 

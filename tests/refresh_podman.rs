@@ -4,7 +4,7 @@
 mod common;
 mod support;
 
-use common::{run_strix, stand_in_image, PodmanService, Registry};
+use common::{refresh_vllm, run_strix, stand_in_image, PodmanService, Registry};
 use support::cli::{json, stderr};
 use support::host_tree::materialize;
 
@@ -12,8 +12,7 @@ const CREATED: &str = "2026-11-01T10:00:00Z";
 
 fn refresh(podman: &PodmanService, host: &std::path::Path, image: &str, extra: &[&str]) -> std::process::Output {
     let host = host.to_str().unwrap();
-    let mut args =
-        vec!["--host-root", host, "--json", "refresh", "--image", image, "--name", "vllm", "--manager", "native"];
+    let mut args = refresh_vllm(host, image, &["--json"]);
     args.extend(extra);
     run_strix(&podman.env(), &args)
 }
@@ -157,8 +156,7 @@ fn a_refused_create_leaves_the_toolbox_and_no_temporary_container() {
     // The engine refuses to bind-mount a home that does not exist.
     let mut env = bed.podman.env();
     env.push(("HOME".into(), "/nonexistent/home/alice".into()));
-    let args =
-        ["--host-root", bed.host_arg(), "refresh", "--image", &bed.image, "--name", "vllm", "--manager", "native"];
+    let args = refresh_vllm(bed.host_arg(), &bed.image, &[]);
     let output = run_strix(&env, &args);
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
     let message = stderr(&output);
@@ -176,8 +174,7 @@ fn dry_run_prints_the_plan_and_changes_nothing() {
     podman.podman_ok(&["pull", "-q", &image]);
 
     let host_arg = host.path().to_str().unwrap();
-    let args =
-        ["--host-root", host_arg, "refresh", "--image", &image, "--name", "vllm", "--manager", "native", "--dry-run"];
+    let args = refresh_vllm(host_arg, &image, &["--dry-run"]);
     let output = run_strix(&podman.env(), &args);
     assert!(output.status.success(), "{}", stderr(&output));
     let plan = String::from_utf8_lossy(&output.stdout);

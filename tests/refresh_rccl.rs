@@ -4,7 +4,7 @@ mod common;
 mod rccl_fixtures;
 mod support;
 
-use common::{run_strix, stand_in_image, PodmanService, Registry};
+use common::{refresh_vllm, run_strix, stand_in_image, PodmanService, Registry};
 use rccl_fixtures::{gfx1100_library, gfx1151_library, sha256_hex};
 use support::cli::{json, stderr};
 use support::host_tree::materialize;
@@ -21,21 +21,7 @@ fn builds_the_rccl_overlay_then_creates_the_toolbox_from_it() {
 
     let host_arg = host.path().to_str().unwrap();
     let library_arg = library.to_str().unwrap();
-    let args = [
-        "--host-root",
-        host_arg,
-        "--json",
-        "refresh",
-        "--image",
-        &image,
-        "--name",
-        "vllm",
-        "--manager",
-        "native",
-        "--rccl",
-        library_arg,
-    ];
-    let output = run_strix(&podman.env(), &args);
+    let output = run_strix(&podman.env(), &refresh_vllm(host_arg, &image, &["--json", "--rccl", library_arg]));
     assert!(output.status.success(), "{}", stderr(&output));
     let summary = json(&output);
     assert_eq!(summary["action"], "created");
@@ -67,20 +53,7 @@ fn an_artifact_without_gfx1151_is_refused_before_anything_changes() {
     let library = gfx1100_library(artifacts.path(), "librccl.so.1");
 
     let host_arg = host.path().to_str().unwrap();
-    let args = [
-        "--host-root",
-        host_arg,
-        "refresh",
-        "--image",
-        &image,
-        "--name",
-        "vllm",
-        "--manager",
-        "native",
-        "--rccl",
-        library.to_str().unwrap(),
-    ];
-    let output = run_strix(&podman.env(), &args);
+    let output = run_strix(&podman.env(), &refresh_vllm(host_arg, &image, &["--rccl", library.to_str().unwrap()]));
     assert_eq!(output.status.code(), Some(1));
     assert!(stderr(&output).contains("gfx1151"), "{}", stderr(&output));
     assert!(podman.container_names().is_empty());

@@ -4,7 +4,7 @@
 mod common;
 mod support;
 
-use common::{run_strix, stand_in_image, PodmanService, Registry};
+use common::{refresh_vllm, run_strix, stand_in_image, PodmanService, Registry};
 use support::cli::{json, stderr};
 use support::host_tree::materialize;
 
@@ -28,21 +28,7 @@ fn starts_and_stops_its_own_podman_service() {
     env.push(("XDG_RUNTIME_DIR".into(), runtime_dir.path().display().to_string()));
     assert!(!std::path::Path::new("/run/podman/podman.sock").exists(), "a system podman socket would be used instead");
 
-    let args = [
-        "--host-root",
-        host_arg,
-        "--engine",
-        "podman",
-        "--json",
-        "refresh",
-        "--image",
-        &image,
-        "--name",
-        "vllm",
-        "--manager",
-        "native",
-    ];
-    let output = run_strix(&env, &args);
+    let output = run_strix(&env, &refresh_vllm(host_arg, &image, &["--engine", "podman", "--json"]));
     assert!(output.status.success(), "{}", stderr(&output));
     assert_eq!(json(&output)["action"], "created");
     // The container is in the shared storage, seen through the testbed's own service.

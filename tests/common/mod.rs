@@ -33,6 +33,14 @@ pub fn run_strix(env: &[(String, String)], args: &[&str]) -> Output {
     command.args(args).output().expect("run strix-toolbox")
 }
 
+/// `refresh` of toolbox `vllm` from `image` with the native manager on the fake host tree
+/// `host`; `extra` (more flags, global ones too) goes at the end.
+pub fn refresh_vllm<'a>(host: &'a str, image: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["--host-root", host, "refresh", "--image", image, "--name", "vllm", "--manager", "native"];
+    args.extend_from_slice(extra);
+    args
+}
+
 /// A port on 127.0.0.1 nobody listens on right now.
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("free port").port()
