@@ -45,6 +45,8 @@ pub fn run(global: &GlobalOptions, ui: &Ui) -> Result<i32> {
             println!("      {:<22} {} {fix}", "", ui.paint("fix:", Style::Dim));
         }
     }
-    println!("\n{} passed, {} warnings, {} failed", count(Status::Pass), count(Status::Warn), count(Status::Fail));
+    let warnings = count(Status::Warn);
+    let noun = if warnings == 1 { "warning" } else { "warnings" };
+    println!("\n{} passed, {warnings} {noun}, {} failed", count(Status::Pass), count(Status::Fail));
     Ok(code)
 }
