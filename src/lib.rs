@@ -15,6 +15,7 @@ pub mod error;
 pub mod host;
 pub mod labels;
 pub mod lock;
+pub mod login_shell;
 pub mod manager;
 pub mod pin;
 pub mod plan;

@@ -108,10 +108,11 @@ fn toolbox_enter_works_and_the_flags_are_there() {
     assert_eq!(inspect["HostConfig"]["GroupAdd"], serde_json::json!(["39", "105"]));
     assert!(inspect["HostConfig"]["SecurityOpt"].to_string().contains("seccomp=unconfined"));
 
-    // And Toolbx itself still enters it.
+    // And Toolbx itself still enters it (as from a login session, which always sets SHELL).
     let toolbox = Command::new("toolbox")
         .args(["run", "--container", "vllm", "cat", "/etc/os-release"])
         .envs(podman.env().into_iter().filter(|(k, _)| k != "CONTAINER_HOST"))
+        .env("SHELL", "/bin/sh")
         .stdin(Stdio::null())
         .output()
         .unwrap();

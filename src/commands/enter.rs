@@ -25,10 +25,11 @@ pub async fn run(global: &GlobalOptions, args: &EnterArgs, _ui: &Ui) -> Result<i
         if kind == ManagerKind::Native && !container.running {
             engine.container_start(name).await?;
         }
-        let argv = manager::for_existing(kind, &Installed::find()).enter_argv(engine.kind(), name);
+        let manager = manager::for_existing(kind, &Installed::find());
+        let argv = manager.enter_argv(engine.kind(), name);
         // The shell replaces this process: stop any engine service we started first.
         drop(connection);
-        return Err(exec_replace(&argv));
+        return Err(exec_replace(&argv, manager.podman_target()));
     }
 
     if !container.running {

@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use super::{spec_fields, Manager, ManagerKind};
 use crate::engine::{CreateRequest, Engine, EngineInfo, EngineKind};
 use crate::error::Result;
-use crate::process::run_captured;
+use crate::process::{run_captured, PodmanTarget};
 use crate::spec::argv::create_flags;
 
 pub struct Distrobox {
@@ -47,7 +47,7 @@ impl Manager for Distrobox {
     }
 
     async fn create(&self, engine: &dyn Engine, request: &CreateRequest) -> Result<String> {
-        let created = run_captured(&self.create_argv(engine.kind(), request)).await;
+        let created = run_captured(&self.create_argv(engine.kind(), request), PodmanTarget::Local).await;
         if created.is_err() {
             let _ = engine.container_remove(&request.name, true).await;
         }
@@ -58,6 +58,10 @@ impl Manager for Distrobox {
 
     fn enter_argv(&self, _engine: EngineKind, name: &str) -> Vec<String> {
         vec![self.program.display().to_string(), "enter".into(), name.to_string()]
+    }
+
+    fn podman_target(&self) -> PodmanTarget {
+        PodmanTarget::Local
     }
 }
 

@@ -16,6 +16,7 @@ use crate::cli::ManagerChoice;
 use crate::engine::{CreateRequest, Engine, EngineInfo, EngineKind};
 use crate::engine_probe::Installed;
 use crate::error::{Error, Result};
+use crate::process::PodmanTarget;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -54,6 +55,11 @@ pub trait Manager: Send + Sync {
 
     /// The command that opens an interactive shell in `name`.
     fn enter_argv(&self, engine: EngineKind, name: &str) -> Vec<String>;
+
+    /// Which podman the programs this manager runs must reach.
+    fn podman_target(&self) -> PodmanTarget {
+        PodmanTarget::AsConfigured
+    }
 }
 
 /// Only the spec's fields and labels of a request: what Toolbx and Distrobox must be told,

@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use super::{spec_fields, Manager, ManagerKind};
 use crate::engine::{CreateRequest, Engine, EngineInfo, EngineKind};
 use crate::error::{Error, Result};
-use crate::process::run_captured;
+use crate::process::{run_captured, PodmanTarget};
 use crate::spec::argv::create_flags;
 
 pub struct Toolbox {
@@ -90,15 +90,20 @@ impl Manager for Toolbox {
     }
 
     async fn create(&self, engine: &dyn Engine, request: &CreateRequest) -> Result<String> {
-        run_captured(&self.toolbox_create_argv(request)).await?;
+        run_captured(&self.toolbox_create_argv(request), PodmanTarget::Local).await?;
         let result = async {
             let created = engine.container_inspect(&request.name).await?.ok_or_else(|| {
-                Error::Failed(format!("toolbox create succeeded but container {} is not there", request.name))
+                Error::Failed(format!(
+                    "toolbox create succeeded but {} has no container {}: Toolbx uses the local podman. Fix: point \
+                     CONTAINER_HOST at the local podman service, or unset it",
+                    engine.endpoint(),
+                    request.name
+                ))
             })?;
             let merged =
                 merge_create_command(&created.create_command, &self.podman.display().to_string(), &our_flags(request))?;
             engine.container_remove(&request.name, true).await?;
-            let id = run_captured(&merged).await?;
+            let id = run_captured(&merged, PodmanTarget::Local).await?;
             Ok(id.trim().to_string())
         }
         .await;
@@ -111,6 +116,10 @@ impl Manager for Toolbox {
 
     fn enter_argv(&self, _engine: EngineKind, name: &str) -> Vec<String> {
         vec![self.program.display().to_string(), "enter".into(), name.to_string()]
+    }
+
+    fn podman_target(&self) -> PodmanTarget {
+        PodmanTarget::Local
     }
 }
 
