@@ -1,7 +1,8 @@
-//! Registry credentials from the files users already have: `REGISTRY_AUTH_FILE`, then
-//! `$XDG_RUNTIME_DIR/containers/auth.json` (podman login), then `~/.docker/config.json`
-//! (docker login). The engine's API service may run as another user or started before a login,
-//! so credentials travel with each pull and push.
+//! Registry credentials from the files users already have, in containers-auth.json(5)'s order:
+//! `REGISTRY_AUTH_FILE`, podman login's `$XDG_RUNTIME_DIR/containers/auth.json` (root without
+//! XDG_RUNTIME_DIR: `/run/containers/0/auth.json`), `$XDG_CONFIG_HOME/containers/auth.json`, then
+//! docker login's `~/.docker/config.json`. The engine's API service may run as another user or have
+//! started before a login, so credentials travel with each pull and push.
 
 use std::path::PathBuf;
 
@@ -17,16 +18,18 @@ pub struct Credentials {
 
 /// The auth files to read, most specific first.
 pub fn auth_files(env: &dyn Fn(&str) -> Option<String>) -> Vec<PathBuf> {
+    let var = |name: &str| env(name).filter(|v| !v.is_empty()).map(PathBuf::from);
     let mut files = Vec::new();
-    if let Some(file) = env("REGISTRY_AUTH_FILE").filter(|f| !f.is_empty()) {
-        files.push(PathBuf::from(file));
+    files.extend(var("REGISTRY_AUTH_FILE"));
+    match var("XDG_RUNTIME_DIR") {
+        Some(dir) => files.push(dir.join("containers/auth.json")),
+        // SAFETY: getuid has no preconditions and cannot fail.
+        None => files.push(PathBuf::from(format!("/run/containers/{}/auth.json", unsafe { libc::getuid() }))),
     }
-    if let Some(dir) = env("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
-        files.push(PathBuf::from(dir).join("containers/auth.json"));
-    }
-    if let Some(home) = env("HOME").filter(|h| !h.is_empty()) {
-        files.push(PathBuf::from(home).join(".docker/config.json"));
-    }
+    let home = var("HOME");
+    let config = var("XDG_CONFIG_HOME").or_else(|| home.as_ref().map(|h| h.join(".config")));
+    files.extend(config.map(|c| c.join("containers/auth.json")));
+    files.extend(home.map(|h| h.join(".docker/config.json")));
     files
 }
 
@@ -67,9 +70,33 @@ pub fn find_in_auth_json(text: &str, registry: &str) -> Option<Credentials> {
     })
 }
 
+/// The "Fix:" that follows a registry's refusal of a pull or push of `reference`: how to log in
+/// when it wants a login, else what else to check.
+pub fn registry_fix(engine: &str, reference: &str, message: &str) -> String {
+    let lower = message.to_ascii_lowercase();
+    let wants_login = ["unauthorized", "authentication required", "denied", "401"].iter().any(|m| lower.contains(m));
+    if wants_login {
+        let registry = registry_of(reference);
+        format!(
+            "Fix: log in (`{engine} login {registry}`), or point REGISTRY_AUTH_FILE at an auth.json that holds the \
+             login for {registry}"
+        )
+    } else {
+        "Fix: check the image reference and that the registry is reachable".to_string()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_refused_login_gets_the_login_fix() {
+        let fix = registry_fix("podman", "127.0.0.1:5000/kyuz0/x:latest", "unauthorized: authentication required");
+        assert!(fix.contains("`podman login 127.0.0.1:5000`") && fix.contains("REGISTRY_AUTH_FILE"), "{fix}");
+        let fix = registry_fix("docker", "kyuz0/x", "manifest unknown");
+        assert_eq!(fix, "Fix: check the image reference and that the registry is reachable");
+    }
 
     #[test]
     fn registry_hosts() {
@@ -103,8 +130,22 @@ mod tests {
             [
                 PathBuf::from("/a.json"),
                 PathBuf::from("/run/user/1/containers/auth.json"),
+                PathBuf::from("/home/u/.config/containers/auth.json"),
                 PathBuf::from("/home/u/.docker/config.json")
             ]
+        );
+    }
+
+    #[test]
+    fn file_order_for_root_without_a_session() {
+        let env = |name: &str| match name {
+            "XDG_CONFIG_HOME" => Some("/etc/cfg".to_string()),
+            _ => None,
+        };
+        let uid = unsafe { libc::getuid() };
+        assert_eq!(
+            auth_files(&env),
+            [PathBuf::from(format!("/run/containers/{uid}/auth.json")), PathBuf::from("/etc/cfg/containers/auth.json")]
         );
     }
 }

@@ -6,7 +6,7 @@ use bollard::auth::DockerCredentials;
 use bollard::query_parameters::CreateImageOptionsBuilder;
 use futures_util::StreamExt;
 
-use super::auth::credentials_for;
+use super::auth::{credentials_for, registry_fix};
 use super::endpoint::process_env;
 use crate::error::{Error, Result};
 use crate::ui::Progress;
@@ -50,7 +50,7 @@ pub async fn pull(client: &bollard::Docker, engine: &'static str, reference: &st
     let failed = |message: String| Error::Engine {
         engine,
         action: format!("pull {reference}"),
-        message: format!("{message}. Fix: check the image reference and that the registry is reachable"),
+        message: format!("{message}. {}", registry_fix(engine, reference, &message)),
     };
     let (repository, tag) = split_reference(reference);
     let options = CreateImageOptionsBuilder::default().from_image(repository).tag(tag).build();

@@ -14,6 +14,7 @@ use bollard::query_parameters::{
 };
 use futures_util::StreamExt;
 
+use super::auth::registry_fix;
 use super::compat_pull::{docker_credentials, server_message, split_reference};
 use super::output::{copy_chunks, Chunk};
 use super::{BuildJob, ContainerInfo, CreateRequest, Engine, EngineInfo, EngineKind, ExecOutcome, ImageInfo};
@@ -129,13 +130,14 @@ impl Engine for DockerEngine {
         let options = PushImageOptionsBuilder::default().tag(tag).build();
         let mut stream = self.client.push_image(repository, Some(options), docker_credentials(reference));
         while let Some(item) = stream.next().await {
-            let info = item.map_err(|e| failed(format!("push {reference}"), e))?;
+            let refused = |message: String| Error::Engine {
+                engine: "docker",
+                action: format!("push {reference}"),
+                message: format!("{message}. {}", registry_fix("docker", reference, &message)),
+            };
+            let info = item.map_err(|e| refused(server_message(e)))?;
             if let Some(detail) = info.error_detail {
-                return Err(Error::Engine {
-                    engine: "docker",
-                    action: format!("push {reference}"),
-                    message: detail.message.unwrap_or_else(|| "the registry refused the push".into()),
-                });
+                return Err(refused(detail.message.unwrap_or_else(|| "the registry refused the push".into())));
             }
             if let Some(status) = info.status {
                 progress.line(&status);

@@ -12,7 +12,7 @@ use podman_api::opts::{
 };
 use podman_api::Podman;
 
-use super::auth::credentials_for;
+use super::auth::{credentials_for, registry_fix};
 use super::endpoint::process_env;
 use super::{BuildJob, ContainerInfo, CreateRequest, Engine, EngineInfo, EngineKind, ExecOutcome, ImageInfo};
 use crate::error::{Error, Result};
@@ -165,7 +165,15 @@ impl Engine for PodmanEngine {
         let image = self.client.images().get(reference);
         let mut stream = image.push(&opts);
         while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(|e| failed(format!("push {reference}"), e))?;
+            let chunk = chunk.map_err(|e| {
+                let message = server_message(&e);
+                let fix = registry_fix("podman", reference, &message);
+                Error::Engine {
+                    engine: "podman",
+                    action: format!("push {reference}"),
+                    message: format!("{message}. {fix}"),
+                }
+            })?;
             progress.line(&chunk);
         }
         Ok(())

@@ -23,7 +23,10 @@ pub fn push_rootfs_image(
     }
     args.extend(["--change", "CMD [\"/bin/sh\"]", rootfs_tar.to_str().expect("utf-8 path"), &reference]);
     podman.podman_ok(&args);
-    podman.podman_ok(&["push", "--quiet", &reference]);
+    match registry.login.as_deref() {
+        Some(login) => podman.podman_ok(&["push", "--quiet", "--creds", login, &reference]),
+        None => podman.podman_ok(&["push", "--quiet", &reference]),
+    };
     // Drop the local copy: refresh must really pull it.
     podman.podman_ok(&["rmi", "--force", &reference]);
     reference
