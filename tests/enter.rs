@@ -1,11 +1,15 @@
-//! `enter NAME -- CMD` passes output and exit codes through, whatever the command does.
+//! `enter NAME -- CMD` passes output and exit codes through, whatever the command does; bare
+//! `enter NAME` is an interactive shell on the user's terminal.
 
 mod common;
 mod support;
 
-use common::{refresh_vllm, run_strix, stand_in_image, PodmanService, Registry};
+use std::time::Duration;
+
+use common::{refresh_vllm, run_strix, stand_in_image, strix_command, PodmanService, Registry};
 use support::cli::stderr;
 use support::host_tree::materialize;
+use support::terminal::run_on_terminal;
 
 #[test]
 fn passes_output_and_exit_codes_and_shares_the_host_ipc_and_network() {
@@ -44,4 +48,24 @@ fn a_missing_toolbox_says_how_to_make_it() {
     assert_eq!(output.status.code(), Some(1));
     let message = stderr(&output);
     assert!(message.contains("no toolbox named nope") && message.contains("strix-toolbox refresh"), "{message}");
+}
+
+#[test]
+fn bare_enter_is_an_interactive_shell_on_the_terminal() {
+    let registry = Registry::start();
+    let podman = PodmanService::start(&registry);
+    let host = materialize("strix-thunderbolt-only");
+    let image = stand_in_image(&podman, &registry, "kyuz0/vllm:latest", "2026-11-01T10:00:00Z");
+    let output = run_strix(&podman.env(), &refresh_vllm(host.path().to_str().unwrap(), &image, &[]));
+    assert!(output.status.success(), "{}", stderr(&output));
+
+    // The stand-in image has no bash: enter falls back to the image's /bin/sh. Its prompt ends "# ".
+    let session = run_on_terminal(
+        strix_command(&podman.env(), &["enter", "vllm"]),
+        "# ",
+        &["[ -t 0 ] && echo on-a-tty-$((6*7))", "exit 5"],
+        Duration::from_secs(60),
+    );
+    assert!(session.screen.contains("on-a-tty-42"), "the shell ran our line on a tty: {:?}", session.screen);
+    assert_eq!(session.status.code(), Some(5), "{:?}", session.screen);
 }

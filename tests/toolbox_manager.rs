@@ -10,9 +10,10 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use common::image::push_rootfs_image;
-use common::{run_strix, stop_child, wait_until, PodmanService, Registry};
+use common::{run_strix, stop_child, strix_command, wait_until, PodmanService, Registry};
 use support::cli::{json, stderr};
 use support::host_tree::materialize;
+use support::terminal::run_on_terminal;
 use support::toolbox_image::toolbox_rootfs_tar;
 
 const BUS: &str = "/run/dbus/system_bus_socket";
@@ -122,6 +123,16 @@ fn toolbox_enter_works_and_the_flags_are_there() {
     // strix-toolbox enter reaches it through the API too.
     let output = run_strix(&podman.env(), &["enter", "vllm", "--", "sh", "-c", "exit 7"]);
     assert_eq!(output.status.code(), Some(7), "{}", stderr(&output));
+
+    // And bare `enter` is `toolbox enter`: an interactive shell on the terminal.
+    let session = run_on_terminal(
+        strix_command(&podman.env(), &["enter", "vllm"]),
+        "# ",
+        &["[ -t 0 ] && echo on-a-tty-$((6*7))", "exit 6"],
+        Duration::from_secs(120),
+    );
+    assert!(session.screen.contains("on-a-tty-42"), "{:?}", session.screen);
+    assert_eq!(session.status.code(), Some(6), "{:?}", session.screen);
 
     // A second refresh is a no-op.
     assert_eq!(refresh_with_toolbox(&podman, host.path(), &image, "vllm")["action"], "unchanged");

@@ -5,6 +5,7 @@ use crate::engine::{self, ContainerInfo, Engine};
 use crate::engine_probe::Installed;
 use crate::error::{Error, Result};
 use crate::labels;
+use crate::login_shell::login_shell;
 use crate::manager::{self, ManagerKind};
 use crate::process::exec_replace;
 use crate::reference::validate_container_name;
@@ -22,11 +23,15 @@ pub async fn run(global: &GlobalOptions, args: &EnterArgs, _ui: &Ui) -> Result<i
 
     if args.command.is_empty() {
         let kind = manager_of(&container);
-        if kind == ManagerKind::Native && !container.running {
-            engine.container_start(name).await?;
+        let mut shell = login_shell();
+        if kind == ManagerKind::Native {
+            if !container.running {
+                engine.container_start(name).await?;
+            }
+            shell = shell_that_runs_in(engine, name, &shell).await?;
         }
         let manager = manager::for_existing(kind, &Installed::find());
-        let argv = manager.enter_argv(engine.kind(), name);
+        let argv = manager.enter_argv(engine.kind(), name, &shell);
         // The shell replaces this process: stop any engine service we started first.
         drop(connection);
         return Err(exec_replace(&argv, manager.podman_target()));
@@ -46,6 +51,28 @@ pub async fn run(global: &GlobalOptions, args: &EnterArgs, _ui: &Ui) -> Result<i
     };
     let outcome = engine.exec(name, &args.command, &[], user.as_deref()).await?;
     Ok(outcome.exit_code.clamp(0, 255) as i32)
+}
+
+/// The user's own shell when the image has it (as Toolbx does), else bash, else sh: each is asked
+/// to run `exit 0` in the container, which costs one API exec apiece.
+async fn shell_that_runs_in(engine: &dyn Engine, name: &str, login_shell: &str) -> Result<String> {
+    let mut candidates = vec![login_shell];
+    for fallback in ["/bin/bash", "/bin/sh"] {
+        if !candidates.contains(&fallback) {
+            candidates.push(fallback);
+        }
+    }
+    for shell in candidates {
+        let probe = [shell.to_string(), "-c".into(), "exit 0".into()];
+        if matches!(engine.exec(name, &probe, &[], None).await, Ok(outcome) if outcome.exit_code == 0) {
+            return Ok(shell.to_string());
+        }
+    }
+    Err(Error::Failed(format!(
+        "toolbox {name} has no shell to enter (tried {login_shell}, /bin/bash, /bin/sh). Fix: `strix-toolbox enter \
+         {name} -- COMMAND` runs a command without one; recreate it from a complete image with `strix-toolbox \
+         refresh --force`"
+    )))
 }
 
 /// The container named `name`, or an error that says how to make it.

@@ -56,7 +56,7 @@ impl Manager for Distrobox {
         Ok(info.map(|c| c.id).unwrap_or_default())
     }
 
-    fn enter_argv(&self, _engine: EngineKind, name: &str) -> Vec<String> {
+    fn enter_argv(&self, _engine: EngineKind, name: &str, _shell: &str) -> Vec<String> {
         vec![self.program.display().to_string(), "enter".into(), name.to_string()]
     }
 

@@ -53,8 +53,8 @@ pub trait Manager: Send + Sync {
     /// Create the container `request.name`; returns its id. Leaves nothing behind on failure.
     async fn create(&self, engine: &dyn Engine, request: &CreateRequest) -> Result<String>;
 
-    /// The command that opens an interactive shell in `name`.
-    fn enter_argv(&self, engine: EngineKind, name: &str) -> Vec<String>;
+    /// The command that opens an interactive `shell` in `name` (Toolbx and Distrobox pick their own).
+    fn enter_argv(&self, engine: EngineKind, name: &str, shell: &str) -> Vec<String>;
 
     /// Which podman the programs this manager runs must reach.
     fn podman_target(&self) -> PodmanTarget {

@@ -43,7 +43,7 @@ impl Manager for Native {
         engine.container_create(request).await
     }
 
-    fn enter_argv(&self, engine: EngineKind, name: &str) -> Vec<String> {
-        [engine.program(), "exec", "-it", name, "/bin/bash", "-l"].map(String::from).to_vec()
+    fn enter_argv(&self, engine: EngineKind, name: &str, shell: &str) -> Vec<String> {
+        [engine.program(), "exec", "-it", name, shell, "-l"].map(String::from).to_vec()
     }
 }

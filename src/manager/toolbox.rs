@@ -114,7 +114,7 @@ impl Manager for Toolbox {
         result
     }
 
-    fn enter_argv(&self, _engine: EngineKind, name: &str) -> Vec<String> {
+    fn enter_argv(&self, _engine: EngineKind, name: &str, _shell: &str) -> Vec<String> {
         vec![self.program.display().to_string(), "enter".into(), name.to_string()]
     }
 

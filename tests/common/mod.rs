@@ -24,13 +24,19 @@ pub use image::stand_in_image;
 pub use podman::PodmanService;
 pub use registry::Registry;
 
-/// Run the strix-toolbox binary with a testbed's environment.
-pub fn run_strix(env: &[(String, String)], args: &[&str]) -> Output {
+/// The strix-toolbox binary with a testbed's environment.
+pub fn strix_command(env: &[(String, String)], args: &[&str]) -> std::process::Command {
     let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_strix-toolbox"));
     command.env_remove("STRIX_HOST_ROOT").env_remove("CONTAINER_HOST").env_remove("DOCKER_HOST");
-    command.env("NO_COLOR", "1").env("USER", "alice").stdin(std::process::Stdio::null());
+    command.env("NO_COLOR", "1").env("USER", "alice");
     command.envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-    command.args(args).output().expect("run strix-toolbox")
+    command.args(args);
+    command
+}
+
+/// Run the strix-toolbox binary with a testbed's environment, no input.
+pub fn run_strix(env: &[(String, String)], args: &[&str]) -> Output {
+    strix_command(env, args).stdin(std::process::Stdio::null()).output().expect("run strix-toolbox")
 }
 
 /// `refresh` of toolbox `vllm` from `image` with the native manager on the fake host tree

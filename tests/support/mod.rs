@@ -4,4 +4,5 @@
 
 pub mod cli;
 pub mod host_tree;
+pub mod terminal;
 pub mod toolbox_image;
