@@ -18,6 +18,8 @@ pub const IMAGE_DIGEST: &str = "io.github.strix-toolbox.image-digest";
 pub const PIN: &str = "io.github.strix-toolbox.pin";
 /// toolbox, distrobox or native.
 pub const MANAGER: &str = "io.github.strix-toolbox.manager";
+/// The user's `--env KEY=VALUE` pairs, as a JSON array, so `rollback` recreates them too.
+pub const USER_ENV: &str = "io.github.strix-toolbox.env";
 
 /// sha256 of the librccl.so.1 baked into an image.
 pub const RCCL_SHA256: &str = "io.github.strix-toolbox.rccl.sha256";
@@ -29,3 +31,28 @@ pub const RCCL_SOURCE: &str = "io.github.strix-toolbox.rccl.source";
 pub const OCI_CREATED: &str = "org.opencontainers.image.created";
 pub const OCI_SOURCE: &str = "org.opencontainers.image.source";
 pub const OCI_REVISION: &str = "org.opencontainers.image.revision";
+
+/// The `USER_ENV` label's value for `pairs` (none when there are none).
+pub fn encode_user_env(pairs: &[String]) -> Option<String> {
+    (!pairs.is_empty()).then(|| serde_json::to_string(pairs).unwrap_or_default())
+}
+
+/// The `--env` pairs a container was made with (none when it has no such label, or a mangled one).
+pub fn decode_user_env(labels: &std::collections::BTreeMap<String, String>) -> Vec<String> {
+    labels.get(USER_ENV).and_then(|text| serde_json::from_str(text).ok()).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn user_env_round_trips_through_its_label() {
+        let pairs = vec!["HF_TOKEN=a,b=c".to_string(), "VLLM_LOGGING_LEVEL=DEBUG".to_string()];
+        let labels = [(USER_ENV.to_string(), encode_user_env(&pairs).unwrap())].into_iter().collect();
+        assert_eq!(decode_user_env(&labels), pairs);
+        assert_eq!(encode_user_env(&[]), None);
+        let mangled = [(USER_ENV.to_string(), "not json".to_string())].into_iter().collect();
+        assert!(decode_user_env(&mangled).is_empty());
+    }
+}

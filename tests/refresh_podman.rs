@@ -112,9 +112,9 @@ fn a_new_image_upstream_is_picked_up_and_the_old_one_stays_pinned_for_rollback()
     let Bed { registry, podman, host, image } = Bed::refreshed("strix-thunderbolt-only");
     let first_id = container_id(&podman, "vllm");
 
-    // Upstream publishes a newer image under the same tag.
+    // Upstream publishes a newer image under the same tag; this refresh also sets an --env.
     stand_in_image(&podman, &registry, "kyuz0/vllm:latest", "2026-11-08T09:30:00Z");
-    let output = refresh(&podman, host.path(), &image, &[]);
+    let output = refresh(&podman, host.path(), &image, &["--env", "HF_HOME=/models,shared"]);
     assert!(output.status.success(), "{}", stderr(&output));
     let summary = json(&output);
     assert_eq!(summary["action"], "recreated", "{summary:#}");
@@ -131,7 +131,11 @@ fn a_new_image_upstream_is_picked_up_and_the_old_one_stays_pinned_for_rollback()
         run_strix(&podman.env(), &["--host-root", host.path().to_str().unwrap(), "--json", "rollback", "vllm"]);
     assert!(output.status.success(), "{}", stderr(&output));
     assert_eq!(json(&output)["pin"], "20261101-100000");
-    assert_eq!(podman.inspect("vllm")["Config"]["Labels"]["io.github.strix-toolbox.pin"], "20261101-100000");
+    let rolled_back = podman.inspect("vllm");
+    assert_eq!(rolled_back["Config"]["Labels"]["io.github.strix-toolbox.pin"], "20261101-100000");
+    // The same toolbox, only older: the --env it was made with comes along.
+    let env = rolled_back["Config"]["Env"].as_array().unwrap();
+    assert!(env.iter().any(|e| e == "HF_HOME=/models,shared"), "{env:?}");
 }
 
 #[test]

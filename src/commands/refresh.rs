@@ -12,6 +12,7 @@ use crate::engine::{self, CreateRequest, Engine, EngineInfo, ImageInfo};
 use crate::engine_probe::Installed;
 use crate::error::{Error, Result};
 use crate::host::{HostFacts, HostRoot};
+use crate::labels;
 use crate::lock::ToolboxLock;
 use crate::manager::{self, Manager};
 use crate::pin::pin_tag;
@@ -207,7 +208,8 @@ pub async fn refresh_toolbox(
     };
 
     let image_name = ImageRef::parse(&image_ref)?;
-    let desired = desired_toolbox(&target.name, &image_ref, &image_name, image, &spec, manager.as_ref(), &info);
+    let mut desired = desired_toolbox(&target.name, &image_ref, &image_name, image, &spec, manager.as_ref(), &info);
+    desired.request.labels.extend(labels::encode_user_env(&job.env).map(|env| (labels::USER_ENV.to_string(), env)));
     let current = current_state(engine, &target.name, &image_name).await?;
     let plan = plan_refresh(&desired, &current, job.keep, job.force);
 
@@ -256,7 +258,7 @@ fn desired_toolbox(
 
 async fn current_state(engine: &dyn Engine, name: &str, image: &ImageRef) -> Result<CurrentState> {
     let managed = |c: Option<crate::engine::ContainerInfo>| {
-        c.filter(|c| c.labels.get(crate::labels::MANAGED).map(String::as_str) == Some("true"))
+        c.filter(|c| c.labels.get(labels::MANAGED).map(String::as_str) == Some("true"))
     };
     // Independent reads: ask for them together.
     let (old, new) = (old_name(name), temp_name(name));

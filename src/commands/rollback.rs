@@ -53,7 +53,8 @@ pub async fn run(global: &GlobalOptions, args: &RollbackArgs, ui: &Ui) -> Result
         keep: usize::MAX,
         force: false,
         dry_run: args.dry_run,
-        env: Vec::new(),
+        // The same toolbox, only older: with the --env it was made with.
+        env: labels::decode_user_env(&container.labels),
     };
     refresh_toolbox(global, &node, engine, &job, ui).await
 }
