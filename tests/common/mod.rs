@@ -14,8 +14,10 @@ pub mod docker;
 pub mod image;
 pub mod podman;
 pub mod registry;
+pub mod user;
 
 use std::net::TcpListener;
+use std::path::Path;
 use std::process::{Child, Output};
 use std::time::{Duration, Instant};
 
@@ -26,7 +28,12 @@ pub use registry::Registry;
 
 /// The strix-toolbox binary with a testbed's environment.
 pub fn strix_command(env: &[(String, String)], args: &[&str]) -> std::process::Command {
-    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_strix-toolbox"));
+    strix_command_at(Path::new(env!("CARGO_BIN_EXE_strix-toolbox")), env, args)
+}
+
+/// `strix_command` for a copy of the binary at `program`.
+pub fn strix_command_at(program: &Path, env: &[(String, String)], args: &[&str]) -> std::process::Command {
+    let mut command = std::process::Command::new(program);
     command.env_remove("STRIX_HOST_ROOT").env_remove("CONTAINER_HOST").env_remove("DOCKER_HOST");
     command.env("NO_COLOR", "1").env("USER", "alice");
     command.envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())));

@@ -6,6 +6,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
 use super::registry::Registry;
+use super::user::TestUser;
 use super::{stop_child, wait_until};
 
 pub struct PodmanService {
@@ -13,10 +14,21 @@ pub struct PodmanService {
     pub socket: PathBuf,
     env: Vec<(String, String)>,
     dir: tempfile::TempDir,
+    /// Who runs it: root, or the rootless test user.
+    pub user: Option<TestUser>,
 }
 
 impl PodmanService {
     pub fn start(registry: &Registry) -> PodmanService {
+        PodmanService::start_as(registry, None)
+    }
+
+    /// A rootless podman: its service, storage and CLI all run as `user`.
+    pub fn start_rootless(registry: &Registry, user: &TestUser) -> PodmanService {
+        PodmanService::start_as(registry, Some(user.clone()))
+    }
+
+    fn start_as(registry: &Registry, user: Option<TestUser>) -> PodmanService {
         // Short path: unix socket paths are limited to ~108 bytes.
         let dir = tempfile::Builder::new().prefix("pm-").tempdir_in("/tmp").expect("tempdir");
         let root = dir.path();
@@ -39,7 +51,12 @@ impl PodmanService {
             write("registries.conf", format!("[[registry]]\nlocation = \"{}\"\ninsecure = true\n", registry.host()));
         let storage_conf = write(
             "storage.conf",
-            format!("[storage]\ndriver = \"vfs\"\ngraphroot = \"{0}/graph\"\nrunroot = \"{0}/run\"\n", root.display()),
+            // Rootless podman ignores graphroot and would share ~/.local/share with every other testbed.
+            format!(
+                "[storage]\ndriver = \"vfs\"\ngraphroot = \"{0}/graph\"\nrunroot = \"{0}/run\"\n\
+                 rootless_storage_path = \"{0}/graph\"\n",
+                root.display()
+            ),
         );
         let socket = root.join("podman.sock");
         let runtime_dir = root.join("xdg");
@@ -52,7 +69,14 @@ impl PodmanService {
             // Locks and the default podman socket path stay inside the testbed.
             ("XDG_RUNTIME_DIR".to_string(), runtime_dir.display().to_string()),
         ];
-        let child = Command::new("podman")
+        if let Some(user) = &user {
+            user.give(root);
+        }
+        let mut command = Command::new("podman");
+        if let Some(user) = &user {
+            user.run_as(&mut command);
+        }
+        let child = command
             .args(["system", "service", "--time=0"])
             .arg(format!("unix://{}", socket.display()))
             // With CONTAINER_HOST set, podman would act as a remote client.
@@ -72,7 +96,7 @@ impl PodmanService {
             }
             up
         });
-        PodmanService { child, socket, env, dir }
+        PodmanService { child, socket, env, dir, user }
     }
 
     /// What the strix-toolbox binary, podman and toolbox need to share this testbed.
@@ -86,7 +110,11 @@ impl PodmanService {
 
     /// Run the podman CLI against this testbed's storage (argv, no shell).
     pub fn podman(&self, args: &[&str]) -> Output {
-        let output = Command::new("podman")
+        let mut command = Command::new("podman");
+        if let Some(user) = &self.user {
+            user.run_as(&mut command);
+        }
+        let output = command
             .args(args)
             .envs(self.env.iter().filter(|(k, _)| k != "CONTAINER_HOST").map(|(k, v)| (k.as_str(), v.as_str())))
             .stdin(Stdio::null())
