@@ -6,48 +6,23 @@
 mod common;
 mod support;
 
-use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
-use std::process::{Output, Stdio};
-
-use common::user::TestUser;
-use common::{refresh_vllm, stand_in_image, strix_command_at, PodmanService, Registry};
+use common::user::{open_to_all, BinaryFor, TestUser};
+use common::{refresh_vllm, stand_in_image, PodmanService, Registry};
 use support::cli::{json, stderr};
 use support::host_tree::materialize;
-use tempfile::TempDir;
-
-/// A copy of the binary the test user can run, wherever the checkout lives.
-fn binary_for(user: &TestUser) -> (TempDir, PathBuf) {
-    let dir = tempfile::Builder::new().prefix("strix-bin-").tempdir_in("/tmp").expect("tempdir");
-    let program = dir.path().join("strix-toolbox");
-    std::fs::copy(env!("CARGO_BIN_EXE_strix-toolbox"), &program).expect("copy the binary");
-    user.give(dir.path());
-    (dir, program)
-}
-
-/// A fake host tree the test user can read.
-fn host_tree_for(fixture: &str) -> TempDir {
-    let host = materialize(fixture);
-    std::fs::set_permissions(host.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod host tree");
-    host
-}
-
-fn run_as(user: &TestUser, program: &Path, podman: &PodmanService, args: &[&str]) -> Output {
-    let mut command = strix_command_at(program, &podman.env(), args);
-    user.run_as(&mut command).stdin(Stdio::null()).output().expect("run strix-toolbox as the test user")
-}
 
 #[test]
 fn rootless_podman_gets_a_keep_id_toolbox_that_runs_as_the_user() {
     let user = TestUser::rootless();
-    let (_bin, program) = binary_for(&user);
+    let strix = BinaryFor::new(&user);
     let registry = Registry::start();
     let podman = PodmanService::start_rootless(&registry, &user);
     let image = stand_in_image(&podman, &registry, "kyuz0/vllm:latest", "2026-11-01T10:00:00Z");
-    let host = host_tree_for("strix-thunderbolt-only");
+    let host = materialize("strix-thunderbolt-only");
+    open_to_all(host.path());
     let args = refresh_vllm(host.path().to_str().unwrap(), &image, &["--json"]);
 
-    let output = run_as(&user, &program, &podman, &args);
+    let output = strix.run(&podman.env(), &args);
     assert!(output.status.success(), "{}", stderr(&output));
     let summary = json(&output);
     assert_eq!(summary["action"], "created", "{summary:#}");
@@ -62,12 +37,12 @@ fn rootless_podman_gets_a_keep_id_toolbox_that_runs_as_the_user() {
     // Inside, the user is themself (keep-id), the GPU nodes are there (rootless podman bind-mounts
     // them, so inspect lists no Devices), and a command's output and exit code come back.
     let probe = "id -u; test -c /dev/kfd && test -c /dev/dri/renderD128 && echo gpu-nodes; exit 9";
-    let output = run_as(&user, &program, &podman, &["enter", "vllm", "--", "sh", "-c", probe]);
+    let output = strix.run(&podman.env(), &["enter", "vllm", "--", "sh", "-c", probe]);
     assert_eq!(output.status.code(), Some(9), "{}", stderr(&output));
     assert_eq!(String::from_utf8_lossy(&output.stdout), format!("{}\ngpu-nodes\n", user.uid));
 
     // Nothing changed: a no-op.
-    let output = run_as(&user, &program, &podman, &args);
+    let output = strix.run(&podman.env(), &args);
     assert!(output.status.success(), "{}", stderr(&output));
     assert_eq!(json(&output)["action"], "unchanged");
 }
@@ -75,14 +50,15 @@ fn rootless_podman_gets_a_keep_id_toolbox_that_runs_as_the_user() {
 #[test]
 fn rootless_with_rdma_and_a_capped_memlock_is_refused_before_anything_is_created() {
     let user = TestUser::rootless();
-    let (_bin, program) = binary_for(&user);
+    let strix = BinaryFor::new(&user);
     let registry = Registry::start();
     let podman = PodmanService::start_rootless(&registry, &user);
     let image = stand_in_image(&podman, &registry, "kyuz0/vllm:latest", "2026-11-01T10:00:00Z");
     // RDMA devices, and a memlock hard limit of 8 MiB.
-    let host = host_tree_for("strix-misconfigured");
+    let host = materialize("strix-misconfigured");
+    open_to_all(host.path());
 
-    let output = run_as(&user, &program, &podman, &refresh_vllm(host.path().to_str().unwrap(), &image, &[]));
+    let output = strix.run(&podman.env(), &refresh_vllm(host.path().to_str().unwrap(), &image, &[]));
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
     let message = stderr(&output);
     assert!(message.contains("memlock") && message.contains("runs rootless"), "{message}");

@@ -10,6 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use common::image::push_rootfs_image;
+use common::user::{open_to_all, BinaryFor, TestUser};
 use common::{run_strix, stop_child, strix_command, wait_until, PodmanService, Registry};
 use support::cli::{json, stderr};
 use support::host_tree::materialize;
@@ -162,4 +163,42 @@ fn with_rdma_memlock_replaces_toolbx_ulimit_host() {
     assert_eq!(inspect["HostConfig"]["GroupAdd"], serde_json::json!(["39", "105", "993"]));
     let env = inspect["Config"]["Env"].to_string();
     assert!(env.contains("NCCL_IB_GID_INDEX=3"), "{env}");
+}
+
+#[test]
+fn rootless_toolbx_gets_the_flags_and_still_enters() {
+    let _bus = SystemBus::ensure();
+    let user = TestUser::rootless();
+    let strix = BinaryFor::new(&user);
+    let registry = Registry::start();
+    let podman = PodmanService::start_rootless(&registry, &user);
+    let image = toolbox_image(&podman, &registry);
+    let host = materialize("strix-thunderbolt-only");
+    open_to_all(host.path());
+
+    let args = ["--host-root", host.path().to_str().unwrap(), "--json", "refresh", "--image", &image];
+    let output = strix.run(&podman.env(), &[&args[..], &["--name", "vllm", "--manager", "toolbox"]].concat());
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(json(&output)["action"], "created");
+
+    let create_command = strings(&podman.inspect("vllm")["Config"]["CreateCommand"]);
+    let root = host.path().display().to_string();
+    for pair in [["--device".to_string(), format!("{root}/dev/kfd:/dev/kfd")], ["--group-add".into(), "39".into()]] {
+        assert!(create_command.windows(2).any(|w| w == pair), "{pair:?} missing from {create_command:?}");
+    }
+    assert!(create_command.windows(2).any(|w| w == ["--userns", "keep-id"]), "Toolbx's own keep-id stays");
+
+    // Toolbx runs commands as the user, and so does strix-toolbox enter.
+    let mut toolbox = Command::new("toolbox");
+    user.run_as(&mut toolbox)
+        .args(["run", "--container", "vllm", "id", "-u"])
+        .envs(podman.env().into_iter().filter(|(k, _)| k != "CONTAINER_HOST"))
+        .env("SHELL", "/bin/sh")
+        .stdin(Stdio::null());
+    let toolbox = toolbox.output().unwrap();
+    assert!(toolbox.status.success(), "toolbox run failed: {}", String::from_utf8_lossy(&toolbox.stderr));
+    assert_eq!(String::from_utf8_lossy(&toolbox.stdout).trim(), user.uid.to_string());
+    let output = strix.run(&podman.env(), &["enter", "vllm", "--", "id", "-u"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), user.uid.to_string());
 }

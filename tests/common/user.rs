@@ -1,9 +1,14 @@
 //! The unprivileged account the rootless tests run as (scripts/test-deps.sh creates it, with
 //! subordinate uid/gid ranges): rootless podman is how most people run their toolboxes.
 
+use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output, Stdio};
+
+use tempfile::TempDir;
+
+use super::strix_command_at;
 
 pub const ROOTLESS_USER: &str = "strix-rootless";
 
@@ -49,4 +54,32 @@ impl TestUser {
             .expect("chown");
         assert!(status.success(), "chown {path:?}");
     }
+}
+
+/// The strix-toolbox binary, copied where `user` can run it, wherever the checkout lives.
+pub struct BinaryFor {
+    _dir: TempDir,
+    pub program: PathBuf,
+    pub user: TestUser,
+}
+
+impl BinaryFor {
+    pub fn new(user: &TestUser) -> BinaryFor {
+        let dir = tempfile::Builder::new().prefix("strix-bin-").tempdir_in("/tmp").expect("tempdir");
+        let program = dir.path().join("strix-toolbox");
+        std::fs::copy(env!("CARGO_BIN_EXE_strix-toolbox"), &program).expect("copy the binary");
+        user.give(dir.path());
+        BinaryFor { _dir: dir, program, user: user.clone() }
+    }
+
+    /// Run it as the user with a testbed's environment, no input.
+    pub fn run(&self, env: &[(String, String)], args: &[&str]) -> Output {
+        let mut command = strix_command_at(&self.program, env, args);
+        self.user.run_as(&mut command).stdin(Stdio::null()).output().expect("run strix-toolbox as the test user")
+    }
+}
+
+/// Let everyone into `dir` (a fake host tree is a private tempdir).
+pub fn open_to_all(dir: &Path) {
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).expect("chmod");
 }
