@@ -8,30 +8,39 @@ use tokio::process::Command;
 use crate::error::{Error, Result};
 use crate::login_shell::login_shell;
 
-/// Which podman a child's own podman calls reach.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PodmanTarget {
-    /// As configured, `CONTAINER_HOST` included: `podman exec -it` follows it like our API calls.
-    AsConfigured,
-    /// The local podman. Toolbx and Distrobox are host tools: under `CONTAINER_HOST` their podman
-    /// calls turn remote, and remote podman lacks `system migrate`, which Toolbx runs on first use.
-    Local,
+/// What a child needs changed in our environment.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ChildEnv {
+    /// Variables the child must not see.
+    pub unset: Vec<&'static str>,
+    /// Variables the child must see.
+    pub set: Vec<(&'static str, String)>,
 }
 
-fn command(program: &str, args: &[String], target: PodmanTarget) -> std::process::Command {
+impl ChildEnv {
+    /// For Toolbx and Distrobox, host tools driving the local podman CLI: under `CONTAINER_HOST`
+    /// their podman calls turn remote, and remote podman lacks `system migrate`, which Toolbx runs
+    /// on first use. (`podman exec -it` for native toolboxes follows CONTAINER_HOST like our API.)
+    pub fn local_podman() -> ChildEnv {
+        ChildEnv { unset: vec!["CONTAINER_HOST"], set: Vec::new() }
+    }
+}
+
+fn command(program: &str, args: &[String], env: &ChildEnv) -> std::process::Command {
     let mut command = std::process::Command::new(program);
     command.args(args).env("SHELL", login_shell());
-    if target == PodmanTarget::Local {
-        command.env_remove("CONTAINER_HOST");
+    for name in &env.unset {
+        command.env_remove(name);
     }
+    command.envs(env.set.iter().map(|(k, v)| (k, v)));
     command
 }
 
 /// Run `argv`, capturing output; a non-zero exit is an error carrying its stderr.
 /// The child is killed if the future is dropped (e.g. on Ctrl-C).
-pub async fn run_captured(argv: &[String], target: PodmanTarget) -> Result<String> {
+pub async fn run_captured(argv: &[String], env: &ChildEnv) -> Result<String> {
     let (program, args) = argv.split_first().ok_or_else(|| Error::Failed("internal: empty command line".into()))?;
-    let output = Command::from(command(program, args, target))
+    let output = Command::from(command(program, args, env))
         .stdin(Stdio::null())
         .kill_on_drop(true)
         .output()
@@ -47,11 +56,11 @@ pub async fn run_captured(argv: &[String], target: PodmanTarget) -> Result<Strin
 }
 
 /// Replace this process with `argv` (interactive shells: the terminal belongs to the child).
-pub fn exec_replace(argv: &[String], target: PodmanTarget) -> Error {
+pub fn exec_replace(argv: &[String], env: &ChildEnv) -> Error {
     use std::os::unix::process::CommandExt;
     let Some((program, args)) = argv.split_first() else {
         return Error::Failed("internal: empty command line".into());
     };
-    let error = command(program, args, target).exec();
+    let error = command(program, args, env).exec();
     Error::Command { program: program.clone(), message: format!("cannot run it: {error}") }
 }

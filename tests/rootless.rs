@@ -65,3 +65,35 @@ fn rootless_with_rdma_and_a_capped_memlock_is_refused_before_anything_is_created
     assert!(message.contains("/etc/security/limits.d/"), "names the fix: {message}");
     assert!(podman.container_names().is_empty(), "nothing was created");
 }
+
+#[test]
+fn distrobox_carries_our_flags_into_its_create_command() {
+    let user = TestUser::rootless();
+    let strix = BinaryFor::new(&user);
+    let registry = Registry::start();
+    let podman = PodmanService::start_rootless(&registry, &user);
+    let image = stand_in_image(&podman, &registry, "kyuz0/vllm:latest", "2026-11-01T10:00:00Z");
+    let host = materialize("strix-thunderbolt-only");
+    open_to_all(host.path());
+    let args = ["--host-root", host.path().to_str().unwrap(), "--json", "refresh", "--image", &image, "--name", "vllm"];
+    let args = [&args[..], &["--manager", "distrobox"]].concat();
+
+    let output = strix.run(&podman.env(), &args);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(json(&output)["action"], "created");
+    assert_eq!(json(&output)["manager"], "distrobox");
+
+    let inspect = podman.inspect("vllm");
+    let create_command: Vec<String> = serde_json::from_value(inspect["Config"]["CreateCommand"].clone()).unwrap();
+    let root = host.path().display().to_string();
+    for flag in [format!("--device={root}/dev/kfd:/dev/kfd"), "--group-add=39".into(), "--group-add=105".into()] {
+        assert!(create_command.contains(&flag), "{flag} missing from {create_command:?}");
+    }
+    assert!(create_command.contains(&"--security-opt=seccomp=unconfined".to_string()), "{create_command:?}");
+    assert_eq!(inspect["Config"]["Labels"]["manager"], "distrobox", "distrobox's own label stays");
+    assert_eq!(inspect["Config"]["Labels"]["io.github.strix-toolbox.manager"], "distrobox");
+
+    let output = strix.run(&podman.env(), &args);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(json(&output)["action"], "unchanged");
+}

@@ -32,9 +32,10 @@ pub async fn run(global: &GlobalOptions, args: &EnterArgs, _ui: &Ui) -> Result<i
         }
         let manager = manager::for_existing(kind, &Installed::find());
         let argv = manager.enter_argv(engine.kind(), name, &shell);
+        let child_env = manager.child_env(engine.kind());
         // The shell replaces this process: stop any engine service we started first.
         drop(connection);
-        return Err(exec_replace(&argv, manager.podman_target()));
+        return Err(exec_replace(&argv, &child_env));
     }
 
     if !container.running {

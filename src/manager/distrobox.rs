@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use super::{spec_fields, Manager, ManagerKind};
 use crate::engine::{CreateRequest, Engine, EngineInfo, EngineKind};
 use crate::error::Result;
-use crate::process::{run_captured, PodmanTarget};
+use crate::process::{run_captured, ChildEnv};
 use crate::spec::argv::create_flags;
 
 pub struct Distrobox {
@@ -47,7 +47,7 @@ impl Manager for Distrobox {
     }
 
     async fn create(&self, engine: &dyn Engine, request: &CreateRequest) -> Result<String> {
-        let created = run_captured(&self.create_argv(engine.kind(), request), PodmanTarget::Local).await;
+        let created = run_captured(&self.create_argv(engine.kind(), request), &self.child_env(engine.kind())).await;
         if created.is_err() {
             let _ = engine.container_remove(&request.name, true).await;
         }
@@ -60,8 +60,11 @@ impl Manager for Distrobox {
         vec![self.program.display().to_string(), "enter".into(), name.to_string()]
     }
 
-    fn podman_target(&self) -> PodmanTarget {
-        PodmanTarget::Local
+    /// Distrobox picks podman when it finds it; the engine we use is the one it must use.
+    fn child_env(&self, engine: EngineKind) -> ChildEnv {
+        let mut env = ChildEnv::local_podman();
+        env.set.push(("DBX_CONTAINER_MANAGER", engine.program().to_string()));
+        env
     }
 }
 
@@ -94,5 +97,15 @@ mod tests {
                 "--group-add=105",
             ]
         );
+    }
+
+    #[test]
+    fn distrobox_is_told_which_engine_to_use() {
+        let distrobox = Distrobox { program: "/usr/bin/distrobox".into() };
+        for engine in [EngineKind::Podman, EngineKind::Docker] {
+            let env = distrobox.child_env(engine);
+            assert_eq!(env.set, [("DBX_CONTAINER_MANAGER", engine.program().to_string())]);
+            assert_eq!(env.unset, ["CONTAINER_HOST"]);
+        }
     }
 }

@@ -16,7 +16,7 @@ use crate::cli::ManagerChoice;
 use crate::engine::{CreateRequest, Engine, EngineInfo, EngineKind};
 use crate::engine_probe::Installed;
 use crate::error::{Error, Result};
-use crate::process::PodmanTarget;
+use crate::process::ChildEnv;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -56,9 +56,9 @@ pub trait Manager: Send + Sync {
     /// The command that opens an interactive `shell` in `name` (Toolbx and Distrobox pick their own).
     fn enter_argv(&self, engine: EngineKind, name: &str, shell: &str) -> Vec<String>;
 
-    /// Which podman the programs this manager runs must reach.
-    fn podman_target(&self) -> PodmanTarget {
-        PodmanTarget::AsConfigured
+    /// What the programs this manager runs need in their environment.
+    fn child_env(&self, _engine: EngineKind) -> ChildEnv {
+        ChildEnv::default()
     }
 }
 

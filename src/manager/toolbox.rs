@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use super::{spec_fields, Manager, ManagerKind};
 use crate::engine::{CreateRequest, Engine, EngineInfo, EngineKind};
 use crate::error::{Error, Result};
-use crate::process::{run_captured, PodmanTarget};
+use crate::process::{run_captured, ChildEnv};
 use crate::spec::argv::create_flags;
 
 pub struct Toolbox {
@@ -90,7 +90,7 @@ impl Manager for Toolbox {
     }
 
     async fn create(&self, engine: &dyn Engine, request: &CreateRequest) -> Result<String> {
-        run_captured(&self.toolbox_create_argv(request), PodmanTarget::Local).await?;
+        run_captured(&self.toolbox_create_argv(request), &ChildEnv::local_podman()).await?;
         let result = async {
             let created = engine.container_inspect(&request.name).await?.ok_or_else(|| {
                 Error::Failed(format!(
@@ -103,7 +103,7 @@ impl Manager for Toolbox {
             let merged =
                 merge_create_command(&created.create_command, &self.podman.display().to_string(), &our_flags(request))?;
             engine.container_remove(&request.name, true).await?;
-            let id = run_captured(&merged, PodmanTarget::Local).await?;
+            let id = run_captured(&merged, &ChildEnv::local_podman()).await?;
             Ok(id.trim().to_string())
         }
         .await;
@@ -118,8 +118,8 @@ impl Manager for Toolbox {
         vec![self.program.display().to_string(), "enter".into(), name.to_string()]
     }
 
-    fn podman_target(&self) -> PodmanTarget {
-        PodmanTarget::Local
+    fn child_env(&self, _engine: EngineKind) -> ChildEnv {
+        ChildEnv::local_podman()
     }
 }
 

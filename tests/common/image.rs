@@ -66,6 +66,8 @@ pub fn stand_in_image(podman: &PodmanService, registry: &Registry, name: &str, c
     }
     std::fs::write(rootfs.join("etc/passwd"), "root:x:0:0:root:/root:/bin/sh\n").expect("passwd");
     std::fs::write(rootfs.join("etc/group"), "root:x:0:\n").expect("group");
+    // Every real image has one; distrobox reads it right after creating a container.
+    std::fs::write(rootfs.join("etc/os-release"), "ID=busybox\nNAME=\"stand-in\"\n").expect("os-release");
     std::fs::write(rootfs.join("etc/created"), created).expect("created");
     let tarball = dir.path().join("rootfs.tar");
     let status = Command::new("tar").arg("-C").arg(&rootfs).arg("-cf").arg(&tarball).arg(".").status().expect("tar");
