@@ -107,6 +107,7 @@ hyperfine --warmup 3 --runs "$runs" --export-markdown target/bench/enter.md \
   -n "strix-toolbox enter bench -- true" "$strix enter bench -- true"
 
 echo "== detect"
-hyperfine --warmup 3 --runs "$runs" --export-markdown target/bench/detect.md \
+# -N: no shell in between; detect takes less time than hyperfine can calibrate a shell away.
+hyperfine -N --warmup 3 --runs "$runs" --export-markdown target/bench/detect.md \
   -n "strix-toolbox detect" "$strix --host-root $host detect" \
   -n "strix-toolbox detect --json" "$strix --host-root $host detect --json"
