@@ -10,7 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use common::image::push_rootfs_image;
-use common::user::{open_to_all, BinaryFor, TestUser};
+use common::user::{open_to_all, stop_processes_in, BinaryFor, TestUser};
 use common::{run_strix, stop_child, strix_command, wait_until, PodmanService, Registry};
 use support::cli::{json, stderr};
 use support::host_tree::materialize;
@@ -165,10 +165,33 @@ fn with_rdma_memlock_replaces_toolbx_ulimit_host() {
     assert!(env.contains("NCCL_IB_GID_INDEX=3"), "{env}");
 }
 
+/// Toolbx's first run for a podman version runs `podman system migrate`, which restarts rootless
+/// podman's user namespace under any API service already running; exec sessions then fail with
+/// "error executing setns process" until the service restarts. A machine that has used Toolbx has
+/// done this once; start from that state.
+fn toolbx_has_run_before(user: &TestUser) {
+    let dir = tempfile::Builder::new().prefix("tbx-first-run-").tempdir_in("/tmp").unwrap();
+    // Throwaway storage too: podman's default one would remember this runtime dir for good.
+    let storage_conf = dir.path().join("storage.conf");
+    let storage = format!("[storage]\ndriver = \"vfs\"\nrootless_storage_path = \"{}/graph\"\n", dir.path().display());
+    std::fs::write(&storage_conf, storage).unwrap();
+    user.give(dir.path());
+    let mut toolbox = Command::new("toolbox");
+    user.run_as(&mut toolbox)
+        .arg("list")
+        .env("XDG_RUNTIME_DIR", dir.path())
+        .env("CONTAINERS_STORAGE_CONF", &storage_conf)
+        .env("SHELL", "/bin/sh");
+    let output = toolbox.stdin(Stdio::null()).output().expect("run toolbox");
+    stop_processes_in(dir.path());
+    assert!(output.status.success(), "toolbox list: {}", String::from_utf8_lossy(&output.stderr));
+}
+
 #[test]
 fn rootless_toolbx_gets_the_flags_and_still_enters() {
     let _bus = SystemBus::ensure();
     let user = TestUser::rootless();
+    toolbx_has_run_before(&user);
     let strix = BinaryFor::new(&user);
     let registry = Registry::start();
     let podman = PodmanService::start_rootless(&registry, &user);

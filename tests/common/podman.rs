@@ -157,6 +157,9 @@ impl Drop for PodmanService {
         // every process of this testbed names its directory.
         // SIGKILL: a terminated conmon would first run podman's cleanup, re-creating files here.
         let _ = Command::new("pkill").arg("-9").arg("-f").arg(self.dir.path()).status();
+        if self.user.is_some() {
+            super::user::stop_processes_in(self.dir.path());
+        }
         // vfs layers can be read-only directories; make them removable.
         let _ = Command::new("chmod").args(["-R", "u+w"]).arg(self.dir.path()).status();
     }

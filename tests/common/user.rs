@@ -83,3 +83,20 @@ impl BinaryFor {
 pub fn open_to_all(dir: &Path) {
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).expect("chmod");
 }
+
+/// Rootless podman keeps its user namespace alive with a pause process (catatonit) that outlives
+/// every podman command and names no testbed path in its arguments (so `pkill -f` misses it); it
+/// does carry the testbed's XDG_RUNTIME_DIR, under `dir`. Stop every process whose environment
+/// mentions `dir`.
+pub fn stop_processes_in(dir: &Path) {
+    let needle = dir.as_os_str().as_encoded_bytes();
+    let Ok(entries) = std::fs::read_dir("/proc") else { return };
+    for entry in entries.filter_map(|e| e.ok()) {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
+        let environ = std::fs::read(entry.path().join("environ")).unwrap_or_default();
+        if pid > 1 && environ.windows(needle.len()).any(|w| w == needle) {
+            // SAFETY: kill(2) on a process of this testbed.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    }
+}
