@@ -10,19 +10,47 @@ use common::user::{open_to_all, BinaryFor, TestUser};
 use common::{refresh_vllm, stand_in_image, PodmanService, Registry};
 use support::cli::{json, stderr};
 use support::host_tree::materialize;
+use tempfile::TempDir;
+
+/// A rootless testbed: the user, our binary for them, their podman service with the stand-in
+/// image in a loopback registry, and a fake host tree they can read.
+struct RootlessBed {
+    user: TestUser,
+    strix: BinaryFor,
+    podman: PodmanService,
+    _registry: Registry,
+    image: String,
+    host: TempDir,
+}
+
+impl RootlessBed {
+    fn start(fixture: &str) -> RootlessBed {
+        let user = TestUser::rootless();
+        let strix = BinaryFor::new(&user);
+        let registry = Registry::start();
+        let podman = PodmanService::start_rootless(&registry, &user);
+        let image = stand_in_image(&podman, &registry, "kyuz0/vllm:latest", "2026-11-01T10:00:00Z");
+        let host = materialize(fixture);
+        open_to_all(host.path());
+        RootlessBed { user, strix, podman, _registry: registry, image, host }
+    }
+
+    fn host(&self) -> &str {
+        self.host.path().to_str().unwrap()
+    }
+
+    fn run(&self, args: &[&str]) -> std::process::Output {
+        self.strix.run(&self.podman.env(), args)
+    }
+}
 
 #[test]
 fn rootless_podman_gets_a_keep_id_toolbox_that_runs_as_the_user() {
-    let user = TestUser::rootless();
-    let strix = BinaryFor::new(&user);
-    let registry = Registry::start();
-    let podman = PodmanService::start_rootless(&registry, &user);
-    let image = stand_in_image(&podman, &registry, "kyuz0/vllm:latest", "2026-11-01T10:00:00Z");
-    let host = materialize("strix-thunderbolt-only");
-    open_to_all(host.path());
-    let args = refresh_vllm(host.path().to_str().unwrap(), &image, &["--json"]);
+    let bed = RootlessBed::start("strix-thunderbolt-only");
+    let (user, podman) = (&bed.user, &bed.podman);
+    let args = refresh_vllm(bed.host(), &bed.image, &["--json"]);
 
-    let output = strix.run(&podman.env(), &args);
+    let output = bed.run(&args);
     assert!(output.status.success(), "{}", stderr(&output));
     let summary = json(&output);
     assert_eq!(summary["action"], "created", "{summary:#}");
@@ -37,28 +65,23 @@ fn rootless_podman_gets_a_keep_id_toolbox_that_runs_as_the_user() {
     // Inside, the user is themself (keep-id), the GPU nodes are there (rootless podman bind-mounts
     // them, so inspect lists no Devices), and a command's output and exit code come back.
     let probe = "id -u; test -c /dev/kfd && test -c /dev/dri/renderD128 && echo gpu-nodes; exit 9";
-    let output = strix.run(&podman.env(), &["enter", "vllm", "--", "sh", "-c", probe]);
+    let output = bed.run(&["enter", "vllm", "--", "sh", "-c", probe]);
     assert_eq!(output.status.code(), Some(9), "{}", stderr(&output));
     assert_eq!(String::from_utf8_lossy(&output.stdout), format!("{}\ngpu-nodes\n", user.uid));
 
     // Nothing changed: a no-op.
-    let output = strix.run(&podman.env(), &args);
+    let output = bed.run(&args);
     assert!(output.status.success(), "{}", stderr(&output));
     assert_eq!(json(&output)["action"], "unchanged");
 }
 
 #[test]
 fn rootless_with_rdma_and_a_capped_memlock_is_refused_before_anything_is_created() {
-    let user = TestUser::rootless();
-    let strix = BinaryFor::new(&user);
-    let registry = Registry::start();
-    let podman = PodmanService::start_rootless(&registry, &user);
-    let image = stand_in_image(&podman, &registry, "kyuz0/vllm:latest", "2026-11-01T10:00:00Z");
     // RDMA devices, and a memlock hard limit of 8 MiB.
-    let host = materialize("strix-misconfigured");
-    open_to_all(host.path());
+    let bed = RootlessBed::start("strix-misconfigured");
+    let podman = &bed.podman;
 
-    let output = strix.run(&podman.env(), &refresh_vllm(host.path().to_str().unwrap(), &image, &[]));
+    let output = bed.run(&refresh_vllm(bed.host(), &bed.image, &[]));
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
     let message = stderr(&output);
     assert!(message.contains("memlock") && message.contains("runs rootless"), "{message}");
@@ -68,24 +91,19 @@ fn rootless_with_rdma_and_a_capped_memlock_is_refused_before_anything_is_created
 
 #[test]
 fn distrobox_carries_our_flags_into_its_create_command() {
-    let user = TestUser::rootless();
-    let strix = BinaryFor::new(&user);
-    let registry = Registry::start();
-    let podman = PodmanService::start_rootless(&registry, &user);
-    let image = stand_in_image(&podman, &registry, "kyuz0/vllm:latest", "2026-11-01T10:00:00Z");
-    let host = materialize("strix-thunderbolt-only");
-    open_to_all(host.path());
-    let args = ["--host-root", host.path().to_str().unwrap(), "--json", "refresh", "--image", &image, "--name", "vllm"];
+    let bed = RootlessBed::start("strix-thunderbolt-only");
+    let podman = &bed.podman;
+    let args = ["--host-root", bed.host(), "--json", "refresh", "--image", &bed.image, "--name", "vllm"];
     let args = [&args[..], &["--manager", "distrobox"]].concat();
 
-    let output = strix.run(&podman.env(), &args);
+    let output = bed.run(&args);
     assert!(output.status.success(), "{}", stderr(&output));
     assert_eq!(json(&output)["action"], "created");
     assert_eq!(json(&output)["manager"], "distrobox");
 
     let inspect = podman.inspect("vllm");
     let create_command: Vec<String> = serde_json::from_value(inspect["Config"]["CreateCommand"].clone()).unwrap();
-    let root = host.path().display().to_string();
+    let root = bed.host().to_string();
     for flag in [format!("--device={root}/dev/kfd:/dev/kfd"), "--group-add=39".into(), "--group-add=105".into()] {
         assert!(create_command.contains(&flag), "{flag} missing from {create_command:?}");
     }
@@ -93,7 +111,7 @@ fn distrobox_carries_our_flags_into_its_create_command() {
     assert_eq!(inspect["Config"]["Labels"]["manager"], "distrobox", "distrobox's own label stays");
     assert_eq!(inspect["Config"]["Labels"]["io.github.strix-toolbox.manager"], "distrobox");
 
-    let output = strix.run(&podman.env(), &args);
+    let output = bed.run(&args);
     assert!(output.status.success(), "{}", stderr(&output));
     assert_eq!(json(&output)["action"], "unchanged");
 }
