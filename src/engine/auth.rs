@@ -74,7 +74,9 @@ pub fn find_in_auth_json(text: &str, registry: &str) -> Option<Credentials> {
 /// when it wants a login, else what else to check.
 pub fn registry_fix(engine: &str, reference: &str, message: &str) -> String {
     let lower = message.to_ascii_lowercase();
-    let wants_login = ["unauthorized", "authentication required", "denied", "401"].iter().any(|m| lower.contains(m));
+    // (Not "401": digests in messages are hex.)
+    let wants_login =
+        ["unauthorized", "authentication required", "access denied", "denied:"].iter().any(|m| lower.contains(m));
     if wants_login {
         let registry = registry_of(reference);
         format!(
@@ -94,7 +96,9 @@ mod tests {
     fn a_refused_login_gets_the_login_fix() {
         let fix = registry_fix("podman", "127.0.0.1:5000/kyuz0/x:latest", "unauthorized: authentication required");
         assert!(fix.contains("`podman login 127.0.0.1:5000`") && fix.contains("REGISTRY_AUTH_FILE"), "{fix}");
-        let fix = registry_fix("docker", "kyuz0/x", "manifest unknown");
+        let fix = registry_fix("docker", "kyuz0/x", "pull access denied for kyuz0/x, may require 'docker login'");
+        assert!(fix.contains("`docker login docker.io`"), "{fix}");
+        let fix = registry_fix("docker", "kyuz0/x", "manifest unknown: sha256:401ab");
         assert_eq!(fix, "Fix: check the image reference and that the registry is reachable");
     }
 
