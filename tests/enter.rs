@@ -9,17 +9,23 @@ use std::time::Duration;
 use common::{refresh_vllm, run_strix, stand_in_image, strix_command, PodmanService, Registry};
 use support::cli::stderr;
 use support::host_tree::materialize;
-use support::terminal::run_on_terminal;
+use support::terminal::assert_interactive_shell;
+use tempfile::TempDir;
 
-#[test]
-fn passes_output_and_exit_codes_and_shares_the_host_ipc_and_network() {
+/// A podman testbed with the native toolbox `vllm` made from the stand-in image (not started).
+fn toolbox_vllm() -> (Registry, PodmanService, TempDir) {
     let registry = Registry::start();
     let podman = PodmanService::start(&registry);
     let host = materialize("strix-thunderbolt-only");
     let image = stand_in_image(&podman, &registry, "kyuz0/vllm:latest", "2026-11-01T10:00:00Z");
-    let host_arg = host.path().to_str().unwrap();
-    let output = run_strix(&podman.env(), &refresh_vllm(host_arg, &image, &[]));
+    let output = run_strix(&podman.env(), &refresh_vllm(host.path().to_str().unwrap(), &image, &[]));
     assert!(output.status.success(), "{}", stderr(&output));
+    (registry, podman, host)
+}
+
+#[test]
+fn passes_output_and_exit_codes_and_shares_the_host_ipc_and_network() {
+    let (_registry, podman, _host) = toolbox_vllm();
 
     // Not running yet: enter starts it.
     let output = run_strix(&podman.env(), &["enter", "vllm", "--", "sh", "-c", "echo out; echo err >&2; exit 3"]);
@@ -52,20 +58,8 @@ fn a_missing_toolbox_says_how_to_make_it() {
 
 #[test]
 fn bare_enter_is_an_interactive_shell_on_the_terminal() {
-    let registry = Registry::start();
-    let podman = PodmanService::start(&registry);
-    let host = materialize("strix-thunderbolt-only");
-    let image = stand_in_image(&podman, &registry, "kyuz0/vllm:latest", "2026-11-01T10:00:00Z");
-    let output = run_strix(&podman.env(), &refresh_vllm(host.path().to_str().unwrap(), &image, &[]));
-    assert!(output.status.success(), "{}", stderr(&output));
+    let (_registry, podman, _host) = toolbox_vllm();
 
     // The stand-in image has no bash: enter falls back to the image's /bin/sh. Its prompt ends "# ".
-    let session = run_on_terminal(
-        strix_command(&podman.env(), &["enter", "vllm"]),
-        "# ",
-        &["[ -t 0 ] && echo on-a-tty-$((6*7))", "exit 5"],
-        Duration::from_secs(60),
-    );
-    assert!(session.screen.contains("on-a-tty-42"), "the shell ran our line on a tty: {:?}", session.screen);
-    assert_eq!(session.status.code(), Some(5), "{:?}", session.screen);
+    assert_interactive_shell(strix_command(&podman.env(), &["enter", "vllm"]), 5, Duration::from_secs(60));
 }

@@ -14,7 +14,7 @@ use common::user::{open_to_all, stop_processes_in, BinaryFor, TestUser};
 use common::{run_strix, stop_child, strix_command, wait_until, PodmanService, Registry};
 use support::cli::{json, stderr};
 use support::host_tree::materialize;
-use support::terminal::run_on_terminal;
+use support::terminal::assert_interactive_shell;
 use support::toolbox_image::toolbox_rootfs_tar;
 
 const BUS: &str = "/run/dbus/system_bus_socket";
@@ -111,11 +111,9 @@ fn toolbox_enter_works_and_the_flags_are_there() {
     assert!(inspect["HostConfig"]["SecurityOpt"].to_string().contains("seccomp=unconfined"));
 
     // And Toolbx itself still enters it (as from a login session, which always sets SHELL).
-    let toolbox = Command::new("toolbox")
+    let toolbox = podman
+        .local_command("toolbox")
         .args(["run", "--container", "vllm", "cat", "/etc/os-release"])
-        .envs(podman.env().into_iter().filter(|(k, _)| k != "CONTAINER_HOST"))
-        .env("SHELL", "/bin/sh")
-        .stdin(Stdio::null())
         .output()
         .unwrap();
     assert!(toolbox.status.success(), "toolbox run failed: {}", String::from_utf8_lossy(&toolbox.stderr));
@@ -126,14 +124,7 @@ fn toolbox_enter_works_and_the_flags_are_there() {
     assert_eq!(output.status.code(), Some(7), "{}", stderr(&output));
 
     // And bare `enter` is `toolbox enter`: an interactive shell on the terminal.
-    let session = run_on_terminal(
-        strix_command(&podman.env(), &["enter", "vllm"]),
-        "# ",
-        &["[ -t 0 ] && echo on-a-tty-$((6*7))", "exit 6"],
-        Duration::from_secs(120),
-    );
-    assert!(session.screen.contains("on-a-tty-42"), "{:?}", session.screen);
-    assert_eq!(session.status.code(), Some(6), "{:?}", session.screen);
+    assert_interactive_shell(strix_command(&podman.env(), &["enter", "vllm"]), 6, Duration::from_secs(120));
 
     // A second refresh is a no-op.
     assert_eq!(refresh_with_toolbox(&podman, host.path(), &image, "vllm")["action"], "unchanged");
@@ -212,13 +203,7 @@ fn rootless_toolbx_gets_the_flags_and_still_enters() {
     assert!(create_command.windows(2).any(|w| w == ["--userns", "keep-id"]), "Toolbx's own keep-id stays");
 
     // Toolbx runs commands as the user, and so does strix-toolbox enter.
-    let mut toolbox = Command::new("toolbox");
-    user.run_as(&mut toolbox)
-        .args(["run", "--container", "vllm", "id", "-u"])
-        .envs(podman.env().into_iter().filter(|(k, _)| k != "CONTAINER_HOST"))
-        .env("SHELL", "/bin/sh")
-        .stdin(Stdio::null());
-    let toolbox = toolbox.output().unwrap();
+    let toolbox = podman.local_command("toolbox").args(["run", "--container", "vllm", "id", "-u"]).output().unwrap();
     assert!(toolbox.status.success(), "toolbox run failed: {}", String::from_utf8_lossy(&toolbox.stderr));
     assert_eq!(String::from_utf8_lossy(&toolbox.stdout).trim(), user.uid.to_string());
     let output = strix.run(&podman.env(), &["enter", "vllm", "--", "id", "-u"]);

@@ -90,7 +90,7 @@ impl Manager for Toolbox {
     }
 
     async fn create(&self, engine: &dyn Engine, request: &CreateRequest) -> Result<String> {
-        run_captured(&self.toolbox_create_argv(request), &ChildEnv::local_podman()).await?;
+        run_captured(&self.toolbox_create_argv(request), &self.child_env(engine.kind())).await?;
         let result = async {
             let created = engine.container_inspect(&request.name).await?.ok_or_else(|| {
                 Error::Failed(format!(
@@ -103,7 +103,7 @@ impl Manager for Toolbox {
             let merged =
                 merge_create_command(&created.create_command, &self.podman.display().to_string(), &our_flags(request))?;
             engine.container_remove(&request.name, true).await?;
-            let id = run_captured(&merged, &ChildEnv::local_podman()).await?;
+            let id = run_captured(&merged, &self.child_env(engine.kind())).await?;
             Ok(id.trim().to_string())
         }
         .await;

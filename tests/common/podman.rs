@@ -69,11 +69,9 @@ impl PodmanService {
             // Locks and the default podman socket path stay inside the testbed.
             ("XDG_RUNTIME_DIR".to_string(), runtime_dir.display().to_string()),
         ];
-        if let Some(user) = &user {
-            user.give(root);
-        }
         let mut command = Command::new("podman");
         if let Some(user) = &user {
+            user.give(root);
             user.run_as(&mut command);
         }
         let child = command
@@ -108,19 +106,23 @@ impl PodmanService {
         self.dir.path()
     }
 
-    /// Run the podman CLI against this testbed's storage (argv, no shell).
-    pub fn podman(&self, args: &[&str]) -> Output {
-        let mut command = Command::new("podman");
+    /// `program` (podman, toolbox) as this testbed's user, on its storage through the local podman
+    /// (with CONTAINER_HOST podman would act as a remote client), as from a login session (SHELL).
+    pub fn local_command(&self, program: &str) -> Command {
+        let mut command = Command::new(program);
         if let Some(user) = &self.user {
             user.run_as(&mut command);
         }
-        let output = command
-            .args(args)
+        command
             .envs(self.env.iter().filter(|(k, _)| k != "CONTAINER_HOST").map(|(k, v)| (k.as_str(), v.as_str())))
-            .stdin(Stdio::null())
-            .output()
-            .expect("run podman");
-        output
+            .env("SHELL", "/bin/sh")
+            .stdin(Stdio::null());
+        command
+    }
+
+    /// Run the podman CLI against this testbed's storage (argv, no shell).
+    pub fn podman(&self, args: &[&str]) -> Output {
+        self.local_command("podman").args(args).output().expect("run podman")
     }
 
     /// Run podman and return its trimmed stdout, failing the test on a non-zero exit.

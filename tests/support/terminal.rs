@@ -74,6 +74,15 @@ pub fn run_on_terminal(mut command: Command, ready: &str, lines: &[&str], limit:
     Session { status, screen }
 }
 
+/// `command` gives a root shell prompt ("# ") on the terminal that evaluates a typed line on a
+/// tty and ends with the exit code typed last (`exit_code`).
+pub fn assert_interactive_shell(command: Command, exit_code: i32, limit: Duration) {
+    let exit = format!("exit {exit_code}");
+    let session = run_on_terminal(command, "# ", &["[ -t 0 ] && echo on-a-tty-$((6*7))", &exit], limit);
+    assert!(session.screen.contains("on-a-tty-42"), "the shell ran our line on a tty: {:?}", session.screen);
+    assert_eq!(session.status.code(), Some(exit_code), "{:?}", session.screen);
+}
+
 fn open_pty() -> (File, OwnedFd) {
     let (mut master, mut slave) = (-1, -1);
     // SAFETY: openpty writes two descriptors into the given ints; the other arguments may be null.
