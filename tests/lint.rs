@@ -11,23 +11,17 @@ fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// Find an executable on PATH (and in ~/.local/bin, where `pip install --user` puts scripts).
+/// The linters' virtualenv that `scripts/test-deps.sh` fills (target/linters-venv/bin), then PATH.
 fn find_tool(name: &str) -> PathBuf {
-    let mut dirs: Vec<PathBuf> =
-        std::env::var_os("PATH").map(|p| std::env::split_paths(&p).collect()).unwrap_or_default();
-    if let Some(home) = std::env::var_os("HOME") {
-        dirs.push(Path::new(&home).join(".local/bin"));
-    }
-    for dir in dirs {
+    let venv_bin = repo_root().join("target/linters-venv/bin");
+    let path_dirs = std::env::var_os("PATH").map(|p| std::env::split_paths(&p).collect::<Vec<_>>()).unwrap_or_default();
+    for dir in std::iter::once(venv_bin).chain(path_dirs) {
         let candidate = dir.join(name);
         if is_executable(&candidate) {
             return candidate;
         }
     }
-    panic!(
-        "`{name}` is not installed (not on PATH nor in ~/.local/bin). \
-         Install the test tools with: sudo bash scripts/test-deps.sh"
-    );
+    panic!("`{name}` is not installed (not in target/linters-venv/bin nor on PATH). Install the test tools with: sudo bash scripts/test-deps.sh");
 }
 
 fn is_executable(path: &Path) -> bool {
