@@ -7,7 +7,7 @@ use std::io::Read;
 use std::path::Path;
 use std::time::Instant;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use walkdir::WalkDir;
 
 use crate::engine::{BuildJob, Engine};
@@ -193,7 +193,7 @@ impl BuildRequest {
 }
 
 /// What a build produced.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BuildOutcome {
     pub image_id: String,
     pub tags: Vec<String>,

@@ -2,7 +2,10 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand};
+
+use crate::engine_kind::EngineChoice;
+use crate::manager::ManagerChoice;
 
 /// Create and refresh vLLM toolboxes with a gfx1151 RCCL on AMD Strix Halo RDMA clusters.
 ///
@@ -27,7 +30,7 @@ pub struct GlobalOptions {
     #[arg(long, global = true, env = "STRIX_HOST_ROOT", value_name = "DIR", default_value = "/")]
     pub host_root: PathBuf,
 
-    /// Container engine: podman when installed, else docker.
+    /// Container engine: podman when installed or CONTAINER_HOST is set, else docker.
     #[arg(long, global = true, env = "STRIX_ENGINE", value_enum, default_value_t = EngineChoice::Auto)]
     pub engine: EngineChoice,
 
@@ -38,25 +41,6 @@ pub struct GlobalOptions {
     /// Never use colour (also honoured: the NO_COLOR environment variable).
     #[arg(long, global = true)]
     pub no_color: bool,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum EngineChoice {
-    Auto,
-    Podman,
-    Docker,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ManagerChoice {
-    /// Toolbx with podman if installed, else distrobox, else native.
-    Auto,
-    /// Toolbx (`toolbox enter NAME` keeps working).
-    Toolbox,
-    /// Distrobox (`distrobox enter NAME` keeps working).
-    Distrobox,
-    /// The engine directly, with the integration a toolbox gives.
-    Native,
 }
 
 #[derive(Debug, Subcommand)]
@@ -71,6 +55,8 @@ pub enum Command {
     Enter(EnterArgs),
     /// List the toolboxes strix-toolbox manages.
     List,
+    /// This node's strix-toolbox version, engine and toolboxes (what `cluster status` reads).
+    Status,
     /// Remove a managed toolbox.
     Rm(RmArgs),
     /// Recreate a toolbox from its previous pinned image.

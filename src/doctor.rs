@@ -2,13 +2,13 @@
 
 use std::os::unix::fs::MetadataExt;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-use crate::engine_probe::Installed;
 use crate::host::cmdline::REQUIRED_PARAMS;
 use crate::host::{HostFacts, HostRoot};
+use crate::installed::Installed;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Status {
     Pass,
@@ -16,7 +16,7 @@ pub enum Status {
     Fail,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Check {
     /// Short stable identifier, e.g. "gpu", "kernel:iommu", "rdma:rocep1s0f0/1".
     pub name: String,
@@ -273,9 +273,4 @@ fn tool_checks(installed: &Installed, checks: &mut Vec<Check>) {
 
 fn gib(bytes: u64) -> String {
     format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64)
-}
-
-/// Exit code: 1 when any check fails.
-pub fn exit_code(checks: &[Check]) -> i32 {
-    i32::from(checks.iter().any(|c| c.status == Status::Fail))
 }

@@ -1,43 +1,11 @@
-//! What can be told about the container engine without talking to it: which program is
-//! installed, whether we run rootless, and the configured OCI runtime. `detect` and `doctor`
-//! use this to stay millisecond-fast; `refresh` asks the engine itself.
+//! What can be told about the container engine without talking to it: whether we run rootless
+//! and the configured OCI runtime. `detect` uses this to stay millisecond-fast; `refresh` asks
+//! the engine itself.
 
 use std::path::{Path, PathBuf};
 
-use crate::cli::EngineChoice;
-use crate::engine::EngineKind;
+use crate::engine_kind::EngineKind;
 use crate::spec::SpecOptions;
-
-/// Installed engines and toolbox managers, found on PATH.
-#[derive(Debug, Clone, Default)]
-pub struct Installed {
-    pub podman: Option<PathBuf>,
-    pub docker: Option<PathBuf>,
-    pub toolbox: Option<PathBuf>,
-    pub distrobox: Option<PathBuf>,
-}
-
-impl Installed {
-    pub fn find() -> Self {
-        let find = |name: &str| which::which(name).ok();
-        Installed {
-            podman: find("podman"),
-            docker: find("docker"),
-            toolbox: find("toolbox"),
-            distrobox: find("distrobox"),
-        }
-    }
-
-    /// `--engine auto`: podman when installed, else docker.
-    pub fn engine_for(&self, choice: EngineChoice) -> EngineKind {
-        match choice {
-            EngineChoice::Podman => EngineKind::Podman,
-            EngineChoice::Docker => EngineKind::Docker,
-            EngineChoice::Auto if self.podman.is_none() && self.docker.is_some() => EngineKind::Docker,
-            EngineChoice::Auto => EngineKind::Podman,
-        }
-    }
-}
 
 /// Spec options guessed locally: rootless when not root; podman's runtime from containers.conf,
 /// else crun when installed (podman's own preference), else runc.
@@ -101,14 +69,5 @@ mod tests {
         assert_eq!(runtime_in(conf).as_deref(), Some("runc"));
         assert_eq!(runtime_in("[engine]\nruntime_path = []\n"), None);
         assert_eq!(runtime_in("[engine]\n#runtime = \"crun\"\n"), None);
-    }
-
-    #[test]
-    fn auto_prefers_podman() {
-        let both = Installed { podman: Some("/p".into()), docker: Some("/d".into()), ..Default::default() };
-        assert_eq!(both.engine_for(EngineChoice::Auto), EngineKind::Podman);
-        let docker = Installed { docker: Some("/d".into()), ..Default::default() };
-        assert_eq!(docker.engine_for(EngineChoice::Auto), EngineKind::Docker);
-        assert_eq!(docker.engine_for(EngineChoice::Podman), EngineKind::Podman);
     }
 }

@@ -1,8 +1,8 @@
 //! strix-toolbox: host facts → toolbox spec → plan → apply.
 //!
-//! See ARCHITECTURE in the README: facts are read only through [`host::HostRoot`], the spec
-//! and the plan are pure data, and effects go through the [`engine::Engine`] and
-//! [`manager`] seams.
+//! Facts are read only through [`host::HostRoot`], the spec and the plan are pure data, and
+//! effects go through the [`engine::Engine`] and [`manager`] seams. [`ops`] are the operations
+//! (settings in, typed reports out); [`commands`] parse, call one operation and render.
 
 pub mod apply;
 pub mod build;
@@ -10,18 +10,22 @@ pub mod cli;
 pub mod commands;
 pub mod doctor;
 pub mod engine;
+pub mod engine_kind;
 pub mod engine_probe;
 pub mod error;
 pub mod host;
+pub mod installed;
 pub mod labels;
 pub mod lock;
 pub mod login_shell;
 pub mod manager;
+pub mod ops;
 pub mod pin;
 pub mod plan;
 pub mod process;
 pub mod rccl;
 pub mod reference;
+pub mod settings;
 pub mod spec;
 pub mod ui;
 

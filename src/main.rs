@@ -3,16 +3,16 @@
 use clap::Parser;
 use strix_toolbox::cli::Cli;
 use strix_toolbox::commands;
-use strix_toolbox::ui::{Style, Ui};
+use strix_toolbox::ui::Style;
 
 fn main() {
     // clap exits 2 on usage errors and 0 for --help/--version.
     let cli = Cli::parse();
-    let ui = Ui::new(cli.global.json, cli.global.no_color);
-    let code = match commands::run(cli, ui) {
+    let settings = commands::settings(&cli.global);
+    let code = match commands::run(cli.command, &settings) {
         Ok(code) => code,
         Err(error) => {
-            eprintln!("{} {error}", ui.paint("error:", Style::Fail));
+            eprintln!("{} {error}", settings.ui.paint("error:", Style::Fail));
             error.exit_code()
         }
     };

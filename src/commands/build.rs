@@ -1,36 +1,24 @@
 //! `build --rccl FILE`: overlay a gfx1151 RCCL on an image through the engine's build API.
-//! The artifact is inspected first; a rejected one never reaches the engine.
 
-use crate::build::{self, BuildOutcome, BuildRequest, Provenance};
-use crate::cli::{BuildArgs, GlobalOptions};
-use crate::engine;
+use crate::build::BuildOutcome;
+use crate::cli::BuildArgs;
 use crate::error::Result;
-use crate::rccl;
+use crate::ops::build::{build, BuildOptions};
+use crate::settings::Settings;
 use crate::ui::Ui;
 
-pub async fn run(global: &GlobalOptions, args: &BuildArgs, ui: &Ui) -> Result<i32> {
-    let mut tags = vec![args.tag.clone()];
-    tags.extend(args.also_tag.iter().cloned());
-    build::check_references(&args.base, &tags)?;
-
-    let report = rccl::inspect_artifact(&args.rccl)?;
-    report.ensure_gfx1151()?;
-    ui.status(&format!(
-        "{}: sha256 {}, {} bytes, targets {}",
-        args.rccl.display(),
-        report.sha256,
-        report.size,
-        report.gfx_targets.join(", ")
-    ));
-
-    let provenance =
-        Provenance::new(args.source.as_deref(), args.revision.as_deref(), args.rccl_source.as_deref(), &args.rccl);
-    let request = BuildRequest::new(&report, &provenance, &args.base, &tags, args.push)?;
-
-    let connection = engine::connect(global.engine).await?;
-    let progress = ui.progress();
-    let outcome = build::build_image(connection.engine(), &report, &request, &progress).await?;
-    print_outcome(&outcome, ui);
+pub async fn run(args: &BuildArgs, settings: &Settings) -> Result<i32> {
+    let options = BuildOptions {
+        rccl: args.rccl.clone(),
+        base: args.base.clone(),
+        tags: std::iter::once(args.tag.clone()).chain(args.also_tag.iter().cloned()).collect(),
+        push: args.push,
+        rccl_source: args.rccl_source.clone(),
+        source: args.source.clone(),
+        revision: args.revision.clone(),
+    };
+    let outcome = build(settings, &options).await?;
+    print_outcome(&outcome, &settings.ui);
     Ok(0)
 }
 

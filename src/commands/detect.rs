@@ -1,63 +1,24 @@
 //! `detect`: what this node has, and the container flags that follow.
 
-use std::collections::BTreeMap;
-
-use serde::Serialize;
-
-use crate::cli::GlobalOptions;
-use crate::engine::EngineKind;
-use crate::engine_probe::{guess_spec_options, Installed};
 use crate::error::Result;
-use crate::host::{GpuFacts, HostFacts, HostRoot, Memlock, RdmaFacts};
-use crate::spec::ToolboxSpec;
+use crate::ops::detect::{detect, DetectReport};
+use crate::settings::Settings;
 use crate::ui::{Style, Ui};
 
-/// The `--json` shape scripts rely on.
-#[derive(Debug, Serialize)]
-struct DetectReport<'a> {
-    gpu: &'a GpuFacts,
-    rdma: &'a RdmaFacts,
-    /// Group name → gid.
-    groups: &'a BTreeMap<String, u32>,
-    user: Option<&'a str>,
-    /// Group name → whether the user is a member.
-    user_groups: &'a BTreeMap<String, bool>,
-    memlock: Option<&'a Memlock>,
-    kernel_params: &'a BTreeMap<String, String>,
-    engine: EngineKind,
-    container_args: Vec<String>,
-    warnings: &'a [String],
-}
-
-pub fn run(global: &GlobalOptions, ui: &Ui) -> Result<i32> {
-    let root = HostRoot::open(&global.host_root)?;
-    let facts = HostFacts::read(&root)?;
-    let engine = Installed::find().engine_for(global.engine);
-    let spec = ToolboxSpec::new(&root, &facts, &guess_spec_options(engine));
-    let report = DetectReport {
-        gpu: &facts.gpu,
-        rdma: &facts.rdma,
-        groups: &facts.groups.gids,
-        user: facts.groups.user.as_deref(),
-        user_groups: &facts.groups.member,
-        memlock: facts.memlock.as_ref(),
-        kernel_params: &facts.kernel_params,
-        engine,
-        container_args: spec.container_args(engine),
-        warnings: &facts.warnings,
-    };
-    if global.json {
-        ui.print_json(&report);
+pub fn run(settings: &Settings) -> Result<i32> {
+    let report = detect(settings)?;
+    if settings.ui.json {
+        settings.ui.print_json(&report);
     } else {
-        print_summary(&report, ui);
+        print_summary(&report, &settings.ui);
     }
     Ok(0)
 }
 
-fn print_summary(report: &DetectReport<'_>, ui: &Ui) {
+fn print_summary(report: &DetectReport, ui: &Ui) {
     let none = || ui.paint("none", Style::Dim);
     let heading = |text: &str| ui.paint(text, Style::Bold);
-    let gpu = report.gpu;
+    let gpu = &report.gpu;
     println!("{}", heading("GPU"));
     println!("  kfd:      {}", gpu.kfd.as_ref().map_or_else(none, |p| p.display().to_string()));
     println!("  dri:      {}", list_or(&gpu.dri.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(), none));
@@ -82,23 +43,23 @@ fn print_summary(report: &DetectReport<'_>, ui: &Ui) {
     }
 
     println!("{}", heading("Groups"));
-    for (name, gid) in report.groups {
+    for (name, gid) in &report.groups {
         let member = match report.user_groups.get(name) {
-            Some(true) => format!(" ({} is a member)", report.user.unwrap_or("user")),
-            Some(false) => format!(" ({} is NOT a member)", report.user.unwrap_or("user")),
+            Some(true) => format!(" ({} is a member)", report.user.as_deref().unwrap_or("user")),
+            Some(false) => format!(" ({} is NOT a member)", report.user.as_deref().unwrap_or("user")),
             None => String::new(),
         };
         println!("  {name}: {gid}{member}");
     }
     let limit = |value: Option<u64>| value.map_or("unlimited".to_string(), |v| v.to_string());
-    match report.memlock {
+    match &report.memlock {
         Some(m) => println!("{} soft {} / hard {}", heading("memlock:"), limit(m.soft), limit(m.hard)),
         None => println!("{} unknown", heading("memlock:")),
     }
     let params: Vec<String> = report.kernel_params.iter().map(|(k, v)| format!("{k}={v}")).collect();
     println!("{} {}", heading("kernel:"), list_or(&params, none));
     println!("{} {} create {}", heading("container args:"), report.engine.program(), report.container_args.join(" "));
-    for warning in report.warnings {
+    for warning in &report.warnings {
         ui.warn(warning);
     }
 }

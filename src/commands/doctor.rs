@@ -1,40 +1,23 @@
 //! `doctor`: check the node; exit 1 when a check fails.
 
-use serde::Serialize;
-
-use crate::cli::GlobalOptions;
-use crate::doctor::{exit_code, run_checks, Check, Status};
-use crate::engine_probe::Installed;
+use crate::doctor::Status;
 use crate::error::Result;
-use crate::host::{HostFacts, HostRoot};
+use crate::ops::doctor::{doctor, DoctorReport};
+use crate::settings::Settings;
 use crate::ui::{Style, Ui};
 
-#[derive(Serialize)]
-struct DoctorReport<'a> {
-    ok: bool,
-    pass: usize,
-    warn: usize,
-    fail: usize,
-    checks: &'a [Check],
+pub fn run(settings: &Settings) -> Result<i32> {
+    let report = doctor(settings)?;
+    if settings.ui.json {
+        settings.ui.print_json(&report);
+    } else {
+        print_report(&report, &settings.ui);
+    }
+    Ok(report.exit_code())
 }
 
-pub fn run(global: &GlobalOptions, ui: &Ui) -> Result<i32> {
-    let root = HostRoot::open(&global.host_root)?;
-    let facts = HostFacts::read(&root)?;
-    let checks = run_checks(&root, &facts, &Installed::find());
-    let count = |status| checks.iter().filter(|c| c.status == status).count();
-    let code = exit_code(&checks);
-    if global.json {
-        ui.print_json(&DoctorReport {
-            ok: code == 0,
-            pass: count(Status::Pass),
-            warn: count(Status::Warn),
-            fail: count(Status::Fail),
-            checks: &checks,
-        });
-        return Ok(code);
-    }
-    for check in &checks {
+fn print_report(report: &DoctorReport, ui: &Ui) {
+    for check in &report.checks {
         let label = match check.status {
             Status::Pass => ui.paint("pass", Style::Ok),
             Status::Warn => ui.paint("warn", Style::Warn),
@@ -45,8 +28,6 @@ pub fn run(global: &GlobalOptions, ui: &Ui) -> Result<i32> {
             println!("      {:<22} {} {fix}", "", ui.paint("fix:", Style::Dim));
         }
     }
-    let warnings = count(Status::Warn);
-    let noun = if warnings == 1 { "warning" } else { "warnings" };
-    println!("\n{} passed, {warnings} {noun}, {} failed", count(Status::Pass), count(Status::Fail));
-    Ok(code)
+    let noun = if report.warn == 1 { "warning" } else { "warnings" };
+    println!("\n{} passed, {} {noun}, {} failed", report.pass, report.warn, report.fail);
 }

@@ -1,42 +1,17 @@
 //! `list`: the toolboxes strix-toolbox manages, with image, pin and age.
 
 use chrono::{DateTime, Utc};
-use serde::Serialize;
 
-use crate::cli::GlobalOptions;
-use crate::engine;
 use crate::error::Result;
-use crate::labels;
-use crate::ui::{Style, Ui};
+use crate::ops::status::list_toolboxes;
+use crate::settings::Settings;
+use crate::ui::Style;
 
-#[derive(Debug, Serialize)]
-struct ListedToolbox {
-    name: String,
-    image: String,
-    image_id: String,
-    pin: Option<String>,
-    manager: Option<String>,
-    running: bool,
-    created: Option<String>,
-}
-
-pub async fn run(global: &GlobalOptions, ui: &Ui) -> Result<i32> {
-    let connection = engine::connect(global.engine).await?;
-    let mut containers = connection.engine().container_list(&format!("{}=true", labels::MANAGED)).await?;
-    containers.sort_by(|a, b| a.name.cmp(&b.name));
-    let listed: Vec<ListedToolbox> = containers
-        .into_iter()
-        .map(|c| ListedToolbox {
-            image: c.labels.get(labels::IMAGE_REF).cloned().unwrap_or(c.image),
-            image_id: c.image_id,
-            pin: c.labels.get(labels::PIN).cloned(),
-            manager: c.labels.get(labels::MANAGER).cloned(),
-            running: c.running,
-            created: c.created,
-            name: c.name,
-        })
-        .collect();
-    if global.json {
+pub async fn run(settings: &Settings) -> Result<i32> {
+    let connection = settings.connect().await?;
+    let listed = list_toolboxes(connection.engine()).await?;
+    let ui = &settings.ui;
+    if ui.json {
         ui.print_json(&listed);
         return Ok(0);
     }

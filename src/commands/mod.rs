@@ -1,4 +1,5 @@
-//! One file per verb. Each takes typed options and returns the process exit code.
+//! One file per verb: each parses its arguments, calls one operation (`crate::ops`) and renders
+//! its report as text or `--json`. Returns the process exit code.
 
 mod build;
 mod completions;
@@ -10,19 +11,24 @@ mod rccl;
 mod refresh;
 mod rm;
 mod rollback;
+mod status;
 
-use crate::cli::{Cli, Command, RcclCommand};
+use crate::cli::{Command, GlobalOptions, RcclCommand};
 use crate::error::{Error, Result};
-use crate::ui::Ui;
+use crate::settings::Settings;
 
-/// Run the parsed command line; Ok carries the exit code.
-pub fn run(cli: Cli, ui: Ui) -> Result<i32> {
-    let global = cli.global;
-    match cli.command {
+/// The global flags, resolved once against the environment and the terminal.
+pub fn settings(global: &GlobalOptions) -> Settings {
+    Settings::resolve(global.host_root.clone(), global.engine, global.json, global.no_color)
+}
+
+/// Run the parsed command; Ok carries the exit code.
+pub fn run(command: Command, settings: &Settings) -> Result<i32> {
+    match command {
         // Pure, synchronous commands need no runtime.
-        Command::Detect => detect::run(&global, &ui),
-        Command::Doctor => doctor::run(&global, &ui),
-        Command::Rccl(RcclCommand::Inspect(args)) => rccl::inspect(&args, &ui),
+        Command::Detect => detect::run(settings),
+        Command::Doctor => doctor::run(settings),
+        Command::Rccl(RcclCommand::Inspect(args)) => rccl::inspect(&args, settings),
         Command::Completions(args) => completions::run(&args),
         command => {
             let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -32,12 +38,13 @@ pub fn run(cli: Cli, ui: Ui) -> Result<i32> {
                 .map_err(|e| Error::Failed(format!("cannot start the async runtime: {e}")))?;
             runtime.block_on(async move {
                 match command {
-                    Command::Refresh(args) => refresh::run(&global, &args, &ui).await,
-                    Command::Enter(args) => enter::run(&global, &args, &ui).await,
-                    Command::List => list::run(&global, &ui).await,
-                    Command::Rm(args) => rm::run(&global, &args, &ui).await,
-                    Command::Rollback(args) => rollback::run(&global, &args, &ui).await,
-                    Command::Build(args) => build::run(&global, &args, &ui).await,
+                    Command::Refresh(args) => refresh::run(&args, settings).await,
+                    Command::Enter(args) => enter::run(&args, settings).await,
+                    Command::List => list::run(settings).await,
+                    Command::Status => status::run(settings).await,
+                    Command::Rm(args) => rm::run(&args, settings).await,
+                    Command::Rollback(args) => rollback::run(&args, settings).await,
+                    Command::Build(args) => build::run(&args, settings).await,
                     Command::Detect | Command::Doctor | Command::Rccl(_) | Command::Completions(_) => {
                         unreachable!("handled above")
                     }

@@ -3,9 +3,11 @@
 use crate::cli::RcclInspectArgs;
 use crate::error::Result;
 use crate::rccl;
-use crate::ui::{Style, Ui};
+use crate::settings::Settings;
+use crate::ui::Style;
 
-pub fn inspect(args: &RcclInspectArgs, ui: &Ui) -> Result<i32> {
+pub fn inspect(args: &RcclInspectArgs, settings: &Settings) -> Result<i32> {
+    let ui = &settings.ui;
     let report = rccl::inspect_artifact(&args.file)?;
     if ui.json {
         ui.print_json(&report);

@@ -1,60 +1,17 @@
 //! `rollback [NAME]`: recreate the toolbox from the pinned image before the one it runs.
 
-use crate::cli::ManagerChoice;
-use crate::cli::{GlobalOptions, RollbackArgs};
-use crate::commands::enter::{find_toolbox, manager_of, DEFAULT_TOOLBOX};
-use crate::commands::refresh::{read_gpu_node, refresh_toolbox, ImageSource, RefreshJob, Target};
-use crate::engine;
-use crate::error::{Error, Result};
-use crate::labels;
-use crate::manager::ManagerKind;
-use crate::pin::pins_in;
-use crate::reference::{validate_container_name, ImageRef};
-use crate::ui::Ui;
+use crate::cli::RollbackArgs;
+use crate::error::Result;
+use crate::ops::rollback::rollback;
+use crate::ops::DEFAULT_TOOLBOX;
+use crate::settings::Settings;
 
-pub async fn run(global: &GlobalOptions, args: &RollbackArgs, ui: &Ui) -> Result<i32> {
-    let name = args.name.as_deref().unwrap_or(DEFAULT_TOOLBOX);
-    validate_container_name(name)?;
-    let node = read_gpu_node(global)?;
-    let connection = engine::connect(global.engine).await?;
-    let engine = connection.engine();
-    let container = find_toolbox(engine, name).await?;
-    let image_ref = container.labels.get(labels::IMAGE_REF).ok_or_else(|| {
-        Error::Failed(format!("{name} was not made by strix-toolbox, so it has no pinned history to roll back to"))
-    })?;
-    let image = ImageRef::parse(image_ref)?;
-    let current_pin = container.labels.get(labels::PIN).cloned().unwrap_or_default();
-
-    let mut pins: Vec<String> = engine
-        .image_list(&image.repository)
-        .await?
-        .iter()
-        .flat_map(|i| pins_in(i, &image.repository))
-        .filter(|pin| current_pin.is_empty() || *pin < current_pin)
-        .collect();
-    pins.sort();
-    let previous = pins.pop().ok_or_else(|| {
-        Error::Failed(format!(
-            "no pinned image of {} older than {} is left to roll back to. Fix: keep more with `refresh --keep N`",
-            image.repository,
-            if current_pin.is_empty() { "the current one" } else { &current_pin }
-        ))
-    })?;
-
-    let manager = match manager_of(&container) {
-        ManagerKind::Toolbox => ManagerChoice::Toolbox,
-        ManagerKind::Distrobox => ManagerChoice::Distrobox,
-        ManagerKind::Native => ManagerChoice::Native,
-    };
-    let job = RefreshJob {
-        target: Target { name: name.to_string(), image_ref: image.with_tag(&previous) },
-        source: ImageSource::Local,
-        manager,
-        keep: usize::MAX,
-        force: false,
-        dry_run: args.dry_run,
-        // The same toolbox, only older: with the --env it was made with.
-        env: labels::decode_user_env(&container.labels),
-    };
-    refresh_toolbox(global, &node, engine, &job, ui).await
+pub async fn run(args: &RollbackArgs, settings: &Settings) -> Result<i32> {
+    let report = rollback(settings, args.name.as_deref().unwrap_or(DEFAULT_TOOLBOX), args.dry_run).await?;
+    if settings.ui.json {
+        settings.ui.print_json(&report);
+    } else {
+        super::refresh::print_report(&report, &settings.ui);
+    }
+    Ok(0)
 }

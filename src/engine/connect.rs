@@ -7,6 +7,7 @@ use super::podman::PodmanEngine;
 use super::service::TemporaryService;
 use super::{Engine, EngineKind};
 use crate::error::{Error, Result};
+use crate::installed::Installed;
 
 /// A live connection to an engine. Holds the podman service it had to start, if any, so the
 /// service stops when the connection is dropped.
@@ -21,18 +22,11 @@ impl Connection {
     }
 }
 
-/// Connect to the engine `choice` names (`auto`: podman when installed or configured, else docker).
+/// Connect to the engine `kind` (resolved from `--engine` by [`crate::engine_kind::EngineChoice::resolve`]).
 /// Cheap: finds a socket that accepts connections and sends no request.
-pub async fn connect(choice: crate::cli::EngineChoice) -> Result<Connection> {
-    use crate::cli::EngineChoice;
+pub async fn connect(kind: EngineKind, installed: &Installed) -> Result<Connection> {
     let env = endpoint::process_env;
-    let podman_program = which::which("podman").ok();
-    let kind = match choice {
-        EngineChoice::Podman => EngineKind::Podman,
-        EngineChoice::Docker => EngineKind::Docker,
-        EngineChoice::Auto if podman_program.is_some() || env("CONTAINER_HOST").is_some() => EngineKind::Podman,
-        EngineChoice::Auto => EngineKind::Docker,
-    };
+    let podman_program = installed.podman.clone();
     match kind {
         EngineKind::Podman => {
             let sockets = endpoint::podman_sockets(&env)?;

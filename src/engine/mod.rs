@@ -3,6 +3,7 @@
 //! Everything above this module speaks in these engine-neutral types; `podman.rs` and
 //! `docker.rs` translate them to podman-api and bollard calls.
 
+pub mod argv;
 pub mod auth;
 pub mod compat_pull;
 mod connect;
@@ -18,28 +19,12 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
+pub use crate::engine_kind::EngineKind;
 pub use connect::{connect, Connection};
 
 use crate::error::Result;
+use crate::spec::{ToolboxSpec, Ulimit};
 use crate::ui::Progress;
-
-/// Which engine family; the container spec's rules depend on it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum EngineKind {
-    Podman,
-    Docker,
-}
-
-impl EngineKind {
-    /// The CLI program whose argv we render for `--dry-run` and `detect`.
-    pub fn program(self) -> &'static str {
-        match self {
-            EngineKind::Podman => "podman",
-            EngineKind::Docker => "docker",
-        }
-    }
-}
 
 /// What the engine says about itself; the spec needs rootless and the OCI runtime.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -113,14 +98,6 @@ pub struct Mount {
     pub read_only: bool,
 }
 
-/// One ulimit; `None` means unlimited.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Ulimit {
-    pub name: String,
-    pub soft: Option<u64>,
-    pub hard: Option<u64>,
-}
-
 /// Everything needed to create a container, engine-neutral.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct CreateRequest {
@@ -148,6 +125,18 @@ pub struct CreateRequest {
     /// Command to keep the container alive (e.g. ["sleep", "infinity"]).
     pub command: Vec<String>,
     pub entrypoint: Option<Vec<String>>,
+}
+
+impl CreateRequest {
+    /// Add what the toolbox spec asks for (devices, groups, limits, security, environment).
+    pub fn add_spec(&mut self, spec: &ToolboxSpec) {
+        self.devices.extend(spec.devices.iter().map(|d| (d.host.clone(), d.container.clone())));
+        self.group_add.extend(spec.group_add.iter().cloned());
+        self.annotations.extend(spec.annotations.clone());
+        self.ulimits.extend(spec.ulimits.iter().cloned());
+        self.security_opt.extend(spec.security_opt.iter().cloned());
+        self.env.extend(spec.env.clone());
+    }
 }
 
 /// An image build: a tar context holding `containerfile`, tagged with every one of `tags`

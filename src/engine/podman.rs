@@ -380,6 +380,6 @@ fn create_opts(request: &CreateRequest) -> ContainerCreateOpts {
         builder = builder.command(request.command.iter());
     }
     // Recorded like `podman create` does, so `podman inspect` shows the equivalent command line.
-    builder = builder.create_command(crate::spec::argv::create_argv(EngineKind::Podman, request));
+    builder = builder.create_command(super::argv::create_argv(EngineKind::Podman, request));
     builder.build()
 }

@@ -2,12 +2,12 @@
 
 use std::path::PathBuf;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::devices::{char_devices_under, is_char_device};
 use super::HostRoot;
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GpuFacts {
     /// `/dev/kfd` when it is present (the ROCm compute interface).
     pub kfd: Option<PathBuf>,

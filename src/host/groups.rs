@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::HostRoot;
 use crate::error::Result;
@@ -11,7 +11,7 @@ use crate::error::Result;
 /// The groups whose members may open the GPU and RDMA device nodes.
 pub const DEVICE_GROUPS: [&str; 3] = ["video", "render", "rdma"];
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GroupFacts {
     /// Group name → gid, for the device groups that exist.
     pub gids: BTreeMap<String, u32>,

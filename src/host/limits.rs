@@ -1,9 +1,9 @@
 //! The memlock limit from /proc/self/limits: RDMA pins memory, so it must be unlimited.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Soft and hard limits in bytes; `None` means unlimited.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Memlock {
     pub soft: Option<u64>,
     pub hard: Option<u64>,

@@ -14,7 +14,7 @@ mod root;
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 pub use gpu::GpuFacts;
 pub use groups::GroupFacts;
@@ -24,7 +24,7 @@ pub use root::HostRoot;
 
 use crate::error::Result;
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HostFacts {
     pub gpu: GpuFacts,
     pub rdma: RdmaFacts,

@@ -2,19 +2,19 @@
 
 use std::path::PathBuf;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::devices::char_devices_under;
 use super::HostRoot;
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RdmaFacts {
     /// Character devices under /dev/infiniband (uverbs*, rdma_cm, umad*...).
     pub devices: Vec<PathBuf>,
     pub ports: Vec<RdmaPort>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RdmaPort {
     /// The RDMA device, e.g. "rocep194s0f0" (E810) or "mlx5_0" (ConnectX).
     pub device: String,

@@ -6,19 +6,41 @@ mod native;
 mod toolbox;
 
 use async_trait::async_trait;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 pub use distrobox::Distrobox;
 pub use native::Native;
 pub use toolbox::Toolbox;
 
-use crate::cli::ManagerChoice;
 use crate::engine::{CreateRequest, Engine, EngineInfo, EngineKind};
-use crate::engine_probe::Installed;
 use crate::error::{Error, Result};
+use crate::installed::Installed;
 use crate::process::ChildEnv;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+/// `--manager`: who should own the toolbox.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ManagerChoice {
+    /// Toolbx with podman if installed, else distrobox (not as root), else native.
+    Auto,
+    /// Toolbx (`toolbox enter NAME` keeps working).
+    Toolbox,
+    /// Distrobox (`distrobox enter NAME` keeps working).
+    Distrobox,
+    /// The engine directly, with the integration a toolbox gives.
+    Native,
+}
+
+impl From<ManagerKind> for ManagerChoice {
+    fn from(kind: ManagerKind) -> Self {
+        match kind {
+            ManagerKind::Toolbox => ManagerChoice::Toolbox,
+            ManagerKind::Distrobox => ManagerChoice::Distrobox,
+            ManagerKind::Native => ManagerChoice::Native,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ManagerKind {
     Toolbox,

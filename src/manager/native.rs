@@ -6,9 +6,9 @@ use std::path::PathBuf;
 use async_trait::async_trait;
 
 use super::{Manager, ManagerKind};
+use crate::engine::argv::create_argv;
 use crate::engine::{CreateRequest, Engine, EngineInfo, EngineKind, Mount};
 use crate::error::Result;
-use crate::spec::argv::create_argv;
 
 pub struct Native;
 

@@ -8,10 +8,10 @@ use std::path::PathBuf;
 use async_trait::async_trait;
 
 use super::{spec_fields, Manager, ManagerKind};
+use crate::engine::argv::create_flags;
 use crate::engine::{CreateRequest, Engine, EngineInfo, EngineKind};
 use crate::error::{Error, Result};
 use crate::process::{run_captured, ChildEnv};
-use crate::spec::argv::create_flags;
 
 pub struct Toolbox {
     pub program: PathBuf,

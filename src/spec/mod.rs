@@ -9,14 +9,12 @@
 //!   the image (and fail where the image lacks it), so the host's numeric gids are added instead;
 //! - an active RoCE v2 port → NCCL/Gloo use its netdev and NCCL uses its RoCE v2 GID index.
 
-pub mod argv;
-
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-use crate::engine::{CreateRequest, EngineKind, Ulimit};
+use crate::engine_kind::EngineKind;
 use crate::error::{Error, Result};
 use crate::host::{HostFacts, HostRoot};
 
@@ -35,7 +33,15 @@ pub struct SpecOptions {
     pub extra_env: BTreeMap<String, String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// One ulimit; `None` means unlimited.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ulimit {
+    pub name: String,
+    pub soft: Option<u64>,
+    pub hard: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeviceMapping {
     /// Where the node is on this machine (under --host-root in tests).
     pub host: PathBuf,
@@ -43,7 +49,8 @@ pub struct DeviceMapping {
     pub container: PathBuf,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+/// What the toolbox container needs from this node; the engine turns it into a create request.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ToolboxSpec {
     pub devices: Vec<DeviceMapping>,
     /// Numeric gids for --group-add (empty when host groups are kept).
@@ -92,23 +99,6 @@ impl ToolboxSpec {
         }
         spec.env.extend(options.extra_env.clone());
         spec
-    }
-
-    /// Copy the spec's fields into a create request.
-    pub fn apply_to(&self, request: &mut CreateRequest) {
-        request.devices.extend(self.devices.iter().map(|d| (d.host.clone(), d.container.clone())));
-        request.group_add.extend(self.group_add.iter().cloned());
-        request.annotations.extend(self.annotations.clone());
-        request.ulimits.extend(self.ulimits.iter().cloned());
-        request.security_opt.extend(self.security_opt.iter().cloned());
-        request.env.extend(self.env.clone());
-    }
-
-    /// The container flags that follow from the host, as `podman create`/`docker create` takes them.
-    pub fn container_args(&self, engine: EngineKind) -> Vec<String> {
-        let mut request = CreateRequest::default();
-        self.apply_to(&mut request);
-        argv::create_flags(engine, &request)
     }
 }
 

@@ -3,6 +3,8 @@
 use std::path::{Path, PathBuf};
 
 use super::*;
+use crate::engine::argv::{create_argv, spec_flags};
+use crate::engine::CreateRequest;
 use crate::host::{GpuFacts, RdmaFacts, RdmaPort};
 
 fn root() -> HostRoot {
@@ -57,7 +59,7 @@ fn gpu_devices_and_seccomp_always_never_privileged() {
     let spec = ToolboxSpec::new(&root(), &gpu_node(), &options(EngineKind::Docker, false, "runc"));
     assert_eq!(containers(&spec), [Path::new("/dev/kfd"), Path::new("/dev/dri")]);
     assert_eq!(spec.security_opt, ["seccomp=unconfined"]);
-    let args = spec.container_args(EngineKind::Docker);
+    let args = spec_flags(EngineKind::Docker, &spec);
     assert!(!args.iter().any(|a| a.contains("privileged")), "{args:?}");
 }
 
@@ -66,7 +68,7 @@ fn rdma_brings_infiniband_and_unlimited_memlock() {
     let spec = ToolboxSpec::new(&root(), &rdma_node(), &options(EngineKind::Podman, false, "runc"));
     assert!(containers(&spec).contains(&Path::new("/dev/infiniband")));
     assert_eq!(spec.ulimits, [Ulimit { name: "memlock".into(), soft: None, hard: None }]);
-    let args = spec.container_args(EngineKind::Podman);
+    let args = spec_flags(EngineKind::Podman, &spec);
     assert!(args.windows(2).any(|w| w == ["--ulimit", "memlock=-1:-1"]), "{args:?}");
 }
 
@@ -119,7 +121,7 @@ fn device_paths_under_a_host_root_map_to_container_paths() {
     let spec = ToolboxSpec::new(&root, &gpu_node(), &options(EngineKind::Podman, false, "runc"));
     assert_eq!(spec.devices[0].host, fake.path().join("dev/kfd"));
     assert_eq!(spec.devices[0].container, PathBuf::from("/dev/kfd"));
-    let args = spec.container_args(EngineKind::Podman);
+    let args = spec_flags(EngineKind::Podman, &spec);
     let expected = format!("{}:/dev/kfd", fake.path().join("dev/kfd").display());
     assert!(args.contains(&expected), "{args:?}");
 }
@@ -139,8 +141,8 @@ fn renders_full_create_argv() {
     let spec = ToolboxSpec::new(&root(), &rdma_node(), &options(EngineKind::Docker, false, "runc"));
     let mut request = CreateRequest { name: "vllm".into(), image: "img:latest".into(), ..Default::default() };
     request.command = vec!["sleep".into(), "infinity".into()];
-    spec.apply_to(&mut request);
-    let argv = argv::create_argv(EngineKind::Docker, &request);
+    request.add_spec(&spec);
+    let argv = create_argv(EngineKind::Docker, &request);
     assert_eq!(&argv[..4], ["docker", "create", "--name", "vllm"]);
     assert_eq!(&argv[argv.len() - 3..], ["img:latest", "sleep", "infinity"]);
     assert!(argv.windows(2).any(|w| w == ["--device", "/dev/infiniband:/dev/infiniband"]));

@@ -1,7 +1,8 @@
 //! Render a create request as the `podman create` / `docker create` argv a user would type.
 //! `detect`, `--dry-run` and the toolbox manager print or run exactly this.
 
-use crate::engine::{CreateRequest, EngineKind, Ulimit};
+use super::{CreateRequest, EngineKind};
+use crate::spec::{ToolboxSpec, Ulimit};
 
 /// The whole command: program, `create`, flags, image, command.
 pub fn create_argv(engine: EngineKind, request: &CreateRequest) -> Vec<String> {
@@ -12,7 +13,14 @@ pub fn create_argv(engine: EngineKind, request: &CreateRequest) -> Vec<String> {
     argv
 }
 
-/// Only the flags (what `detect` reports as `container_args`).
+/// The flags a toolbox spec alone gives (what `detect` and `refresh` report as `container_args`).
+pub fn spec_flags(engine: EngineKind, spec: &ToolboxSpec) -> Vec<String> {
+    let mut request = CreateRequest::default();
+    request.add_spec(spec);
+    create_flags(engine, &request)
+}
+
+/// Only the flags.
 pub fn create_flags(engine: EngineKind, request: &CreateRequest) -> Vec<String> {
     let mut flags: Vec<String> = Vec::new();
     let mut flag = |name: &str, value: String| {

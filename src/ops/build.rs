@@ -1,0 +1,46 @@
+//! `build --rccl FILE`: overlay a gfx1151 RCCL on an image through the engine's build API.
+//! The artifact is inspected first; a rejected one never reaches the engine.
+
+use std::path::PathBuf;
+
+use crate::build::{self, BuildOutcome, BuildRequest, Provenance};
+use crate::error::Result;
+use crate::rccl;
+use crate::settings::Settings;
+
+/// What to build, resolved from the command line.
+#[derive(Debug, Clone)]
+pub struct BuildOptions {
+    /// The RCCL artifact: librccl.so.1, librccl.so.1.gz, or the workflow's .zip.
+    pub rccl: PathBuf,
+    pub base: String,
+    /// Every tag of the result (at least one).
+    pub tags: Vec<String>,
+    pub push: bool,
+    pub rccl_source: Option<String>,
+    pub source: Option<String>,
+    pub revision: Option<String>,
+}
+
+pub async fn build(settings: &Settings, options: &BuildOptions) -> Result<BuildOutcome> {
+    build::check_references(&options.base, &options.tags)?;
+    let report = rccl::inspect_artifact(&options.rccl)?;
+    report.ensure_gfx1151()?;
+    settings.ui.status(&format!(
+        "{}: sha256 {}, {} bytes, targets {}",
+        options.rccl.display(),
+        report.sha256,
+        report.size,
+        report.gfx_targets.join(", ")
+    ));
+    let provenance = Provenance::new(
+        options.source.as_deref(),
+        options.revision.as_deref(),
+        options.rccl_source.as_deref(),
+        &options.rccl,
+    );
+    let request = BuildRequest::new(&report, &provenance, &options.base, &options.tags, options.push)?;
+    let connection = settings.connect().await?;
+    let progress = settings.ui.progress();
+    build::build_image(connection.engine(), &report, &request, &progress).await
+}

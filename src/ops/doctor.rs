@@ -1,0 +1,37 @@
+//! `doctor`: every check of the node, each with its fix.
+
+use serde::{Deserialize, Serialize};
+
+use crate::doctor::{run_checks, Check, Status};
+use crate::error::Result;
+use crate::host::{HostFacts, HostRoot};
+use crate::settings::Settings;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DoctorReport {
+    /// No check failed.
+    pub ok: bool,
+    pub pass: usize,
+    pub warn: usize,
+    pub fail: usize,
+    pub checks: Vec<Check>,
+}
+
+impl DoctorReport {
+    pub fn new(checks: Vec<Check>) -> DoctorReport {
+        let count = |status| checks.iter().filter(|c| c.status == status).count();
+        let (pass, warn, fail) = (count(Status::Pass), count(Status::Warn), count(Status::Fail));
+        DoctorReport { ok: fail == 0, pass, warn, fail, checks }
+    }
+
+    /// 1 when any check failed.
+    pub fn exit_code(&self) -> i32 {
+        i32::from(!self.ok)
+    }
+}
+
+pub fn doctor(settings: &Settings) -> Result<DoctorReport> {
+    let root = HostRoot::open(&settings.host_root)?;
+    let facts = HostFacts::read(&root)?;
+    Ok(DoctorReport::new(run_checks(&root, &facts, &settings.installed)))
+}

@@ -1,0 +1,15 @@
+//! The operations (cargo's `ops`): resolved [`Settings`](crate::settings::Settings) in, a public
+//! typed report out (`Serialize + Deserialize`). Commands parse, call one of these and render;
+//! a node's `--json` output is exactly the report the cluster reads back.
+
+pub mod build;
+pub mod detect;
+pub mod doctor;
+pub mod enter;
+pub mod refresh;
+pub mod remove;
+pub mod rollback;
+pub mod status;
+mod toolbox;
+
+pub use toolbox::{find_toolbox, manager_of, DEFAULT_TOOLBOX};

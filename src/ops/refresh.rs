@@ -1,0 +1,307 @@
+//! `refresh`: facts → spec → (pull or build) → plan → apply, for one toolbox on this node.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::apply::{apply, interruptible};
+use crate::build::{build_image, BuildRequest, Provenance};
+use crate::engine::argv::spec_flags;
+use crate::engine::{CreateRequest, Engine, EngineInfo, EngineKind, ImageInfo};
+use crate::error::{Error, Result};
+use crate::host::{HostFacts, HostRoot};
+use crate::labels;
+use crate::lock::ToolboxLock;
+use crate::manager::{self, Manager, ManagerChoice, ManagerKind};
+use crate::pin::pin_tag;
+use crate::plan::{
+    old_name, plan_refresh, provenance_labels, registry_digest, spec_hash, temp_name, Action, CurrentState,
+    DesiredToolbox, RefreshPlan,
+};
+use crate::rccl;
+use crate::reference::{validate_container_name, ImageRef};
+use crate::settings::Settings;
+use crate::spec::{parse_env, SpecOptions, ToolboxSpec};
+use crate::ui::Ui;
+
+/// Where the image comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ImageSource {
+    /// Pull it from its registry (the usual refresh).
+    Pull,
+    /// Use the local copy as it is (rollback to a pin).
+    Local,
+    /// Build it here with this RCCL artifact.
+    Build(PathBuf),
+}
+
+/// One refresh, whoever asked for it (`refresh`, `rollback`, a cluster node).
+#[derive(Debug, Clone)]
+pub struct RefreshRequest {
+    /// The toolbox's name.
+    pub name: String,
+    /// The image reference to make it from.
+    pub image_ref: String,
+    pub source: ImageSource,
+    pub manager: ManagerChoice,
+    /// Older pins to keep for rollback.
+    pub keep: usize,
+    pub force: bool,
+    pub dry_run: bool,
+    /// The user's `--env KEY=VALUE` pairs.
+    pub env: Vec<String>,
+}
+
+impl RefreshRequest {
+    /// Refuse bad names, references and `--env` pairs before anything is touched.
+    pub fn validate(&self) -> Result<()> {
+        validate_container_name(&self.name)?;
+        ImageRef::parse(&self.image_ref)?;
+        parse_env(&self.env).map(drop)
+    }
+}
+
+/// What a refresh did (or, dry, would do).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RefreshReport {
+    pub name: String,
+    pub image: String,
+    pub image_id: String,
+    pub digest: Option<String>,
+    pub pin: Option<String>,
+    pub action: Action,
+    pub reason: String,
+    pub manager: ManagerKind,
+    pub engine: EngineKind,
+    pub dry_run: bool,
+    /// The image is pulled from its registry first (a dry run only says so).
+    pub pull: bool,
+    pub steps: Vec<PlannedStep>,
+    pub container_args: Vec<String>,
+    pub warnings: Vec<String>,
+}
+
+/// A plan step and its equivalent command lines.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlannedStep {
+    pub description: String,
+    pub commands: Vec<Vec<String>>,
+}
+
+pub async fn refresh(settings: &Settings, request: &RefreshRequest) -> Result<RefreshReport> {
+    request.validate()?;
+    let node = read_gpu_node(&settings.host_root)?;
+    let connection = settings.connect().await?;
+    refresh_with(settings, &node, connection.engine(), request).await
+}
+
+/// The node's facts, refusing a node without a GPU before any engine is contacted.
+pub fn read_gpu_node(host_root: &Path) -> Result<(HostRoot, HostFacts)> {
+    let root = HostRoot::open(host_root)?;
+    let facts = HostFacts::read(&root)?;
+    facts.require_gpu(&root)?;
+    Ok((root, facts))
+}
+
+/// The pipeline on an engine already connected: facts → spec → (pull) → plan → apply.
+pub async fn refresh_with(
+    settings: &Settings,
+    (root, facts): &(HostRoot, HostFacts),
+    engine: &dyn Engine,
+    request: &RefreshRequest,
+) -> Result<RefreshReport> {
+    let ui = &settings.ui;
+    let extra_env = parse_env(&request.env)?;
+    let info = engine.info().await?;
+    let manager = manager::choose(request.manager, info.kind, &settings.installed)?;
+
+    let spec = ToolboxSpec::new(
+        root,
+        facts,
+        &SpecOptions { engine: info.kind, rootless: info.rootless, runtime: info.runtime.clone(), extra_env },
+    );
+    check_memlock(facts, &info)?;
+
+    let _lock = ToolboxLock::acquire(&request.name)?;
+
+    // Pull first (the newest base, for a local build too); a dry run only looks.
+    let pulls = !matches!(request.source, ImageSource::Local);
+    if !request.dry_run && pulls {
+        let progress = ui.progress();
+        interruptible(&format!("pulling {}", request.image_ref), engine.pull(&request.image_ref, &progress)).await?;
+        progress.finish();
+    }
+    let image_ref = match &request.source {
+        ImageSource::Build(artifact) if request.dry_run => {
+            rccl::inspect_artifact(artifact)?.ensure_gfx1151()?;
+            local_build_tag(&request.image_ref)?
+        }
+        ImageSource::Build(artifact) => build_locally(engine, artifact, &request.image_ref, ui).await?,
+        ImageSource::Pull | ImageSource::Local => request.image_ref.clone(),
+    };
+    let image = match engine.image_inspect(&image_ref).await? {
+        Some(image) => image,
+        None if request.dry_run => ImageInfo { id: "(not pulled yet)".into(), ..Default::default() },
+        None => return Err(Error::Failed(format!("{image_ref} is not present after pulling it"))),
+    };
+
+    let image_name = ImageRef::parse(&image_ref)?;
+    let mut desired = desired_toolbox(&request.name, &image_ref, &image_name, image, &spec, manager.as_ref(), &info);
+    desired.request.labels.extend(labels::encode_user_env(&request.env).map(|env| (labels::USER_ENV.to_string(), env)));
+    let current = current_state(engine, &request.name, &image_name).await?;
+    let plan = plan_refresh(&desired, &current, request.keep, request.force);
+
+    let mut report = report(&desired, &plan, manager.as_ref(), &info, &spec, request, pulls);
+    if !request.dry_run {
+        report.warnings = apply(&plan, engine, manager.as_ref(), ui).await?.warnings;
+    }
+    if plan.replaces_running {
+        let tense = if request.dry_run { "would stop" } else { "stopped" };
+        report.warnings.push(format!("{} was running: replacing it {tense} its processes", desired.name));
+    }
+    Ok(report)
+}
+
+fn report(
+    desired: &DesiredToolbox,
+    plan: &RefreshPlan,
+    manager: &dyn Manager,
+    info: &EngineInfo,
+    spec: &ToolboxSpec,
+    request: &RefreshRequest,
+    pull: bool,
+) -> RefreshReport {
+    RefreshReport {
+        name: desired.name.clone(),
+        image: desired.request.image.clone(),
+        image_id: desired.image.id.clone(),
+        digest: registry_digest(&desired.image, &desired.repository),
+        pin: desired.pin.clone(),
+        action: plan.action,
+        reason: plan.reason.clone(),
+        manager: manager.kind(),
+        engine: info.kind,
+        dry_run: request.dry_run,
+        pull,
+        steps: plan
+            .steps
+            .iter()
+            .map(|s| PlannedStep { description: s.describe(), commands: s.commands(info.kind, manager) })
+            .collect(),
+        container_args: spec_flags(info.kind, spec),
+        warnings: Vec::new(),
+    }
+}
+
+fn desired_toolbox(
+    name: &str,
+    image_ref: &str,
+    image_name: &ImageRef,
+    image: ImageInfo,
+    spec: &ToolboxSpec,
+    manager: &dyn Manager,
+    engine: &EngineInfo,
+) -> DesiredToolbox {
+    let mut request = CreateRequest { name: name.to_string(), image: image_ref.to_string(), ..Default::default() };
+    request.add_spec(spec);
+    manager.complete(&mut request, engine);
+    let hash = spec_hash(manager.kind(), &request);
+    let pin = pin_tag(&image);
+    let repository = image_name.repository.clone();
+    request.labels.extend(provenance_labels(
+        name,
+        image_ref,
+        &image,
+        &repository,
+        pin.as_deref(),
+        manager.kind(),
+        &hash,
+    ));
+    DesiredToolbox { name: name.to_string(), repository, image, request, spec_hash: hash, pin }
+}
+
+async fn current_state(engine: &dyn Engine, name: &str, image: &ImageRef) -> Result<CurrentState> {
+    let managed = |c: Option<crate::engine::ContainerInfo>| {
+        c.filter(|c| c.labels.get(labels::MANAGED).map(String::as_str) == Some("true"))
+    };
+    // Independent reads: ask for them together.
+    let (old, new) = (old_name(name), temp_name(name));
+    let (container, left_as_old, left_as_new, images) = tokio::try_join!(
+        engine.container_inspect(name),
+        engine.container_inspect(&old),
+        engine.container_inspect(&new),
+        engine.image_list(&image.repository),
+    )?;
+    Ok(CurrentState { container, left_as_old: managed(left_as_old), left_as_new: managed(left_as_new), images })
+}
+
+/// `refresh --rccl FILE`: overlay the artifact on the channel's image here, tagged
+/// `localhost/NAME:TAG-rccl`, and return that reference. A rejected artifact stops before the build.
+async fn build_locally(engine: &dyn Engine, artifact: &Path, base: &str, ui: &Ui) -> Result<String> {
+    let report = rccl::inspect_artifact(artifact)?;
+    report.ensure_gfx1151()?;
+    let tag = local_build_tag(base)?;
+    let source = artifact.display().to_string();
+    let provenance = Provenance::new(None, None, Some(&source), artifact);
+    let request = BuildRequest::new(&report, &provenance, base, std::slice::from_ref(&tag), false)?;
+    let progress = ui.progress();
+    interruptible("building the image", build_image(engine, &report, &request, &progress)).await?;
+    Ok(tag)
+}
+
+/// `docker.io/kyuz0/vllm-therock-gfx1151:dev` → `localhost/vllm-therock-gfx1151:dev-rccl`.
+fn local_build_tag(base: &str) -> Result<String> {
+    let base_name = ImageRef::parse(base)?;
+    let short_name = base_name.repository.rsplit('/').next().unwrap_or("image");
+    Ok(format!("localhost/{short_name}:{}-rccl", base_name.tag.as_deref().unwrap_or("latest")))
+}
+
+/// RDMA pins memory: with a rootless engine the container inherits the hard memlock limit and
+/// cannot raise it, so `--ulimit memlock=-1` makes it fail at start. Stop before creating anything.
+fn check_memlock(facts: &HostFacts, info: &EngineInfo) -> Result<()> {
+    let limited = facts.memlock.as_ref().is_some_and(|m| !m.hard_is_unlimited());
+    if facts.rdma.present() && info.rootless && limited {
+        let hard = facts.memlock.as_ref().and_then(|m| m.hard).unwrap_or(0);
+        return Err(Error::Failed(format!(
+            "the memlock hard limit is {hard} bytes and {} runs rootless: a toolbox with RDMA needs it \
+             unlimited and would fail at start. Fix: create /etc/security/limits.d/99-rdma-memlock.conf with \
+             `* soft memlock unlimited` and `* hard memlock unlimited`, log in again, and rerun",
+            info.kind.program()
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::host::{Memlock, RdmaFacts};
+
+    fn node(hard: Option<u64>, rdma: bool) -> HostFacts {
+        HostFacts {
+            memlock: Some(Memlock { soft: hard, hard }),
+            rdma: RdmaFacts {
+                devices: if rdma { vec!["/dev/infiniband/uverbs0".into()] } else { vec![] },
+                ports: vec![],
+            },
+            ..Default::default()
+        }
+    }
+
+    fn engine(rootless: bool) -> EngineInfo {
+        EngineInfo { kind: EngineKind::Podman, rootless, runtime: "crun".into(), version: String::new() }
+    }
+
+    #[test]
+    fn rootless_rdma_with_a_memlock_limit_stops_before_creating_anything() {
+        let error = check_memlock(&node(Some(8 << 20), true), &engine(true)).unwrap_err().to_string();
+        assert!(error.contains("8388608") && error.contains("/etc/security/limits.d/"), "{error}");
+    }
+
+    #[test]
+    fn memlock_is_fine_when_unlimited_rootful_or_without_rdma() {
+        check_memlock(&node(None, true), &engine(true)).unwrap();
+        check_memlock(&node(Some(8 << 20), true), &engine(false)).unwrap();
+        check_memlock(&node(Some(8 << 20), false), &engine(true)).unwrap();
+    }
+}

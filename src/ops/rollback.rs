@@ -1,0 +1,51 @@
+//! `rollback [NAME]`: recreate the toolbox from the pinned image before the one it runs.
+
+use crate::error::{Error, Result};
+use crate::labels;
+use crate::ops::refresh::{read_gpu_node, refresh_with, ImageSource, RefreshReport, RefreshRequest};
+use crate::ops::{find_toolbox, manager_of};
+use crate::pin::pins_in;
+use crate::reference::{validate_container_name, ImageRef};
+use crate::settings::Settings;
+
+pub async fn rollback(settings: &Settings, name: &str, dry_run: bool) -> Result<RefreshReport> {
+    validate_container_name(name)?;
+    let node = read_gpu_node(&settings.host_root)?;
+    let connection = settings.connect().await?;
+    let engine = connection.engine();
+    let container = find_toolbox(engine, name).await?;
+    let image_ref = container.labels.get(labels::IMAGE_REF).ok_or_else(|| {
+        Error::Failed(format!("{name} was not made by strix-toolbox, so it has no pinned history to roll back to"))
+    })?;
+    let image = ImageRef::parse(image_ref)?;
+    let current_pin = container.labels.get(labels::PIN).cloned().unwrap_or_default();
+
+    let mut pins: Vec<String> = engine
+        .image_list(&image.repository)
+        .await?
+        .iter()
+        .flat_map(|i| pins_in(i, &image.repository))
+        .filter(|pin| current_pin.is_empty() || *pin < current_pin)
+        .collect();
+    pins.sort();
+    let previous = pins.pop().ok_or_else(|| {
+        Error::Failed(format!(
+            "no pinned image of {} older than {} is left to roll back to. Fix: keep more with `refresh --keep N`",
+            image.repository,
+            if current_pin.is_empty() { "the current one" } else { &current_pin }
+        ))
+    })?;
+
+    let request = RefreshRequest {
+        name: name.to_string(),
+        image_ref: image.with_tag(&previous),
+        source: ImageSource::Local,
+        manager: manager_of(&container).into(),
+        keep: usize::MAX,
+        force: false,
+        dry_run,
+        // The same toolbox, only older: with the --env it was made with.
+        env: labels::decode_user_env(&container.labels),
+    };
+    refresh_with(settings, &node, engine, &request).await
+}

@@ -1,0 +1,26 @@
+//! Finding a toolbox and who made it: shared by enter, rm, rollback and status.
+
+use crate::engine::{ContainerInfo, Engine};
+use crate::error::{Error, Result};
+use crate::labels;
+use crate::manager::ManagerKind;
+
+/// The toolbox `enter`, `rm`, `rollback` and `verify` act on when no name is given.
+pub const DEFAULT_TOOLBOX: &str = "vllm";
+
+/// The container named `name`, or an error that says how to make it.
+pub async fn find_toolbox(engine: &dyn Engine, name: &str) -> Result<ContainerInfo> {
+    engine.container_inspect(name).await?.ok_or_else(|| {
+        Error::Failed(format!(
+            "no toolbox named {name} in {} ({}). Fix: `strix-toolbox refresh` creates it; `strix-toolbox list` shows \
+             what exists",
+            engine.kind().program(),
+            engine.endpoint()
+        ))
+    })
+}
+
+/// Which manager made a container (native when it carries no label of ours).
+pub fn manager_of(container: &ContainerInfo) -> ManagerKind {
+    container.labels.get(labels::MANAGER).and_then(|k| ManagerKind::parse(k)).unwrap_or(ManagerKind::Native)
+}

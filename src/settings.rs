@@ -1,0 +1,36 @@
+//! Settings resolved once from flags, environment and terminal (ripgrep's `HiArgs`): everything
+//! below `commands/` takes these, never the clap types.
+
+use std::path::PathBuf;
+
+use crate::engine::endpoint::process_env;
+use crate::engine::{self, Connection, EngineKind};
+use crate::engine_kind::EngineChoice;
+use crate::error::Result;
+use crate::installed::Installed;
+use crate::ui::Ui;
+
+/// What every operation may need about how it was invoked.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Where the node's devices, sysfs, /etc and /proc are read from (`/`, or a test tree).
+    pub host_root: PathBuf,
+    /// The engine family, `--engine auto` already decided.
+    pub engine: EngineKind,
+    /// Engines and toolbox managers on PATH.
+    pub installed: Installed,
+    pub ui: Ui,
+}
+
+impl Settings {
+    /// Resolve the global flags against this process's environment and terminal.
+    pub fn resolve(host_root: PathBuf, engine: EngineChoice, json: bool, no_color: bool) -> Settings {
+        let installed = Installed::find();
+        Settings { host_root, engine: engine.resolve(&installed, &process_env), installed, ui: Ui::new(json, no_color) }
+    }
+
+    /// A connection to this node's engine.
+    pub async fn connect(&self) -> Result<Connection> {
+        engine::connect(self.engine, &self.installed).await
+    }
+}
