@@ -83,6 +83,16 @@ async fn run_step(
 
 /// Old out of the way, new in, old removed; a failed rename puts the old one back.
 async fn swap(engine: &dyn Engine, temp: &str, name: &str, old_id: Option<&str>, applied: &mut Applied) -> Result<()> {
+    swap_in(engine, temp, name, old_id).await?;
+    if let Some(old_id) = old_id {
+        remove_parked(engine, name, old_id, &mut applied.warnings).await;
+    }
+    Ok(())
+}
+
+/// The replacement `temp` takes `name`; the old toolbox (if any) waits parked under the swap
+/// name, so it can still come back. A failed rename puts the old one back.
+pub async fn swap_in(engine: &dyn Engine, temp: &str, name: &str, old_id: Option<&str>) -> Result<()> {
     let Some(old_id) = old_id else {
         return engine.container_rename(temp, name).await;
     };
@@ -92,16 +102,24 @@ async fn swap(engine: &dyn Engine, temp: &str, name: &str, old_id: Option<&str>,
         if let Err(restore) = engine.container_rename(old_id, name).await {
             return Err(Error::Failed(format!(
                 "{error}; and putting the old toolbox back failed too ({restore}). \
-                 Fix: `podman rename {parked} {name}` (it is intact)"
+                 Fix: `{} rename {parked} {name}` (it is intact)",
+                engine.kind().program()
             )));
         }
         return Err(error);
     }
-    if let Err(error) = engine.container_remove(old_id, true).await {
-        applied.warnings.push(format!(
-            "the new {name} is in place, but the old one is still there as {parked}: {error}. \
-             Fix: remove it with `strix-toolbox rm {parked} --force`"
+    Ok(())
+}
+
+/// Remove the old toolbox parked by [`swap_in`]; the new one is already in place, so a failure
+/// is only a warning.
+pub async fn remove_parked(engine: &dyn Engine, name: &str, parked: &str, warnings: &mut Vec<String>) {
+    if let Err(error) = engine.container_remove(parked, true).await {
+        warnings.push(format!(
+            "the new {name} is in place, but the old one is still there as {}: {error}. \
+             Fix: remove it with `strix-toolbox rm {} --force`",
+            old_name(name),
+            old_name(name)
         ));
     }
-    Ok(())
 }

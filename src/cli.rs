@@ -66,12 +66,21 @@ pub enum Command {
     /// Work with RCCL artifacts.
     #[command(subcommand)]
     Rccl(RcclCommand),
+    /// The whole cluster from one machine, over ssh: doctor, refresh, status, install.
+    Cluster(ClusterArgs),
     /// Print a shell completion script.
     Completions(CompletionsArgs),
+    /// One phase of an all-or-nothing `cluster refresh` on this node (run by the head over ssh).
+    #[command(hide = true)]
+    Phase(PhaseArgs),
+    /// Pull an image and report its registry digest (run by `cluster refresh` on the head node).
+    #[command(hide = true)]
+    Resolve(ResolveArgs),
 }
 
+/// What a refresh makes, and how: shared by `refresh` and `cluster refresh`.
 #[derive(Debug, Clone, Args)]
-pub struct RefreshArgs {
+pub struct RefreshOptions {
     /// Image channel: latest or dev. Asked on a terminal when omitted; latest otherwise.
     #[arg(value_name = "CHANNEL")]
     pub channel: Option<String>,
@@ -104,13 +113,90 @@ pub struct RefreshArgs {
     #[arg(long)]
     pub dry_run: bool,
 
+    /// Extra environment for the toolbox, KEY=VALUE (repeatable).
+    #[arg(long = "env", short = 'e', value_name = "KEY=VALUE")]
+    pub env: Vec<String>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct RefreshArgs {
+    #[command(flatten)]
+    pub options: RefreshOptions,
+
     /// Build the image locally with this RCCL artifact, then refresh from it.
     #[arg(long, value_name = "FILE")]
     pub rccl: Option<PathBuf>,
 
-    /// Extra environment for the toolbox, KEY=VALUE (repeatable).
-    #[arg(long = "env", short = 'e', value_name = "KEY=VALUE")]
-    pub env: Vec<String>,
+    /// Create the replacement but do not swap it in (`cluster refresh` swaps all nodes together).
+    #[arg(long, hide = true)]
+    pub stage_only: bool,
+}
+
+/// Which nodes, and how ssh reaches them.
+#[derive(Debug, Clone, Args)]
+pub struct ClusterArgs {
+    /// The nodes, head first: ssh destinations (host, user@host, or a ~/.ssh/config alias).
+    #[arg(long, global = true, value_name = "NODE,NODE,...")]
+    pub nodes: Option<String>,
+
+    /// The cluster file [default: $XDG_CONFIG_HOME/strix-toolbox/cluster.toml].
+    #[arg(long, global = true, env = "STRIX_CLUSTER", value_name = "FILE")]
+    pub cluster: Option<PathBuf>,
+
+    /// An ssh config file to use instead of ~/.ssh/config (like `ssh -F`).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub ssh_config: Option<PathBuf>,
+
+    /// Seconds to wait for each node's ssh connection.
+    #[arg(long, global = true, value_name = "SECONDS", default_value_t = 10)]
+    pub connect_timeout: u64,
+
+    #[command(subcommand)]
+    pub command: ClusterCommand,
+}
+
+#[derive(Debug, Clone, Subcommand)]
+pub enum ClusterCommand {
+    /// Write the cluster file from --nodes (and --ssh-config).
+    Init,
+    /// `doctor` on every node, plus what only a cluster can check: RoCE ports, one subnet, one MTU,
+    /// jumbo frames end to end, the same kernel parameters, image and RCCL everywhere.
+    Doctor(ClusterToolboxArgs),
+    /// Refresh every node to one image digest, all or nothing.
+    Refresh(RefreshOptions),
+    /// Per node: reachable, strix-toolbox version, toolbox, pin, image digest and RCCL.
+    Status(ClusterToolboxArgs),
+    /// Copy this strix-toolbox to ~/.local/bin on every node that lacks it or runs another version.
+    Install,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ClusterToolboxArgs {
+    /// The toolbox every node should run.
+    #[arg(long, env = "TOOLBOX_NAME", default_value = "vllm")]
+    pub name: String,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ResolveArgs {
+    /// The image reference to pull and resolve.
+    pub image: String,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct PhaseArgs {
+    pub phase: crate::ops::phase::Phase,
+
+    /// Toolbox name.
+    pub name: String,
+
+    /// How many older pinned images to keep (finish).
+    #[arg(long, default_value_t = 2)]
+    pub keep: usize,
+
+    /// The image the swap brought in (undo of a toolbox that had no predecessor).
+    #[arg(long, value_name = "ID")]
+    pub image_id: Option<String>,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -82,6 +82,25 @@ pub struct RefreshPlan {
     pub replaces_running: bool,
 }
 
+impl RefreshPlan {
+    /// Only the steps up to the replacement's creation: a cluster node stages its replacement,
+    /// and every node swaps together once all have one (see `ops::phase`).
+    pub fn staging_only(mut self) -> RefreshPlan {
+        if let Some(swap) = self.steps.iter().position(|step| matches!(step, Step::Swap { .. })) {
+            self.steps.truncate(swap);
+        }
+        self
+    }
+
+    /// The name the replacement is created under, when the plan creates one.
+    pub fn staged_name(&self) -> Option<&str> {
+        self.steps.iter().find_map(|step| match step {
+            Step::Create { request } => Some(request.name.as_str()),
+            _ => None,
+        })
+    }
+}
+
 /// The temporary name a replacement is created under.
 pub fn temp_name(name: &str) -> String {
     format!("{name}-strix-new")

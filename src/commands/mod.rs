@@ -2,13 +2,16 @@
 //! its report as text or `--json`. Returns the process exit code.
 
 mod build;
+mod cluster;
 mod completions;
 mod detect;
 mod doctor;
 mod enter;
 mod list;
+mod phase;
 mod rccl;
 mod refresh;
+mod resolve;
 mod rm;
 mod rollback;
 mod status;
@@ -45,6 +48,9 @@ pub fn run(command: Command, settings: &Settings) -> Result<i32> {
                     Command::Rm(args) => rm::run(&args, settings).await,
                     Command::Rollback(args) => rollback::run(&args, settings).await,
                     Command::Build(args) => build::run(&args, settings).await,
+                    Command::Cluster(args) => cluster::run(&args, settings).await,
+                    Command::Phase(args) => phase::run(&args, settings).await,
+                    Command::Resolve(args) => resolve::run(&args, settings).await,
                     Command::Detect | Command::Doctor | Command::Rccl(_) | Command::Completions(_) => {
                         unreachable!("handled above")
                     }

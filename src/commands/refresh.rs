@@ -2,7 +2,7 @@
 
 use std::io::{BufRead, IsTerminal, Write};
 
-use crate::cli::RefreshArgs;
+use crate::cli::{RefreshArgs, RefreshOptions};
 use crate::error::{Error, Result};
 use crate::ops::refresh::{refresh, ImageSource, RefreshReport, RefreshRequest};
 use crate::reference::{default_name, parse_channel};
@@ -19,26 +19,36 @@ pub async fn run(args: &RefreshArgs, settings: &Settings) -> Result<i32> {
     Ok(0)
 }
 
-/// The refresh the arguments ask for; the channel is asked on a terminal when it is not given.
+/// The refresh the arguments ask for.
 fn request(args: &RefreshArgs) -> Result<RefreshRequest> {
-    let channel = match &args.channel {
-        Some(channel) => parse_channel(channel)?,
-        // A full --image names its own tag: nothing to ask.
-        None if args.image.is_some() => "latest",
-        None => ask_channel()?,
-    };
+    let options = &args.options;
+    let (name, image_ref) = target(options)?;
     let request = RefreshRequest {
-        name: args.name.clone().unwrap_or_else(|| default_name(channel)),
-        image_ref: args.image.clone().unwrap_or_else(|| format!("{}:{channel}", args.image_repo)),
+        name,
+        image_ref,
         source: args.rccl.clone().map_or(ImageSource::Pull, ImageSource::Build),
-        manager: args.manager,
-        keep: args.keep,
-        force: args.force,
-        dry_run: args.dry_run,
-        env: args.env.clone(),
+        manager: options.manager,
+        keep: options.keep,
+        force: options.force,
+        dry_run: options.dry_run,
+        env: options.env.clone(),
+        stage_only: args.stage_only,
     };
     request.validate()?;
     Ok(request)
+}
+
+/// The toolbox's name and image reference; the channel is asked on a terminal when not given.
+pub fn target(options: &RefreshOptions) -> Result<(String, String)> {
+    let channel = match &options.channel {
+        Some(channel) => parse_channel(channel)?,
+        // A full --image names its own tag: nothing to ask.
+        None if options.image.is_some() => "latest",
+        None => ask_channel()?,
+    };
+    let name = options.name.clone().unwrap_or_else(|| default_name(channel));
+    let image_ref = options.image.clone().unwrap_or_else(|| format!("{}:{channel}", options.image_repo));
+    Ok((name, image_ref))
 }
 
 /// On a terminal, ask which channel (latest is the default); otherwise latest.

@@ -50,6 +50,9 @@ pub struct RefreshRequest {
     pub dry_run: bool,
     /// The user's `--env KEY=VALUE` pairs.
     pub env: Vec<String>,
+    /// Stop before the swap, leaving the replacement under its temporary name: a cluster refresh
+    /// stages every node first, then swaps them together.
+    pub stage_only: bool,
 }
 
 impl RefreshRequest {
@@ -79,6 +82,8 @@ pub struct RefreshReport {
     pub steps: Vec<PlannedStep>,
     pub container_args: Vec<String>,
     pub warnings: Vec<String>,
+    /// The replacement waiting under its temporary name for the swap (`stage_only`).
+    pub staged: Option<String>,
 }
 
 /// A plan step and its equivalent command lines.
@@ -149,7 +154,10 @@ pub async fn refresh_with(
     let mut desired = desired_toolbox(&request.name, &image_ref, &image_name, image, &spec, manager.as_ref(), &info);
     desired.request.labels.extend(labels::encode_user_env(&request.env).map(|env| (labels::USER_ENV.to_string(), env)));
     let current = current_state(engine, &request.name, &image_name).await?;
-    let plan = plan_refresh(&desired, &current, request.keep, request.force);
+    let mut plan = plan_refresh(&desired, &current, request.keep, request.force);
+    if request.stage_only {
+        plan = plan.staging_only();
+    }
 
     let mut report = report(&desired, &plan, manager.as_ref(), &info, &spec, request, pulls);
     if !request.dry_run {
@@ -190,6 +198,7 @@ fn report(
             .collect(),
         container_args: spec_flags(info.kind, spec),
         warnings: Vec::new(),
+        staged: request.stage_only.then(|| plan.staged_name().map(str::to_string)).flatten(),
     }
 }
 

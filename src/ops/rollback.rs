@@ -46,6 +46,7 @@ pub async fn rollback(settings: &Settings, name: &str, dry_run: bool) -> Result<
         dry_run,
         // The same toolbox, only older: with the --env it was made with.
         env: labels::decode_user_env(&container.labels),
+        stage_only: false,
     };
     refresh_with(settings, &node, engine, &request).await
 }

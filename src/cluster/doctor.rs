@@ -1,0 +1,97 @@
+//! `cluster doctor`: every node's own doctor, detect and status, its RoCE link and jumbo-frame
+//! probes to every peer, then the cross-node checks.
+
+use futures_util::future::join_all;
+
+use super::checks::ClusterDoctorReport;
+use super::facts::{jumbo_payload, ping_argv, NodeFacts, PathProbe, RoceLink};
+use super::remote::{argv, RemoteNode};
+use super::{close_all, connect_all, in_cluster_order, ClusterSettings};
+use crate::error::Result;
+
+pub async fn cluster_doctor(settings: &ClusterSettings, toolbox: &str) -> Result<ClusterDoctorReport> {
+    let (connected, unreachable) = connect_all(settings).await;
+    let mut facts: Vec<NodeFacts> = join_all(connected.iter().map(node_facts)).await;
+    facts.extend(unreachable.into_iter().map(|(node, error)| NodeFacts {
+        node,
+        unreachable: Some(error.to_string()),
+        ..Default::default()
+    }));
+    in_cluster_order(settings, &mut facts, |f| &f.node);
+
+    probe_paths(&connected, &mut facts).await;
+    close_all(connected).await;
+    Ok(ClusterDoctorReport::new(toolbox, facts))
+}
+
+/// One node's reports and RoCE link.
+async fn node_facts(remote: &RemoteNode) -> NodeFacts {
+    let mut facts = NodeFacts {
+        node: remote.name.clone(),
+        version: remote.installed.as_ref().map(|(_, version)| version.clone()),
+        ..Default::default()
+    };
+    if let Err(error) = remote.require_ours() {
+        facts.errors.push(error.to_string());
+        return facts;
+    }
+    let (doctor_args, detect_args, status_args) = (argv(&["doctor"]), argv(&["detect"]), argv(&["status"]));
+    let (doctor, detect, status) = tokio::join!(
+        remote.strix(&doctor_args, true),
+        remote.strix(&detect_args, false),
+        remote.strix(&status_args, false),
+    );
+    facts.doctor = doctor.map_err(|e| facts.errors.push(e.to_string())).ok();
+    facts.detect = detect.map_err(|e| facts.errors.push(e.to_string())).ok();
+    facts.status = status.map_err(|e| facts.errors.push(e.to_string())).ok();
+    if let Some(netdev) = facts.roce_netdev().map(str::to_string) {
+        match remote.run(&argv(&["ip", "-j", "-4", "addr", "show", "dev", &netdev]), None).await {
+            Ok(output) => facts.roce = RoceLink::from_ip_json(&netdev, &output.stdout),
+            Err(error) => facts.errors.push(format!("cannot read {netdev}'s address: {error}")),
+        }
+    }
+    facts
+}
+
+/// From every node to every peer's RoCE address, a don't-fragment ping as large as the largest
+/// MTU in the cluster: a smaller MTU anywhere on the path drops it.
+async fn probe_paths(connected: &[RemoteNode], facts: &mut [NodeFacts]) {
+    let size = jumbo_payload(facts.iter().filter_map(|f| f.roce.as_ref()?.mtu).max().unwrap_or(9000));
+    let targets: Vec<(String, std::net::Ipv4Addr)> =
+        facts.iter().filter_map(|f| Some((f.node.clone(), f.roce.as_ref()?.address?))).collect();
+    let probes = facts.iter().map(|from| {
+        let remote = connected.iter().find(|r| r.name == from.node);
+        let netdev = from.roce.as_ref().map(|l| l.netdev.clone());
+        let peers: Vec<_> = targets.iter().filter(|(peer, _)| *peer != from.node).cloned().collect();
+        async move {
+            let (Some(remote), Some(netdev)) = (remote, netdev) else { return Vec::new() };
+            join_all(peers.into_iter().map(|(peer, address)| {
+                let netdev = netdev.clone();
+                async move {
+                    let (ok, detail) = match remote.run(&ping_argv(&netdev, address, size), None).await {
+                        Ok(output) => (output.status == Some(0), ping_failure(&output.stdout, &output.stderr)),
+                        Err(error) => (false, error.to_string()),
+                    };
+                    PathProbe { peer, address, size, ok, detail }
+                }
+            }))
+            .await
+        }
+    });
+    let probes: Vec<Vec<PathProbe>> = join_all(probes).await;
+    for (node, probes) in facts.iter_mut().zip(probes) {
+        node.probes = probes;
+    }
+}
+
+/// What ping said when it failed: its error line, else its loss summary.
+fn ping_failure(stdout: &[u8], stderr: &[u8]) -> String {
+    let (stdout, stderr) = (String::from_utf8_lossy(stdout), String::from_utf8_lossy(stderr));
+    let line = stderr
+        .lines()
+        .chain(stdout.lines())
+        .map(str::trim)
+        .find(|l| l.contains("error") || l.contains("too long") || l.contains("packet loss"))
+        .unwrap_or("no reply");
+    line.to_string()
+}

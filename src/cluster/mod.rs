@@ -1,0 +1,54 @@
+//! The cluster: operations run on every node over the system's OpenSSH, each node running its own
+//! strix-toolbox with `--json`. This module adds only what needs more than one node: the same
+//! digest everywhere, all-or-nothing phases, and the cross-node checks.
+
+pub mod checks;
+pub mod doctor;
+pub mod facts;
+pub mod install;
+pub mod nodes;
+pub mod refresh;
+pub mod remote;
+pub mod ssh;
+pub mod status;
+
+use futures_util::future::join_all;
+
+use crate::error::Error;
+use crate::ui::Ui;
+use remote::RemoteNode;
+use ssh::SshOptions;
+
+/// The nodes and how to reach them, resolved once.
+#[derive(Debug, Clone)]
+pub struct ClusterSettings {
+    /// ssh destinations, head first.
+    pub nodes: Vec<String>,
+    pub ssh: SshOptions,
+    pub ui: Ui,
+}
+
+/// Connect to every node at once: the connected ones in the cluster's order, and the others with
+/// why (one node down is not all down; each operation decides what that means).
+pub async fn connect_all(settings: &ClusterSettings) -> (Vec<RemoteNode>, Vec<(String, Error)>) {
+    let connecting = settings.nodes.iter().map(|node| RemoteNode::connect(node, &settings.ssh));
+    let mut connected = Vec::new();
+    let mut unreachable = Vec::new();
+    for (node, outcome) in settings.nodes.iter().zip(join_all(connecting).await) {
+        match outcome {
+            Ok(remote) => connected.push(remote),
+            Err(error) => unreachable.push((node.clone(), error)),
+        }
+    }
+    (connected, unreachable)
+}
+
+/// Order per-node results as the cluster lists its nodes.
+fn in_cluster_order<T>(settings: &ClusterSettings, items: &mut [T], node: impl Fn(&T) -> &str) {
+    items.sort_by_key(|item| settings.nodes.iter().position(|n| n == node(item)));
+}
+
+/// Close every connected node (their master connections end).
+pub async fn close_all(nodes: Vec<RemoteNode>) {
+    join_all(nodes.into_iter().map(RemoteNode::close)).await;
+}

@@ -1,0 +1,45 @@
+//! `resolve REF` (hidden): pull a reference and name it by its registry digest, so every node of
+//! a cluster refresh gets exactly the same image however the channel's tag moves meanwhile.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::plan::registry_digest;
+use crate::reference::ImageRef;
+use crate::settings::Settings;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResolveReport {
+    /// What was asked for (`repo:latest`).
+    pub reference: String,
+    /// `sha256:…` in its registry.
+    pub digest: String,
+    /// `repo@sha256:…`: the reference every node refreshes to.
+    pub pinned: String,
+    pub image_id: String,
+}
+
+pub async fn resolve(settings: &Settings, reference: &str) -> Result<ResolveReport> {
+    let image = ImageRef::parse(reference)?;
+    let connection = settings.connect().await?;
+    let engine = connection.engine();
+    let progress = settings.ui.progress();
+    engine.pull(reference, &progress).await?;
+    progress.finish();
+    let info = engine
+        .image_inspect(reference)
+        .await?
+        .ok_or_else(|| Error::Failed(format!("{reference} is not present after pulling it")))?;
+    let digest = registry_digest(&info, &image.repository).ok_or_else(|| {
+        Error::Failed(format!(
+            "{reference} has no registry digest, so the nodes cannot be given the same image by name. Fix: push it \
+             to a registry every node reaches and refresh from there"
+        ))
+    })?;
+    Ok(ResolveReport {
+        reference: reference.to_string(),
+        pinned: format!("{}@{digest}", image.repository),
+        digest,
+        image_id: info.id,
+    })
+}
