@@ -2,7 +2,9 @@
 # Benchmarks, side by side in one run (hyperfine), on this machine:
 #   1. a no-op `strix-toolbox refresh` against the seed script's podman-CLI sequence;
 #   2. `strix-toolbox enter NAME -- true` against `podman exec NAME true`;
-#   3. `strix-toolbox detect` (it runs on every refresh).
+#   3. `strix-toolbox detect` (it runs on every refresh);
+#   4. a no-op `cluster refresh` over 1, 2 and 3 nodes against the same refresh run node after node
+#      over plain ssh (nodes: network namespaces with sshd, scripts/bench/cluster-nodes.sh).
 # Everything runs against a private podman API service and a loopback registry started here,
 # with a fake host tree (tests/fixtures/strix-thunderbolt-only) whose device nodes are made by mknod.
 # Needs root and scripts/test-deps.sh. Results: stdout and target/bench/*.md.
@@ -13,7 +15,10 @@ runs=${BENCH_RUNS:-20}
 
 work=$(mktemp -d /tmp/strix-bench.XXXXXX)
 pids=()
+WORK=$work
+source scripts/bench/cluster-nodes.sh
 cleanup() {
+  stop_cluster_nodes
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
   wait 2>/dev/null || true
   podman rm -f bench seed >/dev/null 2>&1 || true
@@ -111,3 +116,18 @@ echo "== detect"
 hyperfine -N --warmup 3 --runs "$runs" --export-markdown target/bench/detect.md \
   -n "strix-toolbox detect" "$strix --host-root $host detect" \
   -n "strix-toolbox detect --json" "$strix --host-root $host detect --json"
+
+echo "== cluster refresh (no-op) vs the same refresh node after node over ssh"
+mkdir -p "$work/bin"
+ln -sf "$repo_root/target/release/strix-toolbox" "$work/bin/strix-toolbox"
+start_cluster_nodes 3 tests/fixtures/strix-thunderbolt-only "$work/bin"
+cluster="$repo_root/target/release/strix-toolbox cluster refresh --ssh-config $work/ssh_config --image $ref --name bench --manager native --nodes"
+node_refresh="strix-toolbox refresh --image $ref --name bench --manager native"
+$cluster node1,node2,node3 >/dev/null
+hyperfine --warmup 2 --runs "$runs" --export-markdown target/bench/cluster.md \
+  -n "ssh refresh, 1 node" "ssh -F $work/ssh_config node1 $node_refresh" \
+  -n "ssh refresh node after node, 2 nodes" "for n in node1 node2; do ssh -F $work/ssh_config \$n $node_refresh; done" \
+  -n "ssh refresh node after node, 3 nodes" "for n in node1 node2 node3; do ssh -F $work/ssh_config \$n $node_refresh; done" \
+  -n "cluster refresh, 1 node" "$cluster node1" \
+  -n "cluster refresh, 2 nodes" "$cluster node1,node2" \
+  -n "cluster refresh, 3 nodes" "$cluster node1,node2,node3"

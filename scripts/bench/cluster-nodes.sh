@@ -74,7 +74,7 @@ CONF
 stop_cluster_nodes() {
   local node ns
   for node in "$WORK"/node*; do
-    [ -f "$node/sshd.pid" ] && kill "$(cat "$node/sshd.pid")" 2>/dev/null || true
+    if [ -f "$node/sshd.pid" ]; then kill "$(cat "$node/sshd.pid")" 2>/dev/null || true; fi
   done
   for ns in $(ip netns list | awk '{print $1}' | grep "^${cluster_ns_prefix}n" || true); do
     ip netns del "$ns"
