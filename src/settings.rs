@@ -7,6 +7,7 @@ use crate::engine::endpoint::process_env;
 use crate::engine::{self, Connection, EngineKind};
 use crate::engine_kind::EngineChoice;
 use crate::error::Result;
+use crate::host::HostRoot;
 use crate::installed::Installed;
 use crate::ui::Ui;
 
@@ -20,13 +21,27 @@ pub struct Settings {
     /// Engines and toolbox managers on PATH.
     pub installed: Installed,
     pub ui: Ui,
+    /// `STRIX_LIVE_INTERFACES=1`: under a copied --host-root, still ask this process's network
+    /// interfaces (ethtool) as the node's. For tests that run inside their own network namespace.
+    pub live_interfaces: bool,
 }
 
 impl Settings {
     /// Resolve the global flags against this process's environment and terminal.
     pub fn resolve(host_root: PathBuf, engine: EngineChoice, json: bool, no_color: bool) -> Settings {
         let installed = Installed::find();
-        Settings { host_root, engine: engine.resolve(&installed, &process_env), installed, ui: Ui::new(json, no_color) }
+        Settings {
+            host_root,
+            engine: engine.resolve(&installed, &process_env),
+            installed,
+            ui: Ui::new(json, no_color),
+            live_interfaces: process_env("STRIX_LIVE_INTERFACES").is_some_and(|v| v == "1"),
+        }
+    }
+
+    /// The node's files (and, where they are this machine's, its network interfaces).
+    pub fn open_host_root(&self) -> Result<HostRoot> {
+        Ok(HostRoot::open(&self.host_root)?.with_live_interfaces(self.live_interfaces))
     }
 
     /// A connection to this node's engine.

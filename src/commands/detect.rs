@@ -1,6 +1,7 @@
 //! `detect`: what this node has, and the container flags that follow.
 
 use crate::error::Result;
+use crate::host::Netdev;
 use crate::ops::detect::{detect, DetectReport};
 use crate::settings::Settings;
 use crate::ui::{Style, Ui};
@@ -42,6 +43,17 @@ fn print_summary(report: &DetectReport, ui: &Ui) {
         );
     }
 
+    println!("{}", heading("Network"));
+    for netdev in &report.interfaces {
+        println!("  {}", interface_line(netdev));
+    }
+    println!("  transport: {}", report.transport.label());
+    if let Some(firewalld) = &report.firewalld {
+        let zones: Vec<String> =
+            report.interfaces.iter().map(|n| format!("{}={}", n.name, firewalld.zone_of(&n.name).zone)).collect();
+        println!("  firewalld: default zone {} {}", firewalld.default_zone, zones.join(" "));
+    }
+
     println!("{}", heading("Groups"));
     for (name, gid) in &report.groups {
         let member = match report.user_groups.get(name) {
@@ -58,10 +70,36 @@ fn print_summary(report: &DetectReport, ui: &Ui) {
     }
     let params: Vec<String> = report.kernel_params.iter().map(|(k, v)| format!("{k}={v}")).collect();
     println!("{} {}", heading("kernel:"), list_or(&params, none));
+    let os = &report.os;
+    println!(
+        "{} {} / kernel {}",
+        heading("OS:"),
+        os.name.as_deref().unwrap_or("unknown"),
+        os.kernel.as_deref().unwrap_or("unknown")
+    );
     println!("{} {} create {}", heading("container args:"), report.engine.program(), report.container_args.join(" "));
     for warning in &report.warnings {
         ui.warn(warning);
     }
+}
+
+/// `thunderbolt0: up mtu=65520 ipv4=192.168.2.1/24 driver=thunderbolt-net firmware=?`
+fn interface_line(netdev: &Netdev) -> String {
+    let ipv4 = match &netdev.ipv4 {
+        Some(addresses) if !addresses.is_empty() => addresses.join(","),
+        Some(_) => "none".into(),
+        None => "?".into(),
+    };
+    let driver = match &netdev.driver {
+        Some(info) => format!("driver={} firmware={}", info.driver, info.firmware.as_deref().unwrap_or("?")),
+        None => format!("driver=? ({})", netdev.driver_unavailable.as_deref().unwrap_or("not asked")),
+    };
+    format!(
+        "{}: {} mtu={} ipv4={ipv4} {driver}",
+        netdev.name,
+        netdev.operstate.as_deref().unwrap_or("?"),
+        netdev.mtu.map_or("?".into(), |m| m.to_string())
+    )
 }
 
 fn list_or(items: &[String], none: impl Fn() -> String) -> String {

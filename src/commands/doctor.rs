@@ -20,6 +20,7 @@ fn print_report(report: &DoctorReport, ui: &Ui) {
     for check in &report.checks {
         let label = match check.status {
             Status::Pass => ui.paint("pass", Style::Ok),
+            Status::Info => ui.paint("info", Style::Dim),
             Status::Warn => ui.paint("warn", Style::Warn),
             Status::Fail => ui.paint("FAIL", Style::Fail),
         };
@@ -29,5 +30,5 @@ fn print_report(report: &DoctorReport, ui: &Ui) {
         }
     }
     let noun = if report.warn == 1 { "warning" } else { "warnings" };
-    println!("\n{} passed, {} {noun}, {} failed", report.pass, report.warn, report.fail);
+    println!("\n{} passed, {} {noun}, {} failed, {} info", report.pass, report.warn, report.fail, report.info);
 }

@@ -6,9 +6,14 @@
 
 pub mod cmdline;
 pub mod devices;
+pub mod ethtool;
+pub mod firewalld;
 pub mod gpu;
 pub mod groups;
+pub mod ipv4;
 pub mod limits;
+pub mod netdev;
+pub mod os;
 pub mod rdma;
 mod root;
 
@@ -16,9 +21,13 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+pub use ethtool::DriverInfo;
+pub use firewalld::FirewalldFacts;
 pub use gpu::GpuFacts;
 pub use groups::GroupFacts;
 pub use limits::Memlock;
+pub use netdev::Netdev;
+pub use os::OsFacts;
 pub use rdma::{RdmaFacts, RdmaPort};
 pub use root::HostRoot;
 
@@ -33,6 +42,14 @@ pub struct HostFacts {
     pub memlock: Option<Memlock>,
     /// The required kernel parameters found on the command line.
     pub kernel_params: BTreeMap<String, String>,
+    /// The interfaces cluster traffic may use: the RDMA ports' netdevs, then thunderbolt0.
+    #[serde(default)]
+    pub interfaces: Vec<Netdev>,
+    /// None when the node has no firewalld configuration.
+    #[serde(default)]
+    pub firewalld: Option<FirewalldFacts>,
+    #[serde(default)]
+    pub os: OsFacts,
     /// Files that exist but could not be understood.
     pub warnings: Vec<String>,
 }
@@ -60,7 +77,21 @@ impl HostFacts {
         };
         let kernel_params = root.read("/proc/cmdline")?.map(|text| cmdline::parse_required(&text)).unwrap_or_default();
 
-        Ok(HostFacts { gpu, rdma, groups, memlock, kernel_params, warnings })
+        let addresses = ipv4::Ipv4Addresses::read(root, &mut warnings);
+        let mut names: Vec<&str> = rdma.netdevs();
+        if netdev::exists(root, netdev::THUNDERBOLT) && !names.contains(&netdev::THUNDERBOLT) {
+            names.push(netdev::THUNDERBOLT);
+        }
+        let interfaces = names.into_iter().map(|name| netdev::read(root, name, &addresses, &mut warnings)).collect();
+        let firewalld = firewalld::read(root, &mut warnings);
+        let os = os::read(root);
+
+        Ok(HostFacts { gpu, rdma, groups, memlock, kernel_params, interfaces, firewalld, os, warnings })
+    }
+
+    /// The interface called `name`, when it is one of [`HostFacts::interfaces`].
+    pub fn interface(&self, name: &str) -> Option<&Netdev> {
+        self.interfaces.iter().find(|netdev| netdev.name == name)
     }
 
     /// Refuse to make a GPU toolbox where there is no GPU to give it.

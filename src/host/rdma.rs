@@ -1,17 +1,23 @@
 //! RDMA facts: /dev/infiniband nodes and, per port, link state, netdev, MTU and the RoCE v2 GID.
 
+use std::collections::BTreeSet;
+use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
 use super::devices::char_devices_under;
-use super::HostRoot;
+use super::{netdev, HostRoot};
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RdmaFacts {
     /// Character devices under /dev/infiniband (uverbs*, rdma_cm, umad*...).
     pub devices: Vec<PathBuf>,
     pub ports: Vec<RdmaPort>,
+    /// Groups owning /dev/infiniband nodes that others may not open: membership of one is then
+    /// needed to use RDMA (Fedora's rdma-core leaves the nodes open to all).
+    #[serde(default)]
+    pub restricted_to_gids: BTreeSet<u32>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -27,7 +33,7 @@ pub struct RdmaPort {
     pub link_layer: Option<String>,
     /// e.g. "100 Gb/sec (4X EDR)".
     pub rate: Option<String>,
-    /// The network interface behind the port.
+    /// The network interface behind the port (its GID table's, else its PCI function's).
     pub netdev: Option<String>,
     pub mtu: Option<u32>,
     /// The netdev's operstate ("up", "down").
@@ -58,6 +64,17 @@ impl RdmaFacts {
     pub fn nccl_port(&self) -> Option<&RdmaPort> {
         self.ports.iter().find(|p| p.is_usable_roce())
     }
+
+    /// The netdevs behind the ports, each once, in port order.
+    pub fn netdevs(&self) -> Vec<&str> {
+        let mut names: Vec<&str> = Vec::new();
+        for name in self.ports.iter().filter_map(|p| p.netdev.as_deref()) {
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
+        names
+    }
 }
 
 const CLASS: &str = "/sys/class/infiniband";
@@ -74,16 +91,26 @@ pub fn read(root: &HostRoot, warnings: &mut Vec<String>) -> RdmaFacts {
             ports.push(read_port(root, &device, port, warnings));
         }
     }
-    RdmaFacts { devices, ports }
+    let restricted_to_gids = devices
+        .iter()
+        .filter_map(|node| root.metadata(node))
+        .filter(|m| m.mode() & 0o006 != 0o006)
+        .map(|m| m.gid())
+        .collect();
+    RdmaFacts { devices, ports, restricted_to_gids }
 }
 
 fn read_port(root: &HostRoot, device: &str, port: u32, warnings: &mut Vec<String>) -> RdmaPort {
     let dir = format!("{CLASS}/{device}/ports/{port}");
     let attribute = |name: &str| root.attribute(format!("{dir}/{name}")).filter(|v| !v.is_empty());
 
-    // The netdev is recorded per GID slot; the first populated slot names it.
-    let netdev =
-        root.list(format!("{dir}/gid_attrs/ndevs")).iter().find_map(|n| attribute(&format!("gid_attrs/ndevs/{n}")));
+    // The netdev is recorded per GID slot; the first populated slot names it. A port whose GID
+    // table is empty (down, no addresses) is found through its PCI function instead.
+    let netdev = root
+        .list(format!("{dir}/gid_attrs/ndevs"))
+        .iter()
+        .find_map(|n| attribute(&format!("gid_attrs/ndevs/{n}")))
+        .or_else(|| netdev_of_pci_function(root, device, port));
 
     let roce_v2_gid_index = root.list(format!("{dir}/gid_attrs/types")).iter().find_map(|n| {
         let index: u32 = n.parse().ok()?;
@@ -92,17 +119,8 @@ fn read_port(root: &HostRoot, device: &str, port: u32, warnings: &mut Vec<String
         (kind.eq_ignore_ascii_case("RoCE v2") && is_ipv4_mapped(&gid)).then_some(index)
     });
 
-    let (mut mtu, mut operstate) = (None, None);
-    if let Some(netdev) = &netdev {
-        let mtu_path = format!("/sys/class/net/{netdev}/mtu");
-        if let Some(text) = root.attribute(&mtu_path) {
-            match text.parse() {
-                Ok(value) => mtu = Some(value),
-                Err(_) => warnings.push(format!("{mtu_path}: expected a number, found {text:?}")),
-            }
-        }
-        operstate = root.attribute(format!("/sys/class/net/{netdev}/operstate"));
-    }
+    let mtu = netdev.as_deref().and_then(|name| netdev::mtu(root, name, warnings));
+    let operstate = netdev.as_deref().and_then(|name| netdev::operstate(root, name));
 
     RdmaPort {
         device: device.to_string(),
@@ -116,6 +134,18 @@ fn read_port(root: &HostRoot, device: &str, port: u32, warnings: &mut Vec<String
         operstate,
         roce_v2_gid_index,
     }
+}
+
+/// The netdev of the device's PCI function (`device/net/*`): the only one, or, where one function
+/// has a netdev per port (ConnectX-3), the one whose `dev_port` is this port's.
+fn netdev_of_pci_function(root: &HostRoot, device: &str, port: u32) -> Option<String> {
+    let dir = format!("{CLASS}/{device}/device/net");
+    let mut names = root.list(&dir);
+    if names.len() <= 1 {
+        return names.pop();
+    }
+    let index = port.checked_sub(1)?.to_string();
+    names.into_iter().find(|name| root.attribute(format!("{dir}/{name}/dev_port")).as_deref() == Some(&index))
 }
 
 /// `0000:0000:0000:0000:0000:ffff:c0a8:0101` — an IPv4 address in a GID.
@@ -136,6 +166,21 @@ mod tests {
         assert!(!is_ipv4_mapped("fe80:0000:0000:0000:b696:91ff:fea5:1e00"));
         assert!(!is_ipv4_mapped("0000:0000:0000:0000:0000:0000:0000:0000"));
         assert!(!is_ipv4_mapped("garbage"));
+    }
+
+    #[test]
+    fn finds_the_netdev_of_a_port_with_an_empty_gid_table() {
+        let dir = tempfile::tempdir().unwrap();
+        let net = dir.path().join("sys/class/infiniband/mlx4_0/device/net");
+        for (name, dev_port) in [("enp1s0", "0"), ("enp1s0d1", "1")] {
+            std::fs::create_dir_all(net.join(name)).unwrap();
+            std::fs::write(net.join(name).join("dev_port"), dev_port).unwrap();
+        }
+        let root = HostRoot::open(dir.path()).unwrap();
+        assert_eq!(netdev_of_pci_function(&root, "mlx4_0", 2).as_deref(), Some("enp1s0d1"));
+        assert_eq!(netdev_of_pci_function(&root, "mlx4_0", 1).as_deref(), Some("enp1s0"));
+        assert_eq!(netdev_of_pci_function(&root, "mlx4_0", 3), None);
+        assert_eq!(netdev_of_pci_function(&root, "irdma0", 1), None);
     }
 
     #[test]

@@ -9,6 +9,9 @@ use crate::error::{Error, Result};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HostRoot {
     root: PathBuf,
+    /// This process's network interfaces are the node's: ask them (ethtool) for what no file
+    /// holds. Always for `/`; a fake tree only when a test says so (inside its own namespace).
+    live_interfaces: bool,
 }
 
 impl HostRoot {
@@ -22,12 +25,25 @@ impl HostRoot {
         }
         std::fs::read_dir(root)
             .map_err(|e| Error::Failed(format!("host root {} cannot be listed: {e}. Fix: {fix}", root.display())))?;
-        Ok(HostRoot { root: root.to_path_buf() })
+        let live_interfaces = root == Path::new("/");
+        Ok(HostRoot { root: root.to_path_buf(), live_interfaces })
     }
 
     /// The real node.
     pub fn system() -> Self {
-        HostRoot { root: PathBuf::from("/") }
+        HostRoot { root: PathBuf::from("/"), live_interfaces: true }
+    }
+
+    /// Also ask this process's network interfaces under a fake tree: for tests that name a veth
+    /// in their own network namespace after the tree's netdev.
+    pub fn with_live_interfaces(mut self, live: bool) -> Self {
+        self.live_interfaces |= live;
+        self
+    }
+
+    /// Whether the node's network interfaces may be asked directly (see [`HostRoot::with_live_interfaces`]).
+    pub fn live_interfaces(&self) -> bool {
+        self.live_interfaces
     }
 
     /// True for the real node's `/`.
@@ -95,10 +111,19 @@ mod tests {
 
     #[test]
     fn maps_node_paths_both_ways() {
-        let root = HostRoot { root: PathBuf::from("/tmp/fake") };
+        let root = HostRoot { root: PathBuf::from("/tmp/fake"), live_interfaces: false };
         assert_eq!(root.path("/dev/kfd"), PathBuf::from("/tmp/fake/dev/kfd"));
         assert_eq!(root.node_path(Path::new("/tmp/fake/dev/kfd")), PathBuf::from("/dev/kfd"));
         assert_eq!(HostRoot::system().path("/dev/kfd"), PathBuf::from("/dev/kfd"));
+    }
+
+    #[test]
+    fn only_the_real_root_asks_live_interfaces_unless_told() {
+        assert!(HostRoot::open(Path::new("/")).unwrap().live_interfaces());
+        let fake = tempfile::tempdir().unwrap();
+        let root = HostRoot::open(fake.path()).unwrap();
+        assert!(!root.live_interfaces());
+        assert!(root.with_live_interfaces(true).live_interfaces());
     }
 
     #[test]

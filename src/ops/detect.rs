@@ -9,9 +9,9 @@ use crate::engine::argv::spec_flags;
 use crate::engine::EngineKind;
 use crate::engine_probe::guess_spec_options;
 use crate::error::Result;
-use crate::host::{GpuFacts, HostFacts, HostRoot, Memlock, RdmaFacts};
+use crate::host::{FirewalldFacts, GpuFacts, HostFacts, Memlock, Netdev, OsFacts, RdmaFacts};
 use crate::settings::Settings;
-use crate::spec::ToolboxSpec;
+use crate::spec::{ToolboxSpec, Transport};
 
 /// The node's facts and the flags a toolbox would get: the `--json` shape scripts rely on.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -25,16 +25,28 @@ pub struct DetectReport {
     pub user_groups: BTreeMap<String, bool>,
     pub memlock: Option<Memlock>,
     pub kernel_params: BTreeMap<String, String>,
+    /// The RDMA ports' netdevs and thunderbolt0: state, MTU, IPv4, driver and firmware.
+    #[serde(default)]
+    pub interfaces: Vec<Netdev>,
+    /// The link RCCL and Gloo will use between nodes.
+    #[serde(default)]
+    pub transport: Transport,
+    /// None when the node has no firewalld configuration.
+    #[serde(default)]
+    pub firewalld: Option<FirewalldFacts>,
+    #[serde(default)]
+    pub os: OsFacts,
     pub engine: EngineKind,
     pub container_args: Vec<String>,
     pub warnings: Vec<String>,
 }
 
 pub fn detect(settings: &Settings) -> Result<DetectReport> {
-    let root = HostRoot::open(&settings.host_root)?;
+    let root = settings.open_host_root()?;
     let facts = HostFacts::read(&root)?;
     let spec = ToolboxSpec::new(&root, &facts, &guess_spec_options(settings.engine));
     Ok(DetectReport {
+        transport: Transport::of(&facts),
         container_args: spec_flags(settings.engine, &spec),
         engine: settings.engine,
         gpu: facts.gpu,
@@ -44,6 +56,9 @@ pub fn detect(settings: &Settings) -> Result<DetectReport> {
         user_groups: facts.groups.member,
         memlock: facts.memlock,
         kernel_params: facts.kernel_params,
+        interfaces: facts.interfaces,
+        firewalld: facts.firewalld,
+        os: facts.os,
         warnings: facts.warnings,
     })
 }

@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::doctor::{run_checks, Check, Status};
 use crate::error::Result;
-use crate::host::{HostFacts, HostRoot};
+use crate::host::HostFacts;
 use crate::settings::Settings;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -12,6 +12,9 @@ pub struct DoctorReport {
     /// No check failed.
     pub ok: bool,
     pub pass: usize,
+    /// Information: never a failure.
+    #[serde(default)]
+    pub info: usize,
     pub warn: usize,
     pub fail: usize,
     pub checks: Vec<Check>,
@@ -20,8 +23,9 @@ pub struct DoctorReport {
 impl DoctorReport {
     pub fn new(checks: Vec<Check>) -> DoctorReport {
         let count = |status| checks.iter().filter(|c| c.status == status).count();
-        let (pass, warn, fail) = (count(Status::Pass), count(Status::Warn), count(Status::Fail));
-        DoctorReport { ok: fail == 0, pass, warn, fail, checks }
+        let (pass, info, warn, fail) =
+            (count(Status::Pass), count(Status::Info), count(Status::Warn), count(Status::Fail));
+        DoctorReport { ok: fail == 0, pass, info, warn, fail, checks }
     }
 
     /// 1 when any check failed.
@@ -31,7 +35,6 @@ impl DoctorReport {
 }
 
 pub fn doctor(settings: &Settings) -> Result<DoctorReport> {
-    let root = HostRoot::open(&settings.host_root)?;
-    let facts = HostFacts::read(&root)?;
-    Ok(DoctorReport::new(run_checks(&root, &facts, &settings.installed)))
+    let facts = HostFacts::read(&settings.open_host_root()?)?;
+    Ok(DoctorReport::new(run_checks(&facts, &settings.installed)))
 }

@@ -273,9 +273,9 @@ fn check_memlock(facts: &HostFacts, info: &EngineInfo) -> Result<()> {
         let hard = facts.memlock.as_ref().and_then(|m| m.hard).unwrap_or(0);
         return Err(Error::Failed(format!(
             "the memlock hard limit is {hard} bytes and {} runs rootless: a toolbox with RDMA needs it \
-             unlimited and would fail at start. Fix: create /etc/security/limits.d/99-rdma-memlock.conf with \
-             `* soft memlock unlimited` and `* hard memlock unlimited`, log in again, and rerun",
-            info.kind.program()
+             unlimited and would fail at start. Fix: {}, and rerun",
+            info.kind.program(),
+            crate::doctor::memlock::FIX
         )));
     }
     Ok(())
@@ -291,7 +291,7 @@ mod tests {
             memlock: Some(Memlock { soft: hard, hard }),
             rdma: RdmaFacts {
                 devices: if rdma { vec!["/dev/infiniband/uverbs0".into()] } else { vec![] },
-                ports: vec![],
+                ..Default::default()
             },
             ..Default::default()
         }

@@ -7,7 +7,10 @@
 //! - groups: rootless podman on crun keeps the user's host groups (crun's
 //!   `run.oci.keep_original_groups=1`); elsewhere a named `--group-add rdma` would resolve inside
 //!   the image (and fail where the image lacks it), so the host's numeric gids are added instead;
-//! - an active RoCE v2 port → NCCL/Gloo use its netdev and NCCL uses its RoCE v2 GID index.
+//! - the [`Transport`]: an active RoCE v2 port → NCCL/Gloo use its netdev, NCCL its HCA, port
+//!   and RoCE v2 GID index; else `thunderbolt0` up → NCCL/Gloo use it with RDMA off.
+
+pub mod transport;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -17,6 +20,7 @@ use serde::{Deserialize, Serialize};
 use crate::engine_kind::EngineKind;
 use crate::error::{Error, Result};
 use crate::host::{HostFacts, HostRoot};
+pub use transport::Transport;
 
 /// crun's annotation behind podman's `--group-add keep-groups`.
 pub const KEEP_GROUPS_ANNOTATION: &str = "run.oci.keep_original_groups";
@@ -90,13 +94,7 @@ impl ToolboxSpec {
                 wanted.iter().filter_map(|name| facts.groups.gids.get(*name)).map(|gid| gid.to_string()).collect();
         }
 
-        if let Some(port) = facts.rdma.nccl_port() {
-            if let (Some(netdev), Some(index)) = (&port.netdev, port.roce_v2_gid_index) {
-                spec.env.insert("NCCL_SOCKET_IFNAME".into(), netdev.clone());
-                spec.env.insert("GLOO_SOCKET_IFNAME".into(), netdev.clone());
-                spec.env.insert("NCCL_IB_GID_INDEX".into(), index.to_string());
-            }
-        }
+        spec.env = Transport::of(facts).env();
         spec.env.extend(options.extra_env.clone());
         spec
     }

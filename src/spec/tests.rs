@@ -5,7 +5,8 @@ use std::path::{Path, PathBuf};
 use super::*;
 use crate::engine::argv::{create_argv, spec_flags};
 use crate::engine::CreateRequest;
-use crate::host::{GpuFacts, RdmaFacts, RdmaPort};
+use crate::host::netdev::THUNDERBOLT;
+use crate::host::{GpuFacts, Netdev, RdmaFacts, RdmaPort};
 
 fn root() -> HostRoot {
     HostRoot::system()
@@ -42,6 +43,7 @@ fn rdma_node() -> HostFacts {
             roce_v2_gid_index: Some(3),
             ..Default::default()
         }],
+        ..Default::default()
     };
     facts
 }
@@ -107,11 +109,44 @@ fn active_roce_port_sets_nccl_env() {
     assert_eq!(spec.env["NCCL_SOCKET_IFNAME"], "enp194s0f0");
     assert_eq!(spec.env["GLOO_SOCKET_IFNAME"], "enp194s0f0");
     assert_eq!(spec.env["NCCL_IB_GID_INDEX"], "3");
+    assert_eq!(spec.env["NCCL_IB_HCA"], "rocep194s0f0:1", "only the active device and port");
+    assert!(!spec.env.contains_key("NCCL_IB_DISABLE"));
 
     let mut down = rdma_node();
     down.rdma.ports[0].state = Some("1: DOWN".into());
     let spec = ToolboxSpec::new(&root(), &down, &options(EngineKind::Docker, false, "runc"));
     assert!(spec.env.is_empty(), "{:?}", spec.env);
+}
+
+fn with_thunderbolt(mut facts: HostFacts, operstate: &str) -> HostFacts {
+    facts.interfaces.push(Netdev { name: THUNDERBOLT.into(), operstate: Some(operstate.into()), ..Default::default() });
+    facts
+}
+
+#[test]
+fn thunderbolt_up_without_active_roce_carries_tcp_with_rdma_off() {
+    let mut down = with_thunderbolt(rdma_node(), "up");
+    down.rdma.ports[0].state = Some("1: DOWN".into());
+    for facts in [with_thunderbolt(gpu_node(), "up"), down] {
+        let spec = ToolboxSpec::new(&root(), &facts, &options(EngineKind::Docker, false, "runc"));
+        assert_eq!(spec.env["NCCL_SOCKET_IFNAME"], "thunderbolt0");
+        assert_eq!(spec.env["GLOO_SOCKET_IFNAME"], "thunderbolt0");
+        assert_eq!(spec.env["NCCL_IB_DISABLE"], "1");
+        assert!(!spec.env.contains_key("NCCL_IB_HCA") && !spec.env.contains_key("NCCL_IB_GID_INDEX"));
+        assert_eq!(Transport::of(&facts).label(), "Thunderbolt TCP");
+    }
+}
+
+#[test]
+fn active_roce_wins_over_thunderbolt_and_a_down_cable_is_plain_ethernet() {
+    let both = with_thunderbolt(rdma_node(), "up");
+    assert_eq!(Transport::of(&both).netdev(), Some("enp194s0f0"));
+    let spec = ToolboxSpec::new(&root(), &both, &options(EngineKind::Docker, false, "runc"));
+    assert_eq!(spec.env["NCCL_SOCKET_IFNAME"], "enp194s0f0");
+
+    let unplugged = with_thunderbolt(gpu_node(), "down");
+    assert_eq!(Transport::of(&unplugged), Transport::EthernetTcp);
+    assert!(ToolboxSpec::new(&root(), &unplugged, &options(EngineKind::Docker, false, "runc")).env.is_empty());
 }
 
 #[test]

@@ -4,8 +4,18 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 pub fn strix() -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_strix-toolbox"));
-    command.env_remove("STRIX_HOST_ROOT").env("NO_COLOR", "1").env("USER", "alice");
+    with_test_env(Command::new(env!("CARGO_BIN_EXE_strix-toolbox")))
+}
+
+/// The binary run by a wrapper (e.g. `ip netns exec NS`), with the same environment.
+pub fn strix_under(wrapper: &[String]) -> Command {
+    let mut command = Command::new(&wrapper[0]);
+    command.args(&wrapper[1..]).arg(env!("CARGO_BIN_EXE_strix-toolbox"));
+    with_test_env(command)
+}
+
+fn with_test_env(mut command: Command) -> Command {
+    command.env_remove("STRIX_HOST_ROOT").env_remove("STRIX_LIVE_INTERFACES").env("NO_COLOR", "1").env("USER", "alice");
     command
 }
 

@@ -4,5 +4,6 @@
 
 pub mod cli;
 pub mod host_tree;
+pub mod netns;
 pub mod terminal;
 pub mod toolbox_image;

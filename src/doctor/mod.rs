@@ -1,0 +1,78 @@
+//! Checks over host facts, one file per area, in the order a person would fix them. Each says
+//! what it found and, unless it passed, what fixes it: `pass`, `warn` or `fail`, or `info` for
+//! what is worth knowing but not a fault (a release other than the verified one, a NIC that could
+//! not be asked).
+
+mod firewall;
+mod firmware;
+mod gpu;
+mod groups;
+mod kernel;
+pub mod memlock;
+mod network;
+mod os;
+mod rdma;
+mod tools;
+
+use serde::{Deserialize, Serialize};
+
+use crate::host::HostFacts;
+use crate::installed::Installed;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Pass,
+    /// Information, never a failure: what doctor could not tell, or a difference worth knowing.
+    Info,
+    Warn,
+    Fail,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Check {
+    /// Short stable identifier, e.g. "gpu", "kernel:iommu", "rdma:rocep1s0f0/1".
+    pub name: String,
+    pub status: Status,
+    pub message: String,
+    /// The command or file that fixes it (None when passing).
+    pub fix: Option<String>,
+}
+
+fn check(name: impl Into<String>, status: Status, message: impl Into<String>, fix: Option<String>) -> Check {
+    Check { name: name.into(), status, message: message.into(), fix }
+}
+
+/// Every check, in the order a person would fix them.
+pub fn run_checks(facts: &HostFacts, installed: &Installed) -> Vec<Check> {
+    let mut checks = Vec::new();
+    gpu::checks(facts, &mut checks);
+    kernel::checks(facts, &mut checks);
+    os::checks(facts, &mut checks);
+    rdma::checks(facts, &mut checks);
+    memlock::checks(facts, &mut checks);
+    network::checks(facts, &mut checks);
+    firmware::checks(facts, &mut checks);
+    firewall::checks(facts, &mut checks);
+    groups::checks(facts, &mut checks);
+    tools::checks(installed, &mut checks);
+    for warning in &facts.warnings {
+        checks.push(check(
+            "host-files",
+            Status::Warn,
+            warning.clone(),
+            Some("check the file named; it was ignored".into()),
+        ));
+    }
+    checks
+}
+
+fn gib(bytes: u64) -> String {
+    format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64)
+}
+
+/// Jumbo frames: what RoCE wants end to end, and what a TCP link needs to keep up.
+const JUMBO_MTU: u32 = 9000;
+
+#[cfg(test)]
+mod tests;

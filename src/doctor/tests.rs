@@ -1,0 +1,238 @@
+//! Checks over hand-made facts: the rules the fixtures do not each exercise.
+
+use super::*;
+use crate::host::netdev::THUNDERBOLT;
+use crate::host::{FirewalldFacts, Memlock, Netdev, OsFacts, RdmaFacts, RdmaPort};
+
+fn run(facts: &HostFacts) -> Vec<Check> {
+    run_checks(facts, &Installed::default())
+}
+
+fn find<'a>(checks: &'a [Check], name: &str) -> &'a Check {
+    checks.iter().find(|c| c.name == name).unwrap_or_else(|| panic!("no {name} in {checks:#?}"))
+}
+
+fn has(checks: &[Check], name: &str) -> bool {
+    checks.iter().any(|c| c.name == name)
+}
+
+fn gtt(gttsize: &str, pages: &str, gtt_bytes: Option<u64>) -> HostFacts {
+    let mut facts = HostFacts::default();
+    facts.kernel_params.insert("amdgpu.gttsize".into(), gttsize.into());
+    facts.kernel_params.insert("ttm.pages_limit".into(), pages.into());
+    facts.gpu.gtt_bytes = gtt_bytes;
+    facts
+}
+
+#[test]
+fn gttsize_and_pages_limit_must_agree_both_ways() {
+    let checks = run(&gtt("126976", "32505856", Some(126976 << 20)));
+    assert_eq!(find(&checks, "kernel:gtt-vs-ttm").status, Status::Pass);
+    assert_eq!(find(&checks, "kernel:gtt-size").status, Status::Pass);
+
+    let too_few = run(&gtt("126976", "1048576", None));
+    let verdict = find(&too_few, "kernel:gtt-vs-ttm");
+    assert_eq!(verdict.status, Status::Warn);
+    assert!(verdict.message.contains("caps GPU memory at 4.0 GiB"), "{}", verdict.message);
+    assert!(verdict.fix.as_deref().unwrap().starts_with("set ttm.pages_limit=32505856"));
+    assert!(!has(&too_few, "kernel:gtt-size"), "no GTT reported, nothing to compare");
+
+    let too_many = run(&gtt("65536", "32505856", None));
+    let verdict = find(&too_many, "kernel:gtt-vs-ttm");
+    assert_eq!(verdict.status, Status::Warn);
+    assert!(verdict.message.contains("disagree"), "{}", verdict.message);
+    assert!(verdict.fix.as_deref().unwrap().contains("ttm.pages_limit=16777216 (or amdgpu.gttsize=126976)"));
+}
+
+#[test]
+fn a_gtt_smaller_than_asked_is_reported_once() {
+    let checks = run(&gtt("126976", "32505856", Some(64 << 30)));
+    let verdict = find(&checks, "kernel:gtt-size");
+    assert_eq!(verdict.status, Status::Warn);
+    assert!(verdict.message.contains("64.0 GiB") && verdict.message.contains("124.0 GiB"), "{}", verdict.message);
+    assert!(verdict.fix.as_deref().unwrap().contains("dmesg"), "params agree: the driver's log says why");
+    assert_eq!(checks.iter().filter(|c| c.name.starts_with("kernel:gtt")).count(), 2);
+
+    let disagreeing = run(&gtt("126976", "1048576", Some(4 << 30)));
+    assert!(find(&disagreeing, "kernel:gtt-size").fix.as_deref().unwrap().contains("ttm.pages_limit=32505856"));
+}
+
+#[test]
+fn nonsense_sizes_do_not_overflow() {
+    let checks = run(&gtt("18446744073709551615", "18446744073709551615", Some(1)));
+    assert_eq!(find(&checks, "kernel:gtt-size").status, Status::Warn);
+}
+
+#[test]
+fn os_and_kernel_are_information_beside_the_verified_ones() {
+    let mut facts = HostFacts::default();
+    let checks = run(&facts);
+    assert_eq!(find(&checks, "os").status, Status::Info);
+    assert_eq!(find(&checks, "kernel").status, Status::Info);
+
+    facts.os = OsFacts {
+        kernel: Some("6.18.6-200.fc43.x86_64".into()),
+        id: Some("fedora".into()),
+        version_id: Some("43".into()),
+        name: Some("Fedora Linux 43 (Workstation Edition)".into()),
+    };
+    let checks = run(&facts);
+    assert_eq!(find(&checks, "os").status, Status::Pass);
+    assert_eq!(find(&checks, "kernel").status, Status::Pass);
+
+    facts.os.kernel = Some("6.19.0-100.fc44.x86_64".into());
+    facts.os.version_id = Some("44".into());
+    let checks = run(&facts);
+    for name in ["os", "kernel"] {
+        let verdict = find(&checks, name);
+        assert_eq!(verdict.status, Status::Info, "{verdict:?}");
+        assert!(verdict.message.contains("the guide verified"), "{}", verdict.message);
+    }
+    assert!(find(&checks, "kernel").message.contains("6.18.5 and 6.18.6"));
+}
+
+fn rdma_node(gid: u32, restricted: bool, member: bool) -> HostFacts {
+    let mut facts = HostFacts {
+        rdma: RdmaFacts { devices: vec!["/dev/infiniband/uverbs0".into()], ..Default::default() },
+        memlock: Some(Memlock::default()),
+        ..Default::default()
+    };
+    if restricted {
+        facts.rdma.restricted_to_gids.insert(gid);
+    }
+    facts.groups.user = Some("alice".into());
+    facts.groups.gids.insert("rdma".into(), gid);
+    facts.groups.member.insert("rdma".into(), member);
+    facts
+}
+
+#[test]
+fn rdma_membership_is_checked_wherever_there_is_rdma() {
+    assert_eq!(find(&run(&rdma_node(993, true, true)), "group:rdma").status, Status::Pass);
+    let closed = run(&rdma_node(993, true, false));
+    assert_eq!(find(&closed, "group:rdma").status, Status::Fail);
+    let open = run(&rdma_node(993, false, false));
+    let verdict = find(&open, "group:rdma");
+    assert_eq!(verdict.status, Status::Info);
+    assert!(verdict.fix.as_deref().unwrap().contains("usermod -aG rdma alice"));
+
+    let mut no_group = rdma_node(993, false, false);
+    no_group.groups.gids.clear();
+    assert!(find(&run(&no_group), "group:rdma").fix.as_deref().unwrap().contains("rdma-core"));
+
+    let mut no_rdma = HostFacts::default();
+    no_rdma.groups.user = Some("alice".into());
+    assert!(!has(&run(&no_rdma), "group:rdma"));
+}
+
+#[test]
+fn memlock_has_its_own_check_only_with_rdma() {
+    let mut facts = rdma_node(993, true, true);
+    assert_eq!(find(&run(&facts), "memlock").status, Status::Pass);
+    facts.memlock = Some(Memlock { soft: Some(8 << 20), hard: Some(8 << 20) });
+    let verdict = run(&facts).into_iter().find(|c| c.name == "memlock").unwrap();
+    assert_eq!((verdict.status, verdict.fix.as_deref()), (Status::Fail, Some(memlock::FIX)));
+    facts.rdma = RdmaFacts::default();
+    assert!(!has(&run(&facts), "memlock"));
+}
+
+fn port(state: &str, mtu: u32, gid: Option<u32>) -> RdmaPort {
+    RdmaPort {
+        device: "rocep194s0f0".into(),
+        port: 1,
+        state: Some(state.into()),
+        phys_state: Some(if state.contains("ACTIVE") { "5: LinkUp" } else { "3: Disabled" }.into()),
+        link_layer: Some("Ethernet".into()),
+        netdev: Some("enp194s0f0".into()),
+        mtu: Some(mtu),
+        roce_v2_gid_index: gid,
+        ..Default::default()
+    }
+}
+
+#[test]
+fn a_down_port_still_shows_its_mtu_and_gid_problems() {
+    let mut facts = rdma_node(993, true, true);
+    facts.rdma.ports = vec![port("1: DOWN", 1500, None)];
+    let checks = run(&facts);
+    assert_eq!(find(&checks, "rdma:rocep194s0f0/1").status, Status::Fail);
+    let mtu = find(&checks, "rdma:rocep194s0f0/1:mtu");
+    assert_eq!(mtu.status, Status::Warn);
+    assert!(mtu.message.contains("MTU is 1500 (port down)"), "{}", mtu.message);
+    assert_eq!(find(&checks, "rdma:rocep194s0f0/1:gid").status, Status::Fail);
+
+    // Beside an active port, an idle one's MTU does not matter.
+    let mut idle = port("1: DOWN", 1500, None);
+    idle.device = "rocep194s0f1".into();
+    facts.rdma.ports = vec![port("4: ACTIVE", 9000, Some(3)), idle];
+    let checks = run(&facts);
+    assert_eq!(find(&checks, "rdma:rocep194s0f1/1").status, Status::Warn);
+    assert!(!has(&checks, "rdma:rocep194s0f1/1:mtu") && !has(&checks, "rdma:rocep194s0f1/1:gid"));
+    assert_eq!(find(&checks, "rdma:rocep194s0f0/1:mtu").status, Status::Pass);
+}
+
+fn thunderbolt(operstate: &str, mtu: u32, ipv4: Option<Vec<String>>) -> Netdev {
+    Netdev { name: THUNDERBOLT.into(), operstate: Some(operstate.into()), mtu: Some(mtu), ipv4, ..Default::default() }
+}
+
+#[test]
+fn doctor_names_the_transport() {
+    let mut roce = rdma_node(993, true, true);
+    roce.rdma.ports = vec![port("4: ACTIVE", 9000, Some(3))];
+    roce.interfaces.push(thunderbolt("up", 1500, Some(vec![])));
+    let checks = run(&roce);
+    let transport = find(&checks, "transport");
+    assert_eq!(transport.status, Status::Pass);
+    assert!(
+        transport.message.starts_with("RoCE: RCCL uses rocep194s0f0 port 1 on enp194s0f0"),
+        "{}",
+        transport.message
+    );
+    assert!(!has(&checks, "thunderbolt0:mtu"), "the cable is not the link: {checks:#?}");
+
+    let mut tcp = HostFacts::default();
+    tcp.interfaces.push(thunderbolt("up", 65520, Some(vec!["192.168.2.1/24".into()])));
+    let checks = run(&tcp);
+    let transport = find(&checks, "transport");
+    assert_eq!(transport.status, Status::Info);
+    assert!(transport.message.starts_with("Thunderbolt TCP over thunderbolt0"), "{}", transport.message);
+    for name in ["thunderbolt0", "thunderbolt0:mtu", "thunderbolt0:ipv4"] {
+        assert_eq!(find(&checks, name).status, Status::Pass, "{name}");
+    }
+
+    let checks = run(&HostFacts::default());
+    assert!(find(&checks, "transport").message.starts_with("plain Ethernet TCP"));
+    assert!(!has(&checks, "thunderbolt0"));
+}
+
+#[test]
+fn a_thunderbolt_link_shows_every_problem_even_when_down() {
+    let mut facts = HostFacts::default();
+    facts.interfaces.push(thunderbolt("down", 1500, Some(vec![])));
+    let checks = run(&facts);
+    assert_eq!(find(&checks, "transport").status, Status::Info);
+    assert!(find(&checks, "thunderbolt0").fix.as_deref().unwrap().contains("cable"));
+    assert!(find(&checks, "thunderbolt0:mtu").fix.as_deref().unwrap().contains("mtu 65520"));
+    assert!(find(&checks, "thunderbolt0:ipv4").fix.as_deref().unwrap().contains("192.168.2.N/24"));
+
+    facts.interfaces[0].ipv4 = None;
+    assert_eq!(find(&run(&facts), "thunderbolt0:ipv4").status, Status::Info);
+}
+
+#[test]
+fn firewall_checks_the_link_in_use_or_every_candidate() {
+    let mut facts = rdma_node(993, true, true);
+    facts.firewalld = Some(FirewalldFacts { default_zone: "public".into(), ..Default::default() });
+    facts.rdma.ports = vec![port("1: DOWN", 9000, Some(3))];
+    facts.interfaces.push(thunderbolt("down", 65520, Some(vec![])));
+    let checks = run(&facts);
+    assert_eq!(find(&checks, "firewall:enp194s0f0").status, Status::Warn);
+    assert_eq!(find(&checks, "firewall:thunderbolt0").status, Status::Warn);
+
+    facts.interfaces[0].operstate = Some("up".into());
+    let checks = run(&facts);
+    assert!(has(&checks, "firewall:thunderbolt0") && !has(&checks, "firewall:enp194s0f0"));
+
+    facts.firewalld = None;
+    assert!(!run(&facts).iter().any(|c| c.name.starts_with("firewall:")), "no firewalld, nothing to check");
+}
