@@ -44,7 +44,7 @@ async fn node_facts(remote: &RemoteNode) -> NodeFacts {
     facts.doctor = doctor.map_err(|e| facts.errors.push(e.to_string())).ok();
     facts.detect = detect.map_err(|e| facts.errors.push(e.to_string())).ok();
     facts.status = status.map_err(|e| facts.errors.push(e.to_string())).ok();
-    if let Some(netdev) = facts.roce_netdev().map(str::to_string) {
+    if let Some(netdev) = facts.link_netdev().map(str::to_string) {
         match remote.run(&argv(&["ip", "-j", "-4", "addr", "show", "dev", &netdev]), None).await {
             Ok(output) => facts.roce = RoceLink::from_ip_json(&netdev, &output.stdout),
             Err(error) => facts.errors.push(format!("cannot read {netdev}'s address: {error}")),

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::ops::detect::DetectReport;
 use crate::ops::doctor::DoctorReport;
 use crate::ops::status::StatusReport;
+use crate::spec::transport::Transport;
 
 /// One node, as far as the head could learn it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -27,9 +28,12 @@ pub struct NodeFacts {
 }
 
 impl NodeFacts {
-    /// The netdev NCCL will use: the node's first active RoCE v2 port.
-    pub fn roce_netdev(&self) -> Option<&str> {
-        self.detect.as_ref()?.rdma.nccl_port()?.netdev.as_deref()
+    /// The netdev the node's data plane uses (its RoCE port's, or thunderbolt0), as detect decided.
+    pub fn link_netdev(&self) -> Option<&str> {
+        match &self.detect.as_ref()?.transport {
+            Transport::Roce { netdev, .. } | Transport::ThunderboltTcp { netdev } => Some(netdev),
+            Transport::EthernetTcp => None,
+        }
     }
 }
 

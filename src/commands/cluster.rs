@@ -112,7 +112,7 @@ fn paint_status(ui: &Ui, status: Option<Status>, text: &str) -> String {
         Some(Status::Pass) => ui.paint(text, Style::Ok),
         Some(Status::Warn) => ui.paint(text, Style::Warn),
         Some(Status::Fail) => ui.paint(text, Style::Fail),
-        None => ui.paint(text, Style::Dim),
+        Some(Status::Info) | None => ui.paint(text, Style::Dim),
     }
 }
 
@@ -164,6 +164,7 @@ fn print_doctor(report: &ClusterDoctorReport, ui: &Ui) {
             Status::Fail => ui.paint("FAIL", Style::Fail),
             Status::Warn => ui.paint("warn", Style::Warn),
             Status::Pass => ui.paint("pass", Style::Ok),
+            Status::Info => ui.paint("info", Style::Dim),
         };
         println!("{label}  {}  {}: {}", problem.node, check.name, problem.message);
         if let Some(fix) = &problem.fix {
