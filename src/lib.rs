@@ -7,6 +7,7 @@
 pub mod apply;
 pub mod build;
 pub mod cli;
+pub mod cluster;
 pub mod commands;
 pub mod doctor;
 pub mod engine;

@@ -1,0 +1,3 @@
+//! The cluster: every node reached over the system's OpenSSH.
+
+pub mod ssh;

@@ -1,0 +1,507 @@
+//! Commands on a node through the system's OpenSSH client, so that what the user set up for `ssh`
+//! (~/.ssh/config or `-F FILE`, the agent, known_hosts, ProxyJump) works unchanged. One master
+//! connection per node (ControlMaster) carries every command; `BatchMode=yes` always, so ssh never
+//! waits on a password or host-key prompt, and its failures are turned into errors that name the
+//! node, the reason and the fix.
+//!
+//! Why not the `openssh` crate: it always passes `StrictHostKeyChecking` on the command line (its
+//! default accepts any new host key, overriding a stricter ~/.ssh/config), keeps an orphaned
+//! master alive forever (`ControlPersist=yes`), and reports remote exits 127 and 255 as errors.
+
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::io::AsyncWriteExt;
+
+use crate::error::{Error, Result};
+
+/// How long an idle master outlives its last command: bounds what a crashed run leaves behind.
+/// A command after that opens a new master by itself (`ControlMaster=auto`).
+const CONTROL_PERSIST_SECONDS: u32 = 300;
+/// Keepalives on the master: a node that dies mid-command fails it in ~45 s instead of hanging.
+const SERVER_ALIVE: [&str; 4] = ["-o", "ServerAliveInterval=15", "-o", "ServerAliveCountMax=3"];
+
+/// How to reach the nodes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SshOptions {
+    /// `ssh -F FILE`: this config file instead of ~/.ssh/config.
+    pub config_file: Option<PathBuf>,
+    /// ssh's `ConnectTimeout` (whole seconds, at least 1): how soon a node that does not answer fails.
+    pub connect_timeout: Duration,
+}
+
+impl Default for SshOptions {
+    fn default() -> Self {
+        SshOptions { config_file: None, connect_timeout: Duration::from_secs(10) }
+    }
+}
+
+/// What a remote command did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteOutput {
+    /// The remote exit code; `None` when the local ssh client was killed by a signal.
+    pub status: Option<i32>,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+}
+
+impl RemoteOutput {
+    pub fn success(&self) -> bool {
+        self.status == Some(0)
+    }
+}
+
+/// An open master connection to one node. Dropping it closes the master too; `close` does the
+/// same without blocking the runtime.
+#[derive(Debug)]
+pub struct NodeSession {
+    destination: String,
+    options: SshOptions,
+    /// Private (0700) directory holding the control socket and the master's log.
+    control_dir: Option<tempfile::TempDir>,
+    control_path: PathBuf,
+}
+
+impl NodeSession {
+    /// Open the master connection to `destination` (`host`, `user@host` or a `Host` alias).
+    pub async fn connect(destination: &str, options: &SshOptions) -> Result<NodeSession> {
+        check_destination(destination)?;
+        let parent = crate::lock::lock_dir();
+        std::fs::create_dir_all(&parent).map_err(|e| control_dir_error(&parent, e))?;
+        let control_dir =
+            tempfile::Builder::new().prefix("ssh-").tempdir_in(&parent).map_err(|e| control_dir_error(&parent, e))?;
+        let session = NodeSession {
+            destination: destination.to_string(),
+            options: options.clone(),
+            control_path: control_dir.path().join("master"),
+            control_dir: Some(control_dir),
+        };
+        session.start_master().await?;
+        Ok(session)
+    }
+
+    /// The destination this session was opened to.
+    pub fn destination(&self) -> &str {
+        &self.destination
+    }
+
+    /// The master's control socket (it exists while the master runs).
+    pub fn control_path(&self) -> &Path {
+        &self.control_path
+    }
+
+    /// Run `argv` on the node. Each element reaches the remote program unchanged: all are quoted
+    /// for the remote login shell (which must be a POSIX shell: sh, bash, dash, zsh). `stdin`,
+    /// when given, is the command's whole input. A non-zero remote exit is not an error here (see
+    /// `status`); failing to reach the node is. Dropping the future kills the local ssh client.
+    pub async fn run(&self, argv: &[String], stdin: Option<Vec<u8>>) -> Result<RemoteOutput> {
+        let command_line = remote_command_line(argv)?;
+        let mut command = self.ssh_command();
+        command
+            .args(["-o", "ControlMaster=auto", "-T", "--"])
+            .arg(&self.destination)
+            .arg(&command_line)
+            .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        let mut child = command.spawn().map_err(ssh_not_runnable)?;
+        let input = child.stdin.take();
+        let feed = async move {
+            if let (Some(mut pipe), Some(bytes)) = (input, stdin) {
+                // A remote command that stops reading closes the pipe; its exit status tells.
+                let _ = pipe.write_all(&bytes).await;
+            }
+        };
+        let (_, output) = tokio::join!(feed, child.wait_with_output());
+        let output = output.map_err(ssh_not_runnable)?;
+        let status = output.status.code();
+        if status == Some(SSH_FAILED) {
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            if let Some(failure) = classify(&stderr) {
+                return Err(self.failure_error(failure, &stderr));
+            }
+        }
+        Ok(RemoteOutput { status, stdout: output.stdout, stderr: output.stderr })
+    }
+
+    /// Close the master connection.
+    pub async fn close(mut self) {
+        if let Some(dir) = self.control_dir.take() {
+            let mut exit = tokio::process::Command::from(self.exit_master_command());
+            let _ = exit.kill_on_drop(true).status().await;
+            drop(dir);
+        }
+    }
+
+    /// `ssh -f -N -M`: returns once authenticated, leaving the master in the background.
+    async fn start_master(&self) -> Result<()> {
+        let log = self.control_path.with_file_name("master.log");
+        let mut command = self.ssh_command();
+        command
+            .arg("-E")
+            .arg(&log)
+            .args(["-M", "-f", "-N", "--"])
+            .arg(&self.destination)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true);
+        // ConnectTimeout bounds the TCP connect and the banner; this bounds key exchange and login.
+        let limit = self.options.connect_timeout * 2 + Duration::from_secs(20);
+        let status = match tokio::time::timeout(limit, command.status()).await {
+            Ok(status) => status.map_err(ssh_not_runnable)?,
+            Err(_) => {
+                return Err(Error::Failed(format!(
+                    "cannot reach node {}: the ssh login did not finish within {} s. Fix: run `{} true` to see \
+                     where it stops (a slow or hung sshd, an agent asking for confirmation)",
+                    self.destination,
+                    limit.as_secs(),
+                    self.ssh_hint()
+                )))
+            }
+        };
+        if status.success() {
+            return Ok(());
+        }
+        let stderr = std::fs::read_to_string(&log).unwrap_or_default();
+        Err(match classify(&stderr) {
+            Some(failure) => self.failure_error(failure, &stderr),
+            None => Error::Failed(format!(
+                "cannot reach node {}: ssh failed ({status}): {}. Fix: run `{} -v true` to see why",
+                self.destination,
+                last_line(&stderr).unwrap_or("no message"),
+                self.ssh_hint()
+            )),
+        })
+    }
+
+    /// `ssh` with what every invocation for this node shares.
+    fn ssh_command(&self) -> tokio::process::Command {
+        let mut command = tokio::process::Command::new("ssh");
+        command.args(self.common_args());
+        command
+    }
+
+    fn common_args(&self) -> Vec<OsString> {
+        let mut args: Vec<OsString> = Vec::new();
+        if let Some(file) = &self.options.config_file {
+            args.push("-F".into());
+            args.push(file.into());
+        }
+        let seconds = self.options.connect_timeout.as_secs_f64().ceil().max(1.0) as u64;
+        for option in [
+            "BatchMode=yes".to_string(),
+            format!("ConnectTimeout={seconds}"),
+            format!("ControlPersist={CONTROL_PERSIST_SECONDS}"),
+        ] {
+            args.push("-o".into());
+            args.push(option.into());
+        }
+        args.extend(SERVER_ALIVE.iter().map(OsString::from));
+        args.push("-S".into());
+        args.push(escape_percent(self.control_path.as_os_str()));
+        args
+    }
+
+    /// `ssh -O exit`: tells the master to close (fast: a message on the local socket).
+    fn exit_master_command(&self) -> std::process::Command {
+        let mut command = std::process::Command::new("ssh");
+        command
+            .args(self.common_args())
+            .args(["-O", "exit", "--"])
+            .arg(&self.destination)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        command
+    }
+
+    /// How the user runs the same ssh by hand, for the fixes in error messages.
+    fn ssh_hint(&self) -> String {
+        match &self.options.config_file {
+            Some(file) => format!("ssh -F {} {}", file.display(), self.destination),
+            None => format!("ssh {}", self.destination),
+        }
+    }
+
+    fn failure_error(&self, failure: SshFailure, stderr: &str) -> Error {
+        let node = &self.destination;
+        let said = failure.evidence(stderr);
+        let hint = self.ssh_hint();
+        Error::Failed(match failure {
+            SshFailure::Unreachable => format!(
+                "cannot reach node {node}: it is down or unreachable ({said}). Fix: check that it is powered on and \
+                 on the network, and that its address is right (`{hint} -G | grep -i ^hostname` shows the address \
+                 ssh uses)"
+            ),
+            SshFailure::Refused => format!(
+                "node {node} refused the ssh connection ({said}): no sshd listens there. Fix: start sshd on the node \
+                 (`systemctl enable --now ssh`), or check the port and address in your ssh config"
+            ),
+            SshFailure::UnknownName => format!(
+                "cannot resolve node {node} ({said}). Fix: check the name, or give it an address (a `Host {node}` \
+                 entry with `HostName` in ~/.ssh/config, or /etc/hosts)"
+            ),
+            SshFailure::PermissionDenied => format!(
+                "node {node} refused our ssh key ({said}). Fix: install your public key on it (`ssh-copy-id {node}`), \
+                 or load the right key into ssh-agent (`ssh-add`); batch mode never asks for a password"
+            ),
+            SshFailure::HostKeyChanged => format!(
+                "node {node}'s host key has CHANGED since it was recorded in known_hosts: the node was reinstalled, \
+                 or someone is intercepting the connection. Fix: if you know why it changed, remove the old key \
+                 (`{}`) and accept the new one after checking its fingerprint (`{hint} true`)",
+                suggested_keygen(stderr).unwrap_or_else(|| format!("ssh-keygen -R {node}"))
+            ),
+            SshFailure::HostKeyUnknown => format!(
+                "node {node}'s host key is not in known_hosts, and batch mode cannot ask ({said}). Fix: connect once \
+                 by hand and accept the key after checking its fingerprint (`{hint} true`), or set \
+                 `StrictHostKeyChecking accept-new` for it in your ssh config"
+            ),
+            SshFailure::ConnectionLost => format!(
+                "lost the ssh connection to node {node} ({said}). Fix: check that the node is up and its sshd \
+                 running (its log says why it closed the connection), then run again"
+            ),
+        })
+    }
+}
+
+impl Drop for NodeSession {
+    fn drop(&mut self) {
+        if self.control_dir.is_some() {
+            let _ = self.exit_master_command().status();
+        }
+    }
+}
+
+/// ssh's own exit code for "ssh failed"; a remote command can also exit 255.
+const SSH_FAILED: i32 = 255;
+
+/// Why ssh could not reach a node, as ssh's messages tell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SshFailure {
+    /// Timed out, no route, network unreachable: the node is down or cut off.
+    Unreachable,
+    /// The address answered, but nothing listens on the ssh port.
+    Refused,
+    /// The name does not resolve.
+    UnknownName,
+    /// The node refused every key we offered.
+    PermissionDenied,
+    /// known_hosts holds a different key for the node.
+    HostKeyChanged,
+    /// known_hosts holds no key for the node, and batch mode cannot ask.
+    HostKeyUnknown,
+    /// The connection broke: closed or reset by the node, keepalives unanswered, master gone.
+    ConnectionLost,
+}
+
+/// Message fragments (lowercase) that identify each failure, in order of precedence: a changed
+/// host key also says "Host key verification failed".
+const SIGNATURES: &[(SshFailure, &[&str])] = &[
+    (SshFailure::HostKeyChanged, &["remote host identification has changed"]),
+    (SshFailure::HostKeyUnknown, &["host key verification failed", "host key is known for"]),
+    (SshFailure::PermissionDenied, &["permission denied ("]),
+    (
+        SshFailure::UnknownName,
+        &["could not resolve hostname", "name or service not known", "temporary failure in name resolution"],
+    ),
+    (SshFailure::Refused, &["connection refused"]),
+    (
+        SshFailure::Unreachable,
+        &["timed out", "no route to host", "network is unreachable", "host is down", "host is unreachable"],
+    ),
+    (
+        SshFailure::ConnectionLost,
+        &[
+            "closed by remote host",
+            "connection closed by",
+            "connection reset",
+            "not responding",
+            "broken pipe",
+            "read from master failed",
+            "kex_exchange_identification",
+        ],
+    ),
+];
+
+/// What ssh's stderr says went wrong, if it is one of the failures we can explain.
+pub fn classify(stderr: &str) -> Option<SshFailure> {
+    let text = stderr.to_lowercase();
+    SIGNATURES
+        .iter()
+        .find(|(_, fragments)| fragments.iter().any(|fragment| text.contains(fragment)))
+        .map(|(failure, _)| *failure)
+}
+
+impl SshFailure {
+    /// The line of ssh's stderr that shows this failure.
+    fn evidence<'a>(&self, stderr: &'a str) -> &'a str {
+        let fragments = SIGNATURES.iter().find(|(failure, _)| failure == self).map_or(&[][..], |(_, f)| *f);
+        stderr
+            .lines()
+            .map(|line| line.trim().trim_start_matches("ssh: "))
+            .find(|line| fragments.iter().any(|fragment| line.to_lowercase().contains(fragment)))
+            .unwrap_or("ssh gave no details")
+    }
+}
+
+/// The `ssh-keygen -f FILE -R HOST` line ssh prints with a changed host key: it names the right
+/// known_hosts file and the host as recorded (not the alias).
+fn suggested_keygen(stderr: &str) -> Option<String> {
+    stderr
+        .lines()
+        .map(str::trim)
+        .find(|line| line.starts_with("ssh-keygen ") && line.contains(" -R "))
+        .map(String::from)
+}
+
+fn last_line(text: &str) -> Option<&str> {
+    text.lines().map(str::trim).rfind(|line| !line.is_empty())
+}
+
+/// Quote `arg` for a POSIX shell: a word the shell reads back as exactly `arg`. Plain words
+/// stay readable; anything else goes in single quotes (where nothing is special), a `'` becomes
+/// `'\''`. `=` and `~` count as special: `A=b` first on a line is an assignment, `~` expands.
+pub fn shell_quote(arg: &str) -> String {
+    let plain = |b: u8| b.is_ascii_alphanumeric() || b"_-./:,@+".contains(&b);
+    if !arg.is_empty() && arg.bytes().all(plain) {
+        return arg.to_string();
+    }
+    format!("'{}'", arg.replace('\'', r"'\''"))
+}
+
+/// The command line ssh hands the remote shell: every element of `argv` quoted.
+pub fn remote_command_line(argv: &[String]) -> Result<String> {
+    if argv.is_empty() {
+        return Err(Error::Failed("internal: an empty command for ssh".into()));
+    }
+    if let Some(arg) = argv.iter().find(|arg| arg.contains('\0')) {
+        return Err(Error::Failed(format!("internal: the remote argument {arg:?} holds a NUL byte")));
+    }
+    Ok(argv.iter().map(|arg| shell_quote(arg)).collect::<Vec<_>>().join(" "))
+}
+
+/// A destination ssh would read as an option, or split, is refused before it reaches ssh.
+fn check_destination(destination: &str) -> Result<()> {
+    let problem = if destination.is_empty() {
+        "is empty"
+    } else if destination.starts_with('-') {
+        "starts with '-'"
+    } else if destination.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        "holds whitespace or control characters"
+    } else {
+        return Ok(());
+    };
+    Err(Error::Usage(format!(
+        "the node {destination:?} {problem}. Fix: give an ssh destination: host, user@host or a Host alias from \
+         your ssh config"
+    )))
+}
+
+/// ssh expands `%` tokens in ControlPath; a literal `%` is `%%`.
+fn escape_percent(path: &OsStr) -> OsString {
+    let mut bytes = Vec::with_capacity(path.len());
+    for &byte in path.as_bytes() {
+        bytes.push(byte);
+        if byte == b'%' {
+            bytes.push(b'%');
+        }
+    }
+    OsString::from_vec(bytes)
+}
+
+fn control_dir_error(parent: &Path, error: std::io::Error) -> Error {
+    Error::Failed(format!(
+        "cannot create a private directory for ssh's control socket in {}: {error}. Fix: set XDG_RUNTIME_DIR to a \
+         writable directory",
+        parent.display()
+    ))
+}
+
+fn ssh_not_runnable(error: std::io::Error) -> Error {
+    Error::Command {
+        program: "ssh".into(),
+        message: format!("cannot run it: {error}. Fix: install the OpenSSH client (`apt install openssh-client`)"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What `sh -c` reads back from a quoted word (the word echoed through printf).
+    fn through_sh(arg: &str) -> String {
+        let script = format!("printf %s {}", shell_quote(arg));
+        let output = std::process::Command::new("sh").args(["-c", &script]).output().expect("sh");
+        assert!(output.status.success(), "sh -c {script:?} failed");
+        String::from_utf8(output.stdout).expect("utf-8")
+    }
+
+    #[test]
+    fn plain_words_stay_readable() {
+        for word in ["podman", "--json", "/usr/bin/strix-toolbox", "repo@sha256:ab12", "a,b", "x+y", "host:5000"] {
+            assert_eq!(shell_quote(word), word);
+        }
+    }
+
+    #[test]
+    fn everything_else_is_single_quoted() {
+        assert_eq!(shell_quote(""), "''");
+        assert_eq!(shell_quote("a b"), "'a b'");
+        assert_eq!(shell_quote("it's"), r"'it'\''s'");
+        assert_eq!(shell_quote("$HOME"), "'$HOME'");
+        assert_eq!(shell_quote("A=b"), "'A=b'");
+        assert_eq!(shell_quote("~"), "'~'");
+    }
+
+    #[test]
+    fn the_shell_reads_back_exactly_what_was_quoted() {
+        for arg in [
+            "",
+            " ",
+            "two words",
+            "'",
+            "''",
+            "\"double\"",
+            "it's \"mixed\"",
+            "$HOME ${PATH} $(id) `id`",
+            "back\\slash \\n",
+            "line one\nline two\n",
+            "\ttab",
+            "*?[a-z] {a,b} ~root !x #c ; & | < > ( )",
+            "A=b",
+            "-n",
+            "héllo ✓",
+        ] {
+            assert_eq!(through_sh(arg), arg, "quoted as {}", shell_quote(arg));
+        }
+    }
+
+    #[test]
+    fn a_command_line_quotes_every_element() {
+        let argv: Vec<String> = ["printf", "%s|", "a b", "$x"].map(String::from).to_vec();
+        assert_eq!(remote_command_line(&argv).expect("line"), "printf '%s|' 'a b' '$x'");
+        assert!(remote_command_line(&[]).is_err());
+        assert!(remote_command_line(&["a\0b".to_string()]).is_err());
+    }
+
+    #[test]
+    fn destinations_that_ssh_would_misread_are_refused() {
+        for bad in ["", "-oProxyCommand=sh", "two words", "node\n"] {
+            let error = check_destination(bad).expect_err(bad);
+            assert!(error.to_string().contains("Fix:"), "{error}");
+        }
+        for good in ["node1", "alice@10.0.0.2", "strix-b.local", "[fe80::1%eth0]"] {
+            check_destination(good).expect(good);
+        }
+    }
+
+    #[test]
+    fn percent_in_the_control_path_is_escaped() {
+        assert_eq!(escape_percent(OsStr::new("/run/a%b/master")), OsString::from("/run/a%%b/master"));
+    }
+}
