@@ -124,14 +124,25 @@ impl NodeSession {
             if let Some(failure) = classify(&stderr) {
                 return Err(self.failure_error(failure, &stderr));
             }
+            // A mux client whose connection died exits 255 without a word; a live master means
+            // the remote command itself exited 255.
+            if !self.master_alive().await {
+                return Err(self.failure_error(SshFailure::ConnectionLost, "the connection closed during the command"));
+            }
         }
         Ok(RemoteOutput { status, stdout: output.stdout, stderr: output.stderr })
+    }
+
+    /// `ssh -O check`: the master still runs.
+    async fn master_alive(&self) -> bool {
+        let mut check = tokio::process::Command::from(self.control_command("check"));
+        check.kill_on_drop(true).status().await.is_ok_and(|status| status.success())
     }
 
     /// Close the master connection.
     pub async fn close(mut self) {
         if let Some(dir) = self.control_dir.take() {
-            let mut exit = tokio::process::Command::from(self.exit_master_command());
+            let mut exit = tokio::process::Command::from(self.control_command("exit"));
             let _ = exit.kill_on_drop(true).status().await;
             drop(dir);
         }
@@ -207,12 +218,12 @@ impl NodeSession {
         args
     }
 
-    /// `ssh -O exit`: tells the master to close (fast: a message on the local socket).
-    fn exit_master_command(&self) -> std::process::Command {
+    /// `ssh -O CHECK_OR_EXIT`: a question or an order to the master (fast: a message on the local socket).
+    fn control_command(&self, request: &str) -> std::process::Command {
         let mut command = std::process::Command::new("ssh");
         command
             .args(self.common_args())
-            .args(["-O", "exit", "--"])
+            .args(["-O", request, "--"])
             .arg(&self.destination)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -272,7 +283,7 @@ impl NodeSession {
 impl Drop for NodeSession {
     fn drop(&mut self) {
         if self.control_dir.is_some() {
-            let _ = self.exit_master_command().status();
+            let _ = self.control_command("exit").status();
         }
     }
 }
@@ -345,6 +356,7 @@ impl SshFailure {
             .lines()
             .map(|line| line.trim().trim_start_matches("ssh: "))
             .find(|line| fragments.iter().any(|fragment| line.to_lowercase().contains(fragment)))
+            .or_else(|| last_line(stderr))
             .unwrap_or("ssh gave no details")
     }
 }
@@ -498,6 +510,94 @@ mod tests {
         for good in ["node1", "alice@10.0.0.2", "strix-b.local", "[fe80::1%eth0]"] {
             check_destination(good).expect(good);
         }
+    }
+
+    /// ssh 9.2's stderr, recorded against a test node (tests/common/cluster.rs).
+    const CHANGED_HOST_KEY: &str = "\
+@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@
+@    WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED!     @
+@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@
+IT IS POSSIBLE THAT SOMEONE IS DOING SOMETHING NASTY!
+Someone could be eavesdropping on you right now (man-in-the-middle attack)!
+It is also possible that a host key has just been changed.
+The fingerprint for the ED25519 key sent by the remote host is
+SHA256:JaJqIfa+g9PzaK63LDw7KQPJNEcEXqihti5VfEBVlIM.
+Please contact your system administrator.
+Add correct host key in /tmp/cl/known_hosts to get rid of this message.
+Offending ED25519 key in /tmp/cl/known_hosts:1
+  remove with:
+  ssh-keygen -f \"/tmp/cl/known_hosts\" -R \"10.213.250.2\"
+Host key for 10.213.250.2 has changed and you have requested strict checking.
+Host key verification failed.
+";
+
+    const RECORDED: &[(&str, SshFailure)] = &[
+        (CHANGED_HOST_KEY, SshFailure::HostKeyChanged),
+        (
+            "No ED25519 host key is known for 10.213.250.2 and you have requested strict checking.\n\
+             Host key verification failed.\n",
+            SshFailure::HostKeyUnknown,
+        ),
+        ("Host key verification failed.\n", SshFailure::HostKeyUnknown),
+        ("root@10.213.250.2: Permission denied (publickey).\n", SshFailure::PermissionDenied),
+        (
+            "ssh: Could not resolve hostname nosuch-node.invalid: Temporary failure in name resolution\n",
+            SshFailure::UnknownName,
+        ),
+        ("ssh: Could not resolve hostname strix-c: Name or service not known\n", SshFailure::UnknownName),
+        ("ssh: connect to host 10.213.250.2 port 22: Connection refused\n", SshFailure::Refused),
+        ("ssh: connect to host 10.213.250.2 port 22: Connection timed out\n", SshFailure::Unreachable),
+        ("ssh: connect to host 10.213.250.2 port 22: No route to host\n", SshFailure::Unreachable),
+        ("ssh: connect to host 10.213.250.2 port 22: Network is unreachable\n", SshFailure::Unreachable),
+        ("Connection timed out during banner exchange\n", SshFailure::Unreachable),
+        (
+            "Warning: Permanently added '10.213.250.2' (ED25519) to the list of known hosts.\n\
+             Connection to 10.213.250.2 closed by remote host.\n",
+            SshFailure::ConnectionLost,
+        ),
+        ("kex_exchange_identification: read: Connection reset by peer\n", SshFailure::ConnectionLost),
+        ("Timeout, server 10.213.250.2 not responding.\n", SshFailure::ConnectionLost),
+    ];
+
+    fn session(config_file: Option<&str>) -> NodeSession {
+        NodeSession {
+            destination: "strix-b".into(),
+            options: SshOptions { config_file: config_file.map(PathBuf::from), ..SshOptions::default() },
+            control_dir: None,
+            control_path: PathBuf::from("/run/strix-toolbox/ssh-x/master"),
+        }
+    }
+
+    #[test]
+    fn recorded_ssh_failures_are_classified() {
+        for (stderr, expected) in RECORDED {
+            assert_eq!(classify(stderr), Some(*expected), "{stderr}");
+        }
+        assert_eq!(classify(""), None);
+        assert_eq!(classify("some remote program's own complaint\n"), None);
+    }
+
+    #[test]
+    fn every_failure_names_the_node_the_reason_and_a_fix() {
+        let node = session(None);
+        for (stderr, failure) in RECORDED {
+            let message = node.failure_error(*failure, stderr).to_string();
+            assert!(message.contains("node strix-b"), "{message}");
+            assert!(message.contains("Fix:"), "{message}");
+            assert!(!message.contains("@@@"), "no banner in {message}");
+        }
+        let refused = node.failure_error(SshFailure::Refused, RECORDED[6].0).to_string();
+        assert!(refused.contains("connect to host 10.213.250.2 port 22: Connection refused"), "{refused}");
+    }
+
+    #[test]
+    fn a_changed_host_key_gets_the_ssh_keygen_line_ssh_suggested() {
+        let message = session(Some("/tmp/cl/ssh_config")).failure_error(SshFailure::HostKeyChanged, CHANGED_HOST_KEY);
+        let message = message.to_string();
+        assert!(message.contains(r#"`ssh-keygen -f "/tmp/cl/known_hosts" -R "10.213.250.2"`"#), "{message}");
+        assert!(message.contains("`ssh -F /tmp/cl/ssh_config strix-b true`"), "{message}");
+        let without = session(None).failure_error(SshFailure::HostKeyChanged, "Host key verification failed.");
+        assert!(without.to_string().contains("`ssh-keygen -R strix-b`"), "{without}");
     }
 
     #[test]
