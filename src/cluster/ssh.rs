@@ -130,7 +130,7 @@ impl NodeSession {
                 return Err(self.failure_error(SshFailure::ConnectionLost, "the connection closed during the command"));
             }
         }
-        Ok(RemoteOutput { status, stdout: output.stdout, stderr: output.stderr })
+        Ok(RemoteOutput { status, stdout: output.stdout, stderr: without_client_notices(output.stderr) })
     }
 
     /// `ssh -O check`: the master still runs.
@@ -167,11 +167,11 @@ impl NodeSession {
             Ok(status) => status.map_err(ssh_not_runnable)?,
             Err(_) => {
                 return Err(Error::Failed(format!(
-                    "cannot reach node {}: the ssh login did not finish within {} s. Fix: run `{} true` to see \
+                    "cannot reach node {}: the ssh login did not finish within {} s. Fix: run `{}` to see \
                      where it stops (a slow or hung sshd, an agent asking for confirmation)",
                     self.destination,
                     limit.as_secs(),
-                    self.ssh_hint()
+                    self.ssh_hint("", "true")
                 )))
             }
         };
@@ -182,10 +182,10 @@ impl NodeSession {
         Err(match classify(&stderr) {
             Some(failure) => self.failure_error(failure, &stderr),
             None => Error::Failed(format!(
-                "cannot reach node {}: ssh failed ({status}): {}. Fix: run `{} -v true` to see why",
+                "cannot reach node {}: ssh failed ({status}): {}. Fix: run `{}` to see why",
                 self.destination,
                 last_line(&stderr).unwrap_or("no message"),
-                self.ssh_hint()
+                self.ssh_hint("-v", "true")
             )),
         })
     }
@@ -231,23 +231,26 @@ impl NodeSession {
         command
     }
 
-    /// How the user runs the same ssh by hand, for the fixes in error messages.
-    fn ssh_hint(&self) -> String {
-        match &self.options.config_file {
-            Some(file) => format!("ssh -F {} {}", file.display(), self.destination),
-            None => format!("ssh {}", self.destination),
+    /// How the user runs the same ssh by hand (`ssh [-F FILE] [FLAGS] NODE [COMMAND]`), for the
+    /// fixes in error messages.
+    fn ssh_hint(&self, flags: &str, command: &str) -> String {
+        let mut words = vec!["ssh".to_string()];
+        if let Some(file) = &self.options.config_file {
+            words.push(format!("-F {}", file.display()));
         }
+        words.extend([flags.to_string(), self.destination.clone(), command.to_string()]);
+        words.retain(|word| !word.is_empty());
+        words.join(" ")
     }
 
     fn failure_error(&self, failure: SshFailure, stderr: &str) -> Error {
         let node = &self.destination;
         let said = failure.evidence(stderr);
-        let hint = self.ssh_hint();
+        let (login, resolve) = (self.ssh_hint("", "true"), self.ssh_hint("-G", "| grep ^hostname"));
         Error::Failed(match failure {
             SshFailure::Unreachable => format!(
                 "cannot reach node {node}: it is down or unreachable ({said}). Fix: check that it is powered on and \
-                 on the network, and that its address is right (`{hint} -G | grep -i ^hostname` shows the address \
-                 ssh uses)"
+                 on the network, and that its address is right (`{resolve}` shows the address ssh uses)"
             ),
             SshFailure::Refused => format!(
                 "node {node} refused the ssh connection ({said}): no sshd listens there. Fix: start sshd on the node \
@@ -264,12 +267,12 @@ impl NodeSession {
             SshFailure::HostKeyChanged => format!(
                 "node {node}'s host key has CHANGED since it was recorded in known_hosts: the node was reinstalled, \
                  or someone is intercepting the connection. Fix: if you know why it changed, remove the old key \
-                 (`{}`) and accept the new one after checking its fingerprint (`{hint} true`)",
+                 (`{}`) and accept the new one after checking its fingerprint (`{login}`)",
                 suggested_keygen(stderr).unwrap_or_else(|| format!("ssh-keygen -R {node}"))
             ),
             SshFailure::HostKeyUnknown => format!(
                 "node {node}'s host key is not in known_hosts, and batch mode cannot ask ({said}). Fix: connect once \
-                 by hand and accept the key after checking its fingerprint (`{hint} true`), or set \
+                 by hand and accept the key after checking its fingerprint (`{login}`), or set \
                  `StrictHostKeyChecking accept-new` for it in your ssh config"
             ),
             SshFailure::ConnectionLost => format!(
@@ -369,6 +372,23 @@ fn suggested_keygen(stderr: &str) -> Option<String> {
         .map(str::trim)
         .find(|line| line.starts_with("ssh-keygen ") && line.contains(" -R "))
         .map(String::from)
+}
+
+/// What the ssh client itself prints before a session: past sshd's `MaxSessions` (10) on the
+/// master, a command falls back to a connection of its own and says so; a new master records the
+/// host key. Dropped, so that stderr is the remote command's.
+const CLIENT_NOTICES: &[&str] = &["mux_client_", "ControlSocket ", "Warning: Permanently added "];
+
+fn without_client_notices(stderr: Vec<u8>) -> Vec<u8> {
+    let mut start = 0;
+    while let Some(line_end) = stderr[start..].iter().position(|byte| *byte == b'\n') {
+        let line = &stderr[start..start + line_end];
+        if !CLIENT_NOTICES.iter().any(|notice| line.starts_with(notice.as_bytes())) {
+            break;
+        }
+        start += line_end + 1;
+    }
+    stderr[start..].to_vec()
 }
 
 fn last_line(text: &str) -> Option<&str> {
@@ -598,6 +618,19 @@ Host key verification failed.
         assert!(message.contains("`ssh -F /tmp/cl/ssh_config strix-b true`"), "{message}");
         let without = session(None).failure_error(SshFailure::HostKeyChanged, "Host key verification failed.");
         assert!(without.to_string().contains("`ssh-keygen -R strix-b`"), "{without}");
+    }
+
+    #[test]
+    fn client_notices_before_the_remote_stderr_are_dropped() {
+        let stderr = "mux_client_request_session: session request failed: Session open refused by peer\n\
+                      ControlSocket /run/x/master already exists, disabling multiplexing\n\
+                      real error\nmux_client_ is the remote's words here\n";
+        assert_eq!(
+            without_client_notices(stderr.as_bytes().to_vec()),
+            b"real error\nmux_client_ is the remote's words here\n"
+        );
+        assert_eq!(without_client_notices(b"no newline".to_vec()), b"no newline");
+        assert_eq!(without_client_notices(Vec::new()), b"");
     }
 
     #[test]
