@@ -47,6 +47,8 @@ pub struct TestCluster {
 }
 
 pub struct TestNode {
+    /// 1 for node1...
+    pub index: usize,
     /// The ssh alias in the cluster's ssh config: `node1`, `node2`...
     pub name: String,
     pub netns: String,
@@ -60,7 +62,7 @@ pub struct TestNode {
     pub bin_dir: PathBuf,
     pub host_tree: TempDir,
     /// Its own podman API service (in the test's namespace, so it reaches the loopback registry).
-    pub podman: Option<PodmanService>,
+    podman: Option<PodmanService>,
     dir: PathBuf,
     /// The test side of its management veth.
     host_link: String,
@@ -179,7 +181,7 @@ impl TestCluster {
             let switch = Netns::create(format!("stx{}-switch", self.slot.number));
             ip(&["-n", &switch.name, "link", "add", "br0", "mtu", &mtu, "type", "bridge"]);
             for node in &self.nodes {
-                let port = format!("port{}", node.index());
+                let port = format!("port{}", node.index);
                 ip(&[
                     "-n",
                     &node.netns,
@@ -266,6 +268,7 @@ impl TestNode {
             ("USER".to_string(), "alice".to_string()),
         ]);
         let node = TestNode {
+            index,
             name,
             netns,
             mgmt_address,
@@ -283,11 +286,6 @@ impl TestNode {
         keygen(&node.host_key(), &format!("{}-host", node.name));
         node.write_sshd_config(&cluster.dir.path().join("authorized_keys"));
         node
-    }
-
-    /// 1 for node1...
-    pub fn index(&self) -> usize {
-        self.name.trim_start_matches("node").parse().expect("node name")
     }
 
     /// What the node's ssh sessions see (also usable to run strix-toolbox "on" the node locally).
