@@ -284,3 +284,28 @@ async fn more_parallel_commands_than_max_sessions_all_run() {
     }
     assert!(started.elapsed() < Duration::from_secs(10), "not in parallel: {:?}", started.elapsed());
 }
+
+#[tokio::test]
+async fn an_unknown_host_key_is_not_accepted_silently() {
+    let cluster = TestCluster::start_network_only(1);
+    // The user's config demands a known key (ssh's default under BatchMode), and none is known.
+    let strict = cluster.ssh_config().with_extension("strict");
+    let config = std::fs::read_to_string(cluster.ssh_config()).expect("ssh config");
+    let empty_known_hosts = strict.with_extension("known_hosts");
+    let config = config
+        .replace("StrictHostKeyChecking accept-new", "StrictHostKeyChecking yes")
+        .lines()
+        .map(|line| match line.trim_start().strip_prefix("UserKnownHostsFile ") {
+            Some(_) => format!("  UserKnownHostsFile {}", empty_known_hosts.display()),
+            None => line.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    std::fs::write(&strict, config).expect("write strict config");
+    let options = SshOptions { config_file: Some(strict), ..options(&cluster) };
+    let error = NodeSession::connect("node1", &options).await.expect_err("unknown host key");
+    let message = error.to_string();
+    assert!(message.contains("node node1's host key is not in known_hosts"), "{message}");
+    assert!(message.contains("No ED25519 host key is known for"), "{message}");
+    assert!(!empty_known_hosts.exists(), "the key was recorded anyway");
+}
