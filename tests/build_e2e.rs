@@ -6,6 +6,7 @@
 #[allow(unused_imports)]
 mod common;
 mod rccl_fixtures;
+mod support;
 
 use std::path::Path;
 use std::process::Output;

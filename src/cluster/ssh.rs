@@ -1,218 +1,643 @@
-//! The transport: the system's OpenSSH, so users' `~/.ssh/config`, agent, known_hosts, ProxyJump
-//! and their own ControlMaster settings keep working. One master connection per node (our own
-//! ControlPath in a private directory), reused by every command; batch mode always, so a node
-//! never prompts for a password or a host key: it fails, named, with the reason and the fix.
+//! Commands on a node through the system's OpenSSH client, so that what the user set up for `ssh`
+//! (~/.ssh/config or `-F FILE`, the agent, known_hosts, ProxyJump) works unchanged. One master
+//! connection per node (ControlMaster) carries every command; `BatchMode=yes` always, so ssh never
+//! waits on a password or host-key prompt, and its failures are turned into errors that name the
+//! node, the reason and the fix.
 //!
-//! The remote side is a shell, so every argument is quoted for it ([`quote`]); nothing is ever
-//! concatenated unquoted.
+//! Why not the `openssh` crate: it always passes `StrictHostKeyChecking` on the command line (its
+//! default accepts any new host key, overriding a stricter ~/.ssh/config), keeps an orphaned
+//! master alive forever (`ControlPersist=yes`), and reports remote exits 127 and 255 as errors.
 
-use std::path::PathBuf;
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
 use tokio::io::AsyncWriteExt;
-use tokio::process::Command;
 
 use crate::error::{Error, Result};
 
-#[derive(Debug, Clone)]
+/// How long an idle master outlives its last command: bounds what a crashed run leaves behind.
+/// A command after that opens a new master by itself (`ControlMaster=auto`).
+const CONTROL_PERSIST_SECONDS: u32 = 300;
+/// Keepalives on the master: a node that dies mid-command fails it in ~45 s instead of hanging.
+const SERVER_ALIVE: [&str; 4] = ["-o", "ServerAliveInterval=15", "-o", "ServerAliveCountMax=3"];
+
+/// How to reach the nodes.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SshOptions {
-    /// `ssh -F FILE`; None: the user's ~/.ssh/config.
+    /// `ssh -F FILE`: this config file instead of ~/.ssh/config.
     pub config_file: Option<PathBuf>,
-    /// How long a node may take to accept the connection.
+    /// ssh's `ConnectTimeout` (whole seconds, at least 1): how soon a node that does not answer fails.
     pub connect_timeout: Duration,
 }
 
-/// What a command printed and how it ended (None: killed by a signal).
+impl Default for SshOptions {
+    fn default() -> Self {
+        SshOptions { config_file: None, connect_timeout: Duration::from_secs(10) }
+    }
+}
+
+/// What a remote command did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RemoteOutput {
+    /// The remote exit code; `None` when the local ssh client was killed by a signal.
     pub status: Option<i32>,
     pub stdout: Vec<u8>,
     pub stderr: Vec<u8>,
 }
 
-/// An open master connection to one node.
+impl RemoteOutput {
+    pub fn success(&self) -> bool {
+        self.status == Some(0)
+    }
+}
+
+/// An open master connection to one node. Dropping it closes the master too; `close` does the
+/// same without blocking the runtime.
+#[derive(Debug)]
 pub struct NodeSession {
     destination: String,
     options: SshOptions,
-    /// Holds the master's control socket; removed with the session.
-    control_dir: tempfile::TempDir,
+    /// Private (0700) directory holding the control socket and the master's log.
+    control_dir: Option<tempfile::TempDir>,
+    control_path: PathBuf,
 }
 
-/// ssh's exit status for its own failures (a remote command's own status passes through).
-const SSH_FAILED: i32 = 255;
-
 impl NodeSession {
-    /// Open the master connection (ssh authenticates, then backgrounds itself with `-f`).
+    /// Open the master connection to `destination` (`host`, `user@host` or a `Host` alias).
     pub async fn connect(destination: &str, options: &SshOptions) -> Result<NodeSession> {
-        super::nodes::validate_destination(destination)?;
-        // Short: a unix socket path holds ~108 bytes.
-        let control_dir = tempfile::Builder::new()
-            .prefix("strix-ssh-")
-            .tempdir_in(std::env::temp_dir())
-            .map_err(|e| Error::Failed(format!("cannot create a directory for ssh's control socket: {e}")))?;
-        let session = NodeSession { destination: destination.to_string(), options: options.clone(), control_dir };
-        let mut master = session.ssh();
-        // ControlPersist: the master outlives this command, and leaves by itself once idle, even
-        // if we die before closing it.
-        master.args(["-o", "ControlMaster=yes", "-o", "ControlPersist=60", "-f", "-N", "--", destination]);
-        let limit = options.connect_timeout + Duration::from_secs(5);
-        let output = tokio::time::timeout(limit, master.stdin(Stdio::null()).output())
-            .await
-            .map_err(|_| connect_error(destination, &format!("no answer within {} s", limit.as_secs())))?
-            .map_err(|e| Error::Failed(format!("cannot run ssh (is OpenSSH installed?): {e}")))?;
-        if !output.status.success() {
-            return Err(connect_error(destination, &String::from_utf8_lossy(&output.stderr)));
-        }
+        check_destination(destination)?;
+        let parent = crate::lock::lock_dir();
+        std::fs::create_dir_all(&parent).map_err(|e| control_dir_error(&parent, e))?;
+        let control_dir =
+            tempfile::Builder::new().prefix("ssh-").tempdir_in(&parent).map_err(|e| control_dir_error(&parent, e))?;
+        let session = NodeSession {
+            destination: destination.to_string(),
+            options: options.clone(),
+            control_path: control_dir.path().join("master"),
+            control_dir: Some(control_dir),
+        };
+        session.start_master().await?;
         Ok(session)
     }
 
-    /// Run `argv` on the node, each argument quoted for its shell; `stdin` is fed to it.
+    /// The destination this session was opened to.
+    pub fn destination(&self) -> &str {
+        &self.destination
+    }
+
+    /// The master's control socket (it exists while the master runs).
+    pub fn control_path(&self) -> &Path {
+        &self.control_path
+    }
+
+    /// Run `argv` on the node. Each element reaches the remote program unchanged: all are quoted
+    /// for the remote login shell (which must be a POSIX shell: sh, bash, dash, zsh). `stdin`,
+    /// when given, is the command's whole input. A non-zero remote exit is not an error here (see
+    /// `status`); failing to reach the node is. Dropping the future kills the local ssh client.
     pub async fn run(&self, argv: &[String], stdin: Option<Vec<u8>>) -> Result<RemoteOutput> {
-        let mut command = self.ssh();
-        command.args(["-o", "ControlMaster=no", "-T", "--", &self.destination, &command_line(argv)]);
-        command.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() });
-        command.stdout(Stdio::piped()).stderr(Stdio::piped());
-        let mut child = command.spawn().map_err(|e| Error::Failed(format!("cannot run ssh: {e}")))?;
-        if let (Some(bytes), Some(mut pipe)) = (stdin, child.stdin.take()) {
-            // A command that stops reading early is its own failure, reported by its status.
-            let _ = pipe.write_all(&bytes).await;
-            drop(pipe);
-        }
-        let output = child
-            .wait_with_output()
-            .await
-            .map_err(|e| Error::Failed(format!("ssh to {} failed: {e}", self.destination)))?;
-        let status = output.status.code();
-        if status == Some(SSH_FAILED) && self.master_is_gone().await {
-            return Err(connect_error(&self.destination, &String::from_utf8_lossy(&output.stderr)));
-        }
-        Ok(RemoteOutput { status, stdout: output.stdout, stderr: output.stderr })
-    }
-
-    /// End the master connection.
-    pub async fn close(self) {
-        let mut exit = self.ssh();
-        exit.args(["-O", "exit", "--", &self.destination]).stdin(Stdio::null()).stdout(Stdio::null());
-        let _ = tokio::time::timeout(Duration::from_secs(5), exit.stderr(Stdio::null()).status()).await;
-    }
-
-    /// True when the master connection no longer answers (a 255 was ssh's, not the command's).
-    async fn master_is_gone(&self) -> bool {
-        let mut check = self.ssh();
-        check.args(["-O", "check", "--", &self.destination]).stdin(Stdio::null());
-        let status = check.stdout(Stdio::null()).stderr(Stdio::null()).status().await;
-        !status.is_ok_and(|s| s.success())
-    }
-
-    /// `ssh` with what every call shares: the config file, batch mode, our control socket.
-    /// Its own process group: a Ctrl-C meant for us must not cut a node's phase short.
-    fn ssh(&self) -> Command {
-        let mut command = Command::new("ssh");
-        if let Some(file) = &self.options.config_file {
-            command.arg("-F").arg(file);
-        }
-        let timeout = self.options.connect_timeout.as_secs().max(1);
+        let command_line = remote_command_line(argv)?;
+        let mut command = self.ssh_command();
         command
-            .args(["-o", "BatchMode=yes", "-o", &format!("ConnectTimeout={timeout}")])
-            .args(["-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3"])
-            .arg("-o")
-            .arg(format!("ControlPath={}", self.control_dir.path().join("cm").display()))
-            .process_group(0)
+            .args(["-o", "ControlMaster=auto", "-T", "--"])
+            .arg(&self.destination)
+            .arg(&command_line)
+            .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
             .kill_on_drop(true);
+        let mut child = command.spawn().map_err(ssh_not_runnable)?;
+        let input = child.stdin.take();
+        let feed = async move {
+            if let (Some(mut pipe), Some(bytes)) = (input, stdin) {
+                // A remote command that stops reading closes the pipe; its exit status tells.
+                let _ = pipe.write_all(&bytes).await;
+            }
+        };
+        let (_, output) = tokio::join!(feed, child.wait_with_output());
+        let output = output.map_err(ssh_not_runnable)?;
+        let status = output.status.code();
+        if status == Some(SSH_FAILED) {
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            if let Some(failure) = classify(&stderr) {
+                return Err(self.failure_error(failure, &stderr));
+            }
+            // A mux client whose connection died exits 255 without a word; a live master means
+            // the remote command itself exited 255.
+            if !self.master_alive().await {
+                return Err(self.failure_error(SshFailure::ConnectionLost, "the connection closed during the command"));
+            }
+        }
+        Ok(RemoteOutput { status, stdout: output.stdout, stderr: without_client_notices(output.stderr) })
+    }
+
+    /// `ssh -O check`: the master still runs.
+    async fn master_alive(&self) -> bool {
+        let mut check = tokio::process::Command::from(self.control_command("check"));
+        check.kill_on_drop(true).status().await.is_ok_and(|status| status.success())
+    }
+
+    /// Close the master connection.
+    pub async fn close(mut self) {
+        if let Some(dir) = self.control_dir.take() {
+            let mut exit = tokio::process::Command::from(self.control_command("exit"));
+            let _ = exit.kill_on_drop(true).status().await;
+            drop(dir);
+        }
+    }
+
+    /// `ssh -f -N -M`: returns once authenticated, leaving the master in the background.
+    async fn start_master(&self) -> Result<()> {
+        let log = self.control_path.with_file_name("master.log");
+        let mut command = self.ssh_command();
         command
+            .arg("-E")
+            .arg(&log)
+            .args(["-M", "-f", "-N", "--"])
+            .arg(&self.destination)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true);
+        // ConnectTimeout bounds the TCP connect and the banner; this bounds key exchange and login.
+        let limit = self.options.connect_timeout * 2 + Duration::from_secs(20);
+        let status = match tokio::time::timeout(limit, command.status()).await {
+            Ok(status) => status.map_err(ssh_not_runnable)?,
+            Err(_) => {
+                return Err(Error::Failed(format!(
+                    "cannot reach node {}: the ssh login did not finish within {} s. Fix: run `{}` to see \
+                     where it stops (a slow or hung sshd, an agent asking for confirmation)",
+                    self.destination,
+                    limit.as_secs(),
+                    self.ssh_hint("", "true")
+                )))
+            }
+        };
+        if status.success() {
+            return Ok(());
+        }
+        let stderr = std::fs::read_to_string(&log).unwrap_or_default();
+        Err(match classify(&stderr) {
+            Some(failure) => self.failure_error(failure, &stderr),
+            None => Error::Failed(format!(
+                "cannot reach node {}: ssh failed ({status}): {}. Fix: run `{}` to see why",
+                self.destination,
+                last_line(&stderr).unwrap_or("no message"),
+                self.ssh_hint("-v", "true")
+            )),
+        })
+    }
+
+    /// `ssh` with what every invocation for this node shares.
+    fn ssh_command(&self) -> tokio::process::Command {
+        let mut command = tokio::process::Command::new("ssh");
+        command.args(self.common_args());
+        // Its own process group: the terminal's Ctrl-C is ours to handle (a cluster refresh lets
+        // the running phase finish on every node, then undoes it), not ssh's to cut short.
+        command.process_group(0);
+        command
+    }
+
+    fn common_args(&self) -> Vec<OsString> {
+        let mut args: Vec<OsString> = Vec::new();
+        if let Some(file) = &self.options.config_file {
+            args.push("-F".into());
+            args.push(file.into());
+        }
+        let seconds = self.options.connect_timeout.as_secs_f64().ceil().max(1.0) as u64;
+        for option in [
+            "BatchMode=yes".to_string(),
+            format!("ConnectTimeout={seconds}"),
+            format!("ControlPersist={CONTROL_PERSIST_SECONDS}"),
+        ] {
+            args.push("-o".into());
+            args.push(option.into());
+        }
+        args.extend(SERVER_ALIVE.iter().map(OsString::from));
+        args.push("-S".into());
+        args.push(escape_percent(self.control_path.as_os_str()));
+        args
+    }
+
+    /// `ssh -O CHECK_OR_EXIT`: a question or an order to the master (fast: a message on the local socket).
+    fn control_command(&self, request: &str) -> std::process::Command {
+        let mut command = std::process::Command::new("ssh");
+        command
+            .args(self.common_args())
+            .args(["-O", request, "--"])
+            .arg(&self.destination)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        command
+    }
+
+    /// How the user runs the same ssh by hand (`ssh [-F FILE] [FLAGS] NODE [COMMAND]`), for the
+    /// fixes in error messages.
+    fn ssh_hint(&self, flags: &str, command: &str) -> String {
+        let mut words = vec!["ssh".to_string()];
+        if let Some(file) = &self.options.config_file {
+            words.push(format!("-F {}", file.display()));
+        }
+        words.extend([flags.to_string(), self.destination.clone(), command.to_string()]);
+        words.retain(|word| !word.is_empty());
+        words.join(" ")
+    }
+
+    fn failure_error(&self, failure: SshFailure, stderr: &str) -> Error {
+        let node = &self.destination;
+        let said = failure.evidence(stderr);
+        let (login, resolve) = (self.ssh_hint("", "true"), self.ssh_hint("-G", "| grep ^hostname"));
+        Error::Failed(match failure {
+            SshFailure::Unreachable => format!(
+                "cannot reach node {node}: it is down or unreachable ({said}). Fix: check that it is powered on and \
+                 on the network, and that its address is right (`{resolve}` shows the address ssh uses)"
+            ),
+            SshFailure::Refused => format!(
+                "node {node} refused the ssh connection ({said}): no sshd listens there. Fix: start sshd on the node \
+                 (`systemctl enable --now ssh`), or check the port and address in your ssh config"
+            ),
+            SshFailure::UnknownName => format!(
+                "cannot resolve node {node} ({said}). Fix: check the name, or give it an address (a `Host {node}` \
+                 entry with `HostName` in ~/.ssh/config, or /etc/hosts)"
+            ),
+            SshFailure::PermissionDenied => format!(
+                "node {node} refused our ssh key ({said}). Fix: install your public key on it (`ssh-copy-id {node}`), \
+                 or load the right key into ssh-agent (`ssh-add`); batch mode never asks for a password"
+            ),
+            SshFailure::HostKeyChanged => format!(
+                "node {node}'s host key has CHANGED since it was recorded in known_hosts: the node was reinstalled, \
+                 or someone is intercepting the connection. Fix: if you know why it changed, remove the old key \
+                 (`{}`) and accept the new one after checking its fingerprint (`{login}`)",
+                suggested_keygen(stderr).unwrap_or_else(|| format!("ssh-keygen -R {node}"))
+            ),
+            SshFailure::HostKeyUnknown => format!(
+                "node {node}'s host key is not in known_hosts, and batch mode cannot ask ({said}). Fix: connect once \
+                 by hand and accept the key after checking its fingerprint (`{login}`), or set \
+                 `StrictHostKeyChecking accept-new` for it in your ssh config"
+            ),
+            SshFailure::ConnectionLost => format!(
+                "lost the ssh connection to node {node} ({said}). Fix: check that the node is up and its sshd \
+                 running (its log says why it closed the connection), then run again"
+            ),
+        })
     }
 }
 
-/// The remote command line: every argument quoted.
-pub fn command_line(argv: &[String]) -> String {
-    argv.iter().map(|arg| quote(arg)).collect::<Vec<_>>().join(" ")
+impl Drop for NodeSession {
+    fn drop(&mut self) {
+        if self.control_dir.is_some() {
+            let _ = self.control_command("exit").status();
+        }
+    }
 }
 
-/// One word for a POSIX shell, whatever it holds: single quotes, and `'\''` for a quote inside.
-pub fn quote(word: &str) -> String {
-    format!("'{}'", word.replace('\'', r"'\''"))
+/// ssh's own exit code for "ssh failed"; a remote command can also exit 255.
+const SSH_FAILED: i32 = 255;
+
+/// Why ssh could not reach a node, as ssh's messages tell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SshFailure {
+    /// Timed out, no route, network unreachable: the node is down or cut off.
+    Unreachable,
+    /// The address answered, but nothing listens on the ssh port.
+    Refused,
+    /// The name does not resolve.
+    UnknownName,
+    /// The node refused every key we offered.
+    PermissionDenied,
+    /// known_hosts holds a different key for the node.
+    HostKeyChanged,
+    /// known_hosts holds no key for the node, and batch mode cannot ask.
+    HostKeyUnknown,
+    /// The connection broke: closed or reset by the node, keepalives unanswered, master gone.
+    ConnectionLost,
 }
 
-/// Why ssh could not reach `node`, from its stderr, with the fix.
-pub fn connect_error(node: &str, stderr: &str) -> Error {
-    let said = stderr.lines().map(str::trim).filter(|l| !l.is_empty()).last().unwrap_or("no reason given");
-    let has = |text: &str| stderr.contains(text);
-    let (why, fix) = if has("REMOTE HOST IDENTIFICATION HAS CHANGED") {
-        (
-            "its host key changed since it was recorded in known_hosts".to_string(),
-            format!("if the node was reinstalled, `ssh-keygen -R {}` and connect once with `ssh {node}`", host(node)),
-        )
-    } else if has("Host key verification failed") || has("No ED25519 host key is known") || has("host key is known") {
-        (
-            "its host key is not in known_hosts, and strix-toolbox never answers a host-key prompt".to_string(),
-            format!("connect once with `ssh {node}` and check the key it shows"),
-        )
-    } else if has("Permission denied") {
-        (
-            "it refused the key (strix-toolbox never asks for a password)".to_string(),
-            format!("install your key there (`ssh-copy-id {node}`) or load it in your agent (`ssh-add`)"),
-        )
-    } else if has("Could not resolve hostname") || has("Name or service not known") {
-        ("its name does not resolve".to_string(), format!("check the name, or add `Host {node}` to your ssh config"))
-    } else if has("Connection refused") {
-        ("nothing listens for ssh there".to_string(), "start sshd on the node, or check the port".to_string())
-    } else if has("timed out") || has("No route to host") || has("Network is unreachable") || has("no answer") {
-        (
-            "it does not answer (down, or not reachable from here)".to_string(),
-            format!("check that {node} is up and that `ssh {node}` works"),
-        )
+/// Message fragments (lowercase) that identify each failure, in order of precedence: a changed
+/// host key also says "Host key verification failed".
+const SIGNATURES: &[(SshFailure, &[&str])] = &[
+    (SshFailure::HostKeyChanged, &["remote host identification has changed"]),
+    (SshFailure::HostKeyUnknown, &["host key verification failed", "host key is known for"]),
+    (SshFailure::PermissionDenied, &["permission denied ("]),
+    (
+        SshFailure::UnknownName,
+        &["could not resolve hostname", "name or service not known", "temporary failure in name resolution"],
+    ),
+    (SshFailure::Refused, &["connection refused"]),
+    (
+        SshFailure::Unreachable,
+        &["timed out", "no route to host", "network is unreachable", "host is down", "host is unreachable"],
+    ),
+    (
+        SshFailure::ConnectionLost,
+        &[
+            "closed by remote host",
+            "connection closed by",
+            "connection reset",
+            "not responding",
+            "broken pipe",
+            "read from master failed",
+            "kex_exchange_identification",
+        ],
+    ),
+];
+
+/// What ssh's stderr says went wrong, if it is one of the failures we can explain.
+pub fn classify(stderr: &str) -> Option<SshFailure> {
+    let text = stderr.to_lowercase();
+    SIGNATURES
+        .iter()
+        .find(|(_, fragments)| fragments.iter().any(|fragment| text.contains(fragment)))
+        .map(|(failure, _)| *failure)
+}
+
+impl SshFailure {
+    /// The line of ssh's stderr that shows this failure.
+    fn evidence<'a>(&self, stderr: &'a str) -> &'a str {
+        let fragments = SIGNATURES.iter().find(|(failure, _)| failure == self).map_or(&[][..], |(_, f)| *f);
+        stderr
+            .lines()
+            .map(|line| line.trim().trim_start_matches("ssh: "))
+            .find(|line| fragments.iter().any(|fragment| line.to_lowercase().contains(fragment)))
+            .or_else(|| last_line(stderr))
+            .unwrap_or("ssh gave no details")
+    }
+}
+
+/// The `ssh-keygen -f FILE -R HOST` line ssh prints with a changed host key: it names the right
+/// known_hosts file and the host as recorded (not the alias).
+fn suggested_keygen(stderr: &str) -> Option<String> {
+    stderr
+        .lines()
+        .map(str::trim)
+        .find(|line| line.starts_with("ssh-keygen ") && line.contains(" -R "))
+        .map(String::from)
+}
+
+/// What the ssh client itself prints before a session: past sshd's `MaxSessions` (10) on the
+/// master, a command falls back to a connection of its own and says so; a new master records the
+/// host key. Dropped, so that stderr is the remote command's.
+const CLIENT_NOTICES: &[&str] = &["mux_client_", "ControlSocket ", "Warning: Permanently added "];
+
+fn without_client_notices(stderr: Vec<u8>) -> Vec<u8> {
+    let mut start = 0;
+    while let Some(line_end) = stderr[start..].iter().position(|byte| *byte == b'\n') {
+        let line = &stderr[start..start + line_end];
+        if !CLIENT_NOTICES.iter().any(|notice| line.starts_with(notice.as_bytes())) {
+            break;
+        }
+        start += line_end + 1;
+    }
+    stderr[start..].to_vec()
+}
+
+fn last_line(text: &str) -> Option<&str> {
+    text.lines().map(str::trim).rfind(|line| !line.is_empty())
+}
+
+/// Quote `arg` for a POSIX shell: a word the shell reads back as exactly `arg`. Plain words
+/// stay readable; anything else goes in single quotes (where nothing is special), a `'` becomes
+/// `'\''`. `=` and `~` count as special: `A=b` first on a line is an assignment, `~` expands.
+pub fn shell_quote(arg: &str) -> String {
+    let plain = |b: u8| b.is_ascii_alphanumeric() || b"_-./:,@+".contains(&b);
+    if !arg.is_empty() && arg.bytes().all(plain) {
+        return arg.to_string();
+    }
+    format!("'{}'", arg.replace('\'', r"'\''"))
+}
+
+/// The command line ssh hands the remote shell: every element of `argv` quoted.
+pub fn remote_command_line(argv: &[String]) -> Result<String> {
+    if argv.is_empty() {
+        return Err(Error::Failed("internal: an empty command for ssh".into()));
+    }
+    if let Some(arg) = argv.iter().find(|arg| arg.contains('\0')) {
+        return Err(Error::Failed(format!("internal: the remote argument {arg:?} holds a NUL byte")));
+    }
+    Ok(argv.iter().map(|arg| shell_quote(arg)).collect::<Vec<_>>().join(" "))
+}
+
+/// A destination ssh would read as an option, or split, is refused before it reaches ssh.
+fn check_destination(destination: &str) -> Result<()> {
+    let problem = if destination.is_empty() {
+        "is empty"
+    } else if destination.starts_with('-') {
+        "starts with '-'"
+    } else if destination.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        "holds whitespace or control characters"
     } else {
-        (format!("ssh failed: {said}"), format!("run `ssh {node} true` to see why"))
+        return Ok(());
     };
-    Error::Failed(format!("node {node} is unreachable: {why} ({said}). Fix: {fix}"))
+    Err(Error::Usage(format!(
+        "the node {destination:?} {problem}. Fix: give an ssh destination: host, user@host or a Host alias from \
+         your ssh config"
+    )))
 }
 
-/// `user@host` → `host` (what known_hosts records).
-fn host(destination: &str) -> &str {
-    destination.rsplit_once('@').map_or(destination, |(_, host)| host)
+/// ssh expands `%` tokens in ControlPath; a literal `%` is `%%`.
+fn escape_percent(path: &OsStr) -> OsString {
+    let mut bytes = Vec::with_capacity(path.len());
+    for &byte in path.as_bytes() {
+        bytes.push(byte);
+        if byte == b'%' {
+            bytes.push(b'%');
+        }
+    }
+    OsString::from_vec(bytes)
+}
+
+fn control_dir_error(parent: &Path, error: std::io::Error) -> Error {
+    Error::Failed(format!(
+        "cannot create a private directory for ssh's control socket in {}: {error}. Fix: set XDG_RUNTIME_DIR to a \
+         writable directory",
+        parent.display()
+    ))
+}
+
+fn ssh_not_runnable(error: std::io::Error) -> Error {
+    Error::Command {
+        program: "ssh".into(),
+        message: format!("cannot run it: {error}. Fix: install the OpenSSH client (`apt install openssh-client`)"),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn quoting_survives_anything_a_shell_would_interpret() {
-        assert_eq!(quote(""), "''");
-        assert_eq!(quote("plain"), "'plain'");
-        assert_eq!(quote("it's"), r"'it'\''s'");
-        let argv: Vec<String> = ["printf", "%s", "a b", "$HOME", "`id`", "x;y", "'\"", "line\nbreak", "*"]
-            .into_iter()
-            .map(str::to_string)
-            .collect();
-        let line = command_line(&argv);
-        // A real shell gives every word back, byte for byte.
-        let output = std::process::Command::new("sh").args(["-c", &format!("printf '%s\\0' {line}")]).output().unwrap();
-        let words: Vec<String> = output
-            .stdout
-            .split(|b| *b == 0)
-            .filter(|w| !w.is_empty())
-            .map(|w| String::from_utf8_lossy(w).into())
-            .collect();
-        assert_eq!(words, argv);
+    /// What `sh -c` reads back from a quoted word (the word echoed through printf).
+    fn through_sh(arg: &str) -> String {
+        let script = format!("printf %s {}", shell_quote(arg));
+        let output = std::process::Command::new("sh").args(["-c", &script]).output().expect("sh");
+        assert!(output.status.success(), "sh -c {script:?} failed");
+        String::from_utf8(output.stdout).expect("utf-8")
     }
 
     #[test]
-    fn every_failure_names_the_node_the_reason_and_the_fix() {
-        let cases = [
-            ("@@@ WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED! @@@\nHost key verification failed.", "ssh-keygen -R 10.0.0.2"),
-            ("No ED25519 host key is known for node2 and you have requested strict checking.\nHost key verification failed.", "connect once"),
-            ("root@10.0.0.2: Permission denied (publickey).", "ssh-copy-id"),
-            ("ssh: Could not resolve hostname nodex: Name or service not known", "does not resolve"),
-            ("ssh: connect to host 10.0.0.2 port 22: Connection refused", "start sshd"),
-            ("ssh: connect to host 10.0.0.2 port 22: Connection timed out", "is up"),
-            ("kex_exchange_identification: read: Connection reset by peer", "ssh root@10.0.0.2 true"),
-        ];
-        for (stderr, expected) in cases {
-            let message = connect_error("root@10.0.0.2", stderr).to_string();
-            assert!(message.starts_with("node root@10.0.0.2 is unreachable"), "{message}");
-            assert!(message.contains(expected) && message.contains("Fix:"), "{stderr}\n→ {message}");
+    fn plain_words_stay_readable() {
+        for word in ["podman", "--json", "/usr/bin/strix-toolbox", "repo@sha256:ab12", "a,b", "x+y", "host:5000"] {
+            assert_eq!(shell_quote(word), word);
         }
+    }
+
+    #[test]
+    fn everything_else_is_single_quoted() {
+        assert_eq!(shell_quote(""), "''");
+        assert_eq!(shell_quote("a b"), "'a b'");
+        assert_eq!(shell_quote("it's"), r"'it'\''s'");
+        assert_eq!(shell_quote("$HOME"), "'$HOME'");
+        assert_eq!(shell_quote("A=b"), "'A=b'");
+        assert_eq!(shell_quote("~"), "'~'");
+    }
+
+    #[test]
+    fn the_shell_reads_back_exactly_what_was_quoted() {
+        for arg in [
+            "",
+            " ",
+            "two words",
+            "'",
+            "''",
+            "\"double\"",
+            "it's \"mixed\"",
+            "$HOME ${PATH} $(id) `id`",
+            "back\\slash \\n",
+            "line one\nline two\n",
+            "\ttab",
+            "*?[a-z] {a,b} ~root !x #c ; & | < > ( )",
+            "A=b",
+            "-n",
+            "héllo ✓",
+        ] {
+            assert_eq!(through_sh(arg), arg, "quoted as {}", shell_quote(arg));
+        }
+    }
+
+    #[test]
+    fn a_command_line_quotes_every_element() {
+        let argv: Vec<String> = ["printf", "%s|", "a b", "$x"].map(String::from).to_vec();
+        assert_eq!(remote_command_line(&argv).expect("line"), "printf '%s|' 'a b' '$x'");
+        assert!(remote_command_line(&[]).is_err());
+        assert!(remote_command_line(&["a\0b".to_string()]).is_err());
+    }
+
+    #[test]
+    fn destinations_that_ssh_would_misread_are_refused() {
+        for bad in ["", "-oProxyCommand=sh", "two words", "node\n"] {
+            let error = check_destination(bad).expect_err(bad);
+            assert!(error.to_string().contains("Fix:"), "{error}");
+        }
+        for good in ["node1", "alice@10.0.0.2", "strix-b.local", "[fe80::1%eth0]"] {
+            check_destination(good).expect(good);
+        }
+    }
+
+    /// ssh 9.2's stderr, recorded against a test node (tests/common/cluster.rs).
+    const CHANGED_HOST_KEY: &str = "\
+@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@
+@    WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED!     @
+@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@
+IT IS POSSIBLE THAT SOMEONE IS DOING SOMETHING NASTY!
+Someone could be eavesdropping on you right now (man-in-the-middle attack)!
+It is also possible that a host key has just been changed.
+The fingerprint for the ED25519 key sent by the remote host is
+SHA256:JaJqIfa+g9PzaK63LDw7KQPJNEcEXqihti5VfEBVlIM.
+Please contact your system administrator.
+Add correct host key in /tmp/cl/known_hosts to get rid of this message.
+Offending ED25519 key in /tmp/cl/known_hosts:1
+  remove with:
+  ssh-keygen -f \"/tmp/cl/known_hosts\" -R \"10.213.250.2\"
+Host key for 10.213.250.2 has changed and you have requested strict checking.
+Host key verification failed.
+";
+
+    const RECORDED: &[(&str, SshFailure)] = &[
+        (CHANGED_HOST_KEY, SshFailure::HostKeyChanged),
+        (
+            "No ED25519 host key is known for 10.213.250.2 and you have requested strict checking.\n\
+             Host key verification failed.\n",
+            SshFailure::HostKeyUnknown,
+        ),
+        ("Host key verification failed.\n", SshFailure::HostKeyUnknown),
+        ("root@10.213.250.2: Permission denied (publickey).\n", SshFailure::PermissionDenied),
+        (
+            "ssh: Could not resolve hostname nosuch-node.invalid: Temporary failure in name resolution\n",
+            SshFailure::UnknownName,
+        ),
+        ("ssh: Could not resolve hostname strix-c: Name or service not known\n", SshFailure::UnknownName),
+        ("ssh: connect to host 10.213.250.2 port 22: Connection refused\n", SshFailure::Refused),
+        ("ssh: connect to host 10.213.250.2 port 22: Connection timed out\n", SshFailure::Unreachable),
+        ("ssh: connect to host 10.213.250.2 port 22: No route to host\n", SshFailure::Unreachable),
+        ("ssh: connect to host 10.213.250.2 port 22: Network is unreachable\n", SshFailure::Unreachable),
+        ("Connection timed out during banner exchange\n", SshFailure::Unreachable),
+        (
+            "Warning: Permanently added '10.213.250.2' (ED25519) to the list of known hosts.\n\
+             Connection to 10.213.250.2 closed by remote host.\n",
+            SshFailure::ConnectionLost,
+        ),
+        ("kex_exchange_identification: read: Connection reset by peer\n", SshFailure::ConnectionLost),
+        ("Timeout, server 10.213.250.2 not responding.\n", SshFailure::ConnectionLost),
+    ];
+
+    fn session(config_file: Option<&str>) -> NodeSession {
+        NodeSession {
+            destination: "strix-b".into(),
+            options: SshOptions { config_file: config_file.map(PathBuf::from), ..SshOptions::default() },
+            control_dir: None,
+            control_path: PathBuf::from("/run/strix-toolbox/ssh-x/master"),
+        }
+    }
+
+    #[test]
+    fn recorded_ssh_failures_are_classified() {
+        for (stderr, expected) in RECORDED {
+            assert_eq!(classify(stderr), Some(*expected), "{stderr}");
+        }
+        assert_eq!(classify(""), None);
+        assert_eq!(classify("some remote program's own complaint\n"), None);
+    }
+
+    #[test]
+    fn every_failure_names_the_node_the_reason_and_a_fix() {
+        let node = session(None);
+        for (stderr, failure) in RECORDED {
+            let message = node.failure_error(*failure, stderr).to_string();
+            assert!(message.contains("node strix-b"), "{message}");
+            assert!(message.contains("Fix:"), "{message}");
+            assert!(!message.contains("@@@"), "no banner in {message}");
+        }
+        let refused = node.failure_error(SshFailure::Refused, RECORDED[6].0).to_string();
+        assert!(refused.contains("connect to host 10.213.250.2 port 22: Connection refused"), "{refused}");
+    }
+
+    #[test]
+    fn a_changed_host_key_gets_the_ssh_keygen_line_ssh_suggested() {
+        let message = session(Some("/tmp/cl/ssh_config")).failure_error(SshFailure::HostKeyChanged, CHANGED_HOST_KEY);
+        let message = message.to_string();
+        assert!(message.contains(r#"`ssh-keygen -f "/tmp/cl/known_hosts" -R "10.213.250.2"`"#), "{message}");
+        assert!(message.contains("`ssh -F /tmp/cl/ssh_config strix-b true`"), "{message}");
+        let without = session(None).failure_error(SshFailure::HostKeyChanged, "Host key verification failed.");
+        assert!(without.to_string().contains("`ssh-keygen -R strix-b`"), "{without}");
+    }
+
+    #[test]
+    fn client_notices_before_the_remote_stderr_are_dropped() {
+        let stderr = "mux_client_request_session: session request failed: Session open refused by peer\n\
+                      ControlSocket /run/x/master already exists, disabling multiplexing\n\
+                      real error\nmux_client_ is the remote's words here\n";
+        assert_eq!(
+            without_client_notices(stderr.as_bytes().to_vec()),
+            b"real error\nmux_client_ is the remote's words here\n"
+        );
+        assert_eq!(without_client_notices(b"no newline".to_vec()), b"no newline");
+        assert_eq!(without_client_notices(Vec::new()), b"");
+    }
+
+    #[test]
+    fn percent_in_the_control_path_is_escaped() {
+        assert_eq!(escape_percent(OsStr::new("/run/a%b/master")), OsString::from("/run/a%%b/master"));
     }
 }

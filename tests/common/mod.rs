@@ -1,6 +1,7 @@
 //! The end-to-end testbed: real services, started by the test that uses them and stopped when
 //! it drops them. Each test gets its own registry, podman storage and service, so tests run in
-//! parallel and leave nothing behind.
+//! parallel and leave nothing behind. A test binary with `mod common;` also declares `mod support;`
+//! (the cluster's nodes get fake host trees).
 //!
 //! ```ignore
 //! let registry = Registry::start();
@@ -10,6 +11,7 @@
 //! ```
 #![allow(dead_code)]
 
+pub mod cluster;
 pub mod docker;
 pub mod image;
 pub mod podman;

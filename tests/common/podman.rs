@@ -10,7 +10,8 @@ use super::user::TestUser;
 use super::{stop_child, wait_until};
 
 pub struct PodmanService {
-    child: Child,
+    /// `None` while stopped (see `stop`).
+    child: Option<Child>,
     pub socket: PathBuf,
     env: Vec<(String, String)>,
     dir: tempfile::TempDir,
@@ -69,24 +70,33 @@ impl PodmanService {
             // Locks and the default podman socket path stay inside the testbed.
             ("XDG_RUNTIME_DIR".to_string(), runtime_dir.display().to_string()),
         ];
-        let mut command = Command::new("podman");
         if let Some(user) = &user {
             user.give(root);
+        }
+        let mut service = PodmanService { child: None, socket, env, dir, user };
+        service.spawn();
+        service
+    }
+
+    fn spawn(&mut self) {
+        let mut command = Command::new("podman");
+        if let Some(user) = &self.user {
             user.run_as(&mut command);
         }
+        let log = self.dir.path().join("service.log");
         let child = command
             .args(["system", "service", "--time=0"])
-            .arg(format!("unix://{}", socket.display()))
+            .arg(format!("unix://{}", self.socket.display()))
             // With CONTAINER_HOST set, podman would act as a remote client.
-            .envs(env.iter().filter(|(k, _)| k != "CONTAINER_HOST").map(|(k, v)| (k.as_str(), v.as_str())))
+            .envs(self.env.iter().filter(|(k, _)| k != "CONTAINER_HOST").map(|(k, v)| (k.as_str(), v.as_str())))
             // podman system service exits at once without stdin from /dev/null.
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(std::fs::File::create(root.join("service.log")).expect("service log"))
+            .stderr(std::fs::File::create(&log).expect("service log"))
             .spawn()
             .expect("start podman system service (scripts/test-deps.sh installs podman)");
-        let probe = socket.clone();
-        let log = root.join("service.log");
+        self.child = Some(child);
+        let probe = self.socket.clone();
         wait_until("podman service", Duration::from_secs(20), || {
             let up = std::os::unix::net::UnixStream::connect(&probe).is_ok();
             if !up && child_exited(&log) {
@@ -94,7 +104,21 @@ impl PodmanService {
             }
             up
         });
-        PodmanService { child, socket, env, dir, user }
+    }
+
+    /// Take the API service down (storage and containers stay): "this node's podman is down".
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            // Waits for the exit: the old service deletes its socket as it goes, which could be
+            // the new one's socket (TESTBED.md).
+            stop_child(&mut child);
+        }
+    }
+
+    /// Bring the API service back on the same socket and storage.
+    pub fn restart(&mut self) {
+        self.stop();
+        self.spawn();
     }
 
     /// What the strix-toolbox binary, podman and toolbox need to share this testbed.
@@ -154,7 +178,7 @@ impl Drop for PodmanService {
     fn drop(&mut self) {
         // Containers first (a started one holds runc processes), then the service.
         let _ = self.podman(&["rm", "--all", "--force", "--time", "0"]);
-        stop_child(&mut self.child);
+        self.stop();
         // podman 4.3 leaves one conmon per exec session running after the container is gone;
         // every process of this testbed names its directory.
         // SIGKILL: a terminated conmon would first run podman's cleanup, re-creating files here.
