@@ -62,9 +62,13 @@ impl Helper {
             .kill_on_drop(true)
             .spawn()
             .map_err(|e| {
+                let why = match e.kind() {
+                    std::io::ErrorKind::NotFound => "it is not on PATH".to_string(),
+                    _ => format!("cannot run it ({e})"),
+                };
                 failed(format!(
-                    "cannot run it ({e}); {} names it for {registry}. Fix: install {program} on PATH, or remove \
-                     that entry and {relogin}",
+                    "{why}; {} names it for {registry}. Fix: install {program} on PATH, or remove that entry and \
+                     {relogin}",
                     self.named_by
                 ))
             })?;
@@ -80,9 +84,13 @@ impl Helper {
             }
             let stderr = String::from_utf8_lossy(&output.stderr);
             let said = [stdout.trim(), stderr.trim()].into_iter().filter(|s| !s.is_empty()).collect::<Vec<_>>();
+            let ended = match output.status.code() {
+                Some(code) => format!("exit code {code}"),
+                None => output.status.to_string(),
+            };
             return Err(failed(format!(
-                "{} for {server}{}. Fix: unlock the store it reads (for `pass`, the gpg key) or {relogin}",
-                output.status,
+                "asked about {server}, it ended with {ended}{}. Fix: unlock the store it reads (for `pass`, the \
+                 gpg key) or {relogin}",
                 if said.is_empty() { String::new() } else { format!(": {}", said.join("; ")) }
             )));
         }
