@@ -56,10 +56,10 @@ pub async fn login_for(engine: &str, image: &ImageRef) -> Result<Option<Credenti
 }
 
 /// The login for `registry` from the first of `files` that has one.
-pub async fn credentials_in(files: &[PathBuf], engine: &str, registry: &str) -> Result<Option<Credentials>> {
+async fn credentials_in(files: &[PathBuf], engine: &str, registry: &str) -> Result<Option<Credentials>> {
     for path in files {
         let Some(file) = AuthFile::read(path)? else { continue };
-        for (helper, server) in file.helpers_for(registry, path) {
+        if let Some((helper, server)) = file.helper_for(registry, path) {
             if let Some(secret) = helper.get(&server, registry, engine).await? {
                 return Ok(Some(Credentials { server, secret }));
             }
@@ -73,7 +73,7 @@ pub async fn credentials_in(files: &[PathBuf], engine: &str, registry: &str) -> 
 
 /// One auth.json or docker config.json.
 #[derive(Debug, Default, Deserialize)]
-pub struct AuthFile {
+struct AuthFile {
     #[serde(default)]
     auths: BTreeMap<String, AuthEntry>,
     #[serde(default, rename = "credHelpers")]
@@ -105,35 +105,33 @@ impl AuthFile {
         })
     }
 
-    pub fn parse(text: &str) -> serde_json::Result<AuthFile> {
+    fn parse(text: &str) -> serde_json::Result<AuthFile> {
         if text.trim().is_empty() {
             return Ok(AuthFile::default());
         }
         serde_json::from_str(text)
     }
 
-    /// The helpers to ask for `registry`, with the server URL each is asked for: the one named
-    /// for it in `credHelpers` wins over the `credsStore` default, as in docker.
-    pub fn helpers_for(&self, registry: &str, path: &Path) -> Vec<(Helper, String)> {
+    /// The helper to ask for `registry`, with the server URL to ask it about: the one named for
+    /// the registry in `credHelpers` wins over the `credsStore` default, as in docker.
+    fn helper_for(&self, registry: &str, path: &Path) -> Option<(Helper, String)> {
         let named_by = |what: &str| format!("`{what}` in {}", path.display());
-        let mut helpers = Vec::new();
         if let Some((key, name)) = self.cred_helpers.iter().find(|(key, _)| names_registry(key, registry)) {
-            helpers.push((Helper { name: name.clone(), named_by: named_by("credHelpers") }, key.clone()));
-        } else if let Some(name) = self.creds_store.as_ref().filter(|n| !n.is_empty()) {
-            // The server as docker login stored it: its (empty) `auths` entry, else docker's own name.
-            let server = self
-                .auths
-                .keys()
-                .find(|key| names_registry(key, registry))
-                .cloned()
-                .unwrap_or_else(|| if registry == DOCKER_HUB { DOCKER_HUB_SERVER } else { registry }.to_string());
-            helpers.push((Helper { name: name.clone(), named_by: named_by("credsStore") }, server));
+            return Some((Helper { name: name.clone(), named_by: named_by("credHelpers") }, key.clone()));
         }
-        helpers
+        let name = self.creds_store.as_ref().filter(|n| !n.is_empty())?;
+        // The server as docker login stored it: its (empty) `auths` entry, else docker's own name.
+        let server = self
+            .auths
+            .keys()
+            .find(|key| names_registry(key, registry))
+            .cloned()
+            .unwrap_or_else(|| if registry == DOCKER_HUB { DOCKER_HUB_SERVER } else { registry }.to_string());
+        Some((Helper { name: name.clone(), named_by: named_by("credsStore") }, server))
     }
 
     /// The login stored in the file itself (`auths`).
-    pub fn inline_login(&self, registry: &str) -> Option<Secret> {
+    fn inline_login(&self, registry: &str) -> Option<Secret> {
         self.auths.iter().filter(|(key, _)| names_registry(key, registry)).find_map(|(_, entry)| {
             if let Some(token) = entry.identitytoken.clone().filter(|t| !t.is_empty()) {
                 return Some(Secret::IdentityToken(token));
@@ -213,22 +211,25 @@ mod tests {
             "credHelpers":{"127.0.0.1:5000":"pass","https://ghcr.io":"gh"}}"#;
         let file = AuthFile::parse(json).unwrap();
         let path = Path::new("/home/u/.docker/config.json");
-        let asked = |registry: &str| -> Vec<(String, String, String)> {
-            file.helpers_for(registry, path).into_iter().map(|(h, server)| (h.program(), h.named_by, server)).collect()
+        let asked = |registry: &str| -> Option<(String, String, String)> {
+            file.helper_for(registry, path).map(|(h, server)| (h.program(), h.named_by, server))
         };
         let named = |what: &str| format!("`{what}` in /home/u/.docker/config.json");
         assert_eq!(
             asked("127.0.0.1:5000"),
-            [("docker-credential-pass".into(), named("credHelpers"), "127.0.0.1:5000".into())]
+            Some(("docker-credential-pass".into(), named("credHelpers"), "127.0.0.1:5000".into()))
         );
-        assert_eq!(asked("ghcr.io"), [("docker-credential-gh".into(), named("credHelpers"), "https://ghcr.io".into())]);
+        assert_eq!(
+            asked("ghcr.io"),
+            Some(("docker-credential-gh".into(), named("credHelpers"), "https://ghcr.io".into()))
+        );
         // Docker Hub goes to the store under the server docker login used.
         assert_eq!(
             asked("docker.io"),
-            [("docker-credential-desktop".into(), named("credsStore"), "https://index.docker.io/v1/".into())]
+            Some(("docker-credential-desktop".into(), named("credsStore"), "https://index.docker.io/v1/".into()))
         );
-        assert_eq!(asked("quay.io")[0].2, "quay.io");
-        assert!(AuthFile::parse(r#"{"auths":{}}"#).unwrap().helpers_for("quay.io", path).is_empty());
+        assert_eq!(asked("quay.io").map(|(_, _, server)| server).as_deref(), Some("quay.io"));
+        assert!(AuthFile::parse(r#"{"auths":{}}"#).unwrap().helper_for("quay.io", path).is_none());
     }
 
     #[test]
