@@ -10,6 +10,7 @@ use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::manager::Manager;
 use crate::plan::{old_name, RefreshPlan, Step};
+use crate::reference::ImageRef;
 use crate::ui::Ui;
 
 /// What happened beyond success: things left for the user to look at.
@@ -57,8 +58,8 @@ async fn run_step(
         Step::Restore { from, to } => engine.container_rename(from, to).await,
         Step::RemoveLeftover { name } => engine.container_remove(name, true).await,
         Step::Pin { image_id, reference } => {
-            let (repository, tag) = reference.rsplit_once(':').unwrap_or((reference, "latest"));
-            engine.image_tag(image_id, repository, tag).await
+            let pin = ImageRef::parse(reference)?;
+            engine.image_tag(image_id, &pin.repository, pin.tag_or_digest()).await
         }
         Step::Create { request } => {
             *created = Some(request.name.clone());

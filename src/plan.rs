@@ -10,6 +10,7 @@ use crate::engine::{ContainerInfo, CreateRequest, EngineKind, ImageInfo};
 use crate::labels;
 use crate::manager::{Manager, ManagerKind};
 use crate::pin::pins_in;
+use crate::reference::ImageRef;
 
 /// The toolbox as it should be.
 #[derive(Debug, Clone)]
@@ -153,7 +154,7 @@ pub fn provenance_labels(
 /// `sha256:…` of the image as pulled from `repository`.
 pub fn registry_digest(image: &ImageInfo, repository: &str) -> Option<String> {
     let matching = image.repo_digests.iter().find(|d| d.starts_with(&format!("{repository}@")));
-    matching.or(image.repo_digests.first()).and_then(|d| d.split_once('@')).map(|(_, digest)| digest.to_string())
+    matching.or(image.repo_digests.first()).and_then(|d| ImageRef::parse(d).ok()).and_then(|r| r.digest)
 }
 
 pub fn plan_refresh(desired: &DesiredToolbox, current: &CurrentState, keep: usize, force: bool) -> RefreshPlan {

@@ -1,7 +1,7 @@
 //! Rootless podman, as most people run their toolboxes: the service, storage and our binary all
 //! run as an unprivileged user. The engine is recognised as rootless, the native toolbox keeps the
-//! user's uid inside (keep-id), and a node with RDMA but a capped memlock is refused before
-//! anything is created.
+//! user's uid inside (keep-id), a node with RDMA but a capped memlock is refused before anything
+//! is created, and Distrobox's container keeps our flags and memlock.
 
 mod common;
 mod support;
@@ -90,8 +90,11 @@ fn rootless_with_rdma_and_a_capped_memlock_is_refused_before_anything_is_created
 }
 
 #[test]
-fn distrobox_carries_our_flags_into_its_create_command() {
-    let bed = RootlessBed::start("strix-thunderbolt-only");
+fn distrobox_keeps_our_flags_and_memlock_on_an_rdma_node() {
+    // RDMA devices and an unlimited memlock: the spec asks for memlock=-1, which distrobox's own
+    // `--ulimit host` would silently replace. (Created, not started: this machine's hard memlock
+    // limit is 8 MiB, which no container here can exceed.)
+    let bed = RootlessBed::start("strix-e810-healthy");
     let podman = &bed.podman;
     let args = ["--host-root", bed.host(), "--json", "refresh", "--image", &bed.image, "--name", "vllm"];
     let args = [&args[..], &["--manager", "distrobox"]].concat();
@@ -102,14 +105,26 @@ fn distrobox_carries_our_flags_into_its_create_command() {
     assert_eq!(json(&output)["manager"], "distrobox");
 
     let inspect = podman.inspect("vllm");
+    let ulimits = inspect["HostConfig"]["Ulimits"].as_array().cloned().unwrap_or_default();
+    let memlock = ulimits.iter().find(|u| u["Name"] == "RLIMIT_MEMLOCK").unwrap_or_else(|| panic!("{ulimits:?}"));
+    assert_eq!((memlock["Soft"].as_i64(), memlock["Hard"].as_i64()), (Some(-1), Some(-1)), "{memlock}");
+
     let create_command: Vec<String> = serde_json::from_value(inspect["Config"]["CreateCommand"].clone()).unwrap();
+    assert!(!create_command.windows(2).any(|w| w == ["--ulimit", "host"]), "{create_command:?}");
     let root = bed.host().to_string();
-    for flag in [format!("--device={root}/dev/kfd:/dev/kfd"), "--group-add=39".into(), "--group-add=105".into()] {
-        assert!(create_command.contains(&flag), "{flag} missing from {create_command:?}");
+    for flag in [
+        ["--device".to_string(), format!("{root}/dev/kfd:/dev/kfd")],
+        ["--device".into(), format!("{root}/dev/infiniband:/dev/infiniband")],
+        ["--group-add".into(), "993".into()],
+        ["--security-opt".into(), "seccomp=unconfined".into()],
+        ["--ulimit".into(), "memlock=-1:-1".into()],
+    ] {
+        assert!(create_command.windows(2).any(|w| w == flag), "{flag:?} missing from {create_command:?}");
     }
-    assert!(create_command.contains(&"--security-opt=seccomp=unconfined".to_string()), "{create_command:?}");
+    // Distrobox's own container stays: its label, its init as the entry point, the host's /dev.
     assert_eq!(inspect["Config"]["Labels"]["manager"], "distrobox", "distrobox's own label stays");
     assert_eq!(inspect["Config"]["Labels"]["io.github.strix-toolbox.manager"], "distrobox");
+    assert!(create_command.windows(2).any(|w| w == ["--entrypoint", "/usr/bin/entrypoint"]), "{create_command:?}");
 
     let output = bed.run(&args);
     assert!(output.status.success(), "{}", stderr(&output));

@@ -3,17 +3,33 @@
 //! XDG_RUNTIME_DIR: `/run/containers/0/auth.json`), `$XDG_CONFIG_HOME/containers/auth.json`, then
 //! docker login's `~/.docker/config.json`. The engine's API service may run as another user or have
 //! started before a login, so credentials travel with each pull and push.
+//!
+//! In each file, as docker reads it: a credential helper named for the registry (`credHelpers`),
+//! else the default one (`credsStore`), else the login stored inline (`auths`).
 
-use std::path::PathBuf;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
+use serde::Deserialize;
 
-/// A username and password for one registry.
+use super::credential_helper::Helper;
+pub use super::credential_helper::Secret;
+use super::endpoint::process_env;
+use crate::error::{Error, Result};
+use crate::reference::{ImageRef, DOCKER_HUB};
+
+/// The hosts Docker Hub goes by in auth files.
+const DOCKER_HUB_HOSTS: [&str; 3] = ["docker.io", "index.docker.io", "registry-1.docker.io"];
+/// The server docker login stores Docker Hub's login under.
+const DOCKER_HUB_SERVER: &str = "https://index.docker.io/v1/";
+
+/// A login for one registry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Credentials {
-    pub registry: String,
-    pub username: String,
-    pub password: String,
+    /// The server the login is for, as the engine's API takes it.
+    pub server: String,
+    pub secret: Secret,
 }
 
 /// The auth files to read, most specific first.
@@ -33,52 +49,116 @@ pub fn auth_files(env: &dyn Fn(&str) -> Option<String>) -> Vec<PathBuf> {
     files
 }
 
-/// The registry host of an image reference (docker.io when none is named).
-pub fn registry_of(reference: &str) -> String {
-    match reference.split_once('/') {
-        Some((first, _)) if first.contains('.') || first.contains(':') || first == "localhost" => first.to_string(),
-        _ => "docker.io".to_string(),
+/// The login for `image`'s registry from this process's auth files, asking credential helpers
+/// where a file names them. `engine` only shapes the messages.
+pub async fn login_for(engine: &str, image: &ImageRef) -> Result<Option<Credentials>> {
+    credentials_in(&auth_files(&process_env), engine, image.registry()).await
+}
+
+/// The login for `registry` from the first of `files` that has one.
+async fn credentials_in(files: &[PathBuf], engine: &str, registry: &str) -> Result<Option<Credentials>> {
+    for path in files {
+        let Some(file) = AuthFile::read(path)? else { continue };
+        if let Some((helper, server)) = file.helper_for(registry, path) {
+            if let Some(secret) = helper.get(&server, registry, engine).await? {
+                return Ok(Some(Credentials { server, secret }));
+            }
+        }
+        if let Some(secret) = file.inline_login(registry) {
+            return Ok(Some(Credentials { server: registry.to_string(), secret }));
+        }
+    }
+    Ok(None)
+}
+
+/// One auth.json or docker config.json.
+#[derive(Debug, Default, Deserialize)]
+struct AuthFile {
+    #[serde(default)]
+    auths: BTreeMap<String, AuthEntry>,
+    #[serde(default, rename = "credHelpers")]
+    cred_helpers: BTreeMap<String, String>,
+    #[serde(default, rename = "credsStore")]
+    creds_store: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct AuthEntry {
+    /// base64 of `user:password`.
+    auth: Option<String>,
+    identitytoken: Option<String>,
+}
+
+impl AuthFile {
+    /// None when the file does not exist; malformed JSON is an error naming the file.
+    fn read(path: &Path) -> Result<Option<AuthFile>> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(Error::read(path, e)),
+        };
+        AuthFile::parse(&text).map(Some).map_err(|e| {
+            Error::Failed(format!(
+                "{} is not a valid auth file ({e}), so no registry login could be read from it. Fix: correct                  the JSON, or move the file away and log in again",
+                path.display()
+            ))
+        })
+    }
+
+    fn parse(text: &str) -> serde_json::Result<AuthFile> {
+        if text.trim().is_empty() {
+            return Ok(AuthFile::default());
+        }
+        serde_json::from_str(text)
+    }
+
+    /// The helper to ask for `registry`, with the server URL to ask it about: the one named for
+    /// the registry in `credHelpers` wins over the `credsStore` default, as in docker.
+    fn helper_for(&self, registry: &str, path: &Path) -> Option<(Helper, String)> {
+        let named_by = |what: &str| format!("`{what}` in {}", path.display());
+        if let Some((key, name)) = self.cred_helpers.iter().find(|(key, _)| names_registry(key, registry)) {
+            return Some((Helper { name: name.clone(), named_by: named_by("credHelpers") }, key.clone()));
+        }
+        let name = self.creds_store.as_ref().filter(|n| !n.is_empty())?;
+        // The server as docker login stored it: its (empty) `auths` entry, else docker's own name.
+        let server = self
+            .auths
+            .keys()
+            .find(|key| names_registry(key, registry))
+            .cloned()
+            .unwrap_or_else(|| if registry == DOCKER_HUB { DOCKER_HUB_SERVER } else { registry }.to_string());
+        Some((Helper { name: name.clone(), named_by: named_by("credsStore") }, server))
+    }
+
+    /// The login stored in the file itself (`auths`).
+    fn inline_login(&self, registry: &str) -> Option<Secret> {
+        self.auths.iter().filter(|(key, _)| names_registry(key, registry)).find_map(|(_, entry)| {
+            if let Some(token) = entry.identitytoken.clone().filter(|t| !t.is_empty()) {
+                return Some(Secret::IdentityToken(token));
+            }
+            let decoded = base64::engine::general_purpose::STANDARD.decode(entry.auth.as_ref()?).ok()?;
+            let (username, password) = std::str::from_utf8(&decoded).ok()?.split_once(':')?;
+            Some(Secret::Password { username: username.into(), password: password.into() })
+        })
     }
 }
 
-/// Credentials for the registry of `reference`, from the first file that has them.
-pub fn credentials_for(reference: &str, env: &dyn Fn(&str) -> Option<String>) -> Option<Credentials> {
-    let registry = registry_of(reference);
-    auth_files(env).iter().find_map(|file| {
-        let text = std::fs::read_to_string(file).ok()?;
-        find_in_auth_json(&text, &registry)
-    })
+/// True when an auth file's key (`host`, `https://host/v1/`, ...) stands for `registry`.
+fn names_registry(key: &str, registry: &str) -> bool {
+    let host = key.trim_start_matches("https://").trim_start_matches("http://");
+    let host = host.split('/').next().unwrap_or(host);
+    host == registry || (registry == DOCKER_HUB && DOCKER_HUB_HOSTS.contains(&host))
 }
 
-/// Look `registry` up in an auth.json / config.json `auths` map (keys may carry a scheme/path).
-pub fn find_in_auth_json(text: &str, registry: &str) -> Option<Credentials> {
-    let json: serde_json::Value = serde_json::from_str(text).ok()?;
-    let auths = json.get("auths")?.as_object()?;
-    let aliases: &[&str] =
-        if registry == "docker.io" { &["docker.io", "index.docker.io", "registry-1.docker.io"] } else { &[] };
-    auths.iter().find_map(|(key, entry)| {
-        let host = key.trim_start_matches("https://").trim_start_matches("http://");
-        let host = host.split('/').next().unwrap_or(host);
-        if host != registry && !aliases.contains(&host) {
-            return None;
-        }
-        let encoded = entry.get("auth")?.as_str()?;
-        let decoded = base64::engine::general_purpose::STANDARD.decode(encoded).ok()?;
-        let decoded = String::from_utf8(decoded).ok()?;
-        let (username, password) = decoded.split_once(':')?;
-        Some(Credentials { registry: registry.to_string(), username: username.into(), password: password.into() })
-    })
-}
-
-/// The "Fix:" that follows a registry's refusal of a pull or push of `reference`: how to log in
+/// The "Fix:" that follows a registry's refusal of a pull or push of `image`: how to log in
 /// when it wants a login, else what else to check.
-pub fn registry_fix(engine: &str, reference: &str, message: &str) -> String {
+pub fn registry_fix(engine: &str, image: &ImageRef, message: &str) -> String {
     let lower = message.to_ascii_lowercase();
     // (Not "401": digests in messages are hex.)
     let wants_login =
         ["unauthorized", "authentication required", "access denied", "denied:"].iter().any(|m| lower.contains(m));
     if wants_login {
-        let registry = registry_of(reference);
+        let registry = image.registry();
         format!(
             "Fix: log in (`{engine} login {registry}`), or point REGISTRY_AUTH_FILE at an auth.json that holds the \
              login for {registry}"
@@ -92,33 +172,64 @@ pub fn registry_fix(engine: &str, reference: &str, message: &str) -> String {
 mod tests {
     use super::*;
 
+    fn image(reference: &str) -> ImageRef {
+        ImageRef::parse(reference).unwrap()
+    }
+
     #[test]
     fn a_refused_login_gets_the_login_fix() {
-        let fix = registry_fix("podman", "127.0.0.1:5000/kyuz0/x:latest", "unauthorized: authentication required");
+        let fix =
+            registry_fix("podman", &image("127.0.0.1:5000/kyuz0/x:latest"), "unauthorized: authentication required");
         assert!(fix.contains("`podman login 127.0.0.1:5000`") && fix.contains("REGISTRY_AUTH_FILE"), "{fix}");
-        let fix = registry_fix("docker", "kyuz0/x", "pull access denied for kyuz0/x, may require 'docker login'");
+        let fix =
+            registry_fix("docker", &image("kyuz0/x"), "pull access denied for kyuz0/x, may require 'docker login'");
         assert!(fix.contains("`docker login docker.io`"), "{fix}");
-        let fix = registry_fix("docker", "kyuz0/x", "manifest unknown: sha256:401ab");
+        let fix = registry_fix("docker", &image("kyuz0/x"), "manifest unknown: sha256:401ab");
         assert_eq!(fix, "Fix: check the image reference and that the registry is reachable");
     }
 
     #[test]
-    fn registry_hosts() {
-        assert_eq!(registry_of("docker.io/kyuz0/vllm:latest"), "docker.io");
-        assert_eq!(registry_of("kyuz0/vllm"), "docker.io");
-        assert_eq!(registry_of("127.0.0.1:5000/x/y:t"), "127.0.0.1:5000");
-        assert_eq!(registry_of("localhost/x"), "localhost");
-        assert_eq!(registry_of("ghcr.io/a/b"), "ghcr.io");
+    fn reads_inline_logins() {
+        let json = r#"{"auths":{"https://index.docker.io/v1/":{"auth":"YWxpY2U6czNjcjN0"},"127.0.0.1:5000":{"auth":"Ym9iOnB3"},
+            "ghcr.io":{"identitytoken":"tok"},"quay.io":{}}}"#;
+        let file = AuthFile::parse(json).unwrap();
+        let alice = Secret::Password { username: "alice".into(), password: "s3cr3t".into() };
+        assert_eq!(file.inline_login("docker.io"), Some(alice));
+        assert!(
+            matches!(file.inline_login("127.0.0.1:5000"), Some(Secret::Password { username, .. }) if username == "bob")
+        );
+        assert_eq!(file.inline_login("ghcr.io"), Some(Secret::IdentityToken("tok".into())));
+        assert_eq!(file.inline_login("quay.io"), None, "an empty entry (docker login with a credsStore) is no login");
+        assert_eq!(file.inline_login("io"), None);
+        assert!(AuthFile::parse("not json").is_err());
+        assert!(AuthFile::parse("").unwrap().inline_login("docker.io").is_none());
     }
 
     #[test]
-    fn reads_auth_entries() {
-        let json = r#"{"auths":{"https://index.docker.io/v1/":{"auth":"YWxpY2U6czNjcjN0"},"127.0.0.1:5000":{"auth":"Ym9iOnB3"}}}"#;
-        let docker = find_in_auth_json(json, "docker.io").unwrap();
-        assert_eq!((docker.username.as_str(), docker.password.as_str()), ("alice", "s3cr3t"));
-        assert_eq!(find_in_auth_json(json, "127.0.0.1:5000").unwrap().username, "bob");
-        assert_eq!(find_in_auth_json(json, "ghcr.io"), None);
-        assert_eq!(find_in_auth_json("not json", "docker.io"), None);
+    fn a_registrys_own_helper_wins_over_the_default_store() {
+        let json = r#"{"auths":{"https://index.docker.io/v1/":{},"127.0.0.1:5000":{}},"credsStore":"desktop",
+            "credHelpers":{"127.0.0.1:5000":"pass","https://ghcr.io":"gh"}}"#;
+        let file = AuthFile::parse(json).unwrap();
+        let path = Path::new("/home/u/.docker/config.json");
+        let asked = |registry: &str| -> Option<(String, String, String)> {
+            file.helper_for(registry, path).map(|(h, server)| (h.program(), h.named_by, server))
+        };
+        let named = |what: &str| format!("`{what}` in /home/u/.docker/config.json");
+        assert_eq!(
+            asked("127.0.0.1:5000"),
+            Some(("docker-credential-pass".into(), named("credHelpers"), "127.0.0.1:5000".into()))
+        );
+        assert_eq!(
+            asked("ghcr.io"),
+            Some(("docker-credential-gh".into(), named("credHelpers"), "https://ghcr.io".into()))
+        );
+        // Docker Hub goes to the store under the server docker login used.
+        assert_eq!(
+            asked("docker.io"),
+            Some(("docker-credential-desktop".into(), named("credsStore"), "https://index.docker.io/v1/".into()))
+        );
+        assert_eq!(asked("quay.io").map(|(_, _, server)| server).as_deref(), Some("quay.io"));
+        assert!(AuthFile::parse(r#"{"auths":{}}"#).unwrap().helper_for("quay.io", path).is_none());
     }
 
     #[test]

@@ -6,35 +6,26 @@ use bollard::auth::DockerCredentials;
 use bollard::query_parameters::CreateImageOptionsBuilder;
 use futures_util::StreamExt;
 
-use super::auth::{credentials_for, registry_fix};
-use super::endpoint::process_env;
+use super::auth::{login_for, registry_fix, Secret};
 use crate::error::{Error, Result};
+use crate::reference::ImageRef;
 use crate::ui::Progress;
 
 /// The compat API version both engines here speak (podman 4.3 answers up to 1.41).
 pub const COMPAT_API: bollard::ClientVersion = bollard::ClientVersion { major_version: 1, minor_version: 41 };
 
-/// `repo:tag` / `repo@sha256:…` → (repository, tag or digest); the tag is split after the last '/'
-/// so a registry port is not mistaken for one.
-pub fn split_reference(reference: &str) -> (&str, &str) {
-    if let Some((repository, digest)) = reference.split_once('@') {
-        return (repository, digest);
+/// The login for `image`'s registry, as the compat API takes it.
+pub async fn docker_credentials(engine: &str, image: &ImageRef) -> Result<Option<DockerCredentials>> {
+    let Some(login) = login_for(engine, image).await? else { return Ok(None) };
+    let mut credentials = DockerCredentials { serveraddress: Some(login.server), ..Default::default() };
+    match login.secret {
+        Secret::Password { username, password } => {
+            credentials.username = Some(username);
+            credentials.password = Some(password);
+        }
+        Secret::IdentityToken(token) => credentials.identitytoken = Some(token),
     }
-    let name_start = reference.rfind('/').map_or(0, |i| i + 1);
-    match reference[name_start..].rfind(':') {
-        Some(i) => (&reference[..name_start + i], &reference[name_start + i + 1..]),
-        None => (reference, "latest"),
-    }
-}
-
-/// Registry credentials for `reference`, as the compat API takes them.
-pub fn docker_credentials(reference: &str) -> Option<DockerCredentials> {
-    credentials_for(reference, &process_env).map(|c| DockerCredentials {
-        username: Some(c.username),
-        password: Some(c.password),
-        serveraddress: Some(c.registry),
-        ..Default::default()
-    })
+    Ok(Some(credentials))
 }
 
 /// The server's message from a bollard error (not a Debug dump).
@@ -47,14 +38,14 @@ pub fn server_message(error: bollard::errors::Error) -> String {
 }
 
 pub async fn pull(client: &bollard::Docker, engine: &'static str, reference: &str, progress: &Progress) -> Result<()> {
+    let image = ImageRef::parse(reference)?;
     let failed = |message: String| Error::Engine {
         engine,
         action: format!("pull {reference}"),
-        message: format!("{message}. {}", registry_fix(engine, reference, &message)),
+        message: format!("{message}. {}", registry_fix(engine, &image, &message)),
     };
-    let (repository, tag) = split_reference(reference);
-    let options = CreateImageOptionsBuilder::default().from_image(repository).tag(tag).build();
-    let mut stream = client.create_image(Some(options), None, docker_credentials(reference));
+    let options = CreateImageOptionsBuilder::default().from_image(&image.repository).tag(image.tag_or_digest()).build();
+    let mut stream = client.create_image(Some(options), None, docker_credentials(engine, &image).await?);
     while let Some(item) = stream.next().await {
         let info = item.map_err(|e| failed(server_message(e)))?;
         if let Some(detail) = info.error_detail {
@@ -74,16 +65,4 @@ pub async fn pull(client: &bollard::Docker, engine: &'static str, reference: &st
         }
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn splits_references() {
-        assert_eq!(split_reference("127.0.0.1:5000/a/b:dev"), ("127.0.0.1:5000/a/b", "dev"));
-        assert_eq!(split_reference("127.0.0.1:5000/a/b"), ("127.0.0.1:5000/a/b", "latest"));
-        assert_eq!(split_reference("docker.io/x/y@sha256:ab"), ("docker.io/x/y", "sha256:ab"));
-    }
 }

@@ -15,10 +15,11 @@ use bollard::query_parameters::{
 use futures_util::StreamExt;
 
 use super::auth::registry_fix;
-use super::compat_pull::{docker_credentials, server_message, split_reference};
+use super::compat_pull::{docker_credentials, server_message};
 use super::output::{copy_chunks, Chunk};
 use super::{BuildJob, ContainerInfo, CreateRequest, Engine, EngineInfo, EngineKind, ExecOutcome, ImageInfo};
 use crate::error::{Error, Result};
+use crate::reference::ImageRef;
 use crate::ui::Progress;
 
 pub struct DockerEngine {
@@ -126,14 +127,15 @@ impl Engine for DockerEngine {
     }
 
     async fn image_push(&self, reference: &str, progress: &Progress) -> Result<()> {
-        let (repository, tag) = split_reference(reference);
-        let options = PushImageOptionsBuilder::default().tag(tag).build();
-        let mut stream = self.client.push_image(repository, Some(options), docker_credentials(reference));
+        let image = ImageRef::parse(reference)?;
+        let options = PushImageOptionsBuilder::default().tag(image.tag_or_digest()).build();
+        let credentials = docker_credentials("docker", &image).await?;
+        let mut stream = self.client.push_image(&image.repository, Some(options), credentials);
         while let Some(item) = stream.next().await {
             let refused = |message: String| Error::Engine {
                 engine: "docker",
                 action: format!("push {reference}"),
-                message: format!("{message}. {}", registry_fix("docker", reference, &message)),
+                message: format!("{message}. {}", registry_fix("docker", &image, &message)),
             };
             let info = item.map_err(|e| refused(server_message(e)))?;
             if let Some(detail) = info.error_detail {
@@ -174,8 +176,8 @@ impl Engine for DockerEngine {
             .await?
             .ok_or_else(|| failed_build(format!("the build finished but {first_tag} is not there")))?;
         for tag in &tags[1..] {
-            let (repository, name) = split_reference(tag);
-            self.image_tag(&image.id, repository, name).await?;
+            let name = ImageRef::parse(tag)?;
+            self.image_tag(&image.id, &name.repository, name.tag_or_digest()).await?;
         }
         Ok(image.id)
     }
@@ -197,24 +199,6 @@ impl Engine for DockerEngine {
         if let Some(config) = data.config {
             info.image = config.image.unwrap_or_default();
             info.labels = sorted(config.labels);
-            info.env = config.env.unwrap_or_default();
-        }
-        if let Some(host) = data.host_config {
-            info.devices = host
-                .devices
-                .unwrap_or_default()
-                .into_iter()
-                .map(|d| ContainerInfo::device(d.path_on_host, d.path_in_container))
-                .collect();
-            info.group_add = host.group_add.unwrap_or_default();
-            info.ulimits = host
-                .ulimits
-                .unwrap_or_default()
-                .into_iter()
-                .map(|u| ContainerInfo::ulimit(u.name, u.soft, u.hard))
-                .collect();
-            info.security_opt = host.security_opt.unwrap_or_default();
-            info.annotations = sorted(host.annotations);
         }
         Ok(Some(info))
     }

@@ -7,6 +7,7 @@ use podman_api::Podman;
 
 use super::BuildJob;
 use crate::error::{Error, Result};
+use crate::reference::ImageRef;
 use crate::ui::Progress;
 
 pub async fn build(client: &Podman, endpoint: &str, job: BuildJob<'_>, progress: &Progress) -> Result<String> {
@@ -39,11 +40,11 @@ pub async fn build(client: &Podman, endpoint: &str, job: BuildJob<'_>, progress:
         .map_err(|e| failed(format!("the build finished but {first_tag} is not there: {e}")))?;
     let id = image.id.unwrap_or_default();
     for tag in &tags[1..] {
-        let (repository, name) = tag.rsplit_once(':').unwrap_or((tag, "latest"));
+        let name = ImageRef::parse(tag)?;
         client
             .images()
             .get(id.as_str())
-            .tag(&ImageTagOpts::builder().repo(repository).tag(name).build())
+            .tag(&ImageTagOpts::builder().repo(&name.repository).tag(name.tag_or_digest()).build())
             .await
             .map_err(|e| failed(format!("cannot tag the image as {tag}: {e}")))?;
     }

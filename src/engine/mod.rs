@@ -7,6 +7,7 @@ pub mod argv;
 pub mod auth;
 pub mod compat_pull;
 mod connect;
+mod credential_helper;
 pub mod docker;
 pub mod endpoint;
 mod libpod_build;
@@ -63,31 +64,11 @@ pub struct ContainerInfo {
     pub image: String,
     pub labels: BTreeMap<String, String>,
     pub running: bool,
-    /// Podman only: the argv that created the container (`Config.CreateCommand`).
+    /// Podman only: the argv that created the container (`Config.CreateCommand`), which the
+    /// Toolbx and Distrobox managers re-run with our flags.
     pub create_command: Vec<String>,
-    /// Devices as host:container paths.
-    pub devices: Vec<String>,
-    /// Supplementary groups added (gids or names).
-    pub group_add: Vec<String>,
-    /// Ulimits as name=soft:hard, -1 for unlimited.
-    pub ulimits: Vec<String>,
-    pub security_opt: Vec<String>,
-    pub env: Vec<String>,
-    pub annotations: BTreeMap<String, String>,
     /// Created time, RFC 3339.
     pub created: Option<String>,
-}
-
-impl ContainerInfo {
-    /// `HOST:CONTAINER`, as both engines report a device.
-    pub fn device(host: Option<String>, container: Option<String>) -> String {
-        format!("{}:{}", host.unwrap_or_default(), container.unwrap_or_default())
-    }
-
-    /// `name=soft:hard` (-1 for unlimited), as both engines report a ulimit.
-    pub fn ulimit(name: Option<String>, soft: Option<i64>, hard: Option<i64>) -> String {
-        format!("{}={}:{}", name.unwrap_or_default(), soft.unwrap_or(0), hard.unwrap_or(0))
-    }
 }
 
 /// A bind mount.

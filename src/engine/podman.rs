@@ -12,10 +12,10 @@ use podman_api::opts::{
 };
 use podman_api::Podman;
 
-use super::auth::{credentials_for, registry_fix};
-use super::endpoint::process_env;
+use super::auth::{login_for, registry_fix, Secret};
 use super::{BuildJob, ContainerInfo, CreateRequest, Engine, EngineInfo, EngineKind, ExecOutcome, ImageInfo};
 use crate::error::{Error, Result};
+use crate::reference::ImageRef;
 use crate::ui::Progress;
 
 pub struct PodmanEngine {
@@ -66,9 +66,14 @@ fn is_not_found(error: &podman_api::Error) -> bool {
     }
 }
 
-fn registry_auth(reference: &str) -> Option<RegistryAuth> {
-    credentials_for(reference, &process_env)
-        .map(|c| RegistryAuth::builder().username(c.username).password(c.password).server_address(c.registry).build())
+/// The login for `image`'s registry, as libpod takes it.
+async fn registry_auth(image: &ImageRef) -> Result<Option<RegistryAuth>> {
+    Ok(login_for("podman", image).await?.map(|login| match login.secret {
+        Secret::Password { username, password } => {
+            RegistryAuth::builder().username(username).password(password).server_address(login.server).build()
+        }
+        Secret::IdentityToken(token) => RegistryAuth::token(token),
+    }))
 }
 
 /// Image ids with their algorithm prefix, as docker reports them.
@@ -157,8 +162,9 @@ impl Engine for PodmanEngine {
     }
 
     async fn image_push(&self, reference: &str, progress: &Progress) -> Result<()> {
+        let name = ImageRef::parse(reference)?;
         let mut builder = ImagePushOpts::builder().destination(reference);
-        if let Some(auth) = registry_auth(reference) {
+        if let Some(auth) = registry_auth(&name).await? {
             builder = builder.auth(auth);
         }
         let opts = builder.build();
@@ -167,7 +173,7 @@ impl Engine for PodmanEngine {
         while let Some(chunk) = stream.next().await {
             let chunk = chunk.map_err(|e| {
                 let message = server_message(&e);
-                let fix = registry_fix("podman", reference, &message);
+                let fix = registry_fix("podman", &name, &message);
                 Error::Engine {
                     engine: "podman",
                     action: format!("push {reference}"),
@@ -201,24 +207,6 @@ impl Engine for PodmanEngine {
         if let Some(config) = data.config {
             info.labels = sorted(config.labels);
             info.create_command = config.create_command.unwrap_or_default();
-            info.env = config.env.unwrap_or_default();
-            info.annotations = sorted(config.annotations);
-        }
-        if let Some(host) = data.host_config {
-            info.devices = host
-                .devices
-                .unwrap_or_default()
-                .into_iter()
-                .map(|d| ContainerInfo::device(d.path_on_host, d.path_in_container))
-                .collect();
-            info.group_add = host.group_add.unwrap_or_default();
-            info.ulimits = host
-                .ulimits
-                .unwrap_or_default()
-                .into_iter()
-                .map(|u| ContainerInfo::ulimit(u.name, u.soft, u.hard))
-                .collect();
-            info.security_opt = host.security_opt.unwrap_or_default();
         }
         Ok(Some(info))
     }

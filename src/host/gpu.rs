@@ -59,13 +59,18 @@ fn is_card(name: &str) -> bool {
     name.strip_prefix("card").is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()))
 }
 
+/// A topology node's `gfx_target_version` that is not a number.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("gfx_target_version is not a number: {0:?}")]
+pub struct BadGfxTargetVersion(pub String);
+
 /// The gfx target named by a topology node's `gfx_target_version` line; None for CPU nodes (0).
-pub fn gfx_target_of(properties: &str) -> Result<Option<String>, String> {
+pub fn gfx_target_of(properties: &str) -> Result<Option<String>, BadGfxTargetVersion> {
     let Some(line) = properties.lines().find(|l| l.starts_with("gfx_target_version ")) else {
         return Ok(None);
     };
     let value = line["gfx_target_version ".len()..].trim();
-    let version: u32 = value.parse().map_err(|_| format!("gfx_target_version is not a number: {value:?}"))?;
+    let version: u32 = value.parse().map_err(|_| BadGfxTargetVersion(value.to_string()))?;
     Ok(gfx_name(version))
 }
 
@@ -96,7 +101,8 @@ mod tests {
         let props = "cpu_cores_count 0\ngfx_target_version 110501\nvendor_id 4098\n";
         assert_eq!(gfx_target_of(props).unwrap().as_deref(), Some("gfx1151"));
         assert_eq!(gfx_target_of("gfx_target_version 0\n").unwrap(), None);
-        assert!(gfx_target_of("gfx_target_version banana\n").is_err());
+        let error = gfx_target_of("gfx_target_version banana\n").unwrap_err();
+        assert_eq!(error.to_string(), "gfx_target_version is not a number: \"banana\"");
     }
 
     #[test]

@@ -15,17 +15,28 @@ impl Memlock {
     }
 }
 
-/// Parse the "Max locked memory" line; Err says what was wrong.
-pub fn parse_memlock(limits: &str) -> Result<Memlock, String> {
-    let line = limits.lines().find(|l| l.starts_with("Max locked memory")).ok_or("no \"Max locked memory\" line")?;
+/// Why /proc/self/limits gave no memlock limit.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LimitsError {
+    #[error("no \"Max locked memory\" line")]
+    NoMemlockLine,
+    #[error("{which} memlock limit missing")]
+    Missing { which: &'static str },
+    #[error("{which} memlock limit is not a number: {value:?}")]
+    NotANumber { which: &'static str, value: String },
+}
+
+/// Parse the "Max locked memory" line.
+pub fn parse_memlock(limits: &str) -> Result<Memlock, LimitsError> {
+    let line = limits.lines().find(|l| l.starts_with("Max locked memory")).ok_or(LimitsError::NoMemlockLine)?;
     let mut columns = line["Max locked memory".len()..].split_whitespace();
-    let mut limit = |which: &str| -> Result<Option<u64>, String> {
+    let mut limit = |which: &'static str| -> Result<Option<u64>, LimitsError> {
         match columns.next() {
             Some("unlimited") => Ok(None),
             Some(value) => {
-                value.parse().map(Some).map_err(|_| format!("{which} memlock limit is not a number: {value:?}"))
+                value.parse().map(Some).map_err(|_| LimitsError::NotANumber { which, value: value.to_string() })
             }
-            None => Err(format!("{which} memlock limit missing")),
+            None => Err(LimitsError::Missing { which }),
         }
     };
     Ok(Memlock { soft: limit("soft")?, hard: limit("hard")? })
@@ -40,7 +51,9 @@ mod tests {
         let text = "Limit                     Soft Limit           Hard Limit           Units\n\
                     Max locked memory         8388608              unlimited            bytes\n";
         assert_eq!(parse_memlock(text).unwrap(), Memlock { soft: Some(8388608), hard: None });
-        assert!(parse_memlock("Max locked memory  lots  unlimited bytes").is_err());
-        assert!(parse_memlock("nothing here").is_err());
+        let error = parse_memlock("Max locked memory  lots  unlimited bytes").unwrap_err();
+        assert_eq!(error.to_string(), "soft memlock limit is not a number: \"lots\"");
+        assert_eq!(parse_memlock("Max locked memory  1024").unwrap_err(), LimitsError::Missing { which: "hard" });
+        assert_eq!(parse_memlock("nothing here").unwrap_err(), LimitsError::NoMemlockLine);
     }
 }

@@ -3,6 +3,7 @@
 
 mod distrobox;
 mod native;
+mod recreate;
 mod toolbox;
 
 use async_trait::async_trait;
@@ -123,7 +124,14 @@ pub fn choose(choice: ManagerChoice, engine: EngineKind, installed: &Installed) 
         let program = installed.distrobox.clone().ok_or_else(|| {
             Error::Failed("distrobox is not installed. Fix: install it or use --manager native".into())
         })?;
-        Ok(Box::new(Distrobox { program }))
+        if engine == EngineKind::Podman && installed.podman.is_none() {
+            return Err(Error::Failed(
+                "Distrobox with podman needs the podman CLI, which is not installed. Fix: install podman or use \
+                 --manager native"
+                    .into(),
+            ));
+        }
+        Ok(Box::new(Distrobox { program, podman: installed.podman.clone() }))
     };
     match choice {
         ManagerChoice::Toolbox => toolbox(),
@@ -151,7 +159,9 @@ pub fn for_existing(kind: ManagerKind, installed: &Installed) -> Box<dyn Manager
         (ManagerKind::Toolbox, Some(program), Some(podman), _) => {
             Box::new(Toolbox { program: program.clone(), podman: podman.clone() })
         }
-        (ManagerKind::Distrobox, _, _, Some(program)) => Box::new(Distrobox { program: program.clone() }),
+        (ManagerKind::Distrobox, _, podman, Some(program)) => {
+            Box::new(Distrobox { program: program.clone(), podman: podman.clone() })
+        }
         _ => Box::new(Native),
     }
 }

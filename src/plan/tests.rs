@@ -138,8 +138,11 @@ fn spec_hash_ignores_name_image_and_our_labels() {
 #[test]
 fn digest_from_the_repository() {
     let mut img = image("sha256:a", &[]);
-    img.repo_digests = vec!["other/x@sha256:1".into(), format!("{REPO}@sha256:2")];
-    assert_eq!(registry_digest(&img, REPO).as_deref(), Some("sha256:2"));
+    let (one, two) = (format!("sha256:{}", "1".repeat(64)), format!("sha256:{}", "2".repeat(64)));
+    img.repo_digests = vec![format!("other/x@{one}"), format!("{REPO}@{two}")];
+    assert_eq!(registry_digest(&img, REPO), Some(two));
+    img.repo_digests.pop();
+    assert_eq!(registry_digest(&img, REPO), Some(one), "else the first");
 }
 
 #[test]

@@ -20,23 +20,16 @@ const ELF64_SECTION_HEADER_SIZE: u64 = 64;
 pub const HIP_FATBIN_SECTION: &str = ".hip_fatbin";
 
 /// Why bytes are not an ELF64 little-endian file we can read.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ElfError {
+    #[error("no ELF magic (\\x7fELF) at the start")]
     NotElf,
+    #[error("ELF class {0}, expected 2 (64-bit)")]
     Not64Bit(u8),
+    #[error("ELF data encoding {0}, expected 1 (little-endian)")]
     NotLittleEndian(u8),
+    #[error("the file ends inside its {0}")]
     Truncated(&'static str),
-}
-
-impl std::fmt::Display for ElfError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ElfError::NotElf => write!(f, "no ELF magic (\\x7fELF) at the start"),
-            ElfError::Not64Bit(class) => write!(f, "ELF class {class}, expected 2 (64-bit)"),
-            ElfError::NotLittleEndian(data) => write!(f, "ELF data encoding {data}, expected 1 (little-endian)"),
-            ElfError::Truncated(what) => write!(f, "the file ends inside its {what}"),
-        }
-    }
 }
 
 /// One section header, with its name resolved.
