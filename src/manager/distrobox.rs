@@ -188,7 +188,7 @@ mod tests {
         let error = additional_flags(EngineKind::Docker, &request).unwrap_err().to_string();
         assert!(error.contains("\"--env=NOTE=two words\"") && error.contains("--manager native"), "{error}");
         request.env.clear();
-        request.ulimits.push(crate::engine::Ulimit { name: "memlock".into(), soft: None, hard: None });
+        request.ulimits.push(crate::spec::Ulimit { name: "memlock".into(), soft: None, hard: None });
         assert!(additional_flags(EngineKind::Docker, &request).unwrap().contains(&"--ulimit=memlock=-1:-1".into()));
     }
 
