@@ -226,3 +226,48 @@ fn sha256_of(path: &std::path::Path) -> String {
     let output = std::process::Command::new("sha256sum").arg(path).output().expect("sha256sum");
     String::from_utf8_lossy(&output.stdout).split_whitespace().next().unwrap_or_default().to_string()
 }
+
+#[test]
+fn ctrl_c_during_a_cluster_refresh_leaves_every_node_as_it_was() {
+    use std::io::{BufRead, BufReader};
+    let registry = Registry::start();
+    let cluster_bed = TestCluster::start(&registry, 2);
+    let image = stand_in_image(cluster_bed.node(1).podman(), &registry, "vllm:latest", CREATED_V1);
+    let first = cluster(&cluster_bed, &refresh(&image, &[]));
+    assert!(first.status.success(), "{}", stderr(&first));
+    let before = (node_state(&cluster_bed, 1), node_state(&cluster_bed, 2));
+    stand_in_image(cluster_bed.node(1).podman(), &registry, "vllm:latest", CREATED_V2);
+
+    // Text mode: the head prints the resolved digest, then stages every node. Interrupt then.
+    let config = cluster_bed.ssh_config();
+    let nodes = cluster_bed.nodes_arg();
+    let mut args = vec!["cluster"];
+    args.extend(refresh(&image, &[]));
+    args.extend(["--ssh-config", config.to_str().unwrap(), "--nodes", &nodes]);
+    let mut child = common::strix_command(&[], &args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start cluster refresh");
+    let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
+    let mut seen = Vec::new();
+    for line in lines.by_ref() {
+        let line = line.expect("stderr line");
+        seen.push(line.clone());
+        if line.contains(" is sha256:") {
+            break;
+        }
+    }
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    seen.extend(lines.map_while(Result::ok));
+    common::wait_until("cluster refresh to exit", std::time::Duration::from_secs(60), || {
+        matches!(child.try_wait(), Ok(Some(_)))
+    });
+    let status = child.wait().expect("exit status");
+    let text = seen.join("\n");
+    assert_eq!(status.code(), Some(1), "{text}");
+    assert!(text.contains("interrupted (Ctrl-C)"), "{text}");
+    assert_eq!((node_state(&cluster_bed, 1), node_state(&cluster_bed, 2)), before, "{text}");
+}

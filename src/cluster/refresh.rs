@@ -3,8 +3,11 @@
 //! only when all have one does any node swap. A failure before that aborts every staged
 //! replacement; a failed swap puts the swapped nodes back. Ctrl-C lets the running phase finish on
 //! every node, then undoes it the same way: no node is left on another image, none with leftovers.
+//! Once every node has swapped, the refresh is complete and a Ctrl-C changes nothing.
 
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use futures_util::future::join_all;
 use serde::{Deserialize, Serialize};
@@ -86,6 +89,7 @@ async fn refresh_nodes(
     request: &ClusterRefreshRequest,
 ) -> Result<ClusterRefreshReport> {
     let progress = settings.ui.progress();
+    let interrupt = Interrupt::watch();
     let nodes: Vec<&RemoteNode> = nodes.iter().collect();
     let head = nodes[0];
     let pinned = if request.dry_run || ImageRef::parse(&request.image_ref)?.digest.is_some() {
@@ -99,14 +103,17 @@ async fn refresh_nodes(
 
     // Stage (or plan) on every node.
     let stage_args = &stage_args(request, &pinned);
-    let (staged, interrupted) = on_every_node(&nodes, &progress, "staging", |node| async move {
+    if interrupt.came() {
+        return Err(Error::Failed("interrupted (Ctrl-C) before any node changed; nothing was changed".into()));
+    }
+    let staged = on_every_node(&nodes, &progress, "staging", |node| async move {
         node.strix::<RefreshReport>(stage_args, false).await
     })
     .await;
     progress.finish();
     let staged_names: Vec<&RemoteNode> =
         nodes.iter().zip(&staged).filter(|(_, r)| matches!(r, Ok(r) if r.staged.is_some())).map(|(n, _)| *n).collect();
-    let stage_failures = failures(&nodes, &staged, interrupted);
+    let stage_failures = failures(&nodes, &staged, interrupt.came());
     if !stage_failures.is_empty() {
         let cleanup = run_phase(&staged_names, "abort", &request.name, &[]).await;
         return Err(Error::Failed(format!(
@@ -129,12 +136,12 @@ async fn refresh_nodes(
     }
 
     // Every node has its replacement: swap them together.
-    let (swaps, interrupted) = on_every_node(&staged_names, &progress, "swapping", |node| {
+    let swaps = on_every_node(&staged_names, &progress, "swapping", |node| {
         let args = argv(&["phase", "swap", &request.name]);
         async move { node.strix::<PhaseReport>(&args, false).await }
     })
     .await;
-    let swap_failures = failures(&staged_names, &swaps, interrupted);
+    let swap_failures = failures(&staged_names, &swaps, interrupt.came());
     if !swap_failures.is_empty() {
         let swapped: Vec<&RemoteNode> =
             staged_names.iter().zip(&swaps).filter(|(_, s)| matches!(s, Ok(s) if s.changed)).map(|(n, _)| *n).collect();
@@ -196,19 +203,18 @@ fn stage_args(request: &ClusterRefreshRequest, pinned: &str) -> Vec<String> {
     args
 }
 
-/// Run `work` on every node at once, a progress line each. Ctrl-C does not cut a phase short (a
-/// half-done phase is worse than a finished one): it lets every node finish, and says it came.
+/// Run `work` on every node at once, a progress line each, to the end on every node.
 async fn on_every_node<'a, T, F, Fut>(
     nodes: &[&'a RemoteNode],
     progress: &crate::ui::Progress,
     what: &str,
     work: F,
-) -> (Vec<Result<T>>, bool)
+) -> Vec<Result<T>>
 where
     F: Fn(&'a RemoteNode) -> Fut,
     Fut: Future<Output = Result<T>>,
 {
-    let running = join_all(nodes.iter().map(|node| {
+    join_all(nodes.iter().map(|node| {
         progress.layer(&node.name, &format!("{what}…"), 0, 0);
         let done = work(node);
         async move {
@@ -216,11 +222,35 @@ where
             progress.layer_done(&node.name, &format!("{what}: {}", if result.is_ok() { "done" } else { "failed" }));
             result
         }
-    }));
-    tokio::pin!(running);
-    tokio::select! {
-        results = &mut running => (results, false),
-        _ = tokio::signal::ctrl_c() => (running.await, true),
+    }))
+    .await
+}
+
+/// Ctrl-C during a cluster refresh: noted, never acted on mid-phase (a half-done phase is worse
+/// than a finished one, and the ssh clients run in their own process group, so the terminal's
+/// SIGINT does not reach them). After each phase the refresh asks whether it came, and undoes.
+struct Interrupt(Arc<AtomicBool>, tokio::task::JoinHandle<()>);
+
+impl Interrupt {
+    fn watch() -> Interrupt {
+        let flag = Arc::new(AtomicBool::new(false));
+        let seen = flag.clone();
+        let task = tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                seen.store(true, Ordering::SeqCst);
+            }
+        });
+        Interrupt(flag, task)
+    }
+
+    fn came(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for Interrupt {
+    fn drop(&mut self) {
+        self.1.abort();
     }
 }
 
