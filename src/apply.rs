@@ -12,6 +12,7 @@ use crate::manager::Manager;
 use crate::plan::{old_name, RefreshPlan, Step};
 use crate::reference::ImageRef;
 use crate::ui::Ui;
+use crate::verify::verify_started;
 
 /// What happened beyond success: things left for the user to look at.
 #[derive(Debug, Default)]
@@ -64,6 +65,23 @@ async fn run_step(
         Step::Create { request } => {
             *created = Some(request.name.clone());
             interruptible(&format!("creating {}", request.name), manager.create(engine, request)).await.map(drop)
+        }
+        Step::Verify { name, expected } => {
+            let container = engine
+                .container_inspect(name)
+                .await?
+                .ok_or_else(|| Error::Failed(format!("{name} disappeared before it could be verified")))?;
+            let report =
+                interruptible(&format!("verifying {name}"), verify_started(engine, &container, expected)).await?;
+            if report.ok {
+                Ok(())
+            } else {
+                Err(Error::Failed(format!(
+                    "the new toolbox failed verification, so it was not swapped in and the old one is untouched: {}. \
+                     (`refresh --no-verify` swaps it in anyway)",
+                    report.failures()
+                )))
+            }
         }
         Step::Swap { temp, name, old_id } => {
             // Not interruptible: a swap half done is worse than a swap finished.

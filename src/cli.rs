@@ -53,6 +53,9 @@ pub enum Command {
     Refresh(RefreshArgs),
     /// Open a shell in the toolbox, or run CMD in it and pass its output and exit code through.
     Enter(EnterArgs),
+    /// Prove from inside the toolbox that it works: devices open, memlock, groups, NCCL environment,
+    /// every RCCL copy carries gfx1151, and (where the image has the tools) ROCm, RDMA and torch.
+    Verify(VerifyArgs),
     /// List the toolboxes strix-toolbox manages.
     List,
     /// This node's strix-toolbox version, engine and toolboxes (what `cluster status` reads).
@@ -116,6 +119,10 @@ pub struct RefreshOptions {
     /// Extra environment for the toolbox, KEY=VALUE (repeatable).
     #[arg(long = "env", short = 'e', value_name = "KEY=VALUE")]
     pub env: Vec<String>,
+
+    /// Swap the new toolbox in without first verifying it from the inside.
+    #[arg(long)]
+    pub no_verify: bool,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -208,6 +215,13 @@ pub struct EnterArgs {
     /// Command to run instead of an interactive shell.
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct VerifyArgs {
+    /// Toolbox name (default: vllm).
+    #[arg(env = "TOOLBOX_NAME")]
+    pub name: Option<String>,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -6,6 +6,7 @@
 
 pub mod apply;
 pub mod build;
+pub mod check;
 pub mod cli;
 pub mod cluster;
 pub mod commands;
@@ -29,6 +30,7 @@ pub mod reference;
 pub mod settings;
 pub mod spec;
 pub mod ui;
+pub mod verify;
 
 /// The image the cluster runs; channels are its tags.
 pub const DEFAULT_IMAGE_REPO: &str = "docker.io/kyuz0/vllm-therock-gfx1151";

@@ -11,6 +11,7 @@ use crate::labels;
 use crate::manager::{Manager, ManagerKind};
 use crate::pin::pins_in;
 use crate::reference::ImageRef;
+use crate::verify::Expected;
 
 /// The toolbox as it should be.
 #[derive(Debug, Clone)]
@@ -23,6 +24,8 @@ pub struct DesiredToolbox {
     pub request: CreateRequest,
     pub spec_hash: String,
     pub pin: Option<String>,
+    /// What the replacement must prove from the inside before it is swapped in (None: `--no-verify`).
+    pub verify: Option<Expected>,
 }
 
 /// What is there now.
@@ -49,6 +52,8 @@ pub enum Step {
     Pin { image_id: String, reference: String },
     /// Create the replacement under a temporary name.
     Create { request: Box<CreateRequest> },
+    /// Start the replacement and check it from the inside; a failure stops before the swap.
+    Verify { name: String, expected: Box<Expected> },
     /// Replace the old toolbox (if any) with the new one, then remove the old one.
     Swap { temp: String, name: String, old_id: Option<String> },
     /// Remove pins beyond --keep.
@@ -201,6 +206,9 @@ pub fn plan_refresh(desired: &DesiredToolbox, current: &CurrentState, keep: usiz
     if action != Action::Unchanged {
         let temp = temp_name(name);
         steps.push(Step::Create { request: Box::new(CreateRequest { name: temp.clone(), ..desired.request.clone() }) });
+        if let Some(expected) = &desired.verify {
+            steps.push(Step::Verify { name: temp.clone(), expected: Box::new(expected.clone()) });
+        }
         steps.push(Step::Swap { temp, name: name.clone(), old_id: existing.as_ref().map(|c| c.id.clone()) });
     }
 
@@ -244,6 +252,9 @@ impl Step {
             Step::RemoveLeftover { name } => format!("remove {name} (left by an interrupted refresh)"),
             Step::Pin { reference, .. } => format!("pin the image as {reference}"),
             Step::Create { request } => format!("create {} from {}", request.name, request.image),
+            Step::Verify { name, .. } => {
+                format!("start {name} and verify it from the inside (devices, memlock, groups, environment, RCCL)")
+            }
             Step::Swap { temp, name, old_id: Some(_) } => format!("swap {temp} in as {name} and remove the old {name}"),
             Step::Swap { temp, name, old_id: None } => format!("rename {temp} to {name}"),
             Step::Prune { references } => format!("remove {} old pinned image tag(s)", references.len()),
@@ -261,6 +272,7 @@ impl Step {
             Step::RemoveLeftover { name } => vec![cmd(&["rm", "--force", name])],
             Step::Pin { image_id, reference } => vec![cmd(&["tag", image_id, reference])],
             Step::Create { request } => manager.describe_create(engine, request),
+            Step::Verify { name, .. } => vec![vec!["strix-toolbox".into(), "verify".into(), name.clone()]],
             Step::Swap { temp, name, old_id } => {
                 let mut lines = Vec::new();
                 if old_id.is_some() {

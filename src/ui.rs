@@ -7,6 +7,8 @@ use std::sync::Mutex;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
 
+use crate::check::Status;
+
 /// How to talk to the user, decided once from flags, environment and the terminal.
 #[derive(Debug, Clone, Copy)]
 pub struct Ui {
@@ -48,6 +50,29 @@ impl Ui {
             Style::Dim => "2",
         };
         format!("\x1b[{code}m{text}\x1b[0m")
+    }
+
+    /// `text` in the colour of a check's status (dim for info, skipped and not checked).
+    pub fn paint_status(&self, status: Option<Status>, text: &str) -> String {
+        let style = match status {
+            Some(Status::Pass) => Style::Ok,
+            Some(Status::Warn) => Style::Warn,
+            Some(Status::Fail) => Style::Fail,
+            Some(Status::Info | Status::Skipped) | None => Style::Dim,
+        };
+        self.paint(text, style)
+    }
+
+    /// A check's status as a word at the start of a line: `pass`, `info`, `skip`, `warn`, `FAIL`.
+    pub fn status_label(&self, status: Status) -> String {
+        let word = match status {
+            Status::Pass => "pass",
+            Status::Info => "info",
+            Status::Skipped => "skip",
+            Status::Warn => "warn",
+            Status::Fail => "FAIL",
+        };
+        self.paint_status(Some(status), word)
     }
 
     /// A status line on stderr (never on stdout, which belongs to --json and to commands' output).

@@ -22,8 +22,10 @@ fn cluster(cluster: &TestCluster, args: &[&str]) -> std::process::Output {
     run_strix(&[], &argv)
 }
 
+/// The nodes have RDMA, whose toolbox (memlock=-1) this machine cannot start: no verification
+/// (`verification_stops_the_cluster_refresh_before_any_node_swaps` shows why).
 fn refresh<'a>(image: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
-    let mut args = vec!["refresh", "--image", image, "--name", "vllm", "--manager", "native"];
+    let mut args = vec!["refresh", "--image", image, "--name", "vllm", "--manager", "native", "--no-verify"];
     args.extend_from_slice(extra);
     args
 }
@@ -270,4 +272,26 @@ fn ctrl_c_during_a_cluster_refresh_leaves_every_node_as_it_was() {
     assert_eq!(status.code(), Some(1), "{text}");
     assert!(text.contains("interrupted (Ctrl-C)"), "{text}");
     assert_eq!((node_state(&cluster_bed, 1), node_state(&cluster_bed, 2)), before, "{text}");
+}
+
+#[test]
+fn verification_stops_the_cluster_refresh_before_any_node_swaps() {
+    let registry = Registry::start();
+    let cluster_bed = TestCluster::start(&registry, 2);
+    let image = stand_in_image(cluster_bed.node(1).podman(), &registry, "vllm:latest", CREATED_V1);
+    let first = cluster(&cluster_bed, &refresh(&image, &[]));
+    assert!(first.status.success(), "{}", stderr(&first));
+    let before = (node_state(&cluster_bed, 1), node_state(&cluster_bed, 2));
+
+    // Verified this time: every node starts its staged toolbox to check it from the inside. Here
+    // an RDMA toolbox (memlock=-1) cannot start, so no node may swap.
+    stand_in_image(cluster_bed.node(1).podman(), &registry, "vllm:latest", CREATED_V2);
+    let mut verified: Vec<&str> = refresh(&image, &[]).into_iter().filter(|a| *a != "--no-verify").collect();
+    verified.push("--force");
+    let failed = cluster(&cluster_bed, &verified);
+    assert_eq!(failed.status.code(), Some(1));
+    let message = stderr(&failed);
+    assert!(message.contains("before any node swapped") && message.contains("failed verification"), "{message}");
+    assert!(message.contains("start:") && message.contains("memlock"), "{message}");
+    assert_eq!((node_state(&cluster_bed, 1), node_state(&cluster_bed, 2)), before);
 }

@@ -98,7 +98,7 @@ impl<'a> Row<'a> {
 
 fn rank(status: Status) -> u8 {
     match status {
-        Status::Pass | Status::Info => 0,
+        Status::Pass | Status::Info | Status::Skipped => 0,
         Status::Warn => 1,
         Status::Fail => 2,
     }

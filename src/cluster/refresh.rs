@@ -33,6 +33,8 @@ pub struct ClusterRefreshRequest {
     pub force: bool,
     pub dry_run: bool,
     pub env: Vec<String>,
+    /// Every node verifies its staged toolbox before any node swaps (off: `--no-verify`).
+    pub verify: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -195,6 +197,9 @@ fn stage_args(request: &ClusterRefreshRequest, pinned: &str) -> Vec<String> {
     args.extend(["--keep".into(), request.keep.to_string()]);
     if request.force {
         args.push("--force".into());
+    }
+    if !request.verify {
+        args.push("--no-verify".into());
     }
     for pair in &request.env {
         args.extend(["--env".into(), pair.clone()]);

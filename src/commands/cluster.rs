@@ -52,6 +52,7 @@ pub async fn run(args: &ClusterArgs, settings: &Settings) -> Result<i32> {
                 force: options.force,
                 dry_run: options.dry_run,
                 env: options.env.clone(),
+                verify: !options.no_verify,
             };
             let report = cluster_refresh(&cluster, &request).await?;
             render(ui, &report, print_refresh);
@@ -107,15 +108,6 @@ fn init(args: &ClusterArgs, ui: &Ui) -> Result<i32> {
     Ok(0)
 }
 
-fn paint_status(ui: &Ui, status: Option<Status>, text: &str) -> String {
-    match status {
-        Some(Status::Pass) => ui.paint(text, Style::Ok),
-        Some(Status::Warn) => ui.paint(text, Style::Warn),
-        Some(Status::Fail) => ui.paint(text, Style::Fail),
-        Some(Status::Info) | None => ui.paint(text, Style::Dim),
-    }
-}
-
 /// A table: one column per node, padded before painting so colours do not skew it.
 fn print_table(ui: &Ui, nodes: &[String], rows: &[(String, Vec<(Option<Status>, String)>)]) {
     const MAX: usize = 28;
@@ -142,7 +134,7 @@ fn print_table(ui: &Ui, nodes: &[String], rows: &[(String, Vec<(Option<Status>, 
         let mut line = format!("{name:<first$}");
         for ((status, text), width) in cells.iter().zip(&widths) {
             line.push_str("  ");
-            line.push_str(&paint_status(ui, *status, &format!("{:<width$}", clip(text))));
+            line.push_str(&ui.paint_status(*status, &format!("{:<width$}", clip(text))));
         }
         println!("{}", line.trim_end());
     }
@@ -160,12 +152,7 @@ fn print_doctor(report: &ClusterDoctorReport, ui: &Ui) {
         println!();
     }
     for (check, problem) in &problems {
-        let label = match problem.status {
-            Status::Fail => ui.paint("FAIL", Style::Fail),
-            Status::Warn => ui.paint("warn", Style::Warn),
-            Status::Pass => ui.paint("pass", Style::Ok),
-            Status::Info => ui.paint("info", Style::Dim),
-        };
+        let label = ui.status_label(problem.status);
         println!("{label}  {}  {}: {}", problem.node, check.name, problem.message);
         if let Some(fix) = &problem.fix {
             println!("      {} {fix}", ui.paint("fix:", Style::Dim));

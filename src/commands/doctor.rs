@@ -1,6 +1,5 @@
 //! `doctor`: check the node; exit 1 when a check fails.
 
-use crate::doctor::Status;
 use crate::error::Result;
 use crate::ops::doctor::{doctor, DoctorReport};
 use crate::settings::Settings;
@@ -18,12 +17,7 @@ pub fn run(settings: &Settings) -> Result<i32> {
 
 fn print_report(report: &DoctorReport, ui: &Ui) {
     for check in &report.checks {
-        let label = match check.status {
-            Status::Pass => ui.paint("pass", Style::Ok),
-            Status::Info => ui.paint("info", Style::Dim),
-            Status::Warn => ui.paint("warn", Style::Warn),
-            Status::Fail => ui.paint("FAIL", Style::Fail),
-        };
+        let label = ui.status_label(check.status);
         println!("{label}  {:<22} {}", check.name, check.message);
         if let Some(fix) = &check.fix {
             println!("      {:<22} {} {fix}", "", ui.paint("fix:", Style::Dim));

@@ -15,6 +15,7 @@ mod resolve;
 mod rm;
 mod rollback;
 mod status;
+mod verify;
 
 use crate::cli::{Command, GlobalOptions, RcclCommand};
 use crate::error::{Error, Result};
@@ -43,6 +44,7 @@ pub fn run(command: Command, settings: &Settings) -> Result<i32> {
                 match command {
                     Command::Refresh(args) => refresh::run(&args, settings).await,
                     Command::Enter(args) => enter::run(&args, settings).await,
+                    Command::Verify(args) => verify::run(&args, settings).await,
                     Command::List => list::run(settings).await,
                     Command::Status => status::run(settings).await,
                     Command::Rm(args) => rm::run(&args, settings).await,

@@ -33,6 +33,7 @@ fn request(args: &RefreshArgs) -> Result<RefreshRequest> {
         dry_run: options.dry_run,
         env: options.env.clone(),
         stage_only: args.stage_only,
+        verify: !options.no_verify,
     };
     request.validate()?;
     Ok(request)

@@ -14,30 +14,10 @@ mod os;
 mod rdma;
 mod tools;
 
-use serde::{Deserialize, Serialize};
-
 use crate::host::HostFacts;
 use crate::installed::Installed;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Status {
-    Pass,
-    /// Information, never a failure: what doctor could not tell, or a difference worth knowing.
-    Info,
-    Warn,
-    Fail,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Check {
-    /// Short stable identifier, e.g. "gpu", "kernel:iommu", "rdma:rocep1s0f0/1".
-    pub name: String,
-    pub status: Status,
-    pub message: String,
-    /// The command or file that fixes it (None when passing).
-    pub fix: Option<String>,
-}
+pub use crate::check::{Check, Status};
 
 fn check(name: impl Into<String>, status: Status, message: impl Into<String>, fix: Option<String>) -> Check {
     Check { name: name.into(), status, message: message.into(), fix }

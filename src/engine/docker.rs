@@ -16,8 +16,8 @@ use futures_util::StreamExt;
 
 use super::auth::registry_fix;
 use super::compat_pull::{docker_credentials, server_message};
-use super::output::{copy_chunks, Chunk};
-use super::{BuildJob, ContainerInfo, CreateRequest, Engine, EngineInfo, EngineKind, ExecOutcome, ImageInfo};
+use super::output::{route_chunks, Chunk};
+use super::{BuildJob, ContainerInfo, CreateRequest, Engine, EngineInfo, EngineKind, ExecIo, ExecOutcome, ImageInfo};
 use crate::error::{Error, Result};
 use crate::reference::ImageRef;
 use crate::ui::Progress;
@@ -258,12 +258,27 @@ impl Engine for DockerEngine {
         }
     }
 
+    async fn container_archive(&self, name_or_id: &str, path: &str) -> Result<Option<Vec<u8>>> {
+        let options = bollard::query_parameters::DownloadFromContainerOptions { path: path.to_string() };
+        let mut stream = Box::pin(self.client.download_from_container(name_or_id, Some(options)));
+        let mut archive = Vec::new();
+        while let Some(chunk) = stream.next().await {
+            match chunk {
+                Ok(bytes) => super::archive::append(&mut archive, &bytes, name_or_id, path)?,
+                Err(error) if is_not_found(&error) => return Ok(None),
+                Err(error) => return Err(failed(format!("copy {path} out of {name_or_id}"), error)),
+            }
+        }
+        Ok(Some(archive))
+    }
+
     async fn exec(
         &self,
         name_or_id: &str,
         command: &[String],
         env: &[String],
         user: Option<&str>,
+        io: ExecIo,
     ) -> Result<ExecOutcome> {
         let action = || format!("exec in {name_or_id}");
         let config = CreateExecOptions {
@@ -275,6 +290,7 @@ impl Engine for DockerEngine {
             ..Default::default()
         };
         let exec = self.client.create_exec(name_or_id, config).await.map_err(|e| failed(action(), e))?;
+        let mut captured = (Vec::new(), Vec::new());
         if let StartExecResults::Attached { output, .. } =
             self.client.start_exec(&exec.id, None).await.map_err(|e| failed(action(), e))?
         {
@@ -286,10 +302,11 @@ impl Engine for DockerEngine {
                     _ => None,
                 }
             });
-            copy_chunks(Box::pin(chunks)).await;
+            captured = route_chunks(Box::pin(chunks), io).await;
         }
         let inspect = self.client.inspect_exec(&exec.id).await.map_err(|e| failed(action(), e))?;
-        Ok(ExecOutcome { exit_code: inspect.exit_code.unwrap_or(-1) })
+        let (stdout, stderr) = captured;
+        Ok(ExecOutcome { exit_code: inspect.exit_code.unwrap_or(-1), stdout, stderr })
     }
 }
 

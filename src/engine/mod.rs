@@ -3,6 +3,7 @@
 //! Everything above this module speaks in these engine-neutral types; `podman.rs` and
 //! `docker.rs` translate them to podman-api and bollard calls.
 
+pub mod archive;
 pub mod argv;
 pub mod auth;
 pub mod compat_pull;
@@ -131,10 +132,26 @@ pub struct BuildJob<'a> {
     pub build_args: &'a BTreeMap<String, String>,
 }
 
+/// The largest archive [`Engine::container_archive`] reads into memory (a ROCm library is
+/// ~150 MB; this leaves room without letting a wrong path fill the memory).
+pub const ARCHIVE_LIMIT: usize = 1 << 30;
+
+/// Where an exec's output goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExecIo {
+    /// To our stdout and stderr, as it arrives.
+    Inherit,
+    /// Into [`ExecOutcome`], for the caller to read.
+    Capture,
+}
+
 /// The result of a command run in a container.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExecOutcome {
     pub exit_code: i64,
+    /// What it printed, with [`ExecIo::Capture`] (else empty).
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
 }
 
 /// Images and containers over an API.
@@ -168,13 +185,17 @@ pub trait Engine: Send + Sync {
     async fn container_rename(&self, name_or_id: &str, new_name: &str) -> Result<()>;
     async fn container_start(&self, name_or_id: &str) -> Result<()>;
     async fn container_remove(&self, name_or_id: &str, force: bool) -> Result<()>;
-    /// Run `command` in a running container as `user` (the container's user when None),
-    /// streaming its stdout/stderr to ours.
+    /// The tar archive of `path` in a container (created or running); None when it has no such
+    /// path. Refuses archives over [`ARCHIVE_LIMIT`].
+    async fn container_archive(&self, name_or_id: &str, path: &str) -> Result<Option<Vec<u8>>>;
+    /// Run `command` in a running container as `user` (the container's user when None), its
+    /// output passed through to ours or captured (`io`).
     async fn exec(
         &self,
         name_or_id: &str,
         command: &[String],
         env: &[String],
         user: Option<&str>,
+        io: ExecIo,
     ) -> Result<ExecOutcome>;
 }

@@ -1,7 +1,10 @@
-//! Passing a command's output through: demultiplexed exec streams to our stdout and stderr.
+//! An exec's demultiplexed output: passed through to our stdout and stderr as it arrives (`enter`),
+//! or captured (`verify` reads what its checks print).
 
 use futures_util::{Stream, StreamExt};
 use tokio::io::AsyncWriteExt;
+
+use super::ExecIo;
 
 /// Which of our streams a chunk belongs on.
 pub enum Chunk {
@@ -9,20 +12,33 @@ pub enum Chunk {
     Stderr(Vec<u8>),
 }
 
-/// Copy every chunk as it arrives (no buffering of the whole output).
-pub async fn copy_chunks<S: Stream<Item = Chunk> + Unpin>(mut chunks: S) {
+/// A captured stream keeps at most this much: a check's output is small, a runaway one is cut.
+const CAPTURE_LIMIT: usize = 8 << 20;
+
+/// Pass every chunk through as it arrives (no buffering), or capture them; returns what was
+/// captured (stdout, stderr), empty when passed through.
+pub async fn route_chunks<S: Stream<Item = Chunk> + Unpin>(mut chunks: S, io: ExecIo) -> (Vec<u8>, Vec<u8>) {
     let mut stdout = tokio::io::stdout();
     let mut stderr = tokio::io::stderr();
+    let (mut captured_out, mut captured_err) = (Vec::new(), Vec::new());
     while let Some(chunk) = chunks.next().await {
-        let _ = match chunk {
-            Chunk::Stdout(bytes) => stdout.write_all(&bytes).await.and(stdout.flush().await),
-            Chunk::Stderr(bytes) => stderr.write_all(&bytes).await.and(stderr.flush().await),
+        let _ = match (io, chunk) {
+            (ExecIo::Inherit, Chunk::Stdout(bytes)) => stdout.write_all(&bytes).await.and(stdout.flush().await),
+            (ExecIo::Inherit, Chunk::Stderr(bytes)) => stderr.write_all(&bytes).await.and(stderr.flush().await),
+            (ExecIo::Capture, Chunk::Stdout(bytes)) => Ok(keep(&mut captured_out, &bytes)),
+            (ExecIo::Capture, Chunk::Stderr(bytes)) => Ok(keep(&mut captured_err, &bytes)),
         };
     }
+    (captured_out, captured_err)
+}
+
+fn keep(buffer: &mut Vec<u8>, bytes: &[u8]) {
+    let room = CAPTURE_LIMIT.saturating_sub(buffer.len());
+    buffer.extend_from_slice(&bytes[..bytes.len().min(room)]);
 }
 
 /// podman-api's exec output.
-pub async fn copy_exec_output(output: &mut containers_api::conn::Multiplexer) {
+pub async fn route_exec_output(output: &mut containers_api::conn::Multiplexer, io: ExecIo) -> (Vec<u8>, Vec<u8>) {
     use containers_api::conn::TtyChunk;
     let chunks = output.filter_map(|chunk| async move {
         match chunk {
@@ -31,5 +47,5 @@ pub async fn copy_exec_output(output: &mut containers_api::conn::Multiplexer) {
             _ => None,
         }
     });
-    copy_chunks(Box::pin(chunks)).await;
+    route_chunks(Box::pin(chunks), io).await
 }

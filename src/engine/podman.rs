@@ -13,7 +13,7 @@ use podman_api::opts::{
 use podman_api::Podman;
 
 use super::auth::{login_for, registry_fix, Secret};
-use super::{BuildJob, ContainerInfo, CreateRequest, Engine, EngineInfo, EngineKind, ExecOutcome, ImageInfo};
+use super::{BuildJob, ContainerInfo, CreateRequest, Engine, EngineInfo, EngineKind, ExecIo, ExecOutcome, ImageInfo};
 use crate::error::{Error, Result};
 use crate::reference::ImageRef;
 use crate::ui::Progress;
@@ -266,12 +266,27 @@ impl Engine for PodmanEngine {
         }
     }
 
+    async fn container_archive(&self, name_or_id: &str, path: &str) -> Result<Option<Vec<u8>>> {
+        let container = self.client.containers().get(name_or_id);
+        let mut stream = Box::pin(container.copy_from(path));
+        let mut archive = Vec::new();
+        while let Some(chunk) = stream.next().await {
+            match chunk {
+                Ok(bytes) => super::archive::append(&mut archive, &bytes, name_or_id, path)?,
+                Err(error) if is_not_found(&error) => return Ok(None),
+                Err(error) => return Err(failed(format!("copy {path} out of {name_or_id}"), error)),
+            }
+        }
+        Ok(Some(archive))
+    }
+
     async fn exec(
         &self,
         name_or_id: &str,
         command: &[String],
         env: &[String],
         user: Option<&str>,
+        io: ExecIo,
     ) -> Result<ExecOutcome> {
         let action = || format!("exec in {name_or_id}");
         let vars: Vec<(String, String)> =
@@ -284,12 +299,13 @@ impl Engine for PodmanEngine {
         let exec =
             self.client.containers().get(name_or_id).create_exec(&opts).await.map_err(|e| failed(action(), e))?;
         let start = ExecStartOpts::builder().build();
-        if let Some(mut output) = exec.start(&start).await.map_err(|e| failed(action(), e))? {
-            super::output::copy_exec_output(&mut output).await;
-        }
+        let (stdout, stderr) = match exec.start(&start).await.map_err(|e| failed(action(), e))? {
+            Some(mut output) => super::output::route_exec_output(&mut output, io).await,
+            None => Default::default(),
+        };
         let inspect = exec.inspect().await.map_err(|e| failed(action(), e))?;
         let exit_code = inspect.get("ExitCode").and_then(|c| c.as_i64()).unwrap_or(-1);
-        Ok(ExecOutcome { exit_code })
+        Ok(ExecOutcome { exit_code, stdout, stderr })
     }
 }
 

@@ -58,6 +58,11 @@ impl ManagerKind {
         }
     }
 
+    /// Which manager made a container (native when it carries no label of ours).
+    pub fn of(container: &crate::engine::ContainerInfo) -> ManagerKind {
+        container.labels.get(crate::labels::MANAGER).and_then(|k| ManagerKind::parse(k)).unwrap_or(ManagerKind::Native)
+    }
+
     pub fn parse(text: &str) -> Option<ManagerKind> {
         [ManagerKind::Toolbox, ManagerKind::Distrobox, ManagerKind::Native].into_iter().find(|k| k.as_str() == text)
     }

@@ -2,11 +2,11 @@
 //! engine's API; an interactive shell is a program that takes over the terminal, which the
 //! command then executes (after this operation has let go of the engine).
 
-use crate::engine::Engine;
+use crate::engine::{Engine, ExecIo};
 use crate::error::{Error, Result};
 use crate::login_shell::login_shell;
 use crate::manager::{self, ManagerKind};
-use crate::ops::{find_toolbox, manager_of};
+use crate::ops::find_toolbox;
 use crate::process::ChildEnv;
 use crate::reference::validate_container_name;
 use crate::settings::Settings;
@@ -24,7 +24,7 @@ pub async fn enter(settings: &Settings, name: &str, command: &[String]) -> Resul
     let connection = settings.connect().await?;
     let engine = connection.engine();
     let container = find_toolbox(engine, name).await?;
-    let kind = manager_of(&container);
+    let kind = ManagerKind::of(&container);
     // For a shell, Toolbx and Distrobox start (and on first start set up) their own containers.
     let starts_itself = command.is_empty() && kind != ManagerKind::Native;
     if !container.running && !starts_itself {
@@ -50,7 +50,7 @@ pub async fn enter(settings: &Settings, name: &str, command: &[String]) -> Resul
             Some(unsafe { format!("{}:{}", libc::getuid(), libc::getgid()) })
         }
     };
-    let outcome = engine.exec(name, command, &[], user.as_deref()).await?;
+    let outcome = engine.exec(name, command, &[], user.as_deref(), ExecIo::Inherit).await?;
     Ok(Entry::Ran(outcome.exit_code.clamp(0, 255) as i32))
 }
 
@@ -65,7 +65,8 @@ async fn shell_that_runs_in(engine: &dyn Engine, name: &str, login_shell: &str) 
     }
     for shell in candidates {
         let probe = [shell.to_string(), "-c".into(), "exit 0".into()];
-        if matches!(engine.exec(name, &probe, &[], None).await, Ok(outcome) if outcome.exit_code == 0) {
+        if matches!(engine.exec(name, &probe, &[], None, ExecIo::Capture).await, Ok(outcome) if outcome.exit_code == 0)
+        {
             return Ok(shell.to_string());
         }
     }

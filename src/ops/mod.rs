@@ -13,5 +13,6 @@ pub mod resolve;
 pub mod rollback;
 pub mod status;
 mod toolbox;
+pub mod verify;
 
-pub use toolbox::{find_toolbox, manager_of, DEFAULT_TOOLBOX};
+pub use toolbox::{find_toolbox, DEFAULT_TOOLBOX};

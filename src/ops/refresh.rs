@@ -23,6 +23,7 @@ use crate::reference::{validate_container_name, ImageRef};
 use crate::settings::Settings;
 use crate::spec::{parse_env, SpecOptions, ToolboxSpec};
 use crate::ui::Ui;
+use crate::verify::Expected;
 
 /// Where the image comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,6 +54,8 @@ pub struct RefreshRequest {
     /// Stop before the swap, leaving the replacement under its temporary name: a cluster refresh
     /// stages every node first, then swaps them together.
     pub stage_only: bool,
+    /// Verify the replacement from the inside before it is swapped in (off: `--no-verify`).
+    pub verify: bool,
 }
 
 impl RefreshRequest {
@@ -129,8 +132,12 @@ pub async fn refresh_with(
 
     let _lock = ToolboxLock::acquire(&request.name)?;
 
-    // Pull first (the newest base, for a local build too); a dry run only looks.
-    let pulls = !matches!(request.source, ImageSource::Local);
+    // Pull first (the newest base, for a local build too); a dry run only looks. An image named
+    // by digest that is already here cannot be newer upstream: no pull (cluster nodes get
+    // `repo@sha256:…`, so a no-op cluster refresh asks the registry once, on the head).
+    let pinned_and_present = ImageRef::parse(&request.image_ref)?.digest.is_some()
+        && engine.image_inspect(&request.image_ref).await?.is_some();
+    let pulls = !matches!(request.source, ImageSource::Local) && !pinned_and_present;
     if !request.dry_run && pulls {
         let progress = ui.progress();
         interruptible(&format!("pulling {}", request.image_ref), engine.pull(&request.image_ref, &progress)).await?;
@@ -151,7 +158,9 @@ pub async fn refresh_with(
     };
 
     let image_name = ImageRef::parse(&image_ref)?;
+    let rccl_label = image.labels.get(labels::RCCL_SHA256).cloned();
     let mut desired = desired_toolbox(&request.name, &image_ref, &image_name, image, &spec, manager.as_ref(), &info);
+    desired.verify = request.verify.then(|| Expected::new(facts, &spec, rccl_label));
     desired.request.labels.extend(labels::encode_user_env(&request.env).map(|env| (labels::USER_ENV.to_string(), env)));
     let current = current_state(engine, &request.name, &image_name).await?;
     let mut plan = plan_refresh(&desired, &current, request.keep, request.force);
@@ -226,7 +235,7 @@ fn desired_toolbox(
         manager.kind(),
         &hash,
     ));
-    DesiredToolbox { name: name.to_string(), repository, image, request, spec_hash: hash, pin }
+    DesiredToolbox { name: name.to_string(), repository, image, request, spec_hash: hash, pin, verify: None }
 }
 
 async fn current_state(engine: &dyn Engine, name: &str, image: &ImageRef) -> Result<CurrentState> {

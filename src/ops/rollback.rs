@@ -2,8 +2,9 @@
 
 use crate::error::{Error, Result};
 use crate::labels;
+use crate::manager::ManagerKind;
+use crate::ops::find_toolbox;
 use crate::ops::refresh::{read_gpu_node, refresh_with, ImageSource, RefreshReport, RefreshRequest};
-use crate::ops::{find_toolbox, manager_of};
 use crate::pin::pins_in;
 use crate::reference::{validate_container_name, ImageRef};
 use crate::settings::Settings;
@@ -40,13 +41,15 @@ pub async fn rollback(settings: &Settings, name: &str, dry_run: bool) -> Result<
         name: name.to_string(),
         image_ref: image.with_tag(&previous),
         source: ImageSource::Local,
-        manager: manager_of(&container).into(),
+        manager: ManagerKind::of(&container).into(),
         keep: usize::MAX,
         force: false,
         dry_run,
         // The same toolbox, only older: with the --env it was made with.
         env: labels::decode_user_env(&container.labels),
         stage_only: false,
+        // Back to a toolbox that worked before: proven again all the same.
+        verify: true,
     };
     refresh_with(settings, &node, engine, &request).await
 }

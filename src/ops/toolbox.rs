@@ -2,8 +2,6 @@
 
 use crate::engine::{ContainerInfo, Engine};
 use crate::error::{Error, Result};
-use crate::labels;
-use crate::manager::ManagerKind;
 
 /// The toolbox `enter`, `rm`, `rollback` and `verify` act on when no name is given.
 pub const DEFAULT_TOOLBOX: &str = "vllm";
@@ -18,9 +16,4 @@ pub async fn find_toolbox(engine: &dyn Engine, name: &str) -> Result<ContainerIn
             engine.endpoint()
         ))
     })
-}
-
-/// Which manager made a container (native when it carries no label of ours).
-pub fn manager_of(container: &ContainerInfo) -> ManagerKind {
-    container.labels.get(labels::MANAGER).and_then(|k| ManagerKind::parse(k)).unwrap_or(ManagerKind::Native)
 }

@@ -16,6 +16,7 @@ fn desired(image_id: &str, hash: &str) -> DesiredToolbox {
         request: CreateRequest { name: "vllm".into(), image: format!("{REPO}:latest"), ..Default::default() },
         spec_hash: hash.into(),
         pin: Some("20261101-100000".into()),
+        verify: None,
     }
 }
 
@@ -35,6 +36,7 @@ fn kinds(plan: &RefreshPlan) -> Vec<&'static str> {
             Step::RemoveLeftover { .. } => "remove-leftover",
             Step::Pin { .. } => "pin",
             Step::Create { .. } => "create",
+            Step::Verify { .. } => "verify",
             Step::Swap { .. } => "swap",
             Step::Prune { .. } => "prune",
         })
@@ -152,4 +154,27 @@ fn says_when_the_replaced_toolbox_is_running() {
     let current = CurrentState { container: Some(running), ..Default::default() };
     assert!(plan_refresh(&desired("sha256:new", "h"), &current, 2, false).replaces_running);
     assert!(!plan_refresh(&desired("sha256:old", "h"), &current, 2, false).replaces_running, "a no-op stops nothing");
+}
+
+#[test]
+fn a_verified_refresh_checks_the_replacement_between_create_and_swap() {
+    let expected = crate::verify::Expected {
+        devices: vec!["/dev/kfd".into()],
+        rdma: false,
+        gids: vec![105],
+        nccl_env: vec![],
+        rccl_label: None,
+        rdma_port: None,
+    };
+    let mut wanted = desired("sha256:a", "h");
+    wanted.verify = Some(expected);
+    let plan = plan_refresh(&wanted, &CurrentState::default(), 2, false);
+    assert_eq!(kinds(&plan), ["create", "verify", "swap"]);
+    let Step::Verify { name, .. } = &plan.steps[1] else { panic!() };
+    assert_eq!(name, "vllm-strix-new");
+    // Staging for a cluster keeps the verification: every node proves its replacement first.
+    assert_eq!(kinds(&plan.staging_only()), ["create", "verify"]);
+    // A no-op verifies nothing: it stays fast.
+    let current = CurrentState { container: Some(container("vllm", "sha256:a", "h")), ..Default::default() };
+    assert!(kinds(&plan_refresh(&wanted, &current, 2, false)).is_empty());
 }

@@ -35,6 +35,17 @@ pub fn push_rootfs_image(
 /// A busybox image created at `created` (RFC 3339), pushed as `REGISTRY/name`.
 /// A different `created` gives a different image (and digest).
 pub fn stand_in_image(podman: &PodmanService, registry: &Registry, name: &str, created: &str) -> String {
+    stand_in_image_with(podman, registry, name, created, &[])
+}
+
+/// [`stand_in_image`] with more files in it: (path inside, contents).
+pub fn stand_in_image_with(
+    podman: &PodmanService,
+    registry: &Registry,
+    name: &str,
+    created: &str,
+    files: &[(&str, &[u8])],
+) -> String {
     let dir = tempfile::tempdir().expect("tempdir");
     let rootfs = dir.path().join("rootfs");
     std::fs::create_dir_all(rootfs.join("bin")).expect("mkdir");
@@ -61,6 +72,8 @@ pub fn stand_in_image(podman: &PodmanService, registry: &Registry, name: &str, c
         "rm",
         "chmod",
         "readlink",
+        // verify opens the device nodes with dd.
+        "dd",
     ] {
         std::os::unix::fs::symlink("busybox", rootfs.join("bin").join(tool)).expect("symlink");
     }
@@ -69,6 +82,11 @@ pub fn stand_in_image(podman: &PodmanService, registry: &Registry, name: &str, c
     // Every real image has one; distrobox reads it right after creating a container.
     std::fs::write(rootfs.join("etc/os-release"), "ID=busybox\nNAME=\"stand-in\"\n").expect("os-release");
     std::fs::write(rootfs.join("etc/created"), created).expect("created");
+    for (path, contents) in files {
+        let target = rootfs.join(path.trim_start_matches('/'));
+        std::fs::create_dir_all(target.parent().expect("parent")).expect("mkdir");
+        std::fs::write(&target, contents).expect("image file");
+    }
     let tarball = dir.path().join("rootfs.tar");
     let status = Command::new("tar").arg("-C").arg(&rootfs).arg("-cf").arg(&tarball).arg(".").status().expect("tar");
     assert!(status.success());

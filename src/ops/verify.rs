@@ -1,0 +1,39 @@
+//! `verify [NAME]`: the toolbox proves from the inside that it works (see [`crate::verify`]).
+
+use crate::engine::{ContainerInfo, Engine};
+use crate::error::Result;
+use crate::host::{HostFacts, HostRoot};
+use crate::labels;
+use crate::ops::find_toolbox;
+use crate::ops::refresh::read_gpu_node;
+use crate::reference::validate_container_name;
+use crate::settings::Settings;
+use crate::spec::{parse_env, SpecOptions, ToolboxSpec};
+use crate::verify::{verify_started, Expected, VerifyReport};
+
+pub async fn verify(settings: &Settings, name: &str) -> Result<VerifyReport> {
+    validate_container_name(name)?;
+    let node = read_gpu_node(&settings.host_root)?;
+    let connection = settings.connect().await?;
+    let engine = connection.engine();
+    let container = find_toolbox(engine, name).await?;
+    let expected = expectation(engine, &node, &container).await?;
+    verify_started(engine, &container, &expected).await
+}
+
+/// What `container` should be on this node: the spec refresh would make for it.
+pub async fn expectation(
+    engine: &dyn Engine,
+    (root, facts): &(HostRoot, HostFacts),
+    container: &ContainerInfo,
+) -> Result<Expected> {
+    let info = engine.info().await?;
+    let extra_env = parse_env(&labels::decode_user_env(&container.labels))?;
+    let spec = ToolboxSpec::new(
+        root,
+        facts,
+        &SpecOptions { engine: info.kind, rootless: info.rootless, runtime: info.runtime, extra_env },
+    );
+    // A container carries its image's labels: the RCCL the image was built with.
+    Ok(Expected::new(facts, &spec, container.labels.get(labels::RCCL_SHA256).cloned()))
+}

@@ -1,0 +1,79 @@
+//! Where the image has the tools, the real hardware as the stack sees it: ROCm lists a gfx1151
+//! agent, the RDMA port is PORT_ACTIVE, torch sees a GPU. Where a tool is missing the check is
+//! skipped with the reason.
+
+use super::devices::last_line;
+use super::probe::{Probe, Ran};
+use super::Expected;
+use crate::check::{Check, Status};
+
+pub async fn checks(probe: &Probe<'_>, expected: &Expected) -> Vec<Check> {
+    let mut checks = vec![rocm_agent(probe).await];
+    if let Some((device, port)) = &expected.rdma_port {
+        checks.push(rdma_port(probe, device, *port).await);
+    }
+    checks.push(torch_gpu(probe).await);
+    checks
+}
+
+async fn rocm_agent(probe: &Probe<'_>) -> Check {
+    const NAME: &str = "hw:rocm";
+    let mut outcome = probe.run(&["rocminfo"]).await;
+    if matches!(outcome, Ran::Missing(_)) {
+        outcome = probe.run(&["amd-smi", "static", "--asic"]).await;
+    }
+    match outcome {
+        Ran::Exited(0, stdout, _) if stdout.contains("gfx1151") => Check::new(NAME, Status::Pass, "ROCm sees a gfx1151 agent", None),
+        Ran::Exited(code, stdout, stderr) => Check::new(
+            NAME,
+            Status::Fail,
+            format!("ROCm lists no gfx1151 agent (exit {code}): {}", last_line(if stderr.trim().is_empty() { &stdout } else { &stderr })),
+            Some("check /dev/kfd and the render group inside (the device checks above), and `strix-toolbox doctor` on the node".into()),
+        ),
+        Ran::Missing(_) => Check::new(NAME, Status::Skipped, "rocminfo and amd-smi not in the image", None),
+        Ran::Broken(why) => Check::new(NAME, Status::Fail, why, None),
+    }
+}
+
+async fn rdma_port(probe: &Probe<'_>, device: &str, port: u32) -> Check {
+    let name = format!("hw:rdma:{device}/{port}");
+    let port_text = port.to_string();
+    match probe.run(&["ibv_devinfo", "-d", device, "-i", &port_text]).await {
+        Ran::Exited(0, stdout, _) if stdout.contains("PORT_ACTIVE") => {
+            Check::new(name, Status::Pass, format!("{device} port {port} is PORT_ACTIVE inside"), None)
+        }
+        Ran::Exited(_, stdout, stderr) => Check::new(
+            name,
+            Status::Fail,
+            format!(
+                "{device} port {port} is not PORT_ACTIVE inside: {}",
+                last_line(if stderr.trim().is_empty() { &stdout } else { &stderr })
+            ),
+            Some("check /dev/infiniband and memlock inside (above), and the port with `strix-toolbox doctor`".into()),
+        ),
+        Ran::Missing(_) => Check::new(name, Status::Skipped, "ibv_devinfo not in the image", None),
+        Ran::Broken(why) => Check::new(name, Status::Fail, why, None),
+    }
+}
+
+async fn torch_gpu(probe: &Probe<'_>) -> Check {
+    const NAME: &str = "hw:torch";
+    // A fixed program, no input: torch's own answer.
+    let program = "import torch; print(torch.cuda.is_available(), torch.cuda.device_count())";
+    match probe.run(&["python3", "-c", program]).await {
+        Ran::Exited(0, stdout, _) if stdout.trim_start().starts_with("True") => {
+            Check::new(NAME, Status::Pass, format!("torch sees the GPU ({})", stdout.trim()), None)
+        }
+        Ran::Exited(_, _, stderr) if stderr.contains("No module named 'torch'") || stderr.contains("No module named torch") => {
+            Check::new(NAME, Status::Skipped, "torch not in the image's python3", None)
+        }
+        Ran::Exited(_, stdout, stderr) => Check::new(
+            NAME,
+            Status::Fail,
+            format!("torch sees no GPU: {}", last_line(if stderr.trim().is_empty() { &stdout } else { &stderr })),
+            Some("\"No HIP GPUs available\" after a group change: log in again on the host, then `strix-toolbox refresh --force`".into()),
+        ),
+        Ran::Missing(_) => Check::new(NAME, Status::Skipped, "python3 not in the image", None),
+        Ran::Broken(why) => Check::new(NAME, Status::Fail, why, None),
+    }
+}

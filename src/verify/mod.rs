@@ -1,0 +1,169 @@
+//! `verify`: a toolbox proves from the inside that it works — its devices open, its limits,
+//! groups and environment are what the spec asked for, and every RCCL its stack would load carries
+//! gfx1151 code. Each check runs through the engine's API (exec with argv vectors, the archive API
+//! to copy files out) and is pass, warn, fail, or skipped with the reason: never a pass for what
+//! was not checked.
+
+mod devices;
+mod environment;
+mod groups;
+mod hardware;
+mod memlock;
+mod probe;
+mod rccl;
+
+use serde::{Deserialize, Serialize};
+
+use crate::check::{Check, Status};
+use crate::engine::{ContainerInfo, Engine};
+use crate::error::Result;
+use crate::host::HostFacts;
+use crate::manager::ManagerKind;
+use crate::spec::{ToolboxSpec, KEEP_GROUPS_ANNOTATION};
+pub use probe::Probe;
+
+/// What the toolbox should be, from the same facts and spec a refresh uses.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Expected {
+    /// Device nodes, as the container sees them, that must open read-write.
+    pub devices: Vec<String>,
+    pub rdma: bool,
+    /// Supplementary gids the process must carry.
+    pub gids: Vec<u32>,
+    /// NCCL_* and GLOO_* variables and their values.
+    pub nccl_env: Vec<(String, String)>,
+    /// sha256 of the RCCL the image records (its label), when it records one.
+    pub rccl_label: Option<String>,
+    /// The RDMA port whose state `ibv_devinfo` must show, e.g. ("rocep194s0f0", 1).
+    pub rdma_port: Option<(String, u32)>,
+}
+
+impl Expected {
+    pub fn new(facts: &HostFacts, spec: &ToolboxSpec, rccl_label: Option<String>) -> Expected {
+        let mut devices: Vec<String> = facts.gpu.kfd.iter().map(|p| p.display().to_string()).collect();
+        let node_name =
+            |p: &std::path::Path| p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        devices.extend(
+            facts.gpu.dri.iter().filter(|p| node_name(p).starts_with("renderD")).map(|p| p.display().to_string()),
+        );
+        let rdma = facts.rdma.present();
+        if rdma {
+            devices.extend(
+                facts
+                    .rdma
+                    .devices
+                    .iter()
+                    .filter(|p| node_name(p).starts_with("uverbs"))
+                    .map(|p| p.display().to_string()),
+            );
+        }
+        let gids = if spec.annotations.contains_key(KEEP_GROUPS_ANNOTATION) {
+            // keep-groups: the user's own host groups come along.
+            facts
+                .groups
+                .member
+                .iter()
+                .filter(|(_, member)| **member)
+                .filter_map(|(name, _)| facts.groups.gids.get(name))
+                .copied()
+                .collect()
+        } else {
+            spec.group_add.iter().filter_map(|gid| gid.parse().ok()).collect()
+        };
+        let nccl_env = spec
+            .env
+            .iter()
+            .filter(|(key, _)| key.starts_with("NCCL_") || key.starts_with("GLOO_"))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let rdma_port = facts.rdma.nccl_port().map(|port| (port.device.clone(), port.port));
+        Expected { devices, rdma, gids, nccl_env, rccl_label, rdma_port }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VerifyReport {
+    /// The container verified.
+    pub container: String,
+    pub ok: bool,
+    pub checks: Vec<Check>,
+}
+
+impl VerifyReport {
+    fn new(container: &str, checks: Vec<Check>) -> VerifyReport {
+        let ok = !checks.iter().any(|c| c.status == Status::Fail);
+        VerifyReport { container: container.to_string(), ok, checks }
+    }
+
+    /// The container would not even start: one failed check, with the engine's reason.
+    pub fn not_started(container: &str, why: &str, expected: &Expected) -> VerifyReport {
+        let fix = if expected.rdma && why.contains("setrlimit") {
+            "the memlock hard limit here is below what RDMA needs: raise it (/etc/security/limits.d/99-rdma-memlock.conf              with `* hard memlock unlimited`), log in again and refresh"
+        } else {
+            "read the engine's reason above; `strix-toolbox doctor` checks the node"
+        };
+        VerifyReport::new(
+            container,
+            vec![Check::new("start", Status::Fail, format!("{container} does not start: {why}"), Some(fix.into()))],
+        )
+    }
+
+    pub fn exit_code(&self) -> i32 {
+        i32::from(!self.ok)
+    }
+
+    /// The failed checks, one line each with its fix: what a refresh that refuses says.
+    pub fn failures(&self) -> String {
+        let lines: Vec<String> = self
+            .checks
+            .iter()
+            .filter(|c| c.status == Status::Fail)
+            .map(|c| match &c.fix {
+                Some(fix) => format!("{}: {} (fix: {fix})", c.name, c.message),
+                None => format!("{}: {}", c.name, c.message),
+            })
+            .collect();
+        lines.join("; ")
+    }
+}
+
+/// Every check inside the running container `container`. `user` is who its commands run as.
+pub async fn verify_container(
+    engine: &dyn Engine,
+    container: &str,
+    user: Option<&str>,
+    expected: &Expected,
+) -> VerifyReport {
+    let probe = Probe::new(engine, container, user);
+    let mut checks = Vec::new();
+    checks.extend(devices::checks(&probe, expected).await);
+    checks.push(memlock::check(&probe, expected).await);
+    checks.push(groups::check(&probe, expected).await);
+    checks.push(environment::check(&probe, expected).await);
+    checks.extend(rccl::checks(&probe, expected).await);
+    checks.extend(hardware::checks(&probe, expected).await);
+    VerifyReport::new(container, checks)
+}
+
+/// Start `container` when it is stopped, then verify it. A container that cannot start is a
+/// failed check, with the engine's reason.
+pub async fn verify_started(
+    engine: &dyn Engine,
+    container: &ContainerInfo,
+    expected: &Expected,
+) -> Result<VerifyReport> {
+    if !container.running {
+        if let Err(error) = engine.container_start(&container.name).await {
+            return Ok(VerifyReport::not_started(&container.name, &error.to_string(), expected));
+        }
+    }
+    // Toolbx and Distrobox create the invoking user inside; their commands run as that user.
+    let user = match ManagerKind::of(container) {
+        ManagerKind::Native => None,
+        // SAFETY: getuid/getgid have no preconditions and cannot fail.
+        ManagerKind::Toolbox | ManagerKind::Distrobox => {
+            Some(unsafe { format!("{}:{}", libc::getuid(), libc::getgid()) })
+        }
+    };
+    Ok(verify_container(engine, &container.name, user.as_deref(), expected).await)
+}

@@ -1,0 +1,131 @@
+//! Every RCCL the image's ROCm and Python stack would load (/opt/rocm/lib, and the ROCm SDK and
+//! torch library directories under the image's virtualenv /opt/venv) is the same
+//! library, it carries gfx1151 code objects, and it is the one the image's label records. A mixed
+//! image — some copies replaced, some not — fails: torch loads its own copy.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use super::devices::last_line;
+use super::probe::{Probe, Ran};
+use super::Expected;
+use crate::check::{Check, Status};
+use crate::engine::archive::first_file;
+use crate::rccl::{inspect_library, sha256_hex, ArtifactFormat};
+
+const NAME: &str = "rccl";
+/// Where the image's stack finds RCCL (as the overlay Containerfile replaces it).
+const SEARCHED: [&str; 2] = ["/opt/rocm/lib", "/opt/venv"];
+
+pub async fn checks(probe: &Probe<'_>, expected: &Expected) -> Vec<Check> {
+    // -H: the directories may be links (TheRock's /opt/rocm into the venv); -type f: the files
+    // themselves (the archive API copies a link as a link), each soname link's target among them.
+    let mut argv = vec!["find", "-H"];
+    argv.extend(SEARCHED);
+    argv.extend(["-name", "librccl.so*", "-type", "f"]);
+    // find exits 1 when one of the directories is absent; what it printed still counts.
+    let copies: Vec<String> = match probe.run(&argv).await {
+        Ran::Exited(_, stdout, _) => stdout.lines().map(str::to_string).filter(|l| !l.is_empty()).collect(),
+        Ran::Missing(why) => {
+            return vec![Check::new(NAME, Status::Skipped, format!("cannot look for librccl: {why}"), None)]
+        }
+        Ran::Broken(why) => return vec![Check::new(NAME, Status::Fail, why, None)],
+    };
+    if copies.is_empty() {
+        return vec![Check::new(
+            NAME,
+            Status::Skipped,
+            format!("no librccl.so* under {}: the image carries no RCCL to check", SEARCHED.join(" or ")),
+            None,
+        )];
+    }
+
+    // Copy each out once per distinct library (copies are usually one file and its links).
+    let mut by_digest: BTreeMap<String, (Vec<String>, Vec<u8>)> = BTreeMap::new();
+    for path in &copies {
+        let library = match probe.engine.container_archive(probe.container, path).await {
+            Ok(Some(archive)) => match first_file(&archive) {
+                Ok(Some(bytes)) => bytes,
+                Ok(None) => return vec![fail(format!("{path}: the archive holds no file"))],
+                Err(error) => return vec![fail(format!("{path}: {error}"))],
+            },
+            Ok(None) => return vec![fail(format!("{path} vanished while it was copied out"))],
+            Err(error) => return vec![fail(format!("cannot copy {path} out: {error}"))],
+        };
+        let entry = by_digest.entry(sha256_hex(&library)).or_insert_with(|| (Vec::new(), library));
+        entry.0.push(path.clone());
+    }
+
+    let mut checks = Vec::new();
+    if by_digest.len() > 1 {
+        let groups: Vec<String> =
+            by_digest.iter().map(|(digest, (paths, _))| format!("{} ({})", &digest[..12], paths.join(", "))).collect();
+        checks.push(Check::new(
+            format!("{NAME}:same"),
+            Status::Fail,
+            format!("the image's RCCL copies differ: {}; torch may load one that lacks gfx1151", groups.join(" vs ")),
+            Some("rebuild the image with `strix-toolbox build --rccl FILE` (it replaces every copy)".into()),
+        ));
+    } else {
+        checks.push(Check::new(
+            format!("{NAME}:same"),
+            Status::Pass,
+            format!("{} copies, one library", copies.len()),
+            None,
+        ));
+    }
+    for (digest, (paths, library)) in by_digest {
+        let shown = &paths[0];
+        checks.push(match inspect_library(Path::new(shown), ArtifactFormat::So, None, library) {
+            Ok(report) if report.has_gfx1151 => Check::new(
+                format!("{NAME}:gfx1151"),
+                Status::Pass,
+                format!("{shown} carries {} (sha256 {})", report.gfx_targets.join(", "), &digest[..12]),
+                None,
+            ),
+            Ok(report) => Check::new(
+                format!("{NAME}:gfx1151"),
+                Status::Fail,
+                format!(
+                    "{} {} no gfx1151 code objects (targets: {}): RCCL kernels cannot run on this GPU",
+                    paths.join(", "),
+                    if paths.len() == 1 { "has" } else { "have" },
+                    if report.gfx_targets.is_empty() { "none".into() } else { report.gfx_targets.join(", ") }
+                ),
+                Some("use an image built with the gfx1151 RCCL (`strix-toolbox build --rccl FILE`)".into()),
+            ),
+            Err(error) => Check::new(
+                format!("{NAME}:gfx1151"),
+                Status::Fail,
+                format!("{shown}: {}", last_line(&error.to_string())),
+                None,
+            ),
+        });
+        if let Some(label) = &expected.rccl_label {
+            checks.push(if *label == digest {
+                Check::new(
+                    format!("{NAME}:label"),
+                    Status::Pass,
+                    format!("{shown} is the RCCL the image label records"),
+                    None,
+                )
+            } else {
+                Check::new(
+                    format!("{NAME}:label"),
+                    Status::Fail,
+                    format!(
+                        "{shown} has sha256 {}, the image label records {}",
+                        &digest[..12],
+                        &label[..label.len().min(12)]
+                    ),
+                    Some("rebuild the image with `strix-toolbox build --rccl FILE`".into()),
+                )
+            });
+        }
+    }
+    checks
+}
+
+fn fail(message: String) -> Check {
+    Check::new(NAME, Status::Fail, message, None)
+}
