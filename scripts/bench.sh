@@ -2,7 +2,7 @@
 # Benchmarks, side by side in one run (hyperfine), on this machine:
 #   1. a no-op `strix-toolbox refresh` against the seed script's podman-CLI sequence;
 #   2. `strix-toolbox enter NAME -- true` against `podman exec NAME true`;
-#   3. `strix-toolbox detect` (it runs on every refresh);
+#   3. `strix-toolbox detect` (it runs on every refresh), and `verify` on the running toolbox;
 #   4. a no-op `cluster refresh` over 1, 2 and 3 nodes against the same refresh run node after node
 #      over plain ssh (nodes: network namespaces with sshd, scripts/bench/cluster-nodes.sh).
 # Everything runs against a private podman API service and a loopback registry started here,
@@ -72,7 +72,7 @@ for _ in $(seq 100); do [ -S "$work/podman.sock" ] && break; sleep 0.1; done
 # Stand-in image: busybox rootfs with the OCI created label, pushed to the loopback registry.
 mkdir -p "$work/rootfs/bin" "$work/rootfs/etc"
 cp /bin/busybox "$work/rootfs/bin/busybox"
-for tool in sh sleep true cat; do ln -sf busybox "$work/rootfs/bin/$tool"; done
+for tool in sh sleep true cat dd env find; do ln -sf busybox "$work/rootfs/bin/$tool"; done
 echo "root:x:0:0:root:/root:/bin/sh" > "$work/rootfs/etc/passwd"
 echo "root:x:0:" > "$work/rootfs/etc/group"
 tar -C "$work/rootfs" -cf "$work/rootfs.tar" .
@@ -110,6 +110,10 @@ $strix enter bench -- true
 hyperfine --warmup 3 --runs "$runs" --export-markdown target/bench/enter.md \
   -n "podman exec bench true" "podman exec bench true" \
   -n "strix-toolbox enter bench -- true" "$strix enter bench -- true"
+
+echo "== verify a running toolbox (every check it has: devices open, limits, groups, env, RCCL search)"
+hyperfine -N --warmup 2 --runs "$runs" --export-markdown target/bench/verify.md \
+  -n "strix-toolbox verify bench" "$strix --host-root $host verify bench"
 
 echo "== detect"
 # -N: no shell in between; detect takes less time than hyperfine can calibrate a shell away.

@@ -173,6 +173,9 @@ pub enum ClusterCommand {
     Refresh(RefreshOptions),
     /// Per node: reachable, strix-toolbox version, toolbox, pin, image digest and RCCL.
     Status(ClusterToolboxArgs),
+    /// `verify` on every node, then proof between every pair that the data plane uses RDMA:
+    /// perftest latency and bandwidth, and an RCCL all-reduce whose log says RoCE or sockets.
+    Verify(ClusterToolboxArgs),
     /// Copy this strix-toolbox to ~/.local/bin on every node that lacks it or runs another version.
     Install,
 }

@@ -292,6 +292,35 @@ fn verification_stops_the_cluster_refresh_before_any_node_swaps() {
     assert_eq!(failed.status.code(), Some(1));
     let message = stderr(&failed);
     assert!(message.contains("before any node swapped") && message.contains("failed verification"), "{message}");
-    assert!(message.contains("start:") && message.contains("memlock"), "{message}");
+    assert!(message.contains("start:") && message.contains("rlimit") && message.contains("memlock"), "{message}");
     assert_eq!((node_state(&cluster_bed, 1), node_state(&cluster_bed, 2)), before);
+}
+
+#[test]
+fn cluster_verify_proves_every_node_and_skips_what_the_image_lacks() {
+    let registry = Registry::start();
+    let cluster_bed = TestCluster::start(&registry, 2);
+    // The nodes keep their ACTIVE RoCE ports but lose /dev/infiniband: no memlock=-1, so their
+    // toolboxes can start on this machine and be verified from the inside.
+    for index in 1..=2 {
+        std::fs::remove_dir_all(cluster_bed.node(index).host_tree.path().join("dev/infiniband")).expect("rm");
+    }
+    let image = stand_in_image(cluster_bed.node(1).podman(), &registry, "vllm:latest", CREATED_V1);
+    let verified: Vec<&str> = refresh(&image, &[]).into_iter().filter(|a| *a != "--no-verify").collect();
+    let refreshed = cluster(&cluster_bed, &verified);
+    assert!(refreshed.status.success(), "{}", stderr(&refreshed));
+
+    let output = cluster(&cluster_bed, &["verify"]);
+    assert!(output.status.success(), "{}\n{}", stdout(&output), stderr(&output));
+    let report = json(&output);
+    for node in report["nodes"].as_array().expect("nodes") {
+        assert_eq!(node["report"]["ok"], true, "{node}");
+    }
+    let pair = &report["pairs"][0];
+    assert_eq!((pair["from"].as_str(), pair["to"].as_str()), (Some("node1"), Some("node2")));
+    // The stand-in image has neither perftest nor torch: skipped, with the reason, never a pass.
+    assert_eq!(pair["perftest"]["status"], "skipped", "{pair}");
+    assert!(pair["perftest"]["message"].as_str().unwrap().contains("ib_write_lat"), "{pair}");
+    assert_eq!(pair["rccl"]["status"], "skipped", "{pair}");
+    assert!(pair["rccl"]["message"].as_str().unwrap().contains("python3"), "{pair}");
 }

@@ -165,10 +165,10 @@ fn node_doctor(facts: &[NodeFacts]) -> ClusterCheck {
 fn transport(facts: &[NodeFacts]) -> ClusterCheck {
     let mut row = Row::new("transport", facts);
     let kinds: std::collections::BTreeSet<&str> =
-        facts.iter().filter_map(|f| f.detect.as_ref()).map(|d| transport_name(&d.transport)).collect();
+        facts.iter().filter_map(|f| f.detect.as_ref()).map(|d| d.transport.label()).collect();
     for (i, node) in facts.iter().enumerate() {
         let Some(detect) = &node.detect else { continue };
-        let name = transport_name(&detect.transport);
+        let name = detect.transport.label();
         match &detect.transport {
             Transport::Roce { device, port, netdev, .. } => {
                 row.set(i, Status::Pass, format!("RoCE {device}/{port} {netdev}"))
@@ -204,14 +204,6 @@ fn transport(facts: &[NodeFacts]) -> ClusterCheck {
         };
     }
     row.check
-}
-
-fn transport_name(transport: &Transport) -> &'static str {
-    match transport {
-        Transport::Roce { .. } => "RoCE",
-        Transport::ThunderboltTcp { .. } => "Thunderbolt TCP",
-        Transport::EthernetTcp => "Ethernet TCP",
-    }
 }
 
 fn subnet(facts: &[NodeFacts]) -> ClusterCheck {

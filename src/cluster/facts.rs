@@ -8,7 +8,6 @@ use serde::{Deserialize, Serialize};
 use crate::ops::detect::DetectReport;
 use crate::ops::doctor::DoctorReport;
 use crate::ops::status::StatusReport;
-use crate::spec::transport::Transport;
 
 /// One node, as far as the head could learn it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -30,10 +29,7 @@ pub struct NodeFacts {
 impl NodeFacts {
     /// The netdev the node's data plane uses (its RoCE port's, or thunderbolt0), as detect decided.
     pub fn link_netdev(&self) -> Option<&str> {
-        match &self.detect.as_ref()?.transport {
-            Transport::Roce { netdev, .. } | Transport::ThunderboltTcp { netdev } => Some(netdev),
-            Transport::EthernetTcp => None,
-        }
+        self.detect.as_ref()?.transport.netdev()
     }
 }
 

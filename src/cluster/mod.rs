@@ -7,10 +7,12 @@ pub mod doctor;
 pub mod facts;
 pub mod install;
 pub mod nodes;
+pub mod proof;
 pub mod refresh;
 pub mod remote;
 pub mod ssh;
 pub mod status;
+pub mod verify;
 
 use futures_util::future::join_all;
 

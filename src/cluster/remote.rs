@@ -93,6 +93,13 @@ impl RemoteNode {
         }
     }
 
+    /// Run `argv` inside the node's toolbox `toolbox` (`strix-toolbox enter TOOLBOX -- ARGV`).
+    pub async fn in_toolbox(&self, toolbox: &str, argv: &[String]) -> Result<RemoteOutput> {
+        let mut command = vec![self.require_ours()?.to_string(), "enter".into(), toolbox.into(), "--".into()];
+        command.extend(argv.iter().cloned());
+        self.session.run(&command, None).await
+    }
+
     /// Run any argv on the node (each argument quoted for its shell).
     pub async fn run(&self, argv: &[String], stdin: Option<Vec<u8>>) -> Result<RemoteOutput> {
         self.session.run(argv, stdin).await

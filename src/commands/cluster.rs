@@ -10,6 +10,7 @@ use crate::cluster::nodes::{default_cluster_file, parse_node_list, ClusterFile};
 use crate::cluster::refresh::{cluster_refresh, ClusterOutcome, ClusterRefreshReport, ClusterRefreshRequest};
 use crate::cluster::ssh::SshOptions;
 use crate::cluster::status::{cluster_status, ClusterStatusReport};
+use crate::cluster::verify::{cluster_verify, ClusterVerifyReport, Proof};
 use crate::cluster::{doctor::cluster_doctor, ClusterSettings};
 use crate::doctor::Status;
 use crate::error::{Error, Result};
@@ -34,6 +35,11 @@ pub async fn run(args: &ClusterArgs, settings: &Settings) -> Result<i32> {
             let report = cluster_status(&cluster, &toolbox.name).await?;
             render(ui, &report, print_status);
             Ok(i32::from(!report.disagreements.is_empty()))
+        }
+        ClusterCommand::Verify(toolbox) => {
+            let report = cluster_verify(&cluster, &toolbox.name).await?;
+            render(ui, &report, print_verify);
+            Ok(report.exit_code())
         }
         ClusterCommand::Install => {
             let report = cluster_install(&cluster).await?;
@@ -194,6 +200,45 @@ fn print_status(report: &ClusterStatusReport, ui: &Ui) {
     if report.disagreements.is_empty() {
         println!("{}", ui.paint("every node agrees", Style::Ok));
     }
+}
+
+fn print_verify(report: &ClusterVerifyReport, ui: &Ui) {
+    for node in &report.nodes {
+        match (&node.report, &node.error) {
+            (Some(verified), _) => {
+                let word =
+                    if verified.ok { ui.paint("verified", Style::Ok) } else { ui.paint("NOT verified", Style::Fail) };
+                println!("{} {word}", ui.paint(&node.node, Style::Bold));
+                for check in verified.checks.iter().filter(|c| c.status != crate::check::Status::Pass) {
+                    println!("  {}  {:<24} {}", ui.status_label(check.status), check.name, check.message);
+                }
+            }
+            (None, error) => println!(
+                "{} {}: {}",
+                ui.paint(&node.node, Style::Bold),
+                ui.paint("not verified", Style::Fail),
+                error.as_deref().unwrap_or("unknown")
+            ),
+        }
+    }
+    let show = |what: &str, proof: &Proof| {
+        println!("  {}  {what:<9} {}", ui.status_label(proof.status), proof.message);
+        for line in &proof.evidence {
+            println!("      {}", ui.paint(line, Style::Dim));
+        }
+    };
+    for pair in &report.pairs {
+        println!("{} ↔ {}", ui.paint(&pair.from, Style::Bold), ui.paint(&pair.to, Style::Bold));
+        show("perftest", &pair.perftest);
+        show("rccl", &pair.rccl);
+    }
+    let proven = report.pairs.iter().all(|p| p.rccl.status == crate::check::Status::Pass);
+    let verdict = match (report.ok, proven && !report.pairs.is_empty()) {
+        (false, _) => ui.paint("the cluster is NOT verified", Style::Fail),
+        (true, true) => ui.paint("the cluster is verified: RCCL runs over RoCE", Style::Ok),
+        (true, false) => ui.paint("no failure, but RDMA is not proven (see skipped)", Style::Warn),
+    };
+    println!("\n{verdict}");
 }
 
 fn print_install(report: &InstallReport, ui: &Ui) {

@@ -99,7 +99,8 @@ impl AuthFile {
         };
         AuthFile::parse(&text).map(Some).map_err(|e| {
             Error::Failed(format!(
-                "{} is not a valid auth file ({e}), so no registry login could be read from it. Fix: correct                  the JSON, or move the file away and log in again",
+                "{} is not a valid auth file ({e}), so no registry login could be read from it. Fix: correct \
+                 the JSON, or move the file away and log in again",
                 path.display()
             ))
         })

@@ -249,6 +249,11 @@ impl Engine for DockerEngine {
         self.client.start_container(name_or_id, None).await.map_err(|e| failed(format!("start {name_or_id}"), e))
     }
 
+    async fn container_stop(&self, name_or_id: &str) -> Result<()> {
+        let options = bollard::query_parameters::StopContainerOptionsBuilder::new().t(0).build();
+        self.client.stop_container(name_or_id, Some(options)).await.map_err(|e| failed(format!("stop {name_or_id}"), e))
+    }
+
     async fn container_remove(&self, name_or_id: &str, force: bool) -> Result<()> {
         let options = RemoveContainerOptionsBuilder::default().force(force).build();
         match self.client.remove_container(name_or_id, Some(options)).await {

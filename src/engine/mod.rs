@@ -184,6 +184,8 @@ pub trait Engine: Send + Sync {
     async fn container_create(&self, request: &CreateRequest) -> Result<String>;
     async fn container_rename(&self, name_or_id: &str, new_name: &str) -> Result<()>;
     async fn container_start(&self, name_or_id: &str) -> Result<()>;
+    /// Stop at once (no grace period: its processes are ours, not a user's).
+    async fn container_stop(&self, name_or_id: &str) -> Result<()>;
     async fn container_remove(&self, name_or_id: &str, force: bool) -> Result<()>;
     /// The tar archive of `path` in a container (created or running); None when it has no such
     /// path. Refuses archives over [`ARCHIVE_LIMIT`].

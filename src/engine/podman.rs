@@ -257,6 +257,11 @@ impl Engine for PodmanEngine {
         self.client.containers().get(name_or_id).start(None).await.map_err(|e| failed(format!("start {name_or_id}"), e))
     }
 
+    async fn container_stop(&self, name_or_id: &str) -> Result<()> {
+        let opts = podman_api::opts::ContainerStopOpts::builder().timeout(0).ignore(true).build();
+        self.client.containers().get(name_or_id).stop(&opts).await.map_err(|e| failed(format!("stop {name_or_id}"), e))
+    }
+
     async fn container_remove(&self, name_or_id: &str, force: bool) -> Result<()> {
         let opts = ContainerDeleteOpts::builder().force(force).build();
         match self.client.containers().get(name_or_id).delete(&opts).await {

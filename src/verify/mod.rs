@@ -96,9 +96,11 @@ impl VerifyReport {
     }
 
     /// The container would not even start: one failed check, with the engine's reason.
-    pub fn not_started(container: &str, why: &str, expected: &Expected) -> VerifyReport {
-        let fix = if expected.rdma && why.contains("setrlimit") {
-            "the memlock hard limit here is below what RDMA needs: raise it (/etc/security/limits.d/99-rdma-memlock.conf              with `* hard memlock unlimited`), log in again and refresh"
+    pub fn not_started(container: &str, why: &str) -> VerifyReport {
+        let fix = if why.contains("rlimit") {
+            "the engine may not raise the container's limits to what it asks for (with RDMA, memlock unlimited): \
+             raise the hard limits (/etc/security/limits.d/99-rdma-memlock.conf with `* hard memlock unlimited`), \
+             log in again and refresh"
         } else {
             "read the engine's reason above; `strix-toolbox doctor` checks the node"
         };
@@ -145,8 +147,8 @@ pub async fn verify_container(
     VerifyReport::new(container, checks)
 }
 
-/// Start `container` when it is stopped, then verify it. A container that cannot start is a
-/// failed check, with the engine's reason.
+/// Start `container` when it is stopped, verify it, and stop it again (it is left as it was
+/// found). A container that cannot start is a failed check, with the engine's reason.
 pub async fn verify_started(
     engine: &dyn Engine,
     container: &ContainerInfo,
@@ -154,7 +156,7 @@ pub async fn verify_started(
 ) -> Result<VerifyReport> {
     if !container.running {
         if let Err(error) = engine.container_start(&container.name).await {
-            return Ok(VerifyReport::not_started(&container.name, &error.to_string(), expected));
+            return Ok(VerifyReport::not_started(&container.name, &error.to_string()));
         }
     }
     // Toolbx and Distrobox create the invoking user inside; their commands run as that user.
@@ -165,5 +167,9 @@ pub async fn verify_started(
             Some(unsafe { format!("{}:{}", libc::getuid(), libc::getgid()) })
         }
     };
-    Ok(verify_container(engine, &container.name, user.as_deref(), expected).await)
+    let report = verify_container(engine, &container.name, user.as_deref(), expected).await;
+    if !container.running {
+        engine.container_stop(&container.name).await?;
+    }
+    Ok(report)
 }

@@ -156,11 +156,16 @@ impl PodmanService {
         String::from_utf8_lossy(&output.stdout).trim().to_string()
     }
 
-    /// `podman inspect NAME` as JSON (the first element).
+    /// `podman inspect NAME` as JSON (the first element). `ExecIDs` (verify's exec sessions) come
+    /// in no particular order: sorted, so two inspections of an unchanged container compare equal.
     pub fn inspect(&self, name: &str) -> serde_json::Value {
         let text = self.podman_ok(&["container", "inspect", name]);
         let mut value: serde_json::Value = serde_json::from_str(&text).expect("inspect JSON");
-        value[0].take()
+        let mut container = value[0].take();
+        if let Some(ids) = container["ExecIDs"].as_array_mut() {
+            ids.sort_by(|a, b| a.as_str().cmp(&b.as_str()));
+        }
+        container
     }
 
     /// Names of every container in this testbed.

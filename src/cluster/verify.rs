@@ -1,0 +1,320 @@
+//! `cluster verify`: `verify` on every node, then proof between every pair of nodes that the data
+//! plane uses RDMA, run inside the toolboxes over the RoCE addresses with the detected GID index:
+//! perftest latency and bandwidth beside the reference figures, and an RCCL all-reduce whose own
+//! log says whether it ran over RoCE or fell back to TCP sockets. What the image lacks is skipped
+//! with the reason, never passed.
+
+use futures_util::future::join_all;
+use serde::{Deserialize, Serialize};
+
+use super::facts::RoceLink;
+use super::proof::{
+    judge_rccl_log, parse_bandwidth_gbps, parse_latency_us, RcclNetwork, REFERENCE_BANDWIDTH_GBPS, REFERENCE_LATENCY_US,
+};
+use super::remote::{argv, RemoteNode};
+use super::ssh::RemoteOutput;
+use super::{close_all, connect_all, in_cluster_order, ClusterSettings};
+use crate::check::Status;
+use crate::error::Result;
+use crate::ops::detect::DetectReport;
+use crate::spec::transport::Transport;
+use crate::verify::VerifyReport;
+
+/// Seconds a proof may run inside the toolbox (the `timeout` it runs under).
+const PROOF_SECONDS: &str = "60";
+/// The port rank 0 listens on for torch.distributed's rendezvous.
+const RENDEZVOUS_PORT: &str = "29517";
+/// Two ranks, one GPU each, one all-reduce: RCCL sets up its network and logs its choice.
+const ALL_REDUCE: &str = "import torch, torch.distributed as dist\n\
+dist.init_process_group('nccl')\n\
+t = torch.ones(1 << 20, device='cuda')\n\
+dist.all_reduce(t)\n\
+torch.cuda.synchronize()\n\
+print('all_reduce', t[0].item())\n\
+dist.destroy_process_group()\n";
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeVerify {
+    pub node: String,
+    pub report: Option<VerifyReport>,
+    /// Why the node could not be verified at all.
+    pub error: Option<String>,
+}
+
+/// One proof between two nodes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Proof {
+    pub status: Status,
+    pub message: String,
+    pub latency_us: Option<f64>,
+    pub bandwidth_gbps: Option<f64>,
+    /// The output lines that decided it.
+    pub evidence: Vec<String>,
+}
+
+impl Proof {
+    fn skipped(why: impl Into<String>) -> Proof {
+        Proof { status: Status::Skipped, message: why.into(), latency_us: None, bandwidth_gbps: None, evidence: vec![] }
+    }
+
+    fn failed(why: impl Into<String>, evidence: Vec<String>) -> Proof {
+        Proof { status: Status::Fail, message: why.into(), latency_us: None, bandwidth_gbps: None, evidence }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PairProof {
+    /// The client (perftest) and rank 0 (RCCL).
+    pub from: String,
+    pub to: String,
+    pub perftest: Proof,
+    pub rccl: Proof,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClusterVerifyReport {
+    pub toolbox: String,
+    pub ok: bool,
+    pub nodes: Vec<NodeVerify>,
+    pub pairs: Vec<PairProof>,
+}
+
+impl ClusterVerifyReport {
+    pub fn exit_code(&self) -> i32 {
+        i32::from(!self.ok)
+    }
+}
+
+/// What a proof needs to know about one node.
+struct Endpoint<'a> {
+    remote: &'a RemoteNode,
+    device: String,
+    port: u32,
+    gid_index: u32,
+    address: String,
+}
+
+pub async fn cluster_verify(settings: &ClusterSettings, toolbox: &str) -> Result<ClusterVerifyReport> {
+    let (connected, unreachable) = connect_all(settings).await;
+    let verify_args = argv(&["verify", toolbox]);
+    let detect_args = argv(&["detect"]);
+    let results = join_all(connected.iter().map(|remote| async {
+        let verified = remote.strix::<VerifyReport>(&verify_args, true).await;
+        let detected = remote.strix::<DetectReport>(&detect_args, false).await.ok();
+        (verified, detected)
+    }))
+    .await;
+
+    let mut nodes = Vec::new();
+    let mut endpoints = Vec::new();
+    for (remote, (verified, detected)) in connected.iter().zip(results) {
+        let (report, error) = match verified {
+            Ok(report) => (Some(report), None),
+            Err(error) => (None, Some(error.to_string())),
+        };
+        let verified_ok = report.as_ref().is_some_and(|r| r.ok);
+        nodes.push(NodeVerify { node: remote.name.clone(), report, error });
+        endpoints.push((
+            remote.name.clone(),
+            match (verified_ok, detected.map(|d| d.transport)) {
+                (true, Some(Transport::Roce { device, port, netdev, gid_index })) => {
+                    let link = remote.run(&argv(&["ip", "-j", "-4", "addr", "show", "dev", &netdev]), None).await.ok();
+                    let address = link.and_then(|o| RoceLink::from_ip_json(&netdev, &o.stdout)).and_then(|l| l.address);
+                    match address {
+                        Some(address) => Ok(Endpoint { remote, device, port, gid_index, address: address.to_string() }),
+                        None => Err(format!("{}: {netdev} has no IPv4 address", remote.name)),
+                    }
+                }
+                (true, _) => Err(format!("{} has no ACTIVE RoCE port", remote.name)),
+                (false, _) => Err(format!("{}'s toolbox did not pass verify", remote.name)),
+            },
+        ));
+    }
+    nodes.extend(unreachable.into_iter().map(|(node, error)| NodeVerify {
+        node,
+        report: None,
+        error: Some(error.to_string()),
+    }));
+    in_cluster_order(settings, &mut nodes, |n| &n.node);
+
+    // Every pair, one at a time: perftest listens on one port per server.
+    let mut pairs = Vec::new();
+    for (i, (from_name, from)) in endpoints.iter().enumerate() {
+        for (to_name, to) in &endpoints[i + 1..] {
+            pairs.push(match (from, to) {
+                (Ok(from), Ok(to)) => PairProof {
+                    from: from_name.clone(),
+                    to: to_name.clone(),
+                    perftest: perftest(toolbox, from, to).await,
+                    rccl: all_reduce(toolbox, from, to).await,
+                },
+                (Err(why), _) | (_, Err(why)) => PairProof {
+                    from: from_name.clone(),
+                    to: to_name.clone(),
+                    perftest: Proof::skipped(format!("not run: {why}")),
+                    rccl: Proof::skipped(format!("not run: {why}")),
+                },
+            });
+        }
+    }
+    close_all(connected).await;
+    let ok = nodes.iter().all(|n| n.report.as_ref().is_some_and(|r| r.ok))
+        && pairs.iter().all(|p| p.perftest.status != Status::Fail && p.rccl.status != Status::Fail);
+    Ok(ClusterVerifyReport { toolbox: toolbox.to_string(), ok, nodes, pairs })
+}
+
+/// The image lacks the program: exit 126/127, or the engine's "not found".
+fn missing(output: &RemoteOutput) -> bool {
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    matches!(output.status, Some(126 | 127))
+        || stderr.contains("executable file not found")
+        || stderr.contains("not found in $PATH")
+}
+
+fn text(output: &RemoteOutput) -> String {
+    format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr))
+}
+
+fn last_lines(output: &RemoteOutput) -> Vec<String> {
+    let all = text(output);
+    let lines: Vec<&str> = all.lines().filter(|l| !l.trim().is_empty()).collect();
+    lines[lines.len().saturating_sub(3)..].iter().map(|l| l.to_string()).collect()
+}
+
+/// Whether `argv` runs in both toolboxes: None, or why the proof is skipped.
+async fn lacks(toolbox: &str, endpoints: [&Endpoint<'_>; 2], argv: &[&str], what: &str) -> Option<String> {
+    let probe: Vec<String> = argv.iter().map(|a| a.to_string()).collect();
+    for endpoint in endpoints {
+        match endpoint.remote.in_toolbox(toolbox, &probe).await {
+            Ok(output) if missing(&output) => {
+                return Some(format!("{what} not in the image ({})", endpoint.remote.name))
+            }
+            Ok(output) if output.status != Some(0) => {
+                let said = last_lines(&output).join(" ");
+                if said.contains("No module named") {
+                    return Some(format!("{what} not in the image ({})", endpoint.remote.name));
+                }
+            }
+            Ok(_) => {}
+            Err(error) => return Some(format!("cannot run in {}'s toolbox: {error}", endpoint.remote.name)),
+        }
+    }
+    None
+}
+
+/// A perftest pair: the server on `to`, the client on `from`, latency then bandwidth.
+async fn perftest(toolbox: &str, from: &Endpoint<'_>, to: &Endpoint<'_>) -> Proof {
+    if let Some(why) = lacks(toolbox, [from, to], &["ib_write_lat", "--version"], "ib_write_lat (perftest)").await {
+        return Proof::skipped(why);
+    }
+    let lat = match perftest_run(toolbox, "ib_write_lat", from, to, &[]).await {
+        Ok(output) => output,
+        Err(proof) => return proof,
+    };
+    let Some(latency) = parse_latency_us(&text(&lat)) else {
+        return Proof::failed("ib_write_lat printed no result table", last_lines(&lat));
+    };
+    let bw = perftest_run(toolbox, "ib_write_bw", from, to, &["--report_gbits"]).await;
+    let bandwidth = bw.ok().and_then(|output| parse_bandwidth_gbps(&text(&output)));
+    let status = if latency <= REFERENCE_LATENCY_US * 3.0 { Status::Pass } else { Status::Warn };
+    let bandwidth_text = bandwidth
+        .map_or("bandwidth unknown".into(), |b| format!("{b:.1} Gb/s (reference ~{REFERENCE_BANDWIDTH_GBPS} Gb/s)"));
+    Proof {
+        status,
+        message: format!("RDMA write {latency:.2} µs (reference ~{REFERENCE_LATENCY_US} µs), {bandwidth_text}"),
+        latency_us: Some(latency),
+        bandwidth_gbps: bandwidth,
+        evidence: last_lines(&lat),
+    }
+}
+
+/// One perftest program, server on `to` and client on `from`: the client's output, or the proof
+/// it makes (skipped when the image lacks the program, else failed).
+async fn perftest_run(
+    toolbox: &str,
+    program: &str,
+    from: &Endpoint<'_>,
+    to: &Endpoint<'_>,
+    extra: &[&str],
+) -> std::result::Result<RemoteOutput, Proof> {
+    let common = |endpoint: &Endpoint<'_>| -> Vec<String> {
+        let mut args = argv(&["timeout", PROOF_SECONDS, program, "-d", &endpoint.device]);
+        args.extend(["-i".into(), endpoint.port.to_string(), "-x".into(), endpoint.gid_index.to_string(), "-F".into()]);
+        args.extend(extra.iter().map(|a| a.to_string()));
+        args
+    };
+    let server_args = common(to);
+    let server = to.remote.in_toolbox(toolbox, &server_args);
+    let mut client_args = common(from);
+    client_args.push(to.address.clone());
+    let client = async {
+        // perftest's client retries its connection for a while; give the server a head start.
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        from.remote.in_toolbox(toolbox, &client_args).await
+    };
+    let (server, client) = tokio::join!(server, client);
+    // The server's own outcome adds nothing the client's does not say.
+    drop(server);
+    match client {
+        Ok(client) if missing(&client) => Err(Proof::skipped(format!("{program} not in the image"))),
+        Ok(client) if client.status == Some(0) => Ok(client),
+        Ok(client) => Err(Proof::failed(
+            format!("{program} failed between {} and {}", from.remote.name, to.remote.name),
+            last_lines(&client),
+        )),
+        Err(error) => Err(Proof::failed(error.to_string(), vec![])),
+    }
+}
+
+/// Two ranks of torch.distributed over RCCL, rank 0 on `from`; RCCL's log decides.
+async fn all_reduce(toolbox: &str, from: &Endpoint<'_>, to: &Endpoint<'_>) -> Proof {
+    if let Some(why) = lacks(toolbox, [from, to], &["python3", "-c", "import torch"], "python3 with torch").await {
+        return Proof::skipped(why);
+    }
+    let rank = |rank: &str| -> Vec<String> {
+        let master = format!("MASTER_ADDR={}", from.address);
+        let port = format!("MASTER_PORT={RENDEZVOUS_PORT}");
+        let rank = format!("RANK={rank}");
+        argv(&[
+            "timeout",
+            PROOF_SECONDS,
+            "env",
+            &master,
+            &port,
+            &rank,
+            "WORLD_SIZE=2",
+            "LOCAL_RANK=0",
+            "NCCL_DEBUG=INFO",
+            "NCCL_DEBUG_SUBSYS=INIT,NET",
+            "python3",
+            "-c",
+            ALL_REDUCE,
+        ])
+    };
+    let (rank0, rank1) = (rank("0"), rank("1"));
+    let (zero, one) = tokio::join!(from.remote.in_toolbox(toolbox, &rank0), to.remote.in_toolbox(toolbox, &rank1));
+    let (zero, one) = match (zero, one) {
+        (Ok(zero), Ok(one)) => (zero, one),
+        (Err(error), _) | (_, Err(error)) => return Proof::failed(error.to_string(), vec![]),
+    };
+    let log = format!("{}\n{}", text(&zero), text(&one));
+    let verdict = judge_rccl_log(&log);
+    match (verdict.network, zero.status == Some(0) && one.status == Some(0)) {
+        (RcclNetwork::Roce, true) => Proof {
+            status: Status::Pass,
+            message: "the all-reduce ran over RoCE (NET/IB)".into(),
+            latency_us: None,
+            bandwidth_gbps: None,
+            evidence: verdict.evidence,
+        },
+        (RcclNetwork::Socket, _) => Proof::failed(
+            "RCCL fell back to TCP sockets: check /dev/infiniband, memlock and NCCL_IB_GID_INDEX inside (verify), \
+             and NCCL_IB_HCA",
+            verdict.evidence,
+        ),
+        (_, false) => Proof::failed("the all-reduce did not complete", last_lines(&zero)),
+        (RcclNetwork::Unknown, true) => {
+            Proof::failed("the all-reduce ran, but RCCL's log does not say over which network", verdict.evidence)
+        }
+    }
+}
