@@ -293,6 +293,11 @@ pub enum RcclCommand {
 pub struct RcclInspectArgs {
     /// librccl.so.1, librccl.so.1.gz, or the GitHub artifact .zip holding either.
     pub file: PathBuf,
+
+    /// Also check it would load in IMAGE: SONAME, every nccl*/rccl* symbol the image's RCCL and its
+    /// consumers (libtorch_hip.so…) use, and its DT_NEEDED libraries (pulled when not present).
+    #[arg(long, value_name = "IMAGE")]
+    pub against: Option<String>,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -32,7 +32,6 @@ pub fn run(command: Command, settings: &Settings) -> Result<i32> {
         // Pure, synchronous commands need no runtime.
         Command::Detect => detect::run(settings),
         Command::Doctor => doctor::run(settings),
-        Command::Rccl(RcclCommand::Inspect(args)) => rccl::inspect(&args, settings),
         Command::Completions(args) => completions::run(&args),
         command => {
             let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -53,7 +52,8 @@ pub fn run(command: Command, settings: &Settings) -> Result<i32> {
                     Command::Cluster(args) => cluster::run(&args, settings).await,
                     Command::Phase(args) => phase::run(&args, settings).await,
                     Command::Resolve(args) => resolve::run(&args, settings).await,
-                    Command::Detect | Command::Doctor | Command::Rccl(_) | Command::Completions(_) => {
+                    Command::Rccl(RcclCommand::Inspect(args)) => rccl::inspect(&args, settings).await,
+                    Command::Detect | Command::Doctor | Command::Completions(_) => {
                         unreachable!("handled above")
                     }
                 }

@@ -1,14 +1,13 @@
-//! `rccl inspect FILE`: report an artifact's targets, sha256 and size, and reject it unless it
-//! carries gfx1151 code objects.
+//! `rccl inspect FILE [--against IMAGE]`: report an artifact's targets, sha256, size and dynamic
+//! view, and reject it unless it carries gfx1151 code objects (and, against an image, would load there).
 use crate::cli::RcclInspectArgs;
 use crate::error::Result;
-use crate::rccl;
 use crate::settings::Settings;
 use crate::ui::Style;
 
-pub fn inspect(args: &RcclInspectArgs, settings: &Settings) -> Result<i32> {
+pub async fn inspect(args: &RcclInspectArgs, settings: &Settings) -> Result<i32> {
     let ui = &settings.ui;
-    let report = rccl::inspect_artifact(&args.file)?;
+    let report = crate::ops::rccl::inspect(settings, &args.file, args.against.as_deref()).await?;
     if ui.json {
         ui.print_json(&report);
     } else {

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use crate::build::{self, BuildOutcome, BuildRequest, Provenance};
 use crate::error::Result;
+use crate::ops::rccl::check_against;
 use crate::rccl;
 use crate::settings::Settings;
 
@@ -24,7 +25,11 @@ pub struct BuildOptions {
 
 pub async fn build(settings: &Settings, options: &BuildOptions) -> Result<BuildOutcome> {
     build::check_references(&options.base, &options.tags)?;
-    let report = rccl::inspect_artifact(&options.rccl)?;
+    let mut report = rccl::inspect_artifact(&options.rccl)?;
+    report.ensure_gfx1151()?;
+    let connection = settings.connect().await?;
+    // Refused before the build when it would not load in the image it goes into.
+    check_against(connection.engine(), &mut report, &options.base, settings).await?;
     report.ensure_gfx1151()?;
     settings.ui.status(&format!(
         "{}: sha256 {}, {} bytes, targets {}",
@@ -40,7 +45,6 @@ pub async fn build(settings: &Settings, options: &BuildOptions) -> Result<BuildO
         &options.rccl,
     );
     let request = BuildRequest::new(&report, &provenance, &options.base, &options.tags, options.push)?;
-    let connection = settings.connect().await?;
     let progress = settings.ui.progress();
     build::build_image(connection.engine(), &report, &request, &progress).await
 }

@@ -2,11 +2,13 @@
 //! typed report out (`Serialize + Deserialize`). Commands parse, call one of these and render;
 //! a node's `--json` output is exactly the report the cluster reads back.
 
+pub mod abi;
 pub mod build;
 pub mod detect;
 pub mod doctor;
 pub mod enter;
 pub mod phase;
+pub mod rccl;
 pub mod refresh;
 pub mod remove;
 pub mod resolve;

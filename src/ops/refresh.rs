@@ -13,6 +13,7 @@ use crate::host::{HostFacts, HostRoot};
 use crate::labels;
 use crate::lock::ToolboxLock;
 use crate::manager::{self, Manager, ManagerChoice, ManagerKind};
+use crate::ops::rccl::check_against;
 use crate::pin::pin_tag;
 use crate::plan::{
     old_name, plan_refresh, provenance_labels, registry_digest, spec_hash, temp_name, Action, CurrentState,
@@ -22,7 +23,6 @@ use crate::rccl;
 use crate::reference::{validate_container_name, ImageRef};
 use crate::settings::Settings;
 use crate::spec::{parse_env, SpecOptions, ToolboxSpec};
-use crate::ui::Ui;
 use crate::verify::Expected;
 
 /// Where the image comes from.
@@ -148,7 +148,7 @@ pub async fn refresh_with(
             rccl::inspect_artifact(artifact)?.ensure_gfx1151()?;
             local_build_tag(&request.image_ref)?
         }
-        ImageSource::Build(artifact) => build_locally(engine, artifact, &request.image_ref, ui).await?,
+        ImageSource::Build(artifact) => build_locally(engine, artifact, &request.image_ref, settings).await?,
         ImageSource::Pull | ImageSource::Local => request.image_ref.clone(),
     };
     let image = match engine.image_inspect(&image_ref).await? {
@@ -255,8 +255,11 @@ async fn current_state(engine: &dyn Engine, name: &str, image: &ImageRef) -> Res
 
 /// `refresh --rccl FILE`: overlay the artifact on the channel's image here, tagged
 /// `localhost/NAME:TAG-rccl`, and return that reference. A rejected artifact stops before the build.
-async fn build_locally(engine: &dyn Engine, artifact: &Path, base: &str, ui: &Ui) -> Result<String> {
-    let report = rccl::inspect_artifact(artifact)?;
+async fn build_locally(engine: &dyn Engine, artifact: &Path, base: &str, settings: &Settings) -> Result<String> {
+    let ui = &settings.ui;
+    let mut report = rccl::inspect_artifact(artifact)?;
+    report.ensure_gfx1151()?;
+    check_against(engine, &mut report, base, settings).await?;
     report.ensure_gfx1151()?;
     let tag = local_build_tag(base)?;
     let source = artifact.display().to_string();

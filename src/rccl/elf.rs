@@ -196,7 +196,33 @@ pub(crate) mod tests {
         file[0x3a..0x3c].copy_from_slice(&64u16.to_le_bytes());
         file[0x3c..0x3e].copy_from_slice(&3u16.to_le_bytes());
         file[0x3e..0x40].copy_from_slice(&2u16.to_le_bytes());
+        add_dynamic(&mut file);
         file
+    }
+
+    /// What makes it loadable: a dynamic section (an empty string table, DT_NULL) and program
+    /// headers mapping the whole file (vaddr = offset).
+    fn add_dynamic(file: &mut Vec<u8>) {
+        let dynstr = file.len() as u64;
+        file.extend_from_slice(&[0u8; 8]);
+        let dynamic = file.len() as u64;
+        for (tag, value) in [(5u64, dynstr), (10, 1), (0, 0)] {
+            file.extend_from_slice(&tag.to_le_bytes());
+            file.extend_from_slice(&value.to_le_bytes());
+        }
+        let phoff = file.len() as u64;
+        let total = phoff + 2 * 56;
+        for (kind, offset, size) in [(1u32, 0u64, total), (2, dynamic, 48)] {
+            let mut header = vec![0u8; 56];
+            header[0..4].copy_from_slice(&kind.to_le_bytes());
+            header[8..16].copy_from_slice(&offset.to_le_bytes());
+            header[16..24].copy_from_slice(&offset.to_le_bytes());
+            header[32..40].copy_from_slice(&size.to_le_bytes());
+            file.extend(header);
+        }
+        file[0x20..0x28].copy_from_slice(&phoff.to_le_bytes());
+        file[0x36..0x38].copy_from_slice(&56u16.to_le_bytes());
+        file[0x38..0x3a].copy_from_slice(&2u16.to_le_bytes());
     }
 
     #[test]

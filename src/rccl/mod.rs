@@ -4,10 +4,12 @@
 //! Everything in an artifact is untrusted: parsers bounds-check every offset and size
 //! ([`bytes`]), and decompression is capped, so a damaged download fails with a message.
 
+pub mod abi;
 pub mod artifact;
 pub mod bundle;
 pub mod bytes;
 pub mod compressed;
+pub mod dynamic;
 pub mod elf;
 pub mod fatbin;
 pub mod report;
@@ -82,7 +84,16 @@ pub fn inspect_library(
         .filter(|object| object.target.as_deref() == Some(REQUIRED_TARGET))
         .map(|object| object.size)
         .sum();
-    let verdict = verdict::judge(&elf, bundles.len(), &gfx_targets, gfx1151_code_bytes);
+    let mut verdict = verdict::judge(&elf, bundles.len(), &gfx_targets, gfx1151_code_bytes);
+    // What the loader reads first: a library it could not load is refused whatever it carries.
+    let dynamic = match dynamic::parse_dynamic(&library) {
+        Ok(info) => Some(info),
+        Err(why) => {
+            verdict.ok = false;
+            verdict.problems.push(format!("the dynamic loader cannot load it: {why}"));
+            None
+        }
+    };
 
     Ok(RcclReport {
         path: path.to_path_buf(),
@@ -99,6 +110,8 @@ pub fn inspect_library(
         has_gfx1151: verdict.has_gfx1151,
         ok: verdict.ok,
         problems: verdict.problems,
+        dynamic,
+        abi: None,
         library_bytes: library,
     })
 }

@@ -56,6 +56,11 @@ pub struct RcclReport {
     pub has_gfx1151: bool,
     pub ok: bool,
     pub problems: Vec<String>,
+    /// SONAME, DT_NEEDED, RUNPATH and the dynamic symbols (None: it cannot be loaded).
+    pub dynamic: Option<super::dynamic::DynamicInfo>,
+    /// Whether it would load in the image it goes into (`--against IMAGE`, `build`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub abi: Option<super::abi::AbiReport>,
     /// The uncompressed library, for `build`.
     #[serde(skip)]
     pub library_bytes: Vec<u8>,
@@ -94,6 +99,15 @@ impl RcclReport {
         )))
     }
 
+    /// Record the ABI check against an image: its problems become the report's.
+    pub fn add_abi(&mut self, abi: super::abi::AbiReport) {
+        if !abi.ok {
+            self.ok = false;
+            self.problems.extend(abi.problems.iter().map(|p| format!("against {}: {p}", abi.image)));
+        }
+        self.abi = Some(abi);
+    }
+
     /// The comma-separated targets for the image label.
     pub fn gfx_targets_label(&self) -> String {
         self.gfx_targets.join(",")
@@ -110,6 +124,16 @@ impl RcclReport {
         let _ = writeln!(text, "  sha256        {}", self.sha256);
         let _ = writeln!(text, "  size          {} bytes (uncompressed library)", self.size);
         let _ = writeln!(text, "  ELF           {}, {}", self.elf_machine, self.elf_type);
+        if let Some(dynamic) = &self.dynamic {
+            let _ = writeln!(text, "  SONAME        {}", dynamic.soname.as_deref().unwrap_or("(none)"));
+            let _ = writeln!(
+                text,
+                "  needs         {}",
+                if dynamic.needed.is_empty() { "-".into() } else { dynamic.needed.join(", ") }
+            );
+            let exported = dynamic.exports.iter().filter(|s| s.starts_with("nccl") || s.starts_with("rccl")).count();
+            let _ = writeln!(text, "  exports       {exported} nccl*/rccl* symbols");
+        }
         let place = match &self.fatbin.section {
             Some(section) => format!("{section} at {:#x}, {} bytes", self.fatbin.offset, self.fatbin.size),
             None => "no .hip_fatbin section; scanned the whole file".to_string(),
@@ -133,6 +157,16 @@ impl RcclReport {
                 text,
                 "    {id:<width$}  x{count:<4} {bytes:>12} bytes  compression: {}",
                 compressions.join(", ")
+            );
+        }
+        if let Some(abi) = &self.abi {
+            let verdict = if abi.ok { "loads there" } else { "would NOT load there" };
+            let _ = writeln!(
+                text,
+                "  against       {}: {verdict} (replaces {} cop(ies), checked {} consumer(s))",
+                abi.image,
+                abi.replaced.len(),
+                abi.consumers.len()
             );
         }
         if self.ok {

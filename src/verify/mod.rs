@@ -9,10 +9,12 @@ mod environment;
 mod groups;
 mod hardware;
 mod memlock;
-mod probe;
+pub mod probe;
 mod rccl;
 
 use serde::{Deserialize, Serialize};
+
+use probe::Probe;
 
 use crate::check::{Check, Status};
 use crate::engine::{ContainerInfo, Engine};
@@ -20,7 +22,6 @@ use crate::error::Result;
 use crate::host::HostFacts;
 use crate::manager::ManagerKind;
 use crate::spec::{ToolboxSpec, KEEP_GROUPS_ANNOTATION};
-pub use probe::Probe;
 
 /// What the toolbox should be, from the same facts and spec a refresh uses.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -72,8 +72,9 @@ pub fn stand_in_image_with(
         "rm",
         "chmod",
         "readlink",
-        // verify opens the device nodes with dd.
+        // verify opens the device nodes with dd; the ABI check greps for librccl's consumers.
         "dd",
+        "grep",
     ] {
         std::os::unix::fs::symlink("busybox", rootfs.join("bin").join(tool)).expect("symlink");
     }
@@ -82,6 +83,10 @@ pub fn stand_in_image_with(
     // Every real image has one; distrobox reads it right after creating a container.
     std::fs::write(rootfs.join("etc/os-release"), "ID=busybox\nNAME=\"stand-in\"\n").expect("os-release");
     std::fs::write(rootfs.join("etc/created"), created).expect("created");
+    // busybox is static; the libraries the tests build need libc.so.6, which the ABI check looks
+    // for by name where the loader would (the default /lib).
+    std::fs::create_dir_all(rootfs.join("lib")).expect("mkdir");
+    std::fs::write(rootfs.join("lib/libc.so.6"), b"").expect("libc placeholder");
     for (path, contents) in files {
         let target = rootfs.join(path.trim_start_matches('/'));
         std::fs::create_dir_all(target.parent().expect("parent")).expect("mkdir");

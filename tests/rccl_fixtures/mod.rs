@@ -102,8 +102,14 @@ pub fn concat_aligned(parts: &[Vec<u8>]) -> Vec<u8> {
 }
 
 /// Compile `dir/name` with gcc: a shared object whose `section` holds `payload`
-/// (`.hip_fatbin` is where hipcc puts the fat binary).
+/// (`.hip_fatbin` is where hipcc puts the fat binary), SONAME librccl.so.1.
 pub fn shared_object_with_section(dir: &Path, name: &str, section: &str, payload: &[u8]) -> PathBuf {
+    library_with(dir, name, section, payload, &["rcclGetVersion"], &[])
+}
+
+/// The same with these exported functions (`int NAME(void)`) and more gcc arguments last (a later
+/// `-Wl,-soname,…` wins; `-L… -l…` adds a DT_NEEDED).
+pub fn library_with(dir: &Path, name: &str, section: &str, payload: &[u8], exports: &[&str], gcc: &[&str]) -> PathBuf {
     let mut source = String::from("/* synthetic librccl for strix-toolbox tests */\n");
     let _ = writeln!(
         source,
@@ -114,14 +120,29 @@ pub fn shared_object_with_section(dir: &Path, name: &str, section: &str, payload
         let line: Vec<String> = chunk.iter().map(|byte| format!("0x{byte:02x}")).collect();
         let _ = writeln!(source, "  {},", line.join(","));
     }
-    source.push_str("};\nint rcclGetVersion(int *version) { *version = 22203; return 0; }\n");
+    source.push_str("};\n");
+    for export in exports {
+        let _ = writeln!(source, "int {export}(void) {{ return 0; }}");
+    }
     let c_path = dir.join(format!("{name}.c"));
     std::fs::write(&c_path, source).expect("write C source");
     let so_path = dir.join(name);
-    let output =
-        Command::new("gcc").args(["-shared", "-fPIC", "-o"]).arg(&so_path).arg(&c_path).output().expect("run gcc");
+    let output = Command::new("gcc")
+        .args(["-shared", "-fPIC", "-Wl,-soname,librccl.so.1", "-o"])
+        .arg(&so_path)
+        .arg(&c_path)
+        .args(["-Wl,--no-as-needed"])
+        .args(gcc)
+        .output()
+        .expect("run gcc");
     assert!(output.status.success(), "gcc failed: {}", String::from_utf8_lossy(&output.stderr));
     so_path
+}
+
+/// A gfx1151 RCCL exporting `exports`, with more gcc arguments.
+pub fn gfx1151_library_with(dir: &Path, name: &str, exports: &[&str], gcc: &[&str]) -> PathBuf {
+    let gpu = code_object(name, 3000);
+    library_with(dir, name, ".hip_fatbin", &bundle(&[(HOST_ID, b""), (GFX1151_ID, &gpu)]), exports, gcc)
 }
 
 /// A shared object with `payload` in `.hip_fatbin`.

@@ -1,0 +1,196 @@
+//! Will a new librccl load where it goes? Against the image it replaces a library in: its SONAME
+//! is librccl.so.1; it exports every nccl*/rccl* symbol the replaced copies export and the image's
+//! consumers (libtorch_hip.so and the libraries beside the copies) import — one missing symbol is
+//! `undefined symbol` at `import torch`; and each of its DT_NEEDED libraries resolves in the image
+//! as the dynamic loader would find it. Pure: the image's side comes in as data.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::dynamic::DynamicInfo;
+
+pub const SONAME: &str = "librccl.so.1";
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MissingSymbol {
+    pub symbol: String,
+    /// Which of the image's libraries exports or imports it.
+    pub needed_by: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AbiReport {
+    pub image: String,
+    pub soname: Option<String>,
+    /// The image's copies of librccl that the new library replaces.
+    pub replaced: Vec<String>,
+    /// The image's libraries whose imports were checked.
+    pub consumers: Vec<String>,
+    pub missing_symbols: Vec<MissingSymbol>,
+    /// DT_NEEDED libraries the image cannot provide.
+    pub unresolved_needed: Vec<String>,
+    pub ok: bool,
+    pub problems: Vec<String>,
+}
+
+/// The library an ABI is about: its dynamic view and where it is (or goes) in the image.
+pub struct ImageSide {
+    pub image: String,
+    pub replaced: Vec<(String, DynamicInfo)>,
+    pub consumers: Vec<(String, DynamicInfo)>,
+    /// The new library's DT_NEEDED entries the image has (found where the loader would look).
+    pub resolvable: Vec<String>,
+}
+
+fn is_rccl_symbol(symbol: &str) -> bool {
+    symbol.starts_with("nccl") || symbol.starts_with("rccl") || symbol.starts_with("pnccl")
+}
+
+pub fn check_abi(new: &DynamicInfo, image: &ImageSide) -> AbiReport {
+    let mut problems = Vec::new();
+    if new.soname.as_deref() != Some(SONAME) {
+        problems.push(format!(
+            "its SONAME is {}, not {SONAME}: torch and the image's libraries link against {SONAME} and would not \
+             load it. Fix: link it with -Wl,-soname,{SONAME}",
+            new.soname.as_deref().unwrap_or("(none)")
+        ));
+    }
+    let mut missing: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let wanted = image
+        .replaced
+        .iter()
+        .flat_map(|(path, info)| info.exports.iter().map(move |s| (s, path)))
+        .chain(image.consumers.iter().flat_map(|(path, info)| info.imports.iter().map(move |s| (s, path))));
+    for (symbol, path) in wanted.filter(|(symbol, _)| is_rccl_symbol(symbol)) {
+        if !new.exports.contains(symbol) {
+            let needers = missing.entry(symbol.clone()).or_default();
+            if !needers.contains(path) {
+                needers.push(path.clone());
+            }
+        }
+    }
+    let missing_symbols: Vec<MissingSymbol> =
+        missing.into_iter().map(|(symbol, needed_by)| MissingSymbol { symbol, needed_by }).collect();
+    if !missing_symbols.is_empty() {
+        let names: Vec<&str> = missing_symbols.iter().map(|m| m.symbol.as_str()).collect();
+        problems.push(format!(
+            "it lacks {} symbol(s) the image uses: {} (`undefined symbol` at import). Fix: build it from an RCCL \
+             at least as new as the one in {}",
+            names.len(),
+            names.join(", "),
+            image.image
+        ));
+    }
+    let unresolved_needed: Vec<String> = new.needed.iter().filter(|n| !image.resolvable.contains(n)).cloned().collect();
+    if !unresolved_needed.is_empty() {
+        problems.push(format!(
+            "it needs {} which {} does not have, so it cannot load there. Fix: build it against the ROCm the image \
+             carries",
+            unresolved_needed.join(", "),
+            image.image
+        ));
+    }
+    AbiReport {
+        image: image.image.clone(),
+        soname: new.soname.clone(),
+        replaced: image.replaced.iter().map(|(p, _)| p.clone()).collect(),
+        consumers: image.consumers.iter().map(|(p, _)| p.clone()).collect(),
+        missing_symbols,
+        unresolved_needed,
+        ok: problems.is_empty(),
+        problems,
+    }
+}
+
+/// Where the loader looks for a DT_NEEDED of a library installed in `dir`: its RUNPATH (else its
+/// RPATH), `$ORIGIN` being `dir`; then ld.so.conf's directories; then the default paths.
+pub fn search_path(new: &DynamicInfo, dir: &str, ld_so_conf_dirs: &[String]) -> Vec<String> {
+    let own = if new.runpath.is_empty() { &new.rpath } else { &new.runpath };
+    let mut dirs: Vec<String> = own.iter().map(|p| p.replace("$ORIGIN", dir).replace("${ORIGIN}", dir)).collect();
+    dirs.extend(ld_so_conf_dirs.iter().cloned());
+    dirs.extend(["/lib", "/usr/lib", "/lib64", "/usr/lib64"].map(String::from));
+    let mut seen = Vec::new();
+    dirs.retain(|d| {
+        !seen.contains(d) && {
+            seen.push(d.clone());
+            true
+        }
+    });
+    dirs
+}
+
+/// The directories an ld.so.conf names (`include` lines are the caller's to follow).
+pub fn ld_so_conf_dirs(text: &str) -> (Vec<String>, Vec<String>) {
+    let (mut dirs, mut includes) = (Vec::new(), Vec::new());
+    for line in text.lines().map(|l| l.split('#').next().unwrap_or("").trim()).filter(|l| !l.is_empty()) {
+        match line.strip_prefix("include") {
+            Some(pattern) if pattern.starts_with(char::is_whitespace) => includes.push(pattern.trim().to_string()),
+            _ => dirs.extend(line.split([':', ',', ' ', '\t']).filter(|d| d.starts_with('/')).map(str::to_string)),
+        }
+    }
+    (dirs, includes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lib(soname: &str, exports: &[&str], imports: &[&str], needed: &[&str]) -> DynamicInfo {
+        DynamicInfo {
+            soname: Some(soname.into()),
+            needed: needed.iter().map(|s| s.to_string()).collect(),
+            exports: exports.iter().map(|s| s.to_string()).collect(),
+            imports: imports.iter().map(|s| s.to_string()).collect(),
+            ..Default::default()
+        }
+    }
+
+    fn image(replaced: DynamicInfo, torch: DynamicInfo, resolvable: &[&str]) -> ImageSide {
+        ImageSide {
+            image: "vllm:latest".into(),
+            replaced: vec![("/opt/rocm/lib/librccl.so.1.0".into(), replaced)],
+            consumers: vec![("/opt/venv/torch/lib/libtorch_hip.so".into(), torch)],
+            resolvable: resolvable.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn a_superset_that_resolves_is_accepted() {
+        let new = lib(SONAME, &["ncclAllReduce", "ncclCommInitRankScalable", "ncclExtra"], &[], &["libamdhip64.so.7"]);
+        let old = lib(SONAME, &["ncclAllReduce"], &[], &[]);
+        let torch = lib("libtorch_hip.so", &[], &["ncclCommInitRankScalable", "memcpy"], &[]);
+        let report = check_abi(&new, &image(old, torch, &["libamdhip64.so.7"]));
+        assert!(report.ok, "{report:?}");
+    }
+
+    #[test]
+    fn a_missing_symbol_a_wrong_soname_and_an_absent_library_are_each_named() {
+        let new = lib("librccl.so.2", &["ncclAllReduce"], &[], &["libamdhip64.so.7"]);
+        let old = lib(SONAME, &["ncclAllReduce", "ncclCommWindowRegister"], &[], &[]);
+        let torch = lib("libtorch_hip.so", &[], &["ncclCommInitRankScalable", "memcpy"], &[]);
+        let report = check_abi(&new, &image(old, torch, &["libamdhip64.so.6"]));
+        assert!(!report.ok);
+        let missing: Vec<&str> = report.missing_symbols.iter().map(|m| m.symbol.as_str()).collect();
+        assert_eq!(missing, ["ncclCommInitRankScalable", "ncclCommWindowRegister"]);
+        assert_eq!(report.missing_symbols[0].needed_by, ["/opt/venv/torch/lib/libtorch_hip.so"]);
+        assert_eq!(report.unresolved_needed, ["libamdhip64.so.7"]);
+        assert!(report.problems.iter().any(|p| p.contains("SONAME is librccl.so.2")));
+    }
+
+    #[test]
+    fn the_search_path_is_the_loaders() {
+        let mut new = lib(SONAME, &[], &[], &[]);
+        new.runpath = vec!["$ORIGIN".into(), "/opt/rocm/lib/llvm/lib".into()];
+        new.rpath = vec!["/ignored/when/runpath".into()];
+        let dirs = search_path(&new, "/opt/rocm/lib", &["/usr/lib/x86_64-linux-gnu".into()]);
+        assert_eq!(dirs[..3], ["/opt/rocm/lib", "/opt/rocm/lib/llvm/lib", "/usr/lib/x86_64-linux-gnu"]);
+        assert!(dirs.ends_with(&["/lib".into(), "/usr/lib".into(), "/lib64".into(), "/usr/lib64".into()]));
+        let (dirs, includes) =
+            ld_so_conf_dirs("# comment\ninclude /etc/ld.so.conf.d/*.conf\n/opt/rocm/lib\n/usr/local/lib # x\n");
+        assert_eq!(
+            (dirs, includes),
+            (vec!["/opt/rocm/lib".into(), "/usr/local/lib".into()], vec!["/etc/ld.so.conf.d/*.conf".into()])
+        );
+    }
+}
