@@ -32,9 +32,15 @@ fn base_with_stale_venv_rccl(podman: &PodmanService, registry: &Registry) -> Str
     std::fs::create_dir_all(venv_lib.parent().expect("parent")).expect("mkdir venv");
     std::fs::write(&venv_lib, b"stale librccl from the torch wheel").expect("stale rccl");
     std::fs::copy("/bin/busybox", rootfs.join("bin/busybox")).expect("copy busybox (busybox-static)");
-    for tool in ["sh", "sha256sum", "readlink", "cat", "ls", "find", "cp", "ln", "cmp", "mkdir", "rm", "chmod"] {
+    // The overlay's RUN steps, and what the ABI check runs inside (sleep, find, grep, cat).
+    for tool in
+        ["sh", "sha256sum", "readlink", "cat", "ls", "find", "cp", "ln", "cmp", "mkdir", "rm", "chmod", "sleep", "grep"]
+    {
         std::os::unix::fs::symlink("busybox", rootfs.join("bin").join(tool)).expect("symlink");
     }
+    // The test libraries need libc.so.6; busybox is static. The ABI check looks for it by name.
+    std::fs::create_dir_all(rootfs.join("lib")).expect("mkdir lib");
+    std::fs::write(rootfs.join("lib/libc.so.6"), b"").expect("libc placeholder");
     std::fs::write(rootfs.join("etc/passwd"), "root:x:0:0:root:/root:/bin/sh\n").expect("passwd");
     let tarball = dir.path().join("rootfs.tar");
     let status = std::process::Command::new("tar")

@@ -45,6 +45,25 @@ fn node_state(cluster: &TestCluster, index: usize) -> (String, Vec<String>) {
     (image_id, names)
 }
 
+/// A cluster of `nodes` whose toolbox `vllm` was just refreshed (unverified: RDMA nodes) from
+/// `image`, with each node's state then.
+struct Refreshed {
+    cluster: TestCluster,
+    image: String,
+    before: ((String, Vec<String>), (String, Vec<String>)),
+    registry: Registry,
+}
+
+fn refreshed(nodes: usize) -> Refreshed {
+    let registry = Registry::start();
+    let cluster_bed = TestCluster::start(&registry, nodes);
+    let image = stand_in_image(cluster_bed.node(1).podman(), &registry, "vllm:latest", CREATED_V1);
+    let first = cluster(&cluster_bed, &refresh(&image, &[]));
+    assert!(first.status.success(), "{}", stderr(&first));
+    let before = (node_state(&cluster_bed, 1), node_state(&cluster_bed, 2));
+    Refreshed { cluster: cluster_bed, image, before, registry }
+}
+
 #[test]
 fn refresh_gives_every_node_one_digest_and_a_second_is_a_no_op() {
     let registry = Registry::start();
@@ -85,12 +104,7 @@ fn refresh_gives_every_node_one_digest_and_a_second_is_a_no_op() {
 
 #[test]
 fn a_node_that_cannot_stage_leaves_every_node_on_its_old_toolbox() {
-    let registry = Registry::start();
-    let mut cluster_bed = TestCluster::start(&registry, 2);
-    let image = stand_in_image(cluster_bed.node(1).podman(), &registry, "vllm:latest", CREATED_V1);
-    let first = cluster(&cluster_bed, &refresh(&image, &[]));
-    assert!(first.status.success(), "{}", stderr(&first));
-    let before = (node_state(&cluster_bed, 1), node_state(&cluster_bed, 2));
+    let Refreshed { cluster: mut cluster_bed, image, before, registry } = refreshed(2);
 
     // A new image upstream, and node2's engine down.
     stand_in_image(cluster_bed.node(1).podman(), &registry, "vllm:latest", CREATED_V2);
@@ -115,11 +129,7 @@ fn a_node_that_cannot_stage_leaves_every_node_on_its_old_toolbox() {
 
 #[test]
 fn doctor_names_the_short_mtu_the_other_image_and_the_unreachable_node() {
-    let registry = Registry::start();
-    let mut cluster_bed = TestCluster::start(&registry, 2);
-    let image = stand_in_image(cluster_bed.node(1).podman(), &registry, "vllm:latest", CREATED_V1);
-    let refreshed = cluster(&cluster_bed, &refresh(&image, &[]));
-    assert!(refreshed.status.success(), "{}", stderr(&refreshed));
+    let Refreshed { cluster: mut cluster_bed, image: _, registry, .. } = refreshed(2);
 
     let healthy = cluster(&cluster_bed, &["doctor"]);
     let report = json(&healthy);
@@ -232,12 +242,7 @@ fn sha256_of(path: &std::path::Path) -> String {
 #[test]
 fn ctrl_c_during_a_cluster_refresh_leaves_every_node_as_it_was() {
     use std::io::{BufRead, BufReader};
-    let registry = Registry::start();
-    let cluster_bed = TestCluster::start(&registry, 2);
-    let image = stand_in_image(cluster_bed.node(1).podman(), &registry, "vllm:latest", CREATED_V1);
-    let first = cluster(&cluster_bed, &refresh(&image, &[]));
-    assert!(first.status.success(), "{}", stderr(&first));
-    let before = (node_state(&cluster_bed, 1), node_state(&cluster_bed, 2));
+    let Refreshed { cluster: cluster_bed, image, before, registry } = refreshed(2);
     stand_in_image(cluster_bed.node(1).podman(), &registry, "vllm:latest", CREATED_V2);
 
     // Text mode: the head prints the resolved digest, then stages every node. Interrupt then.
@@ -276,12 +281,7 @@ fn ctrl_c_during_a_cluster_refresh_leaves_every_node_as_it_was() {
 
 #[test]
 fn verification_stops_the_cluster_refresh_before_any_node_swaps() {
-    let registry = Registry::start();
-    let cluster_bed = TestCluster::start(&registry, 2);
-    let image = stand_in_image(cluster_bed.node(1).podman(), &registry, "vllm:latest", CREATED_V1);
-    let first = cluster(&cluster_bed, &refresh(&image, &[]));
-    assert!(first.status.success(), "{}", stderr(&first));
-    let before = (node_state(&cluster_bed, 1), node_state(&cluster_bed, 2));
+    let Refreshed { cluster: cluster_bed, image, before, registry } = refreshed(2);
 
     // Verified this time: every node starts its staged toolbox to check it from the inside. Here
     // an RDMA toolbox (memlock=-1) cannot start, so no node may swap.

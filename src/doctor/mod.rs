@@ -20,7 +20,7 @@ use crate::installed::Installed;
 pub use crate::check::{Check, Status};
 
 fn check(name: impl Into<String>, status: Status, message: impl Into<String>, fix: Option<String>) -> Check {
-    Check { name: name.into(), status, message: message.into(), fix }
+    Check::new(name, status, message, fix)
 }
 
 /// Every check, in the order a person would fix them.

@@ -64,8 +64,9 @@ async fn image_side(engine: &dyn Engine, container: &str, image: &str, new: &Dyn
         }
     }
 
-    let replaced = read_libraries(engine, container, &copies).await?;
-    let consumers = read_libraries(engine, container, &consumers).await?;
+    let mut unreadable = Vec::new();
+    let replaced = read_libraries(engine, container, &copies, &mut unreadable).await?;
+    let consumers = read_libraries(engine, container, &consumers, &mut unreadable).await?;
 
     // ld.so.conf and what it includes, then every DT_NEEDED looked for in the loader's order.
     let mut conf_dirs = Vec::new();
@@ -103,7 +104,7 @@ async fn image_side(engine: &dyn Engine, container: &str, image: &str, new: &Dyn
             }
         }
     }
-    Ok(ImageSide { image: image.to_string(), replaced, consumers, resolvable })
+    Ok(ImageSide { image: image.to_string(), unreadable, replaced, consumers, resolvable })
 }
 
 /// What a program printed, a line each; exit status 1 (find: a directory absent; grep: no match)
@@ -118,16 +119,23 @@ async fn lines(probe: &Probe<'_>, argv: &[&str]) -> Result<Vec<String>> {
     }
 }
 
-async fn read_libraries(engine: &dyn Engine, container: &str, paths: &[String]) -> Result<Vec<(String, DynamicInfo)>> {
+/// Each path's dynamic view; a file that is no loadable library goes to `unreadable`.
+async fn read_libraries(
+    engine: &dyn Engine,
+    container: &str,
+    paths: &[String],
+    unreadable: &mut Vec<String>,
+) -> Result<Vec<(String, DynamicInfo)>> {
     let mut libraries = Vec::new();
     for path in paths {
         let bytes = match engine.container_archive(container, path).await? {
             Some(archive) => first_file(&archive)?.unwrap_or_default(),
             None => continue,
         };
-        let info = parse_dynamic(&bytes)
-            .map_err(|why| Error::Failed(format!("{path} in the image cannot be read as a library: {why}")))?;
-        libraries.push((path.clone(), info));
+        match parse_dynamic(&bytes) {
+            Ok(info) => libraries.push((path.clone(), info)),
+            Err(_) => unreadable.push(path.clone()),
+        }
     }
     Ok(libraries)
 }

@@ -30,13 +30,17 @@ pub struct AbiReport {
     pub missing_symbols: Vec<MissingSymbol>,
     /// DT_NEEDED libraries the image cannot provide.
     pub unresolved_needed: Vec<String>,
+    /// Copies or consumers in the image that are no readable library (nothing to compare with).
+    pub unreadable: Vec<String>,
     pub ok: bool,
     pub problems: Vec<String>,
 }
 
-/// The library an ABI is about: its dynamic view and where it is (or goes) in the image.
+/// The image's side: its copies of RCCL and their consumers with their dynamic views.
 pub struct ImageSide {
     pub image: String,
+    /// Files named like libraries that are not loadable ones (a broken copy is replaced anyway).
+    pub unreadable: Vec<String>,
     pub replaced: Vec<(String, DynamicInfo)>,
     pub consumers: Vec<(String, DynamicInfo)>,
     /// The new library's DT_NEEDED entries the image has (found where the loader would look).
@@ -98,6 +102,7 @@ pub fn check_abi(new: &DynamicInfo, image: &ImageSide) -> AbiReport {
         consumers: image.consumers.iter().map(|(p, _)| p.clone()).collect(),
         missing_symbols,
         unresolved_needed,
+        unreadable: image.unreadable.clone(),
         ok: problems.is_empty(),
         problems,
     }
@@ -149,6 +154,7 @@ mod tests {
     fn image(replaced: DynamicInfo, torch: DynamicInfo, resolvable: &[&str]) -> ImageSide {
         ImageSide {
             image: "vllm:latest".into(),
+            unreadable: vec![],
             replaced: vec![("/opt/rocm/lib/librccl.so.1.0".into(), replaced)],
             consumers: vec![("/opt/venv/torch/lib/libtorch_hip.so".into(), torch)],
             resolvable: resolvable.iter().map(|s| s.to_string()).collect(),
