@@ -235,12 +235,13 @@ pub fn pins_to_prune(images: &[ImageInfo], repository: &str, current_image_id: &
         .collect()
 }
 
-fn short(id: &str) -> &str {
+/// The first 12 characters of an image id (from a label: it may hold anything).
+fn short(id: &str) -> String {
     let id = id.strip_prefix("sha256:").unwrap_or(id);
     if id.is_empty() {
-        "none"
+        "none".into()
     } else {
-        &id[..id.len().min(12)]
+        id.chars().take(12).collect()
     }
 }
 

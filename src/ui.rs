@@ -187,7 +187,8 @@ fn bytes_style() -> ProgressStyle {
         .progress_chars("=> ")
 }
 
+/// At most 12 characters (layer ids, node names), cut on a character boundary.
 fn short_id(id: &str) -> &str {
     let id = id.strip_prefix("sha256:").unwrap_or(id);
-    &id[..id.len().min(12)]
+    id.char_indices().nth(12).map_or(id, |(end, _)| &id[..end])
 }

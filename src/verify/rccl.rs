@@ -59,7 +59,7 @@ pub async fn checks(probe: &Probe<'_>, expected: &Expected) -> Vec<Check> {
     let mut checks = Vec::new();
     if by_digest.len() > 1 {
         let groups: Vec<String> =
-            by_digest.iter().map(|(digest, (paths, _))| format!("{} ({})", &digest[..12], paths.join(", "))).collect();
+            by_digest.iter().map(|(digest, (paths, _))| format!("{} ({})", short(digest), paths.join(", "))).collect();
         checks.push(Check::new(
             format!("{NAME}:same"),
             Status::Fail,
@@ -80,7 +80,7 @@ pub async fn checks(probe: &Probe<'_>, expected: &Expected) -> Vec<Check> {
             Ok(report) if report.has_gfx1151 => Check::new(
                 format!("{NAME}:gfx1151"),
                 Status::Pass,
-                format!("{shown} carries {} (sha256 {})", report.gfx_targets.join(", "), &digest[..12]),
+                format!("{shown} carries {} (sha256 {})", report.gfx_targets.join(", "), short(&digest)),
                 None,
             ),
             Ok(report) => Check::new(
@@ -113,17 +113,18 @@ pub async fn checks(probe: &Probe<'_>, expected: &Expected) -> Vec<Check> {
                 Check::new(
                     format!("{NAME}:label"),
                     Status::Fail,
-                    format!(
-                        "{shown} has sha256 {}, the image label records {}",
-                        &digest[..12],
-                        &label[..label.len().min(12)]
-                    ),
+                    format!("{shown} has sha256 {}, the image label records {}", short(&digest), short(label)),
                     Some("rebuild the image with `strix-toolbox build --rccl FILE`".into()),
                 )
             });
         }
     }
     checks
+}
+
+/// The first 12 characters of a digest (a label's may be anything).
+fn short(digest: &str) -> String {
+    digest.chars().take(12).collect()
 }
 
 fn fail(message: String) -> Check {
