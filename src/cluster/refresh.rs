@@ -145,10 +145,20 @@ async fn refresh_nodes(
     .await;
     let swap_failures = failures(&staged_names, &swaps, interrupt.came());
     if !swap_failures.is_empty() {
-        let swapped: Vec<&RemoteNode> =
-            staged_names.iter().zip(&swaps).filter(|(_, s)| matches!(s, Ok(s) if s.changed)).map(|(n, _)| *n).collect();
-        let not_swapped: Vec<&RemoteNode> =
-            staged_names.iter().filter(|n| !swapped.iter().any(|s| s.name == n.name)).copied().collect();
+        // A swap that answered with an error may still have happened (the connection dropped
+        // after it): those nodes are undone too, which leaves a node that did not swap alone.
+        let swapped: Vec<&RemoteNode> = staged_names
+            .iter()
+            .zip(&swaps)
+            .filter(|(_, s)| !matches!(s, Ok(s) if !s.changed))
+            .map(|(n, _)| *n)
+            .collect();
+        let not_swapped: Vec<&RemoteNode> = staged_names
+            .iter()
+            .zip(&swaps)
+            .filter(|(_, s)| !matches!(s, Ok(s) if s.changed))
+            .map(|(n, _)| *n)
+            .collect();
         let mut cleanup = Vec::new();
         for (node, report) in nodes.iter().zip(&reports) {
             if swapped.iter().any(|s| s.name == node.name) {
