@@ -38,5 +38,5 @@ fn fix_for(device: &str) -> String {
 }
 
 pub fn last_line(text: &str) -> &str {
-    text.lines().map(str::trim).filter(|l| !l.is_empty()).last().unwrap_or("no message")
+    text.lines().map(str::trim).rfind(|l| !l.is_empty()).unwrap_or("no message")
 }

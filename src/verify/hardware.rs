@@ -2,6 +2,8 @@
 //! agent, the RDMA port is PORT_ACTIVE, torch sees a GPU. Where a tool is missing the check is
 //! skipped with the reason.
 
+use futures_util::future::OptionFuture;
+
 use super::devices::last_line;
 use super::probe::{Probe, Ran};
 use super::Expected;
@@ -9,12 +11,7 @@ use crate::check::{Check, Status};
 
 /// The three tools run at the same time (torch's import alone takes seconds on a real node).
 pub async fn checks(probe: &Probe<'_>, expected: &Expected) -> Vec<Check> {
-    let rdma = async {
-        match &expected.rdma_port {
-            Some((device, port)) => Some(rdma_port(probe, device, *port).await),
-            None => None,
-        }
-    };
+    let rdma = OptionFuture::from(expected.rdma_port.as_ref().map(|(device, port)| rdma_port(probe, device, *port)));
     let (rocm, rdma, torch) = tokio::join!(rocm_agent(probe), rdma, torch_gpu(probe));
     [Some(rocm), rdma, Some(torch)].into_iter().flatten().collect()
 }
