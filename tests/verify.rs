@@ -7,9 +7,11 @@ mod common;
 mod rccl_fixtures;
 mod support;
 
+use std::time::{Duration, Instant};
+
 use common::image::stand_in_image_with;
 use common::{refresh_vllm, run_strix, stand_in_image, PodmanService, Registry};
-use support::cli::{json, stderr};
+use support::cli::{json, stderr, stdout};
 use support::host_tree::materialize;
 
 const CREATED: &str = "2026-11-01T10:00:00Z";
@@ -40,8 +42,14 @@ fn a_refreshed_toolbox_verifies_and_says_what_it_skipped() {
         .collect();
     assert!(steps.iter().any(|s| s.starts_with("start vllm-strix-new and verify it")), "{steps:?}");
 
+    // The refresh left it stopped: verify starts it, checks, and stops it again, without waiting
+    // out a stop grace period (10 s by default; `sleep infinity` ignores SIGTERM).
+    let started = Instant::now();
     let output = run_strix(&podman.env(), &["--host-root", host_arg, "--json", "verify", "vllm"]);
+    let took = started.elapsed();
     assert!(output.status.success(), "{}", stderr(&output));
+    assert!(took < Duration::from_secs(5), "verify of a stopped toolbox took {took:?}");
+    assert_eq!(podman.inspect("vllm")["State"]["Running"], false, "verify leaves it as it found it");
     let report = json(&output);
     assert_eq!(report["ok"], true, "{report}");
     for name in ["device:/dev/kfd", "device:/dev/dri/renderD128", "groups", "environment"] {
@@ -145,4 +153,54 @@ fn a_new_image_with_a_mixed_rccl_is_refused_and_the_old_toolbox_stays() {
     assert!(message.contains("rccl:gfx1151") && message.contains(torch_copy), "{message}");
     assert_eq!(podman.inspect("vllm")["Id"].as_str().unwrap(), old_id, "the old toolbox must stay");
     assert_eq!(podman.container_names(), ["vllm"], "the staged toolbox must be gone");
+}
+
+/// An RDMA toolbox with memlock unlimited cannot start here (TESTBED.md), so the test makes the
+/// spec's container without its `--ulimit memlock=-1:-1`, with the engine directly: it starts, its
+/// RDMA devices open, and verify fails it on memlock alone, with the limit it found.
+#[test]
+fn an_rdma_toolbox_without_unlimited_memlock_fails_the_memlock_check() {
+    let registry = Registry::start();
+    let podman = PodmanService::start(&registry);
+    let image = stand_in_image(&podman, &registry, "vllm:latest", CREATED);
+    let host = materialize("strix-e810-healthy");
+    let host_arg = host.path().to_str().unwrap();
+    let detected = run_strix(&podman.env(), &["--host-root", host_arg, "--json", "detect"]);
+    assert!(detected.status.success(), "{}", stderr(&detected));
+    let spec_args: Vec<String> = json(&detected)["container_args"]
+        .as_array()
+        .expect("container_args")
+        .iter()
+        .map(|a| a.as_str().unwrap().to_string())
+        .collect();
+    let memlock = spec_args.iter().position(|a| a == "memlock=-1:-1").expect("the spec asks for memlock=-1");
+    let mut create: Vec<&str> = vec!["create", "--name", "vllm"];
+    create.extend(
+        spec_args.iter().enumerate().filter(|(i, _)| *i + 1 != memlock && *i != memlock).map(|(_, a)| a.as_str()),
+    );
+    create.extend([image.as_str(), "sleep", "infinity"]);
+    podman.podman_ok(&create);
+
+    let output = run_strix(&podman.env(), &["--host-root", host_arg, "verify"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let text = stdout(&output);
+    assert!(text.contains("NOT verified"), "{text}");
+    let report = json(&run_strix(&podman.env(), &["--host-root", host_arg, "--json", "verify"]));
+    let failed: Vec<&str> = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["status"] == "fail")
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(failed, ["memlock"], "{report}");
+    let memlock = check(&report, "memlock");
+    assert!(memlock["message"].as_str().unwrap().contains("hard 8388608 bytes"), "{report}");
+    assert!(memlock["fix"].as_str().unwrap().contains("memlock=-1"), "{report}");
+    for name in ["device:/dev/infiniband/uverbs0", "device:/dev/infiniband/uverbs1", "groups", "environment"] {
+        assert_eq!(check(&report, name)["status"], "pass", "{name}: {report}");
+    }
+    assert!(check(&report, "groups")["message"].as_str().unwrap().contains("993"), "{report}");
+    assert!(check(&report, "environment")["message"].as_str().unwrap().contains("NCCL_IB_GID_INDEX"), "{report}");
+    assert_eq!(check(&report, "hw:rdma:rocep194s0f0/1")["status"], "skipped", "{report}");
 }

@@ -312,7 +312,12 @@ async fn all_reduce(toolbox: &str, from: &Endpoint<'_>, to: &Endpoint<'_>) -> Pr
              and NCCL_IB_HCA",
             verdict.evidence,
         ),
-        (_, false) => Proof::failed("the all-reduce did not complete", last_lines(&zero)),
+        (network, false) => {
+            // RCCL's own warnings (a failed ibv_reg_mr is memlock) before the program's last words.
+            let mut evidence = if network == RcclNetwork::Unknown { verdict.evidence } else { vec![] };
+            evidence.extend(last_lines(&zero));
+            Proof::failed("the all-reduce did not complete", evidence)
+        }
         (RcclNetwork::Unknown, true) => {
             Proof::failed("the all-reduce ran, but RCCL's log does not say over which network", verdict.evidence)
         }

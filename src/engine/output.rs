@@ -25,8 +25,14 @@ pub async fn route_chunks<S: Stream<Item = Chunk> + Unpin>(mut chunks: S, io: Ex
         let _ = match (io, chunk) {
             (ExecIo::Inherit, Chunk::Stdout(bytes)) => stdout.write_all(&bytes).await.and(stdout.flush().await),
             (ExecIo::Inherit, Chunk::Stderr(bytes)) => stderr.write_all(&bytes).await.and(stderr.flush().await),
-            (ExecIo::Capture, Chunk::Stdout(bytes)) => Ok(keep(&mut captured_out, &bytes)),
-            (ExecIo::Capture, Chunk::Stderr(bytes)) => Ok(keep(&mut captured_err, &bytes)),
+            (ExecIo::Capture, Chunk::Stdout(bytes)) => {
+                keep(&mut captured_out, &bytes);
+                Ok(())
+            }
+            (ExecIo::Capture, Chunk::Stderr(bytes)) => {
+                keep(&mut captured_err, &bytes);
+                Ok(())
+            }
         };
     }
     (captured_out, captured_err)

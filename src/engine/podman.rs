@@ -257,9 +257,16 @@ impl Engine for PodmanEngine {
         self.client.containers().get(name_or_id).start(None).await.map_err(|e| failed(format!("start {name_or_id}"), e))
     }
 
+    /// Through the compat endpoint: podman-api sends libpod's timeout as `Timeout`, which libpod
+    /// (4.3) ignores, so every stop waited the default 10 s for a `sleep infinity` that ignores
+    /// SIGTERM. Docker's `t=0` is honoured; an already stopped container answers 304, which is fine.
     async fn container_stop(&self, name_or_id: &str) -> Result<()> {
-        let opts = podman_api::opts::ContainerStopOpts::builder().timeout(0).ignore(true).build();
-        self.client.containers().get(name_or_id).stop(&opts).await.map_err(|e| failed(format!("stop {name_or_id}"), e))
+        let options = bollard::query_parameters::StopContainerOptionsBuilder::new().t(0).build();
+        self.compat.stop_container(name_or_id, Some(options)).await.map_err(|e| Error::Engine {
+            engine: "podman",
+            action: format!("stop {name_or_id}"),
+            message: super::compat_pull::server_message(e),
+        })
     }
 
     async fn container_remove(&self, name_or_id: &str, force: bool) -> Result<()> {

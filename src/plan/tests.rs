@@ -162,6 +162,7 @@ fn a_verified_refresh_checks_the_replacement_between_create_and_swap() {
         devices: vec!["/dev/kfd".into()],
         rdma: false,
         gids: vec![105],
+        keep_groups: false,
         nccl_env: vec![],
         rccl_label: None,
         rdma_port: None,

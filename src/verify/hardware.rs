@@ -2,18 +2,18 @@
 //! agent, the RDMA port is PORT_ACTIVE, torch sees a GPU. Where a tool is missing the check is
 //! skipped with the reason.
 
+use futures_util::future::OptionFuture;
+
 use super::devices::last_line;
 use super::probe::{Probe, Ran};
 use super::Expected;
 use crate::check::{Check, Status};
 
+/// The three tools run at the same time (torch's import alone takes seconds on a real node).
 pub async fn checks(probe: &Probe<'_>, expected: &Expected) -> Vec<Check> {
-    let mut checks = vec![rocm_agent(probe).await];
-    if let Some((device, port)) = &expected.rdma_port {
-        checks.push(rdma_port(probe, device, *port).await);
-    }
-    checks.push(torch_gpu(probe).await);
-    checks
+    let rdma = OptionFuture::from(expected.rdma_port.as_ref().map(|(device, port)| rdma_port(probe, device, *port)));
+    let (rocm, rdma, torch) = tokio::join!(rocm_agent(probe), rdma, torch_gpu(probe));
+    [Some(rocm), rdma, Some(torch)].into_iter().flatten().collect()
 }
 
 async fn rocm_agent(probe: &Probe<'_>) -> Check {

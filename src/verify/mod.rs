@@ -10,6 +10,7 @@ mod groups;
 mod hardware;
 mod memlock;
 pub mod probe;
+mod proc_self;
 mod rccl;
 
 use serde::{Deserialize, Serialize};
@@ -24,13 +25,15 @@ use crate::manager::ManagerKind;
 use crate::spec::{ToolboxSpec, KEEP_GROUPS_ANNOTATION};
 
 /// What the toolbox should be, from the same facts and spec a refresh uses.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Expected {
     /// Device nodes, as the container sees them, that must open read-write.
     pub devices: Vec<String>,
     pub rdma: bool,
     /// Supplementary gids the process must carry.
     pub gids: Vec<u32>,
+    /// The host's groups are kept (keep-groups), unmapped in the user namespace.
+    pub keep_groups: bool,
     /// NCCL_* and GLOO_* variables and their values.
     pub nccl_env: Vec<(String, String)>,
     /// sha256 of the RCCL the image records (its label), when it records one.
@@ -58,7 +61,8 @@ impl Expected {
                     .map(|p| p.display().to_string()),
             );
         }
-        let gids = if spec.annotations.contains_key(KEEP_GROUPS_ANNOTATION) {
+        let keep_groups = spec.annotations.contains_key(KEEP_GROUPS_ANNOTATION);
+        let gids = if keep_groups {
             // keep-groups: the user's own host groups come along.
             facts
                 .groups
@@ -78,7 +82,7 @@ impl Expected {
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         let rdma_port = facts.rdma.nccl_port().map(|port| (port.device.clone(), port.port));
-        Expected { devices, rdma, gids, nccl_env, rccl_label, rdma_port }
+        Expected { devices, rdma, gids, keep_groups, nccl_env, rccl_label, rdma_port }
     }
 }
 
@@ -138,13 +142,20 @@ pub async fn verify_container(
     expected: &Expected,
 ) -> VerifyReport {
     let probe = Probe::new(engine, container, user);
-    let mut checks = Vec::new();
-    checks.extend(devices::checks(&probe, expected).await);
-    checks.push(memlock::check(&probe, expected).await);
-    checks.push(groups::check(&probe, expected).await);
-    checks.push(environment::check(&probe, expected).await);
-    checks.extend(rccl::checks(&probe, expected).await);
-    checks.extend(hardware::checks(&probe, expected).await);
+    // Independent probes, run together: each is an exec (or a copy) the engine serves on its own.
+    let (devices, proc_self, rccl, hardware) = tokio::join!(
+        devices::checks(&probe, expected),
+        probe.run(&proc_self::COMMAND),
+        rccl::checks(&probe, expected),
+        hardware::checks(&probe, expected),
+    );
+    let proc_self = proc_self::read(proc_self);
+    let mut checks = devices;
+    checks.push(memlock::check(&proc_self, expected));
+    checks.push(groups::check(&proc_self, expected));
+    checks.push(environment::check(&proc_self, expected));
+    checks.extend(rccl);
+    checks.extend(hardware);
     VerifyReport::new(container, checks)
 }
 
