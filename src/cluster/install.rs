@@ -90,10 +90,9 @@ async fn install_on(remote: &RemoteNode, binary: &[u8], sha256: &str) -> NodeIns
 
 /// Write under a temporary name, check its sha256 and that it runs, then rename it into place.
 async fn copy_binary(remote: &RemoteNode, binary: &[u8], sha256: &str) -> Result<String> {
-    if remote.home.is_empty() {
+    let Some(path) = remote.install_path() else {
         return Err(Error::Failed(format!("node {} has no HOME to install into", remote.name)));
-    }
-    let path = remote.install_path();
+    };
     let temp = format!("{path}.strix-new");
     let dir = path.rsplit_once('/').map_or(".", |(dir, _)| dir).to_string();
     let step = |what: &str, output: super::ssh::RemoteOutput| {

@@ -15,8 +15,8 @@ const PROGRAM: &str = "strix-toolbox";
 pub struct RemoteNode {
     pub name: String,
     session: NodeSession,
-    /// The node's `$HOME`.
-    pub home: String,
+    /// The node's `$HOME`, when it had to be asked (strix-toolbox not on PATH in this version).
+    pub home: Option<String>,
     /// The strix-toolbox it runs, and its version; None when it has none.
     pub installed: Option<(String, String)>,
 }
@@ -25,34 +25,39 @@ impl RemoteNode {
     /// Connect and look for strix-toolbox (no version requirement yet: see [`RemoteNode::require_ours`]).
     pub async fn connect(name: &str, ssh: &SshOptions) -> Result<RemoteNode> {
         let session = NodeSession::connect(name, ssh).await?;
-        let home = text(&session.run(&argv(&["printenv", "HOME"]), None).await?.stdout).trim().to_string();
-        let mut node = RemoteNode { name: name.to_string(), session, home, installed: None };
+        let mut node = RemoteNode { name: name.to_string(), session, home: None, installed: None };
         node.installed = node.find_program().await?;
         Ok(node)
     }
 
-    /// Where `cluster install` puts the binary.
-    pub fn install_path(&self) -> String {
-        format!("{}/.local/bin/{PROGRAM}", self.home.trim_end_matches('/'))
+    /// Where `cluster install` puts the binary (None: the node has no HOME, or it was not asked).
+    pub fn install_path(&self) -> Option<String> {
+        self.home.as_ref().map(|home| format!("{}/.local/bin/{PROGRAM}", home.trim_end_matches('/')))
     }
 
-    /// `~/.local/bin/strix-toolbox` first (the copy `cluster install` manages; non-interactive ssh
-    /// sessions often lack it on PATH), else `strix-toolbox` on PATH.
-    async fn find_program(&self) -> Result<Option<(String, String)>> {
-        let mut candidates = Vec::new();
-        if !self.home.is_empty() {
-            candidates.push(self.install_path());
+    /// `strix-toolbox` on PATH when it is this version (one round trip: the usual case); else
+    /// `~/.local/bin/strix-toolbox`, the copy `cluster install` manages (non-interactive ssh
+    /// sessions often lack ~/.local/bin on PATH); else whatever PATH has.
+    async fn find_program(&mut self) -> Result<Option<(String, String)>> {
+        let on_path = self.version_of(PROGRAM).await?;
+        if on_path.as_deref() == Some(VERSION) {
+            return Ok(Some((PROGRAM.to_string(), VERSION.to_string())));
         }
-        candidates.push(PROGRAM.to_string());
-        for program in candidates {
-            let output = self.session.run(&[program.clone(), "--version".into()], None).await?;
-            if output.status == Some(0) {
-                // `strix-toolbox 0.1.0`
-                let version = text(&output.stdout).split_whitespace().nth(1).unwrap_or_default().to_string();
-                return Ok(Some((program, version)));
+        let home = text(&self.session.run(&argv(&["printenv", "HOME"]), None).await?.stdout).trim().to_string();
+        self.home = (!home.is_empty()).then_some(home);
+        if let Some(path) = self.install_path() {
+            if let Some(version) = self.version_of(&path).await? {
+                return Ok(Some((path, version)));
             }
         }
-        Ok(None)
+        Ok(on_path.map(|version| (PROGRAM.to_string(), version)))
+    }
+
+    /// `PROGRAM --version` → `0.1.0` (`strix-toolbox 0.1.0`); None when it does not run.
+    async fn version_of(&self, program: &str) -> Result<Option<String>> {
+        let output = self.session.run(&[program.to_string(), "--version".into()], None).await?;
+        Ok((output.status == Some(0))
+            .then(|| text(&output.stdout).split_whitespace().nth(1).unwrap_or_default().to_string()))
     }
 
     /// The program, refusing a node without strix-toolbox or with another version.
