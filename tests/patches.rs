@@ -1,6 +1,8 @@
 //! The RCCL patch series in `patches/rccl/` is well-formed, offline:
-//! - `UPSTREAM` names the upstream repository and one 40-hex commit (the only place it is named);
-//! - `series` lists exactly the `.patch` files present, in numeric order;
+//! - `UPSTREAM` names the upstream repository, RCCL's directory in it, and one 40-hex commit (the
+//!   only place it is named);
+//! - `series` lists exactly the `.patch` files present, in numeric order (none, when upstream
+//!   lacks nothing at the pin: patches/rccl/README.md records what was checked);
 //! - every patch is a `git format-patch` mail (From line, From:/Subject: [PATCH n/m] headers),
 //!   with at least one `diff --git` and hunks whose header counts match their bodies;
 //! - every patched path is recorded in `paths.txt` with its blob id at the pinned commit, and each
@@ -31,6 +33,8 @@ fn is_hex(s: &str, len: usize) -> bool {
 
 struct Upstream {
     repo: String,
+    /// RCCL's directory inside the repository (rocm-systems is a monorepo).
+    path: String,
     commit: String,
 }
 
@@ -43,9 +47,10 @@ fn upstream() -> Upstream {
         assert!(previous.is_none(), "UPSTREAM names {key:?} twice");
     }
     let repo = keys.remove("repo").expect("UPSTREAM has no repo=");
+    let path = keys.remove("path").expect("UPSTREAM has no path=");
     let commit = keys.remove("commit").expect("UPSTREAM has no commit=");
     assert!(keys.is_empty(), "UPSTREAM has unknown keys: {:?}", keys.keys().collect::<Vec<_>>());
-    Upstream { repo, commit }
+    Upstream { repo, path, commit }
 }
 
 fn series() -> Vec<String> {
@@ -63,6 +68,11 @@ fn upstream_names_a_repository_and_a_full_commit() {
     );
     assert!(!up.repo.ends_with(".git") && !up.repo.ends_with('/'), "repo: plain URL without .git or /: {:?}", up.repo);
     assert!(is_hex(&up.commit, 40), "commit must be 40 lowercase hex digits, got {:?}", up.commit);
+    assert!(
+        !up.path.is_empty() && !up.path.starts_with('/') && !up.path.ends_with('/') && !up.path.contains(".."),
+        "path must be a relative directory like projects/rccl, got {:?}",
+        up.path
+    );
 }
 
 #[test]
@@ -100,7 +110,6 @@ fn the_workflow_reads_the_pin_and_the_series() {
 #[test]
 fn series_lists_exactly_the_patches_in_numeric_order() {
     let listed = series();
-    assert!(!listed.is_empty(), "series is empty");
 
     let mut present: Vec<String> = std::fs::read_dir(patches_dir())
         .expect("read patches/rccl")
@@ -343,6 +352,9 @@ fn patches_touch_only_recorded_upstream_paths_at_matching_preimages() {
             current.insert(file.path.clone(), new);
         }
     }
+    let rccl_dir = format!("{}/", upstream().path);
+    let outside: Vec<&String> = touched.iter().filter(|p| !p.starts_with(&rccl_dir)).collect();
+    assert!(outside.is_empty(), "the series touches paths outside {rccl_dir}: {outside:?}");
     let stale: Vec<&String> = recorded.keys().filter(|p| !touched.contains(*p)).collect();
     assert!(stale.is_empty(), "paths.txt records paths no patch touches: {stale:?}");
 }
