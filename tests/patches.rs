@@ -102,7 +102,14 @@ fn the_commit_is_named_only_in_upstream() {
 #[test]
 fn the_workflow_reads_the_pin_and_the_series() {
     let workflow = read(&Path::new(env!("CARGO_MANIFEST_DIR")).join(".github/workflows/build-rccl.yml"));
-    for needle in ["patches/rccl/UPSTREAM", "patches/rccl/series", "-DGPU_TARGETS=gfx1151"] {
+    for needle in [
+        "patches/rccl/UPSTREAM",
+        "patches/rccl/series",
+        "s/^path=//p",
+        "-DGPU_TARGETS=gfx1151",
+        "-DENABLE_AMDSMI=OFF",
+        "containerfiles/vllm-therock-gfx1151.Containerfile",
+    ] {
         assert!(workflow.contains(needle), "build-rccl.yml does not mention {needle}");
     }
 }
