@@ -22,9 +22,13 @@ cleanup() {
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
   wait 2>/dev/null || true
   podman rm -f bench seed >/dev/null 2>&1 || true
-  # podman 4.3 leaves a conmon per exec session; all of them name $work.
-  pkill -f "$work" 2>/dev/null || true
-  rm -rf "$work"
+  # podman 4.3 leaves a conmon per exec session; all of them name $work. SIGKILL: a terminated
+  # conmon runs podman's cleanup first, which re-creates files under $work.
+  pkill -9 -f "$work" 2>/dev/null || true
+  sleep 0.5
+  # vfs layers can be read-only directories.
+  chmod -R u+w "$work" 2>/dev/null || true
+  rm -rf "$work" || echo "bench: could not remove $work entirely" >&2
 }
 trap cleanup EXIT
 
