@@ -132,9 +132,10 @@ pub struct BuildJob<'a> {
     pub build_args: &'a BTreeMap<String, String>,
 }
 
-/// The largest archive [`Engine::container_archive`] reads into memory (a ROCm library is
-/// ~150 MB; this leaves room without letting a wrong path fill the memory).
-pub const ARCHIVE_LIMIT: usize = 1 << 30;
+/// The largest archive [`Engine::container_archive`] reads into memory: librccl is ~150 MB, but
+/// the ABI check also reads its consumers, and a multi-target libtorch_hip.so passes 1 GB. Bounded
+/// all the same, so a wrong path cannot fill the memory.
+pub const ARCHIVE_LIMIT: usize = 4 << 30;
 
 /// Where an exec's output goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
