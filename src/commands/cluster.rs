@@ -114,8 +114,11 @@ fn init(args: &ClusterArgs, ui: &Ui) -> Result<i32> {
     Ok(0)
 }
 
+/// A row of the table: its name, then one (status, text) cell per node.
+type Row = (String, Vec<(Option<Status>, String)>);
+
 /// A table: one column per node, padded before painting so colours do not skew it.
-fn print_table(ui: &Ui, nodes: &[String], rows: &[(String, Vec<(Option<Status>, String)>)]) {
+fn print_table(ui: &Ui, nodes: &[String], rows: &[Row]) {
     const MAX: usize = 28;
     let clip = |text: &str| -> String {
         if text.chars().count() > MAX {
