@@ -114,7 +114,7 @@ pub fn cluster_checks(facts: &[NodeFacts], toolbox: &str) -> Vec<ClusterCheck> {
         jumbo_path(facts),
         kernel_params(facts),
         // A locally built image has no registry digest; its id is the same on every node too.
-        same_value(facts, "image", toolbox, |t| t.image_digest.clone().or(Some(t.image_id.clone())), "image"),
+        same_value(facts, "image", toolbox, |t| Some(t.image_identity().to_string()), "image"),
         same_value(facts, "rccl", toolbox, |t| t.rccl_sha256.clone(), "RCCL (sha256)"),
     ]
 }

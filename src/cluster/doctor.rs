@@ -4,7 +4,7 @@
 use futures_util::future::join_all;
 
 use super::checks::ClusterDoctorReport;
-use super::facts::{jumbo_payload, ping_argv, NodeFacts, PathProbe, RoceLink};
+use super::facts::{jumbo_payload, ping_argv, NodeFacts, PathProbe};
 use super::remote::{argv, RemoteNode};
 use super::{close_all, connect_all, in_cluster_order, ClusterSettings};
 use crate::error::Result;
@@ -45,8 +45,8 @@ async fn node_facts(remote: &RemoteNode) -> NodeFacts {
     facts.detect = detect.map_err(|e| facts.errors.push(e.to_string())).ok();
     facts.status = status.map_err(|e| facts.errors.push(e.to_string())).ok();
     if let Some(netdev) = facts.link_netdev().map(str::to_string) {
-        match remote.run(&argv(&["ip", "-j", "-4", "addr", "show", "dev", &netdev]), None).await {
-            Ok(output) => facts.roce = RoceLink::from_ip_json(&netdev, &output.stdout),
+        match remote.link(&netdev).await {
+            Ok(link) => facts.roce = link,
             Err(error) => facts.errors.push(format!("cannot read {netdev}'s address: {error}")),
         }
     }

@@ -105,6 +105,12 @@ impl RemoteNode {
         self.session.run(&command, None).await
     }
 
+    /// `netdev` as the node's kernel has it (address, prefix, MTU): `ip -j -4 addr show dev NETDEV`.
+    pub async fn link(&self, netdev: &str) -> Result<Option<super::facts::RoceLink>> {
+        let output = self.session.run(&argv(&["ip", "-j", "-4", "addr", "show", "dev", netdev]), None).await?;
+        Ok(super::facts::RoceLink::from_ip_json(netdev, &output.stdout))
+    }
+
     /// Run any argv on the node (each argument quoted for its shell).
     pub async fn run(&self, argv: &[String], stdin: Option<Vec<u8>>) -> Result<RemoteOutput> {
         self.session.run(argv, stdin).await

@@ -50,9 +50,7 @@ impl ClusterStatusReport {
             (values.len() > 1).then(|| format!("{what} differs between nodes"))
         };
         disagreements.extend(differs("strix-toolbox version", &|n| n.version.clone()));
-        disagreements.extend(differs("image", &|n| {
-            n.toolbox(toolbox).map(|t| t.image_digest.clone().unwrap_or(t.image_id.clone()))
-        }));
+        disagreements.extend(differs("image", &|n| n.toolbox(toolbox).map(|t| t.image_identity().to_string())));
         disagreements.extend(differs("RCCL", &|n| n.toolbox(toolbox).and_then(|t| t.rccl_sha256.clone())));
         ClusterStatusReport { toolbox: toolbox.to_string(), nodes, disagreements }
     }

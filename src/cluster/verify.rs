@@ -7,7 +7,6 @@
 use futures_util::future::join_all;
 use serde::{Deserialize, Serialize};
 
-use super::facts::RoceLink;
 use super::proof::{
     judge_rccl_log, parse_bandwidth_gbps, parse_latency_us, RcclNetwork, REFERENCE_BANDWIDTH_GBPS, REFERENCE_LATENCY_US,
 };
@@ -118,8 +117,7 @@ pub async fn cluster_verify(settings: &ClusterSettings, toolbox: &str) -> Result
             remote.name.clone(),
             match (verified_ok, detected.map(|d| d.transport)) {
                 (true, Some(Transport::Roce { device, port, netdev, gid_index })) => {
-                    let link = remote.run(&argv(&["ip", "-j", "-4", "addr", "show", "dev", &netdev]), None).await.ok();
-                    let address = link.and_then(|o| RoceLink::from_ip_json(&netdev, &o.stdout)).and_then(|l| l.address);
+                    let address = remote.link(&netdev).await.ok().flatten().and_then(|l| l.address);
                     match address {
                         Some(address) => Ok(Endpoint { remote, device, port, gid_index, address: address.to_string() }),
                         None => Err(format!("{}: {netdev} has no IPv4 address", remote.name)),

@@ -187,10 +187,7 @@ fn print_status(report: &ClusterStatusReport, ui: &Ui) {
             cell(&|n| toolbox(n).map_or("-".into(), |t| if t.running { "yes" } else { "no" }.into())),
         ),
         ("pin".to_string(), cell(&|n| toolbox(n).and_then(|t| t.pin).unwrap_or("-".into()))),
-        (
-            "image".to_string(),
-            cell(&|n| toolbox(n).map_or("-".into(), |t| short(t.image_digest.as_deref().unwrap_or(&t.image_id)))),
-        ),
+        ("image".to_string(), cell(&|n| toolbox(n).map_or("-".into(), |t| short(t.image_identity())))),
         ("rccl".to_string(), cell(&|n| toolbox(n).and_then(|t| t.rccl_sha256).map_or("-".into(), |s| short(&s)))),
     ];
     print_table(ui, &nodes, &rows);

@@ -2,19 +2,40 @@
 
 use std::io::Read;
 
+use futures_util::{Stream, StreamExt};
+
 use super::ARCHIVE_LIMIT;
 use crate::error::{Error, Result};
 
-/// Add a chunk of the archive of `path` in `container`, refusing to grow past the limit.
-pub fn append(archive: &mut Vec<u8>, chunk: &[u8], container: &str, path: &str) -> Result<()> {
-    if archive.len() + chunk.len() > ARCHIVE_LIMIT {
-        return Err(Error::Failed(format!(
-            "{path} in {container} is larger than {} MiB; refusing to read it into memory",
-            ARCHIVE_LIMIT >> 20
-        )));
+/// Collect the archive stream of `path` in `container` within the limit: None when the engine
+/// says the path is not there (`absent`), its other errors through `failed`.
+pub async fn collect<S, B, E>(
+    mut stream: S,
+    container: &str,
+    path: &str,
+    absent: impl Fn(&E) -> bool,
+    failed: impl Fn(E) -> Error,
+) -> Result<Option<Vec<u8>>>
+where
+    S: Stream<Item = std::result::Result<B, E>> + Unpin,
+    B: AsRef<[u8]>,
+{
+    let mut archive = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        let chunk = match chunk {
+            Ok(chunk) => chunk,
+            Err(error) if absent(&error) => return Ok(None),
+            Err(error) => return Err(failed(error)),
+        };
+        if archive.len() + chunk.as_ref().len() > ARCHIVE_LIMIT {
+            return Err(Error::Failed(format!(
+                "{path} in {container} is larger than {} MiB; refusing to read it into memory",
+                ARCHIVE_LIMIT >> 20
+            )));
+        }
+        archive.extend_from_slice(chunk.as_ref());
     }
-    archive.extend_from_slice(chunk);
-    Ok(())
+    Ok(Some(archive))
 }
 
 /// The contents of the first regular file in a tar archive.

@@ -265,16 +265,9 @@ impl Engine for DockerEngine {
 
     async fn container_archive(&self, name_or_id: &str, path: &str) -> Result<Option<Vec<u8>>> {
         let options = bollard::query_parameters::DownloadFromContainerOptions { path: path.to_string() };
-        let mut stream = Box::pin(self.client.download_from_container(name_or_id, Some(options)));
-        let mut archive = Vec::new();
-        while let Some(chunk) = stream.next().await {
-            match chunk {
-                Ok(bytes) => super::archive::append(&mut archive, &bytes, name_or_id, path)?,
-                Err(error) if is_not_found(&error) => return Ok(None),
-                Err(error) => return Err(failed(format!("copy {path} out of {name_or_id}"), error)),
-            }
-        }
-        Ok(Some(archive))
+        let stream = Box::pin(self.client.download_from_container(name_or_id, Some(options)));
+        let failed = |error| failed(format!("copy {path} out of {name_or_id}"), error);
+        super::archive::collect(stream, name_or_id, path, is_not_found, failed).await
     }
 
     async fn exec(

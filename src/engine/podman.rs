@@ -280,16 +280,9 @@ impl Engine for PodmanEngine {
 
     async fn container_archive(&self, name_or_id: &str, path: &str) -> Result<Option<Vec<u8>>> {
         let container = self.client.containers().get(name_or_id);
-        let mut stream = Box::pin(container.copy_from(path));
-        let mut archive = Vec::new();
-        while let Some(chunk) = stream.next().await {
-            match chunk {
-                Ok(bytes) => super::archive::append(&mut archive, &bytes, name_or_id, path)?,
-                Err(error) if is_not_found(&error) => return Ok(None),
-                Err(error) => return Err(failed(format!("copy {path} out of {name_or_id}"), error)),
-            }
-        }
-        Ok(Some(archive))
+        let stream = Box::pin(container.copy_from(path));
+        let failed = |error| failed(format!("copy {path} out of {name_or_id}"), error);
+        super::archive::collect(stream, name_or_id, path, is_not_found, failed).await
     }
 
     async fn exec(

@@ -63,6 +63,19 @@ impl ManagerKind {
         container.labels.get(crate::labels::MANAGER).and_then(|k| ManagerKind::parse(k)).unwrap_or(ManagerKind::Native)
     }
 
+    /// Who commands run as in this manager's containers: Toolbx and Distrobox run as root and
+    /// create the invoking user inside (same uid), and commands run as that user, as `toolbox run`
+    /// does; native ones already run as us (None: the container's user).
+    pub fn exec_user(self) -> Option<String> {
+        match self {
+            ManagerKind::Native => None,
+            // SAFETY: getuid/getgid have no preconditions and cannot fail.
+            ManagerKind::Toolbox | ManagerKind::Distrobox => {
+                Some(unsafe { format!("{}:{}", libc::getuid(), libc::getgid()) })
+            }
+        }
+    }
+
     pub fn parse(text: &str) -> Option<ManagerKind> {
         [ManagerKind::Toolbox, ManagerKind::Distrobox, ManagerKind::Native].into_iter().find(|k| k.as_str() == text)
     }

@@ -41,15 +41,7 @@ pub async fn enter(settings: &Settings, name: &str, command: &[String]) -> Resul
         return Ok(Entry::Interactive { argv, env: manager.child_env(engine.kind()) });
     }
 
-    // Toolbx and Distrobox containers run as root and create the invoking user inside (same
-    // uid); commands run as that user, as `toolbox run` does. Native ones already run as us.
-    let user = match kind {
-        ManagerKind::Native => None,
-        ManagerKind::Toolbox | ManagerKind::Distrobox => {
-            // SAFETY: getuid/getgid have no preconditions and cannot fail.
-            Some(unsafe { format!("{}:{}", libc::getuid(), libc::getgid()) })
-        }
-    };
+    let user = kind.exec_user();
     let outcome = engine.exec(name, command, &[], user.as_deref(), ExecIo::Inherit).await?;
     Ok(Entry::Ran(outcome.exit_code.clamp(0, 255) as i32))
 }

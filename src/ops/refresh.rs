@@ -135,9 +135,11 @@ pub async fn refresh_with(
     // Pull first (the newest base, for a local build too); a dry run only looks. An image named
     // by digest that is already here cannot be newer upstream: no pull (cluster nodes get
     // `repo@sha256:…`, so a no-op cluster refresh asks the registry once, on the head).
-    let pinned_and_present = ImageRef::parse(&request.image_ref)?.digest.is_some()
-        && engine.image_inspect(&request.image_ref).await?.is_some();
-    let pulls = !matches!(request.source, ImageSource::Local) && !pinned_and_present;
+    let pinned_here = match ImageRef::parse(&request.image_ref)?.digest {
+        Some(_) => engine.image_inspect(&request.image_ref).await?,
+        None => None,
+    };
+    let pulls = !matches!(request.source, ImageSource::Local) && pinned_here.is_none();
     if !request.dry_run && pulls {
         let progress = ui.progress();
         interruptible(&format!("pulling {}", request.image_ref), engine.pull(&request.image_ref, &progress)).await?;
@@ -151,7 +153,12 @@ pub async fn refresh_with(
         ImageSource::Build(artifact) => build_locally(engine, artifact, &request.image_ref, settings).await?,
         ImageSource::Pull | ImageSource::Local => request.image_ref.clone(),
     };
-    let image = match engine.image_inspect(&image_ref).await? {
+    // The pinned image found above is the one to use, unless a build made another.
+    let found = match (pinned_here, &request.source) {
+        (Some(image), ImageSource::Pull) => Some(image),
+        _ => engine.image_inspect(&image_ref).await?,
+    };
+    let image = match found {
         Some(image) => image,
         None if request.dry_run => ImageInfo { id: "(not pulled yet)".into(), ..Default::default() },
         None => return Err(Error::Failed(format!("{image_ref} is not present after pulling it"))),

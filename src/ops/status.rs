@@ -25,6 +25,12 @@ pub struct ToolboxStatus {
 }
 
 impl ToolboxStatus {
+    /// What says which image it runs, the same on every node: the registry digest, else (a local
+    /// build) the image id.
+    pub fn image_identity(&self) -> &str {
+        self.image_digest.as_deref().unwrap_or(&self.image_id)
+    }
+
     fn of(container: ContainerInfo) -> ToolboxStatus {
         let label = |key: &str| container.labels.get(key).cloned();
         ToolboxStatus {

@@ -171,14 +171,7 @@ pub async fn verify_started(
             return Ok(VerifyReport::not_started(&container.name, &error.to_string()));
         }
     }
-    // Toolbx and Distrobox create the invoking user inside; their commands run as that user.
-    let user = match ManagerKind::of(container) {
-        ManagerKind::Native => None,
-        // SAFETY: getuid/getgid have no preconditions and cannot fail.
-        ManagerKind::Toolbox | ManagerKind::Distrobox => {
-            Some(unsafe { format!("{}:{}", libc::getuid(), libc::getgid()) })
-        }
-    };
+    let user = ManagerKind::of(container).exec_user();
     let report = verify_container(engine, &container.name, user.as_deref(), expected).await;
     if !container.running {
         engine.container_stop(&container.name).await?;
