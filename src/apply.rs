@@ -90,12 +90,17 @@ async fn run_step(
             Ok(())
         }
         Step::Prune { references } => {
-            for reference in references {
-                if let Err(error) = engine.image_remove(reference).await {
-                    applied.warnings.push(format!("kept {reference}: {error}"));
-                }
-            }
+            prune(engine, references, &mut applied.warnings).await;
             Ok(())
+        }
+    }
+}
+
+/// Remove old pin tags; one still in use is kept, with a warning.
+pub async fn prune(engine: &dyn Engine, references: &[String], warnings: &mut Vec<String>) {
+    for reference in references {
+        if let Err(error) = engine.image_remove(reference).await {
+            warnings.push(format!("kept {reference}: {error}"));
         }
     }
 }

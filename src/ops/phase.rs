@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::apply::{remove_parked, swap_in};
+use crate::apply::{prune, remove_parked, swap_in};
 use crate::engine::{ContainerInfo, Engine};
 use crate::error::{Error, Result};
 use crate::labels;
@@ -100,11 +100,7 @@ async fn finish(engine: &dyn Engine, name: &str, keep: usize, report: &mut Phase
     };
     let repository = ImageRef::parse(reference)?.repository;
     let images = engine.image_list(&repository).await?;
-    for reference in pins_to_prune(&images, &repository, image_id, keep) {
-        if let Err(error) = engine.image_remove(&reference).await {
-            report.warnings.push(format!("kept {reference}: {error}"));
-        }
-    }
+    prune(engine, &pins_to_prune(&images, &repository, image_id, keep), &mut report.warnings).await;
     Ok(())
 }
 
