@@ -2,9 +2,10 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
+use clap::builder::PossibleValue;
+use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::engine_kind::EngineChoice;
+use crate::engine::kind::EngineChoice;
 use crate::manager::ManagerChoice;
 
 /// Create and refresh vLLM toolboxes with a gfx1151 RCCL on AMD Strix Halo RDMA clusters.
@@ -41,6 +42,44 @@ pub struct GlobalOptions {
     /// Never use colour (also honoured: the NO_COLOR environment variable).
     #[arg(long, global = true)]
     pub no_color: bool,
+}
+
+/// `--engine`: the domain's choice, spelled for the command line here so clap stays in this module.
+impl ValueEnum for EngineChoice {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[EngineChoice::Auto, EngineChoice::Podman, EngineChoice::Docker]
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        Some(match self {
+            EngineChoice::Auto => PossibleValue::new("auto").help(
+                "podman when installed or CONTAINER_HOST is set, else docker when installed or DOCKER_HOST is set",
+            ),
+            EngineChoice::Podman => PossibleValue::new("podman"),
+            EngineChoice::Docker => PossibleValue::new("docker"),
+        })
+    }
+}
+
+/// `--manager`: who should own the toolbox.
+impl ValueEnum for ManagerChoice {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[ManagerChoice::Auto, ManagerChoice::Toolbox, ManagerChoice::Distrobox, ManagerChoice::Native]
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        Some(match self {
+            ManagerChoice::Auto => PossibleValue::new("auto")
+                .help("Toolbx with podman if installed, else distrobox (not as root), else native"),
+            ManagerChoice::Toolbox => PossibleValue::new("toolbox").help("Toolbx (`toolbox enter NAME` keeps working)"),
+            ManagerChoice::Distrobox => {
+                PossibleValue::new("distrobox").help("Distrobox (`distrobox enter NAME` keeps working)")
+            }
+            ManagerChoice::Native => {
+                PossibleValue::new("native").help("The engine directly, with the integration a toolbox gives")
+            }
+        })
+    }
 }
 
 #[derive(Debug, Subcommand)]

@@ -3,7 +3,7 @@
 use clap::Parser;
 use strix_toolbox::cli::Cli;
 use strix_toolbox::commands;
-use strix_toolbox::ui::Style;
+use strix_toolbox::output::Style;
 
 fn main() {
     // clap exits 2 on usage errors and 0 for --help/--version.

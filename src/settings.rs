@@ -4,12 +4,12 @@
 use std::path::PathBuf;
 
 use crate::engine::endpoint::process_env;
+use crate::engine::kind::EngineChoice;
 use crate::engine::{self, Connection, EngineKind};
-use crate::engine_kind::EngineChoice;
 use crate::error::Result;
+use crate::host::installed::Installed;
 use crate::host::HostRoot;
-use crate::installed::Installed;
-use crate::ui::Ui;
+use crate::output::Ui;
 
 /// What every operation may need about how it was invoked.
 #[derive(Debug, Clone)]

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::facts::NodeFacts;
 use crate::doctor::Status;
+use crate::image::short_digest;
 use crate::ops::status::ToolboxStatus;
 use crate::spec::transport::Transport;
 
@@ -350,12 +351,12 @@ fn same_value(
                 row.problem(
                     i,
                     Status::Fail,
-                    format!("{what} {} differs from the other nodes' {}", short(mine), short(reference)),
+                    format!("{what} {} differs from the other nodes' {}", short_digest(mine), short_digest(reference)),
                     Some("`strix-toolbox cluster refresh` puts every node on one image".into()),
                 );
-                row.check.cells[i].text = short(mine);
+                row.check.cells[i].text = short_digest(mine).to_string();
             }
-            (Some(mine), _) => row.set(i, Status::Pass, short(mine)),
+            (Some(mine), _) => row.set(i, Status::Pass, short_digest(mine)),
             (None, Some(_)) => row.problem(
                 i,
                 Status::Fail,
@@ -370,10 +371,6 @@ fn same_value(
 }
 
 /// The first 12 hex digits of a digest.
-pub fn short(digest: &str) -> String {
-    digest.trim_start_matches("sha256:").chars().take(12).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use std::net::Ipv4Addr;

@@ -2,22 +2,22 @@
 //! strix-toolbox with `--json`. This module adds only what needs more than one node: the same
 //! digest everywhere, all-or-nothing phases, and the cross-node checks.
 
-pub mod checks;
-pub mod doctor;
-pub mod facts;
-pub mod install;
-pub mod nodes;
-pub mod proof;
-pub mod refresh;
-pub mod remote;
+pub(crate) mod checks;
+pub(crate) mod doctor;
+pub(crate) mod facts;
+pub(crate) mod install;
+pub(crate) mod nodes;
+pub(crate) mod proof;
+pub(crate) mod refresh;
+pub(crate) mod remote;
 pub mod ssh;
-pub mod status;
-pub mod verify;
+pub(crate) mod status;
+pub(crate) mod verify;
 
 use futures_util::future::join_all;
 
 use crate::error::Error;
-use crate::ui::Ui;
+use crate::output::Ui;
 use remote::RemoteNode;
 use ssh::SshOptions;
 

@@ -15,12 +15,12 @@ use serde::{Deserialize, Serialize};
 use super::remote::{argv, RemoteNode};
 use super::{close_all, connect_all, ClusterSettings};
 use crate::error::{Error, Result};
+use crate::image::reference::ImageRef;
 use crate::manager::ManagerChoice;
 use crate::ops::phase::PhaseReport;
 use crate::ops::refresh::RefreshReport;
 use crate::ops::resolve::ResolveReport;
 use crate::plan::Action;
-use crate::reference::ImageRef;
 
 /// What to refresh on every node.
 #[derive(Debug, Clone)]
@@ -221,7 +221,7 @@ fn stage_args(request: &ClusterRefreshRequest, pinned: &str) -> Vec<String> {
 /// Run `work` on every node at once, a progress line each, to the end on every node.
 async fn on_every_node<'a, T, F, Fut>(
     nodes: &[&'a RemoteNode],
-    progress: &crate::ui::Progress,
+    progress: &crate::output::Progress,
     what: &str,
     work: F,
 ) -> Vec<Result<T>>

@@ -69,7 +69,7 @@ impl NodeSession {
     /// Open the master connection to `destination` (`host`, `user@host` or a `Host` alias).
     pub async fn connect(destination: &str, options: &SshOptions) -> Result<NodeSession> {
         check_destination(destination)?;
-        let parent = crate::lock::lock_dir();
+        let parent = crate::apply::lock::lock_dir();
         std::fs::create_dir_all(&parent).map_err(|e| control_dir_error(&parent, e))?;
         let control_dir =
             tempfile::Builder::new().prefix("ssh-").tempdir_in(&parent).map_err(|e| control_dir_error(&parent, e))?;

@@ -1,11 +1,11 @@
 //! `build --rccl FILE`: overlay a gfx1151 RCCL on an image through the engine's build API.
 
-use crate::build::BuildOutcome;
 use crate::cli::BuildArgs;
 use crate::error::Result;
+use crate::image::build::BuildOutcome;
 use crate::ops::build::{build, BuildOptions};
+use crate::output::Ui;
 use crate::settings::Settings;
-use crate::ui::Ui;
 
 pub async fn run(args: &BuildArgs, settings: &Settings) -> Result<i32> {
     let options = BuildOptions {

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::cli::{ClusterArgs, ClusterCommand};
-use crate::cluster::checks::{short, ClusterDoctorReport};
+use crate::cluster::checks::ClusterDoctorReport;
 use crate::cluster::install::{cluster_install, InstallAction, InstallReport};
 use crate::cluster::nodes::{default_cluster_file, parse_node_list, ClusterFile};
 use crate::cluster::refresh::{cluster_refresh, ClusterOutcome, ClusterRefreshReport, ClusterRefreshRequest};
@@ -14,9 +14,10 @@ use crate::cluster::verify::{cluster_verify, ClusterVerifyReport, Proof};
 use crate::cluster::{doctor::cluster_doctor, ClusterSettings};
 use crate::doctor::Status;
 use crate::error::{Error, Result};
+use crate::image::short_digest;
+use crate::output::{Style, Ui};
 use crate::settings::Settings;
 use crate::spec::parse_env;
-use crate::ui::{Style, Ui};
 
 pub async fn run(args: &ClusterArgs, settings: &Settings) -> Result<i32> {
     let ui = &settings.ui;
@@ -48,7 +49,7 @@ pub async fn run(args: &ClusterArgs, settings: &Settings) -> Result<i32> {
         }
         ClusterCommand::Refresh(options) => {
             let (name, image_ref) = super::refresh::target(options)?;
-            crate::reference::validate_container_name(&name)?;
+            crate::image::reference::validate_container_name(&name)?;
             parse_env(&options.env)?;
             let request = ClusterRefreshRequest {
                 name,
@@ -187,8 +188,14 @@ fn print_status(report: &ClusterStatusReport, ui: &Ui) {
             cell(&|n| toolbox(n).map_or("-".into(), |t| if t.running { "yes" } else { "no" }.into())),
         ),
         ("pin".to_string(), cell(&|n| toolbox(n).and_then(|t| t.pin).unwrap_or("-".into()))),
-        ("image".to_string(), cell(&|n| toolbox(n).map_or("-".into(), |t| short(t.image_identity())))),
-        ("rccl".to_string(), cell(&|n| toolbox(n).and_then(|t| t.rccl_sha256).map_or("-".into(), |s| short(&s)))),
+        (
+            "image".to_string(),
+            cell(&|n| toolbox(n).map_or("-".into(), |t| short_digest(t.image_identity()).to_string())),
+        ),
+        (
+            "rccl".to_string(),
+            cell(&|n| toolbox(n).and_then(|t| t.rccl_sha256).map_or("-".into(), |s| short_digest(&s).to_string())),
+        ),
     ];
     print_table(ui, &nodes, &rows);
     for node in report.nodes.iter().filter(|n| n.error.is_some()) {

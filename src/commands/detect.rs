@@ -3,8 +3,8 @@
 use crate::error::Result;
 use crate::host::Netdev;
 use crate::ops::detect::{detect, DetectReport};
+use crate::output::{Style, Ui};
 use crate::settings::Settings;
-use crate::ui::{Style, Ui};
 
 pub fn run(settings: &Settings) -> Result<i32> {
     let report = detect(settings)?;

@@ -2,8 +2,8 @@
 
 use crate::error::Result;
 use crate::ops::doctor::{doctor, DoctorReport};
+use crate::output::{Style, Ui};
 use crate::settings::Settings;
-use crate::ui::{Style, Ui};
 
 pub fn run(settings: &Settings) -> Result<i32> {
     let report = doctor(settings)?;

@@ -2,9 +2,9 @@
 
 use crate::cli::EnterArgs;
 use crate::error::Result;
+use crate::manager::process::exec_replace;
 use crate::ops::enter::{enter, Entry};
 use crate::ops::DEFAULT_TOOLBOX;
-use crate::process::exec_replace;
 use crate::settings::Settings;
 
 pub async fn run(args: &EnterArgs, settings: &Settings) -> Result<i32> {

@@ -4,8 +4,8 @@ use chrono::{DateTime, Utc};
 
 use crate::error::Result;
 use crate::ops::status::list_toolboxes;
+use crate::output::Style;
 use crate::settings::Settings;
-use crate::ui::Style;
 
 pub async fn run(settings: &Settings) -> Result<i32> {
     let connection = settings.connect().await?;

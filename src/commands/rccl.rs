@@ -2,8 +2,8 @@
 //! view, and reject it unless it carries gfx1151 code objects (and, against an image, would load there).
 use crate::cli::RcclInspectArgs;
 use crate::error::Result;
+use crate::output::Style;
 use crate::settings::Settings;
-use crate::ui::Style;
 
 pub async fn inspect(args: &RcclInspectArgs, settings: &Settings) -> Result<i32> {
     let ui = &settings.ui;

@@ -4,10 +4,10 @@ use std::io::{BufRead, IsTerminal, Write};
 
 use crate::cli::{RefreshArgs, RefreshOptions};
 use crate::error::{Error, Result};
+use crate::image::reference::{default_name, parse_channel};
 use crate::ops::refresh::{refresh, ImageSource, RefreshReport, RefreshRequest};
-use crate::reference::{default_name, parse_channel};
+use crate::output::{Style, Ui};
 use crate::settings::Settings;
-use crate::ui::{Style, Ui};
 
 pub async fn run(args: &RefreshArgs, settings: &Settings) -> Result<i32> {
     let report = refresh(settings, &request(args)?).await?;

@@ -1,6 +1,7 @@
 //! `status`: this node's strix-toolbox version, engine and toolboxes.
 
 use crate::error::Result;
+use crate::image::short_digest;
 use crate::ops::status::status;
 use crate::settings::Settings;
 
@@ -12,9 +13,9 @@ pub async fn run(settings: &Settings) -> Result<i32> {
     }
     println!("strix-toolbox {} · {} at {}", report.version, report.engine.program(), report.endpoint);
     for toolbox in &report.toolboxes {
-        let short = |value: &Option<String>| {
-            value.as_deref().map_or("-".to_string(), |v| v.trim_start_matches("sha256:").chars().take(12).collect())
-        };
+        fn short(value: &Option<String>) -> &str {
+            value.as_deref().map_or("-", short_digest)
+        }
         println!(
             "  {:<20} {:<8} pin {:<16} image {} rccl {}",
             toolbox.name,

@@ -4,8 +4,8 @@ use crate::cli::VerifyArgs;
 use crate::error::Result;
 use crate::ops::verify::verify;
 use crate::ops::DEFAULT_TOOLBOX;
+use crate::output::Style;
 use crate::settings::Settings;
-use crate::ui::Style;
 
 pub async fn run(args: &VerifyArgs, settings: &Settings) -> Result<i32> {
     let report = verify(settings, args.name.as_deref().unwrap_or(DEFAULT_TOOLBOX)).await?;

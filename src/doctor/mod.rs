@@ -14,8 +14,8 @@ mod os;
 mod rdma;
 mod tools;
 
+use crate::host::installed::Installed;
 use crate::host::HostFacts;
-use crate::installed::Installed;
 
 pub use crate::check::{Check, Status};
 

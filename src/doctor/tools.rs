@@ -1,7 +1,7 @@
 //! The programs a toolbox needs on the node: a container engine, ideally a toolbox manager.
 
 use super::{check, Check, Status};
-use crate::installed::Installed;
+use crate::host::installed::Installed;
 
 pub(super) fn checks(installed: &Installed, checks: &mut Vec<Check>) {
     match (&installed.podman, &installed.docker) {

@@ -1,8 +1,7 @@
 //! Render a create request as the `podman create` / `docker create` argv a user would type.
 //! `detect`, `--dry-run` and the toolbox manager print or run exactly this.
 
-use super::{CreateRequest, EngineKind};
-use crate::spec::{ToolboxSpec, Ulimit};
+use super::{CreateRequest, EngineKind, Ulimit};
 
 /// The whole command: program, `create`, flags, image, command.
 pub fn create_argv(engine: EngineKind, request: &CreateRequest) -> Vec<String> {
@@ -11,13 +10,6 @@ pub fn create_argv(engine: EngineKind, request: &CreateRequest) -> Vec<String> {
     argv.push(request.image.clone());
     argv.extend(command_after_image(engine, request));
     argv
-}
-
-/// The flags a toolbox spec alone gives (what `detect` and `refresh` report as `container_args`).
-pub fn spec_flags(engine: EngineKind, spec: &ToolboxSpec) -> Vec<String> {
-    let mut request = CreateRequest::default();
-    request.add_spec(spec);
-    create_flags(engine, &request)
 }
 
 /// Only the flags.

@@ -17,7 +17,7 @@ use super::credential_helper::Helper;
 pub use super::credential_helper::Secret;
 use super::endpoint::process_env;
 use crate::error::{Error, Result};
-use crate::reference::{ImageRef, DOCKER_HUB};
+use crate::image::reference::{ImageRef, DOCKER_HUB};
 
 /// The hosts Docker Hub goes by in auth files.
 const DOCKER_HUB_HOSTS: [&str; 3] = ["docker.io", "index.docker.io", "registry-1.docker.io"];

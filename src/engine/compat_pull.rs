@@ -8,8 +8,8 @@ use futures_util::StreamExt;
 
 use super::auth::{login_for, registry_fix, Secret};
 use crate::error::{Error, Result};
-use crate::reference::ImageRef;
-use crate::ui::Progress;
+use crate::image::reference::ImageRef;
+use crate::output::Progress;
 
 /// The compat API version both engines here speak (podman 4.3 answers up to 1.41).
 pub const COMPAT_API: bollard::ClientVersion = bollard::ClientVersion { major_version: 1, minor_version: 41 };

@@ -7,7 +7,7 @@ use super::podman::PodmanEngine;
 use super::service::TemporaryService;
 use super::{Engine, EngineKind};
 use crate::error::{Error, Result};
-use crate::installed::Installed;
+use crate::host::installed::Installed;
 
 /// A live connection to an engine. Holds the podman service it had to start, if any, so the
 /// service stops when the connection is dropped.
@@ -22,7 +22,7 @@ impl Connection {
     }
 }
 
-/// Connect to the engine `kind` (resolved from `--engine` by [`crate::engine_kind::EngineChoice::resolve`]).
+/// Connect to the engine `kind` (resolved from `--engine` by [`crate::engine::kind::EngineChoice::resolve`]).
 /// Cheap: finds a socket that accepts connections and sends no request.
 pub async fn connect(kind: EngineKind, installed: &Installed) -> Result<Connection> {
     let env = endpoint::process_env;

@@ -19,8 +19,8 @@ use super::compat_pull::{docker_credentials, server_message};
 use super::output::{route_chunks, Chunk};
 use super::{BuildJob, ContainerInfo, CreateRequest, Engine, EngineInfo, EngineKind, ExecIo, ExecOutcome, ImageInfo};
 use crate::error::{Error, Result};
-use crate::reference::ImageRef;
-use crate::ui::Progress;
+use crate::image::reference::ImageRef;
+use crate::output::Progress;
 
 pub struct DockerEngine {
     client: bollard::Docker,

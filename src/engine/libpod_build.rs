@@ -7,8 +7,8 @@ use podman_api::Podman;
 
 use super::BuildJob;
 use crate::error::{Error, Result};
-use crate::reference::ImageRef;
-use crate::ui::Progress;
+use crate::image::reference::ImageRef;
+use crate::output::Progress;
 
 pub async fn build(client: &Podman, endpoint: &str, job: BuildJob<'_>, progress: &Progress) -> Result<String> {
     let BuildJob { context_tar, containerfile, tags, labels, build_args } = job;

@@ -11,22 +11,23 @@ mod connect;
 mod credential_helper;
 pub mod docker;
 pub mod endpoint;
+pub mod kind;
 mod libpod_build;
 mod output;
 pub mod podman;
+pub mod probe;
 pub mod service;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-pub use crate::engine_kind::EngineKind;
 pub use connect::{connect, Connection};
+pub use kind::EngineKind;
 
 use crate::error::Result;
-use crate::spec::{ToolboxSpec, Ulimit};
-use crate::ui::Progress;
+use crate::output::Progress;
 
 /// What the engine says about itself; the spec needs rootless and the OCI runtime.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -72,6 +73,14 @@ pub struct ContainerInfo {
     pub created: Option<String>,
 }
 
+/// One ulimit; `None` means unlimited.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ulimit {
+    pub name: String,
+    pub soft: Option<u64>,
+    pub hard: Option<u64>,
+}
+
 /// A bind mount.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Mount {
@@ -107,18 +116,6 @@ pub struct CreateRequest {
     /// Command to keep the container alive (e.g. ["sleep", "infinity"]).
     pub command: Vec<String>,
     pub entrypoint: Option<Vec<String>>,
-}
-
-impl CreateRequest {
-    /// Add what the toolbox spec asks for (devices, groups, limits, security, environment).
-    pub fn add_spec(&mut self, spec: &ToolboxSpec) {
-        self.devices.extend(spec.devices.iter().map(|d| (d.host.clone(), d.container.clone())));
-        self.group_add.extend(spec.group_add.iter().cloned());
-        self.annotations.extend(spec.annotations.clone());
-        self.ulimits.extend(spec.ulimits.iter().cloned());
-        self.security_opt.extend(spec.security_opt.iter().cloned());
-        self.env.extend(spec.env.clone());
-    }
 }
 
 /// An image build: a tar context holding `containerfile`, tagged with every one of `tags`

@@ -15,8 +15,8 @@ use podman_api::Podman;
 use super::auth::{login_for, registry_fix, Secret};
 use super::{BuildJob, ContainerInfo, CreateRequest, Engine, EngineInfo, EngineKind, ExecIo, ExecOutcome, ImageInfo};
 use crate::error::{Error, Result};
-use crate::reference::ImageRef;
-use crate::ui::Progress;
+use crate::image::reference::ImageRef;
+use crate::output::Progress;
 
 pub struct PodmanEngine {
     client: Podman,
@@ -112,7 +112,7 @@ impl Engine for PodmanEngine {
         Ok(EngineInfo {
             kind: EngineKind::Podman,
             rootless: owner != 0,
-            runtime: crate::engine_probe::podman_runtime(),
+            runtime: crate::engine::probe::podman_runtime(),
             version: String::new(),
         })
     }

@@ -10,6 +10,7 @@ pub mod ethtool;
 pub mod firewalld;
 pub mod gpu;
 pub mod groups;
+pub mod installed;
 pub mod ipv4;
 pub mod limits;
 pub mod netdev;
@@ -21,6 +22,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+#[cfg(test)]
 pub use ethtool::DriverInfo;
 pub use firewalld::FirewalldFacts;
 pub use gpu::GpuFacts;

@@ -11,7 +11,7 @@ use super::{spec_fields, Manager, ManagerKind};
 use crate::engine::argv::create_flags;
 use crate::engine::{CreateRequest, Engine, EngineInfo, EngineKind};
 use crate::error::{Error, Result};
-use crate::process::{run_captured, ChildEnv};
+use crate::manager::process::{run_captured, ChildEnv};
 
 pub struct Distrobox {
     pub program: PathBuf,
@@ -188,7 +188,7 @@ mod tests {
         let error = additional_flags(EngineKind::Docker, &request).unwrap_err().to_string();
         assert!(error.contains("\"--env=NOTE=two words\"") && error.contains("--manager native"), "{error}");
         request.env.clear();
-        request.ulimits.push(crate::spec::Ulimit { name: "memlock".into(), soft: None, hard: None });
+        request.ulimits.push(crate::engine::Ulimit { name: "memlock".into(), soft: None, hard: None });
         assert!(additional_flags(EngineKind::Docker, &request).unwrap().contains(&"--ulimit=memlock=-1:-1".into()));
     }
 

@@ -2,7 +2,9 @@
 //! working; native means the engine directly, with the integration a toolbox gives.
 
 mod distrobox;
+pub mod login_shell;
 mod native;
+pub mod process;
 mod recreate;
 mod toolbox;
 
@@ -15,11 +17,12 @@ pub use toolbox::Toolbox;
 
 use crate::engine::{CreateRequest, Engine, EngineInfo, EngineKind};
 use crate::error::{Error, Result};
-use crate::installed::Installed;
-use crate::process::ChildEnv;
+use crate::host::installed::Installed;
+use crate::manager::process::ChildEnv;
 
 /// `--manager`: who should own the toolbox.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum ManagerChoice {
     /// Toolbx with podman if installed, else distrobox (not as root), else native.
     Auto,
@@ -60,7 +63,11 @@ impl ManagerKind {
 
     /// Which manager made a container (native when it carries no label of ours).
     pub fn of(container: &crate::engine::ContainerInfo) -> ManagerKind {
-        container.labels.get(crate::labels::MANAGER).and_then(|k| ManagerKind::parse(k)).unwrap_or(ManagerKind::Native)
+        container
+            .labels
+            .get(crate::plan::labels::MANAGER)
+            .and_then(|k| ManagerKind::parse(k))
+            .unwrap_or(ManagerKind::Native)
     }
 
     /// Who commands run as in this manager's containers: Toolbx and Distrobox run as root and

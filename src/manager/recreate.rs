@@ -9,7 +9,7 @@ use std::path::Path;
 
 use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::process::{run_captured, ChildEnv};
+use crate::manager::process::{run_captured, ChildEnv};
 
 /// The manager's create argv with `flags` inserted right after `create`. Where we set ulimits,
 /// the manager's `--ulimit host` goes: podman lets `host` win over an explicit memlock.

@@ -11,7 +11,7 @@ use super::{spec_fields, Manager, ManagerKind};
 use crate::engine::argv::create_flags;
 use crate::engine::{CreateRequest, Engine, EngineInfo, EngineKind};
 use crate::error::Result;
-use crate::process::{run_captured, ChildEnv};
+use crate::manager::process::{run_captured, ChildEnv};
 
 pub struct Toolbox {
     pub program: PathBuf,

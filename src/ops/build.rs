@@ -3,8 +3,8 @@
 
 use std::path::PathBuf;
 
-use crate::build::{self, BuildOutcome, BuildRequest, Provenance};
 use crate::error::Result;
+use crate::image::build::{self, BuildOutcome, BuildRequest, Provenance};
 use crate::ops::rccl::check_against;
 use crate::rccl;
 use crate::settings::Settings;

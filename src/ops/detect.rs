@@ -5,13 +5,12 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::engine::argv::spec_flags;
+use crate::engine::probe::{podman_runtime, running_rootless};
 use crate::engine::EngineKind;
-use crate::engine_probe::guess_spec_options;
 use crate::error::Result;
 use crate::host::{FirewalldFacts, GpuFacts, HostFacts, Memlock, Netdev, OsFacts, RdmaFacts};
 use crate::settings::Settings;
-use crate::spec::{ToolboxSpec, Transport};
+use crate::spec::{SpecOptions, ToolboxSpec, Transport};
 
 /// The node's facts and the flags a toolbox would get: the `--json` shape scripts rely on.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -41,13 +40,23 @@ pub struct DetectReport {
     pub warnings: Vec<String>,
 }
 
+/// Spec options guessed without asking the engine (detect stays millisecond-fast): rootless when
+/// not root; podman's runtime from containers.conf, else crun when installed, else runc.
+fn guess_spec_options(engine: EngineKind) -> SpecOptions {
+    let runtime = match engine {
+        EngineKind::Docker => "runc".to_string(),
+        EngineKind::Podman => podman_runtime(),
+    };
+    SpecOptions { engine, rootless: running_rootless(), runtime, extra_env: Default::default() }
+}
+
 pub fn detect(settings: &Settings) -> Result<DetectReport> {
     let root = settings.open_host_root()?;
     let facts = HostFacts::read(&root)?;
     let spec = ToolboxSpec::new(&root, &facts, &guess_spec_options(settings.engine));
     Ok(DetectReport {
         transport: Transport::of(&facts),
-        container_args: spec_flags(settings.engine, &spec),
+        container_args: spec.engine_flags(settings.engine),
         engine: settings.engine,
         gpu: facts.gpu,
         rdma: facts.rdma,

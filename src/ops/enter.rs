@@ -4,11 +4,11 @@
 
 use crate::engine::{Engine, ExecIo};
 use crate::error::{Error, Result};
-use crate::login_shell::login_shell;
+use crate::image::reference::validate_container_name;
+use crate::manager::login_shell::login_shell;
+use crate::manager::process::ChildEnv;
 use crate::manager::{self, ManagerKind};
 use crate::ops::find_toolbox;
-use crate::process::ChildEnv;
-use crate::reference::validate_container_name;
 use crate::settings::Settings;
 
 /// How to enter.

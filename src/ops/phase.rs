@@ -5,13 +5,13 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::apply::lock::ToolboxLock;
 use crate::apply::{prune, remove_parked, swap_in};
 use crate::engine::{ContainerInfo, Engine};
 use crate::error::{Error, Result};
-use crate::labels;
-use crate::lock::ToolboxLock;
+use crate::image::reference::{validate_container_name, ImageRef};
+use crate::plan::labels;
 use crate::plan::{old_name, pins_to_prune, temp_name};
-use crate::reference::{validate_container_name, ImageRef};
 use crate::settings::Settings;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]

@@ -4,23 +4,22 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::apply::lock::ToolboxLock;
 use crate::apply::{apply, interruptible};
-use crate::build::{build_image, BuildRequest, Provenance};
-use crate::engine::argv::spec_flags;
 use crate::engine::{CreateRequest, Engine, EngineInfo, EngineKind, ImageInfo};
 use crate::error::{Error, Result};
 use crate::host::{HostFacts, HostRoot};
-use crate::labels;
-use crate::lock::ToolboxLock;
+use crate::image::build::{build_image, BuildRequest, Provenance};
+use crate::image::pin::pin_tag;
+use crate::image::reference::{validate_container_name, ImageRef};
 use crate::manager::{self, Manager, ManagerChoice, ManagerKind};
 use crate::ops::rccl::check_against;
-use crate::pin::pin_tag;
+use crate::plan::labels;
 use crate::plan::{
     old_name, plan_refresh, provenance_labels, registry_digest, spec_hash, temp_name, Action, CurrentState,
     DesiredToolbox, RefreshPlan,
 };
 use crate::rccl;
-use crate::reference::{validate_container_name, ImageRef};
 use crate::settings::Settings;
 use crate::spec::{parse_env, SpecOptions, ToolboxSpec};
 use crate::verify::Expected;
@@ -98,14 +97,14 @@ pub struct PlannedStep {
 
 pub async fn refresh(settings: &Settings, request: &RefreshRequest) -> Result<RefreshReport> {
     request.validate()?;
-    let node = read_gpu_node(&settings.host_root)?;
+    let node = read_gpu_node(settings)?;
     let connection = settings.connect().await?;
     refresh_with(settings, &node, connection.engine(), request).await
 }
 
 /// The node's facts, refusing a node without a GPU before any engine is contacted.
-pub fn read_gpu_node(host_root: &Path) -> Result<(HostRoot, HostFacts)> {
-    let root = HostRoot::open(host_root)?;
+pub fn read_gpu_node(settings: &Settings) -> Result<(HostRoot, HostFacts)> {
+    let root = settings.open_host_root()?;
     let facts = HostFacts::read(&root)?;
     facts.require_gpu(&root)?;
     Ok((root, facts))
@@ -212,7 +211,7 @@ fn report(
             .iter()
             .map(|s| PlannedStep { description: s.describe(), commands: s.commands(info.kind, manager) })
             .collect(),
-        container_args: spec_flags(info.kind, spec),
+        container_args: spec.engine_flags(info.kind),
         warnings: Vec::new(),
         staged: request.stage_only.then(|| plan.staged_name().map(str::to_string)).flatten(),
     }
@@ -228,7 +227,7 @@ fn desired_toolbox(
     engine: &EngineInfo,
 ) -> DesiredToolbox {
     let mut request = CreateRequest { name: name.to_string(), image: image_ref.to_string(), ..Default::default() };
-    request.add_spec(spec);
+    spec.add_to(&mut request);
     manager.complete(&mut request, engine);
     let hash = spec_hash(manager.kind(), &request);
     let pin = pin_tag(&image);

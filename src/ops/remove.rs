@@ -3,9 +3,9 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::labels;
+use crate::image::reference::validate_container_name;
 use crate::ops::find_toolbox;
-use crate::reference::validate_container_name;
+use crate::plan::labels;
 use crate::settings::Settings;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -4,8 +4,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::image::reference::ImageRef;
 use crate::plan::registry_digest;
-use crate::reference::ImageRef;
 use crate::settings::Settings;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

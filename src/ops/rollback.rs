@@ -1,17 +1,17 @@
 //! `rollback [NAME]`: recreate the toolbox from the pinned image before the one it runs.
 
 use crate::error::{Error, Result};
-use crate::labels;
+use crate::image::pin::pins_in;
+use crate::image::reference::{validate_container_name, ImageRef};
 use crate::manager::ManagerKind;
 use crate::ops::find_toolbox;
 use crate::ops::refresh::{read_gpu_node, refresh_with, ImageSource, RefreshReport, RefreshRequest};
-use crate::pin::pins_in;
-use crate::reference::{validate_container_name, ImageRef};
+use crate::plan::labels;
 use crate::settings::Settings;
 
 pub async fn rollback(settings: &Settings, name: &str, dry_run: bool) -> Result<RefreshReport> {
     validate_container_name(name)?;
-    let node = read_gpu_node(&settings.host_root)?;
+    let node = read_gpu_node(settings)?;
     let connection = settings.connect().await?;
     let engine = connection.engine();
     let container = find_toolbox(engine, name).await?;

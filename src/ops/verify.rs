@@ -3,17 +3,17 @@
 use crate::engine::{ContainerInfo, Engine};
 use crate::error::Result;
 use crate::host::{HostFacts, HostRoot};
-use crate::labels;
+use crate::image::reference::validate_container_name;
 use crate::ops::find_toolbox;
 use crate::ops::refresh::read_gpu_node;
-use crate::reference::validate_container_name;
+use crate::plan::labels;
 use crate::settings::Settings;
 use crate::spec::{parse_env, SpecOptions, ToolboxSpec};
 use crate::verify::{verify_started, Expected, VerifyReport};
 
 pub async fn verify(settings: &Settings, name: &str) -> Result<VerifyReport> {
     validate_container_name(name)?;
-    let node = read_gpu_node(&settings.host_root)?;
+    let node = read_gpu_node(settings)?;
     let connection = settings.connect().await?;
     let engine = connection.engine();
     let container = find_toolbox(engine, name).await?;

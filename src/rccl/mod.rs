@@ -20,7 +20,7 @@ use std::path::Path;
 use sha2::{Digest, Sha256};
 
 pub use artifact::ArtifactFormat;
-pub use report::{CodeObject, FatbinLocation, RcclReport};
+pub use report::{FatbinLocation, RcclReport};
 pub use verdict::REQUIRED_TARGET;
 
 use crate::error::{Error, Result};

@@ -10,6 +10,7 @@
 //! - the [`Transport`]: an active RoCE v2 port → NCCL/Gloo use its netdev, NCCL its HCA, port
 //!   and RoCE v2 GID index; else `thunderbolt0` up → NCCL/Gloo use it with RDMA off.
 
+mod create;
 pub mod transport;
 
 use std::collections::BTreeMap;
@@ -17,7 +18,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::engine_kind::EngineKind;
+use crate::engine::{EngineKind, Ulimit};
 use crate::error::{Error, Result};
 use crate::host::{HostFacts, HostRoot};
 pub use transport::Transport;
@@ -35,14 +36,6 @@ pub struct SpecOptions {
     pub runtime: String,
     /// Extra environment from the user (`--env`), applied last.
     pub extra_env: BTreeMap<String, String>,
-}
-
-/// One ulimit; `None` means unlimited.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Ulimit {
-    pub name: String,
-    pub soft: Option<u64>,
-    pub hard: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

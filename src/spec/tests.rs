@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use super::*;
-use crate::engine::argv::{create_argv, spec_flags};
+use crate::engine::argv::create_argv;
 use crate::engine::CreateRequest;
 use crate::host::netdev::THUNDERBOLT;
 use crate::host::{GpuFacts, Netdev, RdmaFacts, RdmaPort};
@@ -61,7 +61,7 @@ fn gpu_devices_and_seccomp_always_never_privileged() {
     let spec = ToolboxSpec::new(&root(), &gpu_node(), &options(EngineKind::Docker, false, "runc"));
     assert_eq!(containers(&spec), [Path::new("/dev/kfd"), Path::new("/dev/dri")]);
     assert_eq!(spec.security_opt, ["seccomp=unconfined"]);
-    let args = spec_flags(EngineKind::Docker, &spec);
+    let args = spec.engine_flags(EngineKind::Docker);
     assert!(!args.iter().any(|a| a.contains("privileged")), "{args:?}");
 }
 
@@ -70,7 +70,7 @@ fn rdma_brings_infiniband_and_unlimited_memlock() {
     let spec = ToolboxSpec::new(&root(), &rdma_node(), &options(EngineKind::Podman, false, "runc"));
     assert!(containers(&spec).contains(&Path::new("/dev/infiniband")));
     assert_eq!(spec.ulimits, [Ulimit { name: "memlock".into(), soft: None, hard: None }]);
-    let args = spec_flags(EngineKind::Podman, &spec);
+    let args = spec.engine_flags(EngineKind::Podman);
     assert!(args.windows(2).any(|w| w == ["--ulimit", "memlock=-1:-1"]), "{args:?}");
 }
 
@@ -156,7 +156,7 @@ fn device_paths_under_a_host_root_map_to_container_paths() {
     let spec = ToolboxSpec::new(&root, &gpu_node(), &options(EngineKind::Podman, false, "runc"));
     assert_eq!(spec.devices[0].host, fake.path().join("dev/kfd"));
     assert_eq!(spec.devices[0].container, PathBuf::from("/dev/kfd"));
-    let args = spec_flags(EngineKind::Podman, &spec);
+    let args = spec.engine_flags(EngineKind::Podman);
     let expected = format!("{}:/dev/kfd", fake.path().join("dev/kfd").display());
     assert!(args.contains(&expected), "{args:?}");
 }
@@ -176,7 +176,7 @@ fn renders_full_create_argv() {
     let spec = ToolboxSpec::new(&root(), &rdma_node(), &options(EngineKind::Docker, false, "runc"));
     let mut request = CreateRequest { name: "vllm".into(), image: "img:latest".into(), ..Default::default() };
     request.command = vec!["sleep".into(), "infinity".into()];
-    request.add_spec(&spec);
+    spec.add_to(&mut request);
     let argv = create_argv(EngineKind::Docker, &request);
     assert_eq!(&argv[..4], ["docker", "create", "--name", "vllm"]);
     assert_eq!(&argv[argv.len() - 3..], ["img:latest", "sleep", "infinity"]);

@@ -11,6 +11,7 @@ use super::probe::{Probe, Ran};
 use super::Expected;
 use crate::check::{Check, Status};
 use crate::engine::archive::first_file;
+use crate::image::short_digest;
 use crate::rccl::{inspect_library, sha256_hex, ArtifactFormat};
 
 const NAME: &str = "rccl";
@@ -58,8 +59,10 @@ pub async fn checks(probe: &Probe<'_>, expected: &Expected) -> Vec<Check> {
 
     let mut checks = Vec::new();
     if by_digest.len() > 1 {
-        let groups: Vec<String> =
-            by_digest.iter().map(|(digest, (paths, _))| format!("{} ({})", short(digest), paths.join(", "))).collect();
+        let groups: Vec<String> = by_digest
+            .iter()
+            .map(|(digest, (paths, _))| format!("{} ({})", short_digest(digest), paths.join(", ")))
+            .collect();
         checks.push(Check::new(
             format!("{NAME}:same"),
             Status::Fail,
@@ -80,7 +83,7 @@ pub async fn checks(probe: &Probe<'_>, expected: &Expected) -> Vec<Check> {
             Ok(report) if report.has_gfx1151 => Check::new(
                 format!("{NAME}:gfx1151"),
                 Status::Pass,
-                format!("{shown} carries {} (sha256 {})", report.gfx_targets.join(", "), short(&digest)),
+                format!("{shown} carries {} (sha256 {})", report.gfx_targets.join(", "), short_digest(&digest)),
                 None,
             ),
             Ok(report) => Check::new(
@@ -113,7 +116,11 @@ pub async fn checks(probe: &Probe<'_>, expected: &Expected) -> Vec<Check> {
                 Check::new(
                     format!("{NAME}:label"),
                     Status::Fail,
-                    format!("{shown} has sha256 {}, the image label records {}", short(&digest), short(label)),
+                    format!(
+                        "{shown} has sha256 {}, the image label records {}",
+                        short_digest(&digest),
+                        short_digest(label)
+                    ),
                     Some("rebuild the image with `strix-toolbox build --rccl FILE`".into()),
                 )
             });
@@ -123,10 +130,6 @@ pub async fn checks(probe: &Probe<'_>, expected: &Expected) -> Vec<Check> {
 }
 
 /// The first 12 characters of a digest (a label's may be anything).
-fn short(digest: &str) -> String {
-    digest.chars().take(12).collect()
-}
-
 fn fail(message: String) -> Check {
     Check::new(NAME, Status::Fail, message, None)
 }

@@ -1,16 +1,18 @@
 //! The refresh plan: desired state (spec + image) against what the engine reports → steps.
 //! Pure data; `--dry-run` prints exactly what `apply` would run. An empty plan is a no-op.
 
+pub mod labels;
+
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::engine::{ContainerInfo, CreateRequest, EngineKind, ImageInfo};
-use crate::labels;
+use crate::image::pin::pins_in;
+use crate::image::reference::ImageRef;
+use crate::image::short_digest;
 use crate::manager::{Manager, ManagerKind};
-use crate::pin::pins_in;
-use crate::reference::ImageRef;
 use crate::verify::Expected;
 
 /// The toolbox as it should be.
@@ -236,12 +238,10 @@ pub fn pins_to_prune(images: &[ImageInfo], repository: &str, current_image_id: &
 }
 
 /// The first 12 characters of an image id (from a label: it may hold anything).
-fn short(id: &str) -> String {
-    let id = id.strip_prefix("sha256:").unwrap_or(id);
-    if id.is_empty() {
-        "none".into()
-    } else {
-        id.chars().take(12).collect()
+fn short(id: &str) -> &str {
+    match short_digest(id) {
+        "" => "none",
+        short => short,
     }
 }
 

@@ -9,7 +9,6 @@ use crate::error::{Error, Result};
 #[derive(Debug)]
 pub struct ToolboxLock {
     _file: File,
-    pub path: PathBuf,
 }
 
 /// `$XDG_RUNTIME_DIR/strix-toolbox`, else `/run/strix-toolbox` for root, else the temp dir.
@@ -41,7 +40,7 @@ impl ToolboxLock {
             .open(&path)
             .map_err(|e| Error::Failed(format!("cannot open the lock file {}: {e}", path.display())))?;
         match file.try_lock() {
-            Ok(()) => Ok(ToolboxLock { _file: file, path }),
+            Ok(()) => Ok(ToolboxLock { _file: file }),
             Err(TryLockError::WouldBlock) => Err(Error::Failed(format!(
                 "another strix-toolbox is already refreshing {name} (lock {}). Fix: wait for it to finish",
                 path.display()

@@ -4,14 +4,16 @@
 //! under a temporary name, and only a successful create leads to the swap. Any failure or
 //! Ctrl-C before the swap removes the temporary container and leaves the old one untouched.
 
+pub mod lock;
+
 use std::future::Future;
 
 use crate::engine::Engine;
 use crate::error::{Error, Result};
+use crate::image::reference::ImageRef;
 use crate::manager::Manager;
+use crate::output::Ui;
 use crate::plan::{old_name, RefreshPlan, Step};
-use crate::reference::ImageRef;
-use crate::ui::Ui;
 use crate::verify::verify_started;
 
 /// What happened beyond success: things left for the user to look at.

@@ -8,6 +8,7 @@ use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
 
 use crate::check::Status;
+use crate::image::short_digest;
 
 /// How to talk to the user, decided once from flags, environment and the terminal.
 #[derive(Debug, Clone, Copy)]
@@ -122,7 +123,7 @@ impl Progress {
         let bar = bars.entry(id.to_string()).or_insert_with(|| {
             let bar = multi.add(ProgressBar::new(0));
             bar.set_style(status_style());
-            bar.set_prefix(short_id(id).to_string());
+            bar.set_prefix(short_digest(id).to_string());
             bar
         });
         if total > 0 && bar.length() != Some(total) {
@@ -137,7 +138,7 @@ impl Progress {
     pub fn layer_done(&self, id: &str, status: &str) {
         if self.multi.is_none() {
             if self.lines {
-                eprintln!("{} {status}", short_id(id));
+                eprintln!("{} {status}", short_digest(id));
             }
             return;
         }
@@ -185,10 +186,4 @@ fn bytes_style() -> ProgressStyle {
     ProgressStyle::with_template("{prefix:.dim} {msg:<12} [{bar:30}] {bytes}/{total_bytes}")
         .unwrap_or_else(|_| ProgressStyle::default_bar())
         .progress_chars("=> ")
-}
-
-/// At most 12 characters (layer ids, node names), cut on a character boundary.
-fn short_id(id: &str) -> &str {
-    let id = id.strip_prefix("sha256:").unwrap_or(id);
-    id.char_indices().nth(12).map_or(id, |(end, _)| &id[..end])
 }

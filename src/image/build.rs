@@ -12,13 +12,13 @@ use walkdir::WalkDir;
 
 use crate::engine::{BuildJob, Engine};
 use crate::error::{Error, Result};
-use crate::labels;
+use crate::image::reference::ImageRef;
+use crate::output::Progress;
+use crate::plan::labels;
 use crate::rccl::RcclReport;
-use crate::reference::ImageRef;
-use crate::ui::Progress;
 
 /// The overlay recipe, compiled in so the binary needs no repository checkout.
-pub const OVERLAY_CONTAINERFILE: &str = include_str!("../containerfiles/rccl-overlay.Containerfile");
+pub const OVERLAY_CONTAINERFILE: &str = include_str!("../../containerfiles/rccl-overlay.Containerfile");
 /// Name of the Containerfile inside the build context.
 pub const CONTAINERFILE_NAME: &str = "Containerfile";
 /// Name of the library inside the build context (the Containerfile COPYs it).

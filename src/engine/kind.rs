@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::installed::Installed;
+use crate::host::installed::Installed;
 
 /// Which engine family; the container spec's rules depend on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -25,7 +25,8 @@ impl EngineKind {
 }
 
 /// `--engine`: a family, or `auto`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum EngineChoice {
     /// podman when installed or CONTAINER_HOST is set, else docker when installed or DOCKER_HOST is set.
     Auto,

@@ -4,19 +4,10 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::engine_kind::EngineKind;
-use crate::spec::SpecOptions;
-
-/// Spec options guessed locally: rootless when not root; podman's runtime from containers.conf,
-/// else crun when installed (podman's own preference), else runc.
-pub fn guess_spec_options(kind: EngineKind) -> SpecOptions {
+/// Whether this process runs rootless (the engine it talks to usually does too).
+pub fn running_rootless() -> bool {
     // SAFETY: geteuid has no preconditions and cannot fail.
-    let rootless = unsafe { libc::geteuid() } != 0;
-    let runtime = match kind {
-        EngineKind::Docker => "runc".to_string(),
-        EngineKind::Podman => podman_runtime(),
-    };
-    SpecOptions { engine: kind, rootless, runtime, extra_env: Default::default() }
+    unsafe { libc::geteuid() != 0 }
 }
 
 /// The OCI runtime podman will use: containers.conf's `runtime`, else crun when installed

@@ -6,7 +6,7 @@ use std::process::Stdio;
 use tokio::process::Command;
 
 use crate::error::{Error, Result};
-use crate::login_shell::login_shell;
+use crate::manager::login_shell::login_shell;
 
 /// What a child needs changed in our environment.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
