@@ -112,12 +112,10 @@ pub enum Command {
     Cluster(ClusterArgs),
     /// Print a shell completion script.
     Completions(CompletionsArgs),
-    /// One phase of an all-or-nothing `cluster refresh` on this node (run by the head over ssh).
+    /// Answer a cluster head's calls, one JSON line each, on stdin and stdout (the head starts this
+    /// over ssh on every node, once per cluster command).
     #[command(hide = true)]
-    Phase(PhaseArgs),
-    /// Pull an image and report its registry digest (run by `cluster refresh` on the head node).
-    #[command(hide = true)]
-    Resolve(ResolveArgs),
+    Serve,
 }
 
 /// What a refresh makes, and how: shared by `refresh` and `cluster refresh`.
@@ -172,10 +170,6 @@ pub struct RefreshArgs {
     /// Build the image locally with this RCCL artifact, then refresh from it.
     #[arg(long, value_name = "FILE")]
     pub rccl: Option<PathBuf>,
-
-    /// Create the replacement but do not swap it in (`cluster refresh` swaps all nodes together).
-    #[arg(long, hide = true)]
-    pub stage_only: bool,
 }
 
 /// Which nodes, and how ssh reaches them.
@@ -224,28 +218,6 @@ pub struct ClusterToolboxArgs {
     /// The toolbox every node should run.
     #[arg(long, env = "TOOLBOX_NAME", default_value = "vllm")]
     pub name: String,
-}
-
-#[derive(Debug, Clone, Args)]
-pub struct ResolveArgs {
-    /// The image reference to pull and resolve.
-    pub image: String,
-}
-
-#[derive(Debug, Clone, Args)]
-pub struct PhaseArgs {
-    pub phase: crate::ops::phase::Phase,
-
-    /// Toolbox name.
-    pub name: String,
-
-    /// How many older pinned images to keep (finish).
-    #[arg(long, default_value_t = 2)]
-    pub keep: usize,
-
-    /// The image the swap brought in (undo of a toolbox that had no predecessor).
-    #[arg(long, value_name = "ID")]
-    pub image_id: Option<String>,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -48,3 +48,21 @@ impl Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// An error as it travels from a node to the head, its kind kept.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ErrorReport {
+    pub kind: String,
+    pub message: String,
+}
+
+impl Error {
+    pub fn report(&self) -> ErrorReport {
+        ErrorReport { kind: "failed".into(), message: self.to_string() }
+    }
+
+    /// The error node `node` answered with.
+    pub fn from_remote(node: &str, report: ErrorReport) -> Error {
+        Error::Failed(format!("node {node}: {}", report.message))
+    }
+}

@@ -178,18 +178,34 @@ fn a_node_without_strix_toolbox_is_refused_until_install() {
     let cluster_bed = TestCluster::start(&registry, 2);
     let image = stand_in_image(cluster_bed.node(1).podman(), &registry, "vllm:latest", CREATED_V1);
     cluster_bed.node(2).remove_strix_toolbox();
+    // node1's ~/.local/bin (which wins over PATH) holds an older release, one without `serve`.
+    let old_release = cluster_bed.node(1).home.join(".local/bin/strix-toolbox");
+    std::fs::create_dir_all(old_release.parent().unwrap()).unwrap();
+    std::fs::write(
+        &old_release,
+        "#!/bin/sh
+[ \"$1\" = --version ] && { echo 'strix-toolbox 0.0.1'; exit 0; }
+\
+         echo \"error: unrecognized subcommand '$1'\" >&2; exit 2\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&old_release, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
 
     let refused = cluster(&cluster_bed, &refresh(&image, &[]));
     assert_eq!(refused.status.code(), Some(1));
-    assert!(stderr(&refused).contains("node2 has no strix-toolbox") && stderr(&refused).contains("cluster install"));
+    let said = stderr(&refused);
+    assert!(said.contains("node2 has no strix-toolbox") && said.contains("cluster install"), "{said}");
+    assert!(said.contains("node1 runs strix-toolbox 0.0.1"), "{said}");
     assert!(node_state(&cluster_bed, 1).1.is_empty(), "nothing may change on node1");
     let status = json(&cluster(&cluster_bed, &["status"]));
+    assert_eq!(status["nodes"][0]["version"], "0.0.1", "{status}");
     assert_eq!(status["nodes"][1]["version"], serde_json::Value::Null, "{status}");
 
     let install = cluster(&cluster_bed, &["install"]);
     assert!(install.status.success(), "{}", stderr(&install));
     let report = json(&install);
-    assert_eq!(report["nodes"][0]["action"], "up-to-date");
+    assert_eq!(report["nodes"][0]["action"], "installed", "{report}");
+    assert_eq!(report["nodes"][0]["previous_version"], "0.0.1", "{report}");
     assert_eq!(report["nodes"][1]["action"], "installed");
     let installed = cluster_bed.node(2).home.join(".local/bin/strix-toolbox");
     let sha = sha256_of(&installed);

@@ -376,11 +376,12 @@ mod tests {
     use std::net::Ipv4Addr;
 
     use super::*;
-    use crate::cluster::facts::{PathProbe, RoceLink};
+    use crate::cluster::facts::PathProbe;
     use crate::doctor::Check;
     use crate::engine::EngineKind;
     use crate::ops::detect::DetectReport;
     use crate::ops::doctor::DoctorReport;
+    use crate::ops::link::ClusterLink;
     use crate::ops::status::StatusReport;
 
     fn detect(params: &[(&str, &str)]) -> DetectReport {
@@ -450,7 +451,7 @@ mod tests {
             }])),
             detect: Some(detect(&[("amdgpu.gttsize", "126976")])),
             status: Some(status(digest)),
-            roce: Some(RoceLink {
+            roce: Some(ClusterLink {
                 netdev: "enp194s0np0".into(),
                 address: Some(Ipv4Addr::from(address)),
                 prefix: Some(30),

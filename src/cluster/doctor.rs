@@ -4,10 +4,12 @@
 use futures_util::future::join_all;
 
 use super::checks::ClusterDoctorReport;
-use super::facts::{jumbo_payload, ping_argv, NodeFacts, PathProbe};
-use super::remote::{argv, RemoteNode};
+use super::facts::{NodeFacts, PathProbe};
+use super::remote::RemoteNode;
 use super::{close_all, connect_all, in_cluster_order, ClusterSettings};
 use crate::error::Result;
+use crate::node::call::{Detect, Doctor, Link, Ping, Status};
+use crate::ops::link::jumbo_payload;
 
 pub async fn cluster_doctor(settings: &ClusterSettings, toolbox: &str) -> Result<ClusterDoctorReport> {
     let (connected, unreachable) = connect_all(settings).await;
@@ -26,26 +28,18 @@ pub async fn cluster_doctor(settings: &ClusterSettings, toolbox: &str) -> Result
 
 /// One node's reports and RoCE link.
 async fn node_facts(remote: &RemoteNode) -> NodeFacts {
-    let mut facts = NodeFacts {
-        node: remote.name.clone(),
-        version: remote.installed.as_ref().map(|(_, version)| version.clone()),
-        ..Default::default()
-    };
+    let mut facts =
+        NodeFacts { node: remote.name.clone(), version: remote.version().map(str::to_string), ..Default::default() };
     if let Err(error) = remote.require_ours() {
         facts.errors.push(error.to_string());
         return facts;
     }
-    let (doctor_args, detect_args, status_args) = (argv(&["doctor"]), argv(&["detect"]), argv(&["status"]));
-    let (doctor, detect, status) = tokio::join!(
-        remote.strix(&doctor_args, true),
-        remote.strix(&detect_args, false),
-        remote.strix(&status_args, false),
-    );
+    let (doctor, detect, status) = tokio::join!(remote.call(Doctor {}), remote.call(Detect {}), remote.call(Status {}));
     facts.doctor = doctor.map_err(|e| facts.errors.push(e.to_string())).ok();
     facts.detect = detect.map_err(|e| facts.errors.push(e.to_string())).ok();
     facts.status = status.map_err(|e| facts.errors.push(e.to_string())).ok();
     if let Some(netdev) = facts.link_netdev().map(str::to_string) {
-        match remote.link(&netdev).await {
+        match remote.call(Link { netdev: netdev.clone() }).await {
             Ok(link) => facts.roce = link,
             Err(error) => facts.errors.push(format!("cannot read {netdev}'s address: {error}")),
         }
@@ -68,8 +62,8 @@ async fn probe_paths(connected: &[RemoteNode], facts: &mut [NodeFacts]) {
             join_all(peers.into_iter().map(|(peer, address)| {
                 let netdev = netdev.clone();
                 async move {
-                    let (ok, detail) = match remote.run(&ping_argv(&netdev, address, size), None).await {
-                        Ok(output) => (output.status == Some(0), ping_failure(&output.stdout, &output.stderr)),
+                    let (ok, detail) = match remote.call(Ping { netdev, address, size }).await {
+                        Ok(ping) => (ping.ok, ping.detail),
                         Err(error) => (false, error.to_string()),
                     };
                     PathProbe { peer, address, size, ok, detail }
@@ -82,16 +76,4 @@ async fn probe_paths(connected: &[RemoteNode], facts: &mut [NodeFacts]) {
     for (node, probes) in facts.iter_mut().zip(probes) {
         node.probes = probes;
     }
-}
-
-/// What ping said when it failed: its error line, else its loss summary.
-fn ping_failure(stdout: &[u8], stderr: &[u8]) -> String {
-    let (stdout, stderr) = (String::from_utf8_lossy(stdout), String::from_utf8_lossy(stderr));
-    let line = stderr
-        .lines()
-        .chain(stdout.lines())
-        .map(str::trim)
-        .find(|l| l.contains("error") || l.contains("too long") || l.contains("packet loss"))
-        .unwrap_or("no reply");
-    line.to_string()
 }

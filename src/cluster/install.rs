@@ -64,12 +64,11 @@ pub async fn cluster_install(settings: &ClusterSettings) -> Result<InstallReport
 }
 
 async fn install_on(remote: &RemoteNode, binary: &[u8], sha256: &str) -> NodeInstall {
-    let previous = remote.installed.clone();
     let mut report = NodeInstall {
         node: remote.name.clone(),
         action: InstallAction::UpToDate,
-        path: previous.as_ref().map(|(path, _)| path.clone()),
-        previous_version: previous.as_ref().map(|(_, version)| version.clone()),
+        path: remote.program().map(str::to_string),
+        previous_version: remote.version().map(str::to_string),
         error: None,
     };
     if remote.require_ours().is_ok() {
@@ -90,9 +89,10 @@ async fn install_on(remote: &RemoteNode, binary: &[u8], sha256: &str) -> NodeIns
 
 /// Write under a temporary name, check its sha256 and that it runs, then rename it into place.
 async fn copy_binary(remote: &RemoteNode, binary: &[u8], sha256: &str) -> Result<String> {
-    let Some(path) = remote.install_path() else {
+    let Some(home) = remote.home().await? else {
         return Err(Error::Failed(format!("node {} has no HOME to install into", remote.name)));
     };
+    let path = format!("{}/.local/bin/strix-toolbox", home.trim_end_matches('/'));
     let temp = format!("{path}.strix-new");
     let dir = path.rsplit_once('/').map_or(".", |(dir, _)| dir).to_string();
     let step = |what: &str, output: super::ssh::RemoteOutput| {

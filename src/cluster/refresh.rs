@@ -12,30 +12,14 @@ use std::sync::Arc;
 use futures_util::future::join_all;
 use serde::{Deserialize, Serialize};
 
-use super::remote::{argv, RemoteNode};
+use super::remote::RemoteNode;
 use super::{close_all, connect_all, ClusterSettings};
 use crate::error::{Error, Result};
 use crate::image::reference::ImageRef;
-use crate::manager::ManagerChoice;
-use crate::ops::phase::PhaseReport;
-use crate::ops::refresh::RefreshReport;
-use crate::ops::resolve::ResolveReport;
+use crate::node::call::Resolve;
+use crate::ops::phase::{Phase, PhaseRequest};
+use crate::ops::refresh::{RefreshReport, RefreshRequest};
 use crate::plan::Action;
-
-/// What to refresh on every node.
-#[derive(Debug, Clone)]
-pub struct ClusterRefreshRequest {
-    pub name: String,
-    /// `repo:channel`, `--image REF`, or already `repo@sha256:…`.
-    pub image_ref: String,
-    pub manager: ManagerChoice,
-    pub keep: usize,
-    pub force: bool,
-    pub dry_run: bool,
-    pub env: Vec<String>,
-    /// Every node verifies its staged toolbox before any node swaps (off: `--no-verify`).
-    pub verify: bool,
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -67,11 +51,10 @@ pub struct ClusterRefreshReport {
     pub nodes: Vec<NodeRefresh>,
 }
 
-pub async fn cluster_refresh(
-    settings: &ClusterSettings,
-    request: &ClusterRefreshRequest,
-) -> Result<ClusterRefreshReport> {
-    ImageRef::parse(&request.image_ref)?;
+/// Refresh every node as `request` says (its image is resolved to one digest first; it is staged
+/// everywhere, then swapped everywhere).
+pub async fn cluster_refresh(settings: &ClusterSettings, request: &RefreshRequest) -> Result<ClusterRefreshReport> {
+    request.validate()?;
     // Every node must be reachable and run our strix-toolbox before anything starts.
     let (nodes, unreachable) = connect_all(settings).await;
     let mut problems: Vec<String> = unreachable.into_iter().map(|(_, error)| error.to_string()).collect();
@@ -88,7 +71,7 @@ pub async fn cluster_refresh(
 async fn refresh_nodes(
     settings: &ClusterSettings,
     nodes: &[RemoteNode],
-    request: &ClusterRefreshRequest,
+    request: &RefreshRequest,
 ) -> Result<ClusterRefreshReport> {
     let progress = settings.ui.progress();
     let interrupt = Interrupt::watch();
@@ -98,26 +81,24 @@ async fn refresh_nodes(
         request.image_ref.clone()
     } else {
         progress.layer(&head.name, &format!("resolving {}", request.image_ref), 0, 0);
-        let resolved: ResolveReport = head.strix(&argv(&["resolve", &request.image_ref]), false).await?;
+        let resolved = head.call(Resolve { image: request.image_ref.clone() }).await?;
         progress.layer_done(&head.name, &format!("{} is {}", request.image_ref, resolved.digest));
         resolved.pinned
     };
 
     // Stage (or plan) on every node.
-    let stage_args = &stage_args(request, &pinned);
+    let stage = &RefreshRequest { image_ref: pinned.clone(), stage_only: !request.dry_run, ..request.clone() };
     if interrupt.came() {
         return Err(Error::Failed("interrupted (Ctrl-C) before any node changed; nothing was changed".into()));
     }
-    let staged = on_every_node(&nodes, &progress, "staging", |node| async move {
-        node.strix::<RefreshReport>(stage_args, false).await
-    })
-    .await;
+    let staged =
+        on_every_node(&nodes, &progress, "staging", |node| async move { node.call(stage.clone()).await }).await;
     progress.finish();
     let staged_names: Vec<&RemoteNode> =
         nodes.iter().zip(&staged).filter(|(_, r)| matches!(r, Ok(r) if r.staged.is_some())).map(|(n, _)| *n).collect();
     let stage_failures = failures(&nodes, &staged, interrupt.came());
     if !stage_failures.is_empty() {
-        let cleanup = run_phase(&staged_names, "abort", &request.name, &[]).await;
+        let cleanup = run_phase(&staged_names, &phase(Phase::Abort, request)).await;
         return Err(Error::Failed(format!(
             "cluster refresh stopped before any node swapped: {}. {}",
             stage_failures.join("; "),
@@ -138,11 +119,9 @@ async fn refresh_nodes(
     }
 
     // Every node has its replacement: swap them together.
-    let swaps = on_every_node(&staged_names, &progress, "swapping", |node| {
-        let args = argv(&["phase", "swap", &request.name]);
-        async move { node.strix::<PhaseReport>(&args, false).await }
-    })
-    .await;
+    let swap = &phase(Phase::Swap, request);
+    let swaps =
+        on_every_node(&staged_names, &progress, "swapping", |node| async move { node.call(swap.clone()).await }).await;
     let swap_failures = failures(&staged_names, &swaps, interrupt.came());
     if !swap_failures.is_empty() {
         // A swap that answered with an error may still have happened (the connection dropped
@@ -162,11 +141,11 @@ async fn refresh_nodes(
         let mut cleanup = Vec::new();
         for (node, report) in nodes.iter().zip(&reports) {
             if swapped.iter().any(|s| s.name == node.name) {
-                let undo = argv(&["phase", "undo", &request.name, "--image-id", &report.image_id]);
-                cleanup.push((node.name.clone(), node.strix::<PhaseReport>(&undo, false).await.map(drop)));
+                let undo = PhaseRequest { image_id: Some(report.image_id.clone()), ..phase(Phase::Undo, request) };
+                cleanup.push((node.name.clone(), node.call(undo).await.map(drop)));
             }
         }
-        cleanup.extend(run_phase(&not_swapped, "abort", &request.name, &[]).await);
+        cleanup.extend(run_phase(&not_swapped, &phase(Phase::Abort, request)).await);
         return Err(Error::Failed(format!(
             "cluster refresh failed during the swap: {}. {}",
             swap_failures.join("; "),
@@ -175,9 +154,8 @@ async fn refresh_nodes(
     }
 
     // Done everywhere: remove the parked toolboxes and old pins.
-    let keep = request.keep.to_string();
-    let finish_args = argv(&["phase", "finish", &request.name, "--keep", &keep]);
-    let finishes = join_all(nodes.iter().map(|node| node.strix::<PhaseReport>(&finish_args, false))).await;
+    let finish = phase(Phase::Finish, request);
+    let finishes = join_all(nodes.iter().map(|node| node.call(finish.clone()))).await;
     let nodes = nodes
         .iter()
         .zip(reports)
@@ -199,23 +177,9 @@ fn node_refresh(node: &RemoteNode, report: RefreshReport, swapped: bool, mut war
     NodeRefresh { node: node.name.clone(), report, swapped, warnings }
 }
 
-/// The node-side `refresh` every node runs.
-fn stage_args(request: &ClusterRefreshRequest, pinned: &str) -> Vec<String> {
-    let manager =
-        clap::ValueEnum::to_possible_value(&request.manager).map_or("auto".into(), |v| v.get_name().to_string());
-    let mut args = argv(&["refresh", "--image", pinned, "--name", &request.name, "--manager", &manager]);
-    args.extend(["--keep".into(), request.keep.to_string()]);
-    if request.force {
-        args.push("--force".into());
-    }
-    if !request.verify {
-        args.push("--no-verify".into());
-    }
-    for pair in &request.env {
-        args.extend(["--env".into(), pair.clone()]);
-    }
-    args.push(if request.dry_run { "--dry-run" } else { "--stage-only" }.into());
-    args
+/// `phase` of the refresh `request` made.
+fn phase(phase: Phase, request: &RefreshRequest) -> PhaseRequest {
+    PhaseRequest { phase, name: request.name.clone(), keep: request.keep, image_id: None }
 }
 
 /// Run `work` on every node at once, a progress line each, to the end on every node.
@@ -281,11 +245,9 @@ fn failures<T>(nodes: &[&RemoteNode], results: &[Result<T>], interrupted: bool) 
     failures
 }
 
-/// `phase PHASE NAME` on each of `nodes`.
-async fn run_phase(nodes: &[&RemoteNode], phase: &str, name: &str, extra: &[String]) -> Vec<(String, Result<()>)> {
-    let mut args = argv(&["phase", phase, name]);
-    args.extend(extra.iter().cloned());
-    let results = join_all(nodes.iter().map(|node| node.strix::<PhaseReport>(&args, false))).await;
+/// `phase` on each of `nodes`.
+async fn run_phase(nodes: &[&RemoteNode], phase: &PhaseRequest) -> Vec<(String, Result<()>)> {
+    let results = join_all(nodes.iter().map(|node| node.call(phase.clone()))).await;
     nodes.iter().map(|n| n.name.clone()).zip(results.into_iter().map(|r| r.map(drop))).collect()
 }
 

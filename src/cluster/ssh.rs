@@ -98,16 +98,8 @@ impl NodeSession {
     /// when given, is the command's whole input. A non-zero remote exit is not an error here (see
     /// `status`); failing to reach the node is. Dropping the future kills the local ssh client.
     pub async fn run(&self, argv: &[String], stdin: Option<Vec<u8>>) -> Result<RemoteOutput> {
-        let command_line = remote_command_line(argv)?;
-        let mut command = self.ssh_command();
-        command
-            .args(["-o", "ControlMaster=auto", "-T", "--"])
-            .arg(&self.destination)
-            .arg(&command_line)
-            .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
+        let mut command = self.remote_command(argv)?;
+        command.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() });
         let mut child = command.spawn().map_err(ssh_not_runnable)?;
         let input = child.stdin.take();
         let feed = async move {
@@ -119,18 +111,50 @@ impl NodeSession {
         let (_, output) = tokio::join!(feed, child.wait_with_output());
         let output = output.map_err(ssh_not_runnable)?;
         let status = output.status.code();
-        if status == Some(SSH_FAILED) {
-            let stderr = String::from_utf8_lossy(&output.stderr);
-            if let Some(failure) = classify(&stderr) {
-                return Err(self.failure_error(failure, &stderr));
-            }
-            // A mux client whose connection died exits 255 without a word; a live master means
-            // the remote command itself exited 255.
-            if !self.master_alive().await {
-                return Err(self.failure_error(SshFailure::ConnectionLost, "the connection closed during the command"));
-            }
+        if let Some(error) = self.channel_failure(status, &String::from_utf8_lossy(&output.stderr)).await {
+            return Err(error);
         }
         Ok(RemoteOutput { status, stdout: output.stdout, stderr: without_client_notices(output.stderr) })
+    }
+
+    /// Start `argv` on the node with stdin, stdout and stderr piped: a long-lived channel over the
+    /// master connection (the node's `strix-toolbox serve`). Dropping the child kills the local
+    /// ssh client, which closes the channel; [`NodeSession::channel_failure`] explains its end.
+    pub fn spawn(&self, argv: &[String]) -> Result<tokio::process::Child> {
+        let mut command = self.remote_command(argv)?;
+        command.stdin(Stdio::piped());
+        command.spawn().map_err(ssh_not_runnable)
+    }
+
+    /// `ssh … NODE 'ARGV…'` through the master, stdout and stderr piped, killed when dropped.
+    fn remote_command(&self, argv: &[String]) -> Result<tokio::process::Command> {
+        let command_line = remote_command_line(argv)?;
+        let mut command = self.ssh_command();
+        command
+            .args(["-o", "ControlMaster=auto", "-T", "--"])
+            .arg(&self.destination)
+            .arg(&command_line)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        Ok(command)
+    }
+
+    /// Why a remote command ended with `status`: ssh's own failure, explained (None when it was
+    /// the remote program's exit, however it went).
+    pub async fn channel_failure(&self, status: Option<i32>, stderr: &str) -> Option<Error> {
+        if status != Some(SSH_FAILED) {
+            return None;
+        }
+        if let Some(failure) = classify(stderr) {
+            return Some(self.failure_error(failure, stderr));
+        }
+        // A mux client whose connection died exits 255 without a word; a live master means
+        // the remote command itself exited 255.
+        if !self.master_alive().await {
+            return Some(self.failure_error(SshFailure::ConnectionLost, "the connection closed during the command"));
+        }
+        None
     }
 
     /// `ssh -O check`: the master still runs.

@@ -3,9 +3,10 @@
 use futures_util::future::join_all;
 use serde::{Deserialize, Serialize};
 
-use super::remote::{argv, RemoteNode};
+use super::remote::RemoteNode;
 use super::{close_all, connect_all, in_cluster_order, ClusterSettings};
 use crate::error::Result;
+use crate::node::call::Status;
 use crate::ops::status::{StatusReport, ToolboxStatus};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -72,11 +73,8 @@ pub async fn cluster_status(settings: &ClusterSettings, toolbox: &str) -> Result
 }
 
 async fn node_status(remote: &RemoteNode) -> NodeStatus {
-    let version = remote.installed.as_ref().map(|(_, version)| version.clone());
-    let status = match remote.require_ours() {
-        Ok(_) => remote.strix::<StatusReport>(&argv(&["status"]), false).await,
-        Err(error) => Err(error),
-    };
+    let version = remote.version().map(str::to_string);
+    let status = remote.call(Status {}).await;
     let (status, error) = match status {
         Ok(status) => (Some(status), None),
         Err(error) => (None, Some(error.to_string())),

@@ -15,7 +15,7 @@ use super::ssh::RemoteOutput;
 use super::{close_all, connect_all, in_cluster_order, ClusterSettings};
 use crate::check::Status;
 use crate::error::Result;
-use crate::ops::detect::DetectReport;
+use crate::node::call::{Detect, Link, Verify};
 use crate::spec::transport::Transport;
 use crate::verify::VerifyReport;
 
@@ -95,12 +95,10 @@ struct Endpoint<'a> {
 
 pub async fn cluster_verify(settings: &ClusterSettings, toolbox: &str) -> Result<ClusterVerifyReport> {
     let (connected, unreachable) = connect_all(settings).await;
-    let verify_args = argv(&["verify", toolbox]);
-    let detect_args = argv(&["detect"]);
     let results = join_all(connected.iter().map(|remote| async {
-        let verified = remote.strix::<VerifyReport>(&verify_args, true).await;
-        let detected = remote.strix::<DetectReport>(&detect_args, false).await.ok();
-        (verified, detected)
+        let (verified, detected) =
+            tokio::join!(remote.call(Verify { name: toolbox.to_string() }), remote.call(Detect {}));
+        (verified, detected.ok())
     }))
     .await;
 
@@ -117,7 +115,8 @@ pub async fn cluster_verify(settings: &ClusterSettings, toolbox: &str) -> Result
             remote.name.clone(),
             match (verified_ok, detected.map(|d| d.transport)) {
                 (true, Some(Transport::Roce { device, port, netdev, gid_index })) => {
-                    let address = remote.link(&netdev).await.ok().flatten().and_then(|l| l.address);
+                    let address =
+                        remote.call(Link { netdev: netdev.clone() }).await.ok().flatten().and_then(|l| l.address);
                     match address {
                         Some(address) => Ok(Endpoint { remote, device, port, gid_index, address: address.to_string() }),
                         None => Err(format!("{}: {netdev} has no IPv4 address", remote.name)),

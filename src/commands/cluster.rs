@@ -7,7 +7,7 @@ use crate::cli::{ClusterArgs, ClusterCommand};
 use crate::cluster::checks::ClusterDoctorReport;
 use crate::cluster::install::{cluster_install, InstallAction, InstallReport};
 use crate::cluster::nodes::{default_cluster_file, parse_node_list, ClusterFile};
-use crate::cluster::refresh::{cluster_refresh, ClusterOutcome, ClusterRefreshReport, ClusterRefreshRequest};
+use crate::cluster::refresh::{cluster_refresh, ClusterOutcome, ClusterRefreshReport};
 use crate::cluster::ssh::SshOptions;
 use crate::cluster::status::{cluster_status, ClusterStatusReport};
 use crate::cluster::verify::{cluster_verify, ClusterVerifyReport, Proof};
@@ -17,7 +17,6 @@ use crate::error::{Error, Result};
 use crate::image::short_digest;
 use crate::output::{Style, Ui};
 use crate::settings::Settings;
-use crate::spec::parse_env;
 
 pub async fn run(args: &ClusterArgs, settings: &Settings) -> Result<i32> {
     let ui = &settings.ui;
@@ -48,19 +47,7 @@ pub async fn run(args: &ClusterArgs, settings: &Settings) -> Result<i32> {
             Ok(report.exit_code())
         }
         ClusterCommand::Refresh(options) => {
-            let (name, image_ref) = super::refresh::target(options)?;
-            crate::image::reference::validate_container_name(&name)?;
-            parse_env(&options.env)?;
-            let request = ClusterRefreshRequest {
-                name,
-                image_ref,
-                manager: options.manager,
-                keep: options.keep,
-                force: options.force,
-                dry_run: options.dry_run,
-                env: options.env.clone(),
-                verify: !options.no_verify,
-            };
+            let request = super::refresh::request(options, None)?;
             let report = cluster_refresh(&cluster, &request).await?;
             render(ui, &report, print_refresh);
             Ok(0)

@@ -8,12 +8,11 @@ mod detect;
 mod doctor;
 mod enter;
 mod list;
-mod phase;
 mod rccl;
 mod refresh;
-mod resolve;
 mod rm;
 mod rollback;
+mod serve;
 mod status;
 mod verify;
 
@@ -50,8 +49,7 @@ pub fn run(command: Command, settings: &Settings) -> Result<i32> {
                     Command::Rollback(args) => rollback::run(&args, settings).await,
                     Command::Build(args) => build::run(&args, settings).await,
                     Command::Cluster(args) => cluster::run(&args, settings).await,
-                    Command::Phase(args) => phase::run(&args, settings).await,
-                    Command::Resolve(args) => resolve::run(&args, settings).await,
+                    Command::Serve => serve::run(settings).await,
                     Command::Rccl(RcclCommand::Inspect(args)) => rccl::inspect(&args, settings).await,
                     Command::Detect | Command::Doctor | Command::Completions(_) => {
                         unreachable!("handled above")

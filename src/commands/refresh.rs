@@ -1,6 +1,7 @@
 //! `refresh [latest|dev]`: pull (or build) the image, then create or update the toolbox atomically.
 
 use std::io::{BufRead, IsTerminal, Write};
+use std::path::PathBuf;
 
 use crate::cli::{RefreshArgs, RefreshOptions};
 use crate::error::{Error, Result};
@@ -10,7 +11,7 @@ use crate::output::{Style, Ui};
 use crate::settings::Settings;
 
 pub async fn run(args: &RefreshArgs, settings: &Settings) -> Result<i32> {
-    let report = refresh(settings, &request(args)?).await?;
+    let report = refresh(settings, &request(&args.options, args.rccl.clone())?).await?;
     if settings.ui.json {
         settings.ui.print_json(&report);
     } else {
@@ -19,20 +20,19 @@ pub async fn run(args: &RefreshArgs, settings: &Settings) -> Result<i32> {
     Ok(0)
 }
 
-/// The refresh the arguments ask for.
-fn request(args: &RefreshArgs) -> Result<RefreshRequest> {
-    let options = &args.options;
+/// The refresh the options ask for (built from `rccl` when given), on this node or every node.
+pub fn request(options: &RefreshOptions, rccl: Option<PathBuf>) -> Result<RefreshRequest> {
     let (name, image_ref) = target(options)?;
     let request = RefreshRequest {
         name,
         image_ref,
-        source: args.rccl.clone().map_or(ImageSource::Pull, ImageSource::Build),
+        source: rccl.map_or(ImageSource::Pull, ImageSource::Build),
         manager: options.manager,
         keep: options.keep,
         force: options.force,
         dry_run: options.dry_run,
         env: options.env.clone(),
-        stage_only: args.stage_only,
+        stage_only: false,
         verify: !options.no_verify,
     };
     request.validate()?;
@@ -40,7 +40,7 @@ fn request(args: &RefreshArgs) -> Result<RefreshRequest> {
 }
 
 /// The toolbox's name and image reference; the channel is asked on a terminal when not given.
-pub fn target(options: &RefreshOptions) -> Result<(String, String)> {
+fn target(options: &RefreshOptions) -> Result<(String, String)> {
     let channel = match &options.channel {
         Some(channel) => parse_channel(channel)?,
         // A full --image names its own tag: nothing to ask.

@@ -7,6 +7,8 @@ pub mod build;
 pub mod detect;
 pub mod doctor;
 pub mod enter;
+pub mod exec;
+pub mod link;
 pub mod phase;
 pub mod rccl;
 pub mod refresh;

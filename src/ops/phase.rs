@@ -14,7 +14,7 @@ use crate::plan::labels;
 use crate::plan::{old_name, pins_to_prune, temp_name};
 use crate::settings::Settings;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Phase {
     /// The staged replacement takes the toolbox's name; the old one is parked.
@@ -25,6 +25,19 @@ pub enum Phase {
     Abort,
     /// Put the parked old toolbox back (after a swap the cluster cannot complete).
     Undo,
+}
+
+/// One phase for one toolbox.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PhaseRequest {
+    pub phase: Phase,
+    /// The toolbox.
+    pub name: String,
+    /// Older pins to keep (finish).
+    pub keep: usize,
+    /// The image the swap brought in: `undo` removes a toolbox that had no predecessor only when
+    /// it is that one.
+    pub image_id: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -38,15 +51,9 @@ pub struct PhaseReport {
     pub warnings: Vec<String>,
 }
 
-/// Run `phase` for toolbox `name`. `image_id` names the image the swap brought in: `undo` removes
-/// a toolbox that had no predecessor only when it is that one.
-pub async fn run_phase(
-    settings: &Settings,
-    phase: Phase,
-    name: &str,
-    keep: usize,
-    image_id: Option<&str>,
-) -> Result<PhaseReport> {
+pub async fn run_phase(settings: &Settings, request: &PhaseRequest) -> Result<PhaseReport> {
+    let (phase, name, keep, image_id) =
+        (request.phase, request.name.as_str(), request.keep, request.image_id.as_deref());
     validate_container_name(name)?;
     let _lock = ToolboxLock::acquire(name)?;
     let connection = settings.connect().await?;

@@ -25,7 +25,8 @@ use crate::spec::{parse_env, SpecOptions, ToolboxSpec};
 use crate::verify::Expected;
 
 /// Where the image comes from.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum ImageSource {
     /// Pull it from its registry (the usual refresh).
     Pull,
@@ -36,7 +37,7 @@ pub enum ImageSource {
 }
 
 /// One refresh, whoever asked for it (`refresh`, `rollback`, a cluster node).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RefreshRequest {
     /// The toolbox's name.
     pub name: String,

@@ -1,0 +1,14 @@
+//! `serve` (hidden): this node's side of a cluster command, on stdin and stdout.
+
+use crate::error::Result;
+use crate::node::serve::serve;
+use crate::settings::Settings;
+
+pub async fn run(settings: &Settings) -> Result<i32> {
+    // Nothing but answers on stdout: the node's reports travel as values, never as text.
+    let mut quiet = settings.clone();
+    quiet.ui.json = true;
+    quiet.ui.interactive = false;
+    serve(quiet, tokio::io::stdin(), tokio::io::stdout()).await?;
+    Ok(0)
+}

@@ -1,0 +1,215 @@
+//! What the head asks a node: one typed value per question, each with the report type that
+//! answers it. The head sends a [`NodeCall`] to the node's `strix-toolbox serve` and reads back
+//! exactly that report: no command line is rebuilt by hand, and a field added to a request is
+//! carried as soon as it is declared.
+
+use std::net::Ipv4Addr;
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use crate::ops::detect::DetectReport;
+use crate::ops::doctor::DoctorReport;
+use crate::ops::exec::ExecReport;
+use crate::ops::link::{ClusterLink, PingReport};
+use crate::ops::phase::{PhaseReport, PhaseRequest};
+use crate::ops::refresh::{RefreshReport, RefreshRequest};
+use crate::ops::resolve::ResolveReport;
+use crate::ops::status::StatusReport;
+use crate::verify::VerifyReport;
+
+/// A question with its answer's type: `node.call(Resolve { .. })` returns a `ResolveReport`.
+pub trait Call: Into<NodeCall> {
+    type Reply: Serialize + DeserializeOwned + Send + 'static;
+}
+
+/// Declares every call once: its variant in [`NodeCall`], its request type and its reply type.
+macro_rules! node_calls {
+    ($($(#[$doc:meta])* $variant:ident($request:ty) -> $reply:ty;)*) => {
+        /// Everything a head can ask a node, as it travels (`{"call": "refresh", ...}`).
+        #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+        #[serde(tag = "call", rename_all = "kebab-case")]
+        pub enum NodeCall {
+            $($(#[$doc])* $variant($request),)*
+        }
+
+        $(
+            impl Call for $request {
+                type Reply = $reply;
+            }
+
+            impl From<$request> for NodeCall {
+                fn from(request: $request) -> NodeCall {
+                    NodeCall::$variant(request)
+                }
+            }
+        )*
+    };
+}
+
+node_calls! {
+    /// Pull an image and name it by its registry digest (the head, once per cluster refresh).
+    Resolve(Resolve) -> ResolveReport;
+    /// `refresh`, staged (`stage_only`) or planned (`dry_run`) for the cluster's phases.
+    Refresh(RefreshRequest) -> RefreshReport;
+    /// One phase after staging: swap, finish, abort or undo.
+    Phase(PhaseRequest) -> PhaseReport;
+    /// The node's own `doctor`.
+    Doctor(Doctor) -> DoctorReport;
+    /// The node's own `detect`.
+    Detect(Detect) -> DetectReport;
+    /// The node's own `status`.
+    Status(Status) -> StatusReport;
+    /// `verify` of one toolbox.
+    Verify(Verify) -> VerifyReport;
+    /// A netdev as the node's kernel has it: address, prefix, MTU.
+    Link(Link) -> Option<ClusterLink>;
+    /// A bounded don't-fragment ping from the node out of a netdev.
+    Ping(Ping) -> PingReport;
+    /// A command inside one of the node's toolboxes, its output captured.
+    Exec(Exec) -> ExecReport;
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Resolve {
+    /// The reference to pull and resolve (`repo:channel`).
+    pub image: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Doctor {}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Detect {}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Status {}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Verify {
+    /// The toolbox to verify.
+    pub name: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Link {
+    pub netdev: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ping {
+    /// The netdev the ping leaves by.
+    pub netdev: String,
+    pub address: Ipv4Addr,
+    /// ICMP payload bytes.
+    pub size: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Exec {
+    /// The toolbox to run in (started first when it is stopped).
+    pub toolbox: String,
+    pub argv: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::manager::ManagerChoice;
+    use crate::ops::phase::Phase;
+    use crate::ops::refresh::ImageSource;
+
+    /// One of each call, as a head sends it.
+    fn one_of_each() -> Vec<NodeCall> {
+        vec![
+            Resolve { image: "docker.io/kyuz0/vllm-therock-gfx1151:latest".into() }.into(),
+            RefreshRequest {
+                name: "vllm".into(),
+                image_ref: "docker.io/kyuz0/vllm-therock-gfx1151@sha256:ab".into(),
+                source: ImageSource::Pull,
+                manager: ManagerChoice::Native,
+                keep: 2,
+                force: true,
+                dry_run: false,
+                env: vec!["A=it's \"quoted\" $HOME".into()],
+                stage_only: true,
+                verify: false,
+            }
+            .into(),
+            PhaseRequest { phase: Phase::Undo, name: "vllm".into(), keep: 3, image_id: Some("sha256:01".into()) }
+                .into(),
+            Doctor {}.into(),
+            Detect {}.into(),
+            Status {}.into(),
+            Verify { name: "vllm-dev".into() }.into(),
+            Link { netdev: "enp194s0np0".into() }.into(),
+            Ping { netdev: "thunderbolt0".into(), address: Ipv4Addr::new(192, 168, 2, 2), size: 8972 }.into(),
+            Exec { toolbox: "vllm".into(), argv: vec!["sh".into(), "-c".into(), "echo 'a b'; exit 3".into()] }.into(),
+        ]
+    }
+
+    /// Exhaustive: a new call does not compile until it has an example above.
+    fn index(call: &NodeCall) -> usize {
+        match call {
+            NodeCall::Resolve(_) => 0,
+            NodeCall::Refresh(_) => 1,
+            NodeCall::Phase(_) => 2,
+            NodeCall::Doctor(_) => 3,
+            NodeCall::Detect(_) => 4,
+            NodeCall::Status(_) => 5,
+            NodeCall::Verify(_) => 6,
+            NodeCall::Link(_) => 7,
+            NodeCall::Ping(_) => 8,
+            NodeCall::Exec(_) => 9,
+        }
+    }
+
+    #[test]
+    fn every_call_round_trips_through_its_wire_form() {
+        let calls = one_of_each();
+        let covered: Vec<usize> = calls.iter().map(index).collect();
+        assert_eq!(covered, (0..calls.len()).collect::<Vec<_>>(), "one example per call, in order");
+        for call in calls {
+            let text = serde_json::to_string(&call).unwrap();
+            assert!(!text.contains('\n'), "one line: {text}");
+            let back: NodeCall = serde_json::from_str(&text).unwrap();
+            assert_eq!(back, call, "{text}");
+        }
+    }
+
+    #[test]
+    fn calls_are_named_on_the_wire() {
+        let text = serde_json::to_string(&NodeCall::from(Verify { name: "vllm".into() })).unwrap();
+        assert_eq!(text, r#"{"call":"verify","name":"vllm"}"#);
+        let unknown = serde_json::from_str::<NodeCall>(r#"{"call":"format-disk"}"#).unwrap_err();
+        assert!(unknown.to_string().contains("unknown variant"), "{unknown}");
+    }
+
+    #[test]
+    fn replies_round_trip_too() {
+        fn round_trip<C: Call>(_: &C, reply: C::Reply)
+        where
+            C::Reply: PartialEq + std::fmt::Debug,
+        {
+            let back: C::Reply = serde_json::from_value(serde_json::to_value(&reply).unwrap()).unwrap();
+            assert_eq!(back, reply);
+        }
+        let link = ClusterLink {
+            netdev: "thunderbolt0".into(),
+            address: Some(Ipv4Addr::new(192, 168, 2, 1)),
+            prefix: Some(24),
+            mtu: Some(65520),
+        };
+        round_trip(&Link { netdev: "thunderbolt0".into() }, Some(link));
+        round_trip(&Link { netdev: "eth9".into() }, None);
+        let ping = Ping { netdev: "x".into(), address: Ipv4Addr::LOCALHOST, size: 1 };
+        round_trip(&ping, PingReport { ok: false, detail: "message too long, mtu=1500".into() });
+        let exec = Exec { toolbox: "vllm".into(), argv: vec!["true".into()] };
+        round_trip(&exec, ExecReport { exit_code: 127, stdout: String::new(), stderr: "not found ✗".into() });
+        let phase = PhaseRequest { phase: Phase::Swap, name: "vllm".into(), keep: 2, image_id: None };
+        round_trip(
+            &phase,
+            PhaseReport { name: "vllm".into(), phase: Phase::Swap, changed: true, parked: true, warnings: vec![] },
+        );
+    }
+}

@@ -1,0 +1,164 @@
+//! The node's side of the channel (`strix-toolbox serve`, started by the head over ssh): say
+//! hello, then answer each call with the same operation a local command runs, until the head
+//! closes the channel. Calls run concurrently; each answer goes out as one line when it is ready.
+//! A call already running when the head goes away still finishes: a half-done phase is worse than
+//! a finished one.
+
+use std::sync::Arc;
+
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+
+use super::call::{Call, NodeCall};
+use super::wire::{line, Hello, Outcome, Request, Response};
+use crate::error::{Error, Result};
+use crate::ops;
+use crate::settings::Settings;
+
+/// Answer calls read from `input` on `output` until `input` ends.
+pub async fn serve(
+    settings: Settings,
+    input: impl AsyncRead + Unpin,
+    output: impl AsyncWrite + Unpin + Send + 'static,
+) -> Result<()> {
+    let settings = Arc::new(settings);
+    let (answers, mut outgoing) = mpsc::unbounded_channel::<String>();
+    let writer = tokio::spawn(async move {
+        let mut output = output;
+        while let Some(text) = outgoing.recv().await {
+            // The head is gone: nobody reads answers any more, but running calls still finish.
+            if output.write_all(text.as_bytes()).await.is_err() || output.flush().await.is_err() {
+                break;
+            }
+        }
+    });
+    let hello = line(&Hello::here()).map_err(|e| Error::Failed(format!("internal: cannot encode hello: {e}")))?;
+    let _ = answers.send(hello);
+
+    let mut running = JoinSet::new();
+    let mut lines = BufReader::new(input).lines();
+    loop {
+        let text = match lines.next_line().await {
+            Ok(Some(text)) => text,
+            Ok(None) => break,
+            Err(error) => {
+                let _ = answers.send(unreadable(0, &format!("cannot read the call: {error}")));
+                break;
+            }
+        };
+        if text.trim().is_empty() {
+            continue;
+        }
+        let request: Request = match serde_json::from_str(&text) {
+            Ok(request) => request,
+            Err(error) => {
+                let id = serde_json::from_str::<serde_json::Value>(&text).ok().and_then(|v| v["id"].as_u64());
+                let _ = answers.send(unreadable(id.unwrap_or(0), &format!("not a call this node knows: {error}")));
+                continue;
+            }
+        };
+        let (settings, answers) = (settings.clone(), answers.clone());
+        running.spawn(async move {
+            let outcome = answer(&settings, request.call).await;
+            if let Ok(text) = line(&Response { id: request.id, outcome }) {
+                let _ = answers.send(text);
+            }
+        });
+    }
+    while running.join_next().await.is_some() {}
+    drop(answers);
+    let _ = writer.await;
+    Ok(())
+}
+
+/// The answer to a line that is no call.
+fn unreadable(id: u64, why: &str) -> String {
+    let error = Error::Usage(format!("{why}. Fix: run the same strix-toolbox version on the head and every node"));
+    line(&Response { id, outcome: Outcome::Error(error.report()) }).unwrap_or_default()
+}
+
+/// Run one call: the operation a local command would run, its report as the answer.
+async fn answer(settings: &Settings, call: NodeCall) -> Outcome {
+    let result = match call {
+        NodeCall::Resolve(c) => reply(&c, ops::resolve::resolve(settings, &c.image).await),
+        NodeCall::Refresh(request) => reply(&request, ops::refresh::refresh(settings, &request).await),
+        NodeCall::Phase(request) => reply(&request, ops::phase::run_phase(settings, &request).await),
+        NodeCall::Doctor(c) => reply(&c, ops::doctor::doctor(settings)),
+        NodeCall::Detect(c) => reply(&c, ops::detect::detect(settings)),
+        NodeCall::Status(c) => reply(&c, ops::status::status(settings).await),
+        NodeCall::Verify(c) => reply(&c, ops::verify::verify(settings, &c.name).await),
+        NodeCall::Link(c) => reply(&c, ops::link::read_link(&c.netdev).await),
+        NodeCall::Ping(c) => reply(&c, ops::link::ping(&c.netdev, c.address, c.size).await),
+        NodeCall::Exec(c) => reply(&c, ops::exec::exec_in_toolbox(settings, &c.toolbox, &c.argv).await),
+    };
+    match result {
+        Ok(value) => Outcome::Ok(value),
+        Err(error) => Outcome::Error(error.report()),
+    }
+}
+
+/// A call's report as it travels; the request only fixes the report's type.
+fn reply<C: Call>(_call: &C, result: Result<C::Reply>) -> Result<serde_json::Value> {
+    let report = result?;
+    serde_json::to_value(report).map_err(|e| Error::Failed(format!("internal: cannot encode the report: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+    use super::*;
+    use crate::engine::kind::EngineChoice;
+    use crate::node::call::{Detect, Exec};
+    use crate::ops::detect::DetectReport;
+
+    /// A node whose host tree is `root`.
+    fn settings(root: PathBuf) -> Settings {
+        Settings::resolve(root, EngineChoice::Podman, true, true)
+    }
+
+    #[tokio::test]
+    async fn hello_first_then_each_answer_under_its_call_id() {
+        let root = tempfile::tempdir().unwrap();
+        let (head, node) = tokio::io::duplex(1 << 16);
+        let (node_in, node_out) = tokio::io::split(node);
+        let serving = tokio::spawn(serve(settings(root.path().into()), node_in, node_out));
+        let (head_in, mut head_out) = tokio::io::split(head);
+        let mut lines = BufReader::new(head_in).lines();
+
+        let hello: Hello = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+        assert_eq!((hello.version.as_str(), hello.protocol), (env!("CARGO_PKG_VERSION"), super::super::wire::PROTOCOL));
+
+        // No engine here knows this toolbox (or no engine answers at all): an error either way.
+        let exec = Exec { toolbox: "strix-serve-test-none".into(), argv: vec!["true".into()] };
+        for request in [Request { id: 7, call: Detect {}.into() }, Request { id: 8, call: exec.into() }] {
+            head_out.write_all(line(&request).unwrap().as_bytes()).await.unwrap();
+        }
+        head_out.write_all(b"{\"id\": 9, \"call\": \"format-disk\"}\nnot json at all\n").await.unwrap();
+        head_out.shutdown().await.unwrap();
+
+        let mut answers = std::collections::BTreeMap::new();
+        while let Some(text) = lines.next_line().await.unwrap() {
+            let response: Response = serde_json::from_str(&text).unwrap();
+            answers.insert(response.id, response.outcome);
+        }
+        serving.await.unwrap().unwrap();
+
+        match &answers[&7] {
+            Outcome::Ok(value) => {
+                let report: DetectReport = serde_json::from_value(value.clone()).unwrap();
+                assert!(report.gpu.kfd.is_none(), "an empty host tree has no GPU");
+            }
+            other => panic!("detect failed: {other:?}"),
+        }
+        let Outcome::Error(missing) = &answers[&8] else { panic!("exec in no toolbox: {:?}", answers[&8]) };
+        assert!(missing.message.contains("strix-serve-test-none") || missing.message.contains("podman"), "{missing:?}");
+        let Outcome::Error(unknown) = &answers[&9] else { panic!("an unknown call: {:?}", answers[&9]) };
+        assert!(unknown.message.contains("not a call this node knows"), "{unknown:?}");
+        let Outcome::Error(garbage) = &answers[&0] else { panic!("a line that is no call: {:?}", answers[&0]) };
+        assert!(garbage.message.contains("same strix-toolbox version"), "{garbage:?}");
+    }
+}
