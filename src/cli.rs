@@ -115,7 +115,7 @@ pub enum Command {
     /// Answer a cluster head's calls, one JSON line each, on stdin and stdout (the head starts this
     /// over ssh on every node, once per cluster command).
     #[command(hide = true)]
-    Serve,
+    Agent,
 }
 
 /// What a refresh makes, and how: shared by `refresh` and `cluster refresh`.

@@ -178,7 +178,7 @@ fn a_node_without_strix_toolbox_is_refused_until_install() {
     let cluster_bed = TestCluster::start(&registry, 2);
     let image = stand_in_image(cluster_bed.node(1).podman(), &registry, "vllm:latest", CREATED_V1);
     cluster_bed.node(2).remove_strix_toolbox();
-    // node1's ~/.local/bin (which wins over PATH) holds an older release, one without `serve`.
+    // node1's ~/.local/bin (which wins over PATH) holds an older release, one without `agent`.
     let old_release = cluster_bed.node(1).home.join(".local/bin/strix-toolbox");
     std::fs::create_dir_all(old_release.parent().unwrap()).unwrap();
     std::fs::write(

@@ -1,5 +1,5 @@
 //! A node as the head sees it: its ssh session, and one channel to the node's own strix-toolbox
-//! (`serve`), opened with the session and carrying every typed call of the cluster command. The
+//! (`agent`), opened with the session and carrying every typed call of the cluster command. The
 //! usual cost is one round trip: ssh connects, the node's strix-toolbox says hello with its
 //! version, and the head compares it in the same exchange.
 
@@ -162,7 +162,7 @@ fn strix_argv(args: &[&str]) -> Vec<String> {
     argv
 }
 
-/// The open channel to a node's `strix-toolbox serve`.
+/// The open channel to a node's `strix-toolbox agent`.
 struct Channel {
     hello: Hello,
     stdin: tokio::sync::Mutex<Option<ChildStdin>>,
@@ -173,10 +173,10 @@ struct Channel {
 }
 
 impl Channel {
-    /// Start `serve` and read its hello (bounded by `limit`); what the node has when it does not
+    /// Start `agent` and read its hello (bounded by `limit`); what the node has when it does not
     /// answer.
     async fn open(session: &NodeSession, node: &str, limit: Duration) -> Result<Agent> {
-        let mut child = session.spawn(&strix_argv(&["serve"]))?;
+        let mut child = session.spawn(&strix_argv(&["agent"]))?;
         let (Some(stdin), Some(stdout), Some(stderr)) = (child.stdin.take(), child.stdout.take(), child.stderr.take())
         else {
             return Err(Error::Failed("internal: the ssh channel has no pipes".into()));
@@ -204,11 +204,11 @@ impl Channel {
             }
             return Ok(match status {
                 Some(NOT_FOUND) => Agent::Missing,
-                // An older strix-toolbox has no `serve`: its version says what it is.
+                // An older strix-toolbox has no `agent`: its version says what it is.
                 _ => match installed_version(session).await {
                     Some(version) if version != VERSION => Agent::OtherVersion(version),
                     _ => Agent::Broken(Error::Failed(format!(
-                        "node {node}: its strix-toolbox would not serve ({}): {}. Fix: run `strix-toolbox status` on \
+                        "node {node}: its strix-toolbox would not answer ({}): {}. Fix: run `strix-toolbox status` on \
                          the node",
                         status.map_or("killed".to_string(), |code| format!("exit {code}")),
                         last_line(&said).unwrap_or("no message")

@@ -1,6 +1,7 @@
 //! One file per verb: each parses its arguments, calls one operation (`crate::ops`) and renders
 //! its report as text or `--json`. Returns the process exit code.
 
+mod agent;
 mod build;
 mod cluster;
 mod completions;
@@ -12,7 +13,6 @@ mod rccl;
 mod refresh;
 mod rm;
 mod rollback;
-mod serve;
 mod status;
 mod verify;
 
@@ -49,7 +49,7 @@ pub fn run(command: Command, settings: &Settings) -> Result<i32> {
                     Command::Rollback(args) => rollback::run(&args, settings).await,
                     Command::Build(args) => build::run(&args, settings).await,
                     Command::Cluster(args) => cluster::run(&args, settings).await,
-                    Command::Serve => serve::run(settings).await,
+                    Command::Agent => agent::run(settings).await,
                     Command::Rccl(RcclCommand::Inspect(args)) => rccl::inspect(&args, settings).await,
                     Command::Detect | Command::Doctor | Command::Completions(_) => {
                         unreachable!("handled above")

@@ -1,5 +1,5 @@
 //! What the head asks a node: one typed value per question, each with the report type that
-//! answers it. The head sends a [`NodeCall`] to the node's `strix-toolbox serve` and reads back
+//! answers it. The head sends a [`NodeCall`] to the node's `strix-toolbox agent` and reads back
 //! exactly that report: no command line is rebuilt by hand, and a field added to a request is
 //! carried as soon as it is declared.
 

@@ -1,4 +1,4 @@
-//! How calls travel between the head and a node's `strix-toolbox serve`: one JSON value per line
+//! How calls travel between the head and a node's `strix-toolbox agent`: one JSON value per line
 //! over the ssh channel's stdin and stdout. The node speaks first ([`Hello`], so the versions are
 //! compared in the same exchange that opens the channel); then each [`Request`] carries an id,
 //! and its [`Response`] comes back with that id, in whatever order the calls finish, so one

@@ -1,4 +1,4 @@
-//! The node's side of the channel (`strix-toolbox serve`, started by the head over ssh): say
+//! The node's side of the channel (`strix-toolbox agent`, started by the head over ssh): say
 //! hello, then answer each call with the same operation a local command runs, until the head
 //! closes the channel. Calls run concurrently; each answer goes out as one line when it is ready.
 //! A call already running when the head goes away still finishes: a half-done phase is worse than
@@ -17,7 +17,7 @@ use crate::ops;
 use crate::settings::Settings;
 
 /// Answer calls read from `input` on `output` until `input` ends.
-pub async fn serve(
+pub async fn run_agent(
     settings: Settings,
     input: impl AsyncRead + Unpin,
     output: impl AsyncWrite + Unpin + Send + 'static,
@@ -125,7 +125,7 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         let (head, node) = tokio::io::duplex(1 << 16);
         let (node_in, node_out) = tokio::io::split(node);
-        let serving = tokio::spawn(serve(settings(root.path().into()), node_in, node_out));
+        let serving = tokio::spawn(run_agent(settings(root.path().into()), node_in, node_out));
         let (head_in, mut head_out) = tokio::io::split(head);
         let mut lines = BufReader::new(head_in).lines();
 
@@ -133,7 +133,7 @@ mod tests {
         assert_eq!((hello.version.as_str(), hello.protocol), (env!("CARGO_PKG_VERSION"), super::super::wire::PROTOCOL));
 
         // No engine here knows this toolbox (or no engine answers at all): an error either way.
-        let exec = Exec { toolbox: "strix-serve-test-none".into(), argv: vec!["true".into()] };
+        let exec = Exec { toolbox: "strix-agent-test-none".into(), argv: vec!["true".into()] };
         for request in [Request { id: 7, call: Detect {}.into() }, Request { id: 8, call: exec.into() }] {
             head_out.write_all(line(&request).unwrap().as_bytes()).await.unwrap();
         }
@@ -155,7 +155,7 @@ mod tests {
             other => panic!("detect failed: {other:?}"),
         }
         let Outcome::Error(missing) = &answers[&8] else { panic!("exec in no toolbox: {:?}", answers[&8]) };
-        assert!(missing.message.contains("strix-serve-test-none") || missing.message.contains("podman"), "{missing:?}");
+        assert!(missing.message.contains("strix-agent-test-none") || missing.message.contains("podman"), "{missing:?}");
         let Outcome::Error(unknown) = &answers[&9] else { panic!("an unknown call: {:?}", answers[&9]) };
         assert!(unknown.message.contains("not a call this node knows"), "{unknown:?}");
         let Outcome::Error(garbage) = &answers[&0] else { panic!("a line that is no call: {:?}", answers[&0]) };

@@ -1,7 +1,7 @@
-//! `serve` (hidden): this node's side of a cluster command, on stdin and stdout.
+//! `agent` (hidden): this node's side of a cluster command, on stdin and stdout.
 
 use crate::error::Result;
-use crate::node::serve::serve;
+use crate::node::agent::run_agent;
 use crate::settings::Settings;
 
 pub async fn run(settings: &Settings) -> Result<i32> {
@@ -9,6 +9,6 @@ pub async fn run(settings: &Settings) -> Result<i32> {
     let mut quiet = settings.clone();
     quiet.ui.json = true;
     quiet.ui.interactive = false;
-    serve(quiet, tokio::io::stdin(), tokio::io::stdout()).await?;
+    run_agent(quiet, tokio::io::stdin(), tokio::io::stdout()).await?;
     Ok(0)
 }
