@@ -1,0 +1,144 @@
+//! The command lines a launch runs inside the toolboxes, as argv vectors: Ray's head and workers,
+//! `vllm serve`, the readiness query, and stopping. `--dry-run` prints exactly these.
+
+use std::net::Ipv4Addr;
+
+/// Ray's GCS port on the head.
+pub const RAY_PORT: u16 = 6379;
+
+/// Ray's head on the cluster link. No dashboard: it would listen on every address, and nothing
+/// here needs it (readiness asks the GCS).
+pub fn ray_head(link_ip: Ipv4Addr) -> Vec<String> {
+    let mut argv = words(&["ray", "start", "--head", "--port"]);
+    argv.push(RAY_PORT.to_string());
+    argv.extend(words(&["--node-ip-address"]));
+    argv.push(link_ip.to_string());
+    argv.extend(ray_resources());
+    argv.push("--include-dashboard=false".into());
+    argv
+}
+
+/// A Ray worker joining `head_ip`, bound to its own link address.
+pub fn ray_worker(head_ip: Ipv4Addr, link_ip: Ipv4Addr) -> Vec<String> {
+    let mut argv = words(&["ray", "start", "--address"]);
+    argv.push(format!("{head_ip}:{RAY_PORT}"));
+    argv.extend(words(&["--node-ip-address"]));
+    argv.push(link_ip.to_string());
+    argv.extend(ray_resources());
+    argv
+}
+
+/// One GPU per node: Strix Halo has one, and vLLM places one tensor-parallel rank per GPU.
+fn ray_resources() -> Vec<String> {
+    words(&["--num-gpus", "1", "--disable-usage-stats"])
+}
+
+/// `ray stop`: graceful (Ray waits up to its own grace period), or `--force`.
+pub fn ray_stop(force: bool) -> Vec<String> {
+    let mut argv = words(&["ray", "stop"]);
+    if force {
+        argv.push("--force".into());
+    }
+    argv
+}
+
+/// Asks the running Ray cluster which nodes it has, as one JSON line: `[{"ip", "alive", "gpus"}]`.
+/// `ray status` is no proof (it lists a dead worker as active for a while); the GCS's own node
+/// table is.
+const RAY_NODES: &str = r#"import json, ray
+ray.init(address="auto", logging_level="ERROR", log_to_driver=False)
+print(json.dumps([{"ip": n["NodeManagerAddress"], "alive": n["Alive"], "gpus": n["Resources"].get("GPU", 0)} for n in ray.nodes()]))
+"#;
+
+pub fn ray_nodes() -> Vec<String> {
+    words(&["python3", "-c", RAY_NODES])
+}
+
+/// `vllm serve MODEL` with tensor parallelism `tp`; across nodes through Ray (vLLM's Ray executor
+/// joins the running cluster), on one node with vLLM's default executor.
+pub fn vllm_serve(model: &str, tp: usize, port: u16, over_ray: bool, extra: &[String]) -> Vec<String> {
+    let mut argv = words(&["vllm", "serve", model, "--tensor-parallel-size"]);
+    argv.push(tp.to_string());
+    if over_ray {
+        argv.extend(words(&["--distributed-executor-backend", "ray"]));
+    }
+    argv.push("--port".into());
+    argv.push(port.to_string());
+    argv.extend(extra.iter().cloned());
+    argv
+}
+
+/// Starts `$2…` in the background with its output appended to the file `$1`, and prints its pid.
+/// A constant script: the log path and the command follow it as positional parameters.
+const DETACHED: &str = r#"log="$1"; shift; "$@" >>"$log" 2>&1 </dev/null & echo $!"#;
+
+/// `command`, detached, its output in `log`: the exec returns at once with the pid.
+pub fn detached(log: &str, command: &[String]) -> Vec<String> {
+    let mut argv = words(&["sh", "-c", DETACHED, "sh", log]);
+    argv.extend(command.iter().cloned());
+    argv
+}
+
+/// `kill -SIGNAL PID` (`-0`: is it alive).
+pub fn kill(signal: &str, pid: u32) -> Vec<String> {
+    vec!["kill".into(), format!("-{signal}"), pid.to_string()]
+}
+
+/// The last `lines` lines of `file`.
+pub fn tail(file: &str, lines: usize) -> Vec<String> {
+    vec!["tail".into(), "-n".into(), lines.to_string(), file.into()]
+}
+
+/// Ray's own logs on a node, newest session (what says why a worker did not join).
+pub const RAY_LOGS: &str = "/tmp/ray/session_latest/logs";
+
+fn words(words: &[&str]) -> Vec<String> {
+    words.iter().map(|word| word.to_string()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ray_binds_the_link_address_with_one_gpu() {
+        let head = ray_head(Ipv4Addr::new(192, 168, 2, 1)).join(" ");
+        assert_eq!(
+            head,
+            "ray start --head --port 6379 --node-ip-address 192.168.2.1 --num-gpus 1 --disable-usage-stats \
+             --include-dashboard=false"
+        );
+        let worker = ray_worker(Ipv4Addr::new(192, 168, 2, 1), Ipv4Addr::new(192, 168, 2, 3)).join(" ");
+        assert_eq!(
+            worker,
+            "ray start --address 192.168.2.1:6379 --node-ip-address 192.168.2.3 --num-gpus 1 --disable-usage-stats"
+        );
+    }
+
+    #[test]
+    fn vllm_uses_ray_only_across_nodes() {
+        let extra = vec!["--max-model-len".to_string(), "8192".to_string()];
+        assert_eq!(
+            vllm_serve("org/m", 2, 8000, true, &extra).join(" "),
+            "vllm serve org/m --tensor-parallel-size 2 --distributed-executor-backend ray --port 8000 --max-model-len 8192"
+        );
+        assert_eq!(vllm_serve("org/m", 1, 8000, false, &[]).join(" "), "vllm serve org/m --tensor-parallel-size 1 --port 8000");
+    }
+
+    #[test]
+    fn detached_runs_the_command_in_the_background_and_prints_its_pid() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("out.log");
+        let argv = detached(log.to_str().unwrap(), &words(&["sh", "-c", "echo \"$1 went\"; exit 3", "sh", "a 'quoted' $word"]));
+        let output = std::process::Command::new(&argv[0]).args(&argv[1..]).output().unwrap();
+        assert!(output.status.success());
+        let pid: u32 = String::from_utf8_lossy(&output.stdout).trim().parse().unwrap();
+        assert!(pid > 1);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while std::fs::read_to_string(&log).unwrap_or_default().is_empty() {
+            assert!(std::time::Instant::now() < deadline, "the detached command never wrote");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert_eq!(std::fs::read_to_string(&log).unwrap(), "a 'quoted' $word went\n");
+    }
+}

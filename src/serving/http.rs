@@ -1,0 +1,89 @@
+//! The probes that prove vLLM serves: `GET /health` and `GET /v1/models`, asked on the head node
+//! itself (the operator's machine may not be on the cluster link). HTTP/1.0, so the server closes
+//! the connection after one plain (never chunked) answer; every step is bounded.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// The most of a body read: `/v1/models` is a few hundred bytes.
+const BODY_LIMIT: u64 = 1 << 20;
+
+/// What a GET came back with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HttpAnswer {
+    /// Nothing listens yet (vLLM binds its port only once the engine is up).
+    Refused,
+    /// No answer within the limit.
+    TimedOut,
+    /// An answer: status and body.
+    Status(u16, String),
+    /// Something else went wrong: the reason.
+    Failed(String),
+}
+
+pub async fn get(address: SocketAddr, path: &str, limit: Duration) -> HttpAnswer {
+    match tokio::time::timeout(limit, exchange(address, path)).await {
+        Err(_) => HttpAnswer::TimedOut,
+        Ok(Err(error)) if error.kind() == std::io::ErrorKind::ConnectionRefused => HttpAnswer::Refused,
+        Ok(Err(error)) => HttpAnswer::Failed(error.to_string()),
+        Ok(Ok(answer)) => answer,
+    }
+}
+
+async fn exchange(address: SocketAddr, path: &str) -> std::io::Result<HttpAnswer> {
+    let mut stream = TcpStream::connect(address).await?;
+    let request = format!("GET {path} HTTP/1.0\r\nHost: {address}\r\nAccept: application/json\r\n\r\n");
+    stream.write_all(request.as_bytes()).await?;
+    let mut raw = Vec::new();
+    stream.take(BODY_LIMIT).read_to_end(&mut raw).await?;
+    Ok(parse(&raw))
+}
+
+/// `HTTP/1.1 200 OK\r\n…\r\n\r\nBODY` → `Status(200, BODY)`.
+fn parse(raw: &[u8]) -> HttpAnswer {
+    let text = String::from_utf8_lossy(raw);
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head.lines().next().and_then(|line| {
+        let mut words = line.split_whitespace();
+        words.next().filter(|version| version.starts_with("HTTP/"))?;
+        words.next()?.parse().ok()
+    });
+    match status {
+        Some(status) => HttpAnswer::Status(status, body.to_string()),
+        None => HttpAnswer::Failed(format!("not an HTTP answer: {:?}", head.chars().take(60).collect::<String>())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_and_body_are_read_from_the_answer() {
+        let raw = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\r\n{\"data\":[]}";
+        assert_eq!(parse(raw), HttpAnswer::Status(200, "{\"data\":[]}".into()));
+        assert_eq!(parse(b"HTTP/1.0 503 Service Unavailable\r\n\r\n"), HttpAnswer::Status(503, String::new()));
+        assert!(matches!(parse(b"SSH-2.0-OpenSSH_9.2\r\n"), HttpAnswer::Failed(_)));
+        assert!(matches!(parse(b""), HttpAnswer::Failed(_)));
+    }
+
+    #[tokio::test]
+    async fn a_real_exchange_and_a_refused_port() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let server = tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut request = vec![0u8; 1024];
+            let read = socket.read(&mut request).await.unwrap();
+            assert!(String::from_utf8_lossy(&request[..read]).starts_with("GET /health HTTP/1.0\r\n"));
+            socket.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n").await.unwrap();
+        });
+        assert_eq!(get(address, "/health", Duration::from_secs(5)).await, HttpAnswer::Status(200, String::new()));
+        server.await.unwrap();
+        // Nothing listens there any more.
+        assert_eq!(get(address, "/health", Duration::from_secs(5)).await, HttpAnswer::Refused);
+    }
+}
