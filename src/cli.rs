@@ -103,6 +103,13 @@ pub enum Command {
     Rm(RmArgs),
     /// Recreate a toolbox from its previous pinned image.
     Rollback(RollbackArgs),
+    /// Serve MODEL from this node's toolbox: `vllm serve`, detached, until it answers at its
+    /// OpenAI-compatible endpoint (`cluster launch` serves one model across every node).
+    Launch(LaunchArgs),
+    /// Stop what `launch` started here (vLLM; Ray when a cluster launch started it).
+    Stop(ToolboxArgs),
+    /// vLLM's and Ray's logs from what `launch` started here.
+    Logs(LogsArgs),
     /// Build the image with a custom RCCL through the engine's build API.
     Build(BuildArgs),
     /// Work with RCCL artifacts.
@@ -211,6 +218,90 @@ pub enum ClusterCommand {
     Verify(ClusterToolboxArgs),
     /// Copy this strix-toolbox to ~/.local/bin on every node that lacks it or runs another version.
     Install,
+    /// Serve MODEL across every node: Ray on the cluster link, `vllm serve` with tensor parallelism on
+    /// the head, all or nothing; prints the OpenAI-compatible endpoint once it answers.
+    Launch(LaunchArgs),
+    /// Stop vLLM, then Ray, on every node (an unreachable node is named; the others still stop).
+    Stop(ClusterToolboxArgs),
+    /// vLLM's and Ray's logs of every node, each line with its node.
+    Logs(ClusterLogsArgs),
+}
+
+/// A model to serve, and how.
+#[derive(Debug, Clone, Args)]
+pub struct LaunchArgs {
+    /// The model: a Hugging Face repository (`org/name`) or a path inside the toolbox.
+    #[arg(value_name = "MODEL")]
+    pub model: String,
+
+    /// Tensor-parallel size (one rank per node's GPU) [default: the number of nodes].
+    #[arg(long, value_name = "N")]
+    pub tp: Option<usize>,
+
+    /// The endpoint's port on the head.
+    #[arg(long, default_value_t = 8000)]
+    pub port: u16,
+
+    /// Seconds vLLM may take to serve (loading weights takes minutes).
+    #[arg(long, value_name = "SECONDS", default_value_t = 1800)]
+    pub timeout: u64,
+
+    /// Stop what serves now first, instead of refusing.
+    #[arg(long)]
+    pub replace: bool,
+
+    /// Print each node's commands and environment; start nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+
+    /// Environment for Ray and vLLM, KEY=VALUE (repeatable; overrides the defaults shown by --dry-run).
+    #[arg(long = "env", short = 'e', value_name = "KEY=VALUE")]
+    pub env: Vec<String>,
+
+    /// Read the Hugging Face token from FILE [default: the HF_TOKEN environment variable]. It reaches
+    /// vLLM through its environment, never a command line, a log or a report.
+    #[arg(long, value_name = "FILE")]
+    pub hf_token_file: Option<PathBuf>,
+
+    /// The toolbox to serve from.
+    #[arg(long, env = "TOOLBOX_NAME", default_value = "vllm")]
+    pub name: String,
+
+    /// More `vllm serve` arguments.
+    #[arg(last = true, value_name = "VLLM ARGS")]
+    pub extra: Vec<String>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ToolboxArgs {
+    /// The toolbox.
+    #[arg(long, env = "TOOLBOX_NAME", default_value = "vllm")]
+    pub name: String,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct LogsArgs {
+    /// The toolbox.
+    #[arg(long, env = "TOOLBOX_NAME", default_value = "vllm")]
+    pub name: String,
+
+    /// Keep printing what is added (until Ctrl-C).
+    #[arg(long, short)]
+    pub follow: bool,
+
+    /// How many of each log's last lines.
+    #[arg(long, short = 'n', default_value_t = 50)]
+    pub lines: usize,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ClusterLogsArgs {
+    #[command(flatten)]
+    pub logs: LogsArgs,
+
+    /// Only this node's logs.
+    #[arg(long, value_name = "NODE")]
+    pub node: Option<String>,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -9,6 +9,7 @@ use super::remote::RemoteNode;
 use super::{close_all, connect_all, in_cluster_order, ClusterSettings};
 use crate::error::Result;
 use crate::node::call::{Detect, Doctor, Link, Ping, Status};
+use crate::node::NodeCalls;
 use crate::ops::link::jumbo_payload;
 
 pub async fn cluster_doctor(settings: &ClusterSettings, toolbox: &str) -> Result<ClusterDoctorReport> {

@@ -6,12 +6,16 @@ pub(crate) mod checks;
 pub(crate) mod doctor;
 pub(crate) mod facts;
 pub(crate) mod install;
+pub(crate) mod interrupt;
+pub(crate) mod launch;
+pub(crate) mod logs;
 pub(crate) mod nodes;
 pub(crate) mod proof;
 pub(crate) mod refresh;
 pub(crate) mod remote;
 pub mod ssh;
 pub(crate) mod status;
+pub(crate) mod stop;
 pub(crate) mod verify;
 
 use futures_util::future::join_all;

@@ -6,17 +6,17 @@
 //! Once every node has swapped, the refresh is complete and a Ctrl-C changes nothing.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 
 use futures_util::future::join_all;
 use serde::{Deserialize, Serialize};
 
+use super::interrupt::Interrupt;
 use super::remote::RemoteNode;
 use super::{close_all, connect_all, ClusterSettings};
 use crate::error::{Error, Result};
 use crate::image::reference::ImageRef;
 use crate::node::call::Resolve;
+use crate::node::NodeCalls;
 use crate::ops::phase::{Phase, PhaseRequest};
 use crate::ops::refresh::{RefreshReport, RefreshRequest};
 use crate::plan::Action;
@@ -88,7 +88,7 @@ async fn refresh_nodes(
 
     // Stage (or plan) on every node.
     let stage = &RefreshRequest { image_ref: pinned.clone(), stage_only: !request.dry_run, ..request.clone() };
-    if interrupt.came() {
+    if interrupt.came().is_some() {
         return Err(Error::Failed("interrupted (Ctrl-C) before any node changed; nothing was changed".into()));
     }
     let staged =
@@ -96,7 +96,7 @@ async fn refresh_nodes(
     progress.finish();
     let staged_names: Vec<&RemoteNode> =
         nodes.iter().zip(&staged).filter(|(_, r)| matches!(r, Ok(r) if r.staged.is_some())).map(|(n, _)| *n).collect();
-    let stage_failures = failures(&nodes, &staged, interrupt.came());
+    let stage_failures = failures(&nodes, &staged, interrupt.came().is_some());
     if !stage_failures.is_empty() {
         let cleanup = run_phase(&staged_names, &phase(Phase::Abort, request)).await;
         return Err(Error::Failed(format!(
@@ -122,7 +122,7 @@ async fn refresh_nodes(
     let swap = &phase(Phase::Swap, request);
     let swaps =
         on_every_node(&staged_names, &progress, "swapping", |node| async move { node.call(swap.clone()).await }).await;
-    let swap_failures = failures(&staged_names, &swaps, interrupt.came());
+    let swap_failures = failures(&staged_names, &swaps, interrupt.came().is_some());
     if !swap_failures.is_empty() {
         // A swap that answered with an error may still have happened (the connection dropped
         // after it): those nodes are undone too, which leaves a node that did not swap alone.
@@ -203,34 +203,6 @@ where
         }
     }))
     .await
-}
-
-/// Ctrl-C during a cluster refresh: noted, never acted on mid-phase (a half-done phase is worse
-/// than a finished one, and the ssh clients run in their own process group, so the terminal's
-/// SIGINT does not reach them). After each phase the refresh asks whether it came, and undoes.
-struct Interrupt(Arc<AtomicBool>, tokio::task::JoinHandle<()>);
-
-impl Interrupt {
-    fn watch() -> Interrupt {
-        let flag = Arc::new(AtomicBool::new(false));
-        let seen = flag.clone();
-        let task = tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                seen.store(true, Ordering::SeqCst);
-            }
-        });
-        Interrupt(flag, task)
-    }
-
-    fn came(&self) -> bool {
-        self.0.load(Ordering::SeqCst)
-    }
-}
-
-impl Drop for Interrupt {
-    fn drop(&mut self) {
-        self.1.abort();
-    }
 }
 
 fn failures<T>(nodes: &[&RemoteNode], results: &[Result<T>], interrupted: bool) -> Vec<String> {

@@ -8,14 +8,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use async_trait::async_trait;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin};
 use tokio::sync::oneshot;
 
 use super::ssh::{NodeSession, RemoteOutput, SshOptions};
 use crate::error::{Error, Result};
-use crate::node::call::{Call, Exec, NodeCall};
+use crate::node::call::{Exec, NodeCall};
 use crate::node::wire::{line, Hello, Outcome, Request, Response, PROTOCOL};
+use crate::node::{Node, NodeCalls};
 
 /// This program's version: every node must run the same.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -102,22 +104,6 @@ impl RemoteNode {
         }
     }
 
-    /// Ask the node: its report, or its typed error.
-    pub async fn call<C: Call>(&self, call: C) -> Result<C::Reply> {
-        let channel = self.channel()?;
-        match channel.ask(call.into()).await {
-            Some(Outcome::Ok(value)) => serde_json::from_value(value).map_err(|e| {
-                Error::Failed(format!(
-                    "node {}: its answer is not the report this strix-toolbox expects ({e}). Fix: `strix-toolbox \
-                     cluster install` puts the same build on every node",
-                    self.name
-                ))
-            }),
-            Some(Outcome::Error(report)) => Err(Error::from_remote(&self.name, report)),
-            None => Err(channel.lost(&self.session, &self.name).await),
-        }
-    }
-
     /// Run `argv` inside the node's toolbox `toolbox`, its output captured.
     pub async fn in_toolbox(&self, toolbox: &str, argv: &[String]) -> Result<RemoteOutput> {
         let report = self.call(Exec { toolbox: toolbox.to_string(), argv: argv.to_vec() }).await?;
@@ -152,6 +138,23 @@ impl RemoteNode {
             channel.close().await;
         }
         self.session.close().await;
+    }
+}
+
+#[async_trait]
+impl Node for RemoteNode {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Over the channel: the node's report, or its typed error.
+    async fn ask(&self, call: NodeCall) -> Result<serde_json::Value> {
+        let channel = self.channel()?;
+        match channel.ask(call).await {
+            Some(Outcome::Ok(value)) => Ok(value),
+            Some(Outcome::Error(report)) => Err(Error::from_remote(&self.name, report)),
+            None => Err(channel.lost(&self.session, &self.name).await),
+        }
     }
 }
 

@@ -7,6 +7,7 @@ use super::remote::RemoteNode;
 use super::{close_all, connect_all, in_cluster_order, ClusterSettings};
 use crate::error::Result;
 use crate::node::call::Status;
+use crate::node::NodeCalls;
 use crate::ops::status::{StatusReport, ToolboxStatus};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

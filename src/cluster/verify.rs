@@ -16,6 +16,7 @@ use super::{close_all, connect_all, in_cluster_order, ClusterSettings};
 use crate::check::Status;
 use crate::error::Result;
 use crate::node::call::{Detect, Link, Verify};
+use crate::node::NodeCalls;
 use crate::spec::transport::Transport;
 use crate::verify::VerifyReport;
 

@@ -11,10 +11,11 @@ use crate::cluster::refresh::{cluster_refresh, ClusterOutcome, ClusterRefreshRep
 use crate::cluster::ssh::SshOptions;
 use crate::cluster::status::{cluster_status, ClusterStatusReport};
 use crate::cluster::verify::{cluster_verify, ClusterVerifyReport, Proof};
-use crate::cluster::{doctor::cluster_doctor, ClusterSettings};
+use crate::cluster::{close_all, connect_all, doctor::cluster_doctor, ClusterSettings};
 use crate::doctor::Status;
 use crate::error::{Error, Result};
 use crate::image::short_digest;
+use crate::node::Node;
 use crate::output::{Style, Ui};
 use crate::settings::Settings;
 
@@ -40,6 +41,50 @@ pub async fn run(args: &ClusterArgs, settings: &Settings) -> Result<i32> {
             let report = cluster_verify(&cluster, &toolbox.name).await?;
             render(ui, &report, print_verify);
             Ok(report.exit_code())
+        }
+        ClusterCommand::Launch(launch) => {
+            let (nodes, unreachable) = connect_all(&cluster).await;
+            let refused: Vec<String> = unreachable
+                .iter()
+                .map(|(_, e)| e.to_string())
+                .chain(nodes.iter().filter_map(|n| n.require_ours().err()).map(|e| e.to_string()))
+                .collect();
+            let result = if refused.is_empty() {
+                let nodes_dyn: Vec<&dyn Node> = nodes.iter().map(|n| n as &dyn Node).collect();
+                super::launch::run(launch, &nodes_dyn, ui).await
+            } else {
+                Err(Error::Failed(format!("nothing was started: {}", refused.join("; "))))
+            };
+            close_all(nodes).await;
+            result
+        }
+        ClusterCommand::Stop(toolbox) => {
+            let (nodes, unreachable) = connect_all(&cluster).await;
+            let unreachable: Vec<(String, String)> = unreachable.into_iter().map(|(n, e)| (n, e.to_string())).collect();
+            let nodes_dyn: Vec<&dyn Node> = nodes.iter().map(|n| n as &dyn Node).collect();
+            let result = super::stop::run(&toolbox.name, &nodes_dyn, unreachable, ui).await;
+            close_all(nodes).await;
+            result
+        }
+        ClusterCommand::Logs(logs) => {
+            let mut cluster = cluster;
+            if let Some(node) = &logs.node {
+                if !cluster.nodes.contains(node) {
+                    return Err(Error::Usage(format!(
+                        "--node {node}: not a node of this cluster ({})",
+                        cluster.nodes.join(", ")
+                    )));
+                }
+                cluster.nodes.retain(|n| n == node);
+            }
+            let (nodes, unreachable) = connect_all(&cluster).await;
+            for (node, error) in &unreachable {
+                ui.warn(&format!("{node}: {error}"));
+            }
+            let nodes_dyn: Vec<&dyn Node> = nodes.iter().map(|n| n as &dyn Node).collect();
+            let result = super::logs::run(&logs.logs.name, &nodes_dyn, logs.logs.lines, logs.logs.follow, ui).await;
+            close_all(nodes).await;
+            result.map(|code| code.max(i32::from(!unreachable.is_empty())))
         }
         ClusterCommand::Install => {
             let report = cluster_install(&cluster).await?;

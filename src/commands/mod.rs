@@ -8,16 +8,20 @@ mod completions;
 mod detect;
 mod doctor;
 mod enter;
+mod launch;
 mod list;
+mod logs;
 mod rccl;
 mod refresh;
 mod rm;
 mod rollback;
 mod status;
+mod stop;
 mod verify;
 
 use crate::cli::{Command, GlobalOptions, RcclCommand};
 use crate::error::{Error, Result};
+use crate::node::local::LocalNode;
 use crate::settings::Settings;
 
 /// The global flags, resolved once against the environment and the terminal.
@@ -47,6 +51,18 @@ pub fn run(command: Command, settings: &Settings) -> Result<i32> {
                     Command::Status => status::run(settings).await,
                     Command::Rm(args) => rm::run(&args, settings).await,
                     Command::Rollback(args) => rollback::run(&args, settings).await,
+                    Command::Launch(args) => {
+                        let here = LocalNode::new(settings);
+                        launch::run(&args, &[&here], &settings.ui).await
+                    }
+                    Command::Stop(args) => {
+                        let here = LocalNode::new(settings);
+                        stop::run(&args.name, &[&here], Vec::new(), &settings.ui).await
+                    }
+                    Command::Logs(args) => {
+                        let here = LocalNode::new(settings);
+                        logs::run(&args.name, &[&here], args.lines, args.follow, &settings.ui).await
+                    }
                     Command::Build(args) => build::run(&args, settings).await,
                     Command::Cluster(args) => cluster::run(&args, settings).await,
                     Command::Agent => agent::run(settings).await,

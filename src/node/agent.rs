@@ -14,6 +14,7 @@ use super::call::{Call, NodeCall};
 use super::wire::{line, Hello, Outcome, Request, Response};
 use crate::error::{Error, Result};
 use crate::ops;
+use crate::ops::serving;
 use crate::settings::Settings;
 
 /// Answer calls read from `input` on `output` until `input` ends.
@@ -78,9 +79,17 @@ fn unreadable(id: u64, why: &str) -> String {
     line(&Response { id, outcome: Outcome::Error(error.report()) }).unwrap_or_default()
 }
 
-/// Run one call: the operation a local command would run, its report as the answer.
+/// Run one call and wrap its answer for the wire.
 async fn answer(settings: &Settings, call: NodeCall) -> Outcome {
-    let result = match call {
+    match dispatch(settings, call).await {
+        Ok(value) => Outcome::Ok(value),
+        Err(error) => Outcome::Error(error.report()),
+    }
+}
+
+/// Run one call on this node: the operation a local command would run, its report as a value.
+pub async fn dispatch(settings: &Settings, call: NodeCall) -> Result<serde_json::Value> {
+    match call {
         NodeCall::Resolve(c) => reply(&c, ops::resolve::resolve(settings, &c.image).await),
         NodeCall::Refresh(request) => reply(&request, ops::refresh::refresh(settings, &request).await),
         NodeCall::Phase(request) => reply(&request, ops::phase::run_phase(settings, &request).await),
@@ -91,10 +100,13 @@ async fn answer(settings: &Settings, call: NodeCall) -> Outcome {
         NodeCall::Link(c) => reply(&c, ops::link::read_link(&c.netdev).await),
         NodeCall::Ping(c) => reply(&c, ops::link::ping(&c.netdev, c.address, c.size).await),
         NodeCall::Exec(c) => reply(&c, ops::exec::exec_in_toolbox(settings, &c.toolbox, &c.argv).await),
-    };
-    match result {
-        Ok(value) => Outcome::Ok(value),
-        Err(error) => Outcome::Error(error.report()),
+        NodeCall::ServeCheck(c) => reply(&c, serving::state::serve_check(settings, &c).await),
+        NodeCall::RayStart(c) => reply(&c, serving::ray::ray_start(settings, &c).await),
+        NodeCall::RayNodes(c) => reply(&c, serving::ray::ray_nodes_of(settings, &c).await),
+        NodeCall::VllmStart(c) => reply(&c, serving::vllm::vllm_start(settings, &c).await),
+        NodeCall::ServeProbe(c) => reply(&c, serving::probe::serve_probe(settings, &c).await),
+        NodeCall::ServeStop(c) => reply(&c, serving::stop::serve_stop(settings, &c).await),
+        NodeCall::ServeLogs(c) => reply(&c, serving::logs::serve_logs(settings, &c).await),
     }
 }
 

@@ -15,6 +15,12 @@ use crate::ops::link::{ClusterLink, PingReport};
 use crate::ops::phase::{PhaseReport, PhaseRequest};
 use crate::ops::refresh::{RefreshReport, RefreshRequest};
 use crate::ops::resolve::ResolveReport;
+use crate::ops::serving::logs::{LogTail, ServeLogs};
+use crate::ops::serving::probe::{ServeProbe, ServeProbeReport};
+use crate::ops::serving::ray::{RayNode, RayNodes, RayStart, RayStarted};
+use crate::ops::serving::state::{ServeCheck, ServeCheckReport};
+use crate::ops::serving::stop::{ServeStop, ServeStopped};
+use crate::ops::serving::vllm::{VllmStart, VllmStarted};
 use crate::ops::status::StatusReport;
 use crate::verify::VerifyReport;
 
@@ -68,6 +74,20 @@ node_calls! {
     Ping(Ping) -> PingReport;
     /// A command inside one of the node's toolboxes, its output captured.
     Exec(Exec) -> ExecReport;
+    /// What the node serves with (toolbox, image, link address) and what it serves now.
+    ServeCheck(ServeCheck) -> ServeCheckReport;
+    /// Ray in the toolbox: the head, or a worker joining it.
+    RayStart(RayStart) -> RayStarted;
+    /// The Ray cluster's node table, asked on the head.
+    RayNodes(RayNodes) -> Vec<RayNode>;
+    /// `vllm serve`, detached in the toolbox.
+    VllmStart(VllmStart) -> VllmStarted;
+    /// `/health` and `/v1/models` at the endpoint, asked on the head.
+    ServeProbe(ServeProbe) -> ServeProbeReport;
+    /// Stop what a launch started on the node.
+    ServeStop(ServeStop) -> ServeStopped;
+    /// vLLM's and Ray's logs on the node.
+    ServeLogs(ServeLogs) -> Vec<LogTail>;
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -118,6 +138,28 @@ mod tests {
     use crate::manager::ManagerChoice;
     use crate::ops::phase::Phase;
     use crate::ops::refresh::ImageSource;
+    use crate::ops::serving::ray::RayRole;
+    use crate::ops::serving::stop::StopPart;
+    use crate::serving::record::{Role, ServingRecord};
+    use crate::serving::secret::Secret;
+
+    fn record() -> ServingRecord {
+        ServingRecord {
+            toolbox: "vllm".into(),
+            model: "org/model".into(),
+            role: Role::Worker,
+            nodes: 3,
+            tp: 3,
+            port: 8000,
+            link_ip: Ipv4Addr::new(192, 168, 2, 2),
+            head_ip: Ipv4Addr::new(192, 168, 2, 1),
+            endpoint: "http://192.168.2.1:8000/v1".into(),
+            image: "sha256:ab".into(),
+            started: "2026-11-23T12:00:00Z".into(),
+            ray: true,
+            vllm_pid: None,
+        }
+    }
 
     /// One of each call, as a head sends it.
     fn one_of_each() -> Vec<NodeCall> {
@@ -145,6 +187,26 @@ mod tests {
             Link { netdev: "enp194s0np0".into() }.into(),
             Ping { netdev: "thunderbolt0".into(), address: Ipv4Addr::new(192, 168, 2, 2), size: 8972 }.into(),
             Exec { toolbox: "vllm".into(), argv: vec!["sh".into(), "-c".into(), "echo 'a b'; exit 3".into()] }.into(),
+            ServeCheck { toolbox: "vllm".into(), start: true }.into(),
+            RayStart {
+                toolbox: "vllm".into(),
+                role: RayRole::Worker { head_ip: Ipv4Addr::new(192, 168, 2, 1) },
+                env: [("VLLM_HOST_IP".to_string(), "192.168.2.2".to_string())].into_iter().collect(),
+                record: record(),
+            }
+            .into(),
+            RayNodes { toolbox: "vllm".into() }.into(),
+            VllmStart {
+                toolbox: "vllm".into(),
+                argv: vec!["vllm".into(), "serve".into(), "org/model".into()],
+                env: Default::default(),
+                hf_token: Some(Secret::new("hf_secret".into())),
+                record: record(),
+            }
+            .into(),
+            ServeProbe { toolbox: "vllm".into(), address: "192.168.2.1:8000".parse().unwrap() }.into(),
+            ServeStop { toolbox: "vllm".into(), part: StopPart::Vllm }.into(),
+            ServeLogs { toolbox: "vllm".into(), lines: 20, seen: vec![] }.into(),
         ]
     }
 
@@ -161,6 +223,13 @@ mod tests {
             NodeCall::Link(_) => 7,
             NodeCall::Ping(_) => 8,
             NodeCall::Exec(_) => 9,
+            NodeCall::ServeCheck(_) => 10,
+            NodeCall::RayStart(_) => 11,
+            NodeCall::RayNodes(_) => 12,
+            NodeCall::VllmStart(_) => 13,
+            NodeCall::ServeProbe(_) => 14,
+            NodeCall::ServeStop(_) => 15,
+            NodeCall::ServeLogs(_) => 16,
         }
     }
 
@@ -211,5 +280,15 @@ mod tests {
             &phase,
             PhaseReport { name: "vllm".into(), phase: Phase::Swap, changed: true, parked: true, warnings: vec![] },
         );
+        let probe = ServeProbe { toolbox: "vllm".into(), address: "192.168.2.1:8000".parse().unwrap() };
+        let probed = ServeProbeReport {
+            health: crate::serving::http::HttpAnswer::Refused,
+            models: vec![],
+            vllm_alive: true,
+            last_line: Some("Loading".into()),
+        };
+        round_trip(&probe, probed);
+        let table = vec![RayNode { ip: "192.168.2.2".into(), alive: true, gpus: 1.0 }];
+        round_trip(&RayNodes { toolbox: "vllm".into() }, table);
     }
 }

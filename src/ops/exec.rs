@@ -3,11 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::engine::ExecIo;
 use crate::error::{Error, Result};
-use crate::image::reference::validate_container_name;
-use crate::manager::ManagerKind;
-use crate::ops::find_toolbox;
+use crate::ops::serving::toolbox::RunningToolbox;
 use crate::settings::Settings;
 
 /// What the command did.
@@ -23,25 +20,24 @@ impl ExecReport {
     pub fn success(&self) -> bool {
         self.exit_code == 0
     }
+
+    /// The last `count` non-empty lines it printed (stderr after stdout).
+    pub fn last_lines(&self, count: usize) -> Vec<String> {
+        let lines: Vec<&str> = self
+            .stdout
+            .lines()
+            .chain(self.stderr.lines())
+            .map(str::trim_end)
+            .filter(|l| !l.trim().is_empty())
+            .collect();
+        lines[lines.len().saturating_sub(count)..].iter().map(|l| l.to_string()).collect()
+    }
 }
 
 /// Run `argv` in toolbox `name` as its user, starting the toolbox first when it is stopped.
 pub async fn exec_in_toolbox(settings: &Settings, name: &str, argv: &[String]) -> Result<ExecReport> {
-    validate_container_name(name)?;
     if argv.is_empty() {
         return Err(Error::Usage(format!("nothing to run in {name}: the command is empty")));
     }
-    let connection = settings.connect().await?;
-    let engine = connection.engine();
-    let container = find_toolbox(engine, name).await?;
-    if !container.running {
-        engine.container_start(name).await?;
-    }
-    let user = ManagerKind::of(&container).exec_user();
-    let outcome = engine.exec(name, argv, &[], user.as_deref(), ExecIo::Capture).await?;
-    Ok(ExecReport {
-        exit_code: outcome.exit_code,
-        stdout: String::from_utf8_lossy(&outcome.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&outcome.stderr).into_owned(),
-    })
+    RunningToolbox::open(settings, name).await?.run(argv, &Default::default()).await
 }

@@ -15,6 +15,7 @@ pub mod refresh;
 pub mod remove;
 pub mod resolve;
 pub mod rollback;
+pub mod serving;
 pub mod status;
 mod toolbox;
 pub mod verify;

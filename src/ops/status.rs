@@ -31,7 +31,7 @@ impl ToolboxStatus {
         self.image_digest.as_deref().unwrap_or(&self.image_id)
     }
 
-    fn of(container: ContainerInfo) -> ToolboxStatus {
+    pub fn of(container: ContainerInfo) -> ToolboxStatus {
         let label = |key: &str| container.labels.get(key).cloned();
         ToolboxStatus {
             image: label(labels::IMAGE_REF).unwrap_or_else(|| container.image.clone()),

@@ -79,14 +79,28 @@ pub fn detached(log: &str, command: &[String]) -> Vec<String> {
     argv
 }
 
-/// `kill -SIGNAL PID` (`-0`: is it alive).
+/// `kill -SIGNAL PID`.
 pub fn kill(signal: &str, pid: u32) -> Vec<String> {
     vec!["kill".into(), format!("-{signal}"), pid.to_string()]
 }
 
-/// The last `lines` lines of `file`.
-pub fn tail(file: &str, lines: usize) -> Vec<String> {
-    vec!["tail".into(), "-n".into(), lines.to_string(), file.into()]
+/// Exits 0 while process `$1` runs. A toolbox's PID 1 (`sleep infinity`, Toolbx's init) does not
+/// reap what a detached command leaves, so an exited process can linger as a zombie that
+/// `kill -0` still finds: its state in /proc says.
+const PID_ALIVE: &str =
+    r#"s=$(cat "/proc/$1/stat" 2>/dev/null) || exit 1; s=${s##*) }; case $s in Z*|X*) exit 1;; esac"#;
+
+pub fn pid_alive(pid: u32) -> Vec<String> {
+    let mut argv = words(&["sh", "-c", PID_ALIVE, "sh"]);
+    argv.push(pid.to_string());
+    argv
+}
+
+/// Exits 0 while a process whose name is `$1` runs (zombies do not count, as above).
+const PROCESS_ALIVE: &str = r#"for f in /proc/[0-9]*/stat; do s=$(cat "$f" 2>/dev/null) || continue; case $s in *"($1) "[!ZX]*) exit 0;; esac; done; exit 1"#;
+
+pub fn process_alive(name: &str) -> Vec<String> {
+    words(&["sh", "-c", PROCESS_ALIVE, "sh", name])
 }
 
 /// Ray's own logs on a node, newest session (what says why a worker did not join).
@@ -99,6 +113,31 @@ fn words(words: &[&str]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn exits_zero(argv: &[String]) -> bool {
+        std::process::Command::new(&argv[0]).args(&argv[1..]).status().unwrap().success()
+    }
+
+    #[test]
+    fn liveness_sees_running_processes_and_not_zombies() {
+        assert!(exits_zero(&pid_alive(std::process::id())));
+        assert!(!exits_zero(&pid_alive(u32::MAX - 1)));
+        // A child that exited and was not reaped yet: a zombie.
+        let mut zombie = std::process::Command::new("true").spawn().unwrap();
+        let pid = zombie.id();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while !std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap().contains(") Z") {
+            assert!(std::time::Instant::now() < deadline, "the child never exited");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(!exits_zero(&pid_alive(pid)), "a zombie is not alive");
+        zombie.wait().unwrap();
+        let mut sleeper = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        assert!(exits_zero(&process_alive("sleep")));
+        sleeper.kill().unwrap();
+        sleeper.wait().unwrap();
+        assert!(!exits_zero(&process_alive("strix-no-such-process")));
+    }
 
     #[test]
     fn ray_binds_the_link_address_with_one_gpu() {
@@ -122,14 +161,20 @@ mod tests {
             vllm_serve("org/m", 2, 8000, true, &extra).join(" "),
             "vllm serve org/m --tensor-parallel-size 2 --distributed-executor-backend ray --port 8000 --max-model-len 8192"
         );
-        assert_eq!(vllm_serve("org/m", 1, 8000, false, &[]).join(" "), "vllm serve org/m --tensor-parallel-size 1 --port 8000");
+        assert_eq!(
+            vllm_serve("org/m", 1, 8000, false, &[]).join(" "),
+            "vllm serve org/m --tensor-parallel-size 1 --port 8000"
+        );
     }
 
     #[test]
     fn detached_runs_the_command_in_the_background_and_prints_its_pid() {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("out.log");
-        let argv = detached(log.to_str().unwrap(), &words(&["sh", "-c", "echo \"$1 went\"; exit 3", "sh", "a 'quoted' $word"]));
+        let argv = detached(
+            log.to_str().unwrap(),
+            &words(&["sh", "-c", "echo \"$1 went\"; exit 3", "sh", "a 'quoted' $word"]),
+        );
         let output = std::process::Command::new(&argv[0]).args(&argv[1..]).output().unwrap();
         assert!(output.status.success());
         let pid: u32 = String::from_utf8_lossy(&output.stdout).trim().parse().unwrap();

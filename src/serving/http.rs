@@ -12,7 +12,8 @@ use tokio::net::TcpStream;
 const BODY_LIMIT: u64 = 1 << 20;
 
 /// What a GET came back with.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum HttpAnswer {
     /// Nothing listens yet (vLLM binds its port only once the engine is up).
     Refused,

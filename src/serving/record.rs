@@ -138,7 +138,10 @@ impl ServingFiles {
     }
 
     fn write_error(&self, path: &Path, error: std::io::Error) -> Error {
-        Error::Failed(format!("cannot write {}: {error}. Fix: check that the home directory is writable", path.display()))
+        Error::Failed(format!(
+            "cannot write {}: {error}. Fix: check that the home directory is writable",
+            path.display()
+        ))
     }
 }
 

@@ -1,0 +1,55 @@
+//! Ctrl-C (or SIGTERM) during a cluster command that changes nodes: noted, never acted on in the
+//! middle of a step (a half-done phase is worse than a finished one, and the ssh clients run in
+//! their own process group, so the terminal's SIGINT does not reach them). The command asks after
+//! each step whether it came, and undoes what it did.
+
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
+
+use tokio::signal::unix::{signal, SignalKind};
+
+/// Which signal came (none yet: 0).
+pub struct Interrupt(Arc<AtomicU8>, tokio::task::JoinHandle<()>);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signal {
+    /// Ctrl-C: exit 130.
+    Interrupt,
+    /// SIGTERM: exit 143.
+    Terminate,
+}
+
+impl Interrupt {
+    pub fn watch() -> Interrupt {
+        let flag = Arc::new(AtomicU8::new(0));
+        let seen = flag.clone();
+        let task = tokio::spawn(async move {
+            let (Ok(mut interrupt), Ok(mut terminate)) =
+                (signal(SignalKind::interrupt()), signal(SignalKind::terminate()))
+            else {
+                return;
+            };
+            let code = tokio::select! {
+                _ = interrupt.recv() => 1,
+                _ = terminate.recv() => 2,
+            };
+            seen.store(code, Ordering::SeqCst);
+        });
+        Interrupt(flag, task)
+    }
+
+    /// The signal, once one came.
+    pub fn came(&self) -> Option<Signal> {
+        match self.0.load(Ordering::SeqCst) {
+            1 => Some(Signal::Interrupt),
+            2 => Some(Signal::Terminate),
+            _ => None,
+        }
+    }
+}
+
+impl Drop for Interrupt {
+    fn drop(&mut self) {
+        self.1.abort();
+    }
+}

@@ -1,0 +1,495 @@
+//! `cluster launch MODEL` (and `launch MODEL` on one node): the cluster serves one model at one
+//! OpenAI-compatible endpoint. All or nothing, like `cluster refresh`: every node is checked
+//! before anything starts (reachable, the same toolbox image, an address on the cluster link,
+//! nothing serving already); then Ray's head, then every worker at once, bound to their link
+//! addresses; then proof from Ray itself that every node joined with its GPU; then `vllm serve` on
+//! the head, and proof that it serves (`/health`, then `/v1/models` listing the model). Any
+//! failure, and Ctrl-C, stops everything this launch started on every node.
+
+use std::collections::BTreeMap;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::time::{Duration, Instant};
+
+use futures_util::future::join_all;
+use serde::{Deserialize, Serialize};
+
+use super::interrupt::{Interrupt, Signal};
+use super::stop::stop_serving;
+use crate::error::{Error, Result};
+use crate::node::{Node, NodeCalls};
+use crate::ops::serving::logs::ServeLogs;
+use crate::ops::serving::probe::{ServeProbe, ServeProbeReport};
+use crate::ops::serving::ray::{RayNode, RayNodes, RayRole, RayStart};
+use crate::ops::serving::state::{ServeCheck, ServeCheckReport};
+use crate::ops::serving::vllm::VllmStart;
+use crate::output::Progress;
+use crate::serving::commands::{ray_head, ray_worker, vllm_serve};
+use crate::serving::environment::serving_env;
+use crate::serving::http::HttpAnswer;
+use crate::serving::record::{Role, ServingRecord};
+use crate::serving::secret::Secret;
+
+/// How long every node gets to appear in Ray's node table after its `ray start` returned.
+const RAY_JOIN_LIMIT: Duration = Duration::from_secs(60);
+/// Between two readiness probes.
+const PROBE_INTERVAL: Duration = Duration::from_secs(2);
+
+/// What to serve, and how.
+#[derive(Debug, Clone)]
+pub struct LaunchRequest {
+    pub toolbox: String,
+    pub model: String,
+    /// Tensor-parallel size; None: one rank per node.
+    pub tp: Option<usize>,
+    pub port: u16,
+    /// How long vLLM may take to serve (loading weights takes minutes on a real node).
+    pub timeout: Duration,
+    /// Stop what already serves first, instead of refusing.
+    pub replace: bool,
+    pub dry_run: bool,
+    /// Extra `vllm serve` arguments (after `--`).
+    pub extra: Vec<String>,
+    /// The user's `-e KEY=VALUE`: they override the serving environment.
+    pub env: BTreeMap<String, String>,
+    pub hf_token: Option<Secret>,
+}
+
+/// One command a node runs, with the environment it runs in.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlannedCommand {
+    pub argv: Vec<String>,
+    pub env: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LaunchedNode {
+    pub node: String,
+    pub role: Role,
+    pub link_ip: Ipv4Addr,
+    /// What it runs, in order (the token is never among them).
+    pub commands: Vec<PlannedCommand>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LaunchReport {
+    pub model: String,
+    /// `http://HEAD:PORT/v1`.
+    pub endpoint: String,
+    pub tp: usize,
+    pub nodes: Vec<LaunchedNode>,
+    pub dry_run: bool,
+    /// What served before was stopped first (`--replace`).
+    pub replaced: bool,
+    /// From the first `ray start` (or `vllm serve`) to serving.
+    pub seconds_to_serve: Option<f64>,
+}
+
+impl LaunchReport {
+    /// `curl http://HEAD:PORT/v1/models`: the first request to try.
+    pub fn curl_example(&self) -> String {
+        format!(
+            "curl {}/chat/completions -H 'Content-Type: application/json' -d '{{\"model\": \"{}\", \"messages\": \
+             [{{\"role\": \"user\", \"content\": \"Hello\"}}]}}'",
+            self.endpoint, self.model
+        )
+    }
+}
+
+/// Launch on `nodes` (the first is the head). A failure or a signal stops what was started.
+pub async fn launch(nodes: &[&dyn Node], request: &LaunchRequest, progress: &Progress) -> Result<LaunchReport> {
+    let tp = tensor_parallel_size(nodes.len(), request.tp)?;
+    let checks = check_every_node(nodes, request).await?;
+    let mut plan = plan(nodes, &checks, request, tp)?;
+    let active: Vec<&str> = checks
+        .iter()
+        .zip(nodes)
+        .filter(|(check, _)| check.serving.as_ref().is_some_and(|s| s.active()))
+        .map(|(_, node)| node.name())
+        .collect();
+    if !active.is_empty() && !request.replace {
+        return Err(Error::Failed(format!(
+            "{} already serve{} ({}). Fix: `--replace` stops it first, or `strix-toolbox cluster stop`",
+            active.join(", "),
+            if active.len() == 1 { "s" } else { "" },
+            describe_serving(&checks)
+        )));
+    }
+    if request.dry_run {
+        return Ok(plan);
+    }
+    if !active.is_empty() {
+        progress.line("stopping what serves now (--replace)");
+        stop_serving(nodes, &request.toolbox).await.into_result()?;
+        plan.replaced = true;
+    }
+
+    let interrupt = Interrupt::watch();
+    let started = Instant::now();
+    let outcome = start_and_prove(nodes, request, &plan, &interrupt, progress).await;
+    progress.finish();
+    match outcome {
+        Ok(()) => {
+            plan.seconds_to_serve = Some(started.elapsed().as_secs_f64());
+            Ok(plan)
+        }
+        Err(error) => {
+            progress.line("stopping what this launch started on every node");
+            let cleanup = stop_serving(nodes, &request.toolbox).await;
+            Err(Error::Failed(format!("{error}. {}", cleanup.summary("Everything this launch started was stopped"))))
+        }
+    }
+}
+
+/// `--tp` defaults to one rank per node; more ranks than nodes (one GPU each) cannot be placed.
+fn tensor_parallel_size(nodes: usize, asked: Option<usize>) -> Result<usize> {
+    match asked {
+        None => Ok(nodes),
+        Some(0) => Err(Error::Usage("--tp 0: the tensor-parallel size is at least 1".into())),
+        Some(tp) if tp > nodes => Err(Error::Usage(format!(
+            "--tp {tp} needs {tp} GPUs, one per node, and the cluster has {nodes} node(s). Fix: --tp {nodes} or \
+             less, or add nodes"
+        ))),
+        Some(tp) => Ok(tp),
+    }
+}
+
+/// Every node's check, refusing the launch on the first problem anywhere (nothing started yet).
+async fn check_every_node(nodes: &[&dyn Node], request: &LaunchRequest) -> Result<Vec<ServeCheckReport>> {
+    let check = ServeCheck { toolbox: request.toolbox.clone(), start: !request.dry_run };
+    let results = join_all(nodes.iter().map(|node| node.call(check.clone()))).await;
+    let mut problems = Vec::new();
+    let mut checks = Vec::new();
+    for (node, result) in nodes.iter().zip(results) {
+        match result {
+            Ok(check) => checks.push(check),
+            Err(error) => problems.push(format!("{}: {error}", node.name())),
+        }
+    }
+    if problems.is_empty() {
+        let images: Vec<&str> = checks.iter().filter_map(|c| c.image.as_deref()).collect();
+        if images.windows(2).any(|pair| pair[0] != pair[1]) {
+            let each: Vec<String> = nodes
+                .iter()
+                .zip(&checks)
+                .map(|(n, c)| format!("{} {}", n.name(), crate::image::short_digest(c.image.as_deref().unwrap_or("-"))))
+                .collect();
+            problems.push(format!(
+                "the nodes run different toolbox images ({}). Fix: `strix-toolbox cluster refresh` puts every node \
+                 on one",
+                each.join(", ")
+            ));
+        }
+        if nodes.len() > 1 {
+            for (node, check) in nodes.iter().zip(&checks) {
+                if link_ip(check).is_none() {
+                    problems.push(format!("{}: {}", node.name(), no_link(check)));
+                }
+            }
+        }
+    }
+    if problems.is_empty() {
+        Ok(checks)
+    } else {
+        Err(Error::Failed(format!("nothing was started: {}", problems.join("; "))))
+    }
+}
+
+fn link_ip(check: &ServeCheckReport) -> Option<Ipv4Addr> {
+    check.link.as_ref()?.address
+}
+
+fn no_link(check: &ServeCheckReport) -> String {
+    match check.transport.netdev() {
+        Some(netdev) => format!(
+            "its cluster link {netdev} has no IPv4 address. Fix: give it one on the cluster's subnet (`nmcli con mod \
+             … ipv4.addresses`, or `ip addr add ADDR/PREFIX dev {netdev}`)"
+        ),
+        None => "it has no cluster link (no ACTIVE RoCE port, no thunderbolt0 up). Fix: `strix-toolbox doctor` on \
+                 it names what is missing"
+            .into(),
+    }
+}
+
+fn describe_serving(checks: &[ServeCheckReport]) -> String {
+    checks
+        .iter()
+        .find_map(|c| c.serving.as_ref().filter(|s| s.active()))
+        .map_or("something".into(), |s| format!("{} at {}", s.record.model, s.record.endpoint))
+}
+
+/// The commands and records of this launch, per node, with no effect.
+fn plan(nodes: &[&dyn Node], checks: &[ServeCheckReport], request: &LaunchRequest, tp: usize) -> Result<LaunchReport> {
+    let over_ray = nodes.len() > 1;
+    let head_ip = link_ip(&checks[0]).unwrap_or(Ipv4Addr::LOCALHOST);
+    let endpoint = ServingRecord::endpoint_of(head_ip, request.port);
+    let mut launched = Vec::new();
+    for (index, (node, check)) in nodes.iter().zip(checks).enumerate() {
+        let ip = link_ip(check).unwrap_or(Ipv4Addr::LOCALHOST);
+        let env = serving_env(&check.transport, ip, &request.env);
+        let (role, mut commands) = match (over_ray, index) {
+            (false, _) => (Role::Single, Vec::new()),
+            (true, 0) => (Role::Head, vec![ray_head(ip)]),
+            (true, _) => (Role::Worker, vec![ray_worker(head_ip, ip)]),
+        };
+        if index == 0 {
+            commands.push(vllm_serve(&request.model, tp, request.port, over_ray, &request.extra));
+        }
+        let commands = commands.into_iter().map(|argv| PlannedCommand { argv, env: env.clone() }).collect();
+        launched.push(LaunchedNode { node: node.name().to_string(), role, link_ip: ip, commands });
+    }
+    Ok(LaunchReport {
+        model: request.model.clone(),
+        endpoint,
+        tp,
+        nodes: launched,
+        dry_run: request.dry_run,
+        replaced: false,
+        seconds_to_serve: None,
+    })
+}
+
+/// Ray everywhere (when more than one node), then vLLM on the head, each proven before the next.
+async fn start_and_prove(
+    nodes: &[&dyn Node],
+    request: &LaunchRequest,
+    plan: &LaunchReport,
+    interrupt: &Interrupt,
+    progress: &Progress,
+) -> Result<()> {
+    let stopped = |during: &str| -> Result<()> {
+        match interrupt.came() {
+            Some(signal) => Err(interrupted(signal, during)),
+            None => Ok(()),
+        }
+    };
+    let head = &plan.nodes[0];
+    let record = |launched: &LaunchedNode| ServingRecord {
+        toolbox: request.toolbox.clone(),
+        model: request.model.clone(),
+        role: launched.role,
+        nodes: nodes.len(),
+        tp: plan.tp,
+        port: request.port,
+        link_ip: launched.link_ip,
+        head_ip: head.link_ip,
+        endpoint: plan.endpoint.clone(),
+        // The node records the image its toolbox runs.
+        image: String::new(),
+        started: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        ray: launched.role != Role::Single,
+        vllm_pid: None,
+    };
+    if nodes.len() > 1 {
+        let ray_start = |launched: &LaunchedNode, role: RayRole| RayStart {
+            toolbox: request.toolbox.clone(),
+            role,
+            env: launched.commands[0].env.clone(),
+            record: record(launched),
+        };
+        progress.line(&format!("{}: starting Ray's head on {}", head.node, head.link_ip));
+        nodes[0].call(ray_start(head, RayRole::Head)).await.map_err(|e| on_node(nodes[0], e))?;
+        stopped("Ray's start")?;
+        progress.line(&format!("starting Ray on {} worker(s)", nodes.len() - 1));
+        let workers = nodes[1..].iter().zip(&plan.nodes[1..]).map(|(node, launched)| async move {
+            let role = RayRole::Worker { head_ip: head.link_ip };
+            node.call(ray_start(launched, role)).await.map_err(|e| on_node(*node, e))
+        });
+        let failed: Vec<String> =
+            join_all(workers).await.into_iter().filter_map(|r| r.err()).map(|e| e.to_string()).collect();
+        if !failed.is_empty() {
+            return Err(Error::Failed(failed.join("; ")));
+        }
+        stopped("Ray's start")?;
+        wait_for_ray(nodes, request, plan, interrupt, progress).await?;
+    }
+
+    let serve = VllmStart {
+        toolbox: request.toolbox.clone(),
+        argv: head.commands.last().map(|c| c.argv.clone()).unwrap_or_default(),
+        env: head.commands.last().map(|c| c.env.clone()).unwrap_or_default(),
+        hf_token: request.hf_token.clone(),
+        record: record(head),
+    };
+    progress.line(&format!("{}: vllm serve {}", head.node, request.model));
+    nodes[0].call(serve).await.map_err(|e| on_node(nodes[0], e))?;
+    stopped("vLLM's start")?;
+    wait_for_vllm(nodes[0], request, plan, interrupt, progress).await
+}
+
+/// Until Ray's own node table has every node alive with its GPU, on its link address.
+async fn wait_for_ray(
+    nodes: &[&dyn Node],
+    request: &LaunchRequest,
+    plan: &LaunchReport,
+    interrupt: &Interrupt,
+    progress: &Progress,
+) -> Result<()> {
+    let deadline = Instant::now() + RAY_JOIN_LIMIT;
+    let ask = RayNodes { toolbox: request.toolbox.clone() };
+    loop {
+        let table: Vec<RayNode> = nodes[0].call(ask.clone()).await.map_err(|e| on_node(nodes[0], e))?;
+        let missing: Vec<&LaunchedNode> = plan.nodes.iter().filter(|n| !joined(&table, n.link_ip)).collect();
+        if missing.is_empty() {
+            progress.line(&format!("Ray: {} node(s) alive with a GPU each", plan.nodes.len()));
+            return Ok(());
+        }
+        if let Some(signal) = interrupt.came() {
+            return Err(interrupted(signal, "the wait for Ray's nodes"));
+        }
+        if Instant::now() >= deadline {
+            let mut reasons = Vec::new();
+            for launched in missing {
+                let node = nodes.iter().find(|n| n.name() == launched.node).copied().unwrap_or(nodes[0]);
+                let tail = log_tail(node, &request.toolbox, "raylet.out").await;
+                reasons.push(format!(
+                    "{} ({}) never joined Ray within {} s: a firewall between it and the head, or a wrong address. \
+                     Its raylet.out ends: {}",
+                    launched.node,
+                    launched.link_ip,
+                    RAY_JOIN_LIMIT.as_secs(),
+                    tail
+                ));
+            }
+            return Err(Error::Failed(reasons.join("; ")));
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+fn joined(table: &[RayNode], ip: Ipv4Addr) -> bool {
+    table.iter().any(|node| node.alive && node.gpus >= 1.0 && node.ip == ip.to_string())
+}
+
+/// Until `/health` is 200 and `/v1/models` lists the model; vLLM dying, or the timeout, fails
+/// with its last log lines.
+async fn wait_for_vllm(
+    head: &dyn Node,
+    request: &LaunchRequest,
+    plan: &LaunchReport,
+    interrupt: &Interrupt,
+    progress: &Progress,
+) -> Result<()> {
+    let address = SocketAddr::from((probe_address(plan), request.port));
+    let served = served_name(&request.model, &request.extra);
+    let started = Instant::now();
+    let probe = ServeProbe { toolbox: request.toolbox.clone(), address };
+    loop {
+        let report: ServeProbeReport = head.call(probe.clone()).await.map_err(|e| on_node(head, e))?;
+        if report.serves(&served) {
+            progress.layer_done(head.name(), &format!("serving {served} after {} s", started.elapsed().as_secs()));
+            return Ok(());
+        }
+        if !report.vllm_alive {
+            let tail = log_tail(head, &request.toolbox, "vllm").await;
+            return Err(Error::Failed(format!(
+                "{}: vllm serve exited before serving. Its log ends: {tail}",
+                head.name()
+            )));
+        }
+        if matches!(report.health, HttpAnswer::Status(200, _)) && !report.models.is_empty() {
+            return Err(Error::Failed(format!(
+                "{}: vLLM serves {} instead of {served}",
+                head.name(),
+                report.models.join(", ")
+            )));
+        }
+        if let Some(signal) = interrupt.came() {
+            return Err(interrupted(signal, "the wait for vLLM"));
+        }
+        if started.elapsed() >= request.timeout {
+            let tail = log_tail(head, &request.toolbox, "vllm").await;
+            return Err(Error::Failed(format!(
+                "{}: vLLM did not serve within {} s (--timeout). Its log ends: {tail}",
+                head.name(),
+                request.timeout.as_secs()
+            )));
+        }
+        let doing = report.last_line.unwrap_or_else(|| "starting".into());
+        progress.layer(head.name(), &format!("{:>4} s  {doing}", started.elapsed().as_secs()), 0, 0);
+        tokio::time::sleep(PROBE_INTERVAL).await;
+    }
+}
+
+/// Where the head is probed: its link address (one node without a link: its own loopback).
+fn probe_address(plan: &LaunchReport) -> Ipv4Addr {
+    plan.nodes[0].link_ip
+}
+
+/// The name `/v1/models` will list: `--served-model-name`, else the model.
+fn served_name(model: &str, extra: &[String]) -> String {
+    let mut words = extra.iter();
+    while let Some(word) = words.next() {
+        if word == "--served-model-name" {
+            if let Some(name) = words.next() {
+                return name.clone();
+            }
+        }
+        if let Some(name) = word.strip_prefix("--served-model-name=") {
+            return name.to_string();
+        }
+    }
+    model.to_string()
+}
+
+/// The last lines of one of the node's serving logs, for an error message.
+async fn log_tail(node: &dyn Node, toolbox: &str, file: &str) -> String {
+    let ask = ServeLogs { toolbox: toolbox.to_string(), lines: 5, seen: Vec::new() };
+    match node.call(ask).await {
+        Ok(tails) => tails
+            .into_iter()
+            .find(|t| t.file == file)
+            .map(|t| t.lines.join(" | "))
+            .filter(|text| !text.is_empty())
+            .unwrap_or_else(|| format!("(no {file} log)")),
+        Err(error) => format!("(its log could not be read: {error})"),
+    }
+}
+
+fn on_node(node: &dyn Node, error: Error) -> Error {
+    let text = error.to_string();
+    if text.contains(node.name()) {
+        error
+    } else {
+        Error::Failed(format!("{}: {text}", node.name()))
+    }
+}
+
+fn interrupted(signal: Signal, during: &str) -> Error {
+    let name = match signal {
+        Signal::Interrupt => "Ctrl-C",
+        Signal::Terminate => "SIGTERM",
+    };
+    Error::Failed(format!("interrupted ({name}) during {during}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tp_defaults_to_the_nodes_and_never_exceeds_them() {
+        assert_eq!(tensor_parallel_size(4, None).unwrap(), 4);
+        assert_eq!(tensor_parallel_size(4, Some(2)).unwrap(), 2);
+        let error = tensor_parallel_size(2, Some(3)).unwrap_err();
+        assert!(matches!(error, Error::Usage(_)) && error.to_string().contains("--tp 2"), "{error}");
+        assert!(matches!(tensor_parallel_size(2, Some(0)), Err(Error::Usage(_))));
+    }
+
+    #[test]
+    fn the_served_name_follows_served_model_name() {
+        let words = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(served_name("org/m", &[]), "org/m");
+        assert_eq!(served_name("org/m", &words(&["--served-model-name", "m"])), "m");
+        assert_eq!(served_name("org/m", &words(&["--max-model-len", "8", "--served-model-name=x"])), "x");
+    }
+
+    #[test]
+    fn a_node_joined_when_alive_with_a_gpu_on_its_link_address() {
+        let ip = Ipv4Addr::new(192, 168, 2, 2);
+        let node = |ip: &str, alive, gpus| RayNode { ip: ip.into(), alive, gpus };
+        assert!(joined(&[node("192.168.2.2", true, 1.0)], ip));
+        assert!(!joined(&[node("192.168.2.2", false, 1.0)], ip));
+        assert!(!joined(&[node("192.168.2.2", true, 0.0)], ip));
+        assert!(!joined(&[node("10.213.0.6", true, 1.0)], ip), "the management address is not the link's");
+    }
+}

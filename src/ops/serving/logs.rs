@@ -1,0 +1,130 @@
+//! The logs of what a launch started on this node: vLLM's (beside the record) and Ray's own
+//! (inside the toolbox), the last lines, or what was added since the offsets the head last saw
+//! (`logs --follow` asks again with those).
+
+use std::io::{Read, Seek, SeekFrom};
+
+use serde::{Deserialize, Serialize};
+
+use super::toolbox::RunningToolbox;
+use crate::error::Result;
+use crate::serving::commands::RAY_LOGS;
+use crate::serving::record::ServingFiles;
+use crate::settings::Settings;
+
+/// The most read from one file per call.
+const READ_LIMIT: u64 = 1 << 20;
+/// Ray's logs that say why a node did not join or died.
+const RAY_FILES: [&str; 2] = ["raylet.out", "gcs_server.out"];
+
+/// Prints the size of `$1` then, with `$2 = lines`, its last `$3` lines, else its bytes from
+/// offset `$3` on (1-based, as `tail -c +N` counts). Exits 3 when there is no such file.
+const TAIL_FILE: &str = r#"f="$1"; [ -f "$f" ] || exit 3; wc -c < "$f"; if [ "$2" = lines ]; then tail -n "$3" "$f"; else tail -c "+$3" "$f" | head -c 1048576; fi"#;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServeLogs {
+    pub toolbox: String,
+    /// How many of the last lines, for a file not seen before.
+    pub lines: usize,
+    /// Where each file was read up to last time (`logs --follow`).
+    pub seen: Vec<LogTail>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogTail {
+    /// `vllm`, `raylet.out`, …
+    pub file: String,
+    pub lines: Vec<String>,
+    /// The file's size when read: where the next read starts.
+    pub end: u64,
+}
+
+pub async fn serve_logs(settings: &Settings, request: &ServeLogs) -> Result<Vec<LogTail>> {
+    let seen = |file: &str| request.seen.iter().find(|t| t.file == file).map(|t| t.end);
+    let files = ServingFiles::of(&request.toolbox)?;
+    let mut tails = Vec::new();
+    if let Some(tail) = host_file("vllm", &files.vllm_log(), seen("vllm"), request.lines) {
+        tails.push(tail);
+    }
+    if let Some(toolbox) = RunningToolbox::if_running(settings, &request.toolbox).await? {
+        for file in RAY_FILES {
+            let (mode, from) = match seen(file) {
+                Some(end) => ("bytes", (end + 1).to_string()),
+                None => ("lines", request.lines.to_string()),
+            };
+            let path = format!("{RAY_LOGS}/{file}");
+            let argv: Vec<String> =
+                ["sh", "-c", TAIL_FILE, "sh", &path, mode, &from].iter().map(|w| w.to_string()).collect();
+            let report = toolbox.run(&argv, &Default::default()).await?;
+            if !report.success() {
+                continue;
+            }
+            let mut lines = report.stdout.lines();
+            let end = lines.next().and_then(|size| size.trim().parse().ok()).unwrap_or(0);
+            tails.push(LogTail { file: file.to_string(), lines: lines.map(str::to_string).collect(), end });
+        }
+    }
+    Ok(tails)
+}
+
+/// A file on this node: its last `lines` lines, or what follows `from`.
+fn host_file(name: &str, path: &std::path::Path, from: Option<u64>, lines: usize) -> Option<LogTail> {
+    let mut file = std::fs::File::open(path).ok()?;
+    let end = file.metadata().ok()?.len();
+    let start = match from {
+        // A shorter file was started anew (a new launch): read it from the start.
+        Some(from) if from <= end => from,
+        Some(_) => 0,
+        None => end.saturating_sub(READ_LIMIT),
+    };
+    file.seek(SeekFrom::Start(start)).ok()?;
+    let mut bytes = Vec::new();
+    file.take(READ_LIMIT).read_to_end(&mut bytes).ok()?;
+    let text = String::from_utf8_lossy(&bytes);
+    let all: Vec<&str> = text.lines().collect();
+    let shown = if from.is_some() { &all[..] } else { &all[all.len().saturating_sub(lines)..] };
+    Some(LogTail {
+        file: name.to_string(),
+        lines: shown.iter().map(|l| l.to_string()).collect(),
+        end: start + bytes.len() as u64,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_host_file_gives_its_last_lines_then_what_follows() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("v.log");
+        std::fs::write(&log, "a\nb\nc\n").unwrap();
+        let first = host_file("vllm", &log, None, 2).unwrap();
+        assert_eq!((first.lines.clone(), first.end), (vec!["b".to_string(), "c".to_string()], 6));
+        std::fs::write(&log, "a\nb\nc\nd\n").unwrap();
+        let next = host_file("vllm", &log, Some(first.end), 2).unwrap();
+        assert_eq!((next.lines, next.end), (vec!["d".to_string()], 8));
+        std::fs::write(&log, "new\n").unwrap();
+        assert_eq!(host_file("vllm", &log, Some(8), 2).unwrap().lines, ["new"]);
+        assert!(host_file("vllm", &dir.path().join("none"), None, 2).is_none());
+    }
+
+    #[test]
+    fn the_tail_script_reads_lines_or_bytes_from_an_offset() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("raylet.out");
+        std::fs::write(&file, "one\ntwo\nthree\n").unwrap();
+        let run = |mode: &str, from: &str| {
+            let output = std::process::Command::new("sh")
+                .args(["-c", TAIL_FILE, "sh", file.to_str().unwrap(), mode, from])
+                .output()
+                .unwrap();
+            (output.status.code(), String::from_utf8(output.stdout).unwrap())
+        };
+        assert_eq!(run("lines", "2"), (Some(0), "14\ntwo\nthree\n".to_string()));
+        assert_eq!(run("bytes", "5"), (Some(0), "14\ntwo\nthree\n".to_string()));
+        assert_eq!(run("bytes", "15"), (Some(0), "14\n".to_string()));
+        std::fs::remove_file(&file).unwrap();
+        assert_eq!(run("lines", "2").0, Some(3));
+    }
+}

@@ -1,0 +1,99 @@
+//! Is it serving: `GET /health`, then `GET /v1/models`, asked on the head node at the endpoint's
+//! address, with whether vLLM still runs and its latest log line (what it is doing meanwhile).
+
+use std::io::{Read, Seek, SeekFrom};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::state::serving_state;
+use super::toolbox::RunningToolbox;
+use crate::error::Result;
+use crate::serving::http::{get, HttpAnswer};
+use crate::serving::record::ServingFiles;
+use crate::settings::Settings;
+
+/// The most of a log's end read for its latest line.
+const TAIL_BYTES: u64 = 64 << 10;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServeProbe {
+    pub toolbox: String,
+    /// The endpoint's address (the head's link address and the port).
+    pub address: SocketAddr,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServeProbeReport {
+    pub health: HttpAnswer,
+    /// The models `/v1/models` lists (asked only once `/health` says 200).
+    pub models: Vec<String>,
+    /// `vllm serve` still runs.
+    pub vllm_alive: bool,
+    /// The last line of its log.
+    pub last_line: Option<String>,
+}
+
+impl ServeProbeReport {
+    /// `/health` said 200 and `/v1/models` lists `model`.
+    pub fn serves(&self, model: &str) -> bool {
+        matches!(&self.health, HttpAnswer::Status(200, _)) && self.models.iter().any(|m| m == model)
+    }
+}
+
+pub async fn serve_probe(settings: &Settings, request: &ServeProbe) -> Result<ServeProbeReport> {
+    let files = ServingFiles::of(&request.toolbox)?;
+    let vllm_alive = match RunningToolbox::if_running(settings, &request.toolbox).await? {
+        Some(toolbox) => serving_state(&toolbox).await?.is_some_and(|state| state.vllm_alive),
+        None => false,
+    };
+    let limit = Duration::from_secs(5);
+    let health = get(request.address, "/health", limit).await;
+    let models = match &health {
+        HttpAnswer::Status(200, _) => match get(request.address, "/v1/models", limit).await {
+            HttpAnswer::Status(200, body) => model_ids(&body),
+            _ => Vec::new(),
+        },
+        _ => Vec::new(),
+    };
+    Ok(ServeProbeReport { health, models, vllm_alive, last_line: last_line(&files.vllm_log()) })
+}
+
+/// `{"data": [{"id": "org/model"}, …]}` → the ids.
+fn model_ids(body: &str) -> Vec<String> {
+    let value: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
+    value["data"].as_array().into_iter().flatten().filter_map(|m| m["id"].as_str().map(str::to_string)).collect()
+}
+
+/// The last non-empty line of `path` (its end only is read).
+pub fn last_line(path: &Path) -> Option<String> {
+    let mut file = std::fs::File::open(path).ok()?;
+    let size = file.metadata().ok()?.len();
+    file.seek(SeekFrom::Start(size.saturating_sub(TAIL_BYTES))).ok()?;
+    let mut tail = Vec::new();
+    file.read_to_end(&mut tail).ok()?;
+    String::from_utf8_lossy(&tail).lines().map(str::trim_end).rfind(|l| !l.trim().is_empty()).map(str::to_string)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn model_ids_come_from_the_openai_list() {
+        let body = r#"{"object":"list","data":[{"id":"org/a","object":"model"},{"id":"b"}]}"#;
+        assert_eq!(model_ids(body), ["org/a", "b"]);
+        assert!(model_ids("not json").is_empty());
+    }
+
+    #[test]
+    fn the_last_line_skips_trailing_blank_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("v.log");
+        std::fs::write(&log, "one\nLoading weights took 3.2 seconds\n\n").unwrap();
+        assert_eq!(last_line(&log).as_deref(), Some("Loading weights took 3.2 seconds"));
+        assert_eq!(last_line(&dir.path().join("none")), None);
+    }
+}
