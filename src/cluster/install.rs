@@ -47,10 +47,11 @@ pub async fn cluster_install(settings: &ClusterSettings) -> Result<InstallReport
         std::env::current_exe().map_err(|e| Error::Failed(format!("cannot tell where this strix-toolbox is: {e}")))?;
     let binary = std::fs::read(&exe).map_err(|e| Error::read(&exe, e))?;
     let sha256 = format!("{:x}", Sha256::digest(&binary));
+    let needs = glibc_needed(&binary);
 
     let (connected, unreachable) = connect_all(settings).await;
     let mut nodes: Vec<NodeInstall> =
-        join_all(connected.iter().map(|remote| install_on(remote, &binary, &sha256))).await;
+        join_all(connected.iter().map(|remote| install_on(remote, &binary, &sha256, needs))).await;
     nodes.extend(unreachable.into_iter().map(|(node, error)| NodeInstall {
         node,
         action: InstallAction::Failed,
@@ -63,7 +64,7 @@ pub async fn cluster_install(settings: &ClusterSettings) -> Result<InstallReport
     Ok(InstallReport { version: VERSION.to_string(), sha256, nodes })
 }
 
-async fn install_on(remote: &RemoteNode, binary: &[u8], sha256: &str) -> NodeInstall {
+async fn install_on(remote: &RemoteNode, binary: &[u8], sha256: &str, needs: Option<GlibcVersion>) -> NodeInstall {
     let mut report = NodeInstall {
         node: remote.name.clone(),
         action: InstallAction::UpToDate,
@@ -74,7 +75,11 @@ async fn install_on(remote: &RemoteNode, binary: &[u8], sha256: &str) -> NodeIns
     if remote.require_ours().is_ok() {
         return report;
     }
-    match copy_binary(remote, binary, sha256).await {
+    let copied = match runs_on(remote, needs).await {
+        Ok(()) => copy_binary(remote, binary, sha256).await,
+        Err(error) => Err(error),
+    };
+    match copied {
         Ok(path) => {
             report.action = InstallAction::Installed;
             report.path = Some(path);
@@ -134,4 +139,89 @@ async fn copy_binary(remote: &RemoteNode, binary: &[u8], sha256: &str) -> Result
     }
     step("rename", remote.run(&argv(&["mv", "-f", &temp, &path]), None).await?)?;
     Ok(path)
+}
+
+/// A glibc version: `2.36`, or a symbol version's `2.2.5`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct GlibcVersion([u32; 3]);
+
+impl GlibcVersion {
+    /// `2.36` → 2.36.0; anything else → None.
+    fn parse(text: &str) -> Option<GlibcVersion> {
+        let mut parts = [0u32; 3];
+        let mut count = 0;
+        for (slot, part) in parts.iter_mut().zip(text.trim().split('.')) {
+            *slot = part.parse().ok()?;
+            count += 1;
+        }
+        (count >= 2 && text.trim().split('.').count() <= 3).then_some(GlibcVersion(parts))
+    }
+}
+
+impl std::fmt::Display for GlibcVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let [major, minor, patch] = self.0;
+        if patch == 0 {
+            write!(f, "{major}.{minor}")
+        } else {
+            write!(f, "{major}.{minor}.{patch}")
+        }
+    }
+}
+
+/// The newest `GLIBC_x.y` symbol version the binary needs (None: it needs no glibc, like the
+/// release's static build).
+fn glibc_needed(binary: &[u8]) -> Option<GlibcVersion> {
+    let info = crate::rccl::dynamic::parse_dynamic(binary).ok()?;
+    info.version_needs.iter().filter_map(|name| GlibcVersion::parse(name.strip_prefix("GLIBC_")?)).max()
+}
+
+/// Refuse a node whose C library is older than the binary needs: the copy could not start there.
+async fn runs_on(remote: &RemoteNode, needs: Option<GlibcVersion>) -> Result<()> {
+    let Some(needs) = needs else { return Ok(()) };
+    let output = remote.run(&argv(&["getconf", "GNU_LIBC_VERSION"]), None).await?;
+    let said = String::from_utf8_lossy(&output.stdout);
+    let has = said.trim().strip_prefix("glibc ").and_then(GlibcVersion::parse);
+    let problem = match has {
+        Some(has) if has >= needs => return Ok(()),
+        Some(has) => format!("this strix-toolbox needs glibc {needs}, the node has {has}"),
+        None => format!(
+            "this strix-toolbox needs glibc {needs}, and the node has no glibc (`getconf` says {:?})",
+            said.trim()
+        ),
+    };
+    Err(Error::Failed(format!(
+        "node {}: {problem}; nothing was copied. Fix: run `cluster install` with the release's static binary \
+         (strix-toolbox-v{VERSION}-x86_64-unknown-linux-musl needs no C library), or build one with `cargo build \
+         --release --target x86_64-unknown-linux-musl`",
+        remote.name
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn glibc_versions_compare_as_numbers() {
+        let v = |text| GlibcVersion::parse(text).unwrap();
+        assert!(v("2.36") > v("2.9"));
+        assert!(v("2.2.5") < v("2.3"));
+        assert_eq!(v("2.34").to_string(), "2.34");
+        assert_eq!(v("2.2.5").to_string(), "2.2.5");
+        for bad in ["", "2", "two.3", "2.3.4.5"] {
+            assert_eq!(GlibcVersion::parse(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn this_test_binary_needs_a_glibc_at_most_the_one_it_runs_on() {
+        let binary = std::fs::read(std::env::current_exe().unwrap()).unwrap();
+        let needs = glibc_needed(&binary).expect("a dynamically linked test binary needs glibc");
+        let here = std::process::Command::new("getconf").arg("GNU_LIBC_VERSION").output().unwrap();
+        let here = String::from_utf8_lossy(&here.stdout);
+        let has = GlibcVersion::parse(here.trim().strip_prefix("glibc ").unwrap()).unwrap();
+        assert!(needs <= has, "needs {needs}, has {has}");
+        assert!(needs >= GlibcVersion::parse("2.2.5").unwrap());
+    }
 }

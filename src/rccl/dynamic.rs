@@ -24,6 +24,10 @@ const DT_SONAME: u64 = 14;
 const DT_RPATH: u64 = 15;
 const DT_RUNPATH: u64 = 29;
 const DT_GNU_HASH: u64 = 0x6fff_fef5;
+const DT_VERNEED: u64 = 0x6fff_fffe;
+const DT_VERNEEDNUM: u64 = 0x6fff_ffff;
+/// Elf64_Verneed and Elf64_Vernaux are 16 bytes each.
+const VERNEED_SIZE: u64 = 16;
 /// More symbols than any real library has (libtorch_hip has ~10^5): a count past this is a lie.
 const MAX_SYMBOLS: u64 = 4_000_000;
 
@@ -37,6 +41,10 @@ pub struct DynamicInfo {
     pub exports: BTreeSet<String>,
     /// Undefined dynamic symbols: what it needs from other libraries.
     pub imports: BTreeSet<String>,
+    /// Symbol versions it needs (`GLIBC_2.34`, …), from its version-needs table: the oldest C
+    /// library it runs on.
+    #[serde(default)]
+    pub version_needs: BTreeSet<String>,
 }
 
 /// Why the dynamic view cannot be read: the loader could not load it either.
@@ -128,6 +136,10 @@ pub fn parse_dynamic(data: &[u8]) -> Result<DynamicInfo, DynamicError> {
         ..Default::default()
     };
 
+    if let (Some(offset), Some(count)) = (value(DT_VERNEED).and_then(file_offset), value(DT_VERNEEDNUM)) {
+        info.version_needs = version_needs(data, offset, count, &string)?;
+    }
+
     let Some(symtab_vaddr) = value(DT_SYMTAB) else { return Ok(info) };
     let count = symbol_count(data, &value, &file_offset)?;
     let symtab = file_offset(symtab_vaddr)
@@ -149,6 +161,38 @@ pub fn parse_dynamic(data: &[u8]) -> Result<DynamicInfo, DynamicError> {
         }
     }
     Ok(info)
+}
+
+/// The version names of every Elf64_Vernaux entry: a chain of Verneed records (one per library),
+/// each with a chain of Vernaux records (one per version), linked by byte offsets.
+fn version_needs(
+    data: &[u8],
+    first: u64,
+    count: u64,
+    string: &dyn Fn(u64) -> Option<String>,
+) -> Result<BTreeSet<String>, DynamicError> {
+    let outside = || DynamicError::TableOutside("version needs");
+    if count > MAX_SYMBOLS {
+        return Err(outside());
+    }
+    let mut names = BTreeSet::new();
+    let mut need = first;
+    for _ in 0..count {
+        let record = slice_at(data, need, VERNEED_SIZE).ok_or_else(outside)?;
+        let aux_count = u16_at(record, 2).ok_or_else(outside)?;
+        let mut aux = need.checked_add(u64::from(u32_at(record, 8).ok_or_else(outside)?)).ok_or_else(outside)?;
+        for _ in 0..aux_count {
+            let entry = slice_at(data, aux, VERNEED_SIZE).ok_or_else(outside)?;
+            names.insert(string(u64::from(u32_at(entry, 8).ok_or_else(outside)?)).ok_or_else(outside)?);
+            aux = aux.checked_add(u64::from(u32_at(entry, 12).ok_or_else(outside)?)).ok_or_else(outside)?;
+        }
+        let next = u64::from(u32_at(record, 12).ok_or_else(outside)?);
+        if next == 0 {
+            break;
+        }
+        need = need.checked_add(next).ok_or_else(outside)?;
+    }
+    Ok(names)
 }
 
 /// How many entries the dynamic symbol table has: from DT_HASH's chain count, else the highest
@@ -220,6 +264,20 @@ mod tests {
         int ncclCommInitRankScalable(void) { return ncclImported(); }\n\
         __attribute__((visibility(\"hidden\"))) int ncclHidden(void) { return 1; }\n\
         static int ncclStatic(void) { return 2; } int ncclUse(void) { return ncclStatic(); }\n";
+
+    #[test]
+    fn reads_the_glibc_versions_a_program_needs() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = dir.path().join("main.c");
+        std::fs::write(&c, "#include <stdio.h>\nint main(void) { puts(\"hi\"); return 0; }\n").unwrap();
+        let dynamic = dir.path().join("dynamic");
+        assert!(Command::new("gcc").arg("-o").arg(&dynamic).arg(&c).status().unwrap().success());
+        let info = parse_dynamic(&std::fs::read(&dynamic).unwrap()).unwrap();
+        assert!(info.version_needs.iter().any(|v| v.starts_with("GLIBC_2.")), "{:?}", info.version_needs);
+        let fixed = dir.path().join("static");
+        assert!(Command::new("gcc").args(["-static", "-o"]).arg(&fixed).arg(&c).status().unwrap().success());
+        assert_eq!(parse_dynamic(&std::fs::read(&fixed).unwrap()).unwrap_err(), DynamicError::NoDynamic);
+    }
 
     #[test]
     fn reads_soname_needed_paths_exports_and_imports_with_either_hash_style() {
