@@ -19,6 +19,7 @@ pub(crate) mod ops;
 pub mod output;
 pub(crate) mod plan;
 pub(crate) mod rccl;
+pub mod reporter;
 pub(crate) mod settings;
 pub(crate) mod spec;
 pub(crate) mod verify;

@@ -90,16 +90,16 @@ async fn refresh_nodes(
     nodes: &[RemoteNode],
     request: &ClusterRefreshRequest,
 ) -> Result<ClusterRefreshReport> {
-    let progress = settings.ui.progress();
+    let reporter = settings.reporter.as_ref();
     let interrupt = Interrupt::watch();
     let nodes: Vec<&RemoteNode> = nodes.iter().collect();
     let head = nodes[0];
     let pinned = if request.dry_run || ImageRef::parse(&request.image_ref)?.digest.is_some() {
         request.image_ref.clone()
     } else {
-        progress.layer(&head.name, &format!("resolving {}", request.image_ref), 0, 0);
+        reporter.step_started(&head.name, &format!("resolving {}", request.image_ref));
         let resolved: ResolveReport = head.strix(&argv(&["resolve", &request.image_ref]), false).await?;
-        progress.layer_done(&head.name, &format!("{} is {}", request.image_ref, resolved.digest));
+        reporter.step_finished(&head.name, &format!("{} is {}", request.image_ref, resolved.digest));
         resolved.pinned
     };
 
@@ -108,11 +108,11 @@ async fn refresh_nodes(
     if interrupt.came() {
         return Err(Error::Failed("interrupted (Ctrl-C) before any node changed; nothing was changed".into()));
     }
-    let staged = on_every_node(&nodes, &progress, "staging", |node| async move {
+    let staged = on_every_node(&nodes, reporter, "staging", |node| async move {
         node.strix::<RefreshReport>(stage_args, false).await
     })
     .await;
-    progress.finish();
+    reporter.finish();
     let staged_names: Vec<&RemoteNode> =
         nodes.iter().zip(&staged).filter(|(_, r)| matches!(r, Ok(r) if r.staged.is_some())).map(|(n, _)| *n).collect();
     let stage_failures = failures(&nodes, &staged, interrupt.came());
@@ -138,7 +138,7 @@ async fn refresh_nodes(
     }
 
     // Every node has its replacement: swap them together.
-    let swaps = on_every_node(&staged_names, &progress, "swapping", |node| {
+    let swaps = on_every_node(&staged_names, reporter, "swapping", |node| {
         let args = argv(&["phase", "swap", &request.name]);
         async move { node.strix::<PhaseReport>(&args, false).await }
     })
@@ -221,7 +221,7 @@ fn stage_args(request: &ClusterRefreshRequest, pinned: &str) -> Vec<String> {
 /// Run `work` on every node at once, a progress line each, to the end on every node.
 async fn on_every_node<'a, T, F, Fut>(
     nodes: &[&'a RemoteNode],
-    progress: &crate::output::Progress,
+    reporter: &dyn crate::reporter::Reporter,
     what: &str,
     work: F,
 ) -> Vec<Result<T>>
@@ -230,11 +230,11 @@ where
     Fut: Future<Output = Result<T>>,
 {
     join_all(nodes.iter().map(|node| {
-        progress.layer(&node.name, &format!("{what}…"), 0, 0);
+        reporter.step_started(&node.name, what);
         let done = work(node);
         async move {
             let result = done.await;
-            progress.layer_done(&node.name, &format!("{what}: {}", if result.is_ok() { "done" } else { "failed" }));
+            reporter.step_finished(&node.name, &format!("{what}: {}", if result.is_ok() { "done" } else { "failed" }));
             result
         }
     }))

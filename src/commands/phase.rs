@@ -2,19 +2,21 @@
 
 use crate::cli::PhaseArgs;
 use crate::error::Result;
-use crate::ops::phase::run_phase;
+use crate::ops::phase::{run_phase, PhaseReport};
+use crate::output::{Output, Render};
 use crate::settings::Settings;
 
-pub async fn run(args: &PhaseArgs, settings: &Settings) -> Result<i32> {
-    let report = run_phase(settings, args.phase, &args.name, args.keep, args.image_id.as_deref()).await?;
-    if settings.ui.json {
-        settings.ui.print_json(&report);
-    } else {
-        let done = if report.changed { "done" } else { "nothing to do" };
-        settings.ui.status(&format!("{:?} {}: {done}", report.phase, report.name));
-        for warning in &report.warnings {
-            settings.ui.warn(warning);
+pub async fn run(args: &PhaseArgs, settings: &Settings, out: &Output) -> Result<i32> {
+    out.report(&run_phase(settings, args.phase, &args.name, args.keep, args.image_id.as_deref()).await?);
+    Ok(0)
+}
+
+impl Render for PhaseReport {
+    fn render(&self, out: &Output) {
+        let done = if self.changed { "done" } else { "nothing to do" };
+        out.status(&format!("{:?} {}: {done}", self.phase, self.name));
+        for warning in &self.warnings {
+            out.warn(warning);
         }
     }
-    Ok(0)
 }

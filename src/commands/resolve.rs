@@ -2,15 +2,17 @@
 
 use crate::cli::ResolveArgs;
 use crate::error::Result;
-use crate::ops::resolve::resolve;
+use crate::ops::resolve::{resolve, ResolveReport};
+use crate::output::{Output, Render};
 use crate::settings::Settings;
 
-pub async fn run(args: &ResolveArgs, settings: &Settings) -> Result<i32> {
-    let report = resolve(settings, &args.image).await?;
-    if settings.ui.json {
-        settings.ui.print_json(&report);
-    } else {
-        println!("{}", report.pinned);
-    }
+pub async fn run(args: &ResolveArgs, settings: &Settings, out: &Output) -> Result<i32> {
+    out.report(&resolve(settings, &args.image).await?);
     Ok(0)
+}
+
+impl Render for ResolveReport {
+    fn render(&self, out: &Output) {
+        out.line(&self.pinned);
+    }
 }

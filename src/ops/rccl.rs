@@ -29,12 +29,12 @@ pub async fn check_against(
         return Ok(());
     };
     if engine.image_inspect(image).await?.is_none() {
-        let progress = settings.ui.progress();
+        let reporter = settings.reporter.as_ref();
         engine
-            .pull(image, &progress)
+            .pull(image, reporter)
             .await
             .map_err(|e| Error::Failed(format!("cannot get {image} to check against: {e}")))?;
-        progress.finish();
+        reporter.finish();
     }
     report.add_abi(abi_against(engine, image, &dynamic).await?);
     Ok(())

@@ -117,7 +117,7 @@ pub async fn refresh_with(
     engine: &dyn Engine,
     request: &RefreshRequest,
 ) -> Result<RefreshReport> {
-    let ui = &settings.ui;
+    let reporter = settings.reporter.as_ref();
     let extra_env = parse_env(&request.env)?;
     let info = engine.info().await?;
     let manager = manager::choose(request.manager, info.kind, &settings.installed)?;
@@ -140,9 +140,8 @@ pub async fn refresh_with(
     };
     let pulls = !matches!(request.source, ImageSource::Local) && pinned_here.is_none();
     if !request.dry_run && pulls {
-        let progress = ui.progress();
-        interruptible(&format!("pulling {}", request.image_ref), engine.pull(&request.image_ref, &progress)).await?;
-        progress.finish();
+        interruptible(&format!("pulling {}", request.image_ref), engine.pull(&request.image_ref, reporter)).await?;
+        reporter.finish();
     }
     let image_ref = match &request.source {
         ImageSource::Build(artifact) if request.dry_run => {
@@ -176,7 +175,7 @@ pub async fn refresh_with(
 
     let mut report = report(&desired, &plan, manager.as_ref(), &info, &spec, request, pulls);
     if !request.dry_run {
-        report.warnings = apply(&plan, engine, manager.as_ref(), ui).await?.warnings;
+        report.warnings = apply(&desired.name, &plan, engine, manager.as_ref(), reporter).await?.warnings;
     }
     if plan.replaces_running {
         let tense = if request.dry_run { "would stop" } else { "stopped" };
@@ -262,7 +261,6 @@ async fn current_state(engine: &dyn Engine, name: &str, image: &ImageRef) -> Res
 /// `refresh --rccl FILE`: overlay the artifact on the channel's image here, tagged
 /// `localhost/NAME:TAG-rccl`, and return that reference. A rejected artifact stops before the build.
 async fn build_locally(engine: &dyn Engine, artifact: &Path, base: &str, settings: &Settings) -> Result<String> {
-    let ui = &settings.ui;
     let mut report = rccl::inspect_artifact(artifact)?;
     report.ensure_gfx1151()?;
     check_against(engine, &mut report, base, settings).await?;
@@ -271,8 +269,7 @@ async fn build_locally(engine: &dyn Engine, artifact: &Path, base: &str, setting
     let source = artifact.display().to_string();
     let provenance = Provenance::new(None, None, Some(&source), artifact);
     let request = BuildRequest::new(&report, &provenance, base, std::slice::from_ref(&tag), false)?;
-    let progress = ui.progress();
-    interruptible("building the image", build_image(engine, &report, &request, &progress)).await?;
+    interruptible("building the image", build_image(engine, &report, &request, settings.reporter.as_ref())).await?;
     Ok(tag)
 }
 

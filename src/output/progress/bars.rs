@@ -1,0 +1,158 @@
+//! Progress on a terminal: one bar per layer, and a status line per subject whose steps are under
+//! way.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use super::warning_line;
+use crate::image::short_digest;
+use crate::output::stream::Stream;
+use crate::output::style::Palette;
+use crate::reporter::Reporter;
+
+pub struct Bars {
+    stderr: Stream,
+    palette: Palette,
+    batch: Mutex<Option<Batch>>,
+}
+
+/// The bars of one transfer or batch of steps, drawn together until [`Reporter::finish`].
+struct Batch {
+    multi: MultiProgress,
+    layers: HashMap<String, ProgressBar>,
+    /// The step under way for each subject.
+    steps: HashMap<String, ProgressBar>,
+}
+
+impl Batch {
+    fn new() -> Batch {
+        Batch {
+            multi: MultiProgress::with_draw_target(ProgressDrawTarget::stderr()),
+            layers: HashMap::new(),
+            steps: HashMap::new(),
+        }
+    }
+
+    fn layer_bar(&mut self, id: &str) -> &ProgressBar {
+        let multi = &self.multi;
+        self.layers.entry(id.to_string()).or_insert_with(|| {
+            let bar = multi.add(ProgressBar::new(0));
+            bar.set_style(status_style());
+            bar.set_prefix(short_digest(id).to_string());
+            bar
+        })
+    }
+
+    fn finish(self) {
+        for bar in self.layers.values().chain(self.steps.values()) {
+            if !bar.is_finished() {
+                bar.finish();
+            }
+        }
+    }
+}
+
+impl Bars {
+    pub fn new(stderr: Stream, palette: Palette) -> Bars {
+        Bars { stderr, palette, batch: Mutex::new(None) }
+    }
+
+    fn with_batch<T>(&self, work: impl FnOnce(&mut Batch) -> T) -> T {
+        let mut batch = self.batch.lock().unwrap_or_else(PoisonError::into_inner);
+        work(batch.get_or_insert_with(Batch::new))
+    }
+
+    /// A line above the bars while they are drawn, else straight to stderr.
+    fn print(&self, text: &str) {
+        let batch = self.batch.lock().unwrap_or_else(PoisonError::into_inner);
+        match &*batch {
+            Some(batch) => {
+                let _ = batch.multi.println(text);
+            }
+            None => self.stderr.line(text),
+        }
+    }
+}
+
+impl Reporter for Bars {
+    fn layer(&self, id: &str, status: &str, current: u64, total: u64) {
+        self.with_batch(|batch| {
+            let bar = batch.layer_bar(id);
+            if total > 0 && bar.length() != Some(total) {
+                bar.set_style(bytes_style());
+                bar.set_length(total);
+            }
+            bar.set_position(current);
+            bar.set_message(status.to_string());
+        });
+    }
+
+    fn layer_done(&self, id: &str, status: &str) {
+        self.with_batch(|batch| {
+            let bar = batch.layer_bar(id);
+            if let Some(length) = bar.length().filter(|l| *l > 0) {
+                bar.set_position(length);
+            }
+            bar.finish_with_message(status.to_string());
+        });
+    }
+
+    fn step_started(&self, subject: &str, step: &str) {
+        self.with_batch(|batch| {
+            let multi = &batch.multi;
+            let bar = batch.steps.entry(subject.to_string()).or_insert_with(|| {
+                let bar = multi.add(ProgressBar::new(0));
+                bar.set_style(status_style());
+                bar.set_prefix(subject.to_string());
+                bar
+            });
+            bar.set_message(format!("{step}…"));
+        });
+    }
+
+    fn step_finished(&self, subject: &str, outcome: &str) {
+        self.with_batch(|batch| {
+            let bar = match batch.steps.remove(subject) {
+                Some(bar) => bar,
+                None => {
+                    let bar = batch.multi.add(ProgressBar::new(0));
+                    bar.set_style(status_style());
+                    bar.set_prefix(subject.to_string());
+                    bar
+                }
+            };
+            bar.finish_with_message(outcome.to_string());
+        });
+    }
+
+    fn warning(&self, text: &str) {
+        self.print(&warning_line(&self.palette, text));
+    }
+
+    fn line(&self, text: &str) {
+        let text = text.trim_end();
+        if !text.is_empty() {
+            self.print(text);
+        }
+    }
+
+    fn finish(&self) {
+        if let Some(batch) = self.batch.lock().unwrap_or_else(PoisonError::into_inner).take() {
+            batch.finish();
+        }
+    }
+}
+
+/// A layer or subject with a status and no size.
+fn status_style() -> ProgressStyle {
+    ProgressStyle::with_template("{prefix:.dim} {msg}").unwrap_or_else(|_| ProgressStyle::default_bar())
+}
+
+/// A layer being downloaded: a bar with bytes.
+fn bytes_style() -> ProgressStyle {
+    ProgressStyle::with_template("{prefix:.dim} {msg:<12} [{bar:30}] {bytes}/{total_bytes}")
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .progress_chars("=> ")
+}
