@@ -1,11 +1,12 @@
-//! Progress on a terminal: one bar per layer, and a status line per subject whose steps are under
-//! way.
+//! Progress on a terminal: a bar for the whole image (total size, bytes done, rate, time left)
+//! above one bar per layer, and a status line per subject whose steps are under way.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
+use super::transfer::Transfer;
 use super::warning_line;
 use crate::image::short_digest;
 use crate::output::stream::Stream;
@@ -21,6 +22,9 @@ pub struct Bars {
 /// The bars of one transfer or batch of steps, drawn together until [`Reporter::finish`].
 struct Batch {
     multi: MultiProgress,
+    transfer: Transfer,
+    /// The whole image, once a layer's size is known.
+    image: Option<ProgressBar>,
     layers: HashMap<String, ProgressBar>,
     /// The step under way for each subject.
     steps: HashMap<String, ProgressBar>,
@@ -30,6 +34,8 @@ impl Batch {
     fn new() -> Batch {
         Batch {
             multi: MultiProgress::with_draw_target(ProgressDrawTarget::stderr()),
+            transfer: Transfer::default(),
+            image: None,
             layers: HashMap::new(),
             steps: HashMap::new(),
         }
@@ -45,8 +51,25 @@ impl Batch {
         })
     }
 
+    /// The image's bar follows the sum over its layers (the first line, above the layers).
+    fn update_image_bar(&mut self) {
+        let total = self.transfer.total();
+        if total == 0 {
+            return;
+        }
+        let multi = &self.multi;
+        let bar = self.image.get_or_insert_with(|| {
+            let bar = multi.insert(0, ProgressBar::new(total));
+            bar.set_style(image_style());
+            bar.set_prefix("image");
+            bar
+        });
+        bar.set_length(total);
+        bar.set_position(self.transfer.done());
+    }
+
     fn finish(self) {
-        for bar in self.layers.values().chain(self.steps.values()) {
+        for bar in self.image.iter().chain(self.layers.values()).chain(self.steps.values()) {
             if !bar.is_finished() {
                 bar.finish();
             }
@@ -79,6 +102,7 @@ impl Bars {
 impl Reporter for Bars {
     fn layer(&self, id: &str, status: &str, current: u64, total: u64) {
         self.with_batch(|batch| {
+            batch.transfer.layer(id, status, current, total);
             let bar = batch.layer_bar(id);
             if total > 0 && bar.length() != Some(total) {
                 bar.set_style(bytes_style());
@@ -86,16 +110,19 @@ impl Reporter for Bars {
             }
             bar.set_position(current);
             bar.set_message(status.to_string());
+            batch.update_image_bar();
         });
     }
 
     fn layer_done(&self, id: &str, status: &str) {
         self.with_batch(|batch| {
+            batch.transfer.layer_done(id);
             let bar = batch.layer_bar(id);
             if let Some(length) = bar.length().filter(|l| *l > 0) {
                 bar.set_position(length);
             }
             bar.finish_with_message(status.to_string());
+            batch.update_image_bar();
         });
     }
 
@@ -155,4 +182,36 @@ fn bytes_style() -> ProgressStyle {
     ProgressStyle::with_template("{prefix:.dim} {msg:<12} [{bar:30}] {bytes}/{total_bytes}")
         .unwrap_or_else(|_| ProgressStyle::default_bar())
         .progress_chars("=> ")
+}
+
+/// The whole image: bytes of the total, rate and time left.
+fn image_style() -> ProgressStyle {
+    ProgressStyle::with_template(
+        "{prefix:<12.bold} {msg:<12} [{bar:30}] {bytes}/{total_bytes}  {bytes_per_sec}, {eta} left",
+    )
+    .unwrap_or_else(|_| ProgressStyle::default_bar())
+    .progress_chars("=> ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_image_bar_sums_every_layer() {
+        let bars = Bars::new(Stream::new(Box::new(std::io::sink())), Palette { color: false });
+        bars.layer("a", "Downloading", 100, 1000);
+        bars.layer("b", "Downloading", 50, 500);
+        bars.layer_done("c", "Already exists");
+        let image = |bars: &Bars| {
+            let batch = bars.batch.lock().unwrap();
+            let bar = batch.as_ref().unwrap().image.clone().unwrap();
+            (bar.position(), bar.length())
+        };
+        assert_eq!(image(&bars), (150, Some(1500)));
+        bars.layer_done("a", "Pull complete");
+        assert_eq!(image(&bars), (1050, Some(1500)));
+        bars.finish();
+        assert!(bars.batch.lock().unwrap().is_none(), "the next transfer starts afresh");
+    }
 }

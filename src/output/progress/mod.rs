@@ -3,6 +3,9 @@
 
 mod bars;
 mod lines;
+mod transfer;
+
+use std::time::Duration;
 
 pub use bars::Bars;
 pub use lines::Lines;
@@ -38,4 +41,26 @@ impl Reporter for Quiet {
 /// `warning: text`, the word in the warning colour.
 pub fn warning_line(palette: &Palette, text: &str) -> String {
     format!("{} {text}", palette.paint("warning:", Style::Warn))
+}
+
+/// `45s`, `3m 0s`, `1h 02m`.
+fn human_duration(duration: Duration) -> String {
+    let seconds = duration.as_secs();
+    match seconds {
+        s if s >= 3600 => format!("{}h {:02}m", s / 3600, s % 3600 / 60),
+        s if s >= 60 => format!("{}m {}s", s / 60, s % 60),
+        s => format!("{s}s"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_as_a_person_would_say_them() {
+        assert_eq!(human_duration(Duration::from_millis(45_900)), "45s");
+        assert_eq!(human_duration(Duration::from_secs(180)), "3m 0s");
+        assert_eq!(human_duration(Duration::from_secs(3725)), "1h 02m");
+    }
 }
