@@ -43,3 +43,44 @@ impl Reporter for Silent {
     fn line(&self, _text: &str) {}
     fn finish(&self) {}
 }
+
+/// A reporter that keeps what it is told, one line per event, for tests to read.
+#[cfg(test)]
+#[derive(Debug, Default)]
+pub struct Recorder(std::sync::Mutex<Vec<String>>);
+
+#[cfg(test)]
+impl Recorder {
+    pub fn events(&self) -> Vec<String> {
+        self.0.lock().unwrap().clone()
+    }
+
+    fn record(&self, event: String) {
+        self.0.lock().unwrap().push(event);
+    }
+}
+
+#[cfg(test)]
+impl Reporter for Recorder {
+    fn layer(&self, id: &str, status: &str, current: u64, total: u64) {
+        self.record(format!("layer {id}: {status} {current}/{total}"));
+    }
+    fn layer_done(&self, id: &str, status: &str) {
+        self.record(format!("layer {id}: {status}"));
+    }
+    fn step_started(&self, subject: &str, step: &str) {
+        self.record(format!("{subject}: {step}"));
+    }
+    fn step_finished(&self, subject: &str, outcome: &str) {
+        self.record(format!("{subject} finished: {outcome}"));
+    }
+    fn warning(&self, text: &str) {
+        self.record(format!("warning: {text}"));
+    }
+    fn line(&self, text: &str) {
+        self.record(format!("line: {text}"));
+    }
+    fn finish(&self) {
+        self.record("finish".into());
+    }
+}

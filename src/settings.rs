@@ -51,3 +51,17 @@ impl Settings {
         engine::connect(self.engine, &self.installed).await
     }
 }
+
+#[cfg(test)]
+impl Settings {
+    /// Settings for a unit test: `host_root` as the node, podman, nothing found on PATH, silent.
+    pub fn for_tests(host_root: &std::path::Path) -> Settings {
+        Settings {
+            host_root: host_root.to_path_buf(),
+            engine: EngineKind::Podman,
+            installed: Installed::default(),
+            reporter: Arc::new(crate::reporter::Silent),
+            live_interfaces: false,
+        }
+    }
+}

@@ -160,3 +160,6 @@ pub async fn remove_parked(engine: &dyn Engine, name: &str, parked: &str, warnin
         ));
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -11,6 +11,8 @@ mod connect;
 mod credential_helper;
 pub mod docker;
 pub mod endpoint;
+#[cfg(test)]
+pub mod fake;
 pub mod kind;
 mod libpod_build;
 mod output;
