@@ -11,9 +11,10 @@ pub trait Reporter: Send + Sync {
     fn layer(&self, id: &str, status: &str, current: u64, total: u64);
     /// A layer is finished (pulled, or already here).
     fn layer_done(&self, id: &str, status: &str);
-    /// `subject` (a toolbox, a node) begins `step`; a later step of the same subject follows it.
+    /// `subject` (a toolbox, a node) begins `step`; its step before, if any, went well.
     fn step_started(&self, subject: &str, step: &str);
-    /// `subject`'s work is over: `outcome` says how ("staging: done", "… is sha256:…").
+    /// `subject`'s last step is over: `outcome` says which and how ("staging: done",
+    /// "… is sha256:…").
     fn step_finished(&self, subject: &str, outcome: &str);
     /// Something the user should know now, not only in the final report.
     fn warning(&self, text: &str);

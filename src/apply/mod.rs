@@ -43,10 +43,11 @@ pub async fn apply(
     let mut created: Option<String> = None;
 
     for step in &plan.steps {
-        reporter.step_started(name, &step.describe());
+        let description = step.describe();
+        reporter.step_started(name, &description);
         let result = run_step(step, engine, manager, &mut created, &mut applied).await;
         if let Err(error) = result {
-            reporter.step_finished(name, "failed");
+            reporter.step_finished(name, &format!("{description}: failed"));
             if let Some(temp) = created.take() {
                 if let Err(cleanup) = engine.container_remove(&temp, true).await {
                     applied.warnings.push(format!("could not remove the temporary container {temp}: {cleanup}"));
@@ -55,8 +56,8 @@ pub async fn apply(
             return Err(error);
         }
     }
-    if !plan.steps.is_empty() {
-        reporter.step_finished(name, "done");
+    if let Some(last) = plan.steps.last() {
+        reporter.step_finished(name, &format!("{}: done", last.describe()));
     }
     Ok(applied)
 }

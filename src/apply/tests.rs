@@ -72,7 +72,7 @@ async fn a_replacement_takes_the_name_and_the_old_toolbox_goes() {
         [
             "vllm: create vllm-strix-new from registry.test/vllm:latest",
             "vllm: swap vllm-strix-new in as vllm and remove the old vllm",
-            "vllm finished: done",
+            "vllm finished: swap vllm-strix-new in as vllm and remove the old vllm: done",
         ]
     );
 }
@@ -89,7 +89,8 @@ async fn a_failing_create_removes_the_temporary_container_and_never_touches_the_
     assert_eq!(engine.container(&temp_name("vllm")), None, "the temporary container is removed");
     assert_eq!(engine.container("vllm"), Some(old), "the old toolbox is as it was");
     assert_eq!(touching(&engine, "old-id", "vllm"), [], "nothing touched the old toolbox");
-    assert_eq!(reporter.events().last().map(String::as_str), Some("vllm finished: failed"));
+    let failed = "vllm finished: create vllm-strix-new from registry.test/vllm:latest: failed";
+    assert_eq!(reporter.events().last().map(String::as_str), Some(failed));
 }
 
 #[tokio::test]

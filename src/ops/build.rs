@@ -29,7 +29,7 @@ pub async fn build(settings: &Settings, options: &BuildOptions) -> Result<BuildO
     report.ensure_gfx1151()?;
     let connection = settings.connect().await?;
     // Refused before the build when it would not load in the image it goes into.
-    check_against(connection.engine(), &mut report, &options.base, settings).await?;
+    check_against(connection.engine(), &mut report, &options.base, settings.reporter.as_ref()).await?;
     report.ensure_gfx1151()?;
     settings.reporter.line(&format!(
         "{}: sha256 {}, {} bytes, targets {}",

@@ -20,6 +20,7 @@ use crate::plan::{
     DesiredToolbox, RefreshPlan,
 };
 use crate::rccl;
+use crate::reporter::Reporter;
 use crate::settings::Settings;
 use crate::spec::{parse_env, SpecOptions, ToolboxSpec};
 use crate::verify::Expected;
@@ -148,7 +149,7 @@ pub async fn refresh_with(
             rccl::inspect_artifact(artifact)?.ensure_gfx1151()?;
             local_build_tag(&request.image_ref)?
         }
-        ImageSource::Build(artifact) => build_locally(engine, artifact, &request.image_ref, settings).await?,
+        ImageSource::Build(artifact) => build_locally(engine, artifact, &request.image_ref, reporter).await?,
         ImageSource::Pull | ImageSource::Local => request.image_ref.clone(),
     };
     // The pinned image found above is the one to use, unless a build made another.
@@ -260,16 +261,16 @@ async fn current_state(engine: &dyn Engine, name: &str, image: &ImageRef) -> Res
 
 /// `refresh --rccl FILE`: overlay the artifact on the channel's image here, tagged
 /// `localhost/NAME:TAG-rccl`, and return that reference. A rejected artifact stops before the build.
-async fn build_locally(engine: &dyn Engine, artifact: &Path, base: &str, settings: &Settings) -> Result<String> {
+async fn build_locally(engine: &dyn Engine, artifact: &Path, base: &str, reporter: &dyn Reporter) -> Result<String> {
     let mut report = rccl::inspect_artifact(artifact)?;
     report.ensure_gfx1151()?;
-    check_against(engine, &mut report, base, settings).await?;
+    check_against(engine, &mut report, base, reporter).await?;
     report.ensure_gfx1151()?;
     let tag = local_build_tag(base)?;
     let source = artifact.display().to_string();
     let provenance = Provenance::new(None, None, Some(&source), artifact);
     let request = BuildRequest::new(&report, &provenance, base, std::slice::from_ref(&tag), false)?;
-    interruptible("building the image", build_image(engine, &report, &request, settings.reporter.as_ref())).await?;
+    interruptible("building the image", build_image(engine, &report, &request, reporter)).await?;
     Ok(tag)
 }
 

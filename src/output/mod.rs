@@ -80,8 +80,10 @@ impl Output {
         self.reporter.clone()
     }
 
-    /// A report on stdout: JSON with `--json`, else its text form.
+    /// A report on stdout: JSON with `--json`, else its text form. Progress is over by then: its
+    /// bars end first, so the report is not drawn over.
     pub fn report<R: Serialize + Render + ?Sized>(&self, report: &R) {
+        self.reporter.finish();
         if self.mode.json {
             self.print_json(report);
         } else {

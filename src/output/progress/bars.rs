@@ -26,8 +26,8 @@ struct Batch {
     /// The whole image, once a layer's size is known.
     image: Option<ProgressBar>,
     layers: HashMap<String, ProgressBar>,
-    /// The step under way for each subject.
-    steps: HashMap<String, ProgressBar>,
+    /// The step under way for each subject, and its text.
+    steps: HashMap<String, (ProgressBar, String)>,
 }
 
 impl Batch {
@@ -51,6 +51,14 @@ impl Batch {
         })
     }
 
+    /// A status line for `subject`'s step.
+    fn step_bar(&self, subject: &str) -> ProgressBar {
+        let bar = self.multi.add(ProgressBar::new(0));
+        bar.set_style(status_style());
+        bar.set_prefix(subject.to_string());
+        bar
+    }
+
     /// The image's bar follows the sum over its layers (the first line, above the layers).
     fn update_image_bar(&mut self) {
         let total = self.transfer.total();
@@ -69,7 +77,7 @@ impl Batch {
     }
 
     fn finish(self) {
-        for bar in self.image.iter().chain(self.layers.values()).chain(self.steps.values()) {
+        for bar in self.image.iter().chain(self.layers.values()).chain(self.steps.values().map(|(bar, _)| bar)) {
             if !bar.is_finished() {
                 bar.finish();
             }
@@ -126,29 +134,23 @@ impl Reporter for Bars {
         });
     }
 
+    /// The subject's step before stays on screen, done; the new one is drawn under it.
     fn step_started(&self, subject: &str, step: &str) {
         self.with_batch(|batch| {
-            let multi = &batch.multi;
-            let bar = batch.steps.entry(subject.to_string()).or_insert_with(|| {
-                let bar = multi.add(ProgressBar::new(0));
-                bar.set_style(status_style());
-                bar.set_prefix(subject.to_string());
-                bar
-            });
+            if let Some((bar, before)) = batch.steps.remove(subject) {
+                bar.finish_with_message(before);
+            }
+            let bar = batch.step_bar(subject);
             bar.set_message(format!("{step}…"));
+            batch.steps.insert(subject.to_string(), (bar, step.to_string()));
         });
     }
 
     fn step_finished(&self, subject: &str, outcome: &str) {
         self.with_batch(|batch| {
             let bar = match batch.steps.remove(subject) {
-                Some(bar) => bar,
-                None => {
-                    let bar = batch.multi.add(ProgressBar::new(0));
-                    bar.set_style(status_style());
-                    bar.set_prefix(subject.to_string());
-                    bar
-                }
+                Some((bar, _)) => bar,
+                None => batch.step_bar(subject),
             };
             bar.finish_with_message(outcome.to_string());
         });
@@ -213,5 +215,20 @@ mod tests {
         assert_eq!(image(&bars), (1050, Some(1500)));
         bars.finish();
         assert!(bars.batch.lock().unwrap().is_none(), "the next transfer starts afresh");
+    }
+
+    #[test]
+    fn each_step_of_a_subject_stays_on_screen_done_in_turn() {
+        let bars = Bars::new(Stream::new(Box::new(std::io::sink())), Palette { color: false });
+        bars.step_started("vllm", "create vllm-strix-new");
+        let first = bars.batch.lock().unwrap().as_ref().unwrap().steps["vllm"].0.clone();
+        assert_eq!(first.message(), "create vllm-strix-new…");
+        bars.step_started("vllm", "swap it in");
+        assert!(first.is_finished());
+        assert_eq!(first.message(), "create vllm-strix-new");
+        let second = bars.batch.lock().unwrap().as_ref().unwrap().steps["vllm"].0.clone();
+        bars.step_finished("vllm", "swap it in: done");
+        assert!(second.is_finished());
+        assert_eq!(second.message(), "swap it in: done");
     }
 }
