@@ -3,20 +3,20 @@
 use clap::Parser;
 use strix_toolbox::cli::Cli;
 use strix_toolbox::commands;
-use strix_toolbox::output::Style;
+use strix_toolbox::output::Output;
 
 fn main() {
     // clap exits 2 on usage errors and 0 for --help/--version.
     let cli = Cli::parse();
-    let settings = commands::settings(&cli.global);
-    let code = match commands::run(cli.command, &settings) {
+    let out = Output::for_terminal(cli.global.json, cli.global.no_color);
+    let settings = commands::settings(&cli.global, out.reporter());
+    let code = match commands::run(cli.command, &settings, &out) {
         Ok(code) => code,
         Err(error) => {
-            eprintln!("{} {error}", settings.ui.paint("error:", Style::Fail));
+            out.error(&error);
             error.exit_code()
         }
     };
-    // process::exit skips destructors: flush what commands printed first.
-    let _ = std::io::Write::flush(&mut std::io::stdout());
-    std::process::exit(code);
+    // process::exit skips destructors: finish the progress and check the output first.
+    std::process::exit(out.finish(code));
 }

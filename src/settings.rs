@@ -1,7 +1,8 @@
-//! Settings resolved once from flags, environment and terminal (ripgrep's `HiArgs`): everything
+//! Settings resolved once from flags and environment (ripgrep's `HiArgs`): everything
 //! below `commands/` takes these, never the clap types.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use crate::engine::endpoint::process_env;
 use crate::engine::kind::EngineChoice;
@@ -9,7 +10,7 @@ use crate::engine::{self, Connection, EngineKind};
 use crate::error::Result;
 use crate::host::installed::Installed;
 use crate::host::HostRoot;
-use crate::output::Ui;
+use crate::reporter::Reporter;
 
 /// What every operation may need about how it was invoked.
 #[derive(Debug, Clone)]
@@ -20,7 +21,8 @@ pub struct Settings {
     pub engine: EngineKind,
     /// Engines and toolbox managers on PATH.
     pub installed: Installed,
-    pub ui: Ui,
+    /// Where operations report their progress (the binary draws it; tests stay silent).
+    pub reporter: Arc<dyn Reporter>,
     /// `STRIX_LIVE_INTERFACES=1`: under a copied --host-root, still ask this process's network
     /// interfaces (ethtool) as the node's. For tests that run inside their own network namespace.
     pub live_interfaces: bool,
@@ -28,13 +30,13 @@ pub struct Settings {
 
 impl Settings {
     /// Resolve the global flags against this process's environment and terminal.
-    pub fn resolve(host_root: PathBuf, engine: EngineChoice, json: bool, no_color: bool) -> Settings {
+    pub fn resolve(host_root: PathBuf, engine: EngineChoice, reporter: Arc<dyn Reporter>) -> Settings {
         let installed = Installed::find();
         Settings {
             host_root,
             engine: engine.resolve(&installed, &process_env),
             installed,
-            ui: Ui::new(json, no_color),
+            reporter,
             live_interfaces: process_env("STRIX_LIVE_INTERFACES").is_some_and(|v| v == "1"),
         }
     }
@@ -47,5 +49,19 @@ impl Settings {
     /// A connection to this node's engine.
     pub async fn connect(&self) -> Result<Connection> {
         engine::connect(self.engine, &self.installed).await
+    }
+}
+
+#[cfg(test)]
+impl Settings {
+    /// Settings for a unit test: `host_root` as the node, podman, nothing found on PATH, silent.
+    pub fn for_tests(host_root: &std::path::Path) -> Settings {
+        Settings {
+            host_root: host_root.to_path_buf(),
+            engine: EngineKind::Podman,
+            installed: Installed::default(),
+            reporter: Arc::new(crate::reporter::Silent),
+            live_interfaces: false,
+        }
     }
 }

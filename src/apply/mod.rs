@@ -12,8 +12,8 @@ use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::image::reference::ImageRef;
 use crate::manager::Manager;
-use crate::output::Ui;
 use crate::plan::{old_name, RefreshPlan, Step};
+use crate::reporter::Reporter;
 use crate::verify::verify_started;
 
 /// What happened beyond success: things left for the user to look at.
@@ -30,15 +30,24 @@ pub async fn interruptible<T>(what: &str, future: impl Future<Output = Result<T>
     }
 }
 
-pub async fn apply(plan: &RefreshPlan, engine: &dyn Engine, manager: &dyn Manager, ui: &Ui) -> Result<Applied> {
+/// Run `plan`'s steps for toolbox `name`, each reported as it starts.
+pub async fn apply(
+    name: &str,
+    plan: &RefreshPlan,
+    engine: &dyn Engine,
+    manager: &dyn Manager,
+    reporter: &dyn Reporter,
+) -> Result<Applied> {
     let mut applied = Applied::default();
     // The temporary container to remove if we stop before the swap.
     let mut created: Option<String> = None;
 
     for step in &plan.steps {
-        ui.status(&format!("• {}", step.describe()));
+        let description = step.describe();
+        reporter.step_started(name, &description);
         let result = run_step(step, engine, manager, &mut created, &mut applied).await;
         if let Err(error) = result {
+            reporter.step_finished(name, &format!("{description}: failed"));
             if let Some(temp) = created.take() {
                 if let Err(cleanup) = engine.container_remove(&temp, true).await {
                     applied.warnings.push(format!("could not remove the temporary container {temp}: {cleanup}"));
@@ -46,6 +55,9 @@ pub async fn apply(plan: &RefreshPlan, engine: &dyn Engine, manager: &dyn Manage
             }
             return Err(error);
         }
+    }
+    if let Some(last) = plan.steps.last() {
+        reporter.step_finished(name, &format!("{}: done", last.describe()));
     }
     Ok(applied)
 }
@@ -149,3 +161,6 @@ pub async fn remove_parked(engine: &dyn Engine, name: &str, parked: &str, warnin
         ));
     }
 }
+
+#[cfg(test)]
+mod tests;

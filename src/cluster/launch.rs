@@ -22,7 +22,7 @@ use crate::ops::serving::probe::{ServeProbe, ServeProbeReport};
 use crate::ops::serving::ray::{RayNode, RayNodes, RayRole, RayStart};
 use crate::ops::serving::state::{ServeCheck, ServeCheckReport};
 use crate::ops::serving::vllm::VllmStart;
-use crate::output::Progress;
+use crate::reporter::Reporter;
 use crate::serving::commands::{ray_head, ray_worker, vllm_serve};
 use crate::serving::environment::serving_env;
 use crate::serving::http::HttpAnswer;
@@ -33,6 +33,8 @@ use crate::serving::secret::Secret;
 const RAY_JOIN_LIMIT: Duration = Duration::from_secs(60);
 /// Between two readiness probes.
 const PROBE_INTERVAL: Duration = Duration::from_secs(2);
+/// The least time between two reports of what vLLM is doing.
+const STATUS_INTERVAL: Duration = Duration::from_secs(10);
 
 /// What to serve, and how.
 #[derive(Debug, Clone)]
@@ -96,7 +98,7 @@ impl LaunchReport {
 }
 
 /// Launch on `nodes` (the first is the head). A failure or a signal stops what was started.
-pub async fn launch(nodes: &[&dyn Node], request: &LaunchRequest, progress: &Progress) -> Result<LaunchReport> {
+pub async fn launch(nodes: &[&dyn Node], request: &LaunchRequest, reporter: &dyn Reporter) -> Result<LaunchReport> {
     let tp = tensor_parallel_size(nodes.len(), request.tp)?;
     let checks = check_every_node(nodes, request).await?;
     let mut plan = plan(nodes, &checks, request, tp)?;
@@ -118,22 +120,22 @@ pub async fn launch(nodes: &[&dyn Node], request: &LaunchRequest, progress: &Pro
         return Ok(plan);
     }
     if !active.is_empty() {
-        progress.line("stopping what serves now (--replace)");
+        reporter.step_started(nodes[0].name(), "stopping what serves now (--replace)");
         stop_serving(nodes, &request.toolbox).await.into_result()?;
         plan.replaced = true;
     }
 
     let interrupt = Interrupt::watch();
     let started = Instant::now();
-    let outcome = start_and_prove(nodes, request, &plan, &interrupt, progress).await;
-    progress.finish();
+    let outcome = start_and_prove(nodes, request, &plan, &interrupt, reporter).await;
+    reporter.finish();
     match outcome {
         Ok(()) => {
             plan.seconds_to_serve = Some(started.elapsed().as_secs_f64());
             Ok(plan)
         }
         Err(error) => {
-            progress.line("stopping what this launch started on every node");
+            reporter.warning("the launch failed: stopping what it started on every node");
             let cleanup = stop_serving(nodes, &request.toolbox).await;
             Err(Error::Failed(format!("{error}. {}", cleanup.summary("Everything this launch started was stopped"))))
         }
@@ -254,7 +256,7 @@ async fn start_and_prove(
     request: &LaunchRequest,
     plan: &LaunchReport,
     interrupt: &Interrupt,
-    progress: &Progress,
+    reporter: &dyn Reporter,
 ) -> Result<()> {
     let stopped = |during: &str| -> Result<()> {
         match interrupt.came() {
@@ -286,10 +288,12 @@ async fn start_and_prove(
             env: launched.commands[0].env.clone(),
             record: record(launched),
         };
-        progress.line(&format!("{}: starting Ray's head on {}", head.node, head.link_ip));
+        reporter.step_started(&head.node, &format!("starting Ray's head on {}", head.link_ip));
         nodes[0].call(ray_start(head, RayRole::Head)).await.map_err(|e| on_node(nodes[0], e))?;
         stopped("Ray's start")?;
-        progress.line(&format!("starting Ray on {} worker(s)", nodes.len() - 1));
+        for worker in &plan.nodes[1..] {
+            reporter.step_started(&worker.node, &format!("starting a Ray worker on {}", worker.link_ip));
+        }
         let workers = nodes[1..].iter().zip(&plan.nodes[1..]).map(|(node, launched)| async move {
             let role = RayRole::Worker { head_ip: head.link_ip };
             node.call(ray_start(launched, role)).await.map_err(|e| on_node(*node, e))
@@ -300,7 +304,7 @@ async fn start_and_prove(
             return Err(Error::Failed(failed.join("; ")));
         }
         stopped("Ray's start")?;
-        wait_for_ray(nodes, request, plan, interrupt, progress).await?;
+        wait_for_ray(nodes, request, plan, interrupt, reporter).await?;
     }
 
     let serve = VllmStart {
@@ -310,10 +314,10 @@ async fn start_and_prove(
         hf_token: request.hf_token.clone(),
         record: record(head),
     };
-    progress.line(&format!("{}: vllm serve {}", head.node, request.model));
+    reporter.step_started(&head.node, &format!("vllm serve {}", request.model));
     nodes[0].call(serve).await.map_err(|e| on_node(nodes[0], e))?;
     stopped("vLLM's start")?;
-    wait_for_vllm(nodes[0], request, plan, interrupt, progress).await
+    wait_for_vllm(nodes[0], request, plan, interrupt, reporter).await
 }
 
 /// Until Ray's own node table has every node alive with its GPU, on its link address.
@@ -322,7 +326,7 @@ async fn wait_for_ray(
     request: &LaunchRequest,
     plan: &LaunchReport,
     interrupt: &Interrupt,
-    progress: &Progress,
+    reporter: &dyn Reporter,
 ) -> Result<()> {
     let deadline = Instant::now() + RAY_JOIN_LIMIT;
     let ask = RayNodes { toolbox: request.toolbox.clone() };
@@ -330,7 +334,10 @@ async fn wait_for_ray(
         let table: Vec<RayNode> = nodes[0].call(ask.clone()).await.map_err(|e| on_node(nodes[0], e))?;
         let missing: Vec<&LaunchedNode> = plan.nodes.iter().filter(|n| !joined(&table, n.link_ip)).collect();
         if missing.is_empty() {
-            progress.line(&format!("Ray: {} node(s) alive with a GPU each", plan.nodes.len()));
+            reporter.step_finished(
+                &plan.nodes[0].node,
+                &format!("Ray: {} node(s) alive with a GPU each", plan.nodes.len()),
+            );
             return Ok(());
         }
         if let Some(signal) = interrupt.came() {
@@ -367,16 +374,17 @@ async fn wait_for_vllm(
     request: &LaunchRequest,
     plan: &LaunchReport,
     interrupt: &Interrupt,
-    progress: &Progress,
+    reporter: &dyn Reporter,
 ) -> Result<()> {
     let address = SocketAddr::from((probe_address(plan), request.port));
     let served = served_name(&request.model, &request.extra);
     let started = Instant::now();
     let probe = ServeProbe { toolbox: request.toolbox.clone(), address };
+    let mut said: Option<(String, Instant)> = None;
     loop {
         let report: ServeProbeReport = head.call(probe.clone()).await.map_err(|e| on_node(head, e))?;
         if report.serves(&served) {
-            progress.layer_done(head.name(), &format!("serving {served} after {} s", started.elapsed().as_secs()));
+            reporter.step_finished(head.name(), &format!("serving {served} after {} s", started.elapsed().as_secs()));
             return Ok(());
         }
         if !report.vllm_alive {
@@ -404,8 +412,13 @@ async fn wait_for_vllm(
                 request.timeout.as_secs()
             )));
         }
+        // What vLLM is doing (loading weights takes minutes), said when it changes, at most
+        // every STATUS_INTERVAL.
         let doing = report.last_line.unwrap_or_else(|| "starting".into());
-        progress.layer(head.name(), &format!("{:>4} s  {doing}", started.elapsed().as_secs()), 0, 0);
+        if said.as_ref().is_none_or(|(before, at)| *before != doing && at.elapsed() >= STATUS_INTERVAL) {
+            reporter.step_started(head.name(), &format!("{:>4} s  {doing}", started.elapsed().as_secs()));
+            said = Some((doing, Instant::now()));
+        }
         tokio::time::sleep(PROBE_INTERVAL).await;
     }
 }

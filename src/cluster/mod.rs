@@ -18,10 +18,12 @@ pub(crate) mod status;
 pub(crate) mod stop;
 pub(crate) mod verify;
 
+use std::sync::Arc;
+
 use futures_util::future::join_all;
 
 use crate::error::Error;
-use crate::output::Ui;
+use crate::reporter::Reporter;
 use remote::RemoteNode;
 use ssh::SshOptions;
 
@@ -31,7 +33,7 @@ pub struct ClusterSettings {
     /// ssh destinations, head first.
     pub nodes: Vec<String>,
     pub ssh: SshOptions,
-    pub ui: Ui,
+    pub reporter: Arc<dyn Reporter>,
 }
 
 /// Connect to every node at once: the connected ones in the cluster's order, and the others with

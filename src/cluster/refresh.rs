@@ -73,16 +73,16 @@ async fn refresh_nodes(
     nodes: &[RemoteNode],
     request: &RefreshRequest,
 ) -> Result<ClusterRefreshReport> {
-    let progress = settings.ui.progress();
+    let reporter = settings.reporter.as_ref();
     let interrupt = Interrupt::watch();
     let nodes: Vec<&RemoteNode> = nodes.iter().collect();
     let head = nodes[0];
     let pinned = if request.dry_run || ImageRef::parse(&request.image_ref)?.digest.is_some() {
         request.image_ref.clone()
     } else {
-        progress.layer(&head.name, &format!("resolving {}", request.image_ref), 0, 0);
+        reporter.step_started(&head.name, &format!("resolving {}", request.image_ref));
         let resolved = head.call(Resolve { image: request.image_ref.clone() }).await?;
-        progress.layer_done(&head.name, &format!("{} is {}", request.image_ref, resolved.digest));
+        reporter.step_finished(&head.name, &format!("{} is {}", request.image_ref, resolved.digest));
         resolved.pinned
     };
 
@@ -91,9 +91,8 @@ async fn refresh_nodes(
     if interrupt.came().is_some() {
         return Err(Error::Failed("interrupted (Ctrl-C) before any node changed; nothing was changed".into()));
     }
-    let staged =
-        on_every_node(&nodes, &progress, "staging", |node| async move { node.call(stage.clone()).await }).await;
-    progress.finish();
+    let staged = on_every_node(&nodes, reporter, "staging", |node| async move { node.call(stage.clone()).await }).await;
+    reporter.finish();
     let staged_names: Vec<&RemoteNode> =
         nodes.iter().zip(&staged).filter(|(_, r)| matches!(r, Ok(r) if r.staged.is_some())).map(|(n, _)| *n).collect();
     let stage_failures = failures(&nodes, &staged, interrupt.came().is_some());
@@ -121,7 +120,7 @@ async fn refresh_nodes(
     // Every node has its replacement: swap them together.
     let swap = &phase(Phase::Swap, request);
     let swaps =
-        on_every_node(&staged_names, &progress, "swapping", |node| async move { node.call(swap.clone()).await }).await;
+        on_every_node(&staged_names, reporter, "swapping", |node| async move { node.call(swap.clone()).await }).await;
     let swap_failures = failures(&staged_names, &swaps, interrupt.came().is_some());
     if !swap_failures.is_empty() {
         // A swap that answered with an error may still have happened (the connection dropped
@@ -185,7 +184,7 @@ fn phase(phase: Phase, request: &RefreshRequest) -> PhaseRequest {
 /// Run `work` on every node at once, a progress line each, to the end on every node.
 async fn on_every_node<'a, T, F, Fut>(
     nodes: &[&'a RemoteNode],
-    progress: &crate::output::Progress,
+    reporter: &dyn crate::reporter::Reporter,
     what: &str,
     work: F,
 ) -> Vec<Result<T>>
@@ -194,11 +193,11 @@ where
     Fut: Future<Output = Result<T>>,
 {
     join_all(nodes.iter().map(|node| {
-        progress.layer(&node.name, &format!("{what}…"), 0, 0);
+        reporter.step_started(&node.name, what);
         let done = work(node);
         async move {
             let result = done.await;
-            progress.layer_done(&node.name, &format!("{what}: {}", if result.is_ok() { "done" } else { "failed" }));
+            reporter.step_finished(&node.name, &format!("{what}: {}", if result.is_ok() { "done" } else { "failed" }));
             result
         }
     }))

@@ -4,10 +4,10 @@ use crate::cli::BuildArgs;
 use crate::error::Result;
 use crate::image::build::BuildOutcome;
 use crate::ops::build::{build, BuildOptions};
-use crate::output::Ui;
+use crate::output::{Output, Render};
 use crate::settings::Settings;
 
-pub async fn run(args: &BuildArgs, settings: &Settings) -> Result<i32> {
+pub async fn run(args: &BuildArgs, settings: &Settings, out: &Output) -> Result<i32> {
     let options = BuildOptions {
         rccl: args.rccl.clone(),
         base: args.base.clone(),
@@ -17,23 +17,20 @@ pub async fn run(args: &BuildArgs, settings: &Settings) -> Result<i32> {
         source: args.source.clone(),
         revision: args.revision.clone(),
     };
-    let outcome = build(settings, &options).await?;
-    print_outcome(&outcome, &settings.ui);
+    out.report(&build(settings, &options).await?);
     Ok(0)
 }
 
-fn print_outcome(outcome: &BuildOutcome, ui: &Ui) {
-    if ui.json {
-        ui.print_json(outcome);
-        return;
+impl Render for BuildOutcome {
+    fn render(&self, out: &Output) {
+        out.line(&self.image_id);
+        for tag in &self.tags {
+            out.line(&format!("  tagged  {tag}"));
+        }
+        for tag in &self.pushed {
+            out.line(&format!("  pushed  {tag}"));
+        }
+        out.line(&format!("  rccl    {} ({})", self.rccl_sha256, self.gfx_targets.join(",")));
+        out.status(&format!("built in {:.1} s", self.build_seconds));
     }
-    println!("{}", outcome.image_id);
-    for tag in &outcome.tags {
-        println!("  tagged  {tag}");
-    }
-    for tag in &outcome.pushed {
-        println!("  pushed  {tag}");
-    }
-    println!("  rccl    {} ({})", outcome.rccl_sha256, outcome.gfx_targets.join(","));
-    ui.status(&format!("built in {:.1} s", outcome.build_seconds));
 }

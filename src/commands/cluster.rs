@@ -3,43 +3,44 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use serde::Serialize;
+
+use crate::check::{Check, Status};
 use crate::cli::{ClusterArgs, ClusterCommand};
 use crate::cluster::checks::ClusterDoctorReport;
 use crate::cluster::install::{cluster_install, InstallAction, InstallReport};
 use crate::cluster::nodes::{default_cluster_file, parse_node_list, ClusterFile};
 use crate::cluster::refresh::{cluster_refresh, ClusterOutcome, ClusterRefreshReport};
 use crate::cluster::ssh::SshOptions;
-use crate::cluster::status::{cluster_status, ClusterStatusReport};
+use crate::cluster::status::{cluster_status, ClusterStatusReport, NodeStatus};
 use crate::cluster::verify::{cluster_verify, ClusterVerifyReport, Proof};
 use crate::cluster::{close_all, connect_all, doctor::cluster_doctor, ClusterSettings};
-use crate::doctor::Status;
 use crate::error::{Error, Result};
 use crate::image::short_digest;
 use crate::node::Node;
-use crate::output::{Style, Ui};
+use crate::output::{Output, Render, Style};
 use crate::settings::Settings;
 
-pub async fn run(args: &ClusterArgs, settings: &Settings) -> Result<i32> {
-    let ui = &settings.ui;
+pub async fn run(args: &ClusterArgs, settings: &Settings, out: &Output) -> Result<i32> {
     if let ClusterCommand::Init = args.command {
-        return init(args, ui);
+        return init(args, out);
     }
-    let cluster = cluster_settings(args, ui)?;
+    let cluster = cluster_settings(args, settings)?;
     match &args.command {
         ClusterCommand::Init => unreachable!("handled above"),
         ClusterCommand::Doctor(toolbox) => {
             let report = cluster_doctor(&cluster, &toolbox.name).await?;
-            render(ui, &report, print_doctor);
+            out.report(&report);
             Ok(report.exit_code())
         }
         ClusterCommand::Status(toolbox) => {
             let report = cluster_status(&cluster, &toolbox.name).await?;
-            render(ui, &report, print_status);
+            out.report(&report);
             Ok(i32::from(!report.disagreements.is_empty()))
         }
         ClusterCommand::Verify(toolbox) => {
             let report = cluster_verify(&cluster, &toolbox.name).await?;
-            render(ui, &report, print_verify);
+            out.report(&report);
             Ok(report.exit_code())
         }
         ClusterCommand::Launch(launch) => {
@@ -51,7 +52,7 @@ pub async fn run(args: &ClusterArgs, settings: &Settings) -> Result<i32> {
                 .collect();
             let result = if refused.is_empty() {
                 let nodes_dyn: Vec<&dyn Node> = nodes.iter().map(|n| n as &dyn Node).collect();
-                super::launch::run(launch, &nodes_dyn, ui).await
+                super::launch::run(launch, &nodes_dyn, out).await
             } else {
                 Err(Error::Failed(format!("nothing was started: {}", refused.join("; "))))
             };
@@ -62,7 +63,7 @@ pub async fn run(args: &ClusterArgs, settings: &Settings) -> Result<i32> {
             let (nodes, unreachable) = connect_all(&cluster).await;
             let unreachable: Vec<(String, String)> = unreachable.into_iter().map(|(n, e)| (n, e.to_string())).collect();
             let nodes_dyn: Vec<&dyn Node> = nodes.iter().map(|n| n as &dyn Node).collect();
-            let result = super::stop::run(&toolbox.name, &nodes_dyn, unreachable, ui).await;
+            let result = super::stop::run(&toolbox.name, &nodes_dyn, unreachable, out).await;
             close_all(nodes).await;
             result
         }
@@ -79,32 +80,23 @@ pub async fn run(args: &ClusterArgs, settings: &Settings) -> Result<i32> {
             }
             let (nodes, unreachable) = connect_all(&cluster).await;
             for (node, error) in &unreachable {
-                ui.warn(&format!("{node}: {error}"));
+                out.warn(&format!("{node}: {error}"));
             }
             let nodes_dyn: Vec<&dyn Node> = nodes.iter().map(|n| n as &dyn Node).collect();
-            let result = super::logs::run(&logs.logs.name, &nodes_dyn, logs.logs.lines, logs.logs.follow, ui).await;
+            let result = super::logs::run(&logs.logs.name, &nodes_dyn, logs.logs.lines, logs.logs.follow, out).await;
             close_all(nodes).await;
             result.map(|code| code.max(i32::from(!unreachable.is_empty())))
         }
         ClusterCommand::Install => {
             let report = cluster_install(&cluster).await?;
-            render(ui, &report, print_install);
+            out.report(&report);
             Ok(report.exit_code())
         }
         ClusterCommand::Refresh(options) => {
-            let request = super::refresh::request(options, None)?;
-            let report = cluster_refresh(&cluster, &request).await?;
-            render(ui, &report, print_refresh);
+            let request = super::refresh::request(options, None, out)?;
+            out.report(&cluster_refresh(&cluster, &request).await?);
             Ok(0)
         }
-    }
-}
-
-fn render<T: serde::Serialize>(ui: &Ui, report: &T, text: fn(&T, &Ui)) {
-    if ui.json {
-        ui.print_json(report);
-    } else {
-        text(report, ui);
     }
 }
 
@@ -116,7 +108,7 @@ fn cluster_file_path(args: &ClusterArgs) -> Result<PathBuf> {
 }
 
 /// Nodes from --nodes, else the cluster file; ssh config from --ssh-config, else the file's.
-fn cluster_settings(args: &ClusterArgs, ui: &Ui) -> Result<ClusterSettings> {
+fn cluster_settings(args: &ClusterArgs, settings: &Settings) -> Result<ClusterSettings> {
     let (nodes, file_ssh_config) = match &args.nodes {
         Some(list) => (parse_node_list(list)?, None),
         None => {
@@ -128,22 +120,32 @@ fn cluster_settings(args: &ClusterArgs, ui: &Ui) -> Result<ClusterSettings> {
         config_file: args.ssh_config.clone().or(file_ssh_config),
         connect_timeout: Duration::from_secs(args.connect_timeout.max(1)),
     };
-    Ok(ClusterSettings { nodes, ssh, ui: *ui })
+    Ok(ClusterSettings { nodes, ssh, reporter: settings.reporter.clone() })
 }
 
-fn init(args: &ClusterArgs, ui: &Ui) -> Result<i32> {
+/// What `cluster init` wrote.
+#[derive(Serialize)]
+struct Initialized {
+    path: PathBuf,
+    cluster: ClusterFile,
+}
+
+impl Render for Initialized {
+    fn render(&self, out: &Output) {
+        let nodes = &self.cluster.nodes;
+        out.status(&format!("wrote {} with {} node(s): {}", self.path.display(), nodes.len(), nodes.join(", ")));
+    }
+}
+
+fn init(args: &ClusterArgs, out: &Output) -> Result<i32> {
     let list = args
         .nodes
         .as_deref()
         .ok_or_else(|| Error::Usage("`cluster init` needs --nodes NODE,NODE,... (the head first)".into()))?;
-    let file = ClusterFile::new(parse_node_list(list)?, args.ssh_config.clone())?;
+    let cluster = ClusterFile::new(parse_node_list(list)?, args.ssh_config.clone())?;
     let path = cluster_file_path(args)?;
-    file.write(&path)?;
-    if ui.json {
-        ui.print_json(&serde_json::json!({ "path": path, "cluster": file }));
-    } else {
-        ui.status(&format!("wrote {} with {} node(s): {}", path.display(), file.nodes.len(), file.nodes.join(", ")));
-    }
+    cluster.write(&path)?;
+    out.report(&Initialized { path, cluster });
     Ok(0)
 }
 
@@ -151,7 +153,7 @@ fn init(args: &ClusterArgs, ui: &Ui) -> Result<i32> {
 type Row = (String, Vec<(Option<Status>, String)>);
 
 /// A table: one column per node, padded before painting so colours do not skew it.
-fn print_table(ui: &Ui, nodes: &[String], rows: &[Row]) {
+fn table(out: &Output, nodes: &[String], rows: &[Row]) {
     const MAX: usize = 28;
     let clip = |text: &str| -> String {
         if text.chars().count() > MAX {
@@ -171,173 +173,194 @@ fn print_table(ui: &Ui, nodes: &[String], rows: &[Row]) {
     for (node, width) in nodes.iter().zip(&widths) {
         header.push_str(&format!("  {:<width$}", clip(node)));
     }
-    println!("{}", ui.paint(header.trim_end(), Style::Bold));
+    out.line(&out.paint(header.trim_end(), Style::Bold));
     for (name, cells) in rows {
         let mut line = format!("{name:<first$}");
         for ((status, text), width) in cells.iter().zip(&widths) {
             line.push_str("  ");
-            line.push_str(&ui.paint_status(*status, &format!("{:<width$}", clip(text))));
+            line.push_str(&out.paint_status(*status, &format!("{:<width$}", clip(text))));
         }
-        println!("{}", line.trim_end());
+        out.line(line.trim_end());
     }
 }
 
-fn print_doctor(report: &ClusterDoctorReport, ui: &Ui) {
-    let rows: Vec<_> = report
-        .checks
-        .iter()
-        .map(|c| (c.name.clone(), c.cells.iter().map(|cell| (cell.status, cell.text.clone())).collect()))
-        .collect();
-    print_table(ui, &report.nodes, &rows);
-    let problems: Vec<_> = report.checks.iter().flat_map(|c| c.problems.iter().map(move |p| (c, p))).collect();
-    if !problems.is_empty() {
-        println!();
-    }
-    for (check, problem) in &problems {
-        let label = ui.status_label(problem.status);
-        println!("{label}  {}  {}: {}", problem.node, check.name, problem.message);
-        if let Some(fix) = &problem.fix {
-            println!("      {} {fix}", ui.paint("fix:", Style::Dim));
+impl Render for ClusterDoctorReport {
+    fn render(&self, out: &Output) {
+        let rows: Vec<_> = self
+            .checks
+            .iter()
+            .map(|c| (c.name.clone(), c.cells.iter().map(|cell| (cell.status, cell.text.clone())).collect()))
+            .collect();
+        table(out, &self.nodes, &rows);
+        // Each node's problem as a check of its own: `node1: mtu`.
+        let problems: Vec<Check> = self
+            .checks
+            .iter()
+            .flat_map(|c| {
+                c.problems.iter().map(move |p| {
+                    Check::new(format!("{}: {}", p.node, c.name), p.status, p.message.clone(), p.fix.clone())
+                })
+            })
+            .collect();
+        if !problems.is_empty() {
+            out.line("");
         }
-    }
-    let failed = problems.iter().filter(|(_, p)| p.status == Status::Fail).count();
-    let warned = problems.iter().filter(|(_, p)| p.status == Status::Warn).count();
-    println!("\n{} node(s): {failed} failed, {warned} warning(s)", report.nodes.len());
-}
-
-fn print_status(report: &ClusterStatusReport, ui: &Ui) {
-    let nodes: Vec<String> = report.nodes.iter().map(|n| n.node.clone()).collect();
-    let cell = |f: &dyn Fn(&crate::cluster::status::NodeStatus) -> String| -> Vec<(Option<Status>, String)> {
-        report.nodes.iter().map(|n| (None, f(n))).collect()
-    };
-    let toolbox = |n: &crate::cluster::status::NodeStatus| n.toolbox(&report.toolbox).cloned();
-    let rows = vec![
-        ("reachable".to_string(), cell(&|n| if n.reachable { "yes".into() } else { "no".into() })),
-        ("version".to_string(), cell(&|n| n.version.clone().unwrap_or("-".into()))),
-        (report.toolbox.clone(), cell(&|n| if toolbox(n).is_some() { "present".into() } else { "missing".into() })),
-        (
-            "running".to_string(),
-            cell(&|n| toolbox(n).map_or("-".into(), |t| if t.running { "yes" } else { "no" }.into())),
-        ),
-        ("pin".to_string(), cell(&|n| toolbox(n).and_then(|t| t.pin).unwrap_or("-".into()))),
-        (
-            "image".to_string(),
-            cell(&|n| toolbox(n).map_or("-".into(), |t| short_digest(t.image_identity()).to_string())),
-        ),
-        (
-            "rccl".to_string(),
-            cell(&|n| toolbox(n).and_then(|t| t.rccl_sha256).map_or("-".into(), |s| short_digest(&s).to_string())),
-        ),
-    ];
-    print_table(ui, &nodes, &rows);
-    for node in report.nodes.iter().filter(|n| n.error.is_some()) {
-        println!("{} {}: {}", ui.paint("error", Style::Fail), node.node, node.error.as_deref().unwrap_or_default());
-    }
-    for disagreement in &report.disagreements {
-        ui.warn(disagreement);
-    }
-    if report.disagreements.is_empty() {
-        println!("{}", ui.paint("every node agrees", Style::Ok));
+        out.checks(&problems);
+        let failed = problems.iter().filter(|p| p.status == Status::Fail).count();
+        let warned = problems.iter().filter(|p| p.status == Status::Warn).count();
+        out.line(&format!("\n{} node(s): {failed} failed, {warned} warning(s)", self.nodes.len()));
     }
 }
 
-fn print_verify(report: &ClusterVerifyReport, ui: &Ui) {
-    for node in &report.nodes {
-        match (&node.report, &node.error) {
-            (Some(verified), _) => {
-                let word =
-                    if verified.ok { ui.paint("verified", Style::Ok) } else { ui.paint("NOT verified", Style::Fail) };
-                println!("{} {word}", ui.paint(&node.node, Style::Bold));
-                for check in verified.checks.iter().filter(|c| c.status != crate::check::Status::Pass) {
-                    println!("  {}  {:<24} {}", ui.status_label(check.status), check.name, check.message);
-                }
-            }
-            (None, error) => println!(
+impl Render for ClusterStatusReport {
+    fn render(&self, out: &Output) {
+        let nodes: Vec<String> = self.nodes.iter().map(|n| n.node.clone()).collect();
+        let cell = |f: &dyn Fn(&NodeStatus) -> String| -> Vec<(Option<Status>, String)> {
+            self.nodes.iter().map(|n| (None, f(n))).collect()
+        };
+        let toolbox = |n: &NodeStatus| n.toolbox(&self.toolbox).cloned();
+        let rows = vec![
+            ("reachable".to_string(), cell(&|n| if n.reachable { "yes".into() } else { "no".into() })),
+            ("version".to_string(), cell(&|n| n.version.clone().unwrap_or("-".into()))),
+            (self.toolbox.clone(), cell(&|n| if toolbox(n).is_some() { "present".into() } else { "missing".into() })),
+            (
+                "running".to_string(),
+                cell(&|n| toolbox(n).map_or("-".into(), |t| if t.running { "yes" } else { "no" }.into())),
+            ),
+            ("pin".to_string(), cell(&|n| toolbox(n).and_then(|t| t.pin).unwrap_or("-".into()))),
+            (
+                "image".to_string(),
+                cell(&|n| toolbox(n).map_or("-".into(), |t| short_digest(t.image_identity()).to_string())),
+            ),
+            (
+                "rccl".to_string(),
+                cell(&|n| toolbox(n).and_then(|t| t.rccl_sha256).map_or("-".into(), |s| short_digest(&s).to_string())),
+            ),
+        ];
+        table(out, &nodes, &rows);
+        for node in self.nodes.iter().filter(|n| n.error.is_some()) {
+            out.line(&format!(
                 "{} {}: {}",
-                ui.paint(&node.node, Style::Bold),
-                ui.paint("not verified", Style::Fail),
-                error.as_deref().unwrap_or("unknown")
-            ),
-        }
-    }
-    let show = |what: &str, proof: &Proof| {
-        println!("  {}  {what:<9} {}", ui.status_label(proof.status), proof.message);
-        for line in &proof.evidence {
-            println!("      {}", ui.paint(line, Style::Dim));
-        }
-    };
-    for pair in &report.pairs {
-        println!("{} ↔ {}", ui.paint(&pair.from, Style::Bold), ui.paint(&pair.to, Style::Bold));
-        show("perftest", &pair.perftest);
-        show("rccl", &pair.rccl);
-    }
-    let proven = report.pairs.iter().all(|p| p.rccl.status == crate::check::Status::Pass);
-    let verdict = match (report.ok, proven && !report.pairs.is_empty()) {
-        (false, _) => ui.paint("the cluster is NOT verified", Style::Fail),
-        (true, true) => ui.paint("the cluster is verified: RCCL runs over RoCE", Style::Ok),
-        (true, false) => ui.paint("no failure, but RDMA is not proven (see skipped)", Style::Warn),
-    };
-    println!("\n{verdict}");
-}
-
-fn print_install(report: &InstallReport, ui: &Ui) {
-    for node in &report.nodes {
-        match node.action {
-            InstallAction::Installed => println!(
-                "{} {}: installed {} at {} (was {})",
-                ui.paint("✓", Style::Ok),
+                out.paint("error", Style::Fail),
                 node.node,
-                report.version,
-                node.path.as_deref().unwrap_or("?"),
-                node.previous_version.as_deref().unwrap_or("none")
-            ),
-            InstallAction::UpToDate => {
-                println!("{} {}: already {}", ui.paint("✓", Style::Ok), node.node, report.version)
-            }
-            InstallAction::Failed => {
-                println!("{} {}: {}", ui.paint("✗", Style::Fail), node.node, node.error.as_deref().unwrap_or("failed"))
-            }
+                node.error.as_deref().unwrap_or_default()
+            ));
+        }
+        for disagreement in &self.disagreements {
+            out.warn(disagreement);
+        }
+        if self.disagreements.is_empty() {
+            out.line(&out.paint("every node agrees", Style::Ok));
         }
     }
 }
 
-fn print_refresh(report: &ClusterRefreshReport, ui: &Ui) {
-    for node in &report.nodes {
-        for warning in &node.warnings {
-            ui.warn(&format!("{}: {warning}", node.node));
+impl Render for ClusterVerifyReport {
+    fn render(&self, out: &Output) {
+        for node in &self.nodes {
+            match (&node.report, &node.error) {
+                (Some(verified), _) => {
+                    out.line(&format!(
+                        "{} {}",
+                        out.paint(&node.node, Style::Bold),
+                        super::verify::verdict(out, verified.ok)
+                    ));
+                    out.checks(verified.checks.iter().filter(|c| c.status != Status::Pass));
+                }
+                (None, error) => out.line(&format!(
+                    "{} {}: {}",
+                    out.paint(&node.node, Style::Bold),
+                    out.paint("not verified", Style::Fail),
+                    error.as_deref().unwrap_or("unknown")
+                )),
+            }
+        }
+        let show = |what: &str, proof: &Proof| {
+            out.checks(&[Check::new(what, proof.status, proof.message.clone(), None)]);
+            for line in &proof.evidence {
+                out.line(&format!("      {}", out.paint(line, Style::Dim)));
+            }
+        };
+        for pair in &self.pairs {
+            out.line(&format!("{} ↔ {}", out.paint(&pair.from, Style::Bold), out.paint(&pair.to, Style::Bold)));
+            show("perftest", &pair.perftest);
+            show("rccl", &pair.rccl);
+        }
+        let proven = self.pairs.iter().all(|p| p.rccl.status == Status::Pass);
+        let verdict = match (self.ok, proven && !self.pairs.is_empty()) {
+            (false, _) => out.paint("the cluster is NOT verified", Style::Fail),
+            (true, true) => out.paint("the cluster is verified: RCCL runs over RoCE", Style::Ok),
+            (true, false) => out.paint("no failure, but RDMA is not proven (see skipped)", Style::Warn),
+        };
+        out.line(&format!("\n{verdict}"));
+    }
+}
+
+impl Render for InstallReport {
+    fn render(&self, out: &Output) {
+        for node in &self.nodes {
+            out.line(&match node.action {
+                InstallAction::Installed => format!(
+                    "{} {}: installed {} at {} (was {})",
+                    out.paint("✓", Style::Ok),
+                    node.node,
+                    self.version,
+                    node.path.as_deref().unwrap_or("?"),
+                    node.previous_version.as_deref().unwrap_or("none")
+                ),
+                InstallAction::UpToDate => {
+                    format!("{} {}: already {}", out.paint("✓", Style::Ok), node.node, self.version)
+                }
+                InstallAction::Failed => format!(
+                    "{} {}: {}",
+                    out.paint("✗", Style::Fail),
+                    node.node,
+                    node.error.as_deref().unwrap_or("failed")
+                ),
+            });
         }
     }
-    match report.outcome {
-        ClusterOutcome::DryRun => {
-            for node in &report.nodes {
-                println!("{} {}", ui.paint(&node.node, Style::Bold), node.report.action.as_str());
-                for (index, step) in node.report.steps.iter().enumerate() {
-                    println!("  {}. {}", index + 1, step.description);
-                }
+}
+
+impl Render for ClusterRefreshReport {
+    fn render(&self, out: &Output) {
+        for node in &self.nodes {
+            for warning in &node.warnings {
+                out.warn(&format!("{}: {warning}", node.node));
             }
-            println!("dry run; nothing changed");
         }
-        ClusterOutcome::Unchanged => println!(
-            "{} every node already runs {} ({})",
-            ui.paint("✓", Style::Ok),
-            report.pinned,
-            report.nodes.first().map_or("-", |n| n.report.reason.as_str())
-        ),
-        ClusterOutcome::Refreshed => {
-            for node in &report.nodes {
-                println!(
-                    "{} {}: {} ({})",
-                    ui.paint("✓", Style::Ok),
-                    node.node,
-                    node.report.action.as_str(),
-                    node.report.reason
-                );
+        match self.outcome {
+            ClusterOutcome::DryRun => {
+                for node in &self.nodes {
+                    out.line(&format!("{} {}", out.paint(&node.node, Style::Bold), node.report.action.as_str()));
+                    for (index, step) in node.report.steps.iter().enumerate() {
+                        out.line(&format!("  {}. {}", index + 1, step.description));
+                    }
+                }
+                out.line("dry run; nothing changed");
             }
-            println!(
-                "every node runs {} [{}]",
-                report.pinned,
-                report.nodes.first().and_then(|n| n.report.pin.as_deref()).unwrap_or("unpinned")
-            );
+            ClusterOutcome::Unchanged => out.line(&format!(
+                "{} every node already runs {} ({})",
+                out.paint("✓", Style::Ok),
+                self.pinned,
+                self.nodes.first().map_or("-", |n| n.report.reason.as_str())
+            )),
+            ClusterOutcome::Refreshed => {
+                for node in &self.nodes {
+                    out.line(&format!(
+                        "{} {}: {} ({})",
+                        out.paint("✓", Style::Ok),
+                        node.node,
+                        node.report.action.as_str(),
+                        node.report.reason
+                    ));
+                }
+                out.line(&format!(
+                    "every node runs {} [{}]",
+                    self.pinned,
+                    self.nodes.first().and_then(|n| n.report.pin.as_deref()).unwrap_or("unpinned")
+                ));
+            }
         }
     }
 }

@@ -4,9 +4,13 @@ use clap::CommandFactory;
 
 use crate::cli::{Cli, CompletionsArgs};
 use crate::error::Result;
+use crate::output::Output;
 
-pub fn run(args: &CompletionsArgs) -> Result<i32> {
+pub fn run(args: &CompletionsArgs, out: &Output) -> Result<i32> {
     let mut command = Cli::command();
-    clap_complete::generate(args.shell, &mut command, "strix-toolbox", &mut std::io::stdout());
+    // Into memory first: clap_complete panics when its writer fails (a closed pipe).
+    let mut script = Vec::new();
+    clap_complete::generate(args.shell, &mut command, "strix-toolbox", &mut script);
+    out.write(&script);
     Ok(0)
 }

@@ -3,83 +3,86 @@
 use crate::error::Result;
 use crate::host::Netdev;
 use crate::ops::detect::{detect, DetectReport};
-use crate::output::{Style, Ui};
+use crate::output::{Output, Render, Style};
 use crate::settings::Settings;
 
-pub fn run(settings: &Settings) -> Result<i32> {
-    let report = detect(settings)?;
-    if settings.ui.json {
-        settings.ui.print_json(&report);
-    } else {
-        print_summary(&report, &settings.ui);
-    }
+pub fn run(settings: &Settings, out: &Output) -> Result<i32> {
+    out.report(&detect(settings)?);
     Ok(0)
 }
 
-fn print_summary(report: &DetectReport, ui: &Ui) {
-    let none = || ui.paint("none", Style::Dim);
-    let heading = |text: &str| ui.paint(text, Style::Bold);
-    let gpu = &report.gpu;
-    println!("{}", heading("GPU"));
-    println!("  kfd:      {}", gpu.kfd.as_ref().map_or_else(none, |p| p.display().to_string()));
-    println!("  dri:      {}", list_or(&gpu.dri.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(), none));
-    println!("  targets:  {}", list_or(&gpu.gfx_targets, none));
-    println!("  GTT/VRAM: {} / {}", bytes(gpu.gtt_bytes), bytes(gpu.vram_bytes));
+impl Render for DetectReport {
+    fn render(&self, out: &Output) {
+        let none = || out.paint("none", Style::Dim);
+        let heading = |text: &str| out.paint(text, Style::Bold);
+        let gpu = &self.gpu;
+        out.line(&heading("GPU"));
+        out.line(&format!("  kfd:      {}", gpu.kfd.as_ref().map_or_else(none, |p| p.display().to_string())));
+        let dri: Vec<String> = gpu.dri.iter().map(|p| p.display().to_string()).collect();
+        out.line(&format!("  dri:      {}", list_or(&dri, none)));
+        out.line(&format!("  targets:  {}", list_or(&gpu.gfx_targets, none)));
+        out.line(&format!("  GTT/VRAM: {} / {}", bytes(gpu.gtt_bytes), bytes(gpu.vram_bytes)));
 
-    println!("{}", heading("RDMA"));
-    let devices: Vec<String> = report.rdma.devices.iter().map(|p| p.display().to_string()).collect();
-    println!("  devices:  {}", list_or(&devices, none));
-    for port in &report.rdma.ports {
-        println!(
-            "  {}/{}: {} {} {} netdev={} mtu={} roce_v2_gid_index={}",
-            port.device,
-            port.port,
-            port.state.as_deref().unwrap_or("?"),
-            port.phys_state.as_deref().unwrap_or("?"),
-            port.link_layer.as_deref().unwrap_or("?"),
-            port.netdev.as_deref().unwrap_or("?"),
-            port.mtu.map_or("?".into(), |m| m.to_string()),
-            port.roce_v2_gid_index.map_or("none".into(), |i| i.to_string()),
-        );
-    }
+        out.line(&heading("RDMA"));
+        let devices: Vec<String> = self.rdma.devices.iter().map(|p| p.display().to_string()).collect();
+        out.line(&format!("  devices:  {}", list_or(&devices, none)));
+        for port in &self.rdma.ports {
+            out.line(&format!(
+                "  {}/{}: {} {} {} netdev={} mtu={} roce_v2_gid_index={}",
+                port.device,
+                port.port,
+                port.state.as_deref().unwrap_or("?"),
+                port.phys_state.as_deref().unwrap_or("?"),
+                port.link_layer.as_deref().unwrap_or("?"),
+                port.netdev.as_deref().unwrap_or("?"),
+                port.mtu.map_or("?".into(), |m| m.to_string()),
+                port.roce_v2_gid_index.map_or("none".into(), |i| i.to_string()),
+            ));
+        }
 
-    println!("{}", heading("Network"));
-    for netdev in &report.interfaces {
-        println!("  {}", interface_line(netdev));
-    }
-    println!("  transport: {}", report.transport.label());
-    if let Some(firewalld) = &report.firewalld {
-        let zones: Vec<String> =
-            report.interfaces.iter().map(|n| format!("{}={}", n.name, firewalld.zone_of(&n.name).zone)).collect();
-        println!("  firewalld: default zone {} {}", firewalld.default_zone, zones.join(" "));
-    }
+        out.line(&heading("Network"));
+        for netdev in &self.interfaces {
+            out.line(&format!("  {}", interface_line(netdev)));
+        }
+        out.line(&format!("  transport: {}", self.transport.label()));
+        if let Some(firewalld) = &self.firewalld {
+            let zones: Vec<String> =
+                self.interfaces.iter().map(|n| format!("{}={}", n.name, firewalld.zone_of(&n.name).zone)).collect();
+            out.line(&format!("  firewalld: default zone {} {}", firewalld.default_zone, zones.join(" ")));
+        }
 
-    println!("{}", heading("Groups"));
-    for (name, gid) in &report.groups {
-        let member = match report.user_groups.get(name) {
-            Some(true) => format!(" ({} is a member)", report.user.as_deref().unwrap_or("user")),
-            Some(false) => format!(" ({} is NOT a member)", report.user.as_deref().unwrap_or("user")),
-            None => String::new(),
-        };
-        println!("  {name}: {gid}{member}");
-    }
-    let limit = |value: Option<u64>| value.map_or("unlimited".to_string(), |v| v.to_string());
-    match &report.memlock {
-        Some(m) => println!("{} soft {} / hard {}", heading("memlock:"), limit(m.soft), limit(m.hard)),
-        None => println!("{} unknown", heading("memlock:")),
-    }
-    let params: Vec<String> = report.kernel_params.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    println!("{} {}", heading("kernel:"), list_or(&params, none));
-    let os = &report.os;
-    println!(
-        "{} {} / kernel {}",
-        heading("OS:"),
-        os.name.as_deref().unwrap_or("unknown"),
-        os.kernel.as_deref().unwrap_or("unknown")
-    );
-    println!("{} {} create {}", heading("container args:"), report.engine.program(), report.container_args.join(" "));
-    for warning in &report.warnings {
-        ui.warn(warning);
+        out.line(&heading("Groups"));
+        for (name, gid) in &self.groups {
+            let member = match self.user_groups.get(name) {
+                Some(true) => format!(" ({} is a member)", self.user.as_deref().unwrap_or("user")),
+                Some(false) => format!(" ({} is NOT a member)", self.user.as_deref().unwrap_or("user")),
+                None => String::new(),
+            };
+            out.line(&format!("  {name}: {gid}{member}"));
+        }
+        let limit = |value: Option<u64>| value.map_or("unlimited".to_string(), |v| v.to_string());
+        match &self.memlock {
+            Some(m) => out.line(&format!("{} soft {} / hard {}", heading("memlock:"), limit(m.soft), limit(m.hard))),
+            None => out.line(&format!("{} unknown", heading("memlock:"))),
+        }
+        let params: Vec<String> = self.kernel_params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        out.line(&format!("{} {}", heading("kernel:"), list_or(&params, none)));
+        let os = &self.os;
+        out.line(&format!(
+            "{} {} / kernel {}",
+            heading("OS:"),
+            os.name.as_deref().unwrap_or("unknown"),
+            os.kernel.as_deref().unwrap_or("unknown")
+        ));
+        out.line(&format!(
+            "{} {} create {}",
+            heading("container args:"),
+            self.engine.program(),
+            self.container_args.join(" ")
+        ));
+        for warning in &self.warnings {
+            out.warn(warning);
+        }
     }
 }
 

@@ -2,27 +2,19 @@
 
 use crate::error::Result;
 use crate::ops::doctor::{doctor, DoctorReport};
-use crate::output::{Style, Ui};
+use crate::output::{Output, Render};
 use crate::settings::Settings;
 
-pub fn run(settings: &Settings) -> Result<i32> {
+pub fn run(settings: &Settings, out: &Output) -> Result<i32> {
     let report = doctor(settings)?;
-    if settings.ui.json {
-        settings.ui.print_json(&report);
-    } else {
-        print_report(&report, &settings.ui);
-    }
+    out.report(&report);
     Ok(report.exit_code())
 }
 
-fn print_report(report: &DoctorReport, ui: &Ui) {
-    for check in &report.checks {
-        let label = ui.status_label(check.status);
-        println!("{label}  {:<22} {}", check.name, check.message);
-        if let Some(fix) = &check.fix {
-            println!("      {:<22} {} {fix}", "", ui.paint("fix:", Style::Dim));
-        }
+impl Render for DoctorReport {
+    fn render(&self, out: &Output) {
+        out.checks(&self.checks);
+        let noun = if self.warn == 1 { "warning" } else { "warnings" };
+        out.line(&format!("\n{} passed, {} {noun}, {} failed, {} info", self.pass, self.warn, self.fail, self.info));
     }
-    let noun = if report.warn == 1 { "warning" } else { "warnings" };
-    println!("\n{} passed, {} {noun}, {} failed, {} info", report.pass, report.warn, report.fail, report.info);
 }

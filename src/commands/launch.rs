@@ -8,20 +8,14 @@ use crate::cluster::launch::{launch, LaunchReport, LaunchRequest};
 use crate::cluster::ssh::shell_quote;
 use crate::error::{Error, Result};
 use crate::node::Node;
-use crate::output::{Style, Ui};
+use crate::output::{Output, Render, Style};
 use crate::serving::secret::Secret;
 use crate::spec::parse_env;
 
 /// Launch on `nodes` and render the report; the exit code.
-pub async fn run(args: &LaunchArgs, nodes: &[&dyn Node], ui: &Ui) -> Result<i32> {
+pub async fn run(args: &LaunchArgs, nodes: &[&dyn Node], out: &Output) -> Result<i32> {
     let request = request(args)?;
-    let progress = ui.progress();
-    let report = launch(nodes, &request, &progress).await?;
-    if ui.json {
-        ui.print_json(&report);
-    } else {
-        print_report(&report, ui);
-    }
+    out.report(&launch(nodes, &request, out.reporter().as_ref()).await?);
     Ok(0)
 }
 
@@ -56,29 +50,31 @@ fn hf_token(args: &LaunchArgs) -> Result<Option<Secret>> {
     Ok(token.map(Secret::new))
 }
 
-fn print_report(report: &LaunchReport, ui: &Ui) {
-    if report.dry_run {
-        println!("{} (dry run; nothing started)", ui.paint("Launch plan", Style::Bold));
-        for node in &report.nodes {
-            println!("{} ({:?}, {})", ui.paint(&node.node, Style::Bold), node.role, node.link_ip);
-            for command in &node.commands {
-                let env: Vec<String> = command.env.iter().map(|(k, v)| shell_quote(&format!("{k}={v}"))).collect();
-                let argv: Vec<String> = command.argv.iter().map(|a| shell_quote(a)).collect();
-                println!("  env {} \\\n      {}", env.join(" "), argv.join(" "));
+impl Render for LaunchReport {
+    fn render(&self, out: &Output) {
+        if self.dry_run {
+            out.line(&format!("{} (dry run; nothing started)", out.paint("Launch plan", Style::Bold)));
+            for node in &self.nodes {
+                out.line(&format!("{} ({:?}, {})", out.paint(&node.node, Style::Bold), node.role, node.link_ip));
+                for command in &node.commands {
+                    let env: Vec<String> = command.env.iter().map(|(k, v)| shell_quote(&format!("{k}={v}"))).collect();
+                    let argv: Vec<String> = command.argv.iter().map(|a| shell_quote(a)).collect();
+                    out.line(&format!("  env {} \\\n      {}", env.join(" "), argv.join(" ")));
+                }
             }
+            out.line(&format!("endpoint would be {}", self.endpoint));
+            return;
         }
-        println!("endpoint would be {}", report.endpoint);
-        return;
+        let nodes = self.nodes.len();
+        out.line(&format!(
+            "{} serving {} at {} (tensor parallel {} over {nodes} node{}, {:.0} s)",
+            out.paint("✓", Style::Ok),
+            self.model,
+            self.endpoint,
+            self.tp,
+            if nodes == 1 { "" } else { "s" },
+            self.seconds_to_serve.unwrap_or_default()
+        ));
+        out.line(&format!("  try: {}", self.curl_example()));
     }
-    let nodes = report.nodes.len();
-    println!(
-        "{} serving {} at {} (tensor parallel {} over {nodes} node{}, {:.0} s)",
-        ui.paint("✓", Style::Ok),
-        report.model,
-        report.endpoint,
-        report.tp,
-        if nodes == 1 { "" } else { "s" },
-        report.seconds_to_serve.unwrap_or_default()
-    );
-    println!("  try: {}", report.curl_example());
 }

@@ -3,9 +3,11 @@
 use crate::cluster::logs::{LogCursor, FOLLOW_INTERVAL};
 use crate::error::Result;
 use crate::node::Node;
-use crate::output::{Style, Ui};
+use crate::output::{Output, Style};
 
-pub async fn run(toolbox: &str, nodes: &[&dyn Node], lines: usize, follow: bool, ui: &Ui) -> Result<i32> {
+/// Print the logs (and, with `follow`, what is added until Ctrl-C). Exit 1 when a node could not
+/// say, 130 when Ctrl-C ended a follow.
+pub async fn run(toolbox: &str, nodes: &[&dyn Node], lines: usize, follow: bool, out: &Output) -> Result<i32> {
     let mut cursor = LogCursor::default();
     let mut failed = false;
     loop {
@@ -13,15 +15,21 @@ pub async fn run(toolbox: &str, nodes: &[&dyn Node], lines: usize, follow: bool,
             match node.tails {
                 Ok(tails) => {
                     for tail in tails {
+                        let prefix = out.paint(&format!("{} {}", node.node, tail.file), Style::Dim);
                         for line in &tail.lines {
-                            let prefix = format!("{} {}", node.node, tail.file);
-                            println!("{} | {line}", ui.paint(&prefix, Style::Dim));
+                            if out.json() {
+                                // One object per line, so a reader can follow a stream of them.
+                                let entry = serde_json::json!({ "node": node.node, "file": tail.file, "line": line });
+                                out.line(&entry.to_string());
+                            } else {
+                                out.line(&format!("{prefix} | {line}"));
+                            }
                         }
                     }
                 }
                 Err(error) => {
                     failed = true;
-                    ui.warn(&format!("{}: {error}", node.node));
+                    out.warn(&format!("{}: {error}", node.node));
                 }
             }
         }

@@ -19,23 +19,27 @@ mod status;
 mod stop;
 mod verify;
 
+use std::sync::Arc;
+
 use crate::cli::{Command, GlobalOptions, RcclCommand};
 use crate::error::{Error, Result};
 use crate::node::local::LocalNode;
+use crate::output::Output;
+use crate::reporter::Reporter;
 use crate::settings::Settings;
 
-/// The global flags, resolved once against the environment and the terminal.
-pub fn settings(global: &GlobalOptions) -> Settings {
-    Settings::resolve(global.host_root.clone(), global.engine, global.json, global.no_color)
+/// The global flags, resolved once against the environment; progress goes to `reporter`.
+pub fn settings(global: &GlobalOptions, reporter: Arc<dyn Reporter>) -> Settings {
+    Settings::resolve(global.host_root.clone(), global.engine, reporter)
 }
 
-/// Run the parsed command; Ok carries the exit code.
-pub fn run(command: Command, settings: &Settings) -> Result<i32> {
+/// Run the parsed command, its output through `out`; Ok carries the exit code.
+pub fn run(command: Command, settings: &Settings, out: &Output) -> Result<i32> {
     match command {
         // Pure, synchronous commands need no runtime.
-        Command::Detect => detect::run(settings),
-        Command::Doctor => doctor::run(settings),
-        Command::Completions(args) => completions::run(&args),
+        Command::Detect => detect::run(settings, out),
+        Command::Doctor => doctor::run(settings, out),
+        Command::Completions(args) => completions::run(&args, out),
         command => {
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)
@@ -44,29 +48,22 @@ pub fn run(command: Command, settings: &Settings) -> Result<i32> {
                 .map_err(|e| Error::Failed(format!("cannot start the async runtime: {e}")))?;
             runtime.block_on(async move {
                 match command {
-                    Command::Refresh(args) => refresh::run(&args, settings).await,
+                    Command::Refresh(args) => refresh::run(&args, settings, out).await,
                     Command::Enter(args) => enter::run(&args, settings).await,
-                    Command::Verify(args) => verify::run(&args, settings).await,
-                    Command::List => list::run(settings).await,
-                    Command::Status => status::run(settings).await,
-                    Command::Rm(args) => rm::run(&args, settings).await,
-                    Command::Rollback(args) => rollback::run(&args, settings).await,
-                    Command::Launch(args) => {
-                        let here = LocalNode::new(settings);
-                        launch::run(&args, &[&here], &settings.ui).await
-                    }
-                    Command::Stop(args) => {
-                        let here = LocalNode::new(settings);
-                        stop::run(&args.name, &[&here], Vec::new(), &settings.ui).await
-                    }
+                    Command::Verify(args) => verify::run(&args, settings, out).await,
+                    Command::List => list::run(settings, out).await,
+                    Command::Status => status::run(settings, out).await,
+                    Command::Rm(args) => rm::run(&args, settings, out).await,
+                    Command::Rollback(args) => rollback::run(&args, settings, out).await,
+                    Command::Launch(args) => launch::run(&args, &[&LocalNode::new(settings)], out).await,
+                    Command::Stop(args) => stop::run(&args.name, &[&LocalNode::new(settings)], Vec::new(), out).await,
                     Command::Logs(args) => {
-                        let here = LocalNode::new(settings);
-                        logs::run(&args.name, &[&here], args.lines, args.follow, &settings.ui).await
+                        logs::run(&args.name, &[&LocalNode::new(settings)], args.lines, args.follow, out).await
                     }
-                    Command::Build(args) => build::run(&args, settings).await,
-                    Command::Cluster(args) => cluster::run(&args, settings).await,
+                    Command::Build(args) => build::run(&args, settings, out).await,
+                    Command::Cluster(args) => cluster::run(&args, settings, out).await,
                     Command::Agent => agent::run(settings).await,
-                    Command::Rccl(RcclCommand::Inspect(args)) => rccl::inspect(&args, settings).await,
+                    Command::Rccl(RcclCommand::Inspect(args)) => rccl::inspect(&args, settings, out).await,
                     Command::Detect | Command::Doctor | Command::Completions(_) => {
                         unreachable!("handled above")
                     }

@@ -1,28 +1,23 @@
 //! `refresh [latest|dev]`: pull (or build) the image, then create or update the toolbox atomically.
 
-use std::io::{BufRead, IsTerminal, Write};
+use std::io::{BufRead, IsTerminal};
 use std::path::PathBuf;
 
 use crate::cli::{RefreshArgs, RefreshOptions};
 use crate::error::{Error, Result};
 use crate::image::reference::{default_name, parse_channel};
 use crate::ops::refresh::{refresh, ImageSource, RefreshReport, RefreshRequest};
-use crate::output::{Style, Ui};
+use crate::output::{Output, Render, Style};
 use crate::settings::Settings;
 
-pub async fn run(args: &RefreshArgs, settings: &Settings) -> Result<i32> {
-    let report = refresh(settings, &request(&args.options, args.rccl.clone())?).await?;
-    if settings.ui.json {
-        settings.ui.print_json(&report);
-    } else {
-        print_report(&report, &settings.ui);
-    }
+pub async fn run(args: &RefreshArgs, settings: &Settings, out: &Output) -> Result<i32> {
+    out.report(&refresh(settings, &request(&args.options, args.rccl.clone(), out)?).await?);
     Ok(0)
 }
 
 /// The refresh the options ask for (built from `rccl` when given), on this node or every node.
-pub fn request(options: &RefreshOptions, rccl: Option<PathBuf>) -> Result<RefreshRequest> {
-    let (name, image_ref) = target(options)?;
+pub fn request(options: &RefreshOptions, rccl: Option<PathBuf>, out: &Output) -> Result<RefreshRequest> {
+    let (name, image_ref) = target(options, out)?;
     let request = RefreshRequest {
         name,
         image_ref,
@@ -40,12 +35,12 @@ pub fn request(options: &RefreshOptions, rccl: Option<PathBuf>) -> Result<Refres
 }
 
 /// The toolbox's name and image reference; the channel is asked on a terminal when not given.
-fn target(options: &RefreshOptions) -> Result<(String, String)> {
+fn target(options: &RefreshOptions, out: &Output) -> Result<(String, String)> {
     let channel = match &options.channel {
         Some(channel) => parse_channel(channel)?,
         // A full --image names its own tag: nothing to ask.
         None if options.image.is_some() => "latest",
-        None => ask_channel()?,
+        None => ask_channel(out)?,
     };
     let name = options.name.clone().unwrap_or_else(|| default_name(channel));
     let image_ref = options.image.clone().unwrap_or_else(|| format!("{}:{channel}", options.image_repo));
@@ -53,12 +48,11 @@ fn target(options: &RefreshOptions) -> Result<(String, String)> {
 }
 
 /// On a terminal, ask which channel (latest is the default); otherwise latest.
-fn ask_channel() -> Result<&'static str> {
+fn ask_channel(out: &Output) -> Result<&'static str> {
     if !std::io::stdin().is_terminal() || !std::io::stderr().is_terminal() {
         return Ok("latest");
     }
-    eprint!("Channel? [latest/dev] (latest): ");
-    let _ = std::io::stderr().flush();
+    out.prompt("Channel? [latest/dev] (latest): ");
     let mut answer = String::new();
     std::io::stdin()
         .lock()
@@ -70,33 +64,36 @@ fn ask_channel() -> Result<&'static str> {
     }
 }
 
-/// The text form: the plan with its commands for a dry run, else one line of outcome.
-pub fn print_report(report: &RefreshReport, ui: &Ui) {
-    for warning in &report.warnings {
-        ui.warn(warning);
-    }
-    if report.dry_run {
-        println!("{} (dry run; nothing changed)", ui.paint("Plan", Style::Bold));
-        if report.pull {
-            println!("  0. pull {0}\n       {1} pull {0}", report.image, report.engine.program());
+/// The text form: the plan with its commands for a dry run, else one line of outcome (on stderr:
+/// a refresh's output is the toolbox, not text).
+impl Render for RefreshReport {
+    fn render(&self, out: &Output) {
+        for warning in &self.warnings {
+            out.warn(warning);
         }
-        for (index, step) in report.steps.iter().enumerate() {
-            println!("  {}. {}", index + 1, step.description);
-            for command in &step.commands {
-                println!("       {}", command.join(" "));
+        if self.dry_run {
+            out.line(&format!("{} (dry run; nothing changed)", out.paint("Plan", Style::Bold)));
+            if self.pull {
+                out.line(&format!("  0. pull {0}\n       {1} pull {0}", self.image, self.engine.program()));
             }
+            for (index, step) in self.steps.iter().enumerate() {
+                out.line(&format!("  {}. {}", index + 1, step.description));
+                for command in &step.commands {
+                    out.line(&format!("       {}", command.join(" ")));
+                }
+            }
+            out.line(&format!("Result would be: {} ({})", self.action.as_str(), self.reason));
+            return;
         }
-        println!("Result would be: {} ({})", report.action.as_str(), report.reason);
-        return;
+        out.status(&format!(
+            "{} {} {} ({}) from {} [{}]",
+            out.paint("✓", Style::Ok),
+            self.name,
+            self.action.as_str(),
+            self.reason,
+            self.image,
+            self.pin.as_deref().unwrap_or("unpinned")
+        ));
+        out.status(&format!("  enter it with: strix-toolbox enter {}", self.name));
     }
-    eprintln!(
-        "{} {} {} ({}) from {} [{}]",
-        ui.paint("✓", Style::Ok),
-        report.name,
-        report.action.as_str(),
-        report.reason,
-        report.image,
-        report.pin.as_deref().unwrap_or("unpinned")
-    );
-    eprintln!("  enter it with: strix-toolbox enter {}", report.name);
 }

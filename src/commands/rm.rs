@@ -2,15 +2,17 @@
 
 use crate::cli::RmArgs;
 use crate::error::Result;
-use crate::ops::remove::remove;
+use crate::ops::remove::{remove, RemoveReport};
+use crate::output::{Output, Render};
 use crate::settings::Settings;
 
-pub async fn run(args: &RmArgs, settings: &Settings) -> Result<i32> {
-    let report = remove(settings, &args.name, args.force).await?;
-    if settings.ui.json {
-        settings.ui.print_json(&report);
-    } else {
-        settings.ui.status(&format!("removed {}", report.name));
-    }
+pub async fn run(args: &RmArgs, settings: &Settings, out: &Output) -> Result<i32> {
+    out.report(&remove(settings, &args.name, args.force).await?);
     Ok(0)
+}
+
+impl Render for RemoveReport {
+    fn render(&self, out: &Output) {
+        out.status(&format!("removed {}", self.name));
+    }
 }

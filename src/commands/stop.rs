@@ -1,46 +1,42 @@
 //! `stop` on this node, `cluster stop` on every node: what launches started, stopped.
 
-use crate::cluster::stop::{stop_serving, StopReport};
+use crate::cluster::stop::{stop_serving, NodeStop, StopReport};
 use crate::error::Result;
 use crate::node::Node;
-use crate::output::{Style, Ui};
+use crate::output::{Output, Render, Style};
 
-pub async fn run(toolbox: &str, nodes: &[&dyn Node], unreachable: Vec<(String, String)>, ui: &Ui) -> Result<i32> {
+/// Stop on `nodes`; `unreachable` (node, why) are reported as not stopped. Exit 1 when any was not.
+pub async fn run(toolbox: &str, nodes: &[&dyn Node], unreachable: Vec<(String, String)>, out: &Output) -> Result<i32> {
     let mut report = stop_serving(nodes, toolbox).await;
-    report.nodes.extend(unreachable.into_iter().map(|(node, error)| crate::cluster::stop::NodeStop {
+    report.nodes.extend(unreachable.into_iter().map(|(node, error)| NodeStop {
         node,
         stopped: None,
         error: Some(error),
     }));
-    if ui.json {
-        ui.print_json(&report);
-    } else {
-        print_report(&report, ui);
-    }
+    out.report(&report);
     Ok(i32::from(!report.failed().is_empty()))
 }
 
-fn print_report(report: &StopReport, ui: &Ui) {
-    for node in &report.nodes {
-        match (&node.stopped, &node.error) {
-            (_, Some(error)) => println!("{} {}: {error}", ui.paint("✗", Style::Fail), node.node),
-            (Some(stopped), None) => {
-                let mut what = Vec::new();
-                if stopped.vllm {
-                    what.push("vLLM");
+impl Render for StopReport {
+    fn render(&self, out: &Output) {
+        for node in &self.nodes {
+            match (&node.stopped, &node.error) {
+                (_, Some(error)) => out.line(&format!("{} {}: {error}", out.paint("✗", Style::Fail), node.node)),
+                (Some(stopped), None) => {
+                    let what: Vec<&str> = [(stopped.vllm, "vLLM"), (stopped.ray, "Ray")]
+                        .into_iter()
+                        .filter_map(|(ran, name)| ran.then_some(name))
+                        .collect();
+                    let said = if what.is_empty() {
+                        "nothing was running".to_string()
+                    } else {
+                        format!("stopped {}", what.join(" and "))
+                    };
+                    let forced = if stopped.forced { " (forced)" } else { "" };
+                    out.line(&format!("{} {}: {said}{forced}", out.paint("✓", Style::Ok), node.node));
                 }
-                if stopped.ray {
-                    what.push("Ray");
-                }
-                let said = if what.is_empty() {
-                    "nothing was running".to_string()
-                } else {
-                    format!("stopped {}", what.join(" and "))
-                };
-                let forced = if stopped.forced { " (forced)" } else { "" };
-                println!("{} {}: {said}{forced}", ui.paint("✓", Style::Ok), node.node);
+                (None, None) => {}
             }
-            (None, None) => {}
         }
     }
 }

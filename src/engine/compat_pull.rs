@@ -9,7 +9,7 @@ use futures_util::StreamExt;
 use super::auth::{login_for, registry_fix, Secret};
 use crate::error::{Error, Result};
 use crate::image::reference::ImageRef;
-use crate::output::Progress;
+use crate::reporter::Reporter;
 
 /// The compat API version both engines here speak (podman 4.3 answers up to 1.41).
 pub const COMPAT_API: bollard::ClientVersion = bollard::ClientVersion { major_version: 1, minor_version: 41 };
@@ -37,7 +37,12 @@ pub fn server_message(error: bollard::errors::Error) -> String {
     }
 }
 
-pub async fn pull(client: &bollard::Docker, engine: &'static str, reference: &str, progress: &Progress) -> Result<()> {
+pub async fn pull(
+    client: &bollard::Docker,
+    engine: &'static str,
+    reference: &str,
+    reporter: &dyn Reporter,
+) -> Result<()> {
     let image = ImageRef::parse(reference)?;
     let failed = |message: String| Error::Engine {
         engine,
@@ -53,15 +58,15 @@ pub async fn pull(client: &bollard::Docker, engine: &'static str, reference: &st
         }
         let status = info.status.unwrap_or_default();
         let Some(id) = info.id else {
-            progress.line(&status);
+            reporter.line(&status);
             continue;
         };
         if matches!(status.as_str(), "Pull complete" | "Already exists" | "Download complete") {
-            progress.layer_done(&id, &status);
+            reporter.layer_done(&id, &status);
         } else {
             let detail = info.progress_detail.unwrap_or_default();
             let bytes = |n: Option<i64>| n.unwrap_or(0).max(0) as u64;
-            progress.layer(&id, &status, bytes(detail.current), bytes(detail.total));
+            reporter.layer(&id, &status, bytes(detail.current), bytes(detail.total));
         }
     }
     Ok(())

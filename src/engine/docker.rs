@@ -20,7 +20,7 @@ use super::output::{route_chunks, Chunk};
 use super::{BuildJob, ContainerInfo, CreateRequest, Engine, EngineInfo, EngineKind, ExecIo, ExecOutcome, ImageInfo};
 use crate::error::{Error, Result};
 use crate::image::reference::ImageRef;
-use crate::output::Progress;
+use crate::reporter::Reporter;
 
 pub struct DockerEngine {
     client: bollard::Docker,
@@ -74,8 +74,8 @@ impl Engine for DockerEngine {
         })
     }
 
-    async fn pull(&self, reference: &str, progress: &Progress) -> Result<()> {
-        super::compat_pull::pull(&self.client, "docker", reference, progress).await
+    async fn pull(&self, reference: &str, reporter: &dyn Reporter) -> Result<()> {
+        super::compat_pull::pull(&self.client, "docker", reference, reporter).await
     }
 
     async fn image_inspect(&self, reference: &str) -> Result<Option<ImageInfo>> {
@@ -126,7 +126,7 @@ impl Engine for DockerEngine {
             .map_err(|e| failed(format!("remove image {reference}"), e))
     }
 
-    async fn image_push(&self, reference: &str, progress: &Progress) -> Result<()> {
+    async fn image_push(&self, reference: &str, reporter: &dyn Reporter) -> Result<()> {
         let image = ImageRef::parse(reference)?;
         let options = PushImageOptionsBuilder::default().tag(image.tag_or_digest()).build();
         let credentials = docker_credentials("docker", &image).await?;
@@ -142,13 +142,13 @@ impl Engine for DockerEngine {
                 return Err(refused(detail.message.unwrap_or_else(|| "the registry refused the push".into())));
             }
             if let Some(status) = info.status {
-                progress.line(&status);
+                reporter.line(&status);
             }
         }
         Ok(())
     }
 
-    async fn build(&self, job: BuildJob<'_>, progress: &Progress) -> Result<String> {
+    async fn build(&self, job: BuildJob<'_>, reporter: &dyn Reporter) -> Result<String> {
         let BuildJob { context_tar, containerfile, tags, labels, build_args } = job;
         let failed_build = |message: String| Error::Engine { engine: "docker", action: "build".into(), message };
         let first_tag = tags.first().ok_or_else(|| failed_build("no tag given for the built image".into()))?;
@@ -168,7 +168,7 @@ impl Engine for DockerEngine {
                 return Err(failed_build(detail.message.unwrap_or_else(|| "the build failed".into())));
             }
             if let Some(line) = info.stream {
-                progress.line(&line);
+                reporter.line(&line);
             }
         }
         let image = self

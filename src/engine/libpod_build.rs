@@ -8,9 +8,9 @@ use podman_api::Podman;
 use super::BuildJob;
 use crate::error::{Error, Result};
 use crate::image::reference::ImageRef;
-use crate::output::Progress;
+use crate::reporter::Reporter;
 
-pub async fn build(client: &Podman, endpoint: &str, job: BuildJob<'_>, progress: &Progress) -> Result<String> {
+pub async fn build(client: &Podman, endpoint: &str, job: BuildJob<'_>, reporter: &dyn Reporter) -> Result<String> {
     let BuildJob { context_tar, containerfile, tags, labels, build_args } = job;
     let failed = |message: String| Error::Engine { engine: "podman", action: "build".into(), message };
     let first_tag = tags.first().ok_or_else(|| failed("no tag given for the built image".into()))?;
@@ -30,7 +30,7 @@ pub async fn build(client: &Podman, endpoint: &str, job: BuildJob<'_>, progress:
     let mut stream = images.build(&opts).map_err(|e| failed(e.to_string()))?;
     while let Some(chunk) = stream.next().await {
         let chunk = chunk.map_err(|e| failed(format!("{e} (via {endpoint})")))?;
-        progress.line(&chunk.stream);
+        reporter.line(&chunk.stream);
     }
     let image = client
         .images()

@@ -11,6 +11,8 @@ mod connect;
 mod credential_helper;
 pub mod docker;
 pub mod endpoint;
+#[cfg(test)]
+pub mod fake;
 pub mod kind;
 mod libpod_build;
 mod output;
@@ -27,7 +29,7 @@ pub use connect::{connect, Connection};
 pub use kind::EngineKind;
 
 use crate::error::Result;
-use crate::output::Progress;
+use crate::reporter::Reporter;
 
 /// What the engine says about itself; the spec needs rootless and the OCI runtime.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -160,8 +162,8 @@ pub trait Engine: Send + Sync {
     fn endpoint(&self) -> &str;
     async fn info(&self) -> Result<EngineInfo>;
 
-    /// Pull `reference`, reporting layers and bytes through `progress`.
-    async fn pull(&self, reference: &str, progress: &Progress) -> Result<()>;
+    /// Pull `reference`, reporting layers and bytes through `reporter`.
+    async fn pull(&self, reference: &str, reporter: &dyn Reporter) -> Result<()>;
     /// None when no such image exists locally.
     async fn image_inspect(&self, reference: &str) -> Result<Option<ImageInfo>>;
     /// Images whose name is in `repository` (without tag).
@@ -170,9 +172,9 @@ pub trait Engine: Send + Sync {
     async fn image_tag(&self, id: &str, repository: &str, tag: &str) -> Result<()>;
     /// Remove one reference or id; a still-used image is an error.
     async fn image_remove(&self, reference: &str) -> Result<()>;
-    async fn image_push(&self, reference: &str, progress: &Progress) -> Result<()>;
-    /// Build `job`, streaming its log to `progress`; returns the image id.
-    async fn build(&self, job: BuildJob<'_>, progress: &Progress) -> Result<String>;
+    async fn image_push(&self, reference: &str, reporter: &dyn Reporter) -> Result<()>;
+    /// Build `job`, streaming its log to `reporter`; returns the image id.
+    async fn build(&self, job: BuildJob<'_>, reporter: &dyn Reporter) -> Result<String>;
 
     /// None when no such container exists.
     async fn container_inspect(&self, name_or_id: &str) -> Result<Option<ContainerInfo>>;

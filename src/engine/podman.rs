@@ -16,7 +16,7 @@ use super::auth::{login_for, registry_fix, Secret};
 use super::{BuildJob, ContainerInfo, CreateRequest, Engine, EngineInfo, EngineKind, ExecIo, ExecOutcome, ImageInfo};
 use crate::error::{Error, Result};
 use crate::image::reference::ImageRef;
-use crate::output::Progress;
+use crate::reporter::Reporter;
 
 pub struct PodmanEngine {
     client: Podman,
@@ -118,8 +118,8 @@ impl Engine for PodmanEngine {
     }
 
     /// Through the compat endpoint on the same socket: it reports bytes per layer.
-    async fn pull(&self, reference: &str, progress: &Progress) -> Result<()> {
-        super::compat_pull::pull(&self.compat, "podman", reference, progress).await
+    async fn pull(&self, reference: &str, reporter: &dyn Reporter) -> Result<()> {
+        super::compat_pull::pull(&self.compat, "podman", reference, reporter).await
     }
 
     async fn image_inspect(&self, reference: &str) -> Result<Option<ImageInfo>> {
@@ -161,7 +161,7 @@ impl Engine for PodmanEngine {
         self.client.images().get(reference).remove().await.map_err(|e| failed(format!("remove image {reference}"), e))
     }
 
-    async fn image_push(&self, reference: &str, progress: &Progress) -> Result<()> {
+    async fn image_push(&self, reference: &str, reporter: &dyn Reporter) -> Result<()> {
         let name = ImageRef::parse(reference)?;
         let mut builder = ImagePushOpts::builder().destination(reference);
         if let Some(auth) = registry_auth(&name).await? {
@@ -180,13 +180,13 @@ impl Engine for PodmanEngine {
                     message: format!("{message}. {fix}"),
                 }
             })?;
-            progress.line(&chunk);
+            reporter.line(&chunk);
         }
         Ok(())
     }
 
-    async fn build(&self, job: BuildJob<'_>, progress: &Progress) -> Result<String> {
-        super::libpod_build::build(&self.client, &self.endpoint, job, progress).await
+    async fn build(&self, job: BuildJob<'_>, reporter: &dyn Reporter) -> Result<String> {
+        super::libpod_build::build(&self.client, &self.endpoint, job, reporter).await
     }
 
     async fn container_inspect(&self, name_or_id: &str) -> Result<Option<ContainerInfo>> {

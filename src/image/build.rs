@@ -13,9 +13,9 @@ use walkdir::WalkDir;
 use crate::engine::{BuildJob, Engine};
 use crate::error::{Error, Result};
 use crate::image::reference::ImageRef;
-use crate::output::Progress;
 use crate::plan::labels;
 use crate::rccl::RcclReport;
+use crate::reporter::Reporter;
 
 /// The overlay recipe, compiled in so the binary needs no repository checkout.
 pub const OVERLAY_CONTAINERFILE: &str = include_str!("../../containerfiles/rccl-overlay.Containerfile");
@@ -213,16 +213,17 @@ pub async fn build_image(
     engine: &dyn Engine,
     report: &RcclReport,
     request: &BuildRequest,
-    progress: &Progress,
+    reporter: &dyn Reporter,
 ) -> Result<BuildOutcome> {
     report.ensure_gfx1151()?;
     let context = context_tar(&report.library_bytes)?;
 
     if engine.image_inspect(&request.base).await?.is_none() {
-        progress.line(&format!("pulling base image {}", request.base));
-        engine.pull(&request.base, progress).await?;
+        reporter.line(&format!("pulling base image {}", request.base));
+        engine.pull(&request.base, reporter).await?;
+        reporter.finish();
     }
-    progress.line(&format!(
+    reporter.line(&format!(
         "building {} on {} with librccl.so.1 {} ({})",
         request.tags.join(", "),
         request.base,
@@ -239,7 +240,7 @@ pub async fn build_image(
                 labels: &request.labels,
                 build_args: &request.build_args,
             },
-            progress,
+            reporter,
         )
         .await?;
     let build_seconds = started.elapsed().as_secs_f64();
@@ -249,13 +250,13 @@ pub async fn build_image(
     if request.push {
         let started = Instant::now();
         for tag in &request.tags {
-            progress.line(&format!("pushing {tag}"));
-            engine.image_push(tag, progress).await?;
+            reporter.line(&format!("pushing {tag}"));
+            engine.image_push(tag, reporter).await?;
             pushed.push(tag.clone());
         }
         push_seconds = Some(started.elapsed().as_secs_f64());
     }
-    progress.finish();
+    reporter.finish();
     Ok(BuildOutcome {
         image_id,
         tags: request.tags.clone(),

@@ -129,7 +129,7 @@ mod tests {
 
     /// A node whose host tree is `root`.
     fn settings(root: PathBuf) -> Settings {
-        Settings::resolve(root, EngineChoice::Podman, true, true)
+        Settings::resolve(root, EngineChoice::Podman, std::sync::Arc::new(crate::reporter::Silent))
     }
 
     #[tokio::test]

@@ -29,9 +29,9 @@ pub async fn build(settings: &Settings, options: &BuildOptions) -> Result<BuildO
     report.ensure_gfx1151()?;
     let connection = settings.connect().await?;
     // Refused before the build when it would not load in the image it goes into.
-    check_against(connection.engine(), &mut report, &options.base, settings).await?;
+    check_against(connection.engine(), &mut report, &options.base, settings.reporter.as_ref()).await?;
     report.ensure_gfx1151()?;
-    settings.ui.status(&format!(
+    settings.reporter.line(&format!(
         "{}: sha256 {}, {} bytes, targets {}",
         options.rccl.display(),
         report.sha256,
@@ -45,6 +45,5 @@ pub async fn build(settings: &Settings, options: &BuildOptions) -> Result<BuildO
         &options.rccl,
     );
     let request = BuildRequest::new(&report, &provenance, &options.base, &options.tags, options.push)?;
-    let progress = settings.ui.progress();
-    build::build_image(connection.engine(), &report, &request, &progress).await
+    build::build_image(connection.engine(), &report, &request, settings.reporter.as_ref()).await
 }

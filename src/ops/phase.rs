@@ -57,7 +57,17 @@ pub async fn run_phase(settings: &Settings, request: &PhaseRequest) -> Result<Ph
     validate_container_name(name)?;
     let _lock = ToolboxLock::acquire(name)?;
     let connection = settings.connect().await?;
-    let engine = connection.engine();
+    run_phase_on(connection.engine(), phase, name, keep, image_id).await
+}
+
+/// [`run_phase`] on an engine already connected, the toolbox already locked.
+async fn run_phase_on(
+    engine: &dyn Engine,
+    phase: Phase,
+    name: &str,
+    keep: usize,
+    image_id: Option<&str>,
+) -> Result<PhaseReport> {
     let mut report = PhaseReport { name: name.to_string(), phase, changed: false, parked: false, warnings: Vec::new() };
     match phase {
         Phase::Swap => swap(engine, name, &mut report).await?,
@@ -133,4 +143,119 @@ async fn undo(engine: &dyn Engine, name: &str, image_id: Option<&str>, report: &
     engine.container_remove(name, true).await?;
     report.changed = true;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::fake::FakeEngine;
+    use crate::engine::ImageInfo;
+
+    const REPO: &str = "registry.test/vllm";
+
+    fn toolbox(id: &str, name: &str, image_id: &str) -> ContainerInfo {
+        let labels = [
+            (labels::MANAGED, "true".to_string()),
+            (labels::IMAGE_ID, image_id.to_string()),
+            (labels::IMAGE_REF, format!("{REPO}:latest")),
+        ];
+        ContainerInfo {
+            id: id.into(),
+            name: name.into(),
+            image_id: image_id.into(),
+            labels: labels.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+            ..Default::default()
+        }
+    }
+
+    /// `box` runs the old image; its replacement is staged under the temporary name.
+    fn staged() -> FakeEngine {
+        let engine = FakeEngine::new();
+        let tags = |tags: &[&str]| tags.iter().map(|t| format!("{REPO}:{t}")).collect();
+        engine.add_image(ImageInfo {
+            id: "sha256:old".into(),
+            repo_tags: tags(&["20260101-000000"]),
+            ..Default::default()
+        });
+        engine.add_image(ImageInfo {
+            id: "sha256:new".into(),
+            repo_tags: tags(&["latest", "20261101-000000"]),
+            ..Default::default()
+        });
+        engine.add_container(toolbox("old-id", "box", "sha256:old"));
+        engine.add_container(toolbox("new-id", &temp_name("box"), "sha256:new"));
+        engine
+    }
+
+    async fn phase(engine: &FakeEngine, phase: Phase, keep: usize) -> PhaseReport {
+        run_phase_on(engine, phase, "box", keep, Some("sha256:new")).await.unwrap()
+    }
+
+    fn id_of(engine: &FakeEngine, name: &str) -> Option<String> {
+        engine.container(name).map(|c| c.id)
+    }
+
+    #[tokio::test]
+    async fn swap_then_finish_each_done_twice_change_once() {
+        let engine = staged();
+        let swapped = phase(&engine, Phase::Swap, 0).await;
+        assert!(swapped.changed && swapped.parked);
+        assert_eq!(id_of(&engine, "box").as_deref(), Some("new-id"));
+        assert_eq!(id_of(&engine, &old_name("box")).as_deref(), Some("old-id"));
+        let again = phase(&engine, Phase::Swap, 0).await;
+        assert!(!again.changed && again.parked, "a retried swap finds it done: {again:?}");
+        assert_eq!(id_of(&engine, "box").as_deref(), Some("new-id"));
+
+        let finished = phase(&engine, Phase::Finish, 0).await;
+        assert!(finished.changed && finished.warnings.is_empty(), "{finished:?}");
+        assert_eq!(engine.container(&old_name("box")), None);
+        assert_eq!(engine.image("sha256:old"), None, "keep 0: the old pin is pruned");
+        let again = phase(&engine, Phase::Finish, 0).await;
+        assert!(!again.changed, "{again:?}");
+        assert_eq!(id_of(&engine, "box").as_deref(), Some("new-id"));
+    }
+
+    #[tokio::test]
+    async fn abort_removes_the_staged_replacement_once() {
+        let engine = staged();
+        assert!(phase(&engine, Phase::Abort, 2).await.changed);
+        assert_eq!(engine.container(&temp_name("box")), None);
+        assert!(!phase(&engine, Phase::Abort, 2).await.changed);
+        assert_eq!(id_of(&engine, "box").as_deref(), Some("old-id"), "the toolbox is untouched");
+    }
+
+    #[tokio::test]
+    async fn undo_puts_the_parked_toolbox_back_and_a_retry_leaves_it_alone() {
+        let engine = staged();
+        phase(&engine, Phase::Swap, 2).await;
+        let undone = phase(&engine, Phase::Undo, 2).await;
+        assert!(undone.changed);
+        assert_eq!(id_of(&engine, "box").as_deref(), Some("old-id"));
+        assert_eq!(engine.container("new-id"), None);
+        assert_eq!(engine.container(&old_name("box")), None);
+
+        // Retried, undo finds a toolbox it did not swap in: it is left as it is (and said so).
+        let calls = engine.calls().len();
+        let retried = run_phase_on(&engine, Phase::Undo, "box", 2, Some("sha256:new")).await;
+        assert!(retried.unwrap_err().to_string().contains("undo leaves it alone"));
+        assert_eq!(engine.calls().len(), calls, "nothing changed");
+        assert_eq!(id_of(&engine, "box").as_deref(), Some("old-id"));
+    }
+
+    #[tokio::test]
+    async fn undo_without_a_predecessor_removes_only_the_toolbox_it_swapped_in() {
+        let engine = FakeEngine::new();
+        engine.add_image(ImageInfo { id: "sha256:new".into(), ..Default::default() });
+        engine.add_container(toolbox("new-id", &temp_name("box"), "sha256:new"));
+        let swapped = phase(&engine, Phase::Swap, 2).await;
+        assert!(swapped.changed && !swapped.parked, "{swapped:?}");
+
+        let refused = run_phase_on(&engine, Phase::Undo, "box", 2, Some("sha256:other")).await;
+        assert!(refused.unwrap_err().to_string().contains("not the toolbox this refresh swapped in"));
+        assert_eq!(id_of(&engine, "box").as_deref(), Some("new-id"), "someone else's is kept");
+
+        assert!(phase(&engine, Phase::Undo, 2).await.changed);
+        assert_eq!(engine.container("box"), None);
+        assert!(!phase(&engine, Phase::Undo, 2).await.changed, "done already");
+    }
 }

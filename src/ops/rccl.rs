@@ -6,13 +6,14 @@ use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::ops::abi::abi_against;
 use crate::rccl::{inspect_artifact, RcclReport};
+use crate::reporter::Reporter;
 use crate::settings::Settings;
 
 pub async fn inspect(settings: &Settings, file: &Path, against: Option<&str>) -> Result<RcclReport> {
     let mut report = inspect_artifact(file)?;
     if let Some(image) = against {
         let connection = settings.connect().await?;
-        check_against(connection.engine(), &mut report, image, settings).await?;
+        check_against(connection.engine(), &mut report, image, settings.reporter.as_ref()).await?;
     }
     Ok(report)
 }
@@ -22,19 +23,18 @@ pub async fn check_against(
     engine: &dyn Engine,
     report: &mut RcclReport,
     image: &str,
-    settings: &Settings,
+    reporter: &dyn Reporter,
 ) -> Result<()> {
     let Some(dynamic) = report.dynamic.clone() else {
         // Already refused: the loader could not load it anywhere.
         return Ok(());
     };
     if engine.image_inspect(image).await?.is_none() {
-        let progress = settings.ui.progress();
         engine
-            .pull(image, &progress)
+            .pull(image, reporter)
             .await
             .map_err(|e| Error::Failed(format!("cannot get {image} to check against: {e}")))?;
-        progress.finish();
+        reporter.finish();
     }
     report.add_abi(abi_against(engine, image, &dynamic).await?);
     Ok(())

@@ -20,6 +20,7 @@ use crate::plan::{
     DesiredToolbox, RefreshPlan,
 };
 use crate::rccl;
+use crate::reporter::Reporter;
 use crate::settings::Settings;
 use crate::spec::{parse_env, SpecOptions, ToolboxSpec};
 use crate::verify::Expected;
@@ -118,7 +119,7 @@ pub async fn refresh_with(
     engine: &dyn Engine,
     request: &RefreshRequest,
 ) -> Result<RefreshReport> {
-    let ui = &settings.ui;
+    let reporter = settings.reporter.as_ref();
     let extra_env = parse_env(&request.env)?;
     let info = engine.info().await?;
     let manager = manager::choose(request.manager, info.kind, &settings.installed)?;
@@ -141,16 +142,15 @@ pub async fn refresh_with(
     };
     let pulls = !matches!(request.source, ImageSource::Local) && pinned_here.is_none();
     if !request.dry_run && pulls {
-        let progress = ui.progress();
-        interruptible(&format!("pulling {}", request.image_ref), engine.pull(&request.image_ref, &progress)).await?;
-        progress.finish();
+        interruptible(&format!("pulling {}", request.image_ref), engine.pull(&request.image_ref, reporter)).await?;
+        reporter.finish();
     }
     let image_ref = match &request.source {
         ImageSource::Build(artifact) if request.dry_run => {
             rccl::inspect_artifact(artifact)?.ensure_gfx1151()?;
             local_build_tag(&request.image_ref)?
         }
-        ImageSource::Build(artifact) => build_locally(engine, artifact, &request.image_ref, settings).await?,
+        ImageSource::Build(artifact) => build_locally(engine, artifact, &request.image_ref, reporter).await?,
         ImageSource::Pull | ImageSource::Local => request.image_ref.clone(),
     };
     // The pinned image found above is the one to use, unless a build made another.
@@ -177,7 +177,7 @@ pub async fn refresh_with(
 
     let mut report = report(&desired, &plan, manager.as_ref(), &info, &spec, request, pulls);
     if !request.dry_run {
-        report.warnings = apply(&plan, engine, manager.as_ref(), ui).await?.warnings;
+        report.warnings = apply(&desired.name, &plan, engine, manager.as_ref(), reporter).await?.warnings;
     }
     if plan.replaces_running {
         let tense = if request.dry_run { "would stop" } else { "stopped" };
@@ -262,18 +262,16 @@ async fn current_state(engine: &dyn Engine, name: &str, image: &ImageRef) -> Res
 
 /// `refresh --rccl FILE`: overlay the artifact on the channel's image here, tagged
 /// `localhost/NAME:TAG-rccl`, and return that reference. A rejected artifact stops before the build.
-async fn build_locally(engine: &dyn Engine, artifact: &Path, base: &str, settings: &Settings) -> Result<String> {
-    let ui = &settings.ui;
+async fn build_locally(engine: &dyn Engine, artifact: &Path, base: &str, reporter: &dyn Reporter) -> Result<String> {
     let mut report = rccl::inspect_artifact(artifact)?;
     report.ensure_gfx1151()?;
-    check_against(engine, &mut report, base, settings).await?;
+    check_against(engine, &mut report, base, reporter).await?;
     report.ensure_gfx1151()?;
     let tag = local_build_tag(base)?;
     let source = artifact.display().to_string();
     let provenance = Provenance::new(None, None, Some(&source), artifact);
     let request = BuildRequest::new(&report, &provenance, base, std::slice::from_ref(&tag), false)?;
-    let progress = ui.progress();
-    interruptible("building the image", build_image(engine, &report, &request, &progress)).await?;
+    interruptible("building the image", build_image(engine, &report, &request, reporter)).await?;
     Ok(tag)
 }
 
@@ -331,5 +329,141 @@ mod tests {
         check_memlock(&node(None, true), &engine(true)).unwrap();
         check_memlock(&node(Some(8 << 20), true), &engine(false)).unwrap();
         check_memlock(&node(Some(8 << 20), false), &engine(true)).unwrap();
+    }
+
+    mod with_a_fake_engine {
+        use super::*;
+        use crate::engine::fake::{Call, FakeEngine};
+        use crate::plan::temp_name;
+
+        const LATEST: &str = "registry.test/vllm:latest";
+
+        /// An image the registry serves as `sha256:DDDD…`, created at `created` (its pin).
+        fn published(id: &str, digit: char, created: &str) -> ImageInfo {
+            ImageInfo {
+                id: id.into(),
+                repo_digests: vec![format!("registry.test/vllm@{}", digest(digit))],
+                labels: [(labels::OCI_CREATED.to_string(), created.to_string())].into(),
+                ..Default::default()
+            }
+        }
+
+        fn digest(digit: char) -> String {
+            format!("sha256:{}", digit.to_string().repeat(64))
+        }
+
+        fn request(name: &str) -> RefreshRequest {
+            RefreshRequest {
+                name: name.into(),
+                image_ref: LATEST.into(),
+                source: ImageSource::Pull,
+                manager: manager::ManagerChoice::Native,
+                keep: 2,
+                force: false,
+                dry_run: false,
+                env: Vec::new(),
+                stage_only: false,
+                verify: false,
+            }
+        }
+
+        /// A node with no devices (a tree of its own) and its facts.
+        fn node() -> (tempfile::TempDir, (HostRoot, HostFacts)) {
+            let dir = tempfile::tempdir().unwrap();
+            let root = HostRoot::open(dir.path()).unwrap();
+            (dir, (root, HostFacts::default()))
+        }
+
+        /// Refresh toolbox `name` from `LATEST` as published now.
+        async fn refresh(engine: &FakeEngine, request: &RefreshRequest) -> RefreshReport {
+            let (dir, node) = node();
+            refresh_with(&Settings::for_tests(dir.path()), &node, engine, request).await.unwrap()
+        }
+
+        /// The calls that changed a container.
+        fn container_changes(calls: &[Call]) -> Vec<&Call> {
+            calls.iter().filter(|c| matches!(c, Call::Create(_) | Call::Rename { .. } | Call::Remove(_))).collect()
+        }
+
+        fn image_id_of(engine: &FakeEngine, name: &str) -> Option<String> {
+            engine.container(name).and_then(|c| c.labels.get(labels::IMAGE_ID).cloned())
+        }
+
+        #[tokio::test]
+        async fn an_unchanged_image_is_a_no_op() {
+            let engine = FakeEngine::new();
+            engine.publish(LATEST, published("sha256:one", '1', "2026-11-01T10:00:00Z"));
+            let name = "fake-refresh-unchanged";
+            let first = refresh(&engine, &request(name)).await;
+            assert_eq!(first.action, Action::Created);
+            assert_eq!(first.pin.as_deref(), Some("20261101-100000"));
+            let before = engine.calls().len();
+
+            let second = refresh(&engine, &request(name)).await;
+            assert_eq!(second.action, Action::Unchanged, "{}", second.reason);
+            let calls = engine.calls();
+            assert_eq!(calls[before..], [Call::Pull(LATEST.into())], "only the pull");
+            assert_eq!(image_id_of(&engine, name).as_deref(), Some("sha256:one"));
+        }
+
+        #[tokio::test]
+        async fn a_new_image_recreates_the_toolbox() {
+            let engine = FakeEngine::new();
+            engine.publish(LATEST, published("sha256:one", '1', "2026-11-01T10:00:00Z"));
+            let name = "fake-refresh-new-image";
+            refresh(&engine, &request(name)).await;
+            let old_id = engine.container(name).unwrap().id;
+
+            engine.publish(LATEST, published("sha256:two", '2', "2026-11-02T10:00:00Z"));
+            let report = refresh(&engine, &request(name)).await;
+            assert_eq!(report.action, Action::Recreated);
+            assert!(report.reason.contains("the image changed"), "{}", report.reason);
+            assert_eq!(report.digest, Some(digest('2')));
+            assert_eq!(image_id_of(&engine, name).as_deref(), Some("sha256:two"));
+            assert_eq!(engine.container(&old_id), None, "the old toolbox is gone");
+            assert_eq!(engine.container(&temp_name(name)), None);
+            assert!(engine.image("registry.test/vllm:20261101-100000").is_some(), "the old pin is kept");
+            assert!(engine.image("registry.test/vllm:20261102-100000").is_some(), "the new image is pinned");
+        }
+
+        #[tokio::test]
+        async fn staging_stops_before_the_swap() {
+            let engine = FakeEngine::new();
+            engine.publish(LATEST, published("sha256:one", '1', "2026-11-01T10:00:00Z"));
+            let name = "fake-refresh-staged";
+            refresh(&engine, &request(name)).await;
+            engine.publish(LATEST, published("sha256:two", '2', "2026-11-02T10:00:00Z"));
+            let before = engine.calls().len();
+
+            let report = refresh(&engine, &RefreshRequest { stage_only: true, ..request(name) }).await;
+            assert_eq!(report.staged, Some(temp_name(name)));
+            assert_eq!(image_id_of(&engine, &temp_name(name)).as_deref(), Some("sha256:two"));
+            assert_eq!(image_id_of(&engine, name).as_deref(), Some("sha256:one"), "the old one still serves");
+            let calls = engine.calls();
+            assert_eq!(container_changes(&calls[before..]), [&Call::Create(temp_name(name))]);
+        }
+
+        #[tokio::test]
+        async fn a_digest_already_here_is_not_pulled_again() {
+            let engine = FakeEngine::new();
+            engine.publish(LATEST, published("sha256:one", '1', "2026-11-01T10:00:00Z"));
+            let name = "fake-refresh-by-digest";
+            refresh(&engine, &request(name)).await;
+            let before = engine.calls().len();
+            let pinned = format!("registry.test/vllm@{}", digest('1'));
+            let report = refresh(&engine, &RefreshRequest { image_ref: pinned, ..request(name) }).await;
+            assert_eq!(report.action, Action::Unchanged, "{}", report.reason);
+            assert_eq!(engine.calls()[before..], [], "no pull, no change");
+        }
+
+        #[tokio::test]
+        async fn a_dry_run_changes_nothing() {
+            let engine = FakeEngine::new();
+            engine.publish(LATEST, published("sha256:one", '1', "2026-11-01T10:00:00Z"));
+            let report = refresh(&engine, &RefreshRequest { dry_run: true, ..request("fake-refresh-dry") }).await;
+            assert_eq!(report.action, Action::Created);
+            assert!(report.pull && !report.steps.is_empty());
+            assert_eq!(engine.calls(), [], "not even the pull");
+        }
     }
 }

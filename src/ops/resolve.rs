@@ -23,9 +23,8 @@ pub async fn resolve(settings: &Settings, reference: &str) -> Result<ResolveRepo
     let image = ImageRef::parse(reference)?;
     let connection = settings.connect().await?;
     let engine = connection.engine();
-    let progress = settings.ui.progress();
-    engine.pull(reference, &progress).await?;
-    progress.finish();
+    engine.pull(reference, settings.reporter.as_ref()).await?;
+    settings.reporter.finish();
     let info = engine
         .image_inspect(reference)
         .await?

@@ -1,7 +1,5 @@
-//! What `rccl inspect` found, as data (JSON with --json) and as text.
+//! What `rccl inspect` found, as data (JSON with --json; `commands/rccl.rs` renders its text).
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use serde::Serialize;
@@ -111,72 +109,5 @@ impl RcclReport {
     /// The comma-separated targets for the image label.
     pub fn gfx_targets_label(&self) -> String {
         self.gfx_targets.join(",")
-    }
-
-    /// Human-readable report (for stdout).
-    pub fn render_text(&self) -> String {
-        let mut text = String::new();
-        let source = match &self.member {
-            Some(member) => format!("{} ({}, entry {member})", self.path.display(), self.format.name()),
-            None => format!("{} ({})", self.path.display(), self.format.name()),
-        };
-        let _ = writeln!(text, "{source}");
-        let _ = writeln!(text, "  sha256        {}", self.sha256);
-        let _ = writeln!(text, "  size          {} bytes (uncompressed library)", self.size);
-        let _ = writeln!(text, "  ELF           {}, {}", self.elf_machine, self.elf_type);
-        if let Some(dynamic) = &self.dynamic {
-            let _ = writeln!(text, "  SONAME        {}", dynamic.soname.as_deref().unwrap_or("(none)"));
-            let _ = writeln!(
-                text,
-                "  needs         {}",
-                if dynamic.needed.is_empty() { "-".into() } else { dynamic.needed.join(", ") }
-            );
-            let exported = dynamic.exports.iter().filter(|s| s.starts_with("nccl") || s.starts_with("rccl")).count();
-            let _ = writeln!(text, "  exports       {exported} nccl*/rccl* symbols");
-        }
-        let place = match &self.fatbin.section {
-            Some(section) => format!("{section} at {:#x}, {} bytes", self.fatbin.offset, self.fatbin.size),
-            None => "no .hip_fatbin section; scanned the whole file".to_string(),
-        };
-        let _ = writeln!(text, "  fat binary    {place}, {} bundle(s)", self.bundle_count);
-        let targets = if self.gfx_targets.is_empty() { "none".to_string() } else { self.gfx_targets.join(", ") };
-        let _ = writeln!(text, "  gfx targets   {targets}");
-        let _ = writeln!(text, "  code objects  {}", self.code_objects.len());
-        // Grouped by id: a real librccl has one bundle per translation unit, hundreds in all.
-        let mut groups: BTreeMap<&str, (usize, u64, BTreeSet<&str>)> = BTreeMap::new();
-        for object in &self.code_objects {
-            let group = groups.entry(object.id.as_str()).or_default();
-            group.0 += 1;
-            group.1 += object.size;
-            group.2.insert(object.compression);
-        }
-        let width = groups.keys().map(|id| id.len()).max().unwrap_or(0);
-        for (id, (count, bytes, compressions)) in &groups {
-            let compressions: Vec<&str> = compressions.iter().copied().collect();
-            let _ = writeln!(
-                text,
-                "    {id:<width$}  x{count:<4} {bytes:>12} bytes  compression: {}",
-                compressions.join(", ")
-            );
-        }
-        if let Some(abi) = &self.abi {
-            let verdict = if abi.ok { "loads there" } else { "would NOT load there" };
-            let _ = writeln!(
-                text,
-                "  against       {}: {verdict} (replaces {} cop(ies), checked {} consumer(s))",
-                abi.image,
-                abi.replaced.len(),
-                abi.consumers.len()
-            );
-        }
-        if self.ok {
-            let _ = writeln!(text, "  verdict       OK: x86-64 shared object with gfx1151 code objects");
-        } else {
-            let _ = writeln!(text, "  verdict       REJECTED");
-            for problem in &self.problems {
-                let _ = writeln!(text, "    - {problem}");
-            }
-        }
-        text
     }
 }
