@@ -1,13 +1,12 @@
 //! `strix-toolbox rccl inspect` against synthetic artifacts built here with gcc, flate2, zip.
 
-mod rccl_fixtures;
-
 use std::path::Path;
 use std::process::{Command, Output};
 
-use rccl_fixtures::*;
 use serde_json::Value;
 use tempfile::TempDir;
+
+use crate::support::rccl_fixtures::*;
 
 fn inspect(path: &Path, json: bool) -> Output {
     let mut command = Command::new(env!("CARGO_BIN_EXE_strix-toolbox"));

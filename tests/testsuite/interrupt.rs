@@ -1,17 +1,15 @@
 //! Ctrl-C during a refresh's pull: the working toolbox stays exactly as it was, and nothing
 //! temporary is left behind.
 
-mod common;
-mod support;
-
 use std::io::{Read, Write};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::image::push_rootfs_image;
-use common::{refresh_vllm, run_strix, stand_in_image, PodmanService, Registry};
-use support::cli::stderr;
-use support::host_tree::materialize;
+use crate::support::cli::{refresh_vllm, run_strix, stderr};
+use crate::support::host_tree::materialize;
+use crate::support::image::{push_rootfs_image, stand_in_image};
+use crate::support::podman::PodmanService;
+use crate::support::registry::Registry;
 
 /// A busybox image with an incompressible 256 MiB layer, so its pull takes a while.
 fn big_image(podman: &PodmanService, registry: &Registry) -> String {

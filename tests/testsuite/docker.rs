@@ -1,15 +1,14 @@
 //! refresh, enter and build end to end on a real dockerd, pulling from and pushing to a loopback registry.
 
-mod common;
-mod rccl_fixtures;
-mod support;
-
 use std::process::Command;
 
-use common::docker::DockerDaemon;
-use common::{refresh_vllm, run_strix, stand_in_image, PodmanService, Registry};
-use support::cli::{json, stderr};
-use support::host_tree::materialize;
+use crate::support::cli::{json, refresh_vllm, run_strix, stderr};
+use crate::support::docker::DockerDaemon;
+use crate::support::host_tree::materialize;
+use crate::support::image::stand_in_image;
+use crate::support::podman::PodmanService;
+use crate::support::rccl_fixtures;
+use crate::support::registry::Registry;
 
 fn docker_inspect(daemon: &DockerDaemon, name: &str) -> serde_json::Value {
     let output = Command::new("docker")

@@ -1,8 +1,6 @@
 //! Usage errors exit 2 with a message, before any engine or host is touched.
 
-mod support;
-
-use support::cli::{stderr, strix};
+use crate::support::cli::{stderr, strix};
 
 fn usage_error(args: &[&str], needle: &str) {
     let output = strix().args(args).output().expect("run strix-toolbox");

@@ -8,7 +8,7 @@ use std::process::{Command, Output, Stdio};
 
 use tempfile::TempDir;
 
-use super::strix_command_at;
+use super::cli::strix_command_at;
 
 pub const ROOTLESS_USER: &str = "strix-rootless";
 

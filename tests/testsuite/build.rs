@@ -4,17 +4,15 @@
 //! rebuild with another artifact replaces only the RCCL layers. Prints build/rebuild seconds.
 
 #[allow(unused_imports)]
-mod common;
-mod rccl_fixtures;
-mod support;
-
 use std::path::Path;
 use std::process::Output;
 use std::time::Instant;
 
-use common::image::push_rootfs_image;
-use common::{run_strix, PodmanService, Registry};
-use rccl_fixtures::*;
+use crate::support::cli::run_strix;
+use crate::support::image::push_rootfs_image;
+use crate::support::podman::PodmanService;
+use crate::support::rccl_fixtures::*;
+use crate::support::registry::Registry;
 use serde_json::Value;
 use tempfile::TempDir;
 

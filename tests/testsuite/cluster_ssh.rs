@@ -1,15 +1,13 @@
-//! The ssh transport against real sshds in network namespaces (tests/common/cluster.rs): what a
-//! command sends arrives byte-exact, exit codes and stdin go through, one master connection carries
-//! every command, and each way of failing to reach a node is named with its fix.
-
-mod common;
-mod support;
+//! The ssh transport against real sshds in network namespaces (support/cluster.rs): what a command
+//! sends arrives byte-exact, exit codes and stdin go through, one master connection carries every
+//! command, and each way of failing to reach a node is named with its fix.
 
 use std::time::{Duration, Instant};
 
-use common::cluster::{TestCluster, JUMBO_MTU, ROCE_NETDEV};
-use common::Registry;
 use strix_toolbox::cluster::ssh::{NodeSession, RemoteOutput, SshOptions};
+
+use crate::support::cluster::{TestCluster, JUMBO_MTU, ROCE_NETDEV};
+use crate::support::registry::Registry;
 
 fn options(cluster: &TestCluster) -> SshOptions {
     SshOptions { config_file: Some(cluster.ssh_config()), connect_timeout: Duration::from_secs(2) }

@@ -2,17 +2,14 @@
 //! SONAME, the symbols the image's RCCL and its consumers use, and DT_NEEDED, against a real image
 //! holding a gcc-built "RCCL" and a "libtorch_hip.so" that imports from it.
 
-mod common;
-mod rccl_fixtures;
-mod support;
-
 use std::path::Path;
 use std::process::Command;
 
-use common::image::stand_in_image_with;
-use common::{run_strix, PodmanService, Registry};
-use rccl_fixtures::gfx1151_library_with;
-use support::cli::{json, stderr};
+use crate::support::cli::{json, run_strix, stderr};
+use crate::support::image::stand_in_image_with;
+use crate::support::podman::PodmanService;
+use crate::support::rccl_fixtures::{gfx1151_library_with, sha256_of_file};
+use crate::support::registry::Registry;
 
 const TORCH_LIB: &str = "/opt/venv/lib/python3.12/site-packages/torch/lib";
 
@@ -111,7 +108,7 @@ fn each_way_of_not_loading_is_named_and_a_superset_is_baked_in() {
         &["--json", "build", "--rccl", superset.to_str().unwrap(), "--base", &image, "--tag", &tag],
     );
     assert!(built.status.success(), "{}", stderr(&built));
-    let sha = rccl_fixtures::sha256_of_file(&superset);
+    let sha = sha256_of_file(&superset);
     assert_eq!(json(&built)["rccl_sha256"], sha);
 }
 

@@ -1,11 +1,10 @@
 //! `doctor` against fake host trees: verdicts, fixes, exit codes.
 
-mod support;
-
 use serde_json::Value;
-use support::cli::{json, run_on, stderr, stdout, strix_under};
-use support::host_tree::materialize;
-use support::netns::NetNs;
+
+use crate::support::cli::{json, run_on, stderr, stdout, strix_under};
+use crate::support::host_tree::materialize;
+use crate::support::netns::NetNs;
 
 fn has_check(report: &Value, name: &str) -> bool {
     report["checks"].as_array().unwrap().iter().any(|c| c["name"] == name)

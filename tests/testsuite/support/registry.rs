@@ -78,12 +78,6 @@ impl Registry {
             stop_child(&mut child);
         }
     }
-
-    /// Bring it back with the same storage and port.
-    pub fn restart(&mut self) {
-        self.stop();
-        self.spawn();
-    }
 }
 
 impl Drop for Registry {

@@ -23,9 +23,10 @@ use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
 
+use super::host_tree;
+use super::podman::PodmanService;
 use super::registry::Registry;
-use super::{stop_child, wait_until, PodmanService};
-use crate::support::host_tree;
+use super::{stop_child, wait_until};
 
 /// The E810 port's netdev, as the RoCE link is named in every node.
 pub const ROCE_NETDEV: &str = "enp194s0np0";

@@ -1,12 +1,11 @@
 //! `refresh` end to end on a real podman API service with a loopback registry and a fake host
 //! tree whose device nodes are real (mknod).
 
-mod common;
-mod support;
-
-use common::{refresh_vllm, run_strix, stand_in_image, PodmanService, Registry};
-use support::cli::{json, stderr};
-use support::host_tree::materialize;
+use crate::support::cli::{json, refresh_vllm, run_strix, stderr};
+use crate::support::host_tree::materialize;
+use crate::support::image::stand_in_image;
+use crate::support::podman::PodmanService;
+use crate::support::registry::Registry;
 
 const CREATED: &str = "2026-11-01T10:00:00Z";
 

@@ -3,18 +3,18 @@
 //! `~/.docker/config.json`) or from the credential helpers docker's config names (`credHelpers`,
 //! `credsStore`), against a real registry that answers 401 without it.
 
-mod common;
-mod rccl_fixtures;
-mod support;
-
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use common::docker::DockerDaemon;
-use common::{refresh_vllm, run_strix, stand_in_image, PodmanService, Registry};
-use support::cli::{json, stderr};
-use support::host_tree::materialize;
 use tempfile::TempDir;
+
+use crate::support::cli::{json, refresh_vllm, run_strix, stderr};
+use crate::support::docker::DockerDaemon;
+use crate::support::host_tree::materialize;
+use crate::support::image::stand_in_image;
+use crate::support::podman::PodmanService;
+use crate::support::rccl_fixtures;
+use crate::support::registry::Registry;
 
 /// The environment of a user who has logged in nowhere: no auth file anywhere we look.
 fn logged_out(base: Vec<(String, String)>, home: &Path) -> Vec<(String, String)> {

@@ -3,16 +3,14 @@
 //! copies differ each fail with the check named. (An RDMA toolbox, memlock=-1, cannot start on this
 //! machine: TESTBED.md. The memlock check runs here as "no RDMA, nothing needs it".)
 
-mod common;
-mod rccl_fixtures;
-mod support;
-
 use std::time::{Duration, Instant};
 
-use common::image::stand_in_image_with;
-use common::{refresh_vllm, run_strix, stand_in_image, PodmanService, Registry};
-use support::cli::{json, stderr, stdout};
-use support::host_tree::materialize;
+use crate::support::cli::{json, refresh_vllm, run_strix, stderr, stdout};
+use crate::support::host_tree::materialize;
+use crate::support::image::{stand_in_image, stand_in_image_with};
+use crate::support::podman::PodmanService;
+use crate::support::rccl_fixtures;
+use crate::support::registry::Registry;
 
 const CREATED: &str = "2026-11-01T10:00:00Z";
 

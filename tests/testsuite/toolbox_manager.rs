@@ -2,20 +2,19 @@
 //! working AND the devices, groups, seccomp and memlock reach the container — which the seed's
 //! `toolbox create -- <flags>` never achieved (Toolbx drops everything after `--`).
 
-mod common;
-mod support;
-
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use common::image::push_rootfs_image;
-use common::user::{open_to_all, stop_processes_in, BinaryFor, TestUser};
-use common::{run_strix, stop_child, strix_command, wait_until, PodmanService, Registry};
-use support::cli::{json, stderr};
-use support::host_tree::materialize;
-use support::terminal::assert_interactive_shell;
-use support::toolbox_image::toolbox_rootfs_tar;
+use crate::support::cli::{json, run_strix, stderr, strix_command};
+use crate::support::host_tree::materialize;
+use crate::support::image::push_rootfs_image;
+use crate::support::podman::PodmanService;
+use crate::support::registry::Registry;
+use crate::support::terminal::assert_interactive_shell;
+use crate::support::toolbox_image::toolbox_rootfs_tar;
+use crate::support::user::{open_to_all, stop_processes_in, BinaryFor, TestUser};
+use crate::support::{stop_child, wait_until};
 
 const BUS: &str = "/run/dbus/system_bus_socket";
 

@@ -1,14 +1,13 @@
 //! `strix-toolbox build` refuses bad input before it talks to any engine: the engine endpoints
 //! point at a socket this test listens on, and nothing may connect to it.
 
-mod rccl_fixtures;
-
 use std::os::unix::net::UnixListener;
 use std::path::Path;
 use std::process::{Command, Output};
 
-use rccl_fixtures::*;
 use tempfile::TempDir;
+
+use crate::support::rccl_fixtures::*;
 
 /// A socket standing in for the engine API; `connections()` counts who dialled it.
 struct WatchedSocket {

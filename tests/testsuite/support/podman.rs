@@ -126,10 +126,6 @@ impl PodmanService {
         self.env.clone()
     }
 
-    pub fn dir(&self) -> &Path {
-        self.dir.path()
-    }
-
     /// `program` (podman, toolbox) as this testbed's user, on its storage through the local podman
     /// (with CONTAINER_HOST podman would act as a remote client), as from a login session (SHELL).
     pub fn local_command(&self, program: &str) -> Command {

@@ -1,13 +1,11 @@
 //! The cluster commands end to end: a head (this process's namespace) and nodes in network
 //! namespaces with real sshd, each with its own podman service, fake host tree and strix-toolbox
-//! (tests/common/cluster.rs). Images come from a loopback registry.
+//! (support/cluster.rs). Images come from a loopback registry.
 
-mod common;
-mod support;
-
-use common::cluster::TestCluster;
-use common::{run_strix, stand_in_image, Registry};
-use support::cli::{json, stderr, stdout};
+use crate::support::cli::{json, run_strix, stderr, stdout};
+use crate::support::cluster::TestCluster;
+use crate::support::image::stand_in_image;
+use crate::support::registry::Registry;
 
 const CREATED_V1: &str = "2026-11-01T10:00:00Z";
 const CREATED_V2: &str = "2026-11-08T10:00:00Z";
@@ -251,7 +249,7 @@ fn ctrl_c_during_a_cluster_refresh_leaves_every_node_as_it_was() {
     let mut args = vec!["cluster"];
     args.extend(refresh(&image, &[]));
     args.extend(["--ssh-config", config.to_str().unwrap(), "--nodes", &nodes]);
-    let mut child = common::strix_command(&[], &args)
+    let mut child = crate::support::cli::strix_command(&[], &args)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
@@ -269,7 +267,7 @@ fn ctrl_c_during_a_cluster_refresh_leaves_every_node_as_it_was() {
     // SAFETY: kill(2) on our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     seen.extend(lines.map_while(Result::ok));
-    common::wait_until("cluster refresh to exit", std::time::Duration::from_secs(60), || {
+    crate::support::wait_until("cluster refresh to exit", std::time::Duration::from_secs(60), || {
         matches!(child.try_wait(), Ok(Some(_)))
     });
     let status = child.wait().expect("exit status");

@@ -1,8 +1,7 @@
 //! Synthetic RCCL artifacts for tests: offload bundles (plain and CCOB-compressed) put into a
 //! real x86-64 shared object's `.hip_fatbin` section by gcc, and .gz / .zip wrappings, plus
 //! damaged files. No ROCm toolchain for gfx1151 installs here, so these stand in for the
-//! workflow's librccl.so.1. Shared by tests/rccl_inspect.rs and tests/build_e2e.rs.
-#![allow(dead_code)]
+//! workflow's librccl.so.1. Shared by the rccl_inspect, build, build_cli, rccl_abi and verify tests.
 
 use std::fmt::Write as _;
 use std::io::{Cursor, Write};

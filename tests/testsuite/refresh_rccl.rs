@@ -1,13 +1,11 @@
 //! `refresh --rccl FILE`: build the image here with a custom RCCL, then refresh from it.
 
-mod common;
-mod rccl_fixtures;
-mod support;
-
-use common::{refresh_vllm, run_strix, stand_in_image, PodmanService, Registry};
-use rccl_fixtures::{gfx1100_library, gfx1151_library, sha256_hex};
-use support::cli::{json, stderr};
-use support::host_tree::materialize;
+use crate::support::cli::{json, refresh_vllm, run_strix, stderr};
+use crate::support::host_tree::materialize;
+use crate::support::image::stand_in_image;
+use crate::support::podman::PodmanService;
+use crate::support::rccl_fixtures::{gfx1100_library, gfx1151_library, sha256_hex};
+use crate::support::registry::Registry;
 
 #[test]
 fn builds_the_rccl_overlay_then_creates_the_toolbox_from_it() {

@@ -3,14 +3,14 @@
 //! user's uid inside (keep-id), a node with RDMA but a capped memlock is refused before anything
 //! is created, and Distrobox's container keeps our flags and memlock.
 
-mod common;
-mod support;
-
-use common::user::{open_to_all, BinaryFor, TestUser};
-use common::{refresh_vllm, stand_in_image, PodmanService, Registry};
-use support::cli::{json, stderr};
-use support::host_tree::materialize;
 use tempfile::TempDir;
+
+use crate::support::cli::{json, refresh_vllm, stderr};
+use crate::support::host_tree::materialize;
+use crate::support::image::stand_in_image;
+use crate::support::podman::PodmanService;
+use crate::support::registry::Registry;
+use crate::support::user::{open_to_all, BinaryFor, TestUser};
 
 /// A rootless testbed: the user, our binary for them, their podman service with the stand-in
 /// image in a loopback registry, and a fake host tree they can read.

@@ -1,16 +1,16 @@
 //! `enter NAME -- CMD` passes output and exit codes through, whatever the command does; bare
 //! `enter NAME` is an interactive shell on the user's terminal.
 
-mod common;
-mod support;
-
 use std::time::Duration;
 
-use common::{refresh_vllm, run_strix, stand_in_image, strix_command, PodmanService, Registry};
-use support::cli::stderr;
-use support::host_tree::materialize;
-use support::terminal::assert_interactive_shell;
 use tempfile::TempDir;
+
+use crate::support::cli::{refresh_vllm, run_strix, stderr, strix_command};
+use crate::support::host_tree::materialize;
+use crate::support::image::stand_in_image;
+use crate::support::podman::PodmanService;
+use crate::support::registry::Registry;
+use crate::support::terminal::assert_interactive_shell;
 
 /// A podman testbed with the native toolbox `vllm` made from the stand-in image (not started).
 fn toolbox_vllm() -> (Registry, PodmanService, TempDir) {

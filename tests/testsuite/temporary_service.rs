@@ -1,12 +1,11 @@
 //! With podman installed but no socket answering, a command starts `podman system service`
 //! for its own duration and stops it afterwards.
 
-mod common;
-mod support;
-
-use common::{refresh_vllm, run_strix, stand_in_image, PodmanService, Registry};
-use support::cli::{json, stderr};
-use support::host_tree::materialize;
+use crate::support::cli::{json, refresh_vllm, run_strix, stderr};
+use crate::support::host_tree::materialize;
+use crate::support::image::stand_in_image;
+use crate::support::podman::PodmanService;
+use crate::support::registry::Registry;
 
 fn services_running() -> Vec<String> {
     let output = std::process::Command::new("pgrep").args(["-af", "strix-toolbox-podman-"]).output().unwrap();

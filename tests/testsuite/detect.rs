@@ -1,11 +1,10 @@
 //! `detect` against fake host trees with real device nodes.
 
-mod support;
-
 use serde_json::{json, Value};
-use support::cli::{json, run_on, stderr, stdout, strix_under};
-use support::host_tree::materialize;
-use support::netns::NetNs;
+
+use crate::support::cli::{json, run_on, stderr, stdout, strix_under};
+use crate::support::host_tree::materialize;
+use crate::support::netns::NetNs;
 
 fn interface<'a>(report: &'a Value, name: &str) -> &'a Value {
     let interfaces = report["interfaces"].as_array().unwrap_or_else(|| panic!("no interfaces in {report:#}"));
