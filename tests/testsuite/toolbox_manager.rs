@@ -2,8 +2,10 @@
 //! working AND the devices, groups, seccomp and memlock reach the container — which the seed's
 //! `toolbox create -- <flags>` never achieved (Toolbx drops everything after `--`).
 
+use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use crate::support::cli::{json, run_strix, stderr, strix_command};
@@ -18,12 +20,26 @@ use crate::support::{stop_child, wait_until};
 
 const BUS: &str = "/run/dbus/system_bus_socket";
 
-/// The system bus Toolbx needs; started (and stopped) here only when none is running.
+/// The system bus Toolbx needs: one for every test that wants it, started here only when none is
+/// running, stopped when the last test holding it is done (the tests run in parallel threads).
 struct SystemBus(Option<Child>);
 
+/// The bus the running tests share; empty while none holds it.
+static SHARED_BUS: Mutex<Weak<SystemBus>> = Mutex::new(Weak::new());
+
 impl SystemBus {
-    fn ensure() -> SystemBus {
-        if std::os::unix::net::UnixStream::connect(BUS).is_ok() {
+    fn ensure() -> Arc<SystemBus> {
+        let mut shared = SHARED_BUS.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(bus) = shared.upgrade() {
+            return bus;
+        }
+        let bus = Arc::new(SystemBus::start_unless_running());
+        *shared = Arc::downgrade(&bus);
+        bus
+    }
+
+    fn start_unless_running() -> SystemBus {
+        if UnixStream::connect(BUS).is_ok() {
             return SystemBus(None);
         }
         std::fs::create_dir_all("/run/dbus").unwrap();
@@ -33,13 +49,15 @@ impl SystemBus {
             .stdin(Stdio::null())
             .spawn()
             .expect("start dbus-daemon (scripts/test-deps.sh installs dbus)");
-        wait_until("system bus", Duration::from_secs(10), || std::os::unix::net::UnixStream::connect(BUS).is_ok());
+        wait_until("system bus", Duration::from_secs(10), || UnixStream::connect(BUS).is_ok());
         SystemBus(Some(child))
     }
 }
 
 impl Drop for SystemBus {
     fn drop(&mut self) {
+        // Under the lock: a test asking for the bus meanwhile waits, then starts a new one.
+        let _shared = SHARED_BUS.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         if let Some(child) = &mut self.0 {
             stop_child(child);
         }
