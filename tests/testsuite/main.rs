@@ -25,5 +25,6 @@ mod registry_auth;
 mod rootless;
 mod temporary_service;
 mod toolbox_manager;
+mod uplink;
 mod usage;
 mod verify;
