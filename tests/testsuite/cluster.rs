@@ -83,6 +83,10 @@ fn refresh_gives_every_node_one_digest_and_a_second_is_a_no_op() {
     let (id2, names2) = node_state(&cluster_bed, 2);
     assert!(!id1.is_empty() && id1 == id2, "{id1} vs {id2}");
     assert_eq!((names1, names2), (vec!["vllm".to_string()], vec!["vllm".to_string()]));
+    // Each node's podman pulled from the registry through the cluster's uplink.
+    for index in 1..=2 {
+        assert!(cluster_bed.uplink().node_bytes_down(index) > 0, "node{index} pulled nothing through the uplink");
+    }
 
     let second = cluster(&cluster_bed, &refresh(&image, &[]));
     assert!(second.status.success(), "{}", stderr(&second));
@@ -140,7 +144,7 @@ fn doctor_names_the_short_mtu_the_other_image_and_the_unreachable_node() {
     }
 
     // One end at 1500: the MTU row and the jumbo path both say so.
-    cluster_bed.node(2).set_roce_mtu(1500);
+    cluster_bed.node(2).set_link_mtu(1500);
     let short = cluster(&cluster_bed, &["doctor"]);
     assert_eq!(short.status.code(), Some(1));
     let report = json(&short);
@@ -149,7 +153,7 @@ fn doctor_names_the_short_mtu_the_other_image_and_the_unreachable_node() {
     assert_eq!(mtu[0]["node"], "node2");
     assert!(mtu[0]["message"].as_str().unwrap().contains("1500"));
     assert!(!problems(&report, "jumbo path").is_empty(), "{report}");
-    cluster_bed.node(2).set_roce_mtu(9000);
+    cluster_bed.node(2).set_link_mtu(9000);
 
     // node2 on another image.
     let other = stand_in_image(cluster_bed.node(2).podman(), &registry, "other:latest", CREATED_V2);

@@ -202,19 +202,19 @@ async fn jumbo_ping(session: &NodeSession, peer: &str) -> RemoteOutput {
 async fn the_dac_cable_carries_jumbo_frames_only_when_both_ends_have_mtu_9000() {
     let cluster = TestCluster::start_network_only(2);
     let session = connect(&cluster, 1).await;
-    let peer = cluster.node(2).roce_address.to_string();
+    let peer = cluster.node(2).link_address.to_string();
     assert_eq!(peer, "192.168.100.2");
     let output = jumbo_ping(&session, &peer).await;
     assert!(output.success(), "jumbo ping at MTU 9000: {}{}", text(&output.stdout), text(&output.stderr));
 
-    cluster.node(2).set_roce_mtu(1500);
+    cluster.node(2).set_link_mtu(1500);
     let output = jumbo_ping(&session, &peer).await;
     assert_eq!(output.status, Some(1), "a jumbo frame reached an MTU 1500 end: {}", text(&output.stdout));
     // The fake host tree says the same as the link.
     let tree_mtu = cluster.node(2).host_tree.path().join(format!("sys/class/net/{ROCE_NETDEV}/mtu"));
     assert_eq!(std::fs::read_to_string(tree_mtu).expect("tree mtu").trim(), "1500");
 
-    cluster.node(2).set_roce_mtu(JUMBO_MTU);
+    cluster.node(2).set_link_mtu(JUMBO_MTU);
     assert!(jumbo_ping(&session, &peer).await.success());
 }
 
@@ -224,15 +224,15 @@ async fn three_nodes_reach_each_other_through_the_switch() {
     for from in 1..=3 {
         let session = connect(&cluster, from).await;
         for to in (1..=3).filter(|to| *to != from) {
-            let peer = cluster.node(to).roce_address.to_string();
+            let peer = cluster.node(to).link_address.to_string();
             let output = jumbo_ping(&session, &peer).await;
             assert!(output.success(), "node{from} → node{to}: {}{}", text(&output.stdout), text(&output.stderr));
         }
     }
-    cluster.node(3).set_roce_mtu(1500);
+    cluster.node(3).set_link_mtu(1500);
     let session = connect(&cluster, 1).await;
-    assert!(!jumbo_ping(&session, &cluster.node(3).roce_address.to_string()).await.success());
-    assert!(jumbo_ping(&session, &cluster.node(2).roce_address.to_string()).await.success());
+    assert!(!jumbo_ping(&session, &cluster.node(3).link_address.to_string()).await.success());
+    assert!(jumbo_ping(&session, &cluster.node(2).link_address.to_string()).await.success());
 }
 
 #[tokio::test]
@@ -247,6 +247,10 @@ async fn each_node_runs_strix_toolbox_on_its_own_host_tree_and_podman() {
         let port = &facts["rdma"]["ports"][0];
         assert_eq!(port["netdev"], ROCE_NETDEV, "{facts}");
         assert_eq!(port["mtu"], JUMBO_MTU, "{facts}");
+        // Its IPv4 tables are the namespace's: the cable's /30.
+        let link = facts["interfaces"].as_array().expect("interfaces").iter().find(|i| i["name"] == ROCE_NETDEV);
+        let address = format!("{}/30", cluster.node(index).link_address);
+        assert_eq!(link.map(|link| &link["ipv4"]), Some(&serde_json::json!([address])), "{facts}");
         // The node's RoCE v2 GID carries its own address.
         let gid_file = format!("sys/class/infiniband/rocep194s0f0/ports/1/gids/{}", port["roce_v2_gid_index"]);
         let gid = std::fs::read_to_string(cluster.node(index).host_tree.path().join(gid_file)).expect("gid");

@@ -10,6 +10,7 @@ mod build;
 mod build_cli;
 mod cluster;
 mod cluster_ssh;
+mod cluster_wiring;
 mod detect;
 mod docker;
 mod doctor;

@@ -1,10 +1,12 @@
 //! A private podman: its own storage, configuration and API service (TESTBED.md: runc, not crun;
 //! default ulimits within this machine's hard limits; the loopback registry marked insecure).
+//! A test cluster's node runs its podman inside the node's network namespace.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
+use super::netns::{self, NetNs};
 use super::registry::Registry;
 use super::user::TestUser;
 use super::{stop_child, wait_until};
@@ -17,19 +19,32 @@ pub struct PodmanService {
     dir: tempfile::TempDir,
     /// Who runs it: root, or the rootless test user.
     pub user: Option<TestUser>,
+    /// The network namespace it runs in (`None`: the test's own).
+    netns: Option<String>,
 }
 
 impl PodmanService {
     pub fn start(registry: &Registry) -> PodmanService {
-        PodmanService::start_as(registry, None)
+        PodmanService::start_as(registry, None, None)
     }
 
     /// A rootless podman: its service, storage and CLI all run as `user`.
     pub fn start_rootless(registry: &Registry, user: &TestUser) -> PodmanService {
-        PodmanService::start_as(registry, Some(user.clone()))
+        PodmanService::start_as(registry, Some(user.clone()), None)
     }
 
-    fn start_as(registry: &Registry, user: Option<TestUser>) -> PodmanService {
+    /// A node's podman: its service and CLI run inside `netns`, so its `--network host`
+    /// containers see the node's interfaces, and it reaches the registry as the node does (the
+    /// cluster's uplink forwards the registry's port into the namespace).
+    pub fn start_in(registry: &Registry, netns: &NetNs) -> PodmanService {
+        PodmanService::start_as(registry, None, Some(netns.name().to_string()))
+    }
+
+    fn start_as(registry: &Registry, user: Option<TestUser>, netns: Option<String>) -> PodmanService {
+        assert!(
+            user.is_none() || netns.is_none(),
+            "nsenter needs root: a rootless podman runs in the test's namespace"
+        );
         // Short path: unix socket paths are limited to ~108 bytes.
         let dir = tempfile::Builder::new().prefix("pm-").tempdir_in("/tmp").expect("tempdir");
         let root = dir.path();
@@ -73,18 +88,15 @@ impl PodmanService {
         if let Some(user) = &user {
             user.give(root);
         }
-        let mut service = PodmanService { child: None, socket, env, dir, user };
+        let mut service = PodmanService { child: None, socket, env, dir, user, netns };
         service.spawn();
         service
     }
 
     fn spawn(&mut self) {
-        let mut command = Command::new("podman");
-        if let Some(user) = &self.user {
-            user.run_as(&mut command);
-        }
         let log = self.dir.path().join("service.log");
-        let child = command
+        let child = self
+            .program("podman")
             .args(["system", "service", "--time=0"])
             .arg(format!("unix://{}", self.socket.display()))
             // With CONTAINER_HOST set, podman would act as a remote client.
@@ -128,11 +140,9 @@ impl PodmanService {
 
     /// `program` (podman, toolbox) as this testbed's user, on its storage through the local podman
     /// (with CONTAINER_HOST podman would act as a remote client), as from a login session (SHELL).
+    /// A node's runs on the node: what it pulls or pushes crosses the node's uplink.
     pub fn local_command(&self, program: &str) -> Command {
-        let mut command = Command::new(program);
-        if let Some(user) = &self.user {
-            user.run_as(&mut command);
-        }
+        let mut command = self.program(program);
         command
             .envs(self.env.iter().filter(|(k, _)| k != "CONTAINER_HOST").map(|(k, v)| (k.as_str(), v.as_str())))
             .env("SHELL", "/bin/sh")
@@ -140,9 +150,38 @@ impl PodmanService {
         command
     }
 
+    /// `program` where this podman runs: as its user, in its network namespace.
+    fn program(&self, program: &str) -> Command {
+        match (&self.user, &self.netns) {
+            (Some(user), _) => {
+                let mut command = Command::new(program);
+                user.run_as(&mut command);
+                command
+            }
+            (None, Some(netns)) => netns::enter(netns, program),
+            (None, None) => Command::new(program),
+        }
+    }
+
     /// Run the podman CLI against this testbed's storage (argv, no shell).
     pub fn podman(&self, args: &[&str]) -> Output {
         self.local_command("podman").args(args).output().expect("run podman")
+    }
+
+    /// Run the podman CLI as a remote client of this service, from the test's namespace: what it
+    /// creates runs where the service runs (a node's: in the node's network namespace).
+    pub fn remote(&self, args: &[&str]) -> Output {
+        let mut command = Command::new("podman");
+        if let Some(user) = &self.user {
+            user.run_as(&mut command);
+        }
+        command
+            .args(["--remote", "--url"])
+            .arg(format!("unix://{}", self.socket.display()))
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run podman --remote")
     }
 
     /// Run podman and return its trimmed stdout, failing the test on a non-zero exit.
