@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install what the test suite runs for real: podman (+runc), dockerd, a registry, Toolbx, distrobox,
-# debootstrap, busybox, dbus, and the linters. Idempotent; needs root (Debian 12).
+# debootstrap, busybox, dbus, the test cluster's sshd and uplink relays (socat), and the linters.
+# Idempotent; needs root (Debian 12).
 set -euo pipefail
 
 packages=(
@@ -9,7 +10,7 @@ packages=(
   podman-toolbox distrobox dbus
   debootstrap busybox-static
   gcc hyperfine shellcheck python3-venv
-  openssh-server openssh-client iputils-ping iproute2
+  openssh-server openssh-client iputils-ping iproute2 socat
 )
 
 missing=()

@@ -559,7 +559,7 @@ mod tests {
         }
     }
 
-    /// ssh 9.2's stderr, recorded against a test node (tests/common/cluster.rs).
+    /// ssh 9.2's stderr, recorded against a test node (tests/testsuite/support/cluster.rs).
     const CHANGED_HOST_KEY: &str = "\
 @@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@
 @    WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED!     @

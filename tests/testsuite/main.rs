@@ -1,0 +1,31 @@
+//! The integration tests: one binary (cargo's `tests/testsuite` model), one module per area, and
+//! one support tree they share. One binary links once and its tests share the two cores' worth of
+//! test threads; so nothing may rely on per-process state (see `support`).
+//!
+//! Run one area with `cargo test --test testsuite cluster_ssh::`, one test by its name.
+
+mod support;
+
+mod build;
+mod build_cli;
+mod cluster;
+mod cluster_ssh;
+mod cluster_wiring;
+mod detect;
+mod docker;
+mod doctor;
+mod enter;
+mod interrupt;
+mod lint;
+mod patches;
+mod rccl_abi;
+mod rccl_inspect;
+mod refresh_podman;
+mod refresh_rccl;
+mod registry_auth;
+mod rootless;
+mod temporary_service;
+mod toolbox_manager;
+mod uplink;
+mod usage;
+mod verify;

@@ -1,0 +1,128 @@
+//! Will the new RCCL load in the image? `rccl inspect --against IMAGE` and `build --rccl` check
+//! SONAME, the symbols the image's RCCL and its consumers use, and DT_NEEDED, against a real image
+//! holding a gcc-built "RCCL" and a "libtorch_hip.so" that imports from it.
+
+use std::path::Path;
+use std::process::Command;
+
+use crate::support::cli::{json, run_strix, stderr};
+use crate::support::image::stand_in_image_with;
+use crate::support::podman::PodmanService;
+use crate::support::rccl_fixtures::{gfx1151_library_with, sha256_of_file};
+use crate::support::registry::Registry;
+
+const TORCH_LIB: &str = "/opt/venv/lib/python3.12/site-packages/torch/lib";
+
+fn gcc(dir: &Path, name: &str, source: &str, args: &[&str]) -> Vec<u8> {
+    let c = dir.join(format!("{name}.c"));
+    std::fs::write(&c, source).unwrap();
+    let out = dir.join(name);
+    let output = Command::new("gcc").args(["-shared", "-fPIC", "-o"]).arg(&out).arg(&c).args(args).output().unwrap();
+    assert!(output.status.success(), "gcc: {}", String::from_utf8_lossy(&output.stderr));
+    std::fs::read(out).unwrap()
+}
+
+/// The image: the RCCL it ships (in /opt/rocm and torch's own copy) and torch, which imports
+/// ncclCommInitRankScalable from it.
+fn image_with_torch(podman: &PodmanService, registry: &Registry, dir: &Path) -> String {
+    let old = gcc(
+        dir,
+        "librccl.so.1",
+        "int ncclAllReduce(void){return 0;} int ncclCommInitRankScalable(void){return 0;}",
+        &["-Wl,-soname,librccl.so.1"],
+    );
+    let libdir = format!("-L{}", dir.display());
+    let torch = gcc(
+        dir,
+        "libtorch_hip.so",
+        "extern int ncclCommInitRankScalable(void); int torch_init(void){return ncclCommInitRankScalable();}",
+        &["-Wl,--no-as-needed", &libdir, "-l:librccl.so.1"],
+    );
+    let torch_path = format!("{TORCH_LIB}/libtorch_hip.so");
+    let torch_rccl = format!("{TORCH_LIB}/librccl.so.1");
+    stand_in_image_with(
+        podman,
+        registry,
+        "vllm:latest",
+        "2026-11-01T10:00:00Z",
+        &[("/opt/rocm/lib/librccl.so.1", &old), (torch_rccl.as_str(), &old), (torch_path.as_str(), &torch)],
+    )
+}
+
+fn inspect_against(podman: &PodmanService, library: &Path, image: &str) -> (i32, serde_json::Value) {
+    let output =
+        run_strix(&podman.env(), &["--json", "rccl", "inspect", library.to_str().unwrap(), "--against", image]);
+    (output.status.code().unwrap_or(-1), json(&output))
+}
+
+#[test]
+fn each_way_of_not_loading_is_named_and_a_superset_is_baked_in() {
+    let registry = Registry::start();
+    let podman = PodmanService::start(&registry);
+    let dir = tempfile::tempdir().unwrap();
+    let image = image_with_torch(&podman, &registry, dir.path());
+    let both = ["ncclAllReduce", "ncclCommInitRankScalable"];
+
+    // Lacks the symbol torch imports.
+    let lacking = gfx1151_library_with(dir.path(), "lacking.so", &["ncclAllReduce"], &[]);
+    let (code, report) = inspect_against(&podman, &lacking, &image);
+    assert_eq!(code, 1, "{report}");
+    let missing = &report["abi"]["missing_symbols"];
+    assert_eq!(missing[0]["symbol"], "ncclCommInitRankScalable", "{report}");
+    let needers = missing[0]["needed_by"].to_string();
+    assert!(needers.contains("libtorch_hip.so") && needers.contains("/opt/rocm/lib/librccl.so.1"), "{report}");
+
+    // Needs a library the image does not have (built against ROCm 7: libamdhip64.so.7).
+    gcc(dir.path(), "libamdhip64.so.7", "int hipInit(void){return 0;}", &["-Wl,-soname,libamdhip64.so.7"]);
+    let libdir = format!("-L{}", dir.path().display());
+    let rocm7 = gfx1151_library_with(dir.path(), "rocm7.so", &both, &[&libdir, "-l:libamdhip64.so.7"]);
+    let (code, report) = inspect_against(&podman, &rocm7, &image);
+    assert_eq!(code, 1, "{report}");
+    assert_eq!(report["abi"]["unresolved_needed"], serde_json::json!(["libamdhip64.so.7"]), "{report}");
+
+    // Another SONAME.
+    let renamed = gfx1151_library_with(dir.path(), "renamed.so", &both, &["-Wl,-soname,librccl.so.2"]);
+    let (code, report) = inspect_against(&podman, &renamed, &image);
+    assert_eq!(code, 1, "{report}");
+    assert!(report["problems"].to_string().contains("SONAME is librccl.so.2"), "{report}");
+
+    // A superset loads, and build bakes it in; the lacking one is refused before any build.
+    let superset = gfx1151_library_with(
+        dir.path(),
+        "superset.so",
+        &["ncclAllReduce", "ncclCommInitRankScalable", "ncclCommWindowRegister"],
+        &[],
+    );
+    let (code, report) = inspect_against(&podman, &superset, &image);
+    assert_eq!(code, 0, "{report}");
+    assert_eq!(report["abi"]["ok"], true);
+    assert_eq!(report["abi"]["replaced"].as_array().unwrap().len(), 2, "{report}");
+
+    let tag = format!("{}/vllm:abi", registry.host());
+    let refused =
+        run_strix(&podman.env(), &["build", "--rccl", lacking.to_str().unwrap(), "--base", &image, "--tag", &tag]);
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(stderr(&refused).contains("ncclCommInitRankScalable"), "{}", stderr(&refused));
+    let built = run_strix(
+        &podman.env(),
+        &["--json", "build", "--rccl", superset.to_str().unwrap(), "--base", &image, "--tag", &tag],
+    );
+    assert!(built.status.success(), "{}", stderr(&built));
+    let sha = sha256_of_file(&superset);
+    assert_eq!(json(&built)["rccl_sha256"], sha);
+}
+
+#[test]
+fn a_library_whose_headers_lie_is_refused_not_scanned() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = gfx1151_library_with(dir.path(), "good.so", &["ncclAllReduce"], &[]);
+    let mut bytes = std::fs::read(&good).unwrap();
+    // Program headers far past the end of the file.
+    bytes[0x20..0x28].copy_from_slice(&(1u64 << 40).to_le_bytes());
+    let lying = dir.path().join("lying.so");
+    std::fs::write(&lying, &bytes).unwrap();
+    let output = run_strix(&[], &["rccl", "inspect", lying.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(1));
+    let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), stderr(&output));
+    assert!(text.contains("REJECTED") && text.contains("program headers lie outside the file"), "{text}");
+}

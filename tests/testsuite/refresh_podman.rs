@@ -1,0 +1,215 @@
+//! `refresh` end to end on a real podman API service with a loopback registry and a fake host
+//! tree whose device nodes are real (mknod).
+
+use crate::support::cli::{json, refresh_vllm, run_strix, stderr};
+use crate::support::host_tree::materialize;
+use crate::support::image::stand_in_image;
+use crate::support::podman::PodmanService;
+use crate::support::registry::Registry;
+
+const CREATED: &str = "2026-11-01T10:00:00Z";
+
+fn refresh(podman: &PodmanService, host: &std::path::Path, image: &str, extra: &[&str]) -> std::process::Output {
+    let host = host.to_str().unwrap();
+    let mut args = refresh_vllm(host, image, &["--json"]);
+    args.extend(extra);
+    run_strix(&podman.env(), &args)
+}
+
+/// A registry with the stand-in image, a podman service, a host tree, and (for `refreshed`)
+/// the toolbox already created from the image.
+struct Bed {
+    registry: Registry,
+    podman: PodmanService,
+    host: tempfile::TempDir,
+    image: String,
+}
+
+impl Bed {
+    fn new(fixture: &str) -> Bed {
+        let registry = Registry::start();
+        let podman = PodmanService::start(&registry);
+        let image = stand_in_image(&podman, &registry, "kyuz0/vllm:latest", CREATED);
+        Bed { registry, podman, host: materialize(fixture), image }
+    }
+
+    fn refreshed(fixture: &str) -> Bed {
+        let bed = Bed::new(fixture);
+        let output = bed.refresh(&[]);
+        assert!(output.status.success(), "{}", stderr(&output));
+        bed
+    }
+
+    fn refresh(&self, extra: &[&str]) -> std::process::Output {
+        refresh(&self.podman, self.host.path(), &self.image, extra)
+    }
+
+    fn host_arg(&self) -> &str {
+        self.host.path().to_str().unwrap()
+    }
+}
+
+#[test]
+fn creates_the_right_container_then_a_second_refresh_is_a_no_op() {
+    let Bed { registry: _registry, podman, host, image } = Bed::new("strix-e810-healthy");
+
+    let output = refresh(&podman, host.path(), &image, &[]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let summary = json(&output);
+    assert_eq!(summary["action"], "created");
+    assert_eq!(summary["pin"], "20261101-100000");
+
+    let inspect = podman.inspect("vllm");
+    let root = host.path().display().to_string();
+    let devices: Vec<String> = inspect["HostConfig"]["Devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["PathInContainer"].as_str().unwrap().to_string())
+        .collect();
+    for device in
+        ["/dev/kfd", "/dev/dri/renderD128", "/dev/dri/card0", "/dev/infiniband/uverbs0", "/dev/infiniband/rdma_cm"]
+    {
+        assert!(devices.iter().any(|d| d == device), "{device} missing from {devices:?}");
+    }
+    assert_eq!(inspect["HostConfig"]["GroupAdd"], serde_json::json!(["39", "105", "993"]));
+    let ulimits = inspect["HostConfig"]["Ulimits"].to_string();
+    assert!(ulimits.contains("RLIMIT_MEMLOCK") && ulimits.contains("-1") || ulimits.contains("memlock"), "{ulimits}");
+    let security = inspect["HostConfig"]["SecurityOpt"].to_string();
+    assert!(security.contains("seccomp=unconfined"), "{security}");
+    assert_eq!(inspect["HostConfig"]["Privileged"], false);
+    assert_eq!(inspect["HostConfig"]["NetworkMode"], "host");
+    // (podman 4.3 reports IpcMode "shareable" even for host IPC; the enter test checks the real namespace.)
+    let labels = &inspect["Config"]["Labels"];
+    assert_eq!(labels["io.github.strix-toolbox.managed"], "true");
+    assert_eq!(labels["io.github.strix-toolbox.pin"], "20261101-100000");
+    assert_eq!(labels["io.github.strix-toolbox.image"], image);
+    let env = inspect["Config"]["Env"].to_string();
+    assert!(env.contains("NCCL_IB_GID_INDEX=3") && env.contains("NCCL_SOCKET_IFNAME=enp194s0f0"), "{env}");
+    assert!(env.contains("NCCL_IB_HCA=rocep194s0f0:1") && !env.contains("NCCL_IB_DISABLE"), "{env}");
+    let create_command = inspect["Config"]["CreateCommand"].to_string();
+    assert!(create_command.contains(&format!("{root}/dev/kfd:/dev/kfd")), "{create_command}");
+    // The image is pinned under its date so a later refresh cannot take it away.
+    let repository = image.rsplit_once(':').unwrap().0;
+    podman.podman_ok(&["image", "exists", &format!("{repository}:20261101-100000")]);
+
+    let id = inspect["Id"].clone();
+    let output = refresh(&podman, host.path(), &image, &[]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let summary = json(&output);
+    assert_eq!(summary["action"], "unchanged", "{summary:#}");
+    assert_eq!(summary["steps"], serde_json::json!([]));
+    assert_eq!(podman.inspect("vllm")["Id"], id);
+    assert_eq!(podman.container_names(), ["vllm"]);
+}
+
+fn container_id(podman: &PodmanService, name: &str) -> String {
+    podman.inspect(name)["Id"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn a_new_image_upstream_is_picked_up_and_the_old_one_stays_pinned_for_rollback() {
+    let Bed { registry, podman, host, image } = Bed::refreshed("strix-thunderbolt-only");
+    let first_id = container_id(&podman, "vllm");
+
+    // Upstream publishes a newer image under the same tag; this refresh also sets an --env.
+    stand_in_image(&podman, &registry, "kyuz0/vllm:latest", "2026-11-08T09:30:00Z");
+    let output = refresh(&podman, host.path(), &image, &["--env", "HF_HOME=/models,shared"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let summary = json(&output);
+    assert_eq!(summary["action"], "recreated", "{summary:#}");
+    assert!(summary["reason"].as_str().unwrap().contains("image changed"));
+    assert_eq!(summary["pin"], "20261108-093000");
+    assert_ne!(container_id(&podman, "vllm"), first_id);
+    assert_eq!(podman.inspect("vllm")["Config"]["Labels"]["io.github.strix-toolbox.pin"], "20261108-093000");
+    assert_eq!(podman.container_names(), ["vllm"], "old and temporary containers are gone");
+    let repository = image.rsplit_once(':').unwrap().0;
+    podman.podman_ok(&["image", "exists", &format!("{repository}:20261101-100000")]);
+
+    // Rollback goes back to the previous pin.
+    let output =
+        run_strix(&podman.env(), &["--host-root", host.path().to_str().unwrap(), "--json", "rollback", "vllm"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(json(&output)["pin"], "20261101-100000");
+    let rolled_back = podman.inspect("vllm");
+    assert_eq!(rolled_back["Config"]["Labels"]["io.github.strix-toolbox.pin"], "20261101-100000");
+    // The same toolbox, only older: the --env it was made with comes along.
+    let env = rolled_back["Config"]["Env"].as_array().unwrap();
+    assert!(env.iter().any(|e| e == "HF_HOME=/models,shared"), "{env:?}");
+}
+
+#[test]
+fn a_dead_registry_leaves_the_toolbox_exactly_as_it_was() {
+    let mut bed = Bed::refreshed("strix-thunderbolt-only");
+    let before = bed.podman.inspect("vllm");
+
+    bed.registry.stop();
+    let output = bed.refresh(&["--force"]);
+    assert_eq!(output.status.code(), Some(1));
+    let message = stderr(&output);
+    assert!(message.contains("pull") && message.contains(&bed.image), "{message}");
+    assert_eq!(bed.podman.inspect("vllm"), before);
+    assert_eq!(bed.podman.container_names(), ["vllm"]);
+}
+
+#[test]
+fn a_refused_create_leaves_the_toolbox_and_no_temporary_container() {
+    let bed = Bed::refreshed("strix-thunderbolt-only");
+    let before = bed.podman.inspect("vllm");
+
+    // The engine refuses to bind-mount a home that does not exist.
+    let mut env = bed.podman.env();
+    env.push(("HOME".into(), "/nonexistent/home/alice".into()));
+    let args = refresh_vllm(bed.host_arg(), &bed.image, &[]);
+    let output = run_strix(&env, &args);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let message = stderr(&output);
+    assert!(
+        message.contains("create container vllm-strix-new") && message.contains("/nonexistent/home/alice"),
+        "{message}"
+    );
+    assert_eq!(bed.podman.inspect("vllm"), before);
+    assert_eq!(bed.podman.container_names(), ["vllm"]);
+}
+
+#[test]
+fn dry_run_prints_the_plan_and_changes_nothing() {
+    let Bed { registry: _registry, podman, host, image } = Bed::new("strix-e810-healthy");
+    podman.podman_ok(&["pull", "-q", &image]);
+
+    let host_arg = host.path().to_str().unwrap();
+    let args = refresh_vllm(host_arg, &image, &["--dry-run"]);
+    let output = run_strix(&podman.env(), &args);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let plan = String::from_utf8_lossy(&output.stdout);
+    for needle in [
+        "pull",
+        "pin the image",
+        "podman create --name vllm-strix-new",
+        "--ulimit memlock=-1:-1",
+        "--security-opt seccomp=unconfined",
+        "podman rename vllm-strix-new vllm",
+    ] {
+        assert!(plan.contains(needle), "{needle} missing from:\n{plan}");
+    }
+    assert!(podman.container_names().is_empty());
+}
+
+#[test]
+fn list_and_rm_manage_only_our_toolboxes() {
+    let Bed { registry: _registry, podman, image, host: _host } = Bed::refreshed("strix-thunderbolt-only");
+    podman.podman_ok(&["create", "--name", "someone-else", &image, "sleep", "1"]);
+
+    let listed = json(&run_strix(&podman.env(), &["--json", "list"]));
+    let names: Vec<&str> = listed.as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["vllm"]);
+    assert_eq!(listed[0]["pin"], "20261101-100000");
+    assert_eq!(listed[0]["manager"], "native");
+
+    let output = run_strix(&podman.env(), &["rm", "someone-else"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(stderr(&output).contains("not made by strix-toolbox"));
+    let output = run_strix(&podman.env(), &["rm", "vllm"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(podman.container_names(), ["someone-else"]);
+}

@@ -1,0 +1,58 @@
+//! Usage errors exit 2 with a message, before any engine or host is touched.
+
+use crate::support::cli::{stderr, strix};
+
+fn usage_error(args: &[&str], needle: &str) {
+    let output = strix().args(args).output().expect("run strix-toolbox");
+    assert_eq!(output.status.code(), Some(2), "{args:?}: {}", stderr(&output));
+    assert!(stderr(&output).contains(needle), "{args:?}: expected {needle:?} in {}", stderr(&output));
+}
+
+#[test]
+fn bad_channel() {
+    usage_error(&["refresh", "stable"], "unknown channel \"stable\"");
+}
+
+#[test]
+fn bad_name() {
+    usage_error(&["refresh", "latest", "--name", "bad name"], "invalid toolbox name");
+    usage_error(&["refresh", "--name=-x"], "invalid toolbox name");
+    usage_error(&["enter", "no/slash", "--", "true"], "invalid toolbox name");
+}
+
+#[test]
+fn bad_image_reference() {
+    usage_error(&["refresh", "--image", "Docker.io/UPPER:latest"], "invalid image reference");
+    usage_error(&["refresh", "--image", "repo:bad tag"], "invalid image reference");
+    usage_error(&["refresh", "--image-repo", "x//y"], "invalid image reference");
+}
+
+#[test]
+fn bad_env_pair() {
+    usage_error(&["refresh", "latest", "--env", "NOVALUE"], "expected KEY=VALUE");
+}
+
+#[test]
+fn unknown_flags_and_values() {
+    usage_error(&["refresh", "--manager", "lxc"], "invalid value 'lxc'");
+    usage_error(&["--engine", "rkt", "list"], "invalid value 'rkt'");
+    usage_error(&["frobnicate"], "unrecognized subcommand");
+}
+
+#[test]
+fn help_documents_and_exits_zero() {
+    let output = strix().args(["refresh", "--help"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&output.stdout);
+    for needle in ["--dry-run", "--keep", "--manager", "IMAGE_REPO", "TOOLBOX_NAME", "latest or dev"] {
+        assert!(text.contains(needle), "{needle} missing from refresh --help:\n{text}");
+    }
+}
+
+#[test]
+fn completions_for_bash() {
+    let output = strix().args(["completions", "bash"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(0));
+    let script = String::from_utf8_lossy(&output.stdout);
+    assert!(script.contains("strix-toolbox") && script.contains("refresh") && script.contains("--dry-run"));
+}

@@ -1,0 +1,204 @@
+//! `verify` and the verification before a refresh swaps, against real containers: a healthy
+//! toolbox passes; one without /dev/kfd, one without the render group, and an image whose RCCL
+//! copies differ each fail with the check named. (An RDMA toolbox, memlock=-1, cannot start on this
+//! machine: TESTBED.md. The memlock check runs here as "no RDMA, nothing needs it".)
+
+use std::time::{Duration, Instant};
+
+use crate::support::cli::{json, refresh_vllm, run_strix, stderr, stdout};
+use crate::support::host_tree::materialize;
+use crate::support::image::{stand_in_image, stand_in_image_with};
+use crate::support::podman::PodmanService;
+use crate::support::rccl_fixtures;
+use crate::support::registry::Registry;
+
+const CREATED: &str = "2026-11-01T10:00:00Z";
+
+fn check<'a>(report: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    report["checks"]
+        .as_array()
+        .expect("checks")
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap_or_else(|| panic!("no check {name}: {report}"))
+}
+
+#[test]
+fn a_refreshed_toolbox_verifies_and_says_what_it_skipped() {
+    let registry = Registry::start();
+    let podman = PodmanService::start(&registry);
+    let image = stand_in_image(&podman, &registry, "vllm:latest", CREATED);
+    let host = materialize("strix-thunderbolt-only");
+    let host_arg = host.path().to_str().unwrap();
+    let refreshed = run_strix(&podman.env(), &refresh_vllm(host_arg, &image, &["--json"]));
+    assert!(refreshed.status.success(), "{}", stderr(&refreshed));
+    let steps: Vec<String> = json(&refreshed)["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["description"].as_str().unwrap().to_string())
+        .collect();
+    assert!(steps.iter().any(|s| s.starts_with("start vllm-strix-new and verify it")), "{steps:?}");
+
+    // The refresh left it stopped: verify starts it, checks, and stops it again, without waiting
+    // out a stop grace period (10 s by default; `sleep infinity` ignores SIGTERM).
+    let started = Instant::now();
+    let output = run_strix(&podman.env(), &["--host-root", host_arg, "--json", "verify", "vllm"]);
+    let took = started.elapsed();
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(took < Duration::from_secs(5), "verify of a stopped toolbox took {took:?}");
+    assert_eq!(podman.inspect("vllm")["State"]["Running"], false, "verify leaves it as it found it");
+    let report = json(&output);
+    assert_eq!(report["ok"], true, "{report}");
+    for name in ["device:/dev/kfd", "device:/dev/dri/renderD128", "groups", "environment"] {
+        assert_eq!(check(&report, name)["status"], "pass", "{name}: {report}");
+    }
+    assert!(check(&report, "environment")["message"].as_str().unwrap().contains("NCCL_SOCKET_IFNAME"));
+    assert_eq!(check(&report, "memlock")["status"], "info");
+    // What the stand-in image lacks is skipped with the reason, never passed.
+    for name in ["rccl", "hw:rocm", "hw:torch"] {
+        assert_eq!(check(&report, name)["status"], "skipped", "{name}: {report}");
+    }
+}
+
+#[test]
+fn a_toolbox_without_kfd_or_the_render_group_fails_the_check_that_says_so() {
+    let registry = Registry::start();
+    let podman = PodmanService::start(&registry);
+    let image = stand_in_image(&podman, &registry, "vllm:latest", CREATED);
+    let host = materialize("strix-thunderbolt-only");
+    let host_arg = host.path().to_str().unwrap();
+    let dri = format!("{host_arg}/dev/dri:/dev/dri");
+    let kfd = format!("{host_arg}/dev/kfd:/dev/kfd");
+    // Made with the engine directly, as a hand-rolled toolbox would be.
+    podman.podman_ok(&[
+        "create",
+        "--name",
+        "nokfd",
+        "--device",
+        &dri,
+        "--group-add",
+        "39",
+        "--group-add",
+        "105",
+        &image,
+        "sleep",
+        "infinity",
+    ]);
+    podman.podman_ok(&[
+        "create",
+        "--name",
+        "norender",
+        "--device",
+        &kfd,
+        "--device",
+        &dri,
+        "--group-add",
+        "39",
+        &image,
+        "sleep",
+        "infinity",
+    ]);
+
+    let nokfd = run_strix(&podman.env(), &["--host-root", host_arg, "--json", "verify", "nokfd"]);
+    assert_eq!(nokfd.status.code(), Some(1));
+    let report = json(&nokfd);
+    let kfd_check = check(&report, "device:/dev/kfd");
+    assert_eq!(kfd_check["status"], "fail", "{report}");
+    assert!(kfd_check["fix"].as_str().unwrap().contains("refresh --force"));
+    assert_eq!(check(&report, "groups")["status"], "pass");
+
+    let norender = run_strix(&podman.env(), &["--host-root", host_arg, "--json", "verify", "norender"]);
+    assert_eq!(norender.status.code(), Some(1));
+    let report = json(&norender);
+    let groups = check(&report, "groups");
+    assert_eq!(groups["status"], "fail", "{report}");
+    assert!(groups["message"].as_str().unwrap().contains("105"), "{report}");
+    assert_eq!(check(&report, "device:/dev/kfd")["status"], "pass");
+}
+
+#[test]
+fn a_new_image_with_a_mixed_rccl_is_refused_and_the_old_toolbox_stays() {
+    let registry = Registry::start();
+    let podman = PodmanService::start(&registry);
+    let artifacts = tempfile::tempdir().unwrap();
+    let good = std::fs::read(rccl_fixtures::gfx1151_library(artifacts.path(), "good.so", "verify-good")).unwrap();
+    let stale = std::fs::read(rccl_fixtures::gfx1100_library(artifacts.path(), "stale.so")).unwrap();
+    let image =
+        stand_in_image_with(&podman, &registry, "vllm:latest", CREATED, &[("/opt/rocm/lib/librccl.so.1", &good)]);
+    let host = materialize("strix-thunderbolt-only");
+    let host_arg = host.path().to_str().unwrap();
+
+    let first = run_strix(&podman.env(), &refresh_vllm(host_arg, &image, &["--json"]));
+    assert!(first.status.success(), "{}", stderr(&first));
+    let old_id = podman.inspect("vllm")["Id"].as_str().unwrap().to_string();
+    let report = json(&run_strix(&podman.env(), &["--host-root", host_arg, "--json", "verify"]));
+    assert_eq!(check(&report, "rccl:gfx1151")["status"], "pass", "{report}");
+
+    // Upstream replaced only /opt/rocm's copy; torch's copy in the venv still lacks gfx1151.
+    let torch_copy = "/opt/venv/lib/python3.12/site-packages/torch/lib/librccl.so.1";
+    stand_in_image_with(
+        &podman,
+        &registry,
+        "vllm:latest",
+        "2026-11-08T10:00:00Z",
+        &[("/opt/rocm/lib/librccl.so.1", &good), (torch_copy, &stale)],
+    );
+    let refused = run_strix(&podman.env(), &refresh_vllm(host_arg, &image, &[]));
+    assert_eq!(refused.status.code(), Some(1));
+    let message = stderr(&refused);
+    assert!(message.contains("failed verification") && message.contains("rccl:same"), "{message}");
+    assert!(message.contains("rccl:gfx1151") && message.contains(torch_copy), "{message}");
+    assert_eq!(podman.inspect("vllm")["Id"].as_str().unwrap(), old_id, "the old toolbox must stay");
+    assert_eq!(podman.container_names(), ["vllm"], "the staged toolbox must be gone");
+}
+
+/// An RDMA toolbox with memlock unlimited cannot start here (TESTBED.md), so the test makes the
+/// spec's container without its `--ulimit memlock=-1:-1`, with the engine directly: it starts, its
+/// RDMA devices open, and verify fails it on memlock alone, with the limit it found.
+#[test]
+fn an_rdma_toolbox_without_unlimited_memlock_fails_the_memlock_check() {
+    let registry = Registry::start();
+    let podman = PodmanService::start(&registry);
+    let image = stand_in_image(&podman, &registry, "vllm:latest", CREATED);
+    let host = materialize("strix-e810-healthy");
+    let host_arg = host.path().to_str().unwrap();
+    let detected = run_strix(&podman.env(), &["--host-root", host_arg, "--json", "detect"]);
+    assert!(detected.status.success(), "{}", stderr(&detected));
+    let spec_args: Vec<String> = json(&detected)["container_args"]
+        .as_array()
+        .expect("container_args")
+        .iter()
+        .map(|a| a.as_str().unwrap().to_string())
+        .collect();
+    let memlock = spec_args.iter().position(|a| a == "memlock=-1:-1").expect("the spec asks for memlock=-1");
+    let mut create: Vec<&str> = vec!["create", "--name", "vllm"];
+    create.extend(
+        spec_args.iter().enumerate().filter(|(i, _)| *i + 1 != memlock && *i != memlock).map(|(_, a)| a.as_str()),
+    );
+    create.extend([image.as_str(), "sleep", "infinity"]);
+    podman.podman_ok(&create);
+
+    let output = run_strix(&podman.env(), &["--host-root", host_arg, "verify"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let text = stdout(&output);
+    assert!(text.contains("NOT verified"), "{text}");
+    let report = json(&run_strix(&podman.env(), &["--host-root", host_arg, "--json", "verify"]));
+    let failed: Vec<&str> = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["status"] == "fail")
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(failed, ["memlock"], "{report}");
+    let memlock = check(&report, "memlock");
+    assert!(memlock["message"].as_str().unwrap().contains("hard 8388608 bytes"), "{report}");
+    assert!(memlock["fix"].as_str().unwrap().contains("memlock=-1"), "{report}");
+    for name in ["device:/dev/infiniband/uverbs0", "device:/dev/infiniband/uverbs1", "groups", "environment"] {
+        assert_eq!(check(&report, name)["status"], "pass", "{name}: {report}");
+    }
+    assert!(check(&report, "groups")["message"].as_str().unwrap().contains("993"), "{report}");
+    assert!(check(&report, "environment")["message"].as_str().unwrap().contains("NCCL_IB_GID_INDEX"), "{report}");
+    assert_eq!(check(&report, "hw:rdma:rocep194s0f0/1")["status"], "skipped", "{report}");
+}
