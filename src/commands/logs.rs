@@ -10,9 +10,13 @@ use crate::output::{Output, Style};
 pub async fn run(toolbox: &str, nodes: &[&dyn Node], lines: usize, follow: bool, out: &Output) -> Result<i32> {
     let mut cursor = LogCursor::default();
     let mut failed = false;
+    let mut first_round = true;
     loop {
         for node in cursor.read(nodes, toolbox, lines).await {
             match node.tails {
+                Ok(tails) if tails.is_empty() && first_round => {
+                    out.status(&format!("{}: no logs (nothing was launched there)", node.node));
+                }
                 Ok(tails) => {
                     for tail in tails {
                         let prefix = out.paint(&format!("{} {}", node.node, tail.file), Style::Dim);
@@ -36,6 +40,7 @@ pub async fn run(toolbox: &str, nodes: &[&dyn Node], lines: usize, follow: bool,
         if !follow {
             return Ok(i32::from(failed));
         }
+        first_round = false;
         tokio::select! {
             _ = tokio::time::sleep(FOLLOW_INTERVAL) => {}
             _ = tokio::signal::ctrl_c() => return Ok(130),

@@ -2,15 +2,14 @@
 //! command that prints, with its stdout a pipe already closed, exits 0 or 1 as it would have,
 //! never 101, and its stderr tells of no panic.
 
-mod common;
-mod rccl_fixtures;
-mod support;
-
 use std::process::{Command, Output, Stdio};
 
-use common::{refresh_vllm, run_strix, stand_in_image, PodmanService, Registry};
-use support::cli::stderr;
-use support::host_tree::materialize;
+use crate::support::cli::{refresh_vllm, run_strix, stderr, strix_command};
+use crate::support::host_tree::materialize;
+use crate::support::image::stand_in_image;
+use crate::support::podman::PodmanService;
+use crate::support::rccl_fixtures;
+use crate::support::registry::Registry;
 
 /// Run `command` with stdout a pipe whose reader is closed before it starts.
 fn with_stdout_closed(mut command: Command) -> Output {
@@ -27,9 +26,9 @@ fn assert_quiet_exit(env: &[(String, String)], args: &[&str]) {
         if json {
             args.insert(0, "--json");
         }
-        let read = common::strix_command(env, &args).stdin(Stdio::null()).output().expect("run strix-toolbox");
+        let read = strix_command(env, &args).stdin(Stdio::null()).output().expect("run strix-toolbox");
         assert!(!read.stdout.is_empty(), "{args:?} printed nothing to close the pipe on: {}", stderr(&read));
-        let closed = with_stdout_closed(common::strix_command(env, &args));
+        let closed = with_stdout_closed(strix_command(env, &args));
         let text = stderr(&closed);
         assert!(matches!(closed.status.code(), Some(0 | 1)), "{args:?} exited {:?}: {text}", closed.status);
         assert_eq!(closed.status.code(), read.status.code(), "{args:?}: {text}");
@@ -78,5 +77,6 @@ fn commands_on_a_node_with_a_toolbox() {
     assert_quiet_exit(&env, &["--host-root", host, "verify", "vllm"]);
     assert_quiet_exit(&env, &refresh_vllm(host, &image, &["--dry-run", "--force"]));
     assert_quiet_exit(&env, &["--host-root", host, "rollback", "vllm", "--dry-run"]);
-    assert_quiet_exit(&env, &["resolve", &image]);
+    assert_quiet_exit(&env, &["--host-root", host, "launch", "org/model", "--dry-run"]);
+    assert_quiet_exit(&env, &["stop"]);
 }
