@@ -268,6 +268,7 @@ async fn start_and_prove(
     let record = |launched: &LaunchedNode| ServingRecord {
         toolbox: request.toolbox.clone(),
         model: request.model.clone(),
+        served: served_name(&request.model, &request.extra),
         role: launched.role,
         nodes: nodes.len(),
         tp: plan.tp,

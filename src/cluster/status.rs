@@ -1,4 +1,8 @@
-//! `cluster status`: per node, reachable, strix-toolbox version, and the toolbox it runs.
+//! `cluster status`: per node, reachable, strix-toolbox version, and the toolbox it runs; and what
+//! the cluster serves: the model, its endpoint, since when, Ray's nodes alive, whether `/health`
+//! answers.
+
+use std::net::SocketAddr;
 
 use futures_util::future::join_all;
 use serde::{Deserialize, Serialize};
@@ -8,7 +12,12 @@ use super::{close_all, connect_all, in_cluster_order, ClusterSettings};
 use crate::error::Result;
 use crate::node::call::Status;
 use crate::node::NodeCalls;
+use crate::ops::serving::probe::ServeProbe;
+use crate::ops::serving::ray::RayNodes;
+use crate::ops::serving::state::{ServeCheck, ServingState};
 use crate::ops::status::{StatusReport, ToolboxStatus};
+use crate::serving::http::HttpAnswer;
+use crate::serving::record::Role;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeStatus {
@@ -18,6 +27,9 @@ pub struct NodeStatus {
     pub error: Option<String>,
     pub version: Option<String>,
     pub status: Option<StatusReport>,
+    /// What a launch recorded on the node, and what of it runs.
+    #[serde(default)]
+    pub serving: Option<ServingState>,
 }
 
 impl NodeStatus {
@@ -31,8 +43,31 @@ impl NodeStatus {
 pub struct ClusterStatusReport {
     pub toolbox: String,
     pub nodes: Vec<NodeStatus>,
-    /// What the nodes disagree on (empty: every node reachable, same version, same image and RCCL).
+    /// What the cluster serves, asked on its head (None: nothing was launched).
+    #[serde(default)]
+    pub serving: Option<ServingSummary>,
+    /// What the nodes disagree on (empty: every node reachable, same version, same image and RCCL,
+    /// and what was launched runs everywhere it was started).
     pub disagreements: Vec<String>,
+}
+
+/// The serving cluster as its head sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServingSummary {
+    pub model: String,
+    pub endpoint: String,
+    /// When it was launched (RFC 3339).
+    pub since: String,
+    /// The head (the node that runs `vllm serve`).
+    pub head: String,
+    /// Nodes the launch started on.
+    pub nodes: usize,
+    /// Ray's nodes alive with a GPU, per Ray's own table (None: one node, no Ray; or Ray did not answer).
+    pub ray_nodes_alive: Option<usize>,
+    /// `GET /health` at the endpoint, asked on the head.
+    pub health: HttpAnswer,
+    /// `/health` is 200 and `/v1/models` lists the model.
+    pub serves: bool,
 }
 
 impl ClusterStatusReport {
@@ -54,31 +89,79 @@ impl ClusterStatusReport {
         disagreements.extend(differs("strix-toolbox version", &|n| n.version.clone()));
         disagreements.extend(differs("image", &|n| n.toolbox(toolbox).map(|t| t.image_identity().to_string())));
         disagreements.extend(differs("RCCL", &|n| n.toolbox(toolbox).and_then(|t| t.rccl_sha256.clone())));
-        ClusterStatusReport { toolbox: toolbox.to_string(), nodes, disagreements }
+        for node in &nodes {
+            if let Some(state) = node.serving.as_ref().filter(|s| !s.active() || (s.record.ray && !s.ray_alive)) {
+                let lost = if state.record.ray && !state.ray_alive { "Ray" } else { "vLLM" };
+                disagreements.push(format!(
+                    "{}: {lost} of the launch of {} is not running (`strix-toolbox cluster logs --node {}` says why; \
+                     `cluster launch --replace` starts it again)",
+                    node.node, state.record.model, node.node
+                ));
+            }
+        }
+        ClusterStatusReport { toolbox: toolbox.to_string(), nodes, serving: None, disagreements }
     }
 }
 
 pub async fn cluster_status(settings: &ClusterSettings, toolbox: &str) -> Result<ClusterStatusReport> {
     let (connected, unreachable) = connect_all(settings).await;
-    let mut nodes: Vec<NodeStatus> = join_all(connected.iter().map(node_status)).await;
+    let mut nodes: Vec<NodeStatus> = join_all(connected.iter().map(|node| node_status(node, toolbox))).await;
     nodes.extend(unreachable.into_iter().map(|(node, error)| NodeStatus {
         node,
         reachable: false,
         error: Some(error.to_string()),
         version: None,
         status: None,
+        serving: None,
     }));
     in_cluster_order(settings, &mut nodes, |n| &n.node);
+    let mut report = ClusterStatusReport::new(toolbox, nodes);
+    report.serving = serving_summary(&connected, &report.nodes, toolbox).await;
+    if report.serving.as_ref().is_some_and(|s| !s.serves) {
+        report.disagreements.push("the endpoint does not serve its model (`strix-toolbox cluster logs`)".into());
+    }
     close_all(connected).await;
-    Ok(ClusterStatusReport::new(toolbox, nodes))
+    Ok(report)
 }
 
-async fn node_status(remote: &RemoteNode) -> NodeStatus {
+/// Asked on the node whose record says it runs `vllm serve`: Ray's table and the endpoint.
+async fn serving_summary(connected: &[RemoteNode], nodes: &[NodeStatus], toolbox: &str) -> Option<ServingSummary> {
+    let (node, state) =
+        nodes.iter().find_map(|n| n.serving.as_ref().filter(|s| s.record.role != Role::Worker).map(|s| (n, s)))?;
+    let head = connected.iter().find(|r| r.name == node.node)?;
+    let record = &state.record;
+    let ray_nodes_alive = if record.ray {
+        let table = head.call(RayNodes { toolbox: toolbox.to_string() }).await.ok();
+        table.map(|table| table.iter().filter(|n| n.alive && n.gpus >= 1.0).count())
+    } else {
+        None
+    };
+    let address = SocketAddr::from((record.head_ip, record.port));
+    let probe = head.call(ServeProbe { toolbox: toolbox.to_string(), address }).await;
+    let (health, serves) = match probe {
+        Ok(probe) => (probe.health.clone(), probe.serves(&record.served)),
+        Err(error) => (HttpAnswer::Failed(error.to_string()), false),
+    };
+    Some(ServingSummary {
+        model: record.model.clone(),
+        endpoint: record.endpoint.clone(),
+        since: record.started.clone(),
+        head: node.node.clone(),
+        nodes: record.nodes,
+        ray_nodes_alive,
+        health,
+        serves,
+    })
+}
+
+async fn node_status(remote: &RemoteNode, toolbox: &str) -> NodeStatus {
     let version = remote.version().map(str::to_string);
-    let status = remote.call(Status {}).await;
+    let (status, check) =
+        tokio::join!(remote.call(Status {}), remote.call(ServeCheck { toolbox: toolbox.to_string(), start: false }));
     let (status, error) = match status {
         Ok(status) => (Some(status), None),
         Err(error) => (None, Some(error.to_string())),
     };
-    NodeStatus { node: remote.name.clone(), reachable: true, error, version, status }
+    let serving = check.ok().and_then(|check| check.serving);
+    NodeStatus { node: remote.name.clone(), reachable: true, error, version, status, serving }
 }

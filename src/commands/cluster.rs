@@ -19,6 +19,7 @@ use crate::error::{Error, Result};
 use crate::image::short_digest;
 use crate::node::Node;
 use crate::output::{Output, Render, Style};
+use crate::serving::http::HttpAnswer;
 use crate::settings::Settings;
 
 pub async fn run(args: &ClusterArgs, settings: &Settings, out: &Output) -> Result<i32> {
@@ -238,6 +239,22 @@ impl Render for ClusterStatusReport {
             ),
         ];
         table(out, &nodes, &rows);
+        if let Some(serving) = &self.serving {
+            let health = match &serving.health {
+                _ if serving.serves => out.paint("serving", Style::Ok),
+                HttpAnswer::Status(code, _) => out.paint(&format!("/health answers {code}"), Style::Fail),
+                HttpAnswer::Refused => out.paint("not listening (still loading, or stopped)", Style::Warn),
+                HttpAnswer::TimedOut => out.paint("/health does not answer", Style::Fail),
+                HttpAnswer::Failed(why) => out.paint(why, Style::Fail),
+            };
+            let ray = serving
+                .ray_nodes_alive
+                .map_or(String::new(), |alive| format!(", Ray {alive} of {} node(s) alive", serving.nodes));
+            out.line(&format!(
+                "{} at {} on {} since {}: {health}{ray}",
+                serving.model, serving.endpoint, serving.head, serving.since
+            ));
+        }
         for node in self.nodes.iter().filter(|n| n.error.is_some()) {
             out.line(&format!(
                 "{} {}: {}",

@@ -147,6 +147,7 @@ mod tests {
         ServingRecord {
             toolbox: "vllm".into(),
             model: "org/model".into(),
+            served: "model".into(),
             role: Role::Worker,
             nodes: 3,
             tp: 3,

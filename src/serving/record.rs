@@ -26,6 +26,8 @@ pub enum Role {
 pub struct ServingRecord {
     pub toolbox: String,
     pub model: String,
+    /// The name `/v1/models` lists it under (`--served-model-name`, else the model).
+    pub served: String,
     pub role: Role,
     /// Nodes in the serving cluster and the tensor-parallel size.
     pub nodes: usize,
@@ -161,6 +163,7 @@ mod tests {
         ServingRecord {
             toolbox: "vllm".into(),
             model: "org/model".into(),
+            served: "org/model".into(),
             role: Role::Head,
             nodes: 2,
             tp: 2,
