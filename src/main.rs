@@ -1,4 +1,5 @@
-//! Thin entry point: parse, run, map errors to exit codes (0 ok, 1 failure, 2 usage).
+//! Thin entry point: parse, run, map errors to exit codes (0 ok, 1 failure, 2 usage, 130 after
+//! Ctrl-C, 143 after SIGTERM); with `--json`, a failure is also `{"error": {...}}` on stdout.
 
 use clap::Parser;
 use strix_toolbox::cli::Cli;
@@ -12,6 +13,9 @@ fn main() {
     let code = match commands::run(cli.command, &settings) {
         Ok(code) => code,
         Err(error) => {
+            if settings.ui.json {
+                settings.ui.print_json(&error.json_object());
+            }
             eprintln!("{} {error}", settings.ui.paint("error:", Style::Fail));
             error.exit_code()
         }

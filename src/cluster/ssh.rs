@@ -460,7 +460,8 @@ fn control_dir_error(parent: &Path, error: std::io::Error) -> Error {
 fn ssh_not_runnable(error: std::io::Error) -> Error {
     Error::Command {
         program: "ssh".into(),
-        message: format!("cannot run it: {error}. Fix: install the OpenSSH client (`apt install openssh-client`)"),
+        message: format!("cannot run it: {error}"),
+        fix: Some("install the OpenSSH client (`apt install openssh-client`)".into()),
     }
 }
 

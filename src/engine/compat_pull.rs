@@ -6,8 +6,8 @@ use bollard::auth::DockerCredentials;
 use bollard::query_parameters::CreateImageOptionsBuilder;
 use futures_util::StreamExt;
 
-use super::auth::{login_for, registry_fix, Secret};
-use crate::error::{Error, Result};
+use super::auth::{login_for, registry_refused, Secret};
+use crate::error::Result;
 use crate::image::reference::ImageRef;
 use crate::output::Progress;
 
@@ -39,11 +39,7 @@ pub fn server_message(error: bollard::errors::Error) -> String {
 
 pub async fn pull(client: &bollard::Docker, engine: &'static str, reference: &str, progress: &Progress) -> Result<()> {
     let image = ImageRef::parse(reference)?;
-    let failed = |message: String| Error::Engine {
-        engine,
-        action: format!("pull {reference}"),
-        message: format!("{message}. {}", registry_fix(engine, &image, &message)),
-    };
+    let failed = |message: String| registry_refused(engine, "pull", &image, reference, &message);
     let options = CreateImageOptionsBuilder::default().from_image(&image.repository).tag(image.tag_or_digest()).build();
     let mut stream = client.create_image(Some(options), None, docker_credentials(engine, &image).await?);
     while let Some(item) = stream.next().await {
