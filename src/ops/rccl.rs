@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use crate::engine::Engine;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::ops::abi::abi_against;
 use crate::rccl::{inspect_artifact, RcclReport};
 use crate::settings::Settings;
@@ -30,10 +30,7 @@ pub async fn check_against(
     };
     if engine.image_inspect(image).await?.is_none() {
         let progress = settings.ui.progress();
-        engine
-            .pull(image, &progress)
-            .await
-            .map_err(|e| Error::Failed(format!("cannot get {image} to check against: {e}")))?;
+        engine.pull(image, &progress).await.map_err(|e| e.context(format!("cannot get {image} to check against")))?;
         progress.finish();
     }
     report.add_abi(abi_against(engine, image, &dynamic).await?);
