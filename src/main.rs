@@ -1,4 +1,5 @@
-//! Thin entry point: parse, run, map errors to exit codes (0 ok, 1 failure, 2 usage).
+//! Thin entry point: parse, run, map errors to exit codes (0 ok, 1 failure, 2 usage, 130 after
+//! Ctrl-C, 143 after SIGTERM); with `--json`, a failure is also `{"error": {...}}` on stdout.
 
 use clap::Parser;
 use strix_toolbox::cli::Cli;
@@ -13,6 +14,9 @@ fn main() {
     let code = match commands::run(cli.command, &settings, &out) {
         Ok(code) => code,
         Err(error) => {
+            if out.json() {
+                out.print_json(&error.json_object());
+            }
             out.error(&error);
             error.exit_code()
         }

@@ -30,22 +30,27 @@ impl ToolboxLock {
     }
 
     pub fn acquire_in(dir: &std::path::Path, name: &str) -> Result<ToolboxLock> {
+        // The lock directory is XDG_RUNTIME_DIR's (or /run's, or TMPDIR's): the fix is to give a writable one.
+        let unusable = |message: String| {
+            Error::host(dir.display().to_string(), message, "set XDG_RUNTIME_DIR to a writable directory")
+        };
         std::fs::create_dir_all(dir)
-            .map_err(|e| Error::Failed(format!("cannot create the lock directory {}: {e}", dir.display())))?;
+            .map_err(|e| unusable(format!("cannot create the lock directory {}: {e}", dir.display())))?;
         let path = dir.join(format!("{name}.lock"));
         let file = OpenOptions::new()
             .create(true)
             .truncate(false)
             .write(true)
             .open(&path)
-            .map_err(|e| Error::Failed(format!("cannot open the lock file {}: {e}", path.display())))?;
+            .map_err(|e| unusable(format!("cannot open the lock file {}: {e}", path.display())))?;
         match file.try_lock() {
             Ok(()) => Ok(ToolboxLock { _file: file }),
-            Err(TryLockError::WouldBlock) => Err(Error::Failed(format!(
-                "another strix-toolbox is already refreshing {name} (lock {}). Fix: wait for it to finish",
-                path.display()
-            ))),
-            Err(TryLockError::Error(e)) => Err(Error::Failed(format!("cannot lock {}: {e}", path.display()))),
+            Err(TryLockError::WouldBlock) => Err(Error::toolbox(
+                name,
+                format!("another strix-toolbox is already refreshing {name} (lock {})", path.display()),
+                "wait for it to finish",
+            )),
+            Err(TryLockError::Error(e)) => Err(unusable(format!("cannot lock {}: {e}", path.display()))),
         }
     }
 }
@@ -58,8 +63,10 @@ mod tests {
     fn second_lock_on_the_same_name_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let first = ToolboxLock::acquire_in(dir.path(), "vllm").unwrap();
-        let error = ToolboxLock::acquire_in(dir.path(), "vllm").unwrap_err().to_string();
-        assert!(error.contains("already refreshing vllm"), "{error}");
+        let error = ToolboxLock::acquire_in(dir.path(), "vllm").unwrap_err();
+        assert_eq!(error.kind(), crate::error::ErrorKind::Toolbox);
+        let error = error.to_string();
+        assert!(error.contains("already refreshing vllm") && error.ends_with("Fix: wait for it to finish"), "{error}");
         let _other = ToolboxLock::acquire_in(dir.path(), "vllm-dev").unwrap();
         drop(first);
         ToolboxLock::acquire_in(dir.path(), "vllm").unwrap();

@@ -1,15 +1,15 @@
 //! Apply a refresh plan through the Engine and Manager seams.
 //!
 //! Never destroys the working toolbox before its replacement exists: the replacement is made
-//! under a temporary name, and only a successful create leads to the swap. Any failure or
-//! Ctrl-C before the swap removes the temporary container and leaves the old one untouched.
+//! under a temporary name, and only a successful create leads to the swap. Any failure, Ctrl-C
+//! or SIGTERM before the swap removes the temporary container and leaves the old one untouched.
 
 pub mod lock;
 
 use std::future::Future;
 
 use crate::engine::Engine;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Signal};
 use crate::image::reference::ImageRef;
 use crate::manager::Manager;
 use crate::plan::{old_name, RefreshPlan, Step};
@@ -22,11 +22,36 @@ pub struct Applied {
     pub warnings: Vec<String>,
 }
 
-/// Run `future` unless Ctrl-C arrives first.
+/// Run `future` unless Ctrl-C (SIGINT) or SIGTERM arrives first: then `future` is dropped (its
+/// children killed) and the error says which signal came, for the caller to clean up and for the
+/// process to exit 130 or 143.
 pub async fn interruptible<T>(what: &str, future: impl Future<Output = Result<T>>) -> Result<T> {
     tokio::select! {
         result = future => result,
-        _ = tokio::signal::ctrl_c() => Err(Error::Failed(format!("interrupted during {what}; nothing was changed"))),
+        signal = next_signal() => Err(Error::Interrupted { during: what.to_string(), signal }),
+    }
+}
+
+/// The next SIGINT or SIGTERM. Once listened for, neither ends the process by itself any more:
+/// the operation stops and cleans up instead.
+async fn next_signal() -> Signal {
+    tokio::select! {
+        () = arrival(tokio::signal::unix::SignalKind::interrupt()) => Signal::Interrupt,
+        () = arrival(tokio::signal::unix::SignalKind::terminate()) => Signal::Terminate,
+    }
+}
+
+/// Resolves when `kind` arrives; never, when its handler cannot be installed (the signal then
+/// keeps its default action, ending the process, which is the best left to do).
+async fn arrival(kind: tokio::signal::unix::SignalKind) {
+    match tokio::signal::unix::signal(kind) {
+        Ok(mut signal) => {
+            if signal.recv().await.is_some() {
+                return;
+            }
+            std::future::pending().await
+        }
+        Err(_) => std::future::pending().await,
     }
 }
 
@@ -81,20 +106,29 @@ async fn run_step(
             interruptible(&format!("creating {}", request.name), manager.create(engine, request)).await.map(drop)
         }
         Step::Verify { name, expected } => {
-            let container = engine
-                .container_inspect(name)
-                .await?
-                .ok_or_else(|| Error::Failed(format!("{name} disappeared before it could be verified")))?;
+            let container = engine.container_inspect(name).await?.ok_or_else(|| {
+                Error::toolbox(
+                    name.as_str(),
+                    format!("{name} disappeared before it could be verified"),
+                    "run the refresh again; `strix-toolbox status` shows what is there",
+                )
+            })?;
             let report =
                 interruptible(&format!("verifying {name}"), verify_started(engine, &container, expected)).await?;
             if report.ok {
                 Ok(())
             } else {
-                Err(Error::Failed(format!(
-                    "the new toolbox failed verification, so it was not swapped in and the old one is untouched: {}. \
-                     (`refresh --no-verify` swaps it in anyway)",
-                    report.failures()
-                )))
+                Err(Error::Verification {
+                    message: format!(
+                        "the new toolbox failed verification, so it was not swapped in and the old one is untouched: \
+                         {}",
+                        report.failures()
+                    ),
+                    fix: Some(
+                        "fix what each failed check names and refresh again (`refresh --no-verify` swaps it in anyway)"
+                            .into(),
+                    ),
+                })
             }
         }
         Step::Swap { temp, name, old_id } => {
@@ -138,11 +172,11 @@ pub async fn swap_in(engine: &dyn Engine, temp: &str, name: &str, old_id: Option
     engine.container_rename(old_id, &parked).await?;
     if let Err(error) = engine.container_rename(temp, name).await {
         if let Err(restore) = engine.container_rename(old_id, name).await {
-            return Err(Error::Failed(format!(
-                "{error}; and putting the old toolbox back failed too ({restore}). \
-                 Fix: `{} rename {parked} {name}` (it is intact)",
-                engine.kind().program()
-            )));
+            return Err(Error::toolbox(
+                name,
+                format!("{error}; and putting the old toolbox back failed too ({restore})"),
+                format!("`{} rename {parked} {name}` (it is intact)", engine.kind().program()),
+            ));
         }
         return Err(error);
     }

@@ -43,8 +43,9 @@ impl InstallReport {
 }
 
 pub async fn cluster_install(settings: &ClusterSettings) -> Result<InstallReport> {
-    let exe =
-        std::env::current_exe().map_err(|e| Error::Failed(format!("cannot tell where this strix-toolbox is: {e}")))?;
+    let exe = std::env::current_exe().map_err(|e| {
+        Error::host("/proc/self/exe", format!("cannot tell where this strix-toolbox is: {e}"), "run it by its path")
+    })?;
     let binary = std::fs::read(&exe).map_err(|e| Error::read(&exe, e))?;
     let sha256 = format!("{:x}", Sha256::digest(&binary));
     let needs = glibc_needed(&binary);
@@ -95,7 +96,7 @@ async fn install_on(remote: &RemoteNode, binary: &[u8], sha256: &str, needs: Opt
 /// Write under a temporary name, check its sha256 and that it runs, then rename it into place.
 async fn copy_binary(remote: &RemoteNode, binary: &[u8], sha256: &str) -> Result<String> {
     let Some(home) = remote.home().await? else {
-        return Err(Error::Failed(format!("node {} has no HOME to install into", remote.name)));
+        return Err(node_error(remote, "it has no HOME to install into".into(), "set HOME for its ssh sessions"));
     };
     let path = format!("{}/.local/bin/strix-toolbox", home.trim_end_matches('/'));
     let temp = format!("{path}.strix-new");
@@ -104,11 +105,11 @@ async fn copy_binary(remote: &RemoteNode, binary: &[u8], sha256: &str) -> Result
         if output.status == Some(0) {
             Ok(output)
         } else {
-            Err(Error::Failed(format!(
-                "node {}: {what} failed: {}",
-                remote.name,
-                String::from_utf8_lossy(&output.stderr).trim()
-            )))
+            Err(node_error(
+                remote,
+                format!("{what} failed: {}", String::from_utf8_lossy(&output.stderr).trim()),
+                "check the node's disk space and its home directory's permissions, then rerun `strix-toolbox cluster install`",
+            ))
         }
     };
     step("mkdir", remote.run(&argv(&["mkdir", "-p", &dir]), None).await?)?;
@@ -120,25 +121,35 @@ async fn copy_binary(remote: &RemoteNode, binary: &[u8], sha256: &str) -> Result
     let copied = String::from_utf8_lossy(&sum.stdout).split_whitespace().next().unwrap_or_default().to_string();
     if copied != sha256 {
         let _ = cleanup().await;
-        return Err(Error::Failed(format!(
-            "node {}: the copy's sha256 is {copied}, not {sha256}; nothing was replaced. Fix: check the node's \
-             disk space and rerun `strix-toolbox cluster install`",
-            remote.name
-        )));
+        return Err(node_error(
+            remote,
+            format!("the copy's sha256 is {copied}, not {sha256}; nothing was replaced"),
+            "check the node's disk space and rerun `strix-toolbox cluster install`",
+        ));
     }
     step("chmod", remote.run(&argv(&["chmod", "0755", &temp]), None).await?)?;
     let version = remote.run(&[temp.clone(), "--version".into()], None).await?;
     if version.status != Some(0) {
         let _ = cleanup().await;
-        return Err(Error::Failed(format!(
-            "node {}: the copied strix-toolbox does not run there ({}); nothing was replaced. Fix: build it for \
-             the node's architecture and C library",
-            remote.name,
-            String::from_utf8_lossy(&version.stderr).trim()
-        )));
+        return Err(node_error(
+            remote,
+            format!(
+                "the copied strix-toolbox does not run there ({}); nothing was replaced",
+                String::from_utf8_lossy(&version.stderr).trim()
+            ),
+            "install the release's static binary, or build it for the node's architecture and C library",
+        ));
     }
     step("rename", remote.run(&argv(&["mv", "-f", &temp, &path]), None).await?)?;
     Ok(path)
+}
+
+fn node_error(remote: &RemoteNode, message: String, fix: &str) -> Error {
+    Error::Node {
+        node: remote.name.clone(),
+        message: format!("node {}: {message}", remote.name),
+        fix: Some(fix.into()),
+    }
 }
 
 /// A glibc version: `2.36`, or a symbol version's `2.2.5`.
@@ -190,12 +201,14 @@ async fn runs_on(remote: &RemoteNode, needs: Option<GlibcVersion>) -> Result<()>
             said.trim()
         ),
     };
-    Err(Error::Failed(format!(
-        "node {}: {problem}; nothing was copied. Fix: run `cluster install` with the release's static binary \
-         (strix-toolbox-v{VERSION}-x86_64-unknown-linux-musl needs no C library), or build one with `cargo build \
-         --release --target x86_64-unknown-linux-musl`",
-        remote.name
-    )))
+    Err(node_error(
+        remote,
+        format!("{problem}; nothing was copied"),
+        &format!(
+            "run `cluster install` from the release's static binary (strix-toolbox-v{VERSION}-x86_64-unknown-linux-musl \
+             needs no C library), or build one with `cargo build --release --target x86_64-unknown-linux-musl`"
+        ),
+    ))
 }
 
 #[cfg(test)]

@@ -8,16 +8,10 @@ use std::sync::Arc;
 
 use tokio::signal::unix::{signal, SignalKind};
 
+use crate::error::Signal;
+
 /// Which signal came (none yet: 0).
 pub struct Interrupt(Arc<AtomicU8>, tokio::task::JoinHandle<()>);
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Signal {
-    /// Ctrl-C: exit 130.
-    Interrupt,
-    /// SIGTERM: exit 143.
-    Terminate,
-}
 
 impl Interrupt {
     pub fn watch() -> Interrupt {

@@ -13,9 +13,9 @@ use std::time::{Duration, Instant};
 use futures_util::future::join_all;
 use serde::{Deserialize, Serialize};
 
-use super::interrupt::{Interrupt, Signal};
+use super::interrupt::Interrupt;
 use super::stop::stop_serving;
-use crate::error::{Error, Result};
+use crate::error::{Error, MultiError, Result};
 use crate::node::{Node, NodeCalls};
 use crate::ops::serving::logs::ServeLogs;
 use crate::ops::serving::probe::{ServeProbe, ServeProbeReport};
@@ -109,12 +109,16 @@ pub async fn launch(nodes: &[&dyn Node], request: &LaunchRequest, reporter: &dyn
         .map(|(_, node)| node.name())
         .collect();
     if !active.is_empty() && !request.replace {
-        return Err(Error::Failed(format!(
-            "{} already serve{} ({}). Fix: `--replace` stops it first, or `strix-toolbox cluster stop`",
-            active.join(", "),
-            if active.len() == 1 { "s" } else { "" },
-            describe_serving(&checks)
-        )));
+        return Err(Error::Toolbox {
+            name: request.toolbox.clone(),
+            message: format!(
+                "{} already serve{} ({}); nothing was started",
+                active.join(", "),
+                if active.len() == 1 { "s" } else { "" },
+                describe_serving(&checks)
+            ),
+            fix: Some("`--replace` stops it first, or `strix-toolbox cluster stop`".into()),
+        });
     }
     if request.dry_run {
         return Ok(plan);
@@ -137,7 +141,13 @@ pub async fn launch(nodes: &[&dyn Node], request: &LaunchRequest, reporter: &dyn
         Err(error) => {
             reporter.warning("the launch failed: stopping what it started on every node");
             let cleanup = stop_serving(nodes, &request.toolbox).await;
-            Err(Error::Failed(format!("{error}. {}", cleanup.summary("Everything this launch started was stopped"))))
+            let stopped = cleanup.failed().is_empty();
+            let outcome = cleanup.summary("Everything this launch started was stopped");
+            Err(match error {
+                Error::Interrupted { .. } if stopped => error,
+                Error::Nodes(failed) => failed.with_outcome(outcome).into(),
+                other => other.context(outcome),
+            })
         }
     }
 }
@@ -159,12 +169,12 @@ fn tensor_parallel_size(nodes: usize, asked: Option<usize>) -> Result<usize> {
 async fn check_every_node(nodes: &[&dyn Node], request: &LaunchRequest) -> Result<Vec<ServeCheckReport>> {
     let check = ServeCheck { toolbox: request.toolbox.clone(), start: !request.dry_run };
     let results = join_all(nodes.iter().map(|node| node.call(check.clone()))).await;
-    let mut problems = Vec::new();
+    let mut problems = MultiError::new("nothing was started");
     let mut checks = Vec::new();
     for (node, result) in nodes.iter().zip(results) {
         match result {
             Ok(check) => checks.push(check),
-            Err(error) => problems.push(format!("{}: {error}", node.name())),
+            Err(error) => problems.push(node.name(), error),
         }
     }
     if problems.is_empty() {
@@ -175,16 +185,19 @@ async fn check_every_node(nodes: &[&dyn Node], request: &LaunchRequest) -> Resul
                 .zip(&checks)
                 .map(|(n, c)| format!("{} {}", n.name(), crate::image::short_digest(c.image.as_deref().unwrap_or("-"))))
                 .collect();
-            problems.push(format!(
-                "the nodes run different toolbox images ({}). Fix: `strix-toolbox cluster refresh` puts every node \
-                 on one",
-                each.join(", ")
-            ));
+            problems.push(
+                "the cluster",
+                Error::Toolbox {
+                    name: request.toolbox.clone(),
+                    message: format!("the nodes run different toolbox images ({})", each.join(", ")),
+                    fix: Some("`strix-toolbox cluster refresh` puts every node on one".into()),
+                },
+            );
         }
         if nodes.len() > 1 {
             for (node, check) in nodes.iter().zip(&checks) {
                 if link_ip(check).is_none() {
-                    problems.push(format!("{}: {}", node.name(), no_link(check)));
+                    problems.push(node.name(), no_link(check));
                 }
             }
         }
@@ -192,7 +205,7 @@ async fn check_every_node(nodes: &[&dyn Node], request: &LaunchRequest) -> Resul
     if problems.is_empty() {
         Ok(checks)
     } else {
-        Err(Error::Failed(format!("nothing was started: {}", problems.join("; "))))
+        Err(problems.into())
     }
 }
 
@@ -200,16 +213,21 @@ fn link_ip(check: &ServeCheckReport) -> Option<Ipv4Addr> {
     check.link.as_ref()?.address
 }
 
-fn no_link(check: &ServeCheckReport) -> String {
-    match check.transport.netdev() {
-        Some(netdev) => format!(
-            "its cluster link {netdev} has no IPv4 address. Fix: give it one on the cluster's subnet (`nmcli con mod \
-             … ipv4.addresses`, or `ip addr add ADDR/PREFIX dev {netdev}`)"
+fn no_link(check: &ServeCheckReport) -> Error {
+    let (message, fix) = match check.transport.netdev() {
+        Some(netdev) => (
+            format!("its cluster link {netdev} has no IPv4 address"),
+            format!(
+                "give it one on the cluster's subnet (`nmcli con mod … ipv4.addresses`, or `ip addr add ADDR/PREFIX \
+                 dev {netdev}`)"
+            ),
         ),
-        None => "it has no cluster link (no ACTIVE RoCE port, no thunderbolt0 up). Fix: `strix-toolbox doctor` on \
-                 it names what is missing"
-            .into(),
-    }
+        None => (
+            "it has no cluster link (no ACTIVE RoCE port, no thunderbolt0 up)".to_string(),
+            "`strix-toolbox doctor` on it names what is missing".to_string(),
+        ),
+    };
+    Error::Host { what: "the cluster link".into(), message, fix: Some(fix) }
 }
 
 fn describe_serving(checks: &[ServeCheckReport]) -> String {
@@ -260,7 +278,7 @@ async fn start_and_prove(
 ) -> Result<()> {
     let stopped = |during: &str| -> Result<()> {
         match interrupt.came() {
-            Some(signal) => Err(interrupted(signal, during)),
+            Some(signal) => Err(Error::Interrupted { during: during.to_string(), signal }),
             None => Ok(()),
         }
     };
@@ -290,19 +308,26 @@ async fn start_and_prove(
             record: record(launched),
         };
         reporter.step_started(&head.node, &format!("starting Ray's head on {}", head.link_ip));
-        nodes[0].call(ray_start(head, RayRole::Head)).await.map_err(|e| on_node(nodes[0], e))?;
+        nodes[0]
+            .call(ray_start(head, RayRole::Head))
+            .await
+            .map_err(|e| on_node("Ray's head did not start", nodes[0], e))?;
         stopped("Ray's start")?;
         for worker in &plan.nodes[1..] {
             reporter.step_started(&worker.node, &format!("starting a Ray worker on {}", worker.link_ip));
         }
         let workers = nodes[1..].iter().zip(&plan.nodes[1..]).map(|(node, launched)| async move {
             let role = RayRole::Worker { head_ip: head.link_ip };
-            node.call(ray_start(launched, role)).await.map_err(|e| on_node(*node, e))
+            node.call(ray_start(launched, role)).await
         });
-        let failed: Vec<String> =
-            join_all(workers).await.into_iter().filter_map(|r| r.err()).map(|e| e.to_string()).collect();
+        let mut failed = MultiError::new("Ray workers did not start");
+        for (node, result) in nodes[1..].iter().zip(join_all(workers).await) {
+            if let Err(error) = result {
+                failed.push(node.name(), error);
+            }
+        }
         if !failed.is_empty() {
-            return Err(Error::Failed(failed.join("; ")));
+            return Err(failed.into());
         }
         stopped("Ray's start")?;
         wait_for_ray(nodes, request, plan, interrupt, reporter).await?;
@@ -316,7 +341,7 @@ async fn start_and_prove(
         record: record(head),
     };
     reporter.step_started(&head.node, &format!("vllm serve {}", request.model));
-    nodes[0].call(serve).await.map_err(|e| on_node(nodes[0], e))?;
+    nodes[0].call(serve).await.map_err(|e| on_node("vLLM did not start", nodes[0], e))?;
     stopped("vLLM's start")?;
     wait_for_vllm(nodes[0], request, plan, interrupt, reporter).await
 }
@@ -332,7 +357,8 @@ async fn wait_for_ray(
     let deadline = Instant::now() + RAY_JOIN_LIMIT;
     let ask = RayNodes { toolbox: request.toolbox.clone() };
     loop {
-        let table: Vec<RayNode> = nodes[0].call(ask.clone()).await.map_err(|e| on_node(nodes[0], e))?;
+        let table: Vec<RayNode> =
+            nodes[0].call(ask.clone()).await.map_err(|e| on_node("Ray's head does not answer", nodes[0], e))?;
         let missing: Vec<&LaunchedNode> = plan.nodes.iter().filter(|n| !joined(&table, n.link_ip)).collect();
         if missing.is_empty() {
             reporter.step_finished(
@@ -342,23 +368,29 @@ async fn wait_for_ray(
             return Ok(());
         }
         if let Some(signal) = interrupt.came() {
-            return Err(interrupted(signal, "the wait for Ray's nodes"));
+            return Err(Error::Interrupted { during: "the wait for Ray's nodes".into(), signal });
         }
         if Instant::now() >= deadline {
-            let mut reasons = Vec::new();
+            let mut failed = MultiError::new(format!("nodes never joined Ray within {} s", RAY_JOIN_LIMIT.as_secs()));
             for launched in missing {
                 let node = nodes.iter().find(|n| n.name() == launched.node).copied().unwrap_or(nodes[0]);
                 let tail = log_tail(node, &request.toolbox, "raylet.out").await;
-                reasons.push(format!(
-                    "{} ({}) never joined Ray within {} s: a firewall between it and the head, or a wrong address. \
-                     Its raylet.out ends: {}",
-                    launched.node,
-                    launched.link_ip,
-                    RAY_JOIN_LIMIT.as_secs(),
-                    tail
-                ));
+                let error = Error::Node {
+                    node: launched.node.clone(),
+                    message: format!(
+                        "it is not in Ray's node table on {}; its raylet.out ends: {tail}",
+                        launched.link_ip
+                    ),
+                    fix: Some(
+                        "a firewall between it and the head, or a wrong address: trust the cluster link on every node \
+                         (`sudo firewall-cmd --zone=trusted --change-interface=IFACE --permanent`), and check it with \
+                         `strix-toolbox cluster doctor`"
+                            .into(),
+                    ),
+                };
+                failed.push(&launched.node, error);
             }
-            return Err(Error::Failed(reasons.join("; ")));
+            return Err(failed.into());
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
@@ -383,35 +415,40 @@ async fn wait_for_vllm(
     let probe = ServeProbe { toolbox: request.toolbox.clone(), address };
     let mut said: Option<(String, Instant)> = None;
     loop {
-        let report: ServeProbeReport = head.call(probe.clone()).await.map_err(|e| on_node(head, e))?;
+        let report: ServeProbeReport =
+            head.call(probe.clone()).await.map_err(|e| on_node("the endpoint could not be probed", head, e))?;
         if report.serves(&served) {
             reporter.step_finished(head.name(), &format!("serving {served} after {} s", started.elapsed().as_secs()));
             return Ok(());
         }
         if !report.vllm_alive {
             let tail = log_tail(head, &request.toolbox, "vllm").await;
-            return Err(Error::Failed(format!(
-                "{}: vllm serve exited before serving. Its log ends: {tail}",
-                head.name()
-            )));
+            let exited = Error::Command {
+                program: "vllm serve".into(),
+                message: format!("it exited before serving; its log ends: {tail}"),
+                fix: Some(format!("`strix-toolbox cluster logs --node {}` shows all of it", head.name())),
+            };
+            return Err(on_node("vLLM did not serve", head, exited));
         }
         if matches!(report.health, HttpAnswer::Status(200, _)) && !report.models.is_empty() {
-            return Err(Error::Failed(format!(
-                "{}: vLLM serves {} instead of {served}",
-                head.name(),
-                report.models.join(", ")
-            )));
+            let other = Error::Command {
+                program: "vllm serve".into(),
+                message: format!("it serves {} instead of {served}", report.models.join(", ")),
+                fix: Some("check `--served-model-name` among the vLLM arguments".into()),
+            };
+            return Err(on_node("vLLM did not serve", head, other));
         }
         if let Some(signal) = interrupt.came() {
-            return Err(interrupted(signal, "the wait for vLLM"));
+            return Err(Error::Interrupted { during: "the wait for vLLM".into(), signal });
         }
         if started.elapsed() >= request.timeout {
             let tail = log_tail(head, &request.toolbox, "vllm").await;
-            return Err(Error::Failed(format!(
-                "{}: vLLM did not serve within {} s (--timeout). Its log ends: {tail}",
-                head.name(),
-                request.timeout.as_secs()
-            )));
+            let slow = Error::Command {
+                program: "vllm serve".into(),
+                message: format!("it did not serve within {} s; its log ends: {tail}", request.timeout.as_secs()),
+                fix: Some("give it longer with `--timeout SECONDS` (large models load for minutes)".into()),
+            };
+            return Err(on_node("vLLM did not serve", head, slow));
         }
         // What vLLM is doing (loading weights takes minutes), said when it changes, at most
         // every STATUS_INTERVAL.
@@ -459,21 +496,11 @@ async fn log_tail(node: &dyn Node, toolbox: &str, file: &str) -> String {
     }
 }
 
-fn on_node(node: &dyn Node, error: Error) -> Error {
-    let text = error.to_string();
-    if text.contains(node.name()) {
-        error
-    } else {
-        Error::Failed(format!("{}: {text}", node.name()))
-    }
-}
-
-fn interrupted(signal: Signal, during: &str) -> Error {
-    let name = match signal {
-        Signal::Interrupt => "Ctrl-C",
-        Signal::Terminate => "SIGTERM",
-    };
-    Error::Failed(format!("interrupted ({name}) during {during}"))
+/// `error` on `node`, as the per-node failure of the launch step `summary`.
+fn on_node(summary: &str, node: &dyn Node, error: Error) -> Error {
+    let mut failed = MultiError::new(summary);
+    failed.push(node.name(), error);
+    failed.into()
 }
 
 #[cfg(test)]

@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use futures_util::future::join_all;
 
-use crate::error::Error;
+use crate::error::{Error, MultiError, Result};
 use crate::reporter::Reporter;
 use remote::RemoteNode;
 use ssh::SshOptions;
@@ -49,6 +49,26 @@ pub async fn connect_all(settings: &ClusterSettings) -> (Vec<RemoteNode>, Vec<(S
         }
     }
     (connected, unreachable)
+}
+
+/// Connect to every node, all of them reachable and running this strix-toolbox, or none: the
+/// error names each node that is not, and `summary` says what it means ("nothing was changed").
+pub async fn connect_ours(settings: &ClusterSettings, summary: &str) -> Result<Vec<RemoteNode>> {
+    let (nodes, unreachable) = connect_all(settings).await;
+    let mut problems = MultiError::new(summary);
+    for (node, error) in unreachable {
+        problems.push(node, error);
+    }
+    for node in &nodes {
+        if let Err(error) = node.require_ours() {
+            problems.push(&node.name, error);
+        }
+    }
+    if problems.is_empty() {
+        return Ok(nodes);
+    }
+    close_all(nodes).await;
+    Err(problems.into())
 }
 
 /// Order per-node results as the cluster lists its nodes.

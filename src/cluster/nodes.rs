@@ -52,8 +52,15 @@ impl ClusterFile {
 
     /// Write the file (creating its directory), replacing any previous one atomically.
     pub fn write(&self, path: &Path) -> Result<()> {
-        let failed = |e: std::io::Error| Error::Failed(format!("cannot write {}: {e}", path.display()));
-        let text = toml::to_string(self).map_err(|e| Error::Failed(format!("cannot render the cluster file: {e}")))?;
+        let failed = |e: std::io::Error| {
+            Error::host(
+                path.display().to_string(),
+                format!("cannot write {}: {e}", path.display()),
+                "check that its directory is writable, or give another with --cluster FILE",
+            )
+        };
+        let text =
+            toml::to_string(self).map_err(|e| Error::Internal(format!("cannot render the cluster file: {e}")))?;
         let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
         std::fs::create_dir_all(dir).map_err(failed)?;
         let mut temp = tempfile::NamedTempFile::new_in(dir).map_err(failed)?;

@@ -12,8 +12,8 @@ use serde::{Deserialize, Serialize};
 
 use super::interrupt::Interrupt;
 use super::remote::RemoteNode;
-use super::{close_all, connect_all, ClusterSettings};
-use crate::error::{Error, Result};
+use super::{close_all, connect_ours, ClusterSettings};
+use crate::error::{Error, MultiError, Result, Signal};
 use crate::image::reference::ImageRef;
 use crate::node::call::Resolve;
 use crate::node::NodeCalls;
@@ -56,13 +56,7 @@ pub struct ClusterRefreshReport {
 pub async fn cluster_refresh(settings: &ClusterSettings, request: &RefreshRequest) -> Result<ClusterRefreshReport> {
     request.validate()?;
     // Every node must be reachable and run our strix-toolbox before anything starts.
-    let (nodes, unreachable) = connect_all(settings).await;
-    let mut problems: Vec<String> = unreachable.into_iter().map(|(_, error)| error.to_string()).collect();
-    problems.extend(nodes.iter().filter_map(|node| node.require_ours().err()).map(|e| e.to_string()));
-    if !problems.is_empty() {
-        close_all(nodes).await;
-        return Err(Error::Failed(format!("nothing was changed: {}", problems.join("; "))));
-    }
+    let nodes = connect_ours(settings, "nothing was changed").await?;
     let result = refresh_nodes(settings, &nodes, request).await;
     close_all(nodes).await;
     result
@@ -88,21 +82,23 @@ async fn refresh_nodes(
 
     // Stage (or plan) on every node.
     let stage = &RefreshRequest { image_ref: pinned.clone(), stage_only: !request.dry_run, ..request.clone() };
-    if interrupt.came().is_some() {
-        return Err(Error::Failed("interrupted (Ctrl-C) before any node changed; nothing was changed".into()));
+    if let Some(signal) = interrupt.came() {
+        return Err(Error::Interrupted { during: "the cluster refresh, before any node changed".into(), signal });
     }
     let staged = on_every_node(&nodes, reporter, "staging", |node| async move { node.call(stage.clone()).await }).await;
     reporter.finish();
     let staged_names: Vec<&RemoteNode> =
         nodes.iter().zip(&staged).filter(|(_, r)| matches!(r, Ok(r) if r.staged.is_some())).map(|(n, _)| *n).collect();
-    let stage_failures = failures(&nodes, &staged, interrupt.came().is_some());
-    if !stage_failures.is_empty() {
+    if staged.iter().any(Result::is_err) || interrupt.came().is_some() {
         let cleanup = run_phase(&staged_names, &phase(Phase::Abort, request)).await;
-        return Err(Error::Failed(format!(
-            "cluster refresh stopped before any node swapped: {}. {}",
-            stage_failures.join("; "),
-            cleanup_summary("staged replacement removed", &cleanup)
-        )));
+        return Err(stopped(
+            "cluster refresh stopped before any node swapped",
+            &nodes,
+            staged,
+            interrupt.came(),
+            cleanup,
+            "staged replacement removed",
+        ));
     }
     let reports: Vec<RefreshReport> = staged.into_iter().flatten().collect();
     let outcome = if request.dry_run {
@@ -121,8 +117,7 @@ async fn refresh_nodes(
     let swap = &phase(Phase::Swap, request);
     let swaps =
         on_every_node(&staged_names, reporter, "swapping", |node| async move { node.call(swap.clone()).await }).await;
-    let swap_failures = failures(&staged_names, &swaps, interrupt.came().is_some());
-    if !swap_failures.is_empty() {
+    if swaps.iter().any(Result::is_err) || interrupt.came().is_some() {
         // A swap that answered with an error may still have happened (the connection dropped
         // after it): those nodes are undone too, which leaves a node that did not swap alone.
         let swapped: Vec<&RemoteNode> = staged_names
@@ -145,11 +140,14 @@ async fn refresh_nodes(
             }
         }
         cleanup.extend(run_phase(&not_swapped, &phase(Phase::Abort, request)).await);
-        return Err(Error::Failed(format!(
-            "cluster refresh failed during the swap: {}. {}",
-            swap_failures.join("; "),
-            cleanup_summary("previous toolbox restored", &cleanup)
-        )));
+        return Err(stopped(
+            "cluster refresh failed during the swap",
+            &staged_names,
+            swaps,
+            interrupt.came(),
+            cleanup,
+            "previous toolbox restored",
+        ));
     }
 
     // Done everywhere: remove the parked toolboxes and old pins.
@@ -204,39 +202,47 @@ where
     .await
 }
 
-fn failures<T>(nodes: &[&RemoteNode], results: &[Result<T>], interrupted: bool) -> Vec<String> {
-    let mut failures: Vec<String> = nodes
-        .iter()
-        .zip(results)
-        .filter_map(|(node, r)| r.as_ref().err().map(|e| format!("{}: {e}", node.name)))
-        .collect();
-    if interrupted {
-        failures.push("interrupted (Ctrl-C)".into());
+/// Why the refresh stopped, after `cleanup` (`done` on each node it ran on): each failing node's
+/// own error; the signal when no node failed. A cleanup that failed is said, with its fix.
+fn stopped<T>(
+    summary: &str,
+    nodes: &[&RemoteNode],
+    results: Vec<Result<T>>,
+    signal: Option<Signal>,
+    cleanup: Vec<(String, Result<()>)>,
+    done: &str,
+) -> Error {
+    let mut failed = MultiError::new(summary);
+    for (node, result) in nodes.iter().zip(results) {
+        if let Err(error) = result {
+            failed.push(&node.name, error);
+        }
     }
-    failures
+    let cleaned: Vec<String> = cleanup.iter().filter(|(_, r)| r.is_ok()).map(|(node, _)| node.clone()).collect();
+    let mut left = MultiError::new(match signal {
+        Some(_) if failed.is_empty() => "interrupted during the cluster refresh, and cleaning up failed",
+        _ => "cleaning up failed",
+    });
+    for (node, result) in cleanup {
+        if let Err(error) = result {
+            left.push(node, error);
+        }
+    }
+    let fix = "Fix: run `strix-toolbox cluster refresh` again (it finishes or removes what was left), or \
+               `strix-toolbox status` on those nodes";
+    match (signal, failed.is_empty(), left.is_empty()) {
+        (Some(signal), true, true) => Error::Interrupted { during: "the cluster refresh".into(), signal },
+        (_, true, _) => left.with_outcome(fix).into(),
+        (_, false, true) if cleaned.is_empty() => failed.with_outcome("No node was changed.").into(),
+        (_, false, true) => {
+            failed.with_outcome(format!("Every node is as it was ({done} on {}).", cleaned.join(", "))).into()
+        }
+        (_, false, false) => failed.with_outcome(format!("{left}. {fix}")).into(),
+    }
 }
 
 /// `phase` on each of `nodes`.
 async fn run_phase(nodes: &[&RemoteNode], phase: &PhaseRequest) -> Vec<(String, Result<()>)> {
     let results = join_all(nodes.iter().map(|node| node.call(phase.clone()))).await;
     nodes.iter().map(|n| n.name.clone()).zip(results.into_iter().map(|r| r.map(drop))).collect()
-}
-
-fn cleanup_summary(done: &str, cleanup: &[(String, Result<()>)]) -> String {
-    let failed: Vec<String> =
-        cleanup.iter().filter_map(|(node, r)| r.as_ref().err().map(|e| format!("{node}: {e}"))).collect();
-    if failed.is_empty() {
-        let nodes: Vec<&str> = cleanup.iter().map(|(n, _)| n.as_str()).collect();
-        if nodes.is_empty() {
-            "No node was changed.".into()
-        } else {
-            format!("Every node is as it was ({done} on {}).", nodes.join(", "))
-        }
-    } else {
-        format!(
-            "Cleaning up failed on {}. Fix: run `strix-toolbox cluster refresh` again (it finishes or removes what \
-             was left), or `strix-toolbox status` on those nodes",
-            failed.join("; ")
-        )
-    }
 }

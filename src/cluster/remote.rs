@@ -27,6 +27,8 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 /// built from data: the arguments follow it as positional parameters, each quoted.
 const FIND_PROGRAM: &str = r#"p="$HOME/.local/bin/strix-toolbox"; [ -x "$p" ] || p=strix-toolbox; exec "$p" "$@""#;
 
+/// What puts this strix-toolbox on a node.
+const INSTALL_FIX: &str = "`strix-toolbox cluster install` copies this one to every node";
 /// The shell's exit code for "command not found".
 const NOT_FOUND: i32 = 127;
 /// The most of a channel's stderr kept for an error message.
@@ -48,7 +50,7 @@ enum Agent {
     /// Another version.
     OtherVersion(String),
     /// Present, but its channel would not open.
-    Broken(Error),
+    Broken { message: String, fix: String },
 }
 
 impl RemoteNode {
@@ -66,7 +68,7 @@ impl RemoteNode {
         match &self.agent {
             Agent::Ready(channel) => Some(&channel.hello.version),
             Agent::OtherVersion(version) => Some(version),
-            Agent::Missing | Agent::Broken(_) => None,
+            Agent::Missing | Agent::Broken { .. } => None,
         }
     }
 
@@ -83,6 +85,10 @@ impl RemoteNode {
     }
 
     /// The channel, refusing a node without strix-toolbox or with another version.
+    fn node_error(&self, message: String, fix: &str) -> Error {
+        Error::Node { node: self.name.clone(), message, fix: Some(fix.to_string()) }
+    }
+
     pub fn require_ours(&self) -> Result<()> {
         self.channel().map(drop)
     }
@@ -90,17 +96,15 @@ impl RemoteNode {
     fn channel(&self) -> Result<&Channel> {
         match &self.agent {
             Agent::Ready(channel) => Ok(channel),
-            Agent::OtherVersion(version) => Err(Error::Failed(format!(
-                "node {} runs strix-toolbox {version}, this is {VERSION}: the nodes must agree. Fix: \
-                 `strix-toolbox cluster install` copies this one to every node",
-                self.name
-            ))),
-            Agent::Missing => Err(Error::Failed(format!(
-                "node {} has no strix-toolbox (not in ~/.local/bin, not on PATH). Fix: `strix-toolbox cluster \
-                 install` copies this one to every node",
-                self.name
-            ))),
-            Agent::Broken(error) => Err(Error::Failed(error.to_string())),
+            Agent::OtherVersion(version) => Err(self.node_error(
+                format!("node {} runs strix-toolbox {version}, this is {VERSION}: the nodes must agree", self.name),
+                INSTALL_FIX,
+            )),
+            Agent::Missing => Err(self.node_error(
+                format!("node {} has no strix-toolbox (not in ~/.local/bin, not on PATH)", self.name),
+                INSTALL_FIX,
+            )),
+            Agent::Broken { message, fix } => Err(self.node_error(message.clone(), fix)),
         }
     }
 
@@ -182,7 +186,7 @@ impl Channel {
         let mut child = session.spawn(&strix_argv(&["agent"]))?;
         let (Some(stdin), Some(stdout), Some(stderr)) = (child.stdin.take(), child.stdout.take(), child.stderr.take())
         else {
-            return Err(Error::Failed("internal: the ssh channel has no pipes".into()));
+            return Err(Error::Internal("the ssh channel has no pipes".into()));
         };
         let kept = Arc::new(Mutex::new(Vec::new()));
         tokio::spawn(keep_tail(stderr, kept.clone()));
@@ -191,11 +195,11 @@ impl Channel {
             Ok(Ok(Some(text))) => serde_json::from_str::<Hello>(&text).ok(),
             Ok(_) => None,
             Err(_) => {
-                return Err(Error::Failed(format!(
-                    "node {node}: its strix-toolbox did not answer within {} s. Fix: run `strix-toolbox status` on \
-                     the node to see where it hangs",
-                    limit.as_secs()
-                )))
+                return Err(Error::Node {
+                    node: node.to_string(),
+                    message: format!("node {node}: its strix-toolbox did not answer within {} s", limit.as_secs()),
+                    fix: Some("run `strix-toolbox status` on the node to see where it hangs".into()),
+                })
             }
         };
         let Some(hello) = first else {
@@ -210,12 +214,14 @@ impl Channel {
                 // An older strix-toolbox has no `agent`: its version says what it is.
                 _ => match installed_version(session).await {
                     Some(version) if version != VERSION => Agent::OtherVersion(version),
-                    _ => Agent::Broken(Error::Failed(format!(
-                        "node {node}: its strix-toolbox would not answer ({}): {}. Fix: run `strix-toolbox status` on \
-                         the node",
-                        status.map_or("killed".to_string(), |code| format!("exit {code}")),
-                        last_line(&said).unwrap_or("no message")
-                    ))),
+                    _ => Agent::Broken {
+                        message: format!(
+                            "node {node}: its strix-toolbox would not answer ({}): {}",
+                            status.map_or("killed".to_string(), |code| format!("exit {code}")),
+                            last_line(&said).unwrap_or("no message")
+                        ),
+                        fix: "run `strix-toolbox status` on the node".into(),
+                    },
                 },
             });
         };
@@ -225,11 +231,14 @@ impl Channel {
             return Ok(Agent::OtherVersion(hello.version));
         }
         if hello.protocol != PROTOCOL {
-            return Ok(Agent::Broken(Error::Failed(format!(
-                "node {node}: its strix-toolbox {VERSION} speaks protocol {}, this one {PROTOCOL}: two builds of one \
-                 version. Fix: `strix-toolbox cluster install` puts this build on every node",
-                hello.protocol
-            ))));
+            return Ok(Agent::Broken {
+                message: format!(
+                    "node {node}: its strix-toolbox {VERSION} speaks protocol {}, this one {PROTOCOL}: two builds of \
+                     one version",
+                    hello.protocol
+                ),
+                fix: INSTALL_FIX.into(),
+            });
         }
         let waiting: Arc<Mutex<HashMap<u64, oneshot::Sender<Outcome>>>> = Arc::default();
         tokio::spawn(deliver(lines, waiting.clone()));
@@ -269,12 +278,15 @@ impl Channel {
         if let Some(error) = session.channel_failure(status.and_then(|s| s.code()), &said).await {
             return error;
         }
-        Error::Failed(format!(
-            "node {node}: its strix-toolbox stopped answering ({}): {}. Fix: check the node (`strix-toolbox status` \
-             there), then run again",
-            status.map_or("still running".to_string(), |s| s.to_string()),
-            last_line(&said).unwrap_or("no message")
-        ))
+        Error::Node {
+            node: node.to_string(),
+            message: format!(
+                "node {node}: its strix-toolbox stopped answering ({}): {}",
+                status.map_or("still running".to_string(), |s| s.to_string()),
+                last_line(&said).unwrap_or("no message")
+            ),
+            fix: Some("check the node (`strix-toolbox status` there), then run again".into()),
+        }
     }
 
     /// End of input for the node: it finishes what it was asked and exits (bounded).

@@ -190,13 +190,17 @@ impl NodeSession {
         let status = match tokio::time::timeout(limit, command.status()).await {
             Ok(status) => status.map_err(ssh_not_runnable)?,
             Err(_) => {
-                return Err(Error::Failed(format!(
-                    "cannot reach node {}: the ssh login did not finish within {} s. Fix: run `{}` to see \
-                     where it stops (a slow or hung sshd, an agent asking for confirmation)",
-                    self.destination,
-                    limit.as_secs(),
-                    self.ssh_hint("", "true")
-                )))
+                return Err(self.node_error(
+                    format!(
+                        "cannot reach node {}: the ssh login did not finish within {} s",
+                        self.destination,
+                        limit.as_secs()
+                    ),
+                    format!(
+                        "run `{}` to see where it stops (a slow or hung sshd, an agent asking for confirmation)",
+                        self.ssh_hint("", "true")
+                    ),
+                ))
             }
         };
         if status.success() {
@@ -205,12 +209,14 @@ impl NodeSession {
         let stderr = std::fs::read_to_string(&log).unwrap_or_default();
         Err(match classify(&stderr) {
             Some(failure) => self.failure_error(failure, &stderr),
-            None => Error::Failed(format!(
-                "cannot reach node {}: ssh failed ({status}): {}. Fix: run `{}` to see why",
-                self.destination,
-                last_line(&stderr).unwrap_or("no message"),
-                self.ssh_hint("-v", "true")
-            )),
+            None => self.node_error(
+                format!(
+                    "cannot reach node {}: ssh failed ({status}): {}",
+                    self.destination,
+                    last_line(&stderr).unwrap_or("no message")
+                ),
+                format!("run `{}` to see why", self.ssh_hint("-v", "true")),
+            ),
         })
     }
 
@@ -270,43 +276,69 @@ impl NodeSession {
         words.join(" ")
     }
 
+    /// A failure reaching this node, with its fix.
+    fn node_error(&self, message: String, fix: String) -> Error {
+        Error::Node { node: self.destination.clone(), message, fix: Some(fix) }
+    }
+
     fn failure_error(&self, failure: SshFailure, stderr: &str) -> Error {
         let node = &self.destination;
         let said = failure.evidence(stderr);
         let (login, resolve) = (self.ssh_hint("", "true"), self.ssh_hint("-G", "| grep ^hostname"));
-        Error::Failed(match failure {
-            SshFailure::Unreachable => format!(
-                "cannot reach node {node}: it is down or unreachable ({said}). Fix: check that it is powered on and \
-                 on the network, and that its address is right (`{resolve}` shows the address ssh uses)"
+        let (message, fix) = match failure {
+            SshFailure::Unreachable => (
+                format!("cannot reach node {node}: it is down or unreachable ({said})"),
+                format!(
+                    "check that it is powered on and on the network, and that its address is right (`{resolve}` \
+                     shows the address ssh uses)"
+                ),
             ),
-            SshFailure::Refused => format!(
-                "node {node} refused the ssh connection ({said}): no sshd listens there. Fix: start sshd on the node \
-                 (`systemctl enable --now ssh`), or check the port and address in your ssh config"
+            SshFailure::Refused => (
+                format!("node {node} refused the ssh connection ({said}): no sshd listens there"),
+                "start sshd on the node (`systemctl enable --now ssh`), or check the port and address in your ssh \
+                 config"
+                    .to_string(),
             ),
-            SshFailure::UnknownName => format!(
-                "cannot resolve node {node} ({said}). Fix: check the name, or give it an address (a `Host {node}` \
-                 entry with `HostName` in ~/.ssh/config, or /etc/hosts)"
+            SshFailure::UnknownName => (
+                format!("cannot resolve node {node} ({said})"),
+                format!(
+                    "check the name, or give it an address (a `Host {node}` entry with `HostName` in ~/.ssh/config, \
+                     or /etc/hosts)"
+                ),
             ),
-            SshFailure::PermissionDenied => format!(
-                "node {node} refused our ssh key ({said}). Fix: install your public key on it (`ssh-copy-id {node}`), \
-                 or load the right key into ssh-agent (`ssh-add`); batch mode never asks for a password"
+            SshFailure::PermissionDenied => (
+                format!("node {node} refused our ssh key ({said})"),
+                format!(
+                    "install your public key on it (`ssh-copy-id {node}`), or load the right key into ssh-agent \
+                     (`ssh-add`); batch mode never asks for a password"
+                ),
             ),
-            SshFailure::HostKeyChanged => format!(
-                "node {node}'s host key has CHANGED since it was recorded in known_hosts: the node was reinstalled, \
-                 or someone is intercepting the connection. Fix: if you know why it changed, remove the old key \
-                 (`{}`) and accept the new one after checking its fingerprint (`{login}`)",
-                suggested_keygen(stderr).unwrap_or_else(|| format!("ssh-keygen -R {node}"))
+            SshFailure::HostKeyChanged => (
+                format!(
+                    "node {node}'s host key has CHANGED since it was recorded in known_hosts: the node was \
+                     reinstalled, or someone is intercepting the connection"
+                ),
+                format!(
+                    "if you know why it changed, remove the old key (`{}`) and accept the new one after checking its \
+                     fingerprint (`{login}`)",
+                    suggested_keygen(stderr).unwrap_or_else(|| format!("ssh-keygen -R {node}"))
+                ),
             ),
-            SshFailure::HostKeyUnknown => format!(
-                "node {node}'s host key is not in known_hosts, and batch mode cannot ask ({said}). Fix: connect once \
-                 by hand and accept the key after checking its fingerprint (`{login}`), or set \
-                 `StrictHostKeyChecking accept-new` for it in your ssh config"
+            SshFailure::HostKeyUnknown => (
+                format!("node {node}'s host key is not in known_hosts, and batch mode cannot ask ({said})"),
+                format!(
+                    "connect once by hand and accept the key after checking its fingerprint (`{login}`), or set \
+                     `StrictHostKeyChecking accept-new` for it in your ssh config"
+                ),
             ),
-            SshFailure::ConnectionLost => format!(
-                "lost the ssh connection to node {node} ({said}). Fix: check that the node is up and its sshd \
-                 running (its log says why it closed the connection), then run again"
+            SshFailure::ConnectionLost => (
+                format!("lost the ssh connection to node {node} ({said})"),
+                "check that the node is up and its sshd running (its log says why it closed the connection), then \
+                 run again"
+                    .to_string(),
             ),
-        })
+        };
+        self.node_error(message, fix)
     }
 }
 
@@ -436,10 +468,10 @@ pub fn shell_quote(arg: &str) -> String {
 /// The command line ssh hands the remote shell: every element of `argv` quoted.
 pub fn remote_command_line(argv: &[String]) -> Result<String> {
     if argv.is_empty() {
-        return Err(Error::Failed("internal: an empty command for ssh".into()));
+        return Err(Error::Internal("an empty command for ssh".into()));
     }
     if let Some(arg) = argv.iter().find(|arg| arg.contains('\0')) {
-        return Err(Error::Failed(format!("internal: the remote argument {arg:?} holds a NUL byte")));
+        return Err(Error::Internal(format!("the remote argument {arg:?} holds a NUL byte")));
     }
     Ok(argv.iter().map(|arg| shell_quote(arg)).collect::<Vec<_>>().join(" "))
 }
@@ -474,17 +506,18 @@ fn escape_percent(path: &OsStr) -> OsString {
 }
 
 fn control_dir_error(parent: &Path, error: std::io::Error) -> Error {
-    Error::Failed(format!(
-        "cannot create a private directory for ssh's control socket in {}: {error}. Fix: set XDG_RUNTIME_DIR to a \
-         writable directory",
-        parent.display()
-    ))
+    Error::host(
+        parent.display().to_string(),
+        format!("cannot create a private directory for ssh's control socket in {}: {error}", parent.display()),
+        "set XDG_RUNTIME_DIR to a writable directory",
+    )
 }
 
 fn ssh_not_runnable(error: std::io::Error) -> Error {
     Error::Command {
         program: "ssh".into(),
-        message: format!("cannot run it: {error}. Fix: install the OpenSSH client (`apt install openssh-client`)"),
+        message: format!("cannot run it: {error}"),
+        fix: Some("install the OpenSSH client (`apt install openssh-client`)".into()),
     }
 }
 
@@ -628,7 +661,10 @@ Host key verification failed.
     fn every_failure_names_the_node_the_reason_and_a_fix() {
         let node = session(None);
         for (stderr, failure) in RECORDED {
-            let message = node.failure_error(*failure, stderr).to_string();
+            let error = node.failure_error(*failure, stderr);
+            assert!(matches!(&error, Error::Node { node, fix: Some(_), .. } if node == "strix-b"), "{error:?}");
+            assert_eq!(error.kind(), crate::error::ErrorKind::Node);
+            let message = error.to_string();
             assert!(message.contains("node strix-b"), "{message}");
             assert!(message.contains("Fix:"), "{message}");
             assert!(!message.contains("@@@"), "no banner in {message}");

@@ -5,7 +5,7 @@
 use futures_util::future::join_all;
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, MultiError, Result};
 use crate::node::{Node, NodeCalls};
 use crate::ops::serving::stop::{ServeStop, ServeStopped, StopPart};
 
@@ -29,12 +29,19 @@ impl StopReport {
 
     /// An error naming every node that could not be stopped.
     pub fn into_result(self) -> Result<StopReport> {
-        let failed: Vec<String> =
-            self.failed().iter().map(|n| format!("{}: {}", n.node, n.error.as_deref().unwrap_or("?"))).collect();
+        let mut failed = MultiError::new("could not stop everything");
+        for node in self.failed() {
+            let error = Error::Node {
+                node: node.node.clone(),
+                message: node.error.clone().unwrap_or_default(),
+                fix: Some("`strix-toolbox cluster stop` once the node answers".into()),
+            };
+            failed.push(&node.node, error);
+        }
         if failed.is_empty() {
             Ok(self)
         } else {
-            Err(Error::Failed(format!("could not stop everything: {}", failed.join("; "))))
+            Err(failed.into())
         }
     }
 

@@ -14,7 +14,7 @@ use crate::cluster::refresh::{cluster_refresh, ClusterOutcome, ClusterRefreshRep
 use crate::cluster::ssh::SshOptions;
 use crate::cluster::status::{cluster_status, ClusterStatusReport, NodeStatus};
 use crate::cluster::verify::{cluster_verify, ClusterVerifyReport, Proof};
-use crate::cluster::{close_all, connect_all, doctor::cluster_doctor, ClusterSettings};
+use crate::cluster::{close_all, connect_all, connect_ours, doctor::cluster_doctor, ClusterSettings};
 use crate::error::{Error, Result};
 use crate::image::short_digest;
 use crate::node::Node;
@@ -45,18 +45,9 @@ pub async fn run(args: &ClusterArgs, settings: &Settings, out: &Output) -> Resul
             Ok(report.exit_code())
         }
         ClusterCommand::Launch(launch) => {
-            let (nodes, unreachable) = connect_all(&cluster).await;
-            let refused: Vec<String> = unreachable
-                .iter()
-                .map(|(_, e)| e.to_string())
-                .chain(nodes.iter().filter_map(|n| n.require_ours().err()).map(|e| e.to_string()))
-                .collect();
-            let result = if refused.is_empty() {
-                let nodes_dyn: Vec<&dyn Node> = nodes.iter().map(|n| n as &dyn Node).collect();
-                super::launch::run(launch, &nodes_dyn, out).await
-            } else {
-                Err(Error::Failed(format!("nothing was started: {}", refused.join("; "))))
-            };
+            let nodes = connect_ours(&cluster, "nothing was started").await?;
+            let nodes_dyn: Vec<&dyn Node> = nodes.iter().map(|n| n as &dyn Node).collect();
+            let result = super::launch::run(launch, &nodes_dyn, out).await;
             close_all(nodes).await;
             result
         }

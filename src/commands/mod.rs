@@ -41,11 +41,14 @@ pub fn run(command: Command, settings: &Settings, out: &Output) -> Result<i32> {
         Command::Doctor => doctor::run(settings, out),
         Command::Completions(args) => completions::run(&args, out),
         command => {
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .map_err(|e| Error::Failed(format!("cannot start the async runtime: {e}")))?;
+            let runtime =
+                tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().map_err(|e| {
+                    Error::host(
+                        "threads",
+                        format!("cannot start the async runtime: {e}"),
+                        "check the process and thread limits (`ulimit -u`)",
+                    )
+                })?;
             runtime.block_on(async move {
                 match command {
                     Command::Refresh(args) => refresh::run(&args, settings, out).await,

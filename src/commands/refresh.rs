@@ -54,10 +54,13 @@ fn ask_channel(out: &Output) -> Result<&'static str> {
     }
     out.prompt("Channel? [latest/dev] (latest): ");
     let mut answer = String::new();
-    std::io::stdin()
-        .lock()
-        .read_line(&mut answer)
-        .map_err(|e| Error::Failed(format!("cannot read the answer: {e}")))?;
+    std::io::stdin().lock().read_line(&mut answer).map_err(|e| {
+        Error::host(
+            "stdin",
+            format!("cannot read the answer: {e}"),
+            "give the channel: `refresh latest` or `refresh dev`",
+        )
+    })?;
     match answer.trim() {
         "" => Ok("latest"),
         other => parse_channel(other),

@@ -11,6 +11,7 @@ use crate::error::{Error, Result};
 /// says the path is not there (`absent`), its other errors through `failed`.
 pub async fn collect<S, B, E>(
     mut stream: S,
+    engine: &'static str,
     container: &str,
     path: &str,
     absent: impl Fn(&E) -> bool,
@@ -28,19 +29,21 @@ where
             Err(error) => return Err(failed(error)),
         };
         if archive.len() + chunk.as_ref().len() > ARCHIVE_LIMIT {
-            return Err(Error::Failed(format!(
-                "{path} in {container} is larger than {} MiB; refusing to read it into memory",
-                ARCHIVE_LIMIT >> 20
-            )));
+            return Err(Error::engine(
+                engine,
+                format!("copy {path} out of {container}"),
+                format!("it is larger than {} MiB; refusing to read it into memory", ARCHIVE_LIMIT >> 20),
+            ));
         }
         archive.extend_from_slice(chunk.as_ref());
     }
     Ok(Some(archive))
 }
 
-/// The contents of the first regular file in a tar archive.
-pub fn first_file(archive: &[u8]) -> Result<Option<Vec<u8>>> {
-    let bad = |e: std::io::Error| Error::Failed(format!("the engine sent an unreadable archive: {e}"));
+/// The contents of the first regular file in a tar archive `engine` sent.
+pub fn first_file(engine: &'static str, archive: &[u8]) -> Result<Option<Vec<u8>>> {
+    let bad =
+        |e: std::io::Error| Error::engine(engine, "copy a file out", format!("it sent an unreadable archive: {e}"));
     let mut reader = tar::Archive::new(archive);
     for entry in reader.entries().map_err(bad)? {
         let mut entry = entry.map_err(bad)?;

@@ -98,11 +98,14 @@ impl AuthFile {
             Err(e) => return Err(Error::read(path, e)),
         };
         AuthFile::parse(&text).map(Some).map_err(|e| {
-            Error::Failed(format!(
-                "{} is not a valid auth file ({e}), so no registry login could be read from it. Fix: correct \
-                 the JSON, or move the file away and log in again",
-                path.display()
-            ))
+            Error::host(
+                path.display().to_string(),
+                format!(
+                    "{} is not a valid auth file ({e}), so no registry login could be read from it",
+                    path.display()
+                ),
+                "correct the JSON, or move the file away and log in again",
+            )
         })
     }
 
@@ -153,7 +156,7 @@ fn names_registry(key: &str, registry: &str) -> bool {
 
 /// The "Fix:" that follows a registry's refusal of a pull or push of `image`: how to log in
 /// when it wants a login, else what else to check.
-pub fn registry_fix(engine: &str, image: &ImageRef, message: &str) -> String {
+fn registry_fix(engine: &str, image: &ImageRef, message: &str) -> String {
     let lower = message.to_ascii_lowercase();
     // (Not "401": digests in messages are hex.)
     let wants_login =
@@ -161,11 +164,20 @@ pub fn registry_fix(engine: &str, image: &ImageRef, message: &str) -> String {
     if wants_login {
         let registry = image.registry();
         format!(
-            "Fix: log in (`{engine} login {registry}`), or point REGISTRY_AUTH_FILE at an auth.json that holds the \
-             login for {registry}"
+            "log in (`{engine} login {registry}`), or point REGISTRY_AUTH_FILE at an auth.json that holds the login \
+             for {registry}"
         )
     } else {
-        "Fix: check the image reference and that the registry is reachable".to_string()
+        "check the image reference and that the registry is reachable".to_string()
+    }
+}
+
+/// The registry refused `action` (pull, push) of `image`: the engine's words and the fix they call for.
+pub fn registry_refused(engine: &str, action: &str, image: &ImageRef, reference: &str, message: &str) -> Error {
+    Error::Registry {
+        reference: reference.to_string(),
+        message: format!("{engine}: {action} {reference} failed: {message}"),
+        fix: Some(registry_fix(engine, image, message)),
     }
 }
 
@@ -186,7 +198,14 @@ mod tests {
             registry_fix("docker", &image("kyuz0/x"), "pull access denied for kyuz0/x, may require 'docker login'");
         assert!(fix.contains("`docker login docker.io`"), "{fix}");
         let fix = registry_fix("docker", &image("kyuz0/x"), "manifest unknown: sha256:401ab");
-        assert_eq!(fix, "Fix: check the image reference and that the registry is reachable");
+        assert_eq!(fix, "check the image reference and that the registry is reachable");
+        let refused = registry_refused("docker", "pull", &image("kyuz0/x"), "kyuz0/x", "manifest unknown");
+        assert_eq!(refused.kind(), crate::error::ErrorKind::Registry);
+        assert_eq!(
+            refused.to_string(),
+            "docker: pull kyuz0/x failed: manifest unknown. Fix: check the image reference and that the registry is \
+             reachable"
+        );
     }
 
     #[test]

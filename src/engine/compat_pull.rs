@@ -6,8 +6,8 @@ use bollard::auth::DockerCredentials;
 use bollard::query_parameters::CreateImageOptionsBuilder;
 use futures_util::StreamExt;
 
-use super::auth::{login_for, registry_fix, Secret};
-use crate::error::{Error, Result};
+use super::auth::{login_for, registry_refused, Secret};
+use crate::error::Result;
 use crate::image::reference::ImageRef;
 use crate::reporter::Reporter;
 
@@ -44,11 +44,7 @@ pub async fn pull(
     reporter: &dyn Reporter,
 ) -> Result<()> {
     let image = ImageRef::parse(reference)?;
-    let failed = |message: String| Error::Engine {
-        engine,
-        action: format!("pull {reference}"),
-        message: format!("{message}. {}", registry_fix(engine, &image, &message)),
-    };
+    let failed = |message: String| registry_refused(engine, "pull", &image, reference, &message);
     let options = CreateImageOptionsBuilder::default().from_image(&image.repository).tag(image.tag_or_digest()).build();
     let mut stream = client.create_image(Some(options), None, docker_credentials(engine, &image).await?);
     while let Some(item) = stream.next().await {

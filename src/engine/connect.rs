@@ -34,15 +34,17 @@ pub async fn connect(kind: EngineKind, installed: &Installed) -> Result<Connecti
                 return Ok(Connection { engine: Box::new(PodmanEngine::new(socket)?), _service: None });
             }
             if let Some(host) = env("CONTAINER_HOST").filter(|h| !h.is_empty()) {
-                return Err(Error::Failed(format!(
-                    "nothing answers at CONTAINER_HOST={host}. Fix: start the service \
-                     (`podman system service --time=0 {host} &`) or unset CONTAINER_HOST"
-                )));
+                return Err(unavailable(
+                    EngineKind::Podman,
+                    format!("nothing answers at CONTAINER_HOST={host}"),
+                    format!("start the service (`podman system service --time=0 {host} &`) or unset CONTAINER_HOST"),
+                ));
             }
             let Some(program) = podman_program else {
-                return Err(Error::Failed(
-                    "podman is not installed and no podman socket answers. Fix: install podman, or use --engine docker"
-                        .into(),
+                return Err(unavailable(
+                    EngineKind::Podman,
+                    "podman is not installed and no podman socket answers",
+                    "install podman, or use --engine docker",
                 ));
             };
             let service = TemporaryService::start(&program)?;
@@ -52,12 +54,18 @@ pub async fn connect(kind: EngineKind, installed: &Installed) -> Result<Connecti
         EngineKind::Docker => {
             let socket = endpoint::docker_socket(&env)?;
             if !endpoint::answers(&socket) {
-                return Err(Error::Failed(format!(
-                    "docker does not answer at {}. Fix: start it (`sudo systemctl start docker`) or set DOCKER_HOST",
-                    socket.display()
-                )));
+                return Err(unavailable(
+                    EngineKind::Docker,
+                    format!("docker does not answer at {}", socket.display()),
+                    "start it (`sudo systemctl start docker`) or set DOCKER_HOST",
+                ));
             }
             Ok(Connection { engine: Box::new(DockerEngine::connect(&socket)?), _service: None })
         }
     }
+}
+
+/// No `kind` engine to talk to, and what to do about it.
+pub(super) fn unavailable(kind: EngineKind, message: impl Into<String>, fix: impl Into<String>) -> Error {
+    Error::EngineUnavailable { engine: kind.program(), message: message.into(), fix: Some(fix.into()) }
 }

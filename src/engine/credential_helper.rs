@@ -53,7 +53,11 @@ impl Helper {
     pub async fn get(&self, server: &str, registry: &str, engine: &str) -> Result<Option<Secret>> {
         let program = self.program();
         let relogin = format!("log in again (`{engine} login {registry}`)");
-        let failed = |message: String| Error::Command { program: format!("{program} get"), message };
+        let failed = |message: String, fix: String| Error::Command {
+            program: format!("{program} get"),
+            message,
+            fix: Some(fix),
+        };
         let mut child = Command::new(&program)
             .arg("get")
             .stdin(Stdio::piped())
@@ -66,17 +70,21 @@ impl Helper {
                     std::io::ErrorKind::NotFound => "it is not on PATH".to_string(),
                     _ => format!("cannot run it ({e})"),
                 };
-                failed(format!(
-                    "{why}; {} names it for {registry}. Fix: install {program} on PATH, or remove that entry and \
-                     {relogin}",
-                    self.named_by
-                ))
+                failed(
+                    format!("{why}; {} names it for {registry}", self.named_by),
+                    format!("install {program} on PATH, or remove that entry and {relogin}"),
+                )
             })?;
         if let Some(mut stdin) = child.stdin.take() {
             // A helper that exits without reading is judged by its exit status below.
             let _ = stdin.write_all(server.as_bytes()).await;
         }
-        let output = child.wait_with_output().await.map_err(|e| failed(format!("cannot read its answer: {e}")))?;
+        let output = child.wait_with_output().await.map_err(|e| {
+            failed(
+                format!("cannot read its answer: {e}"),
+                format!("run `{program} get` by hand to see why, or {relogin}"),
+            )
+        })?;
         let stdout = String::from_utf8_lossy(&output.stdout);
         if !output.status.success() {
             if stdout.contains(NOT_FOUND) {
@@ -88,18 +96,20 @@ impl Helper {
                 Some(code) => format!("exit code {code}"),
                 None => output.status.to_string(),
             };
-            return Err(failed(format!(
-                "asked about {server}, it ended with {ended}{}. Fix: unlock the store it reads (for `pass`, the \
-                 gpg key) or {relogin}",
-                if said.is_empty() { String::new() } else { format!(": {}", said.join("; ")) }
-            )));
+            return Err(failed(
+                format!(
+                    "asked about {server}, it ended with {ended}{}",
+                    if said.is_empty() { String::new() } else { format!(": {}", said.join("; ")) }
+                ),
+                format!("unlock the store it reads (for `pass`, the gpg key) or {relogin}"),
+            ));
         }
         // Not echoed on failure: it may hold the secret.
         let answer: Answer = serde_json::from_str(&stdout).map_err(|e| {
-            failed(format!(
-                "its answer for {server} is not the protocol's JSON ({e}). Fix: check that {program} is a docker \
-                 credential helper, or {relogin}"
-            ))
+            failed(
+                format!("its answer for {server} is not the protocol's JSON ({e})"),
+                format!("check that {program} is a docker credential helper, or {relogin}"),
+            )
         })?;
         Ok(secret_of(answer))
     }

@@ -14,7 +14,7 @@ use bollard::query_parameters::{
 };
 use futures_util::StreamExt;
 
-use super::auth::registry_fix;
+use super::auth::registry_refused;
 use super::compat_pull::{docker_credentials, server_message};
 use super::output::{route_chunks, Chunk};
 use super::{BuildJob, ContainerInfo, CreateRequest, Engine, EngineInfo, EngineKind, ExecIo, ExecOutcome, ImageInfo};
@@ -30,14 +30,19 @@ pub struct DockerEngine {
 impl DockerEngine {
     pub fn connect(socket: &Path) -> Result<DockerEngine> {
         let endpoint = format!("unix://{}", socket.display());
-        let client = bollard::Docker::connect_with_unix(&endpoint, 600, bollard::API_DEFAULT_VERSION)
-            .map_err(|e| Error::Failed(format!("cannot use the docker socket {endpoint}: {e}")))?;
+        let client = bollard::Docker::connect_with_unix(&endpoint, 600, bollard::API_DEFAULT_VERSION).map_err(|e| {
+            super::connect::unavailable(
+                EngineKind::Docker,
+                format!("cannot use the docker socket {endpoint}: {e}"),
+                "point DOCKER_HOST at docker's unix socket (unix:///run/docker.sock)",
+            )
+        })?;
         Ok(DockerEngine { client, endpoint })
     }
 }
 
 fn failed(action: impl Into<String>, error: bollard::errors::Error) -> Error {
-    Error::Engine { engine: "docker", action: action.into(), message: server_message(error) }
+    Error::engine("docker", action, server_message(error))
 }
 
 fn is_not_found(error: &bollard::errors::Error) -> bool {
@@ -132,11 +137,7 @@ impl Engine for DockerEngine {
         let credentials = docker_credentials("docker", &image).await?;
         let mut stream = self.client.push_image(&image.repository, Some(options), credentials);
         while let Some(item) = stream.next().await {
-            let refused = |message: String| Error::Engine {
-                engine: "docker",
-                action: format!("push {reference}"),
-                message: format!("{message}. {}", registry_fix("docker", &image, &message)),
-            };
+            let refused = |message: String| registry_refused("docker", "push", &image, reference, &message);
             let info = item.map_err(|e| refused(server_message(e)))?;
             if let Some(detail) = info.error_detail {
                 return Err(refused(detail.message.unwrap_or_else(|| "the registry refused the push".into())));
@@ -150,7 +151,7 @@ impl Engine for DockerEngine {
 
     async fn build(&self, job: BuildJob<'_>, reporter: &dyn Reporter) -> Result<String> {
         let BuildJob { context_tar, containerfile, tags, labels, build_args } = job;
-        let failed_build = |message: String| Error::Engine { engine: "docker", action: "build".into(), message };
+        let failed_build = |message: String| Error::engine("docker", "build", message);
         let first_tag = tags.first().ok_or_else(|| failed_build("no tag given for the built image".into()))?;
         let labels: HashMap<&String, &String> = labels.iter().collect();
         let build_args: HashMap<&String, &String> = build_args.iter().collect();
@@ -267,7 +268,7 @@ impl Engine for DockerEngine {
         let options = bollard::query_parameters::DownloadFromContainerOptions { path: path.to_string() };
         let stream = Box::pin(self.client.download_from_container(name_or_id, Some(options)));
         let failed = |error| failed(format!("copy {path} out of {name_or_id}"), error);
-        super::archive::collect(stream, name_or_id, path, is_not_found, failed).await
+        super::archive::collect(stream, "docker", name_or_id, path, is_not_found, failed).await
     }
 
     async fn exec(

@@ -131,11 +131,11 @@ impl FakeEngine {
 }
 
 fn injected(call: &Call) -> Error {
-    Error::Engine { engine: "fake", action: format!("{call:?}"), message: "injected failure".into() }
+    Error::Engine { engine: "fake", action: format!("{call:?}"), message: "injected failure".into(), fix: None }
 }
 
 fn refused(action: String, message: &str) -> Error {
-    Error::Engine { engine: "fake", action, message: message.into() }
+    Error::Engine { engine: "fake", action, message: message.into(), fix: None }
 }
 
 impl State {

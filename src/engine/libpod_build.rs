@@ -12,7 +12,7 @@ use crate::reporter::Reporter;
 
 pub async fn build(client: &Podman, endpoint: &str, job: BuildJob<'_>, reporter: &dyn Reporter) -> Result<String> {
     let BuildJob { context_tar, containerfile, tags, labels, build_args } = job;
-    let failed = |message: String| Error::Engine { engine: "podman", action: "build".into(), message };
+    let failed = |message: String| Error::engine("podman", "build", message);
     let first_tag = tags.first().ok_or_else(|| failed("no tag given for the built image".into()))?;
     let dir = tempfile::tempdir().map_err(|e| failed(format!("cannot create a context directory: {e}")))?;
     tar::Archive::new(context_tar.as_slice())

@@ -12,7 +12,7 @@ use podman_api::opts::{
 };
 use podman_api::Podman;
 
-use super::auth::{login_for, registry_fix, Secret};
+use super::auth::{login_for, registry_refused, Secret};
 use super::{BuildJob, ContainerInfo, CreateRequest, Engine, EngineInfo, EngineKind, ExecIo, ExecOutcome, ImageInfo};
 use crate::error::{Error, Result};
 use crate::image::reference::ImageRef;
@@ -29,8 +29,14 @@ pub struct PodmanEngine {
 impl PodmanEngine {
     pub fn new(socket: &Path) -> Result<Self> {
         let endpoint = format!("unix://{}", socket.display());
-        let compat = bollard::Docker::connect_with_unix(&endpoint, 600, &super::compat_pull::COMPAT_API)
-            .map_err(|e| Error::Failed(format!("cannot use the podman socket {endpoint}: {e}")))?;
+        let compat =
+            bollard::Docker::connect_with_unix(&endpoint, 600, &super::compat_pull::COMPAT_API).map_err(|e| {
+                super::connect::unavailable(
+                    EngineKind::Podman,
+                    format!("cannot use the podman socket {endpoint}: {e}"),
+                    "point CONTAINER_HOST at podman's unix socket, or unset it",
+                )
+            })?;
         Ok(PodmanEngine {
             client: Podman::unix(socket),
             compat,
@@ -42,7 +48,7 @@ impl PodmanEngine {
 
 /// An engine error with the server's own message (not a Debug dump).
 fn failed(action: impl Into<String>, error: podman_api::Error) -> Error {
-    Error::Engine { engine: "podman", action: action.into(), message: server_message(&error) }
+    Error::engine("podman", action, server_message(&error))
 }
 
 fn server_message(error: &podman_api::Error) -> String {
@@ -104,11 +110,9 @@ impl Engine for PodmanEngine {
     /// comes from the same containers.conf chain podman reads.
     async fn info(&self) -> Result<EngineInfo> {
         use std::os::unix::fs::MetadataExt;
-        let owner = std::fs::metadata(&self.socket).map(|m| m.uid()).map_err(|e| Error::Engine {
-            engine: "podman",
-            action: "info".into(),
-            message: format!("cannot stat {}: {e}", self.socket.display()),
-        })?;
+        let owner = std::fs::metadata(&self.socket)
+            .map(|m| m.uid())
+            .map_err(|e| Error::engine("podman", "info", format!("cannot stat {}: {e}", self.socket.display())))?;
         Ok(EngineInfo {
             kind: EngineKind::Podman,
             rootless: owner != 0,
@@ -171,15 +175,7 @@ impl Engine for PodmanEngine {
         let image = self.client.images().get(reference);
         let mut stream = image.push(&opts);
         while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(|e| {
-                let message = server_message(&e);
-                let fix = registry_fix("podman", &name, &message);
-                Error::Engine {
-                    engine: "podman",
-                    action: format!("push {reference}"),
-                    message: format!("{message}. {fix}"),
-                }
-            })?;
+            let chunk = chunk.map_err(|e| registry_refused("podman", "push", &name, reference, &server_message(&e)))?;
             reporter.line(&chunk);
         }
         Ok(())
@@ -262,11 +258,10 @@ impl Engine for PodmanEngine {
     /// SIGTERM. Docker's `t=0` is honoured; an already stopped container answers 304, which is fine.
     async fn container_stop(&self, name_or_id: &str) -> Result<()> {
         let options = bollard::query_parameters::StopContainerOptionsBuilder::new().t(0).build();
-        self.compat.stop_container(name_or_id, Some(options)).await.map_err(|e| Error::Engine {
-            engine: "podman",
-            action: format!("stop {name_or_id}"),
-            message: super::compat_pull::server_message(e),
-        })
+        self.compat
+            .stop_container(name_or_id, Some(options))
+            .await
+            .map_err(|e| Error::engine("podman", format!("stop {name_or_id}"), super::compat_pull::server_message(e)))
     }
 
     async fn container_remove(&self, name_or_id: &str, force: bool) -> Result<()> {
@@ -282,7 +277,7 @@ impl Engine for PodmanEngine {
         let container = self.client.containers().get(name_or_id);
         let stream = Box::pin(container.copy_from(path));
         let failed = |error| failed(format!("copy {path} out of {name_or_id}"), error);
-        super::archive::collect(stream, name_or_id, path, is_not_found, failed).await
+        super::archive::collect(stream, "podman", name_or_id, path, is_not_found, failed).await
     }
 
     async fn exec(

@@ -5,7 +5,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use super::connect::unavailable;
 use super::endpoint::answers;
+use super::EngineKind;
 use crate::error::{Error, Result};
 
 /// Stops the service (and removes its socket directory) when dropped.
@@ -17,10 +19,14 @@ pub struct TemporaryService {
 
 impl TemporaryService {
     pub fn start(podman: &Path) -> Result<TemporaryService> {
-        let dir = tempfile::Builder::new()
-            .prefix("strix-toolbox-podman-")
-            .tempdir()
-            .map_err(|e| Error::Failed(format!("cannot create a directory for the podman socket: {e}")))?;
+        let dir = tempfile::Builder::new().prefix("strix-toolbox-podman-").tempdir().map_err(|e| {
+            let tmp = std::env::temp_dir();
+            Error::host(
+                tmp.display().to_string(),
+                format!("cannot create a directory for the podman socket in {}: {e}", tmp.display()),
+                "set TMPDIR to a writable directory",
+            )
+        })?;
         let socket = dir.path().join("podman.sock");
         let child = Command::new(podman)
             .args(["system", "service", "--time=0"])
@@ -30,21 +36,29 @@ impl TemporaryService {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .map_err(|e| Error::Failed(format!("cannot start `{} system service`: {e}", podman.display())))?;
+            .map_err(|e| {
+                unavailable(
+                    EngineKind::Podman,
+                    format!("cannot start `{} system service`: {e}", podman.display()),
+                    "check that podman runs (`podman info`), or enable its socket \
+                     (`systemctl --user enable --now podman.socket`)",
+                )
+            })?;
         let mut service = TemporaryService { child, socket, _dir: dir };
         let deadline = Instant::now() + Duration::from_secs(15);
         while !answers(&service.socket) {
             if let Ok(Some(status)) = service.child.try_wait() {
-                return Err(Error::Failed(format!(
-                    "`podman system service` exited ({status}) before answering. Fix: run `podman info` to see why, \
-                     or enable the socket (`systemctl --user enable --now podman.socket`)"
-                )));
+                return Err(unavailable(
+                    EngineKind::Podman,
+                    format!("`podman system service` exited ({status}) before answering"),
+                    "run `podman info` to see why, or enable the socket (`systemctl --user enable --now podman.socket`)",
+                ));
             }
             if Instant::now() > deadline {
-                return Err(Error::Failed(
-                    "`podman system service` did not answer within 15 s. Fix: enable the socket \
-                     (`systemctl --user enable --now podman.socket`)"
-                        .into(),
+                return Err(unavailable(
+                    EngineKind::Podman,
+                    "`podman system service` did not answer within 15 s",
+                    "enable the socket (`systemctl --user enable --now podman.socket`)",
                 ));
             }
             std::thread::sleep(Duration::from_millis(20));

@@ -107,10 +107,14 @@ impl HostFacts {
         };
         let node =
             if root.is_system() { "this node".to_string() } else { format!("host root {}", root.path("/").display()) };
-        Err(crate::error::Error::Failed(format!(
-            "{node} has no {missing}: the amdgpu driver is not loaded or this is not a GPU node, so a toolbox \
-             could not use the GPU. Fix: load amdgpu (`sudo modprobe amdgpu`); `strix-toolbox doctor` shows the rest"
-        )))
+        Err(crate::error::Error::host(
+            missing,
+            format!(
+                "{node} has no {missing}: the amdgpu driver is not loaded or this is not a GPU node, so a toolbox \
+                 could not use the GPU"
+            ),
+            "load amdgpu (`sudo modprobe amdgpu`); `strix-toolbox doctor` shows the rest",
+        ))
     }
 }
 
@@ -121,7 +125,9 @@ mod tests {
     #[test]
     fn refuses_a_node_without_gpu() {
         let mut facts = HostFacts::default();
-        let error = facts.require_gpu(&HostRoot::system()).unwrap_err().to_string();
+        let error = facts.require_gpu(&HostRoot::system()).unwrap_err();
+        assert_eq!(error.kind(), crate::error::ErrorKind::Host);
+        let error = error.to_string();
         assert!(error.starts_with("this node has no /dev/kfd") && error.contains("doctor"), "{error}");
         facts.gpu.kfd = Some("/dev/kfd".into());
         assert!(facts.require_gpu(&HostRoot::system()).unwrap_err().to_string().contains("/dev/dri"));

@@ -17,14 +17,18 @@ pub struct HostRoot {
 impl HostRoot {
     /// Open a host root, failing clearly when it is missing, not a directory, or unreadable.
     pub fn open(root: &Path) -> Result<Self> {
-        let fix = "pass an existing directory to --host-root (or unset STRIX_HOST_ROOT)";
-        let metadata = std::fs::metadata(root)
-            .map_err(|e| Error::Failed(format!("host root {} cannot be used: {e}. Fix: {fix}", root.display())))?;
+        let unusable = |why: String| {
+            Error::host(
+                root.display().to_string(),
+                format!("host root {} {why}", root.display()),
+                "pass an existing directory to --host-root (or unset STRIX_HOST_ROOT)",
+            )
+        };
+        let metadata = std::fs::metadata(root).map_err(|e| unusable(format!("cannot be used: {e}")))?;
         if !metadata.is_dir() {
-            return Err(Error::Failed(format!("host root {} is not a directory. Fix: {fix}", root.display())));
+            return Err(unusable("is not a directory".into()));
         }
-        std::fs::read_dir(root)
-            .map_err(|e| Error::Failed(format!("host root {} cannot be listed: {e}. Fix: {fix}", root.display())))?;
+        std::fs::read_dir(root).map_err(|e| unusable(format!("cannot be listed: {e}")))?;
         let live_interfaces = root == Path::new("/");
         Ok(HostRoot { root: root.to_path_buf(), live_interfaces })
     }
@@ -128,7 +132,10 @@ mod tests {
 
     #[test]
     fn missing_root_is_a_clear_error() {
-        let error = HostRoot::open(Path::new("/nonexistent/strix")).unwrap_err().to_string();
+        let error = HostRoot::open(Path::new("/nonexistent/strix")).unwrap_err();
+        assert_eq!(error.kind(), crate::error::ErrorKind::Host);
+        assert_eq!(error.fix(), Some("pass an existing directory to --host-root (or unset STRIX_HOST_ROOT)"));
+        let error = error.to_string();
         assert!(error.contains("/nonexistent/strix") && error.contains("--host-root"), "{error}");
     }
 

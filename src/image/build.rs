@@ -27,11 +27,16 @@ pub const LIBRARY_NAME: &str = "librccl.so.1";
 pub const ARG_BASE_IMAGE: &str = "BASE_IMAGE";
 pub const ARG_RCCL_SHA256: &str = "RCCL_SHA256";
 
+/// The build context is staged under TMPDIR: what to do when that fails.
+const TMPDIR_FIX: &str = "point TMPDIR at a writable directory with room for the library";
+
 /// Write the context files into `dir`: the Containerfile and the library.
 pub fn stage_context(dir: &Path, library: &[u8]) -> Result<()> {
     let write = |name: &str, bytes: &[u8]| {
         let path = dir.join(name);
-        std::fs::write(&path, bytes).map_err(|e| Error::Failed(format!("cannot write {}: {e}", path.display())))
+        std::fs::write(&path, bytes).map_err(|e| {
+            Error::host(path.display().to_string(), format!("cannot write {}: {e}", path.display()), TMPDIR_FIX)
+        })
     };
     write(CONTAINERFILE_NAME, OVERLAY_CONTAINERFILE.as_bytes())?;
     write(LIBRARY_NAME, library)
@@ -41,7 +46,13 @@ pub fn stage_context(dir: &Path, library: &[u8]) -> Result<()> {
 /// mtime 0, uid/gid 0, no user names, mode 0644 (0755 for directories). The same inputs give
 /// the same bytes, so the engine's COPY cache key depends on the library alone.
 pub fn tar_directory(dir: &Path) -> Result<Vec<u8>> {
-    let failed = |what: String| Error::Failed(format!("cannot make the build context from {}: {what}", dir.display()));
+    let failed = |what: String| {
+        Error::host(
+            dir.display().to_string(),
+            format!("cannot make the build context from {}: {what}", dir.display()),
+            TMPDIR_FIX,
+        )
+    };
     let mut builder = tar::Builder::new(Vec::new());
     for entry in WalkDir::new(dir).min_depth(1).sort_by_file_name() {
         let entry = entry.map_err(|e| failed(e.to_string()))?;
@@ -73,10 +84,14 @@ pub fn tar_directory(dir: &Path) -> Result<Vec<u8>> {
 
 /// The complete build context for `library`, as the tar the engine's build API takes.
 pub fn context_tar(library: &[u8]) -> Result<Vec<u8>> {
-    let dir = tempfile::Builder::new()
-        .prefix("strix-toolbox-build-")
-        .tempdir()
-        .map_err(|e| Error::Failed(format!("cannot create a temporary build directory: {e}")))?;
+    let dir = tempfile::Builder::new().prefix("strix-toolbox-build-").tempdir().map_err(|e| {
+        let tmp = std::env::temp_dir();
+        Error::host(
+            tmp.display().to_string(),
+            format!("cannot create a temporary build directory in {}: {e}", tmp.display()),
+            TMPDIR_FIX,
+        )
+    })?;
     stage_context(dir.path(), library)?;
     tar_directory(dir.path())
 }

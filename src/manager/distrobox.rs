@@ -40,8 +40,10 @@ impl Distrobox {
 
     fn podman(&self) -> Result<&PathBuf> {
         self.podman.as_ref().ok_or_else(|| {
-            Error::Failed(
-                "Distrobox with podman needs the podman CLI, which is not installed. Fix: install podman".into(),
+            super::not_installed(
+                "podman",
+                "Distrobox with podman needs the podman CLI, which is not installed",
+                "install podman",
             )
         })
     }

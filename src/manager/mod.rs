@@ -130,14 +130,17 @@ fn spec_fields(request: &CreateRequest) -> CreateRequest {
 pub fn choose(choice: ManagerChoice, engine: EngineKind, installed: &Installed) -> Result<Box<dyn Manager>> {
     let toolbox = || -> Result<Box<dyn Manager>> {
         let program = installed.toolbox.clone().ok_or_else(|| {
-            Error::Failed(
-                "toolbox is not installed. Fix: install it (`sudo dnf install toolbox`) or use --manager native".into(),
+            not_installed(
+                "toolbox",
+                "toolbox is not installed",
+                "install it (`sudo dnf install toolbox`) or use --manager native",
             )
         })?;
         let podman = installed.podman.clone().ok_or_else(|| {
-            Error::Failed(
-                "Toolbx needs the podman CLI, which is not installed. Fix: install podman or use --manager native"
-                    .into(),
+            not_installed(
+                "podman",
+                "Toolbx needs the podman CLI, which is not installed",
+                "install podman or use --manager native",
             )
         })?;
         if engine != EngineKind::Podman {
@@ -147,13 +150,13 @@ pub fn choose(choice: ManagerChoice, engine: EngineKind, installed: &Installed) 
     };
     let distrobox = || -> Result<Box<dyn Manager>> {
         let program = installed.distrobox.clone().ok_or_else(|| {
-            Error::Failed("distrobox is not installed. Fix: install it or use --manager native".into())
+            not_installed("distrobox", "distrobox is not installed", "install it or use --manager native")
         })?;
         if engine == EngineKind::Podman && installed.podman.is_none() {
-            return Err(Error::Failed(
-                "Distrobox with podman needs the podman CLI, which is not installed. Fix: install podman or use \
-                 --manager native"
-                    .into(),
+            return Err(not_installed(
+                "podman",
+                "Distrobox with podman needs the podman CLI, which is not installed",
+                "install podman or use --manager native",
             ));
         }
         Ok(Box::new(Distrobox { program, podman: installed.podman.clone() }))
@@ -189,6 +192,11 @@ pub fn for_existing(kind: ManagerKind, installed: &Installed) -> Box<dyn Manager
         }
         _ => Box::new(Native),
     }
+}
+
+/// A program the manager needs is not on this host.
+pub(crate) fn not_installed(program: &str, message: &str, fix: &str) -> Error {
+    Error::host(format!("{program} on PATH"), message, fix)
 }
 
 #[cfg(test)]

@@ -39,28 +39,34 @@ fn command(program: &str, args: &[String], env: &ChildEnv) -> std::process::Comm
 /// Run `argv`, capturing output; a non-zero exit is an error carrying its stderr.
 /// The child is killed if the future is dropped (e.g. on Ctrl-C).
 pub async fn run_captured(argv: &[String], env: &ChildEnv) -> Result<String> {
-    let (program, args) = argv.split_first().ok_or_else(|| Error::Failed("internal: empty command line".into()))?;
+    let (program, args) = argv.split_first().ok_or_else(|| Error::Internal("an empty command line".into()))?;
     let output = Command::from(command(program, args, env))
         .stdin(Stdio::null())
         .kill_on_drop(true)
         .output()
         .await
-        .map_err(|e| Error::Command { program: program.clone(), message: format!("cannot run it: {e}") })?;
+        .map_err(|e| not_runnable(program, &e))?;
     if output.status.success() {
         return Ok(String::from_utf8_lossy(&output.stdout).into_owned());
     }
     let stderr = String::from_utf8_lossy(&output.stderr);
     let stdout = String::from_utf8_lossy(&output.stdout);
     let detail = if stderr.trim().is_empty() { stdout.trim() } else { stderr.trim() };
-    Err(Error::Command { program: argv.join(" "), message: format!("{} ({detail})", output.status) })
+    Err(Error::Command { program: argv.join(" "), message: format!("{} ({detail})", output.status), fix: None })
+}
+
+/// `program` could not be started at all.
+fn not_runnable(program: &str, error: &std::io::Error) -> Error {
+    let fix = (error.kind() == std::io::ErrorKind::NotFound).then(|| format!("install {program}, or put it on PATH"));
+    Error::Command { program: program.to_string(), message: format!("cannot run it: {error}"), fix }
 }
 
 /// Replace this process with `argv` (interactive shells: the terminal belongs to the child).
 pub fn exec_replace(argv: &[String], env: &ChildEnv) -> Error {
     use std::os::unix::process::CommandExt;
     let Some((program, args)) = argv.split_first() else {
-        return Error::Failed("internal: empty command line".into());
+        return Error::Internal("an empty command line".into());
     };
     let error = command(program, args, env).exec();
-    Error::Command { program: program.clone(), message: format!("cannot run it: {error}") }
+    not_runnable(program, &error)
 }

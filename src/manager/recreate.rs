@@ -15,15 +15,20 @@ use crate::manager::process::{run_captured, ChildEnv};
 /// the manager's `--ulimit host` goes: podman lets `host` win over an explicit memlock.
 pub fn merge_create_command(
     manager: &str,
+    name: &str,
     create_command: &[String],
     podman: &str,
     flags: &[String],
 ) -> Result<Vec<String>> {
     let create_at = create_command.iter().position(|a| a == "create").ok_or_else(|| {
-        Error::Failed(format!(
-            "{manager}'s container has no recognisable create command ({create_command:?}); cannot add the GPU \
-             flags. Fix: use --manager native"
-        ))
+        Error::toolbox(
+            name,
+            format!(
+                "{manager}'s container has no recognisable create command ({create_command:?}); cannot add the GPU \
+                 flags"
+            ),
+            "use --manager native",
+        )
     })?;
     let drop_ulimit_host = flags.iter().any(|f| f == "--ulimit");
     let mut merged = vec![podman.to_string()];
@@ -55,13 +60,17 @@ pub async fn recreate_with_flags(
 ) -> Result<String> {
     let result = async {
         let created = engine.container_inspect(name).await?.ok_or_else(|| {
-            Error::Failed(format!(
-                "{manager} said it created {name}, but {} has no such container: {manager} uses the local podman. \
-                 Fix: point CONTAINER_HOST at the local podman service, or unset it",
-                engine.endpoint(),
-            ))
+            Error::toolbox(
+                name,
+                format!(
+                    "{manager} said it created {name}, but {} has no such container: {manager} uses the local podman",
+                    engine.endpoint(),
+                ),
+                "point CONTAINER_HOST at the local podman service, or unset it",
+            )
         })?;
-        let merged = merge_create_command(manager, &created.create_command, &podman.display().to_string(), flags)?;
+        let merged =
+            merge_create_command(manager, name, &created.create_command, &podman.display().to_string(), flags)?;
         engine.container_remove(name, true).await?;
         let id = run_captured(&merged, env).await?;
         Ok(id.trim().to_string())
@@ -113,7 +122,7 @@ mod tests {
             "init-container",
         ]);
         let flags = strings(&["--device", "/dev/kfd:/dev/kfd", "--ulimit", "memlock=-1:-1"]);
-        let merged = merge_create_command("Toolbx", &toolbox, "/usr/bin/podman", &flags).unwrap();
+        let merged = merge_create_command("Toolbx", "x", &toolbox, "/usr/bin/podman", &flags).unwrap();
         assert_eq!(
             merged,
             strings(&[
@@ -141,7 +150,8 @@ mod tests {
     fn keeps_ulimit_host_without_our_ulimits() {
         let toolbox = strings(&["podman", "create", "--ulimit", "host", "img"]);
         let merged =
-            merge_create_command("Toolbx", &toolbox, "podman", &strings(&["--device", "/dev/kfd:/dev/kfd"])).unwrap();
+            merge_create_command("Toolbx", "x", &toolbox, "podman", &strings(&["--device", "/dev/kfd:/dev/kfd"]))
+                .unwrap();
         assert!(merged.windows(2).any(|w| w == ["--ulimit", "host"]));
     }
 
@@ -149,13 +159,13 @@ mod tests {
     fn drops_the_one_word_form_too() {
         let distrobox = strings(&["podman", "create", "--ulimit=host", "--name", "x", "img", "-v"]);
         let flags = strings(&["--ulimit", "memlock=-1:-1"]);
-        let merged = merge_create_command("Distrobox", &distrobox, "podman", &flags).unwrap();
+        let merged = merge_create_command("Distrobox", "x", &distrobox, "podman", &flags).unwrap();
         assert_eq!(merged, strings(&["podman", "create", "--ulimit", "memlock=-1:-1", "--name", "x", "img", "-v"]));
     }
 
     #[test]
     fn refuses_an_unrecognisable_command() {
-        let error = merge_create_command("Distrobox", &strings(&["podman", "run"]), "podman", &[]).unwrap_err();
+        let error = merge_create_command("Distrobox", "x", &strings(&["podman", "run"]), "podman", &[]).unwrap_err();
         assert!(error.to_string().starts_with("Distrobox's container has no recognisable create command"), "{error}");
     }
 }

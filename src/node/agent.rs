@@ -34,7 +34,7 @@ pub async fn run_agent(
             }
         }
     });
-    let hello = line(&Hello::here()).map_err(|e| Error::Failed(format!("internal: cannot encode hello: {e}")))?;
+    let hello = line(&Hello::here()).map_err(|e| Error::Internal(format!("cannot encode the hello: {e}")))?;
     let _ = answers.send(hello);
 
     let mut running = JoinSet::new();
@@ -75,7 +75,12 @@ pub async fn run_agent(
 
 /// The answer to a line that is no call.
 fn unreadable(id: u64, why: &str) -> String {
-    let error = Error::Usage(format!("{why}. Fix: run the same strix-toolbox version on the head and every node"));
+    let node = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default().trim().to_string();
+    let error = Error::Node {
+        message: format!("{node}: {why}"),
+        node,
+        fix: Some("run the same strix-toolbox version on the head and every node (`cluster install`)".into()),
+    };
     line(&Response { id, outcome: Outcome::Error(error.report()) }).unwrap_or_default()
 }
 
@@ -113,7 +118,7 @@ pub async fn dispatch(settings: &Settings, call: NodeCall) -> Result<serde_json:
 /// A call's report as it travels; the request only fixes the report's type.
 fn reply<C: Call>(_call: &C, result: Result<C::Reply>) -> Result<serde_json::Value> {
     let report = result?;
-    serde_json::to_value(report).map_err(|e| Error::Failed(format!("internal: cannot encode the report: {e}")))
+    serde_json::to_value(report).map_err(|e| Error::Internal(format!("cannot encode the report: {e}")))
 }
 
 #[cfg(test)]
@@ -171,6 +176,7 @@ mod tests {
         let Outcome::Error(unknown) = &answers[&9] else { panic!("an unknown call: {:?}", answers[&9]) };
         assert!(unknown.message.contains("not a call this node knows"), "{unknown:?}");
         let Outcome::Error(garbage) = &answers[&0] else { panic!("a line that is no call: {:?}", answers[&0]) };
-        assert!(garbage.message.contains("same strix-toolbox version"), "{garbage:?}");
+        assert!(garbage.fix.as_deref().unwrap_or_default().contains("same strix-toolbox version"), "{garbage:?}");
+        assert_eq!(garbage.kind, crate::error::ErrorKind::Node);
     }
 }

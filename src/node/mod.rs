@@ -33,12 +33,10 @@ pub trait NodeCalls {
 impl<N: Node + ?Sized> NodeCalls for N {
     async fn call<C: Call + Send>(&self, call: C) -> Result<C::Reply> {
         let value = self.ask(call.into()).await?;
-        serde_json::from_value(value).map_err(|e| {
-            Error::Failed(format!(
-                "node {}: its answer is not the report this strix-toolbox expects ({e}). Fix: `strix-toolbox \
-                 cluster install` puts the same build on every node",
-                self.name()
-            ))
+        serde_json::from_value(value).map_err(|e| Error::Node {
+            node: self.name().to_string(),
+            message: format!("node {}: its answer is not the report this strix-toolbox expects ({e})", self.name()),
+            fix: Some("`strix-toolbox cluster install` puts the same build on every node".into()),
         })
     }
 }

@@ -30,7 +30,7 @@ pub async fn abi_against(engine: &dyn Engine, image: &str, new: &DynamicInfo) ->
         engine
             .container_start(&name)
             .await
-            .map_err(|e| Error::Failed(format!("cannot look inside {image} (its container does not start): {e}")))?;
+            .map_err(|e| e.context(format!("cannot look inside {image} (its container does not start)")))?;
         image_side(engine, &name, image, new).await
     }
     .await;
@@ -112,10 +112,17 @@ async fn image_side(engine: &dyn Engine, container: &str, image: &str, new: &Dyn
 async fn lines(probe: &Probe<'_>, argv: &[&str]) -> Result<Vec<String>> {
     match probe.run(argv).await {
         Ran::Exited(0 | 1, stdout, _) => Ok(stdout.lines().filter(|l| !l.is_empty()).map(str::to_string).collect()),
-        Ran::Exited(code, _, stderr) => {
-            Err(Error::Failed(format!("`{}` failed in the image (exit {code}): {}", argv.join(" "), stderr.trim())))
-        }
-        Ran::Missing(why) | Ran::Broken(why) => Err(Error::Failed(format!("cannot look inside the image: {why}"))),
+        Ran::Exited(code, _, stderr) => Err(Error::Command {
+            program: argv.join(" "),
+            message: format!("exit {code} inside the image: {}", stderr.trim()),
+            fix: None,
+        }),
+        Ran::Missing(why) => Err(Error::Command {
+            program: argv.join(" "),
+            message: format!("cannot look inside the image: {why}"),
+            fix: Some(format!("the ABI check needs {} in the image; check against an image that has it", argv[0])),
+        }),
+        Ran::Broken(why) => Err(Error::engine(probe.engine.kind().program(), "look inside the image", why)),
     }
 }
 
@@ -129,7 +136,7 @@ async fn read_libraries(
     let mut libraries = Vec::new();
     for path in paths {
         let bytes = match engine.container_archive(container, path).await? {
-            Some(archive) => first_file(&archive)?.unwrap_or_default(),
+            Some(archive) => first_file(engine.kind().program(), &archive)?.unwrap_or_default(),
             None => continue,
         };
         match parse_dynamic(&bytes) {

@@ -62,9 +62,12 @@ async fn shell_that_runs_in(engine: &dyn Engine, name: &str, login_shell: &str) 
             return Ok(shell.to_string());
         }
     }
-    Err(Error::Failed(format!(
-        "toolbox {name} has no shell to enter (tried {login_shell}, /bin/bash, /bin/sh). Fix: `strix-toolbox enter \
-         {name} -- COMMAND` runs a command without one; recreate it from a complete image with `strix-toolbox \
-         refresh --force`"
-    )))
+    Err(Error::toolbox(
+        name,
+        format!("toolbox {name} has no shell to enter (tried {login_shell}, /bin/bash, /bin/sh)"),
+        format!(
+            "`strix-toolbox enter {name} -- COMMAND` runs a command without one; recreate it from a complete image \
+             with `strix-toolbox refresh --force`"
+        ),
+    ))
 }

@@ -64,11 +64,12 @@ pub async fn ping(netdev: &str, address: Ipv4Addr, size: u32) -> Result<PingRepo
 }
 
 async fn run(argv: &[&str]) -> Result<std::process::Output> {
-    let (program, args) = argv.split_first().ok_or_else(|| Error::Failed("internal: empty command line".into()))?;
+    let (program, args) = argv.split_first().ok_or_else(|| Error::Internal("an empty command line".into()))?;
     Command::new(program).args(args).stdin(std::process::Stdio::null()).kill_on_drop(true).output().await.map_err(|e| {
         Error::Command {
             program: program.to_string(),
-            message: format!("cannot run it: {e}. Fix: install iproute2 and iputils-ping"),
+            message: format!("cannot run it: {e}"),
+            fix: Some("install iproute2 and iputils-ping".into()),
         }
     })
 }

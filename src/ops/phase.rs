@@ -135,10 +135,14 @@ async fn undo(engine: &dyn Engine, name: &str, image_id: Option<&str>, report: &
     let Some(current) = managed(engine, name).await? else { return Ok(()) };
     let swapped_in = image_id.is_some_and(|id| current.labels.get(labels::IMAGE_ID).map(String::as_str) == Some(id));
     if !swapped_in {
-        return Err(Error::Failed(format!(
-            "{name} has no parked predecessor and is not the toolbox this refresh swapped in, so undo leaves it \
-             alone. Fix: check it with `strix-toolbox status`"
-        )));
+        return Err(Error::toolbox(
+            name,
+            format!(
+                "{name} has no parked predecessor and is not the toolbox this refresh swapped in, so undo leaves it \
+                 alone"
+            ),
+            "check it with `strix-toolbox status`",
+        ));
     }
     engine.container_remove(name, true).await?;
     report.changed = true;

@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use crate::engine::Engine;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::ops::abi::abi_against;
 use crate::rccl::{inspect_artifact, RcclReport};
 use crate::reporter::Reporter;
@@ -30,10 +30,7 @@ pub async fn check_against(
         return Ok(());
     };
     if engine.image_inspect(image).await?.is_none() {
-        engine
-            .pull(image, reporter)
-            .await
-            .map_err(|e| Error::Failed(format!("cannot get {image} to check against: {e}")))?;
+        engine.pull(image, reporter).await.map_err(|e| e.context(format!("cannot get {image} to check against")))?;
         reporter.finish();
     }
     report.add_abi(abi_against(engine, image, &dynamic).await?);

@@ -161,7 +161,7 @@ pub async fn refresh_with(
     let image = match found {
         Some(image) => image,
         None if request.dry_run => ImageInfo { id: "(not pulled yet)".into(), ..Default::default() },
-        None => return Err(Error::Failed(format!("{image_ref} is not present after pulling it"))),
+        None => return Err(not_present_after_pull(engine.kind().program(), &image_ref)),
     };
 
     let image_name = ImageRef::parse(&image_ref)?;
@@ -282,18 +282,31 @@ fn local_build_tag(base: &str) -> Result<String> {
     Ok(format!("localhost/{short_name}:{}-rccl", base_name.tag.as_deref().unwrap_or("latest")))
 }
 
+/// The engine pulled `reference` without error, yet does not have it (removed meanwhile).
+pub(crate) fn not_present_after_pull(engine: &'static str, reference: &str) -> Error {
+    Error::Engine {
+        engine,
+        action: format!("pull {reference}"),
+        message: format!("{reference} is not present after pulling it"),
+        fix: Some(format!("pull it again; `{engine} images` shows what is there")),
+    }
+}
+
 /// RDMA pins memory: with a rootless engine the container inherits the hard memlock limit and
 /// cannot raise it, so `--ulimit memlock=-1` makes it fail at start. Stop before creating anything.
 fn check_memlock(facts: &HostFacts, info: &EngineInfo) -> Result<()> {
     let limited = facts.memlock.as_ref().is_some_and(|m| !m.hard_is_unlimited());
     if facts.rdma.present() && info.rootless && limited {
         let hard = facts.memlock.as_ref().and_then(|m| m.hard).unwrap_or(0);
-        return Err(Error::Failed(format!(
-            "the memlock hard limit is {hard} bytes and {} runs rootless: a toolbox with RDMA needs it \
-             unlimited and would fail at start. Fix: {}, and rerun",
-            info.kind.program(),
-            crate::doctor::memlock::FIX
-        )));
+        return Err(Error::host(
+            "memlock hard limit",
+            format!(
+                "the memlock hard limit is {hard} bytes and {} runs rootless: a toolbox with RDMA needs it \
+                 unlimited and would fail at start",
+                info.kind.program()
+            ),
+            format!("{}, and rerun", crate::doctor::memlock::FIX),
+        ));
     }
     Ok(())
 }

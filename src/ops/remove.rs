@@ -23,14 +23,18 @@ pub async fn remove(settings: &Settings, name: &str, force: bool) -> Result<Remo
     let container = find_toolbox(engine, name).await?;
     let program = engine.kind().program();
     if container.labels.get(labels::MANAGED).map(String::as_str) != Some("true") {
-        return Err(Error::Failed(format!(
-            "{name} was not made by strix-toolbox, so it is left alone. Fix: `{program} rm {name}` if you mean it"
-        )));
+        return Err(Error::toolbox(
+            name,
+            format!("{name} was not made by strix-toolbox, so it is left alone"),
+            format!("`{program} rm {name}` if you mean it"),
+        ));
     }
     if container.running && !force {
-        return Err(Error::Failed(format!(
-            "{name} is running. Fix: leave it and rerun with --force to stop and remove it"
-        )));
+        return Err(Error::toolbox(
+            name,
+            format!("{name} is running"),
+            "leave it and rerun with --force to stop and remove it",
+        ));
     }
     engine.container_remove(&container.id, true).await?;
     Ok(RemoveReport { name: name.to_string(), id: container.id, was_running: container.running })

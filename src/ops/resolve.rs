@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::image::reference::ImageRef;
+use crate::ops::refresh::not_present_after_pull;
 use crate::plan::registry_digest;
 use crate::settings::Settings;
 
@@ -28,12 +29,11 @@ pub async fn resolve(settings: &Settings, reference: &str) -> Result<ResolveRepo
     let info = engine
         .image_inspect(reference)
         .await?
-        .ok_or_else(|| Error::Failed(format!("{reference} is not present after pulling it")))?;
-    let digest = registry_digest(&info, &image.repository).ok_or_else(|| {
-        Error::Failed(format!(
-            "{reference} has no registry digest, so the nodes cannot be given the same image by name. Fix: push it \
-             to a registry every node reaches and refresh from there"
-        ))
+        .ok_or_else(|| not_present_after_pull(engine.kind().program(), reference))?;
+    let digest = registry_digest(&info, &image.repository).ok_or_else(|| Error::Registry {
+        reference: reference.to_string(),
+        message: format!("{reference} has no registry digest, so the nodes cannot be given the same image by name"),
+        fix: Some("push it to a registry every node reaches and refresh from there".into()),
     })?;
     Ok(ResolveReport {
         reference: reference.to_string(),

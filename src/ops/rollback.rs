@@ -16,7 +16,11 @@ pub async fn rollback(settings: &Settings, name: &str, dry_run: bool) -> Result<
     let engine = connection.engine();
     let container = find_toolbox(engine, name).await?;
     let image_ref = container.labels.get(labels::IMAGE_REF).ok_or_else(|| {
-        Error::Failed(format!("{name} was not made by strix-toolbox, so it has no pinned history to roll back to"))
+        Error::toolbox(
+            name,
+            format!("{name} was not made by strix-toolbox, so it has no pinned history to roll back to"),
+            format!("recreate it with `strix-toolbox refresh --name {name}`; from then on each refresh keeps a pin"),
+        )
     })?;
     let image = ImageRef::parse(image_ref)?;
     let current_pin = container.labels.get(labels::PIN).cloned().unwrap_or_default();
@@ -30,11 +34,15 @@ pub async fn rollback(settings: &Settings, name: &str, dry_run: bool) -> Result<
         .collect();
     pins.sort();
     let previous = pins.pop().ok_or_else(|| {
-        Error::Failed(format!(
-            "no pinned image of {} older than {} is left to roll back to. Fix: keep more with `refresh --keep N`",
-            image.repository,
-            if current_pin.is_empty() { "the current one" } else { &current_pin }
-        ))
+        Error::toolbox(
+            name,
+            format!(
+                "no pinned image of {} older than {} is left to roll back to",
+                image.repository,
+                if current_pin.is_empty() { "the current one" } else { &current_pin }
+            ),
+            "keep more with `refresh --keep N`",
+        )
     })?;
 
     let request = RefreshRequest {

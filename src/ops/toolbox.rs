@@ -9,11 +9,10 @@ pub const DEFAULT_TOOLBOX: &str = "vllm";
 /// The container named `name`, or an error that says how to make it.
 pub async fn find_toolbox(engine: &dyn Engine, name: &str) -> Result<ContainerInfo> {
     engine.container_inspect(name).await?.ok_or_else(|| {
-        Error::Failed(format!(
-            "no toolbox named {name} in {} ({}). Fix: `strix-toolbox refresh` creates it; `strix-toolbox list` shows \
-             what exists",
-            engine.kind().program(),
-            engine.endpoint()
-        ))
+        Error::toolbox(
+            name,
+            format!("no toolbox named {name} in {} ({})", engine.kind().program(), engine.endpoint()),
+            "`strix-toolbox refresh` creates it; `strix-toolbox list` shows what exists",
+        )
     })
 }

@@ -74,17 +74,19 @@ fn gunzip(path: &Path, compressed: &[u8], member: Option<&str>) -> Result<Vec<u8
     let mut library = Vec::new();
     flate2::read::MultiGzDecoder::new(compressed).take(MAX_LIBRARY_SIZE + 1).read_to_end(&mut library).map_err(
         |e| {
-            Error::Failed(format!(
-                "{what}: the gzip data is truncated or corrupt ({e}). Download the build-rccl \
-                 artifact again; `gzip -t FILE` checks a .gz file"
-            ))
+            Error::artifact(
+                path,
+                format!("{what}: the gzip data is truncated or corrupt ({e})"),
+                "download the build-rccl artifact again (`gzip -t FILE` checks a .gz file)",
+            )
         },
     )?;
     if library.len() as u64 > MAX_LIBRARY_SIZE {
-        return Err(Error::Failed(format!(
-            "{what}: unpacks to more than {MAX_LIBRARY_SIZE} bytes, far larger than any librccl; \
-             expected librccl.so.1.gz from the build-rccl workflow"
-        )));
+        return Err(Error::artifact(
+            path,
+            format!("{what}: unpacks to more than {MAX_LIBRARY_SIZE} bytes, far larger than any librccl"),
+            "give librccl.so.1.gz from the build-rccl workflow",
+        ));
     }
     Ok(library)
 }
@@ -103,11 +105,11 @@ fn member_rank(base_name: &str) -> Option<u8> {
 /// The best librccl entry of a zip, by name, with its bytes.
 fn zip_member(path: &Path, bytes: &[u8]) -> Result<(String, Vec<u8>)> {
     let unreadable = |e: zip::result::ZipError| {
-        Error::Failed(format!(
-            "{}: not a readable zip archive ({e}); the download is probably truncated. Download \
-             the build-rccl artifact again (`unzip -t FILE` checks it)",
-            path.display()
-        ))
+        Error::artifact(
+            path,
+            format!("{}: not a readable zip archive ({e}); the download is probably truncated", path.display()),
+            "download the build-rccl artifact again (`unzip -t FILE` checks it)",
+        )
     };
     let mut archive = zip::ZipArchive::new(Cursor::new(bytes)).map_err(unreadable)?;
     let names: Vec<String> = archive.file_names().map(str::to_string).collect();
@@ -125,28 +127,32 @@ fn zip_member(path: &Path, bytes: &[u8]) -> Result<(String, Vec<u8>)> {
         if names.len() > listed.len() {
             listed.push("...");
         }
-        return Err(Error::Failed(format!(
-            "{}: the zip holds no librccl.so.1 (entries: {}). Expected the build-rccl workflow's \
-             artifact, which holds librccl.so.1 or librccl.so.1.gz",
-            path.display(),
-            if listed.is_empty() { "none".to_string() } else { listed.join(", ") }
-        )));
+        return Err(Error::artifact(
+            path,
+            format!(
+                "{}: the zip holds no librccl.so.1 (entries: {})",
+                path.display(),
+                if listed.is_empty() { "none".to_string() } else { listed.join(", ") }
+            ),
+            "give the build-rccl workflow's artifact, which holds librccl.so.1 or librccl.so.1.gz",
+        ));
     };
     let mut entry = archive.by_index(index).map_err(unreadable)?;
     let name = entry.name().to_string();
     if entry.size() > MAX_LIBRARY_SIZE {
-        return Err(Error::Failed(format!(
-            "{}: zip entry {name} claims {} bytes, far larger than any librccl",
-            path.display(),
-            entry.size()
-        )));
+        return Err(Error::artifact(
+            path,
+            format!("{}: zip entry {name} claims {} bytes, far larger than any librccl", path.display(), entry.size()),
+            "download the build-rccl artifact again",
+        ));
     }
     let mut inner = Vec::new();
     (&mut entry).take(MAX_LIBRARY_SIZE + 1).read_to_end(&mut inner).map_err(|e| {
-        Error::Failed(format!(
-            "{}: zip entry {name} is truncated or corrupt ({e}). Download the build-rccl artifact again",
-            path.display()
-        ))
+        Error::artifact(
+            path,
+            format!("{}: zip entry {name} is truncated or corrupt ({e})", path.display()),
+            "download the build-rccl artifact again",
+        )
     })?;
     Ok((name, inner))
 }
@@ -202,6 +208,8 @@ mod tests {
         let gzipped = gz(&[5u8; 10_000]);
         let error = unwrap(Path::new("x.gz"), gzipped[..gzipped.len() / 2].to_vec()).expect_err("truncated gz");
         assert!(error.to_string().contains("truncated or corrupt"), "{error}");
+        assert_eq!(error.kind(), crate::error::ErrorKind::Artifact);
+        assert_eq!(error.fix(), Some("download the build-rccl artifact again (`gzip -t FILE` checks a .gz file)"));
         let zipped = zip(&[("librccl.so.1", LIBRARY)]);
         let error = unwrap(Path::new("x.zip"), zipped[..zipped.len() - 30].to_vec()).expect_err("truncated zip");
         assert!(error.to_string().contains("not a readable zip archive"), "{error}");

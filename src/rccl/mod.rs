@@ -46,10 +46,11 @@ pub fn inspect_library(
         None => path.display().to_string(),
     };
     let elf = elf::parse(&library).map_err(|why| {
-        Error::Failed(format!(
-            "{what}: not an ELF file: {why}. Expected librccl.so.1 from the build-rccl workflow \
-             (plain, .gz, or the workflow's artifact .zip)"
-        ))
+        Error::artifact(
+            path,
+            format!("{what}: not an ELF file: {why}"),
+            "give librccl.so.1 from the build-rccl workflow (plain, .gz, or the workflow's artifact .zip)",
+        )
     })?;
 
     let fatbin_section = elf
@@ -69,10 +70,11 @@ pub fn inspect_library(
         }
     };
     let bundles = bundles.map_err(|why| {
-        Error::Failed(format!(
-            "{what}: a GPU code-object bundle is corrupt or truncated ({why}). Download the \
-             build-rccl artifact again, or rebuild it"
-        ))
+        Error::artifact(
+            path,
+            format!("{what}: a GPU code-object bundle is corrupt or truncated ({why})"),
+            "download the build-rccl artifact again, or rebuild it",
+        )
     })?;
 
     let code_objects = report::code_objects(&bundles);
@@ -171,6 +173,7 @@ mod tests {
         assert!(!report.ok && !report.has_gfx1151);
         let error = report.ensure_gfx1151().expect_err("rejected");
         assert!(error.to_string().contains("no gfx1151 code objects"), "{error}");
+        assert_eq!(error.kind(), crate::error::ErrorKind::Artifact);
         let empty =
             inspect_library(Path::new("lib"), ArtifactFormat::So, None, library_with(".text", b"code")).expect("reads");
         assert_eq!((empty.ok, empty.bundle_count), (false, 0));

@@ -90,11 +90,16 @@ impl RcclReport {
         if self.ok {
             return Ok(());
         }
-        Err(Error::Failed(format!(
-            "{}: rejected as an RCCL for Strix Halo: {}",
-            self.path.display(),
-            self.problems.join("; ")
-        )))
+        // Each problem carries its own fix.
+        Err(Error::Artifact {
+            path: self.path.clone(),
+            message: format!(
+                "{}: rejected as an RCCL for Strix Halo: {}",
+                self.path.display(),
+                self.problems.join("; ")
+            ),
+            fix: None,
+        })
     }
 
     /// Record the ABI check against an image: its problems become the report's.

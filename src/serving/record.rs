@@ -65,10 +65,10 @@ impl ServingFiles {
     /// For `toolbox`, under this process's XDG state directory.
     pub fn of(toolbox: &str) -> Result<ServingFiles> {
         let dir = state_dir().ok_or_else(|| {
-            Error::Failed(
-                "neither XDG_STATE_HOME nor HOME is set, so there is nowhere to record what was launched. Fix: \
-                 set HOME"
-                    .into(),
+            Error::host(
+                "HOME",
+                "neither XDG_STATE_HOME nor HOME is set, so there is nowhere to record what was launched",
+                "set HOME",
             )
         })?;
         Ok(ServingFiles::in_dir(&dir.join("strix-toolbox/serving"), toolbox))
@@ -96,10 +96,11 @@ impl ServingFiles {
         let path = self.record();
         match std::fs::read_to_string(&path) {
             Ok(text) => serde_json::from_str(&text).map(Some).map_err(|e| {
-                Error::Failed(format!(
-                    "{} is not a serving record ({e}). Fix: `strix-toolbox stop` clears it after stopping what runs",
-                    path.display()
-                ))
+                Error::host(
+                    path.display().to_string(),
+                    format!("{} is not a serving record ({e})", path.display()),
+                    format!("remove it (`rm {}`) once `strix-toolbox stop` stopped what runs", path.display()),
+                )
             }),
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(error) => Err(Error::read(path, error)),
@@ -109,7 +110,7 @@ impl ServingFiles {
     /// Write the record (creating the directory), replacing any previous one atomically.
     pub fn write(&self, record: &ServingRecord) -> Result<()> {
         let text = serde_json::to_string_pretty(record)
-            .map_err(|e| Error::Failed(format!("internal: cannot encode the serving record: {e}")))?;
+            .map_err(|e| Error::Internal(format!("cannot encode the serving record: {e}")))?;
         self.write_file(&self.record(), text.as_bytes())
     }
 
@@ -117,7 +118,7 @@ impl ServingFiles {
         match std::fs::remove_file(self.record()) {
             Ok(()) => Ok(()),
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(error) => Err(Error::Failed(format!("cannot remove {}: {error}", self.record().display()))),
+            Err(error) => Err(self.write_error(&self.record(), error)),
         }
     }
 
@@ -140,10 +141,11 @@ impl ServingFiles {
     }
 
     fn write_error(&self, path: &Path, error: std::io::Error) -> Error {
-        Error::Failed(format!(
-            "cannot write {}: {error}. Fix: check that the home directory is writable",
-            path.display()
-        ))
+        Error::host(
+            path.display().to_string(),
+            format!("cannot write {}: {error}", path.display()),
+            "check that the home directory is writable and not full",
+        )
     }
 }
 

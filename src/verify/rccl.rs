@@ -45,7 +45,7 @@ pub async fn checks(probe: &Probe<'_>, expected: &Expected) -> Vec<Check> {
     let mut by_digest: BTreeMap<String, (Vec<String>, Vec<u8>)> = BTreeMap::new();
     for path in &copies {
         let library = match probe.engine.container_archive(probe.container, path).await {
-            Ok(Some(archive)) => match first_file(&archive) {
+            Ok(Some(archive)) => match first_file(probe.engine.kind().program(), &archive) {
                 Ok(Some(bytes)) => bytes,
                 Ok(None) => return vec![fail(format!("{path}: the archive holds no file"))],
                 Err(error) => return vec![fail(format!("{path}: {error}"))],

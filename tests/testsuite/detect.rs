@@ -185,6 +185,19 @@ fn bad_host_root_is_a_clear_error() {
     assert!(stderr(&output).contains("not a directory"), "{}", stderr(&output));
 }
 
+/// With --json a failure is also an error object on stdout, naming its kind; the text stays on stderr.
+#[test]
+fn a_failure_under_json_is_an_error_object_naming_its_kind() {
+    let output = run_on(std::path::Path::new("/nonexistent/host"), &["detect", "--json"]);
+    assert_eq!(output.status.code(), Some(1));
+    let error = &json(&output)["error"];
+    assert_eq!(error["kind"], "host", "{error}");
+    assert!(error["message"].as_str().unwrap().starts_with("host root /nonexistent/host cannot be used"), "{error}");
+    assert_eq!(error["fix"], "pass an existing directory to --host-root (or unset STRIX_HOST_ROOT)");
+    assert_eq!(error["nodes"], json!([]));
+    assert!(stderr(&output).contains("Fix: pass an existing directory"), "{}", stderr(&output));
+}
+
 #[test]
 fn unreadable_group_file_is_an_error_naming_it() {
     let host = materialize("strix-thunderbolt-only");

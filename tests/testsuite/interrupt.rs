@@ -1,5 +1,5 @@
-//! Ctrl-C during a refresh's pull: the working toolbox stays exactly as it was, and nothing
-//! temporary is left behind.
+//! Ctrl-C or SIGTERM during a refresh's pull: the working toolbox stays exactly as it was, nothing
+//! temporary is left behind, and the exit code says which signal came (130, 143).
 
 use std::io::{Read, Write};
 use std::process::{Command, Stdio};
@@ -33,20 +33,28 @@ fn big_image(podman: &PodmanService, registry: &Registry) -> String {
     )
 }
 
-#[test]
-fn ctrl_c_during_the_pull_leaves_the_toolbox_untouched() {
+/// What an interrupted refresh left: its output, and the toolbox before and after.
+struct Interrupted {
+    output: std::process::Output,
+    before: serde_json::Value,
+    after: serde_json::Value,
+    containers: Vec<String>,
+}
+
+/// Refresh a working toolbox `vllm` to an image whose pull takes a while, and send `signal` half
+/// a second into the pull. `extra` goes at the end of the refresh's arguments.
+fn interrupt_the_pull(signal: libc::c_int, extra: &[&str]) -> Interrupted {
     let registry = Registry::start();
     let podman = PodmanService::start(&registry);
     let host = materialize("strix-thunderbolt-only");
     let host_arg = host.path().to_str().unwrap().to_string();
     let image = stand_in_image(&podman, &registry, "kyuz0/vllm:latest", "2026-11-01T10:00:00Z");
-    let args = refresh_vllm(&host_arg, &image, &[]);
-    assert!(run_strix(&podman.env(), &args).status.success());
+    assert!(run_strix(&podman.env(), &refresh_vllm(&host_arg, &image, &[])).status.success());
     let before = podman.inspect("vllm");
 
     big_image(&podman, &registry);
     let child = Command::new(env!("CARGO_BIN_EXE_strix-toolbox"))
-        .args(args)
+        .args(refresh_vllm(&host_arg, &image, extra))
         .envs(podman.env())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -55,12 +63,30 @@ fn ctrl_c_during_the_pull_leaves_the_toolbox_untouched() {
         .unwrap();
     std::thread::sleep(Duration::from_millis(500));
     // SAFETY: kill(2) on our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    unsafe { libc::kill(child.id() as i32, signal) };
     let output = child.wait_with_output().unwrap();
+    Interrupted { output, before, after: podman.inspect("vllm"), containers: podman.container_names() }
+}
 
-    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
-    let message = stderr(&output);
+#[test]
+fn ctrl_c_during_the_pull_leaves_the_toolbox_untouched_and_exits_130() {
+    let run = interrupt_the_pull(libc::SIGINT, &[]);
+    let message = stderr(&run.output);
+    assert_eq!(run.output.status.code(), Some(130), "{message}");
     assert!(message.contains("interrupted during pulling") && message.contains("nothing was changed"), "{message}");
-    assert_eq!(podman.inspect("vllm"), before);
-    assert_eq!(podman.container_names(), ["vllm"]);
+    assert_eq!(run.after, run.before);
+    assert_eq!(run.containers, ["vllm"]);
+}
+
+#[test]
+fn sigterm_during_the_pull_leaves_the_toolbox_untouched_and_exits_143() {
+    let run = interrupt_the_pull(libc::SIGTERM, &["--json"]);
+    let message = stderr(&run.output);
+    assert_eq!(run.output.status.code(), Some(143), "{message}");
+    assert!(message.contains("interrupted by SIGTERM during pulling"), "{message}");
+    let object: serde_json::Value = serde_json::from_slice(&run.output.stdout).expect("an error object on stdout");
+    assert_eq!(object["error"]["kind"], "interrupted", "{object}");
+    assert!(object["error"]["message"].as_str().unwrap().ends_with("nothing was changed"), "{object}");
+    assert_eq!(run.after, run.before);
+    assert_eq!(run.containers, ["vllm"]);
 }

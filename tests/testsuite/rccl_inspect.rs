@@ -263,7 +263,10 @@ fn truncated_gzip_fails() {
     let library = gfx1151_library(dir.path(), "librccl.so.1", "trunc");
     let gz = gzip_bytes(&std::fs::read(&library).expect("read"));
     let truncated = truncated_copy(&gz, gz.len() / 2, dir.path(), "librccl.so.1.gz");
-    assert_fails_with(&truncated, &["gzip data is truncated or corrupt", "Download the build-rccl artifact again"]);
+    assert_fails_with(
+        &truncated,
+        &["gzip data is truncated or corrupt", "Fix: download the build-rccl artifact again"],
+    );
 }
 
 #[test]

@@ -28,6 +28,16 @@ fn bad_image_reference() {
 }
 
 #[test]
+fn a_usage_error_under_json_is_an_error_object_of_kind_usage() {
+    let output = strix().args(["--json", "refresh", "stable"]).output().expect("run strix-toolbox");
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    let object: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON on stdout");
+    assert_eq!(object["error"]["kind"], "usage", "{object}");
+    assert!(object["error"]["message"].as_str().unwrap().contains("unknown channel \"stable\""), "{object}");
+    assert!(stderr(&output).contains("unknown channel"), "{}", stderr(&output));
+}
+
+#[test]
 fn bad_env_pair() {
     usage_error(&["refresh", "latest", "--env", "NOVALUE"], "expected KEY=VALUE");
 }

@@ -63,16 +63,17 @@ pub async fn ray_start(settings: &Settings, request: &RayStart) -> Result<RaySta
         return Ok(RayStarted { said: report.last_lines(3) });
     }
     let said = report.last_lines(4).join(" | ");
-    let why = if said.contains("Failed to connect to GCS") || report.exit_code == 124 {
-        "it could not join the head's Ray (the head's other Ray ports may be blocked by a firewall: trust the \
-         cluster link, `sudo firewall-cmd --zone=trusted --change-interface=IFACE --permanent`)"
-    } else {
-        "see Ray's words"
-    };
-    Err(Error::Failed(format!(
-        "`ray start` failed in toolbox {} on {link_ip} (exit {}): {why}: {said}",
-        toolbox.name, report.exit_code
-    )))
+    let could_not_join = said.contains("Failed to connect to GCS") || report.exit_code == 124;
+    Err(Error::Command {
+        program: "ray start".into(),
+        message: format!("in toolbox {} on {link_ip} (exit {}): {said}", toolbox.name, report.exit_code),
+        fix: could_not_join.then(|| {
+            "it reached the head's port but could not join: a firewall may block Ray's other ports. Trust the \
+             cluster link on every node (`sudo firewall-cmd --zone=trusted --change-interface=IFACE --permanent && \
+             sudo firewall-cmd --reload`)"
+                .to_string()
+        }),
+    })
 }
 
 /// A worker first knocks on the head's GCS port from its own network (the toolbox's, the host's):
@@ -80,19 +81,29 @@ pub async fn ray_start(settings: &Settings, request: &RayStart) -> Result<RaySta
 async fn reach_head(head_ip: Ipv4Addr, link_ip: Ipv4Addr) -> Result<()> {
     let address = SocketAddr::from((head_ip, RAY_PORT));
     let outcome = tokio::time::timeout(Duration::from_secs(5), tokio::net::TcpStream::connect(address)).await;
-    let why = match outcome {
+    let (why, fix) = match outcome {
         Ok(Ok(_)) => return Ok(()),
-        Err(_) => format!(
-            "nothing answered within 5 s: a firewall drops it (firewalld on the head, or on this node). Fix: trust \
-             the cluster link on both nodes (`sudo firewall-cmd --zone=trusted --change-interface=IFACE \
-             --permanent && sudo firewall-cmd --reload`), or open port {RAY_PORT} and Ray's ports"
+        Err(_) => (
+            "nothing answered within 5 s: a firewall drops it (firewalld on the head, or on this node)".to_string(),
+            format!(
+                "trust the cluster link on both nodes (`sudo firewall-cmd --zone=trusted --change-interface=IFACE \
+                 --permanent && sudo firewall-cmd --reload`), or open port {RAY_PORT} and Ray's ports"
+            ),
         ),
-        Ok(Err(error)) if error.kind() == std::io::ErrorKind::ConnectionRefused => {
-            "the head refused it: its Ray is not running there, or it listens on another address".to_string()
-        }
-        Ok(Err(error)) => format!("{error}: the head's link address is wrong or the link is down"),
+        Ok(Err(error)) if error.kind() == std::io::ErrorKind::ConnectionRefused => (
+            "the head refused it: its Ray is not running there, or listens on another address".to_string(),
+            "`strix-toolbox cluster logs --node HEAD` shows why the head's Ray is not up".to_string(),
+        ),
+        Ok(Err(error)) => (
+            format!("{error}: the head's link address is wrong or the link is down"),
+            "`strix-toolbox cluster doctor` checks the link, its subnet and MTU on every node".to_string(),
+        ),
     };
-    Err(Error::Failed(format!("this node ({link_ip}) cannot reach the Ray head at {address}: {why}")))
+    Err(Error::Host {
+        what: "the cluster link".into(),
+        message: format!("this node ({link_ip}) cannot reach the Ray head at {address}: {why}"),
+        fix: Some(fix),
+    })
 }
 
 /// vLLM's compiled graphs are only valid for the image that compiled them: when the toolbox runs
@@ -111,10 +122,11 @@ pub(super) fn clear_stale_compile_cache(
             Ok(()) => {}
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
             Err(error) => {
-                return Err(Error::Failed(format!(
-                    "cannot clear vLLM's compile cache {} after an image change: {error}. Fix: remove it by hand",
-                    cache.display()
-                )))
+                return Err(Error::host(
+                    cache.display().to_string(),
+                    format!("cannot clear vLLM's compile cache {} after an image change: {error}", cache.display()),
+                    format!("remove it by hand (`rm -rf {}`)", cache.display()),
+                ))
             }
         }
     }
@@ -154,8 +166,10 @@ pub async fn ray_nodes_of(settings: &Settings, request: &RayNodes) -> Result<Vec
     argv.extend(ray_nodes());
     let report = toolbox.run_ok("asking Ray for its nodes", &argv, &Default::default()).await?;
     let line = report.stdout.lines().rev().find(|line| line.trim_start().starts_with('[')).unwrap_or("");
-    serde_json::from_str(line).map_err(|e| {
-        Error::Failed(format!("Ray's node table is unreadable ({e}): {}", report.last_lines(2).join(" | ")))
+    serde_json::from_str(line).map_err(|e| Error::Command {
+        program: "ray.nodes()".into(),
+        message: format!("Ray's node table is unreadable ({e}): {}", report.last_lines(2).join(" | ")),
+        fix: None,
     })
 }
 

@@ -69,11 +69,15 @@ impl RunningToolbox {
         if report.success() {
             return Ok(report);
         }
-        Err(Error::Failed(format!(
-            "{what} failed in toolbox {} (exit {}): {}",
-            self.name,
-            report.exit_code,
-            report.last_lines(3).join(" | ")
-        )))
+        Err(Error::Command {
+            program: what.to_string(),
+            message: format!(
+                "in toolbox {} (exit {}): {}",
+                self.name,
+                report.exit_code,
+                report.last_lines(3).join(" | ")
+            ),
+            fix: None,
+        })
     }
 }

@@ -43,13 +43,15 @@ pub async fn vllm_start(settings: &Settings, request: &VllmStart) -> Result<Vllm
         env.insert("HF_TOKEN".into(), token.expose().to_string());
     }
     let report = toolbox.run(&detached(&log, &request.argv), &env).await?;
-    let pid = report.stdout.trim().parse::<u32>().ok().filter(|_| report.success()).ok_or_else(|| {
-        Error::Failed(format!(
-            "`vllm serve` did not start in toolbox {} (exit {}): {}",
+    let pid = report.stdout.trim().parse::<u32>().ok().filter(|_| report.success()).ok_or_else(|| Error::Command {
+        program: "vllm serve".into(),
+        message: format!(
+            "it did not start in toolbox {} (exit {}): {}",
             toolbox.name,
             report.exit_code,
             report.last_lines(3).join(" | ")
-        ))
+        ),
+        fix: Some("check that the toolbox's image has vLLM (`strix-toolbox enter -- vllm --version`)".into()),
     })?;
     let record = ServingRecord { vllm_pid: Some(pid), image: toolbox.image(), ..request.record.clone() };
     files.write(&record)?;
