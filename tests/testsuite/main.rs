@@ -17,6 +17,7 @@ mod docker;
 mod doctor;
 mod enter;
 mod interrupt;
+mod launch;
 mod lint;
 mod patches;
 mod rccl_abi;

@@ -19,6 +19,7 @@ pub mod host_tree;
 pub mod image;
 pub mod netns;
 pub mod podman;
+pub mod ray_image;
 pub mod rccl_fixtures;
 pub mod registry;
 pub mod terminal;

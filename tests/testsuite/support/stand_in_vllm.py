@@ -62,7 +62,8 @@ def ranks_over_ray(size):
                          f"the cluster has {len(alive)} node(s) with "
                          f"{sum(n['Resources'].get('GPU', 0) for n in alive)} GPU(s)")
 
-    @ray.remote(num_gpus=1)
+    # As vLLM's workers: a GPU each and no CPU, so a bundle of {"GPU": 1} fits them.
+    @ray.remote(num_gpus=1, num_cpus=0)
     class Rank:
         def report(self):
             return {"ip": ray.util.get_node_ip_address(),

@@ -1,0 +1,269 @@
+//! Serving one model across the cluster, end to end: real Ray (the version the image pins) in
+//! the nodes' toolboxes, on Thunderbolt nodes in network namespaces (an RDMA toolbox cannot start
+//! here: memlock), each node's podman inside its namespace so `--network host` is the node's own
+//! network. vLLM is the stand-in (support/stand_in_vllm.py): it asks Ray for a placement group of
+//! one GPU bundle per node, spread, and serves /health, /v1/models and /ranks (what each rank saw).
+
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use crate::support::cli::{json, run_strix, stderr, stdout, strix_command};
+use crate::support::cluster::{Link, TestCluster};
+use crate::support::ray_image::ray_node_image;
+use crate::support::registry::Registry;
+use crate::support::wait_until;
+
+const CREATED: &str = "2026-11-01T10:00:00Z";
+const MODEL: &str = "org/tiny-model";
+const TOKEN: &str = "hf_TESTtokenTHATmustNEVERshow0123456789";
+/// Ray's object store takes 30% of the RAM by default; the test nodes share one machine.
+const SMALL_OBJECT_STORE: &str = "RAY_DEFAULT_OBJECT_STORE_MEMORY_PROPORTION=0.01";
+
+/// A cluster of `nodes` Thunderbolt nodes whose toolbox `vllm` runs the Ray image.
+fn serving_cluster(nodes: usize) -> (Registry, TestCluster) {
+    let registry = Registry::start();
+    let cluster = TestCluster::start_with(&registry, nodes, Link::Thunderbolt);
+    let image = ray_node_image(cluster.node(1).podman(), &registry, "vllm-ray:latest", CREATED);
+    let refreshed =
+        strix_cluster(&cluster, &[], &["refresh", "--image", &image, "--name", "vllm", "--manager", "native"]);
+    assert!(refreshed.status.success(), "{}", stderr(&refreshed));
+    (registry, cluster)
+}
+
+/// `strix-toolbox --json cluster --ssh-config … --nodes … ARGS…` from the head, with `env` (the
+/// cluster's options first: ARGS may end with `-- VLLM ARGS`).
+fn cluster_command(cluster: &TestCluster, env: &[(&str, &str)], args: &[&str]) -> Command {
+    let config = cluster.ssh_config();
+    let nodes = cluster.nodes_arg();
+    let mut argv = vec!["--json", "cluster"];
+    argv.extend(["--ssh-config", config.to_str().expect("utf-8"), "--nodes", &nodes, "--connect-timeout", "3"]);
+    argv.extend_from_slice(args);
+    let env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    strix_command(&env, &argv)
+}
+
+fn strix_cluster(cluster: &TestCluster, env: &[(&str, &str)], args: &[&str]) -> Output {
+    cluster_command(cluster, env, args).stdin(Stdio::null()).output().expect("run strix-toolbox")
+}
+
+/// `cluster launch MODEL` with a small object store and a bounded wait, then `extra`.
+fn launch_args<'a>(port: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["launch", MODEL, "--port", port, "--timeout", "120", "-e", SMALL_OBJECT_STORE];
+    args.extend_from_slice(extra);
+    args
+}
+
+/// Where node `index` records what a launch started.
+fn record_of(cluster: &TestCluster, index: usize) -> std::path::PathBuf {
+    cluster.node(index).home.join(".local/state/strix-toolbox/serving/vllm.json")
+}
+
+/// What runs in node `index`'s toolbox, by process name (zombies excluded).
+fn running_in_toolbox(cluster: &TestCluster, index: usize) -> Vec<String> {
+    let listing = "for f in /proc/[0-9]*/stat; do s=$(cat \"$f\" 2>/dev/null) || continue; \
+                   case $s in *\") \"[ZX]*) ;; *) c=${s#*\\(}; echo \"${c%%)*}\";; esac; done";
+    let output = cluster.node(index).podman().remote(&["exec", "vllm", "sh", "-c", listing]);
+    String::from_utf8_lossy(&output.stdout).lines().map(str::to_string).collect()
+}
+
+/// Nothing a launch starts runs anywhere: no Ray, no vLLM, no record.
+fn assert_nothing_serves(cluster: &TestCluster, nodes: usize, context: &str) {
+    for index in 1..=nodes {
+        let running = running_in_toolbox(cluster, index);
+        assert!(
+            !running.iter().any(|name| name == "raylet" || name == "gcs_server" || name.starts_with("vllm")),
+            "node{index} still runs {running:?} ({context})"
+        );
+        assert!(!record_of(cluster, index).exists(), "node{index} still has a serving record ({context})");
+    }
+}
+
+/// GET `path` on `address` from inside node `index`'s network namespace.
+fn get_on_node(cluster: &TestCluster, index: usize, url: &str) -> String {
+    let script = "import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())";
+    let output = cluster.node(index).netns().enter("python3").args(["-c", script, url]).output().expect("python3");
+    assert!(output.status.success(), "GET {url}: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+#[test]
+fn two_nodes_serve_one_endpoint_with_a_rank_on_each_link_address() {
+    let (_registry, cluster) = serving_cluster(2);
+    let port = crate::support::free_port().to_string();
+
+    let too_many = strix_cluster(&cluster, &[], &launch_args(&port, &["--tp", "3"]));
+    assert_eq!(too_many.status.code(), Some(2), "{}", stderr(&too_many));
+    assert!(stderr(&too_many).contains("--tp 3"), "{}", stderr(&too_many));
+    assert_nothing_serves(&cluster, 2, "--tp 3 is refused before anything starts");
+
+    let plan = strix_cluster(&cluster, &[], &launch_args(&port, &["--dry-run"]));
+    assert!(plan.status.success(), "{}", stderr(&plan));
+    let plan = json(&plan);
+    let commands = |node: usize| plan["nodes"][node]["commands"].as_array().expect("commands").clone();
+    let argv = |node: usize, command: usize| -> Vec<String> {
+        commands(node)[command]["argv"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_string()).collect()
+    };
+    assert_eq!(argv(0, 0)[..7], ["ray", "start", "--head", "--port", "6379", "--node-ip-address", "192.168.2.1"]);
+    assert_eq!(argv(1, 0)[..6], ["ray", "start", "--address", "192.168.2.1:6379", "--node-ip-address", "192.168.2.2"]);
+    assert_eq!(commands(1)[0]["env"]["VLLM_HOST_IP"], "192.168.2.2");
+    assert_eq!(commands(0)[1]["argv"][4], "2", "tensor parallel across both nodes: {plan}");
+    assert_eq!(plan["endpoint"], format!("http://192.168.2.1:{port}/v1"));
+    assert_nothing_serves(&cluster, 2, "a dry run starts nothing");
+
+    let launched = strix_cluster(&cluster, &[("HF_TOKEN", TOKEN)], &launch_args(&port, &[]));
+    let said = format!("{}{}", stdout(&launched), stderr(&launched));
+    assert!(launched.status.success(), "{said}");
+    assert!(!said.contains(TOKEN), "the token showed in the launch's output: {said}");
+    assert_eq!(json(&launched)["endpoint"], format!("http://192.168.2.1:{port}/v1"));
+
+    // One rank on each node, on its link address, with the environment that pins it there.
+    let ranks: serde_json::Value =
+        serde_json::from_str(&get_on_node(&cluster, 2, &format!("http://192.168.2.1:{port}/ranks"))).unwrap();
+    let mut ips: Vec<&str> = ranks.as_array().unwrap().iter().map(|r| r["ip"].as_str().unwrap()).collect();
+    ips.sort();
+    assert_eq!(ips, ["192.168.2.1", "192.168.2.2"], "{ranks}");
+    for rank in ranks.as_array().unwrap() {
+        let env = &rank["env"];
+        assert_eq!(env["VLLM_HOST_IP"], rank["ip"], "{rank}");
+        assert_eq!(env["GLOO_SOCKET_IFNAME"], "thunderbolt0", "{rank}");
+        assert_eq!(env["NCCL_NET_GDR_LEVEL"], "0", "{rank}");
+        assert_eq!(env["RAY_EXPERIMENTAL_NOSET_ROCR_VISIBLE_DEVICES"], "1", "{rank}");
+    }
+    let models = get_on_node(&cluster, 1, &format!("http://192.168.2.1:{port}/v1/models"));
+    assert!(models.contains(MODEL), "{models}");
+
+    // The token reached vLLM (its log says so by hash) and nowhere else.
+    let log = std::fs::read_to_string(cluster.node(1).home.join(".local/state/strix-toolbox/serving/vllm.vllm.log"))
+        .expect("vLLM's log on the head");
+    use sha2::Digest;
+    let hash = format!("{:x}", sha2::Sha256::digest(TOKEN.as_bytes()));
+    assert!(log.contains(&format!("HF_TOKEN: present (sha256 {hash})")), "{log}");
+    assert!(!log.contains(TOKEN), "the token is in vLLM's log");
+    let processes = Command::new("ps").args(["-eo", "args"]).output().expect("ps");
+    assert!(!String::from_utf8_lossy(&processes.stdout).contains(TOKEN), "the token is in a process's argv");
+
+    let status = strix_cluster(&cluster, &[], &["status"]);
+    let report = json(&status);
+    assert!(!stdout(&status).contains(TOKEN));
+    assert_eq!(report["serving"]["model"], MODEL, "{report}");
+    assert_eq!(report["serving"]["serves"], true, "{report}");
+    assert_eq!(report["serving"]["ray_nodes_alive"], 2, "{report}");
+    assert!(status.status.success(), "{}", stderr(&status));
+
+    let logs = strix_cluster(&cluster, &[], &["logs", "--lines", "200"]);
+    let lines = stdout(&logs);
+    assert!(logs.status.success(), "{}", stderr(&logs));
+    let entries: Vec<serde_json::Value> = lines.lines().map(|l| serde_json::from_str(l).expect(l)).collect();
+    let has = |node: &str, file: &str| entries.iter().any(|e| e["node"] == node && e["file"] == file);
+    assert!(has("node1", "vllm") && has("node2", "raylet.out"), "{lines}");
+    assert!(!lines.contains(TOKEN), "the token is in the logs");
+
+    let again = strix_cluster(&cluster, &[], &launch_args(&port, &[]));
+    assert_eq!(again.status.code(), Some(1), "{}", stderr(&again));
+    assert!(stderr(&again).contains("already serve"), "{}", stderr(&again));
+
+    let stopped = strix_cluster(&cluster, &[], &["stop"]);
+    assert!(stopped.status.success(), "{}", stderr(&stopped));
+    let report = json(&stopped);
+    assert_eq!(report["nodes"][0]["stopped"]["vllm"], true, "{report}");
+    assert_eq!(report["nodes"][1]["stopped"]["ray"], true, "{report}");
+    assert_nothing_serves(&cluster, 2, "after cluster stop");
+    let twice = strix_cluster(&cluster, &[], &["stop"]);
+    assert!(twice.status.success(), "{}", stderr(&twice));
+    assert_eq!(json(&twice)["nodes"][0]["stopped"]["vllm"], false);
+}
+
+#[test]
+fn a_failed_launch_stops_everything_it_started_on_every_node() {
+    let (_registry, mut cluster) = serving_cluster(2);
+    let port = crate::support::free_port().to_string();
+
+    // A worker whose network drops the head's Ray port: it is named, nothing is left running.
+    let node2 = cluster.node(2).netns().name().to_string();
+    nft(&node2, &["add", "table", "inet", "strix_test"]);
+    nft(&node2, &["add", "chain", "inet", "strix_test", "out", "{ type filter hook output priority 0; }"]);
+    nft(&node2, &["add", "rule", "inet", "strix_test", "out", "tcp", "dport", "6379", "drop"]);
+    let blocked = strix_cluster(&cluster, &[], &launch_args(&port, &[]));
+    let said = stderr(&blocked);
+    assert_eq!(blocked.status.code(), Some(1), "{said}");
+    assert!(said.contains("node2") && said.contains("cannot reach the Ray head at 192.168.2.1:6379"), "{said}");
+    assert!(said.contains("firewall"), "{said}");
+    assert_nothing_serves(&cluster, 2, "after a worker could not join");
+    nft(&node2, &["delete", "table", "inet", "strix_test"]);
+
+    // vLLM refuses a flag: its own words come back, and Ray is stopped on both nodes.
+    let refused = strix_cluster(&cluster, &[], &launch_args(&port, &["--", "--no-such-vllm-flag"]));
+    let said = stderr(&refused);
+    assert_eq!(refused.status.code(), Some(1), "{said}");
+    assert!(said.contains("unrecognized arguments: --no-such-vllm-flag"), "{said}");
+    assert_nothing_serves(&cluster, 2, "after vLLM refused its arguments");
+
+    // Ctrl-C while the weights "load": 130, and nothing left running.
+    let mut child = cluster_command(&cluster, &[], &launch_args(&port, &["-e", "STANDIN_LOAD_SECONDS=300"]))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("launch");
+    // Interrupted once vLLM runs on the head (its pid is in the head's record) and "loads".
+    wait_until("vLLM to start on the head", Duration::from_secs(180), || {
+        std::fs::read_to_string(record_of(&cluster, 1))
+            .is_ok_and(|text| serde_json::from_str::<serde_json::Value>(&text).is_ok_and(|r| r["vllm_pid"].is_u64()))
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    wait_until("the interrupted launch to exit", Duration::from_secs(120), || matches!(child.try_wait(), Ok(Some(_))));
+    let mut seen = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().expect("stderr"), &mut seen).expect("stderr");
+    let code = child.wait().expect("exit status").code();
+    assert_eq!(code, Some(130), "{seen}");
+    assert!(seen.contains("interrupted during the wait for vLLM"), "{seen}");
+    assert_nothing_serves(&cluster, 2, "after Ctrl-C");
+
+    // A node down before the launch: nothing starts anywhere.
+    cluster.node_mut(2).stop_sshd();
+    let down = strix_cluster(&cluster, &[], &launch_args(&port, &[]));
+    let said = stderr(&down);
+    assert_eq!(down.status.code(), Some(1), "{said}");
+    assert!(said.contains("nothing was started") && said.contains("node2"), "{said}");
+    assert!(!record_of(&cluster, 1).exists(), "node1 must not record a launch");
+    assert!(!running_in_toolbox(&cluster, 1).iter().any(|name| name == "raylet"), "Ray started on node1");
+}
+
+#[test]
+fn one_node_serves_without_ray() {
+    let registry = Registry::start();
+    let podman = crate::support::podman::PodmanService::start(&registry);
+    let host = crate::support::host_tree::materialize("strix-thunderbolt-only");
+    let host = host.path().to_str().unwrap();
+    let image = ray_node_image(&podman, &registry, "vllm-ray:latest", CREATED);
+    let home = tempfile::tempdir().unwrap();
+    let mut env = podman.env();
+    env.push(("HOME".into(), home.path().display().to_string()));
+    let refreshed = run_strix(&env, &crate::support::cli::refresh_vllm(host, &image, &[]));
+    assert!(refreshed.status.success(), "{}", stderr(&refreshed));
+
+    let port = crate::support::free_port().to_string();
+    let mut with_token = env.clone();
+    with_token.push(("HF_TOKEN".into(), TOKEN.into()));
+    let launched =
+        run_strix(&with_token, &["--json", "--host-root", host, "launch", MODEL, "--port", &port, "--timeout", "120"]);
+    let said = format!("{}{}", stdout(&launched), stderr(&launched));
+    assert!(launched.status.success(), "{said}");
+    assert!(!said.contains(TOKEN), "{said}");
+    let report = json(&launched);
+    assert_eq!(report["tp"], 1);
+    assert_eq!(report["nodes"][0]["role"], "single");
+    assert_eq!(report["nodes"][0]["commands"].as_array().unwrap().len(), 1, "no Ray on one node: {report}");
+
+    let stopped = run_strix(&env, &["--json", "stop"]);
+    assert!(stopped.status.success(), "{}", stderr(&stopped));
+    assert_eq!(json(&stopped)["nodes"][0]["stopped"]["vllm"], true);
+    assert!(!home.path().join(".local/state/strix-toolbox/serving/vllm.json").exists());
+}
+
+fn nft(netns: &str, args: &[&str]) {
+    let output = crate::support::netns::enter(netns, "nft").args(args).output().expect("nft (nftables)");
+    assert!(output.status.success(), "nft {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+}
