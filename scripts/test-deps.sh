@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install what the test suite runs for real: podman (+runc), dockerd, a registry, Toolbx, distrobox,
-# debootstrap, busybox, dbus, the test cluster's sshd and uplink relays (socat), and the linters.
+# debootstrap, busybox, dbus, the test cluster's sshd and uplink relays (socat), a firewall for the
+# launch tests (nftables), and the linters.
 # Idempotent; needs root (Debian 12).
 set -euo pipefail
 
@@ -10,7 +11,7 @@ packages=(
   podman-toolbox distrobox dbus
   debootstrap busybox-static
   gcc hyperfine shellcheck python3-venv
-  openssh-server openssh-client iputils-ping iproute2 socat
+  openssh-server openssh-client iputils-ping iproute2 socat nftables
 )
 
 missing=()
