@@ -32,7 +32,7 @@ use crate::serving::secret::Secret;
 /// How long every node gets to appear in Ray's node table after its `ray start` returned.
 const RAY_JOIN_LIMIT: Duration = Duration::from_secs(60);
 /// Between two readiness probes.
-const PROBE_INTERVAL: Duration = Duration::from_secs(2);
+const PROBE_INTERVAL: Duration = Duration::from_secs(1);
 /// The least time between two reports of what vLLM is doing.
 const STATUS_INTERVAL: Duration = Duration::from_secs(10);
 

@@ -20,7 +20,7 @@ const TOKEN: &str = "hf_TESTtokenTHATmustNEVERshow0123456789";
 const SMALL_OBJECT_STORE: &str = "RAY_DEFAULT_OBJECT_STORE_MEMORY_PROPORTION=0.01";
 
 /// A cluster of `nodes` Thunderbolt nodes whose toolbox `vllm` runs the Ray image.
-fn serving_cluster(nodes: usize) -> (Registry, TestCluster) {
+pub(crate) fn serving_cluster(nodes: usize) -> (Registry, TestCluster) {
     let registry = Registry::start();
     let cluster = TestCluster::start_with(&registry, nodes, Link::Thunderbolt);
     let image = ray_node_image(cluster.node(1).podman(), &registry, "vllm-ray:latest", CREATED);

@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::state::serving_state;
 use super::toolbox::RunningToolbox;
 use crate::error::Result;
+use crate::serving::commands::pid_alive;
 use crate::serving::http::{get, HttpAnswer};
 use crate::serving::record::ServingFiles;
 use crate::settings::Settings;
@@ -45,10 +45,6 @@ impl ServeProbeReport {
 
 pub async fn serve_probe(settings: &Settings, request: &ServeProbe) -> Result<ServeProbeReport> {
     let files = ServingFiles::of(&request.toolbox)?;
-    let vllm_alive = match RunningToolbox::if_running(settings, &request.toolbox).await? {
-        Some(toolbox) => serving_state(&toolbox).await?.is_some_and(|state| state.vllm_alive),
-        None => false,
-    };
     let limit = Duration::from_secs(5);
     let health = get(request.address, "/health", limit).await;
     let models = match &health {
@@ -58,7 +54,17 @@ pub async fn serve_probe(settings: &Settings, request: &ServeProbe) -> Result<Se
         },
         _ => Vec::new(),
     };
+    // What answers is alive; only a silent endpoint costs a look inside the toolbox (this is
+    // asked every second while the weights load, and each look is an exec).
+    let vllm_alive = !models.is_empty() || vllm_runs(settings, &request.toolbox, &files).await?;
     Ok(ServeProbeReport { health, models, vllm_alive, last_line: last_line(&files.vllm_log()) })
+}
+
+/// The recorded `vllm serve` still runs in the toolbox.
+async fn vllm_runs(settings: &Settings, toolbox: &str, files: &ServingFiles) -> Result<bool> {
+    let Some(pid) = files.read()?.and_then(|record| record.vllm_pid) else { return Ok(false) };
+    let Some(toolbox) = RunningToolbox::if_running(settings, toolbox).await? else { return Ok(false) };
+    Ok(toolbox.run(&pid_alive(pid), &Default::default()).await?.success())
 }
 
 /// `{"data": [{"id": "org/model"}, …]}` → the ids.
