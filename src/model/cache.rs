@@ -47,7 +47,7 @@ impl HubCache {
                 let cache_home = set("XDG_CACHE_HOME").or_else(|| set("HOME").map(|home| home.join(".cache")))?;
                 Some(cache_home.join("huggingface/hub"))
             })?;
-        Some(HubCache { root })
+        Some(HubCache::at(root))
     }
 
     /// This process's cache (the node's agent: the home the toolbox mounts at the same path).

@@ -18,6 +18,7 @@ mod doctor;
 mod enter;
 mod interrupt;
 mod lint;
+mod model;
 mod patches;
 mod rccl_abi;
 mod rccl_inspect;
