@@ -597,6 +597,88 @@ mod tests {
         assert_eq!(vllm_flag(&words(&["--revisions=x"]), "--revision"), None);
     }
 
+    /// A node that answers nothing: `plan` only asks its name.
+    struct Named(&'static str);
+
+    #[async_trait::async_trait]
+    impl Node for Named {
+        fn name(&self) -> &str {
+            self.0
+        }
+
+        async fn ask(&self, _call: crate::node::call::NodeCall) -> Result<serde_json::Value> {
+            Err(Error::Internal("not asked in these tests".into()))
+        }
+    }
+
+    fn check(ip: [u8; 4]) -> ServeCheckReport {
+        ServeCheckReport {
+            toolbox: "vllm".into(),
+            image: Some("sha256:ab".into()),
+            started: false,
+            transport: crate::spec::Transport::ThunderboltTcp { netdev: "thunderbolt0".into() },
+            link: Some(crate::ops::link::ClusterLink {
+                netdev: "thunderbolt0".into(),
+                address: Some(Ipv4Addr::from(ip)),
+                prefix: Some(24),
+                mtu: Some(65520),
+            }),
+            serving: None,
+        }
+    }
+
+    fn request(model: &str, extra: &[&str], env: &[(&str, &str)]) -> LaunchRequest {
+        LaunchRequest {
+            toolbox: "vllm".into(),
+            model: model.into(),
+            tp: None,
+            port: 8000,
+            timeout: Duration::from_secs(60),
+            replace: false,
+            dry_run: true,
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+            env: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            hf_token: None,
+            hub_env: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn a_cached_hub_model_runs_offline_on_its_commit_everywhere() {
+        let (head, worker) = (Named("node1"), Named("node2"));
+        let nodes: [&dyn Node; 2] = [&head, &worker];
+        let checks = [check([192, 168, 2, 1]), check([192, 168, 2, 2])];
+        let commit = Commit::parse("c12a728b0b9a3d8c0a9e6a1d5b1f4e2c3d4e5f60").unwrap();
+        let cached =
+            CachedEverywhere { commit: commit.clone(), caches: vec!["/h1/hub".into(), "/h2/hub".into()], pull: None };
+        let model = (RepoId::parse("acme/tiny").unwrap(), Some(cached));
+
+        let plan = plan(&nodes, &checks, &request("acme/tiny", &[], &[]), 2, Some(&model)).unwrap();
+        for (node, cache) in plan.nodes.iter().zip(["/h1/hub", "/h2/hub"]) {
+            for command in &node.commands {
+                assert_eq!(command.env["HF_HUB_OFFLINE"], "1", "{}", node.node);
+                assert_eq!(command.env["HF_HUB_CACHE"], cache);
+            }
+        }
+        let serve = &plan.nodes[0].commands.last().unwrap().argv;
+        assert!(serve.ends_with(&["--revision".to_string(), commit.to_string()]), "{serve:?}");
+        assert_eq!(plan.hub_model.as_ref().unwrap().commit.as_ref(), Some(&commit));
+
+        // The operator's own --revision and -e win.
+        let asked = request("acme/tiny", &["--revision", "v1"], &[("HF_HUB_OFFLINE", "0")]);
+        let plan = super::plan(&nodes, &checks, &asked, 2, Some(&model)).unwrap();
+        let serve = &plan.nodes[0].commands.last().unwrap().argv;
+        assert_eq!(serve.iter().filter(|w| *w == "--revision").count(), 1, "{serve:?}");
+        assert_eq!(plan.nodes[1].commands[0].env["HF_HUB_OFFLINE"], "0");
+
+        // A path, or a model a dry run found missing: vLLM as before.
+        for hub_model in [None, Some(&(RepoId::parse("acme/tiny").unwrap(), None))] {
+            let plan = super::plan(&nodes, &checks, &request("/models/tiny", &[], &[]), 2, hub_model).unwrap();
+            assert!(!plan.nodes[0].commands[0].env.contains_key("HF_HUB_OFFLINE"));
+            assert!(!plan.nodes[0].commands.last().unwrap().argv.contains(&"--revision".to_string()));
+        }
+    }
+
     #[test]
     fn a_node_joined_when_alive_with_a_gpu_on_its_link_address() {
         let ip = Ipv4Addr::new(192, 168, 2, 2);

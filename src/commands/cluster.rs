@@ -5,8 +5,9 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use super::model::ModelRequest;
 use crate::check::{Check, Status};
-use crate::cli::{ClusterArgs, ClusterCommand, ModelCommand};
+use crate::cli::{ClusterArgs, ClusterCommand};
 use crate::cluster::checks::ClusterDoctorReport;
 use crate::cluster::install::{cluster_install, InstallAction, InstallReport};
 use crate::cluster::nodes::{default_cluster_file, parse_node_list, ClusterFile};
@@ -85,16 +86,17 @@ pub async fn run(args: &ClusterArgs, settings: &Settings, out: &Output) -> Resul
             Ok(report.exit_code())
         }
         ClusterCommand::Model(command) => {
-            let (nodes, unreachable) = match command {
+            let request = ModelRequest::parse(command)?;
+            let (nodes, unreachable) = match &request {
                 // A pull changes every node: all of them, or none.
-                ModelCommand::Pull(_) => (connect_ours(&cluster, "nothing was pulled").await?, Vec::new()),
-                ModelCommand::List(_) => {
+                ModelRequest::Pull(_) => (connect_ours(&cluster, "nothing was pulled").await?, Vec::new()),
+                ModelRequest::List(_) => {
                     let (nodes, unreachable) = connect_all(&cluster).await;
                     (nodes, unreachable.into_iter().map(|(n, e)| (n, e.to_string())).collect())
                 }
             };
             let nodes_dyn: Vec<&dyn Node> = nodes.iter().map(|n| n as &dyn Node).collect();
-            let result = super::model::run(command, &nodes_dyn, unreachable, out).await;
+            let result = super::model::run(&request, &nodes_dyn, unreachable, out).await;
             close_all(nodes).await;
             result
         }

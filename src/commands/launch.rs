@@ -67,8 +67,26 @@ impl Render for LaunchReport {
                     out.line(&format!("  env {} \\\n      {}", env.join(" "), argv.join(" ")));
                 }
             }
+            match self.hub_model.as_ref().map(|model| (&model.repo, &model.commit)) {
+                Some((repo, Some(commit))) => {
+                    out.line(&format!("{repo} at {commit} is in every node's cache: vLLM runs offline"))
+                }
+                Some((repo, None)) => out.line(&format!(
+                    "a node lacks {repo}: the launch pulls it first (`cluster model pull {repo}`), from the Hub once"
+                )),
+                None => {}
+            }
             out.line(&format!("endpoint would be {}", self.endpoint));
             return;
+        }
+        if let Some(pull) = self.hub_model.as_ref().and_then(|model| model.pulled.as_ref()) {
+            out.line(&format!(
+                "pulled {} at {} first: {} from the Hub, {} over the cluster link",
+                pull.repo,
+                pull.commit.short(),
+                indicatif::HumanBytes(pull.head.downloaded_bytes),
+                indicatif::HumanBytes(pull.link_bytes)
+            ));
         }
         let nodes = self.nodes.len();
         out.line(&format!(

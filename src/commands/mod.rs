@@ -65,7 +65,8 @@ pub fn run(command: Command, settings: &Settings, out: &Output) -> Result<i32> {
                         logs::run(&args.name, &[&LocalNode::new(settings)], args.lines, args.follow, out).await
                     }
                     Command::Model(command) => {
-                        model::run(&command, &[&LocalNode::new(settings)], Vec::new(), out).await
+                        let request = model::ModelRequest::parse(&command)?;
+                        model::run(&request, &[&LocalNode::new(settings)], Vec::new(), out).await
                     }
                     Command::Build(args) => build::run(&args, settings, out).await,
                     Command::Cluster(args) => cluster::run(&args, settings, out).await,

@@ -12,29 +12,46 @@ use crate::node::Node;
 use crate::ops::model::list::ModelList;
 use crate::output::{Output, Render, Style};
 
-/// Run `command` on `nodes` (the head first); `unreachable` are the nodes that could not be
-/// asked, with why.
-pub async fn run(
-    command: &ModelCommand,
-    nodes: &[&dyn Node],
-    unreachable: Vec<(String, String)>,
-    out: &Output,
-) -> Result<i32> {
-    match command {
-        ModelCommand::Pull(args) => {
-            let request = ModelPullRequest {
+/// A model command, its arguments checked (before any node is asked).
+pub enum ModelRequest {
+    Pull(ModelPullRequest),
+    List(ModelList),
+}
+
+impl ModelRequest {
+    /// MODEL is checked as huggingface_hub's `validate_repo_id` would, and so is `--revision`.
+    pub fn parse(command: &ModelCommand) -> Result<ModelRequest> {
+        Ok(match command {
+            ModelCommand::Pull(args) => ModelRequest::Pull(ModelPullRequest {
                 toolbox: args.name.clone(),
                 repo: RepoId::parse(&args.model)?,
                 revision: args.revision.as_deref().map(Revision::parse).transpose()?,
                 hub_env: forwarded_hub_env(std::env::vars()),
                 hf_token: super::launch::hf_token(args.hf_token_file.as_deref())?,
-            };
-            out.report(&model_pull(nodes, &request, out.reporter().as_ref()).await?);
+            }),
+            ModelCommand::List(args) => ModelRequest::List(ModelList {
+                repo: args.model.as_deref().map(RepoId::parse).transpose()?,
+                verify: args.verify,
+            }),
+        })
+    }
+}
+
+/// Run `request` on `nodes` (the head first); `unreachable` are the nodes that could not be
+/// asked, with why.
+pub async fn run(
+    request: &ModelRequest,
+    nodes: &[&dyn Node],
+    unreachable: Vec<(String, String)>,
+    out: &Output,
+) -> Result<i32> {
+    match request {
+        ModelRequest::Pull(pull) => {
+            out.report(&model_pull(nodes, pull, out.reporter().as_ref()).await?);
             Ok(0)
         }
-        ModelCommand::List(args) => {
-            let repo = args.model.as_deref().map(RepoId::parse).transpose()?;
-            let mut report = model_list(nodes, &ModelList { repo, verify: args.verify }).await;
+        ModelRequest::List(list) => {
+            let mut report = model_list(nodes, list).await;
             report.nodes.extend(unreachable.into_iter().map(|(node, error)| NodeModels {
                 node,
                 cache: None,
