@@ -115,6 +115,10 @@ pub enum Command {
     /// Work with RCCL artifacts.
     #[command(subcommand)]
     Rccl(RcclCommand),
+    /// Models in this node's Hugging Face cache: pull one (with huggingface_hub in the toolbox,
+    /// every file checked against its hash), list what is there.
+    #[command(subcommand)]
+    Model(ModelCommand),
     /// The whole cluster from one machine, over ssh: doctor, refresh, status, install.
     Cluster(ClusterArgs),
     /// Print a shell completion script.
@@ -225,6 +229,52 @@ pub enum ClusterCommand {
     Stop(ClusterToolboxArgs),
     /// vLLM's and Ray's logs of every node, each line with its node.
     Logs(ClusterLogsArgs),
+    /// Models in the nodes' Hugging Face caches: pull one onto every node (from the Hub once, by
+    /// the head; the others get it over the cluster link), list what each node holds.
+    #[command(subcommand)]
+    Model(ModelCommand),
+}
+
+#[derive(Debug, Clone, Subcommand)]
+pub enum ModelCommand {
+    /// Download MODEL into the Hugging Face cache with huggingface_hub in the head's toolbox,
+    /// check every file against its hash, then give every other node the same snapshot over the
+    /// cluster link (only the files it lacks or holds wrong).
+    Pull(ModelPullArgs),
+    /// Each node's cached models: revisions and refs, commit, files, size, complete or not
+    /// (`--verify`: every file hashed).
+    List(ModelListArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ModelPullArgs {
+    /// The model's Hugging Face id (`org/name`).
+    #[arg(value_name = "MODEL")]
+    pub model: String,
+
+    /// A branch, tag or commit [default: main].
+    #[arg(long, value_name = "REVISION")]
+    pub revision: Option<String>,
+
+    /// Read the Hugging Face token from FILE [default: the HF_TOKEN environment variable]. It
+    /// reaches huggingface_hub through its environment, never a command line, a log or a report.
+    #[arg(long, value_name = "FILE")]
+    pub hf_token_file: Option<PathBuf>,
+
+    /// The toolbox whose huggingface_hub downloads.
+    #[arg(long, env = "TOOLBOX_NAME", default_value = "vllm")]
+    pub name: String,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ModelListArgs {
+    /// Only this model.
+    #[arg(value_name = "MODEL")]
+    pub model: Option<String>,
+
+    /// Hash every file against its name (reads every byte: minutes for a large model).
+    #[arg(long)]
+    pub verify: bool,
 }
 
 /// A model to serve, and how.

@@ -15,6 +15,7 @@ pub(crate) mod error;
 pub(crate) mod host;
 pub(crate) mod image;
 pub(crate) mod manager;
+pub(crate) mod model;
 pub(crate) mod node;
 pub(crate) mod ops;
 pub mod output;

@@ -4,7 +4,9 @@
 //! nothing serving already); then Ray's head, then every worker at once, bound to their link
 //! addresses; then proof from Ray itself that every node joined with its GPU; then `vllm serve` on
 //! the head, and proof that it serves (`/health`, then `/v1/models` listing the model). Any
-//! failure, and Ctrl-C, stops everything this launch started on every node.
+//! failure, and Ctrl-C, stops everything this launch started on every node. A model from the Hub
+//! is put in every node's cache first when a node lacks it (`cluster::model`: downloaded once),
+//! and vLLM then runs offline on the commit that was pulled.
 
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -14,8 +16,11 @@ use futures_util::future::join_all;
 use serde::{Deserialize, Serialize};
 
 use super::interrupt::Interrupt;
+use super::model::{cached_everywhere, ensure_everywhere, CachedEverywhere, ModelPullReport, ModelPullRequest};
 use super::stop::stop_serving;
 use crate::error::{Error, MultiError, Result};
+use crate::model::repo_id::RepoId;
+use crate::model::revision::{Commit, Revision};
 use crate::node::{Node, NodeCalls};
 use crate::ops::serving::logs::ServeLogs;
 use crate::ops::serving::probe::{ServeProbe, ServeProbeReport};
@@ -54,6 +59,8 @@ pub struct LaunchRequest {
     /// The user's `-e KEY=VALUE`: they override the serving environment.
     pub env: BTreeMap<String, String>,
     pub hf_token: Option<Secret>,
+    /// The operator's `HF_*` settings, for a pull of the model (`model::hub_env`).
+    pub hub_env: BTreeMap<String, String>,
 }
 
 /// One command a node runs, with the environment it runs in.
@@ -84,6 +91,19 @@ pub struct LaunchReport {
     pub replaced: bool,
     /// From the first `ray start` (or `vllm serve`) to serving.
     pub seconds_to_serve: Option<f64>,
+    /// The model from the Hub, in every node's cache; None for a path.
+    pub hub_model: Option<HubModel>,
+}
+
+/// A Hub model as the launch found or pulled it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HubModel {
+    pub repo: RepoId,
+    /// The commit vLLM serves, offline, on every node; None in a dry run when a node lacks it
+    /// (the launch would pull it first).
+    pub commit: Option<Commit>,
+    /// The pull this launch ran because a node lacked it.
+    pub pulled: Option<ModelPullReport>,
 }
 
 impl LaunchReport {
@@ -101,7 +121,6 @@ impl LaunchReport {
 pub async fn launch(nodes: &[&dyn Node], request: &LaunchRequest, reporter: &dyn Reporter) -> Result<LaunchReport> {
     let tp = tensor_parallel_size(nodes.len(), request.tp)?;
     let checks = check_every_node(nodes, request).await?;
-    let mut plan = plan(nodes, &checks, request, tp)?;
     let active: Vec<&str> = checks
         .iter()
         .zip(nodes)
@@ -120,6 +139,8 @@ pub async fn launch(nodes: &[&dyn Node], request: &LaunchRequest, reporter: &dyn
             fix: Some("`--replace` stops it first, or `strix-toolbox cluster stop`".into()),
         });
     }
+    let cached = model_in_every_cache(nodes, request, reporter).await?;
+    let mut plan = plan(nodes, &checks, request, tp, cached.as_ref())?;
     if request.dry_run {
         return Ok(plan);
     }
@@ -237,22 +258,64 @@ fn describe_serving(checks: &[ServeCheckReport]) -> String {
         .map_or("something".into(), |s| format!("{} at {}", s.record.model, s.record.endpoint))
 }
 
+/// A Hub model in every node's cache before anything starts, pulled when a node lacks it (a
+/// dry run only looks); None for a path.
+async fn model_in_every_cache(
+    nodes: &[&dyn Node],
+    request: &LaunchRequest,
+    reporter: &dyn Reporter,
+) -> Result<Option<(RepoId, Option<CachedEverywhere>)>> {
+    let Ok(repo) = RepoId::parse(&request.model) else { return Ok(None) };
+    let revision = vllm_flag(&request.extra, "--revision").map(Revision::parse).transpose()?;
+    if request.dry_run {
+        let cached = cached_everywhere(nodes, &repo, revision.as_ref().unwrap_or(&Revision::main())).await?;
+        return Ok(Some((repo, cached)));
+    }
+    let pull = ModelPullRequest {
+        toolbox: request.toolbox.clone(),
+        repo: repo.clone(),
+        revision,
+        hub_env: request.hub_env.clone(),
+        hf_token: request.hf_token.clone(),
+    };
+    Ok(Some((repo, Some(ensure_everywhere(nodes, &pull, reporter).await?))))
+}
+
 /// The commands and records of this launch, per node, with no effect.
-fn plan(nodes: &[&dyn Node], checks: &[ServeCheckReport], request: &LaunchRequest, tp: usize) -> Result<LaunchReport> {
+fn plan(
+    nodes: &[&dyn Node],
+    checks: &[ServeCheckReport],
+    request: &LaunchRequest,
+    tp: usize,
+    hub_model: Option<&(RepoId, Option<CachedEverywhere>)>,
+) -> Result<LaunchReport> {
+    let cached = hub_model.and_then(|(_, cached)| cached.as_ref());
+    // vLLM loads the commit every node has, from its cache, never asking the Hub.
+    let mut extra = request.extra.clone();
+    if let Some(cached) = cached.filter(|_| vllm_flag(&request.extra, "--revision").is_none()) {
+        extra.extend(["--revision".to_string(), cached.commit.to_string()]);
+    }
     let over_ray = nodes.len() > 1;
     let head_ip = link_ip(&checks[0]).unwrap_or(Ipv4Addr::LOCALHOST);
     let endpoint = ServingRecord::endpoint_of(head_ip, request.port);
     let mut launched = Vec::new();
     for (index, (node, check)) in nodes.iter().zip(checks).enumerate() {
         let ip = link_ip(check).unwrap_or(Ipv4Addr::LOCALHOST);
-        let env = serving_env(&check.transport, ip, &request.env);
+        let mut env = serving_env(&check.transport, ip, &request.env);
+        if let Some(cached) = cached {
+            for (key, value) in [("HF_HUB_OFFLINE", "1"), ("HF_HUB_CACHE", cached.caches[index].as_str())] {
+                if !request.env.contains_key(key) {
+                    env.insert(key.to_string(), value.to_string());
+                }
+            }
+        }
         let (role, mut commands) = match (over_ray, index) {
             (false, _) => (Role::Single, Vec::new()),
             (true, 0) => (Role::Head, vec![ray_head(ip)]),
             (true, _) => (Role::Worker, vec![ray_worker(head_ip, ip)]),
         };
         if index == 0 {
-            commands.push(vllm_serve(&request.model, tp, request.port, over_ray, &request.extra));
+            commands.push(vllm_serve(&request.model, tp, request.port, over_ray, &extra));
         }
         let commands = commands.into_iter().map(|argv| PlannedCommand { argv, env: env.clone() }).collect();
         launched.push(LaunchedNode { node: node.name().to_string(), role, link_ip: ip, commands });
@@ -265,6 +328,11 @@ fn plan(nodes: &[&dyn Node], checks: &[ServeCheckReport], request: &LaunchReques
         dry_run: request.dry_run,
         replaced: false,
         seconds_to_serve: None,
+        hub_model: hub_model.map(|(repo, found)| HubModel {
+            repo: repo.clone(),
+            commit: found.as_ref().map(|c| c.commit.clone()),
+            pulled: found.as_ref().and_then(|c| c.pull.clone()),
+        }),
     })
 }
 
@@ -468,18 +536,21 @@ fn probe_address(plan: &LaunchReport) -> Ipv4Addr {
 
 /// The name `/v1/models` will list: `--served-model-name`, else the model.
 fn served_name(model: &str, extra: &[String]) -> String {
+    vllm_flag(extra, "--served-model-name").unwrap_or(model).to_string()
+}
+
+/// The value of `flag` among the vLLM arguments (`--flag VALUE` or `--flag=VALUE`).
+fn vllm_flag<'a>(extra: &'a [String], flag: &str) -> Option<&'a str> {
     let mut words = extra.iter();
     while let Some(word) = words.next() {
-        if word == "--served-model-name" {
-            if let Some(name) = words.next() {
-                return name.clone();
-            }
+        if word == flag {
+            return words.next().map(String::as_str);
         }
-        if let Some(name) = word.strip_prefix("--served-model-name=") {
-            return name.to_string();
+        if let Some(value) = word.strip_prefix(flag).and_then(|rest| rest.strip_prefix('=')) {
+            return Some(value);
         }
     }
-    model.to_string()
+    None
 }
 
 /// The last lines of one of the node's serving logs, for an error message.
@@ -522,6 +593,90 @@ mod tests {
         assert_eq!(served_name("org/m", &[]), "org/m");
         assert_eq!(served_name("org/m", &words(&["--served-model-name", "m"])), "m");
         assert_eq!(served_name("org/m", &words(&["--max-model-len", "8", "--served-model-name=x"])), "x");
+        assert_eq!(vllm_flag(&words(&["--revision", "v1"]), "--revision"), Some("v1"));
+        assert_eq!(vllm_flag(&words(&["--revisions=x"]), "--revision"), None);
+    }
+
+    /// A node that answers nothing: `plan` only asks its name.
+    struct Named(&'static str);
+
+    #[async_trait::async_trait]
+    impl Node for Named {
+        fn name(&self) -> &str {
+            self.0
+        }
+
+        async fn ask(&self, _call: crate::node::call::NodeCall) -> Result<serde_json::Value> {
+            Err(Error::Internal("not asked in these tests".into()))
+        }
+    }
+
+    fn check(ip: [u8; 4]) -> ServeCheckReport {
+        ServeCheckReport {
+            toolbox: "vllm".into(),
+            image: Some("sha256:ab".into()),
+            started: false,
+            transport: crate::spec::Transport::ThunderboltTcp { netdev: "thunderbolt0".into() },
+            link: Some(crate::ops::link::ClusterLink {
+                netdev: "thunderbolt0".into(),
+                address: Some(Ipv4Addr::from(ip)),
+                prefix: Some(24),
+                mtu: Some(65520),
+            }),
+            serving: None,
+        }
+    }
+
+    fn request(model: &str, extra: &[&str], env: &[(&str, &str)]) -> LaunchRequest {
+        LaunchRequest {
+            toolbox: "vllm".into(),
+            model: model.into(),
+            tp: None,
+            port: 8000,
+            timeout: Duration::from_secs(60),
+            replace: false,
+            dry_run: true,
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+            env: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            hf_token: None,
+            hub_env: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn a_cached_hub_model_runs_offline_on_its_commit_everywhere() {
+        let (head, worker) = (Named("node1"), Named("node2"));
+        let nodes: [&dyn Node; 2] = [&head, &worker];
+        let checks = [check([192, 168, 2, 1]), check([192, 168, 2, 2])];
+        let commit = Commit::parse("c12a728b0b9a3d8c0a9e6a1d5b1f4e2c3d4e5f60").unwrap();
+        let cached =
+            CachedEverywhere { commit: commit.clone(), caches: vec!["/h1/hub".into(), "/h2/hub".into()], pull: None };
+        let model = (RepoId::parse("acme/tiny").unwrap(), Some(cached));
+
+        let plan = plan(&nodes, &checks, &request("acme/tiny", &[], &[]), 2, Some(&model)).unwrap();
+        for (node, cache) in plan.nodes.iter().zip(["/h1/hub", "/h2/hub"]) {
+            for command in &node.commands {
+                assert_eq!(command.env["HF_HUB_OFFLINE"], "1", "{}", node.node);
+                assert_eq!(command.env["HF_HUB_CACHE"], cache);
+            }
+        }
+        let serve = &plan.nodes[0].commands.last().unwrap().argv;
+        assert!(serve.ends_with(&["--revision".to_string(), commit.to_string()]), "{serve:?}");
+        assert_eq!(plan.hub_model.as_ref().unwrap().commit.as_ref(), Some(&commit));
+
+        // The operator's own --revision and -e win.
+        let asked = request("acme/tiny", &["--revision", "v1"], &[("HF_HUB_OFFLINE", "0")]);
+        let plan = super::plan(&nodes, &checks, &asked, 2, Some(&model)).unwrap();
+        let serve = &plan.nodes[0].commands.last().unwrap().argv;
+        assert_eq!(serve.iter().filter(|w| *w == "--revision").count(), 1, "{serve:?}");
+        assert_eq!(plan.nodes[1].commands[0].env["HF_HUB_OFFLINE"], "0");
+
+        // A path, or a model a dry run found missing: vLLM as before.
+        for hub_model in [None, Some(&(RepoId::parse("acme/tiny").unwrap(), None))] {
+            let plan = super::plan(&nodes, &checks, &request("/models/tiny", &[], &[]), 2, hub_model).unwrap();
+            assert!(!plan.nodes[0].commands[0].env.contains_key("HF_HUB_OFFLINE"));
+            assert!(!plan.nodes[0].commands.last().unwrap().argv.contains(&"--revision".to_string()));
+        }
     }
 
     #[test]

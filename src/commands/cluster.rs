@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use super::model::ModelRequest;
 use crate::check::{Check, Status};
 use crate::cli::{ClusterArgs, ClusterCommand};
 use crate::cluster::checks::ClusterDoctorReport;
@@ -84,6 +85,21 @@ pub async fn run(args: &ClusterArgs, settings: &Settings, out: &Output) -> Resul
             out.report(&report);
             Ok(report.exit_code())
         }
+        ClusterCommand::Model(command) => {
+            let request = ModelRequest::parse(command)?;
+            let (nodes, unreachable) = match &request {
+                // A pull changes every node: all of them, or none.
+                ModelRequest::Pull(_) => (connect_ours(&cluster, "nothing was pulled").await?, Vec::new()),
+                ModelRequest::List(_) => {
+                    let (nodes, unreachable) = connect_all(&cluster).await;
+                    (nodes, unreachable.into_iter().map(|(n, e)| (n, e.to_string())).collect())
+                }
+            };
+            let nodes_dyn: Vec<&dyn Node> = nodes.iter().map(|n| n as &dyn Node).collect();
+            let result = super::model::run(&request, &nodes_dyn, unreachable, out).await;
+            close_all(nodes).await;
+            result
+        }
         ClusterCommand::Refresh(options) => {
             let request = super::refresh::request(options, None, out)?;
             out.report(&cluster_refresh(&cluster, &request).await?);
@@ -142,10 +158,10 @@ fn init(args: &ClusterArgs, out: &Output) -> Result<i32> {
 }
 
 /// A row of the table: its name, then one (status, text) cell per node.
-type Row = (String, Vec<(Option<Status>, String)>);
+pub(super) type Row = (String, Vec<(Option<Status>, String)>);
 
 /// A table: one column per node, padded before painting so colours do not skew it.
-fn table(out: &Output, nodes: &[String], rows: &[Row]) {
+pub(super) fn table(out: &Output, nodes: &[String], rows: &[Row]) {
     const MAX: usize = 28;
     let clip = |text: &str| -> String {
         if text.chars().count() > MAX {

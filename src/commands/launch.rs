@@ -1,12 +1,14 @@
 //! `launch MODEL` on this node, and `cluster launch MODEL` on every node: the same launch (see
 //! `cluster::launch`), over this machine or over ssh.
 
+use std::path::Path;
 use std::time::Duration;
 
 use crate::cli::LaunchArgs;
 use crate::cluster::launch::{launch, LaunchReport, LaunchRequest};
 use crate::cluster::ssh::shell_quote;
 use crate::error::{Error, Result};
+use crate::model::hub_env::forwarded_hub_env;
 use crate::node::Node;
 use crate::output::{Output, Render, Style};
 use crate::serving::secret::Secret;
@@ -20,6 +22,7 @@ pub async fn run(args: &LaunchArgs, nodes: &[&dyn Node], out: &Output) -> Result
 }
 
 fn request(args: &LaunchArgs) -> Result<LaunchRequest> {
+    let env = parse_env(&args.env)?;
     Ok(LaunchRequest {
         toolbox: args.name.clone(),
         model: args.model.clone(),
@@ -29,14 +32,16 @@ fn request(args: &LaunchArgs) -> Result<LaunchRequest> {
         replace: args.replace,
         dry_run: args.dry_run,
         extra: args.extra.clone(),
-        env: parse_env(&args.env)?,
-        hf_token: hf_token(args)?,
+        env: env.clone(),
+        hf_token: hf_token(args.hf_token_file.as_deref())?,
+        // The operator's Hub settings, and those given with -e, for a pull of the model.
+        hub_env: forwarded_hub_env(std::env::vars().chain(env)),
     })
 }
 
 /// `--hf-token-file FILE`, else `HF_TOKEN` from the environment; never from the command line.
-fn hf_token(args: &LaunchArgs) -> Result<Option<Secret>> {
-    let token = match &args.hf_token_file {
+pub(super) fn hf_token(file: Option<&Path>) -> Result<Option<Secret>> {
+    let token = match file {
         Some(path) => {
             let text = std::fs::read_to_string(path).map_err(|e| Error::read(path, e))?;
             let token = text.trim().to_string();
@@ -62,8 +67,26 @@ impl Render for LaunchReport {
                     out.line(&format!("  env {} \\\n      {}", env.join(" "), argv.join(" ")));
                 }
             }
+            match self.hub_model.as_ref().map(|model| (&model.repo, &model.commit)) {
+                Some((repo, Some(commit))) => {
+                    out.line(&format!("{repo} at {commit} is in every node's cache: vLLM runs offline"))
+                }
+                Some((repo, None)) => out.line(&format!(
+                    "a node lacks {repo}: the launch pulls it first (`cluster model pull {repo}`), from the Hub once"
+                )),
+                None => {}
+            }
             out.line(&format!("endpoint would be {}", self.endpoint));
             return;
+        }
+        if let Some(pull) = self.hub_model.as_ref().and_then(|model| model.pulled.as_ref()) {
+            out.line(&format!(
+                "pulled {} at {} first: {} from the Hub, {} over the cluster link",
+                pull.repo,
+                pull.commit.short(),
+                indicatif::HumanBytes(pull.head.downloaded_bytes),
+                indicatif::HumanBytes(pull.link_bytes)
+            ));
         }
         let nodes = self.nodes.len();
         out.line(&format!(

@@ -11,6 +11,7 @@ mod enter;
 mod launch;
 mod list;
 mod logs;
+mod model;
 mod rccl;
 mod refresh;
 mod rm;
@@ -62,6 +63,10 @@ pub fn run(command: Command, settings: &Settings, out: &Output) -> Result<i32> {
                     Command::Stop(args) => stop::run(&args.name, &[&LocalNode::new(settings)], Vec::new(), out).await,
                     Command::Logs(args) => {
                         logs::run(&args.name, &[&LocalNode::new(settings)], args.lines, args.follow, out).await
+                    }
+                    Command::Model(command) => {
+                        let request = model::ModelRequest::parse(&command)?;
+                        model::run(&request, &[&LocalNode::new(settings)], Vec::new(), out).await
                     }
                     Command::Build(args) => build::run(&args, settings, out).await,
                     Command::Cluster(args) => cluster::run(&args, settings, out).await,

@@ -14,7 +14,7 @@ use super::call::{Call, NodeCall};
 use super::wire::{line, Hello, Outcome, Request, Response};
 use crate::error::{Error, Result};
 use crate::ops;
-use crate::ops::serving;
+use crate::ops::{model, serving};
 use crate::settings::Settings;
 
 /// Answer calls read from `input` on `output` until `input` ends.
@@ -112,6 +112,11 @@ pub async fn dispatch(settings: &Settings, call: NodeCall) -> Result<serde_json:
         NodeCall::ServeProbe(c) => reply(&c, serving::probe::serve_probe(settings, &c).await),
         NodeCall::ServeStop(c) => reply(&c, serving::stop::serve_stop(settings, &c).await),
         NodeCall::ServeLogs(c) => reply(&c, serving::logs::serve_logs(settings, &c).await),
+        NodeCall::ModelDownload(c) => reply(&c, model::download::model_download(settings, &c).await),
+        NodeCall::ModelList(c) => reply(&c, model::list::model_list(&c).await),
+        NodeCall::ModelServe(c) => reply(&c, model::serve::model_serve(settings, &c).await),
+        NodeCall::ModelServeStop(c) => reply(&c, model::serve::model_serve_stop(&c).await),
+        NodeCall::ModelFetch(c) => reply(&c, model::fetch::model_fetch(&c).await),
     }
 }
 

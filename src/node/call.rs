@@ -12,6 +12,10 @@ use crate::ops::detect::DetectReport;
 use crate::ops::doctor::DoctorReport;
 use crate::ops::exec::ExecReport;
 use crate::ops::link::{ClusterLink, PingReport};
+use crate::ops::model::download::{ModelDownload, ModelDownloaded};
+use crate::ops::model::fetch::{ModelFetch, ModelFetched};
+use crate::ops::model::list::{ModelCacheReport, ModelList};
+use crate::ops::model::serve::{ModelServe, ModelServeStop, ModelServeStopped, ModelServing};
 use crate::ops::phase::{PhaseReport, PhaseRequest};
 use crate::ops::refresh::{RefreshReport, RefreshRequest};
 use crate::ops::resolve::ResolveReport;
@@ -88,6 +92,17 @@ node_calls! {
     ServeStop(ServeStop) -> ServeStopped;
     /// vLLM's and Ray's logs on the node.
     ServeLogs(ServeLogs) -> Vec<LogTail>;
+    /// A model snapshot from the Hub into the node's cache, through huggingface_hub in its
+    /// toolbox, every blob then verified (the head, once per pull).
+    ModelDownload(ModelDownload) -> ModelDownloaded;
+    /// What the node's Hugging Face cache holds.
+    ModelList(ModelList) -> ModelCacheReport;
+    /// Serve a verified snapshot's blobs on the cluster link (the head, for the pull's length).
+    ModelServe(ModelServe) -> ModelServing;
+    /// Stop that server.
+    ModelServeStop(ModelServeStop) -> ModelServeStopped;
+    /// Receive a snapshot from the head's blob server: only the blobs the node lacks.
+    ModelFetch(ModelFetch) -> ModelFetched;
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -136,6 +151,11 @@ pub struct Exec {
 mod tests {
     use super::*;
     use crate::manager::ManagerChoice;
+    use crate::model::blob::BlobName;
+    use crate::model::fetch::BlobSource;
+    use crate::model::manifest::{SnapshotFile, SnapshotManifest};
+    use crate::model::repo_id::RepoId;
+    use crate::model::revision::{Commit, Revision};
     use crate::ops::phase::Phase;
     use crate::ops::refresh::ImageSource;
     use crate::ops::serving::ray::RayRole;
@@ -159,6 +179,18 @@ mod tests {
             started: "2026-11-23T12:00:00Z".into(),
             ray: true,
             vllm_pid: None,
+        }
+    }
+
+    fn manifest() -> SnapshotManifest {
+        SnapshotManifest {
+            repo: RepoId::parse("acme/tiny").unwrap(),
+            commit: Commit::parse("c12a728b0b9a3d8c0a9e6a1d5b1f4e2c3d4e5f60").unwrap(),
+            files: vec![SnapshotFile {
+                path: "sub/notes.txt".into(),
+                blob: BlobName::parse("ce013625030ba8dba906f756967f9e9ca394464a").unwrap(),
+                size: 6,
+            }],
         }
     }
 
@@ -208,6 +240,23 @@ mod tests {
             ServeProbe { toolbox: "vllm".into(), address: "192.168.2.1:8000".parse().unwrap() }.into(),
             ServeStop { toolbox: "vllm".into(), part: StopPart::Vllm }.into(),
             ServeLogs { toolbox: "vllm".into(), lines: 20, seen: vec![] }.into(),
+            ModelDownload {
+                toolbox: "vllm".into(),
+                repo: RepoId::parse("acme/tiny").unwrap(),
+                revision: Some(Revision::parse("refs/pr/1").unwrap()),
+                hub_env: [("HF_ENDPOINT".to_string(), "http://127.0.0.1:8080".to_string())].into_iter().collect(),
+                hf_token: Some(Secret::new("hf_secret".into())),
+            }
+            .into(),
+            ModelList { repo: None, verify: true }.into(),
+            ModelServe { repo: manifest().repo, commit: manifest().commit, access: Secret::new("k".into()) }.into(),
+            ModelServeStop { id: 3 }.into(),
+            ModelFetch {
+                manifest: manifest(),
+                revision: Revision::main(),
+                source: BlobSource { address: "192.168.2.1:40123".parse().unwrap(), access: Secret::new("k".into()) },
+            }
+            .into(),
         ]
     }
 
@@ -231,6 +280,11 @@ mod tests {
             NodeCall::ServeProbe(_) => 14,
             NodeCall::ServeStop(_) => 15,
             NodeCall::ServeLogs(_) => 16,
+            NodeCall::ModelDownload(_) => 17,
+            NodeCall::ModelList(_) => 18,
+            NodeCall::ModelServe(_) => 19,
+            NodeCall::ModelServeStop(_) => 20,
+            NodeCall::ModelFetch(_) => 21,
         }
     }
 
@@ -291,5 +345,19 @@ mod tests {
         round_trip(&probe, probed);
         let table = vec![RayNode { ip: "192.168.2.2".into(), alive: true, gpus: 1.0 }];
         round_trip(&RayNodes { toolbox: "vllm".into() }, table);
+        let served = ModelServing { id: 1, address: "192.168.2.1:40123".parse().unwrap(), blobs: 3 };
+        round_trip(
+            &ModelServe { repo: manifest().repo, commit: manifest().commit, access: Secret::new("k".into()) },
+            served,
+        );
+        let fetched = ModelFetched {
+            cache: "/home/me/.cache/huggingface/hub".into(),
+            fetched: 1,
+            fetched_bytes: 6,
+            kept: 2,
+            repaired: vec!["model.safetensors".into()],
+        };
+        let source = BlobSource { address: "192.168.2.1:1".parse().unwrap(), access: Secret::new("k".into()) };
+        round_trip(&ModelFetch { manifest: manifest(), revision: Revision::main(), source }, fetched);
     }
 }

@@ -9,6 +9,7 @@ pub mod doctor;
 pub mod enter;
 pub mod exec;
 pub mod link;
+pub mod model;
 pub mod phase;
 pub mod rccl;
 pub mod refresh;

@@ -150,7 +150,7 @@ impl ServingFiles {
 }
 
 /// `$XDG_STATE_HOME`, else `~/.local/state`.
-fn state_dir() -> Option<PathBuf> {
+pub(crate) fn state_dir() -> Option<PathBuf> {
     std::env::var_os("XDG_STATE_HOME")
         .map(PathBuf::from)
         .filter(|dir| dir.is_absolute())

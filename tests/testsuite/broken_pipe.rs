@@ -55,6 +55,10 @@ fn commands_without_an_engine() {
     assert_quiet_exit(&[], &cluster("status"));
     assert_quiet_exit(&[], &cluster("doctor"));
     assert_quiet_exit(&[], &cluster("verify"));
+    assert_quiet_exit(&[], &[&["cluster", "model", "list"][..], &unreachable[..]].concat());
+    let home = tempfile::tempdir().unwrap();
+    let home = [("HOME".to_string(), home.path().display().to_string())];
+    assert_quiet_exit(&home, &["model", "list"]);
 }
 
 #[test]

@@ -20,6 +20,7 @@ mod enter;
 mod interrupt;
 mod launch;
 mod lint;
+mod model;
 mod patches;
 mod rccl_abi;
 mod rccl_inspect;

@@ -38,6 +38,16 @@ fn a_usage_error_under_json_is_an_error_object_of_kind_usage() {
 }
 
 #[test]
+fn bad_model_ids_and_revisions() {
+    usage_error(&["model", "pull", "../../etc"], "is not a Hugging Face model id");
+    usage_error(&["model", "pull", "a/b/c"], "is not a Hugging Face model id");
+    usage_error(&["model", "list", "a--b/c"], "is not a Hugging Face model id");
+    usage_error(&["model", "pull", "acme/tiny", "--revision", "../main"], "not a branch, tag or commit name");
+    let cluster = ["--nodes", "node-a.invalid", "--ssh-config", "/dev/null", "--connect-timeout", "1"];
+    usage_error(&[&["cluster", "model", "pull", "/models/x"][..], &cluster[..]].concat(), "Hugging Face model id");
+}
+
+#[test]
 fn bad_env_pair() {
     usage_error(&["refresh", "latest", "--env", "NOVALUE"], "expected KEY=VALUE");
 }

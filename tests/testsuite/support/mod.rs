@@ -16,6 +16,8 @@ pub mod cli;
 pub mod cluster;
 pub mod docker;
 pub mod host_tree;
+pub mod hub;
+pub mod hub_image;
 pub mod image;
 pub mod netns;
 pub mod podman;

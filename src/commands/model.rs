@@ -1,0 +1,212 @@
+//! `model pull|list` on this node, and `cluster model pull|list` on every node: the same pull
+//! (`cluster::model`), over this machine or over ssh.
+
+use crate::check::Status;
+use crate::cli::ModelCommand;
+use crate::cluster::model::{model_list, model_pull, ModelListReport, ModelPullReport, ModelPullRequest, NodeModels};
+use crate::error::Result;
+use crate::model::hub_env::forwarded_hub_env;
+use crate::model::repo_id::RepoId;
+use crate::model::revision::Revision;
+use crate::node::Node;
+use crate::ops::model::list::ModelList;
+use crate::output::{Output, Render, Style};
+
+/// A model command, its arguments checked (before any node is asked).
+pub enum ModelRequest {
+    Pull(ModelPullRequest),
+    List(ModelList),
+}
+
+impl ModelRequest {
+    /// MODEL is checked as huggingface_hub's `validate_repo_id` would, and so is `--revision`.
+    pub fn parse(command: &ModelCommand) -> Result<ModelRequest> {
+        Ok(match command {
+            ModelCommand::Pull(args) => ModelRequest::Pull(ModelPullRequest {
+                toolbox: args.name.clone(),
+                repo: RepoId::parse(&args.model)?,
+                revision: args.revision.as_deref().map(Revision::parse).transpose()?,
+                hub_env: forwarded_hub_env(std::env::vars()),
+                hf_token: super::launch::hf_token(args.hf_token_file.as_deref())?,
+            }),
+            ModelCommand::List(args) => ModelRequest::List(ModelList {
+                repo: args.model.as_deref().map(RepoId::parse).transpose()?,
+                verify: args.verify,
+            }),
+        })
+    }
+}
+
+/// Run `request` on `nodes` (the head first); `unreachable` are the nodes that could not be
+/// asked, with why.
+pub async fn run(
+    request: &ModelRequest,
+    nodes: &[&dyn Node],
+    unreachable: Vec<(String, String)>,
+    out: &Output,
+) -> Result<i32> {
+    match request {
+        ModelRequest::Pull(pull) => {
+            out.report(&model_pull(nodes, pull, out.reporter().as_ref()).await?);
+            Ok(0)
+        }
+        ModelRequest::List(list) => {
+            let mut report = model_list(nodes, list).await;
+            report.nodes.extend(unreachable.into_iter().map(|(node, error)| NodeModels {
+                node,
+                cache: None,
+                error: Some(error),
+            }));
+            out.report(&report);
+            let bad = report.nodes.iter().any(|node| {
+                node.error.is_some()
+                    || node
+                        .cache
+                        .iter()
+                        .flat_map(|c| &c.repos)
+                        .flat_map(|r| &r.revisions)
+                        .any(|r| r.verified == Some(false))
+            });
+            Ok(i32::from(bad))
+        }
+    }
+}
+
+fn bytes(count: u64) -> String {
+    indicatif::HumanBytes(count).to_string()
+}
+
+impl Render for ModelPullReport {
+    fn render(&self, out: &Output) {
+        out.line(&format!(
+            "{} {} at {} ({}): {} file(s), {}",
+            out.paint("✓", Style::Ok),
+            self.repo,
+            self.commit,
+            self.revision,
+            self.files,
+            bytes(self.bytes)
+        ));
+        let head = &self.head;
+        let repaired = |files: &[String]| {
+            if files.is_empty() {
+                String::new()
+            } else {
+                format!("; {} was wrong and was fetched again", files.join(", "))
+            }
+        };
+        out.line(&format!(
+            "  {}  {} from the Hub (huggingface_hub {}), every file verified{}",
+            out.paint(&head.node, Style::Bold),
+            bytes(head.downloaded_bytes),
+            head.hub_version,
+            repaired(&head.repaired)
+        ));
+        for node in &self.nodes {
+            out.line(&format!(
+                "  {}  {} over the cluster link ({} file(s)), {} kept{}",
+                out.paint(&node.node, Style::Bold),
+                bytes(node.fetched_bytes),
+                node.fetched,
+                node.kept,
+                repaired(&node.repaired)
+            ));
+        }
+        out.line(&format!(
+            "Hub: {} once; cluster link: {}; {:.0} s. vLLM finds it offline (HF_HUB_OFFLINE=1) with --revision {}",
+            bytes(self.head.downloaded_bytes),
+            bytes(self.link_bytes),
+            self.seconds,
+            self.commit
+        ));
+    }
+}
+
+impl Render for ModelListReport {
+    fn render(&self, out: &Output) {
+        let names: Vec<String> = self.nodes.iter().map(|n| n.node.clone()).collect();
+        // Every (model, commit) any node has, with every ref any node gives it.
+        let mut rows: Vec<(String, String, Vec<String>)> = Vec::new();
+        for cache in self.nodes.iter().filter_map(|n| n.cache.as_ref()) {
+            for repo in &cache.repos {
+                for revision in &repo.revisions {
+                    let key = (repo.repo.to_string(), revision.commit.to_string());
+                    match rows.iter_mut().find(|(r, c, _)| (r, c) == (&key.0, &key.1)) {
+                        Some((_, _, refs)) => {
+                            for name in &revision.refs {
+                                if !refs.contains(name) {
+                                    refs.push(name.clone());
+                                }
+                            }
+                        }
+                        None => rows.push((key.0, key.1, revision.refs.clone())),
+                    }
+                }
+            }
+        }
+        rows.sort();
+        if rows.is_empty() {
+            out.line("no model in any node's Hugging Face cache");
+        }
+        let table: Vec<super::cluster::Row> = rows
+            .iter()
+            .map(|(repo, commit, refs)| {
+                let label = format!(
+                    "{repo}@{}{}",
+                    &commit[..12],
+                    if refs.is_empty() { String::new() } else { format!(" ({})", refs.join(", ")) }
+                );
+                let cells = self.nodes.iter().map(|node| cell(node, repo, commit)).collect();
+                (label, cells)
+            })
+            .collect();
+        if !table.is_empty() {
+            super::cluster::table(out, &names, &table);
+        }
+        for node in &self.nodes {
+            if let Some(error) = &node.error {
+                out.line(&format!("{} {}: {error}", out.paint("error", Style::Fail), node.node));
+            }
+            let problems = node.cache.iter().flat_map(|c| &c.repos).flat_map(|r| {
+                r.revisions.iter().filter(|v| !v.missing.is_empty() || !v.bad.is_empty()).map(move |v| (r, v))
+            });
+            for (repo, revision) in problems {
+                let mut said = Vec::new();
+                if !revision.missing.is_empty() {
+                    said.push(format!("missing {}", revision.missing.join(", ")));
+                }
+                if !revision.bad.is_empty() {
+                    said.push(format!("wrong hash: {}", revision.bad.join(", ")));
+                }
+                out.warn(&format!(
+                    "{}: {}@{}: {}. Fix: `strix-toolbox cluster model pull {} --revision {}`",
+                    node.node,
+                    repo.repo,
+                    revision.commit.short(),
+                    said.join("; "),
+                    repo.repo,
+                    revision.commit
+                ));
+            }
+        }
+    }
+}
+
+/// One node's cell for a model at a commit.
+fn cell(node: &NodeModels, repo: &str, commit: &str) -> (Option<Status>, String) {
+    let Some(cache) = &node.cache else { return (Some(Status::Fail), "unreachable".into()) };
+    let found = cache
+        .repos
+        .iter()
+        .filter(|r| r.repo.as_str() == repo)
+        .flat_map(|r| &r.revisions)
+        .find(|r| r.commit.as_str() == commit);
+    let Some(revision) = found else { return (None, "-".into()) };
+    let size = format!("{} file(s), {}", revision.files, bytes(revision.bytes));
+    match (revision.complete, revision.verified) {
+        (_, Some(false)) => (Some(Status::Fail), format!("{} bad: {size}", revision.bad.len())),
+        (false, _) => (Some(Status::Warn), format!("incomplete: {size}")),
+        (true, Some(true)) => (Some(Status::Pass), format!("verified: {size}")),
+        (true, None) => (Some(Status::Pass), size),
+    }
+}
