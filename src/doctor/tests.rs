@@ -5,7 +5,7 @@ use crate::host::netdev::THUNDERBOLT;
 use crate::host::{FirewalldFacts, Memlock, Netdev, OsFacts, RdmaFacts, RdmaPort};
 
 fn run(facts: &HostFacts) -> Vec<Check> {
-    run_checks(facts, &Installed::default())
+    run_checks(facts, &Installed::default(), Programs::TheNodes)
 }
 
 fn find<'a>(checks: &'a [Check], name: &str) -> &'a Check {
@@ -235,4 +235,17 @@ fn firewall_checks_the_link_in_use_or_every_candidate() {
 
     facts.firewalld = None;
     assert!(!run(&facts).iter().any(|c| c.name.starts_with("firewall:")), "no firewalld, nothing to check");
+}
+
+#[test]
+fn missing_programs_beside_a_copied_tree_are_information() {
+    let on_the_node = run(&HostFacts::default());
+    assert_eq!(find(&on_the_node, "engine").status, Status::Fail);
+    assert_eq!(find(&on_the_node, "manager").status, Status::Warn);
+    let beside_a_copy = run_checks(&HostFacts::default(), &Installed::default(), Programs::ThisMachines);
+    for name in ["engine", "manager"] {
+        let verdict = find(&beside_a_copy, name);
+        assert_eq!(verdict.status, Status::Info, "{verdict:?}");
+        assert!(verdict.message.contains("on this machine"), "{}", verdict.message);
+    }
 }
