@@ -16,6 +16,7 @@ mod detect;
 mod docker;
 mod doctor;
 mod enter;
+mod examples;
 mod interrupt;
 mod lint;
 mod patches;
