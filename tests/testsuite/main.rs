@@ -22,6 +22,7 @@ mod lint;
 mod patches;
 mod rccl_abi;
 mod rccl_inspect;
+mod readme;
 mod refresh_podman;
 mod refresh_rccl;
 mod registry_auth;
