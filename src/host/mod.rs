@@ -44,6 +44,10 @@ pub struct HostFacts {
     pub memlock: Option<Memlock>,
     /// The required kernel parameters found on the command line.
     pub kernel_params: BTreeMap<String, String>,
+    /// /etc/default/grub's `GRUB_CMDLINE_LINUX`, when it sets one: the line doctor's fix
+    /// rewrites on Debian and Ubuntu.
+    #[serde(default)]
+    pub grub_cmdline_linux: Option<String>,
     /// The interfaces cluster traffic may use: the RDMA ports' netdevs, then thunderbolt0.
     #[serde(default)]
     pub interfaces: Vec<Netdev>,
@@ -78,6 +82,7 @@ impl HostFacts {
             }
         };
         let kernel_params = root.read("/proc/cmdline")?.map(|text| cmdline::parse_required(&text)).unwrap_or_default();
+        let grub_cmdline_linux = root.read("/etc/default/grub")?.and_then(|text| cmdline::grub_cmdline_linux(&text));
 
         let addresses = ipv4::Ipv4Addresses::read(root, &mut warnings);
         let mut names: Vec<&str> = rdma.netdevs();
@@ -88,7 +93,18 @@ impl HostFacts {
         let firewalld = firewalld::read(root, &mut warnings);
         let os = os::read(root);
 
-        Ok(HostFacts { gpu, rdma, groups, memlock, kernel_params, interfaces, firewalld, os, warnings })
+        Ok(HostFacts {
+            gpu,
+            rdma,
+            groups,
+            memlock,
+            kernel_params,
+            grub_cmdline_linux,
+            interfaces,
+            firewalld,
+            os,
+            warnings,
+        })
     }
 
     /// The interface called `name`, when it is one of [`HostFacts::interfaces`].

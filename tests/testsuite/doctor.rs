@@ -124,6 +124,14 @@ fn misconfigured_node_fails_with_fixes() {
     assert_eq!(check(&report, "kernel:iommu")["status"], "warn");
     assert!(check(&report, "kernel:iommu")["message"].as_str().unwrap().contains("iommu=on"));
     assert_eq!(check(&report, "kernel:pcie_aspm")["status"], "warn");
+    // Debian: one fix for every parameter, the whole GRUB_CMDLINE_LINUX line, on the first one.
+    assert_eq!(
+        fix(&report, "kernel:iommu"),
+        "in /etc/default/grub make it `GRUB_CMDLINE_LINUX=\"iommu=pt amdgpu.gttsize=126976 ttm.pages_limit=32505856 \
+         pci=realloc pcie_aspm=off\"`, then `sudo update-grub` and reboot"
+    );
+    assert_eq!(check(&report, "kernel:pci")["fix"], Value::Null, "given once: {report:#}");
+    assert_eq!(check(&report, "kernel:pcie_aspm")["fix"], Value::Null, "given once: {report:#}");
     assert_eq!(check(&report, "kernel:gtt-vs-ttm")["status"], "warn");
     assert!(fix(&report, "kernel:gtt-vs-ttm").starts_with("set ttm.pages_limit=32505856"));
     let gtt = check(&report, "kernel:gtt-size");
