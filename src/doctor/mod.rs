@@ -12,6 +12,7 @@ pub mod memlock;
 mod network;
 mod os;
 mod rdma;
+mod selinux;
 mod tools;
 
 use crate::host::installed::Installed;
@@ -36,6 +37,7 @@ pub fn run_checks(facts: &HostFacts, installed: &Installed, programs: Programs) 
     firmware::checks(facts, &mut checks);
     firewall::checks(facts, &mut checks);
     groups::checks(facts, &mut checks);
+    selinux::checks(facts, &mut checks);
     tools::checks(installed, programs, &mut checks);
     for warning in &facts.warnings {
         checks.push(check(

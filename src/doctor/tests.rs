@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::host::netdev::THUNDERBOLT;
-use crate::host::{FirewalldFacts, Memlock, Netdev, OsFacts, RdmaFacts, RdmaPort};
+use crate::host::{FirewalldFacts, Memlock, Netdev, OsFacts, RdmaFacts, RdmaPort, SelinuxFacts};
 
 fn run(facts: &HostFacts) -> Vec<Check> {
     run_checks(facts, &Installed::default(), Programs::TheNodes)
@@ -344,4 +344,24 @@ fn elsewhere_the_fix_names_the_parameters_and_both_ways() {
     let fix = kernel_fixes(&run(&on("arch")))[0].1.to_string();
     assert!(fix.starts_with("add `iommu=pt pci=realloc pcie_aspm=off"), "{fix}");
     assert!(fix.contains("grubby") && fix.contains("update-grub"), "{fix}");
+}
+
+#[test]
+fn selinux_enforcing_needs_container_use_devices() {
+    let verdict = |selinux: Option<SelinuxFacts>| {
+        let facts = HostFacts { selinux, ..Default::default() };
+        find(&run(&facts), "selinux").clone()
+    };
+    let selinux = |enforcing, container_use_devices| Some(SelinuxFacts { enforcing, container_use_devices });
+    assert_eq!(verdict(None).status, Status::Pass);
+    assert_eq!(verdict(selinux(true, Some(true))).status, Status::Pass);
+    let off = verdict(selinux(true, Some(false)));
+    assert_eq!((off.status, off.fix.as_deref()), (Status::Fail, Some("`sudo setsebool -P container_use_devices 1`")));
+    assert!(off.message.contains("cannot open /dev/kfd and /dev/dri"), "{}", off.message);
+    let no_boolean = verdict(selinux(true, None));
+    assert_eq!(no_boolean.status, Status::Warn);
+    assert!(no_boolean.fix.unwrap().contains("container-selinux"));
+    assert_eq!(verdict(selinux(false, Some(true))).status, Status::Pass);
+    let permissive = verdict(selinux(false, Some(false)));
+    assert_eq!((permissive.status, permissive.fix.as_deref()), (Status::Warn, off.fix.as_deref()));
 }

@@ -17,6 +17,7 @@ pub mod netdev;
 pub mod os;
 pub mod rdma;
 mod root;
+pub mod selinux;
 
 use std::collections::BTreeMap;
 
@@ -32,6 +33,7 @@ pub use netdev::Netdev;
 pub use os::OsFacts;
 pub use rdma::{RdmaFacts, RdmaPort};
 pub use root::HostRoot;
+pub use selinux::SelinuxFacts;
 
 use crate::error::Result;
 
@@ -56,6 +58,9 @@ pub struct HostFacts {
     pub firewalld: Option<FirewalldFacts>,
     #[serde(default)]
     pub os: OsFacts,
+    /// None when SELinux is off.
+    #[serde(default)]
+    pub selinux: Option<SelinuxFacts>,
     /// Files that exist but could not be understood.
     pub warnings: Vec<String>,
 }
@@ -92,6 +97,7 @@ impl HostFacts {
         let interfaces = names.into_iter().map(|name| netdev::read(root, name, &addresses, &mut warnings)).collect();
         let firewalld = firewalld::read(root, &mut warnings);
         let os = os::read(root);
+        let selinux = selinux::read(root, &mut warnings);
 
         Ok(HostFacts {
             gpu,
@@ -103,6 +109,7 @@ impl HostFacts {
             interfaces,
             firewalld,
             os,
+            selinux,
             warnings,
         })
     }
