@@ -2,6 +2,7 @@
 
 use std::io::{BufRead, IsTerminal};
 use std::path::PathBuf;
+use std::time::Duration;
 
 use crate::cli::{RefreshArgs, RefreshOptions};
 use crate::cluster::ssh::shell_quote;
@@ -12,12 +13,19 @@ use crate::output::{Output, Render, Style};
 use crate::settings::Settings;
 
 pub async fn run(args: &RefreshArgs, settings: &Settings, out: &Output) -> Result<i32> {
-    out.report(&refresh(settings, &request(&args.options, args.rccl.clone(), out)?).await?);
+    let lock_wait = if args.no_wait { Duration::ZERO } else { Duration::from_secs(args.wait) };
+    out.report(&refresh(settings, &request(&args.options, args.rccl.clone(), lock_wait, out)?).await?);
     Ok(0)
 }
 
-/// The refresh the options ask for (built from `rccl` when given), on this node or every node.
-pub fn request(options: &RefreshOptions, rccl: Option<PathBuf>, out: &Output) -> Result<RefreshRequest> {
+/// The refresh the options ask for (built from `rccl` when given), on this node or every node;
+/// `lock_wait` is how long it waits for another refresh of the same toolbox.
+pub fn request(
+    options: &RefreshOptions,
+    rccl: Option<PathBuf>,
+    lock_wait: Duration,
+    out: &Output,
+) -> Result<RefreshRequest> {
     let (name, image_ref) = target(options, out)?;
     let request = RefreshRequest {
         name,
@@ -30,6 +38,7 @@ pub fn request(options: &RefreshOptions, rccl: Option<PathBuf>, out: &Output) ->
         env: options.env.clone(),
         stage_only: false,
         verify: !options.no_verify,
+        lock_wait_seconds: lock_wait.as_secs(),
     };
     request.validate()?;
     Ok(request)

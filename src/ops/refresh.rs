@@ -1,6 +1,7 @@
 //! `refresh`: facts → spec → (pull or build) → plan → apply, for one toolbox on this node.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
@@ -58,6 +59,10 @@ pub struct RefreshRequest {
     pub stage_only: bool,
     /// Verify the replacement from the inside before it is swapped in (off: `--no-verify`).
     pub verify: bool,
+    /// How long to wait for another refresh of this toolbox to finish; 0 fails at once (a
+    /// cluster's node refresh, and what a head that does not send it means).
+    #[serde(default)]
+    pub lock_wait_seconds: u64,
 }
 
 impl RefreshRequest {
@@ -146,7 +151,13 @@ pub async fn refresh_with(
     check_memlock(facts, &info)?;
 
     // A dry run changes nothing: it neither waits for another refresh nor holds one up.
-    let _lock = if request.dry_run { None } else { Some(ToolboxLock::acquire(&request.name)?) };
+    let _lock = if request.dry_run {
+        None
+    } else {
+        let wait = Duration::from_secs(request.lock_wait_seconds);
+        let waiting = ToolboxLock::wait_for(&request.name, wait, reporter);
+        Some(interruptible(&format!("waiting for the other refresh of {}", request.name), waiting).await?)
+    };
 
     // Pull first (the newest base, for a local build too); a dry run only looks. An image named
     // by digest that is already here cannot be newer upstream: no pull (cluster nodes get
@@ -393,6 +404,7 @@ mod tests {
                 env: Vec::new(),
                 stage_only: false,
                 verify: false,
+                lock_wait_seconds: 0,
             }
         }
 

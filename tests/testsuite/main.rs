@@ -23,6 +23,7 @@ mod patches;
 mod rccl_abi;
 mod rccl_inspect;
 mod readme;
+mod refresh_lock;
 mod refresh_podman;
 mod refresh_rccl;
 mod registry_auth;
