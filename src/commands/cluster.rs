@@ -272,7 +272,7 @@ impl Render for ClusterVerifyReport {
                     out.line(&format!(
                         "{} {}",
                         out.paint(&node.node, Style::Bold),
-                        super::verify::verdict(out, verified.ok)
+                        super::verify::verdict(out, verified)
                     ));
                     out.checks(verified.checks.iter().filter(|c| c.status != Status::Pass));
                 }
