@@ -181,6 +181,15 @@ pub struct RefreshArgs {
     /// Build the image locally with this RCCL artifact, then refresh from it.
     #[arg(long, value_name = "FILE")]
     pub rccl: Option<PathBuf>,
+
+    /// When another refresh of this toolbox is running, fail at once instead of waiting for it.
+    #[arg(long)]
+    pub no_wait: bool,
+
+    /// How long to wait for another refresh of this toolbox to finish (`cluster refresh` never
+    /// waits: a busy node fails it at once, before any node changes).
+    #[arg(long, value_name = "SECONDS", default_value_t = crate::apply::lock::DEFAULT_WAIT.as_secs(), conflicts_with = "no_wait")]
+    pub wait: u64,
 }
 
 /// Which nodes, and how ssh reaches them.

@@ -1,9 +1,23 @@
-//! One refresh per toolbox name at a time: an advisory lock file under the XDG runtime dir.
+//! One refresh per toolbox name at a time: an advisory lock file under the XDG runtime dir, which
+//! holds the pid of the process that has it (so the one waiting can say whom it waits for).
+//!
+//! A second `refresh` of a busy toolbox waits for the first, within a bound (`--wait`, 10 minutes
+//! by default; `--no-wait` fails at once). A cluster's node refresh and its phases never wait:
+//! every other node would sit staged meanwhile, so the cluster refresh fails at once, changing
+//! nothing anywhere, and says which node is busy.
 
 use std::fs::{File, OpenOptions, TryLockError};
-use std::path::PathBuf;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
+use crate::reporter::Reporter;
+
+/// How long `refresh` waits for another refresh of the same toolbox by default.
+pub const DEFAULT_WAIT: Duration = Duration::from_secs(600);
+/// How often a waiting refresh tries the lock again.
+const POLL: Duration = Duration::from_millis(100);
 
 /// Held for the whole refresh; released when dropped (or when the process dies).
 #[derive(Debug)]
@@ -23,41 +37,138 @@ pub fn lock_dir() -> PathBuf {
     std::env::temp_dir().join(format!("strix-toolbox-{}", unsafe { libc::geteuid() }))
 }
 
+/// One try at the lock.
+enum Attempt {
+    Taken(ToolboxLock),
+    /// Another process holds it: its lock file, and its pid when the file names one.
+    Busy {
+        path: PathBuf,
+        holder: Option<u32>,
+    },
+}
+
 impl ToolboxLock {
     /// Take the lock for `name`, failing at once when another refresh holds it.
     pub fn acquire(name: &str) -> Result<ToolboxLock> {
         Self::acquire_in(&lock_dir(), name)
     }
 
-    pub fn acquire_in(dir: &std::path::Path, name: &str) -> Result<ToolboxLock> {
-        // The lock directory is XDG_RUNTIME_DIR's (or /run's, or TMPDIR's): the fix is to give a writable one.
-        let unusable = |message: String| {
-            Error::host(dir.display().to_string(), message, "set XDG_RUNTIME_DIR to a writable directory")
-        };
-        std::fs::create_dir_all(dir)
-            .map_err(|e| unusable(format!("cannot create the lock directory {}: {e}", dir.display())))?;
-        let path = dir.join(format!("{name}.lock"));
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(|e| unusable(format!("cannot open the lock file {}: {e}", path.display())))?;
-        match file.try_lock() {
-            Ok(()) => Ok(ToolboxLock { _file: file }),
-            Err(TryLockError::WouldBlock) => Err(Error::toolbox(
-                name,
-                format!("another strix-toolbox is already refreshing {name} (lock {})", path.display()),
-                "wait for it to finish",
-            )),
-            Err(TryLockError::Error(e)) => Err(unusable(format!("cannot lock {}: {e}", path.display()))),
+    pub fn acquire_in(dir: &Path, name: &str) -> Result<ToolboxLock> {
+        match attempt(dir, name)? {
+            Attempt::Taken(lock) => Ok(lock),
+            Attempt::Busy { path, holder } => Err(busy(name, &path, holder, None)),
         }
+    }
+
+    /// Take the lock for `name`, waiting up to `wait` for another refresh that holds it (zero:
+    /// fail at once). It says once, through `reporter`, whom it waits for.
+    pub async fn wait_for(name: &str, wait: Duration, reporter: &dyn Reporter) -> Result<ToolboxLock> {
+        Self::wait_in(&lock_dir(), name, wait, reporter).await
+    }
+
+    pub async fn wait_in(dir: &Path, name: &str, wait: Duration, reporter: &dyn Reporter) -> Result<ToolboxLock> {
+        let deadline = Instant::now() + wait;
+        let mut said = false;
+        loop {
+            let (path, holder) = match attempt(dir, name)? {
+                Attempt::Taken(lock) => return Ok(lock),
+                Attempt::Busy { path, holder } => (path, holder),
+            };
+            let now = Instant::now();
+            if wait.is_zero() {
+                return Err(busy(name, &path, holder, None));
+            }
+            if now >= deadline {
+                return Err(busy(name, &path, holder, Some(wait)));
+            }
+            if !said {
+                reporter.warning(&format!(
+                    "waiting for another refresh of {name} ({}) to finish, up to {}; --no-wait fails at once",
+                    holder_text(holder),
+                    for_people(wait)
+                ));
+                said = true;
+            }
+            tokio::time::sleep(POLL.min(deadline - now)).await;
+        }
+    }
+}
+
+/// Try the lock once; when taken, the file says who holds it.
+fn attempt(dir: &Path, name: &str) -> Result<Attempt> {
+    // The lock directory is XDG_RUNTIME_DIR's (or /run's, or TMPDIR's): the fix is to give a writable one.
+    let unusable = |message: String| {
+        Error::host(dir.display().to_string(), message, "set XDG_RUNTIME_DIR to a writable directory")
+    };
+    std::fs::create_dir_all(dir)
+        .map_err(|e| unusable(format!("cannot create the lock directory {}: {e}", dir.display())))?;
+    let path = dir.join(format!("{name}.lock"));
+    let mut file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| unusable(format!("cannot open the lock file {}: {e}", path.display())))?;
+    match file.try_lock() {
+        Ok(()) => {
+            // Who holds it, for whoever waits; the lock does not depend on it.
+            let _ = file.set_len(0).and_then(|()| writeln!(file, "{}", std::process::id()));
+            Ok(Attempt::Taken(ToolboxLock { _file: file }))
+        }
+        Err(TryLockError::WouldBlock) => {
+            let holder = std::fs::read_to_string(&path).ok().and_then(|text| text.trim().parse().ok());
+            Ok(Attempt::Busy { path, holder })
+        }
+        Err(TryLockError::Error(e)) => Err(unusable(format!("cannot lock {}: {e}", path.display()))),
+    }
+}
+
+/// Another refresh holds the lock: at once (`waited` None) or after waiting that long.
+fn busy(name: &str, path: &Path, holder: Option<u32>, waited: Option<Duration>) -> Error {
+    let (message, fix) = match waited {
+        None => (
+            format!(
+                "another strix-toolbox is already refreshing {name} ({}, lock {})",
+                holder_text(holder),
+                path.display()
+            ),
+            "wait for it to finish".to_string(),
+        ),
+        Some(waited) => (
+            format!(
+                "another strix-toolbox is still refreshing {name} after {} ({}, lock {})",
+                for_people(waited),
+                holder_text(holder),
+                path.display()
+            ),
+            match holder {
+                Some(pid) => {
+                    format!("wait for it to finish (`--wait SECONDS` waits longer), or stop it (`kill {pid}`)")
+                }
+                None => "wait for it to finish (`--wait SECONDS` waits longer)".to_string(),
+            },
+        ),
+    };
+    Error::toolbox(name, message, fix)
+}
+
+fn holder_text(holder: Option<u32>) -> String {
+    holder.map_or_else(|| "pid unknown".to_string(), |pid| format!("pid {pid}"))
+}
+
+/// "10 minutes", "90 s".
+fn for_people(duration: Duration) -> String {
+    match duration.as_secs() {
+        60 => "1 minute".to_string(),
+        s if s >= 60 && s % 60 == 0 => format!("{} minutes", s / 60),
+        s => format!("{s} s"),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::reporter::Recorder;
 
     #[test]
     fn second_lock_on_the_same_name_is_refused() {
@@ -67,8 +178,54 @@ mod tests {
         assert_eq!(error.kind(), crate::error::ErrorKind::Toolbox);
         let error = error.to_string();
         assert!(error.contains("already refreshing vllm") && error.ends_with("Fix: wait for it to finish"), "{error}");
+        assert!(error.contains(&format!("(pid {}, lock ", std::process::id())), "the holder is named: {error}");
         let _other = ToolboxLock::acquire_in(dir.path(), "vllm-dev").unwrap();
         drop(first);
         ToolboxLock::acquire_in(dir.path(), "vllm").unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_waiting_refresh_gets_the_lock_when_the_other_one_ends_and_says_so_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = ToolboxLock::acquire_in(dir.path(), "vllm").unwrap();
+        let recorder = Recorder::default();
+        let release = async {
+            tokio::time::sleep(Duration::from_millis(350)).await;
+            drop(first);
+        };
+        let started = Instant::now();
+        let (second, ()) =
+            tokio::join!(ToolboxLock::wait_in(dir.path(), "vllm", Duration::from_secs(10), &recorder), release);
+        second.unwrap();
+        assert!(started.elapsed() >= Duration::from_millis(350));
+        let expected = format!(
+            "warning: waiting for another refresh of vllm (pid {}) to finish, up to 10 s; --no-wait fails at once",
+            std::process::id()
+        );
+        assert_eq!(recorder.events(), [expected]);
+    }
+
+    #[tokio::test]
+    async fn waiting_is_bounded_and_zero_fails_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let _first = ToolboxLock::acquire_in(dir.path(), "vllm").unwrap();
+        let recorder = Recorder::default();
+        let at_once = ToolboxLock::wait_in(dir.path(), "vllm", Duration::ZERO, &recorder).await.unwrap_err();
+        assert!(at_once.to_string().contains("already refreshing vllm"), "{at_once}");
+        assert!(recorder.events().is_empty(), "nothing to say when not waiting");
+
+        let started = Instant::now();
+        let waited = ToolboxLock::wait_in(dir.path(), "vllm", Duration::from_millis(300), &recorder).await.unwrap_err();
+        assert!(started.elapsed() >= Duration::from_millis(300));
+        assert_eq!(waited.kind(), crate::error::ErrorKind::Toolbox);
+        let waited = waited.to_string();
+        assert!(waited.contains("still refreshing vllm after 0 s") && waited.contains("kill "), "{waited}");
+    }
+
+    #[test]
+    fn durations_for_people() {
+        assert_eq!(for_people(DEFAULT_WAIT), "10 minutes");
+        assert_eq!(for_people(Duration::from_secs(60)), "1 minute");
+        assert_eq!(for_people(Duration::from_secs(90)), "90 s");
     }
 }

@@ -116,6 +116,9 @@ async fn run_step(
             let report =
                 interruptible(&format!("verifying {name}"), verify_started(engine, &container, expected)).await?;
             if report.ok {
+                if let Some(unproven) = report.unproven() {
+                    applied.warnings.push(format!("{name} passed verification, {unproven}"));
+                }
                 Ok(())
             } else {
                 Err(Error::Verification {

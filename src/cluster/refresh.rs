@@ -4,6 +4,9 @@
 //! replacement; a failed swap puts the swapped nodes back. Ctrl-C lets the running phase finish on
 //! every node, then undoes it the same way: no node is left on another image, none with leftovers.
 //! Once every node has swapped, the refresh is complete and a Ctrl-C changes nothing.
+//! A node where another refresh of the toolbox is running fails the cluster refresh at once
+//! (nodes never wait for it, unlike `refresh`): the others would sit staged meanwhile, and the
+//! other refresh may change what that node runs.
 
 use std::future::Future;
 

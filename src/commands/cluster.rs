@@ -101,7 +101,8 @@ pub async fn run(args: &ClusterArgs, settings: &Settings, out: &Output) -> Resul
             result
         }
         ClusterCommand::Refresh(options) => {
-            let request = super::refresh::request(options, None, out)?;
+            // A busy node fails the cluster refresh at once (apply::lock says why).
+            let request = super::refresh::request(options, None, Duration::ZERO, out)?;
             out.report(&cluster_refresh(&cluster, &request).await?);
             Ok(0)
         }
@@ -287,7 +288,7 @@ impl Render for ClusterVerifyReport {
                     out.line(&format!(
                         "{} {}",
                         out.paint(&node.node, Style::Bold),
-                        super::verify::verdict(out, verified.ok)
+                        super::verify::verdict(out, verified)
                     ));
                     out.checks(verified.checks.iter().filter(|c| c.status != Status::Pass));
                 }

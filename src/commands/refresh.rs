@@ -2,8 +2,10 @@
 
 use std::io::{BufRead, IsTerminal};
 use std::path::PathBuf;
+use std::time::Duration;
 
 use crate::cli::{RefreshArgs, RefreshOptions};
+use crate::cluster::ssh::shell_quote;
 use crate::error::{Error, Result};
 use crate::image::reference::{default_name, parse_channel};
 use crate::ops::refresh::{refresh, ImageSource, RefreshReport, RefreshRequest};
@@ -11,12 +13,19 @@ use crate::output::{Output, Render, Style};
 use crate::settings::Settings;
 
 pub async fn run(args: &RefreshArgs, settings: &Settings, out: &Output) -> Result<i32> {
-    out.report(&refresh(settings, &request(&args.options, args.rccl.clone(), out)?).await?);
+    let lock_wait = if args.no_wait { Duration::ZERO } else { Duration::from_secs(args.wait) };
+    out.report(&refresh(settings, &request(&args.options, args.rccl.clone(), lock_wait, out)?).await?);
     Ok(0)
 }
 
-/// The refresh the options ask for (built from `rccl` when given), on this node or every node.
-pub fn request(options: &RefreshOptions, rccl: Option<PathBuf>, out: &Output) -> Result<RefreshRequest> {
+/// The refresh the options ask for (built from `rccl` when given), on this node or every node;
+/// `lock_wait` is how long it waits for another refresh of the same toolbox.
+pub fn request(
+    options: &RefreshOptions,
+    rccl: Option<PathBuf>,
+    lock_wait: Duration,
+    out: &Output,
+) -> Result<RefreshRequest> {
     let (name, image_ref) = target(options, out)?;
     let request = RefreshRequest {
         name,
@@ -29,6 +38,7 @@ pub fn request(options: &RefreshOptions, rccl: Option<PathBuf>, out: &Output) ->
         env: options.env.clone(),
         stage_only: false,
         verify: !options.no_verify,
+        lock_wait_seconds: lock_wait.as_secs(),
     };
     request.validate()?;
     Ok(request)
@@ -76,13 +86,16 @@ impl Render for RefreshReport {
         }
         if self.dry_run {
             out.line(&format!("{} (dry run; nothing changed)", out.paint("Plan", Style::Bold)));
+            if let Some(guessed) = &self.engine_guessed {
+                out.line(&format!("  {} {guessed}", out.paint("note:", Style::Dim)));
+            }
             if self.pull {
                 out.line(&format!("  0. pull {0}\n       {1} pull {0}", self.image, self.engine.program()));
             }
             for (index, step) in self.steps.iter().enumerate() {
                 out.line(&format!("  {}. {}", index + 1, step.description));
                 for command in &step.commands {
-                    out.line(&format!("       {}", command.join(" ")));
+                    out.line(&format!("       {}", typed(command)));
                 }
             }
             out.line(&format!("Result would be: {} ({})", self.action.as_str(), self.reason));
@@ -98,5 +111,38 @@ impl Render for RefreshReport {
             self.pin.as_deref().unwrap_or("unpinned")
         ));
         out.status(&format!("  enter it with: strix-toolbox enter {}", self.name));
+    }
+}
+
+/// `argv` as it would be typed into a shell: what the shell would change is quoted (an `=` only
+/// matters in the first word, so `--env A=b` stays readable).
+fn typed(argv: &[String]) -> String {
+    let words: Vec<String> = argv
+        .iter()
+        .enumerate()
+        .map(|(index, arg)| {
+            let without_equals = arg.replace('=', "");
+            if index > 0 && !without_equals.is_empty() && shell_quote(&without_equals) == without_equals {
+                arg.clone()
+            } else {
+                shell_quote(arg)
+            }
+        })
+        .collect();
+    words.join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::typed;
+
+    #[test]
+    fn commands_read_back_as_their_argv() {
+        let argv: Vec<String> =
+            ["podman", "create", "--env", "A=b", "--label", "id=(not pulled yet)", "--entrypoint", "[\"sleep\"]", "x"]
+                .map(String::from)
+                .into();
+        assert_eq!(typed(&argv), "podman create --env A=b --label 'id=(not pulled yet)' --entrypoint '[\"sleep\"]' x");
+        assert_eq!(typed(&["A=b".to_string(), "=".to_string()]), "'A=b' '='");
     }
 }

@@ -17,15 +17,16 @@ pub async fn run(args: &VerifyArgs, settings: &Settings, out: &Output) -> Result
 impl Render for VerifyReport {
     fn render(&self, out: &Output) {
         out.checks(&self.checks);
-        out.line(&format!("\n{} {}", self.container, verdict(out, self.ok)));
+        out.line(&format!("\n{} {}", self.container, verdict(out, self)));
     }
 }
 
-/// `verified`, or `NOT verified` in the failure colour.
-pub fn verdict(out: &Output, ok: bool) -> String {
-    if ok {
-        out.paint("verified", Style::Ok)
-    } else {
-        out.paint("NOT verified", Style::Fail)
+/// `verified` (with what it did not prove: devices not opened), or `NOT verified` in the failure
+/// colour.
+pub fn verdict(out: &Output, report: &VerifyReport) -> String {
+    match (report.ok, report.unproven()) {
+        (true, None) => out.paint("verified", Style::Ok),
+        (true, Some(unproven)) => format!("{}, {}", out.paint("verified", Style::Warn), unproven),
+        (false, _) => out.paint("NOT verified", Style::Fail),
     }
 }

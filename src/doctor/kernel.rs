@@ -1,19 +1,24 @@
 //! The kernel command line the guide sets, and whether its GPU memory sizes agree and took effect.
+//! Each parameter has its own check, but one command sets every one that is missing or wrong, and
+//! a ttm.pages_limit that disagrees with amdgpu.gttsize (grubby on Fedora; on Debian and Ubuntu
+//! the one GRUB_CMDLINE_LINUX line, then update-grub): it is given once, as the fix of the first
+//! check that needs it.
 
 use std::cmp::Ordering;
 
 use super::{check, gib, Check, Status};
-use crate::host::cmdline::REQUIRED_PARAMS;
+use crate::host::cmdline::{with_params, REQUIRED_PARAMS};
+use crate::host::os::OsFamily;
 use crate::host::HostFacts;
-
-const GRUB_FIX: &str = "add it to GRUB_CMDLINE_LINUX in /etc/default/grub, then \
-    `sudo grub2-mkconfig -o /boot/grub2/grub.cfg` (Fedora) or `sudo update-grub` (Debian/Ubuntu) and reboot";
 
 const MIB: u64 = 1 << 20;
 /// amdgpu.gttsize counts MiB, ttm.pages_limit 4 KiB pages.
 const PAGES_PER_MIB: u64 = 256;
+/// What the guide uses on a 128 GB node.
+const GUIDE_GTTSIZE_MIB: u64 = 126976;
 
 pub(super) fn checks(facts: &HostFacts, checks: &mut Vec<Check>) {
+    let mut recipe = Recipe::new(facts);
     for (name, wanted) in REQUIRED_PARAMS {
         let found = facts.kernel_params.get(name);
         let (status, message) = match (found, wanted) {
@@ -25,19 +30,92 @@ pub(super) fn checks(facts: &HostFacts, checks: &mut Vec<Check>) {
             ),
             (Some(value), _) => (Status::Pass, format!("{name}={value}")),
         };
-        let fix = (status != Status::Pass).then(|| {
-            let example = wanted.map_or_else(|| example_value(name), str::to_string);
-            format!("{name}={example}: {GRUB_FIX}")
-        });
-        checks.push(check(format!("kernel:{name}"), status, message, fix));
+        let check_name = format!("kernel:{name}");
+        let fix = (status != Status::Pass && recipe.given_on.is_none()).then(|| recipe.fix_for(&check_name));
+        checks.push(check(check_name, status, message, fix));
     }
-    gtt_checks(facts, checks);
+    gtt_checks(facts, &mut recipe, checks);
+}
+
+/// What this node's kernel command line needs, and how its distribution sets it.
+struct Recipe<'a> {
+    facts: &'a HostFacts,
+    /// The guide's parameters that are missing or wrong, each with the value it should have.
+    params: Vec<(String, String)>,
+    /// The ttm.pages_limit that agrees with amdgpu.gttsize, when both are set and disagree.
+    pages_limit: Option<(String, String)>,
+    /// The check the one fix was given on.
+    given_on: Option<String>,
+}
+
+impl<'a> Recipe<'a> {
+    fn new(facts: &'a HostFacts) -> Recipe<'a> {
+        let number = |name: &str| facts.kernel_params.get(name).and_then(|v| v.parse::<u64>().ok());
+        let (gtt_mib, pages) = (number("amdgpu.gttsize"), number("ttm.pages_limit"));
+        let mut params = Vec::new();
+        for (name, wanted) in REQUIRED_PARAMS {
+            let value = match (facts.kernel_params.get(name), wanted) {
+                (None, Some(want)) => want.to_string(),
+                (Some(value), Some(want)) if value != want => want.to_string(),
+                // The sizes: the one that agrees with the other, else the guide's for 128 GB.
+                (None, None) if name == "amdgpu.gttsize" => {
+                    pages.map_or(GUIDE_GTTSIZE_MIB, |pages| pages / PAGES_PER_MIB).to_string()
+                }
+                (None, None) => gtt_mib.unwrap_or(GUIDE_GTTSIZE_MIB).saturating_mul(PAGES_PER_MIB).to_string(),
+                (Some(_), _) => continue,
+            };
+            params.push((name.to_string(), value));
+        }
+        let pages_limit = match (gtt_mib, pages) {
+            (Some(gtt_mib), Some(pages)) if pages != gtt_mib.saturating_mul(PAGES_PER_MIB) => {
+                Some(("ttm.pages_limit".to_string(), gtt_mib.saturating_mul(PAGES_PER_MIB).to_string()))
+            }
+            _ => None,
+        };
+        Recipe { facts, params, pages_limit, given_on: None }
+    }
+
+    /// The one fix the first time a check needs it; after that, where it is.
+    fn fix_for(&mut self, check_name: &str) -> String {
+        match &self.given_on {
+            Some(first) => format!("the fix under {first} sets it too"),
+            None => {
+                self.given_on = Some(check_name.to_string());
+                self.fix()
+            }
+        }
+    }
+
+    /// The command that makes every change, then the reboot. On Debian and Ubuntu: the whole
+    /// GRUB_CMDLINE_LINUX line, with what it holds already.
+    fn fix(&self) -> String {
+        let changes: Vec<(String, String)> = self.params.iter().chain(&self.pages_limit).cloned().collect();
+        let words: Vec<String> = changes.iter().map(|(name, value)| format!("{name}={value}")).collect();
+        let words = words.join(" ");
+        let grubby = format!("`sudo grubby --update-kernel=ALL --args=\"{words}\"`");
+        match self.facts.os.family() {
+            OsFamily::Fedora => format!("{grubby}, then reboot"),
+            OsFamily::Debian => {
+                let current = self.facts.grub_cmdline_linux.as_deref();
+                let line = with_params(current.unwrap_or(""), &changes);
+                let keep = if current.is_none() { " (after what it holds, if it is there)" } else { "" };
+                format!(
+                    "in /etc/default/grub make it `GRUB_CMDLINE_LINUX=\"{line}\"`{keep}, then `sudo update-grub` and \
+                     reboot"
+                )
+            }
+            OsFamily::Other => format!(
+                "add `{words}` to the kernel command line, then reboot (Fedora: {grubby}; Debian and Ubuntu: \
+                 GRUB_CMDLINE_LINUX in /etc/default/grub, then `sudo update-grub`)"
+            ),
+        }
+    }
 }
 
 /// The guide sizes GPU memory twice: amdgpu.gttsize (how much GTT the driver sets up) and
 /// ttm.pages_limit (how much TTM lets it allocate). They must agree, MiB × 256 = pages; and the GTT
 /// the driver reports shows whether gttsize took effect (newer kernels size GTT from pages_limit).
-fn gtt_checks(facts: &HostFacts, checks: &mut Vec<Check>) {
+fn gtt_checks(facts: &HostFacts, recipe: &mut Recipe, checks: &mut Vec<Check>) {
     let number = |name: &str| facts.kernel_params.get(name).and_then(|v| v.parse::<u64>().ok());
     // A missing gttsize was reported above; without it there is nothing to compare.
     let Some(gtt_mib) = number("amdgpu.gttsize") else { return };
@@ -60,7 +138,7 @@ fn gtt_checks(facts: &HostFacts, checks: &mut Vec<Check>) {
                     gib(allowed),
                     gib(asked)
                 ),
-                Some(format!("set ttm.pages_limit={wanted_pages} (MiB × 256): {GRUB_FIX}")),
+                Some(format!("set ttm.pages_limit={wanted_pages} (MiB × 256): {}", recipe.fix_for("kernel:gtt-vs-ttm"))),
             ),
             Ordering::Greater => (
                 Status::Warn,
@@ -70,8 +148,9 @@ fn gtt_checks(facts: &HostFacts, checks: &mut Vec<Check>) {
                     gib(asked)
                 ),
                 Some(format!(
-                    "set ttm.pages_limit={wanted_pages} (or amdgpu.gttsize={}): {GRUB_FIX}",
-                    pages / PAGES_PER_MIB
+                    "set ttm.pages_limit={wanted_pages} (or amdgpu.gttsize={}): {}",
+                    pages / PAGES_PER_MIB,
+                    recipe.fix_for("kernel:gtt-vs-ttm")
                 )),
             ),
         };
@@ -89,7 +168,10 @@ fn gtt_checks(facts: &HostFacts, checks: &mut Vec<Check>) {
         return;
     }
     let fix = if pages != Some(wanted_pages) {
-        format!("set ttm.pages_limit={wanted_pages} next to amdgpu.gttsize={gtt_mib}: {GRUB_FIX}")
+        format!(
+            "set ttm.pages_limit={wanted_pages} next to amdgpu.gttsize={gtt_mib}: {}",
+            recipe.fix_for("kernel:gtt-size")
+        )
     } else {
         "`sudo dmesg | grep -i gtt` shows what amdgpu chose and why (a size beyond system memory is cut)".to_string()
     };
@@ -103,13 +185,4 @@ fn gtt_checks(facts: &HostFacts, checks: &mut Vec<Check>) {
         ),
         Some(fix),
     ));
-}
-
-/// What the guide uses on a 128 GB node.
-fn example_value(name: &str) -> String {
-    match name {
-        "amdgpu.gttsize" => "126976".into(),
-        "ttm.pages_limit" => "32505856".into(),
-        _ => "VALUE".into(),
-    }
 }

@@ -12,19 +12,21 @@ pub mod memlock;
 mod network;
 mod os;
 mod rdma;
+mod selinux;
 mod tools;
 
 use crate::host::installed::Installed;
 use crate::host::HostFacts;
 
 pub use crate::check::{Check, Status};
+pub use tools::Programs;
 
 fn check(name: impl Into<String>, status: Status, message: impl Into<String>, fix: Option<String>) -> Check {
     Check::new(name, status, message, fix)
 }
 
 /// Every check, in the order a person would fix them.
-pub fn run_checks(facts: &HostFacts, installed: &Installed) -> Vec<Check> {
+pub fn run_checks(facts: &HostFacts, installed: &Installed, programs: Programs) -> Vec<Check> {
     let mut checks = Vec::new();
     gpu::checks(facts, &mut checks);
     kernel::checks(facts, &mut checks);
@@ -35,7 +37,8 @@ pub fn run_checks(facts: &HostFacts, installed: &Installed) -> Vec<Check> {
     firmware::checks(facts, &mut checks);
     firewall::checks(facts, &mut checks);
     groups::checks(facts, &mut checks);
-    tools::checks(installed, &mut checks);
+    selinux::checks(facts, &mut checks);
+    tools::checks(installed, programs, &mut checks);
     for warning in &facts.warnings {
         checks.push(check(
             "host-files",

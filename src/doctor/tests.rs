@@ -2,10 +2,10 @@
 
 use super::*;
 use crate::host::netdev::THUNDERBOLT;
-use crate::host::{FirewalldFacts, Memlock, Netdev, OsFacts, RdmaFacts, RdmaPort};
+use crate::host::{FirewalldFacts, Memlock, Netdev, OsFacts, RdmaFacts, RdmaPort, SelinuxFacts};
 
 fn run(facts: &HostFacts) -> Vec<Check> {
-    run_checks(facts, &Installed::default())
+    run_checks(facts, &Installed::default(), Programs::TheNodes)
 }
 
 fn find<'a>(checks: &'a [Check], name: &str) -> &'a Check {
@@ -73,6 +73,7 @@ fn os_and_kernel_are_information_beside_the_verified_ones() {
     facts.os = OsFacts {
         kernel: Some("6.18.6-200.fc43.x86_64".into()),
         id: Some("fedora".into()),
+        id_like: Vec::new(),
         version_id: Some("43".into()),
         name: Some("Fedora Linux 43 (Workstation Edition)".into()),
     };
@@ -235,4 +236,132 @@ fn firewall_checks_the_link_in_use_or_every_candidate() {
 
     facts.firewalld = None;
     assert!(!run(&facts).iter().any(|c| c.name.starts_with("firewall:")), "no firewalld, nothing to check");
+}
+
+#[test]
+fn missing_programs_beside_a_copied_tree_are_information() {
+    let on_the_node = run(&HostFacts::default());
+    assert_eq!(find(&on_the_node, "engine").status, Status::Fail);
+    assert_eq!(find(&on_the_node, "manager").status, Status::Warn);
+    let beside_a_copy = run_checks(&HostFacts::default(), &Installed::default(), Programs::ThisMachines);
+    for name in ["engine", "manager"] {
+        let verdict = find(&beside_a_copy, name);
+        assert_eq!(verdict.status, Status::Info, "{verdict:?}");
+        assert!(verdict.message.contains("on this machine"), "{}", verdict.message);
+    }
+}
+
+fn on(id: &str) -> HostFacts {
+    HostFacts { os: OsFacts { id: Some(id.into()), ..Default::default() }, ..Default::default() }
+}
+
+/// The kernel parameter checks that carry a fix.
+fn kernel_fixes(checks: &[Check]) -> Vec<(&str, &str)> {
+    checks
+        .iter()
+        .filter(|c| c.name.starts_with("kernel:") && !c.name.starts_with("kernel:gtt"))
+        .filter_map(|c| Some((c.name.as_str(), c.fix.as_deref()?)))
+        .collect()
+}
+
+#[test]
+fn one_command_sets_every_missing_kernel_parameter() {
+    let checks = run(&on("fedora"));
+    let parameters: Vec<&Check> =
+        checks.iter().filter(|c| c.name.starts_with("kernel:") && c.name != "kernel").collect();
+    assert_eq!(parameters.len(), 5, "still one check per parameter: {parameters:#?}");
+    assert!(parameters.iter().all(|c| c.status == Status::Warn));
+    assert_eq!(
+        kernel_fixes(&checks),
+        [(
+            "kernel:iommu",
+            "`sudo grubby --update-kernel=ALL --args=\"iommu=pt pci=realloc pcie_aspm=off amdgpu.gttsize=126976 \
+             ttm.pages_limit=32505856\"`, then reboot"
+        )]
+    );
+
+    // Only what is missing or wrong, sizes that agree with the size that is there.
+    let mut facts = on("fedora");
+    facts.kernel_params.insert("iommu".into(), "pt".into());
+    facts.kernel_params.insert("pci".into(), "noaer".into());
+    facts.kernel_params.insert("amdgpu.gttsize".into(), "65536".into());
+    assert_eq!(
+        kernel_fixes(&run(&facts)),
+        [(
+            "kernel:pci",
+            "`sudo grubby --update-kernel=ALL --args=\"pci=realloc pcie_aspm=off ttm.pages_limit=16777216\"`, then reboot"
+        )]
+    );
+}
+
+#[test]
+fn sizes_that_disagree_alone_get_the_one_fix_on_their_own_check() {
+    let mut facts = gtt("126976", "1048576", Some(4 << 30));
+    facts.os = on("fedora").os;
+    for (name, value) in [("iommu", "pt"), ("pci", "realloc"), ("pcie_aspm", "off")] {
+        facts.kernel_params.insert(name.into(), value.into());
+    }
+    let checks = run(&facts);
+    assert_eq!(kernel_fixes(&checks), [], "every parameter is there");
+    assert_eq!(
+        find(&checks, "kernel:gtt-vs-ttm").fix.as_deref(),
+        Some(
+            "set ttm.pages_limit=32505856 (MiB × 256): `sudo grubby --update-kernel=ALL \
+             --args=\"ttm.pages_limit=32505856\"`, then reboot"
+        )
+    );
+    assert!(find(&checks, "kernel:gtt-size")
+        .fix
+        .as_deref()
+        .unwrap()
+        .ends_with("the fix under kernel:gtt-vs-ttm sets it too"));
+}
+
+#[test]
+fn on_debian_the_fix_is_the_whole_grub_line_with_every_change() {
+    let mut facts = on("debian");
+    facts.kernel_params.insert("iommu".into(), "on".into());
+    facts.kernel_params.insert("amdgpu.gttsize".into(), "126976".into());
+    facts.kernel_params.insert("ttm.pages_limit".into(), "1048576".into());
+    facts.grub_cmdline_linux = Some("iommu=on amdgpu.gttsize=126976 ttm.pages_limit=1048576".into());
+    let checks = run(&facts);
+    let line =
+        "`GRUB_CMDLINE_LINUX=\"iommu=pt amdgpu.gttsize=126976 ttm.pages_limit=32505856 pci=realloc pcie_aspm=off\"`";
+    let expected = format!("in /etc/default/grub make it {line}, then `sudo update-grub` and reboot");
+    assert_eq!(kernel_fixes(&checks), [("kernel:iommu", expected.as_str())]);
+    let pages = find(&checks, "kernel:gtt-vs-ttm").fix.clone().unwrap();
+    assert_eq!(pages, "set ttm.pages_limit=32505856 (MiB × 256): the fix under kernel:iommu sets it too");
+
+    // Ubuntu's kin too; a node without the line gets the parameters to add to it.
+    let mut pop = on("pop");
+    pop.os.id_like = vec!["ubuntu".into(), "debian".into()];
+    let fix = kernel_fixes(&run(&pop))[0].1.to_string();
+    assert!(fix.contains("GRUB_CMDLINE_LINUX=\"iommu=pt pci=realloc") && fix.contains("after what it holds"), "{fix}");
+}
+
+#[test]
+fn elsewhere_the_fix_names_the_parameters_and_both_ways() {
+    let fix = kernel_fixes(&run(&on("arch")))[0].1.to_string();
+    assert!(fix.starts_with("add `iommu=pt pci=realloc pcie_aspm=off"), "{fix}");
+    assert!(fix.contains("grubby") && fix.contains("update-grub"), "{fix}");
+}
+
+#[test]
+fn selinux_enforcing_needs_container_use_devices() {
+    let verdict = |selinux: Option<SelinuxFacts>| {
+        let facts = HostFacts { selinux, ..Default::default() };
+        find(&run(&facts), "selinux").clone()
+    };
+    let selinux = |enforcing, container_use_devices| Some(SelinuxFacts { enforcing, container_use_devices });
+    assert_eq!(verdict(None).status, Status::Pass);
+    assert_eq!(verdict(selinux(true, Some(true))).status, Status::Pass);
+    let off = verdict(selinux(true, Some(false)));
+    assert_eq!((off.status, off.fix.as_deref()), (Status::Fail, Some("`sudo setsebool -P container_use_devices 1`")));
+    assert!(off.message.contains("cannot open /dev/kfd and /dev/dri"), "{}", off.message);
+    let no_boolean = verdict(selinux(true, None));
+    assert_eq!(no_boolean.status, Status::Warn);
+    assert!(no_boolean.fix.unwrap().contains("container-selinux"));
+    assert_eq!(verdict(selinux(false, Some(true))).status, Status::Pass);
+    let permissive = verdict(selinux(false, Some(false)));
+    assert_eq!((permissive.status, permissive.fix.as_deref()), (Status::Warn, off.fix.as_deref()));
 }

@@ -3,6 +3,7 @@
 //! Everything above this module speaks in these engine-neutral types; `podman.rs` and
 //! `docker.rs` translate them to podman-api and bollard calls.
 
+pub mod absent;
 pub mod archive;
 pub mod argv;
 pub mod auth;

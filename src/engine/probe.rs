@@ -4,6 +4,18 @@
 
 use std::path::{Path, PathBuf};
 
+use super::{EngineInfo, EngineKind};
+
+/// What the engine would say about itself, guessed without asking it: rootless when we are not
+/// root; podman's runtime from containers.conf (else crun when installed, else runc); docker's runc.
+pub fn guessed_info(kind: EngineKind) -> EngineInfo {
+    let runtime = match kind {
+        EngineKind::Docker => "runc".to_string(),
+        EngineKind::Podman => podman_runtime(),
+    };
+    EngineInfo { kind, rootless: running_rootless(), runtime, version: String::new() }
+}
+
 /// Whether this process runs rootless (the engine it talks to usually does too).
 pub fn running_rootless() -> bool {
     // SAFETY: geteuid has no preconditions and cannot fail.

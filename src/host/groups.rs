@@ -15,7 +15,8 @@ pub const DEVICE_GROUPS: [&str; 3] = ["video", "render", "rdma"];
 pub struct GroupFacts {
     /// Group name → gid, for the device groups that exist.
     pub gids: BTreeMap<String, u32>,
-    /// The user the checks are about (SUDO_USER, else USER, else LOGNAME).
+    /// The user the checks are about (SUDO_USER, else USER, else LOGNAME; under another machine's
+    /// tree, its first login user when that one has no account there).
     pub user: Option<String>,
     /// Group name → whether that user is a member (by list or as primary group).
     pub member: BTreeMap<String, bool>,
@@ -24,7 +25,12 @@ pub struct GroupFacts {
 pub fn read(root: &HostRoot, user: Option<String>, warnings: &mut Vec<String>) -> Result<GroupFacts> {
     let group_file = root.read("/etc/group")?.unwrap_or_default();
     let passwd_file = root.read("/etc/passwd")?.unwrap_or_default();
-    let user = user.or_else(|| user_of_uid(&passwd_file, current_uid()));
+    let mut user = user.or_else(|| user_of_uid(&passwd_file, current_uid()));
+    // A tree of another machine (`examples/hosts/`): whoever runs us may have no account there,
+    // so its checks are about the tree's own login user.
+    if !root.is_system() && user.as_deref().is_none_or(|u| u != "root" && primary_gid_of(&passwd_file, u).is_none()) {
+        user = first_login_user(&passwd_file).or(user);
+    }
     let primary_gid = user.as_deref().and_then(|u| primary_gid_of(&passwd_file, u));
 
     let mut facts = GroupFacts { user: user.clone(), ..Default::default() };
@@ -95,6 +101,15 @@ fn primary_gid_of(passwd: &str, user: &str) -> Option<u32> {
     })
 }
 
+/// The first account with a login uid (1000 and up, below `nobody`'s 65534).
+fn first_login_user(passwd: &str) -> Option<String> {
+    passwd.lines().find_map(|line| {
+        let fields: Vec<&str> = line.split(':').collect();
+        let uid: u32 = fields.get(2)?.parse().ok()?;
+        ((1000..65534).contains(&uid) && !fields[0].is_empty()).then(|| fields[0].to_string())
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -113,5 +128,22 @@ mod tests {
         let passwd = "root:x:0:0:root:/root:/bin/bash\nalice:x:1000:44::/home/alice:/bin/bash\n";
         assert_eq!(primary_gid_of(passwd, "alice"), Some(44));
         assert_eq!(primary_gid_of(passwd, "bob"), None);
+    }
+
+    #[test]
+    fn another_machines_tree_is_about_its_own_user() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("etc")).unwrap();
+        let passwd = "root:x:0:0:root:/root:/bin/bash\nnobody:x:65534:65534::/:/sbin/nologin\n\
+                      alice:x:1000:1000::/home/alice:/bin/bash\n";
+        std::fs::write(dir.path().join("etc/passwd"), passwd).unwrap();
+        std::fs::write(dir.path().join("etc/group"), "render:x:105:alice\n").unwrap();
+        let root = HostRoot::open(dir.path()).unwrap();
+        let read_as = |user: &str| read(&root, Some(user.into()), &mut Vec::new()).unwrap();
+        let bob = read_as("bob");
+        assert_eq!((bob.user.as_deref(), bob.member.get("render")), (Some("alice"), Some(&true)));
+        assert_eq!(read_as("root").user.as_deref(), Some("root"), "root is root everywhere");
+        assert_eq!(read_as("alice").user.as_deref(), Some("alice"));
+        assert_eq!(first_login_user("root:x:0:0::/:/bin/sh\n"), None);
     }
 }

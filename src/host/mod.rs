@@ -17,6 +17,7 @@ pub mod netdev;
 pub mod os;
 pub mod rdma;
 mod root;
+pub mod selinux;
 
 use std::collections::BTreeMap;
 
@@ -32,6 +33,7 @@ pub use netdev::Netdev;
 pub use os::OsFacts;
 pub use rdma::{RdmaFacts, RdmaPort};
 pub use root::HostRoot;
+pub use selinux::SelinuxFacts;
 
 use crate::error::Result;
 
@@ -44,6 +46,10 @@ pub struct HostFacts {
     pub memlock: Option<Memlock>,
     /// The required kernel parameters found on the command line.
     pub kernel_params: BTreeMap<String, String>,
+    /// /etc/default/grub's `GRUB_CMDLINE_LINUX`, when it sets one: the line doctor's fix
+    /// rewrites on Debian and Ubuntu.
+    #[serde(default)]
+    pub grub_cmdline_linux: Option<String>,
     /// The interfaces cluster traffic may use: the RDMA ports' netdevs, then thunderbolt0.
     #[serde(default)]
     pub interfaces: Vec<Netdev>,
@@ -52,6 +58,9 @@ pub struct HostFacts {
     pub firewalld: Option<FirewalldFacts>,
     #[serde(default)]
     pub os: OsFacts,
+    /// None when SELinux is off.
+    #[serde(default)]
+    pub selinux: Option<SelinuxFacts>,
     /// Files that exist but could not be understood.
     pub warnings: Vec<String>,
 }
@@ -78,6 +87,7 @@ impl HostFacts {
             }
         };
         let kernel_params = root.read("/proc/cmdline")?.map(|text| cmdline::parse_required(&text)).unwrap_or_default();
+        let grub_cmdline_linux = root.read("/etc/default/grub")?.and_then(|text| cmdline::grub_cmdline_linux(&text));
 
         let addresses = ipv4::Ipv4Addresses::read(root, &mut warnings);
         let mut names: Vec<&str> = rdma.netdevs();
@@ -87,8 +97,21 @@ impl HostFacts {
         let interfaces = names.into_iter().map(|name| netdev::read(root, name, &addresses, &mut warnings)).collect();
         let firewalld = firewalld::read(root, &mut warnings);
         let os = os::read(root);
+        let selinux = selinux::read(root, &mut warnings);
 
-        Ok(HostFacts { gpu, rdma, groups, memlock, kernel_params, interfaces, firewalld, os, warnings })
+        Ok(HostFacts {
+            gpu,
+            rdma,
+            groups,
+            memlock,
+            kernel_params,
+            grub_cmdline_linux,
+            interfaces,
+            firewalld,
+            os,
+            selinux,
+            warnings,
+        })
     }
 
     /// The interface called `name`, when it is one of [`HostFacts::interfaces`].

@@ -11,13 +11,36 @@ pub struct OsFacts {
     pub kernel: Option<String>,
     /// os-release `ID`, e.g. "fedora".
     pub id: Option<String>,
+    /// os-release `ID_LIKE`, the distributions this one derives from, e.g. ["ubuntu", "debian"].
+    #[serde(default)]
+    pub id_like: Vec<String>,
     /// os-release `VERSION_ID`, e.g. "43".
     pub version_id: Option<String>,
     /// os-release `PRETTY_NAME`, e.g. "Fedora Linux 43 (Workstation Edition)".
     pub name: Option<String>,
 }
 
+/// How a distribution sets kernel parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OsFamily {
+    /// Fedora, RHEL and their kin: `grubby`.
+    Fedora,
+    /// Debian, Ubuntu and their kin: /etc/default/grub and `update-grub`.
+    Debian,
+    Other,
+}
+
 impl OsFacts {
+    /// The family of `ID`, else of the first `ID_LIKE` entry that names one.
+    pub fn family(&self) -> OsFamily {
+        let of = |id: &str| match id {
+            "fedora" | "rhel" | "centos" | "rocky" | "almalinux" => Some(OsFamily::Fedora),
+            "debian" | "ubuntu" => Some(OsFamily::Debian),
+            _ => None,
+        };
+        self.id.iter().chain(&self.id_like).find_map(|id| of(id)).unwrap_or(OsFamily::Other)
+    }
+
     /// "6.18.5" of "6.18.5-200.fc43.x86_64".
     pub fn kernel_version(&self) -> Option<&str> {
         self.kernel.as_deref().map(|release| release.split(['-', '+']).next().unwrap_or(release))
@@ -31,6 +54,7 @@ pub fn read(root: &HostRoot) -> OsFacts {
     OsFacts {
         kernel: root.attribute("/proc/sys/kernel/osrelease").filter(|k| !k.is_empty()),
         id: field("ID"),
+        id_like: field("ID_LIKE").map(|ids| ids.split_whitespace().map(str::to_string).collect()).unwrap_or_default(),
         version_id: field("VERSION_ID"),
         name: field("PRETTY_NAME").or_else(|| field("NAME")),
     }
@@ -58,6 +82,21 @@ mod tests {
         assert_eq!(os_release_field(text, "VERSION_ID").as_deref(), Some("43"));
         assert_eq!(os_release_field(text, "PRETTY_NAME").as_deref(), Some("Fedora Linux 43 (Workstation Edition)"));
         assert_eq!(os_release_field(text, "VERSION"), None, "VERSION_ID is not VERSION");
+    }
+
+    #[test]
+    fn the_family_comes_from_id_then_id_like() {
+        let os = |id: &str, like: &[&str]| OsFacts {
+            id: Some(id.into()),
+            id_like: like.iter().map(|s| s.to_string()).collect(),
+            ..Default::default()
+        };
+        assert_eq!(os("fedora", &[]).family(), OsFamily::Fedora);
+        assert_eq!(os("debian", &[]).family(), OsFamily::Debian);
+        assert_eq!(os("pop", &["ubuntu", "debian"]).family(), OsFamily::Debian);
+        assert_eq!(os("nobara", &["fedora"]).family(), OsFamily::Fedora);
+        assert_eq!(os("arch", &[]).family(), OsFamily::Other);
+        assert_eq!(OsFacts::default().family(), OsFamily::Other);
     }
 
     #[test]

@@ -15,7 +15,9 @@ pub struct HostRoot {
 }
 
 impl HostRoot {
-    /// Open a host root, failing clearly when it is missing, not a directory, or unreadable.
+    /// Open a host root, failing clearly when it is missing, not a directory, or unreadable. A
+    /// relative one (`examples/hosts/e810-roce`) is made absolute: the engine needs absolute
+    /// device paths.
     pub fn open(root: &Path) -> Result<Self> {
         let unusable = |why: String| {
             Error::host(
@@ -29,8 +31,9 @@ impl HostRoot {
             return Err(unusable("is not a directory".into()));
         }
         std::fs::read_dir(root).map_err(|e| unusable(format!("cannot be listed: {e}")))?;
+        let root = std::path::absolute(root).unwrap_or_else(|_| root.to_path_buf());
         let live_interfaces = root == Path::new("/");
-        Ok(HostRoot { root: root.to_path_buf(), live_interfaces })
+        Ok(HostRoot { root, live_interfaces })
     }
 
     /// The real node.
@@ -128,6 +131,12 @@ mod tests {
         let root = HostRoot::open(fake.path()).unwrap();
         assert!(!root.live_interfaces());
         assert!(root.with_live_interfaces(true).live_interfaces());
+    }
+
+    #[test]
+    fn a_relative_root_is_made_absolute() {
+        let root = HostRoot::open(Path::new("src")).unwrap();
+        assert_eq!(root.path("/dev/kfd"), std::env::current_dir().unwrap().join("src/dev/kfd"));
     }
 
     #[test]

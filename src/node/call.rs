@@ -209,6 +209,7 @@ mod tests {
                 env: vec!["A=it's \"quoted\" $HOME".into()],
                 stage_only: true,
                 verify: false,
+                lock_wait_seconds: 0,
             }
             .into(),
             PhaseRequest { phase: Phase::Undo, name: "vllm".into(), keep: 3, image_id: Some("sha256:01".into()) }

@@ -1,20 +1,27 @@
 //! The image's side of the ABI check (see [`crate::rccl::abi`]): a throwaway container of the
-//! image, the copies of librccl it carries and the libraries beside them that link to it, its
+//! image, the copies of librccl it carries and every library under its RCCL roots that links to
+//! RCCL (torch's `libtorch_hip.so` sits in `site-packages/torch/lib`, apart from every copy), its
 //! ld.so.conf, and which of the new library's DT_NEEDED entries exist where the loader looks.
-//! The container is always removed.
+//! Inside it needs only a shell (`sh`); `grep`, where the image has it, spares reading libraries
+//! that never mention RCCL. Files are read through the engine's archive API. The container is
+//! always removed.
 
 use std::collections::BTreeSet;
 
 use crate::engine::archive::first_file;
 use crate::engine::{CreateRequest, Engine};
 use crate::error::{Error, Result};
-use crate::rccl::abi::{check_abi, ld_so_conf_dirs, search_path, AbiReport, ImageSide};
+use crate::rccl::abi::{check_abi, ld_so_conf_dirs, links_to_rccl, search_path, AbiReport, ImageSide};
 use crate::rccl::dynamic::{parse_dynamic, DynamicInfo};
-use crate::verify::probe::{Probe, Ran};
+use crate::verify::image_files::{existing, matching, mentioning, shared_libraries_under, Unlooked};
+use crate::verify::probe::Probe;
+use crate::verify::rccl::{is_rccl_copy, RCCL_ROOTS};
 
-/// Where the image's stack keeps RCCL, and where `build` puts the new one.
-const RCCL_DIRS: [&str; 2] = ["/opt/rocm/lib", "/opt/venv"];
+/// Where `build` puts the new library.
 const INSTALL_DIR: &str = "/opt/rocm/lib";
+/// What a library that links to RCCL holds somewhere in its bytes: `librccl.so` among its
+/// DT_NEEDED, or `nccl…`/`rccl…` symbol names.
+const RCCL_MENTIONS: [&str; 2] = ["nccl", "rccl"];
 
 /// Check `new` against `image` (present locally).
 pub async fn abi_against(engine: &dyn Engine, image: &str, new: &DynamicInfo) -> Result<AbiReport> {
@@ -42,31 +49,25 @@ pub async fn abi_against(engine: &dyn Engine, image: &str, new: &DynamicInfo) ->
 
 async fn image_side(engine: &dyn Engine, container: &str, image: &str, new: &DynamicInfo) -> Result<ImageSide> {
     let probe = Probe::new(engine, container, None);
-    let mut find = vec!["find", "-H"];
-    find.extend(RCCL_DIRS);
-    find.extend(["-name", "librccl.so*", "-type", "f"]);
-    let copies = lines(&probe, &find).await?;
+    let libraries =
+        inside(shared_libraries_under(&probe, &RCCL_ROOTS).await, "list the libraries under its RCCL roots")?;
+    let (copies, others): (Vec<String>, Vec<String>) = libraries.into_iter().partition(|path| is_rccl_copy(path));
 
-    // The libraries beside each copy that name librccl (DT_NEEDED holds the string).
-    let dirs: BTreeSet<String> = copies.iter().filter_map(|c| c.rsplit_once('/').map(|(d, _)| d.to_string())).collect();
-    let mut consumers = Vec::new();
-    for dir in &dirs {
-        let libraries = lines(&probe, &["find", "-H", dir, "-maxdepth", "1", "-name", "*.so*", "-type", "f"]).await?;
-        if libraries.is_empty() {
-            continue;
-        }
-        let mut grep = vec!["grep", "-l", "-s", "librccl.so"];
-        grep.extend(libraries.iter().map(String::as_str));
-        for path in lines(&probe, &grep).await? {
-            if !copies.contains(&path) && !consumers.contains(&path) {
-                consumers.push(path);
-            }
-        }
-    }
-
+    // Every other library there that needs librccl or imports its symbols. grep narrows the ones
+    // worth reading; without grep every one is read (slower, same answer).
+    let (candidates, narrowed) = match mentioning(&probe, &others, &RCCL_MENTIONS).await {
+        Ok(mentioning_rccl) => (mentioning_rccl, true),
+        Err(Unlooked::Missing(_)) => (others, false),
+        Err(Unlooked::Failed(why)) => return Err(look_failed("grep its libraries for RCCL", &why)),
+    };
     let mut unreadable = Vec::new();
     let replaced = read_libraries(engine, container, &copies, &mut unreadable).await?;
-    let consumers = read_libraries(engine, container, &consumers, &mut unreadable).await?;
+    // A library grep did not point at that is no ELF (a linker script named .so) is nobody's concern.
+    let mut not_libraries = Vec::new();
+    let candidates =
+        read_libraries(engine, container, &candidates, if narrowed { &mut unreadable } else { &mut not_libraries })
+            .await?;
+    let consumers = candidates.into_iter().filter(|(_, info)| links_to_rccl(info)).collect();
 
     // ld.so.conf and what it includes, then every DT_NEEDED looked for in the loader's order.
     let mut conf_dirs = Vec::new();
@@ -76,54 +77,51 @@ async fn image_side(engine: &dyn Engine, container: &str, image: &str, new: &Dyn
         if !seen.insert(file.clone()) || seen.len() > 64 {
             continue;
         }
-        let text = lines(&probe, &["cat", &file]).await.unwrap_or_default().join("\n");
+        let text = read_text(engine, container, &file).await?.unwrap_or_default();
         let (dirs, includes) = ld_so_conf_dirs(&text);
         conf_dirs.extend(dirs);
-        for include in includes {
-            let (dir, pattern) = include.rsplit_once('/').unwrap_or(("/etc", &include));
-            let found = lines(&probe, &["find", dir, "-maxdepth", "1", "-name", pattern]).await.unwrap_or_default();
-            pending.extend(found);
-        }
+        // Relative patterns are relative to the including file's directory, as glibc reads them.
+        let base = file.rsplit_once('/').map_or("/etc", |(dir, _)| dir).to_string();
+        let patterns: Vec<String> = includes
+            .into_iter()
+            .map(|pattern| if pattern.starts_with('/') { pattern } else { format!("{base}/{pattern}") })
+            .collect();
+        pending.extend(inside(matching(&probe, &patterns).await, "expand ld.so.conf's includes")?);
     }
-    let mut resolvable = Vec::new();
-    if !new.needed.is_empty() {
-        let mut find = vec!["find", "-H"];
-        let search = search_path(new, INSTALL_DIR, &conf_dirs);
-        find.extend(search.iter().map(String::as_str));
-        find.extend(["-maxdepth", "1", "("]);
-        for (index, needed) in new.needed.iter().enumerate() {
-            if index > 0 {
-                find.push("-o");
-            }
-            find.extend(["-name", needed.as_str()]);
-        }
-        find.push(")");
-        for path in lines(&probe, &find).await? {
-            if let Some((_, file)) = path.rsplit_once('/') {
-                resolvable.push(file.to_string());
-            }
-        }
-    }
+    let search = search_path(new, INSTALL_DIR, &conf_dirs);
+    let wanted: Vec<String> =
+        search.iter().flat_map(|dir| new.needed.iter().map(move |needed| format!("{dir}/{needed}"))).collect();
+    let resolvable = inside(existing(&probe, &wanted).await, "look for the libraries it needs")?
+        .iter()
+        .filter_map(|path| path.rsplit_once('/').map(|(_, file)| file.to_string()))
+        .collect();
     Ok(ImageSide { image: image.to_string(), unreadable, replaced, consumers, resolvable })
 }
 
-/// What a program printed, a line each; exit status 1 (find: a directory absent; grep: no match)
-/// still counts. A program the image lacks is an error naming it.
-async fn lines(probe: &Probe<'_>, argv: &[&str]) -> Result<Vec<String>> {
-    match probe.run(argv).await {
-        Ran::Exited(0 | 1, stdout, _) => Ok(stdout.lines().filter(|l| !l.is_empty()).map(str::to_string).collect()),
-        Ran::Exited(code, _, stderr) => Err(Error::Command {
-            program: argv.join(" "),
-            message: format!("exit {code} inside the image: {}", stderr.trim()),
-            fix: None,
-        }),
-        Ran::Missing(why) => Err(Error::Command {
-            program: argv.join(" "),
-            message: format!("cannot look inside the image: {why}"),
-            fix: Some(format!("the ABI check needs {} in the image; check against an image that has it", argv[0])),
-        }),
-        Ran::Broken(why) => Err(Error::engine(probe.engine.kind().program(), "look inside the image", why)),
-    }
+/// What a look inside found; an image without a shell is an error naming what the check needs.
+fn inside(looked: std::result::Result<Vec<String>, Unlooked>, what: &str) -> Result<Vec<String>> {
+    looked.map_err(|unlooked| match unlooked {
+        Unlooked::Missing(why) => Error::Command {
+            program: "sh".into(),
+            message: format!("cannot {what} inside the image: {why}"),
+            fix: Some(
+                "the ABI check needs a POSIX shell (`sh`) in the image, nothing else (grep makes it faster); check \
+                 against an image that has one"
+                    .into(),
+            ),
+        },
+        Unlooked::Failed(why) => look_failed(what, &why),
+    })
+}
+
+fn look_failed(what: &str, why: &str) -> Error {
+    Error::Command { program: "sh".into(), message: format!("cannot {what} inside the image: {why}"), fix: None }
+}
+
+/// A text file's contents, through the archive API (no `cat` needed); None when absent.
+async fn read_text(engine: &dyn Engine, container: &str, path: &str) -> Result<Option<String>> {
+    let Some(archive) = engine.container_archive(container, path).await? else { return Ok(None) };
+    Ok(first_file(engine.kind().program(), &archive)?.map(|bytes| String::from_utf8_lossy(&bytes).into_owned()))
 }
 
 /// Each path's dynamic view; a file that is no loadable library goes to `unreadable`.

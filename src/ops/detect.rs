@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::engine::probe::{podman_runtime, running_rootless};
+use crate::engine::probe::guessed_info;
 use crate::engine::EngineKind;
 use crate::error::Result;
 use crate::host::{FirewalldFacts, GpuFacts, HostFacts, Memlock, Netdev, OsFacts, RdmaFacts};
@@ -40,14 +40,10 @@ pub struct DetectReport {
     pub warnings: Vec<String>,
 }
 
-/// Spec options guessed without asking the engine (detect stays millisecond-fast): rootless when
-/// not root; podman's runtime from containers.conf, else crun when installed, else runc.
+/// Spec options guessed without asking the engine, so detect stays millisecond-fast.
 fn guess_spec_options(engine: EngineKind) -> SpecOptions {
-    let runtime = match engine {
-        EngineKind::Docker => "runc".to_string(),
-        EngineKind::Podman => podman_runtime(),
-    };
-    SpecOptions { engine, rootless: running_rootless(), runtime, extra_env: Default::default() }
+    let info = guessed_info(engine);
+    SpecOptions { engine, rootless: info.rootless, runtime: info.runtime, extra_env: Default::default() }
 }
 
 pub fn detect(settings: &Settings) -> Result<DetectReport> {

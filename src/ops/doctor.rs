@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::doctor::{run_checks, Check, Status};
+use crate::doctor::{run_checks, Check, Programs, Status};
 use crate::error::Result;
 use crate::host::HostFacts;
 use crate::settings::Settings;
@@ -35,6 +35,8 @@ impl DoctorReport {
 }
 
 pub fn doctor(settings: &Settings) -> Result<DoctorReport> {
-    let facts = HostFacts::read(&settings.open_host_root()?)?;
-    Ok(DoctorReport::new(run_checks(&facts, &settings.installed)))
+    let root = settings.open_host_root()?;
+    let facts = HostFacts::read(&root)?;
+    let programs = if root.is_system() { Programs::TheNodes } else { Programs::ThisMachines };
+    Ok(DoctorReport::new(run_checks(&facts, &settings.installed, programs)))
 }

@@ -1,11 +1,13 @@
 //! `refresh`: facts → spec → (pull or build) → plan → apply, for one toolbox on this node.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 use crate::apply::lock::ToolboxLock;
 use crate::apply::{apply, interruptible};
+use crate::engine::absent::AbsentEngine;
 use crate::engine::{CreateRequest, Engine, EngineInfo, EngineKind, ImageInfo};
 use crate::error::{Error, Result};
 use crate::host::{HostFacts, HostRoot};
@@ -57,6 +59,10 @@ pub struct RefreshRequest {
     pub stage_only: bool,
     /// Verify the replacement from the inside before it is swapped in (off: `--no-verify`).
     pub verify: bool,
+    /// How long to wait for another refresh of this toolbox to finish; 0 fails at once (a
+    /// cluster's node refresh, and what a head that does not send it means).
+    #[serde(default)]
+    pub lock_wait_seconds: u64,
 }
 
 impl RefreshRequest {
@@ -88,6 +94,10 @@ pub struct RefreshReport {
     pub warnings: Vec<String>,
     /// The replacement waiting under its temporary name for the swap (`stage_only`).
     pub staged: Option<String>,
+    /// Set when no engine answered this dry run: why, and what the plan assumed instead (an
+    /// empty engine with the facts `detect` guesses).
+    #[serde(default)]
+    pub engine_guessed: Option<String>,
 }
 
 /// A plan step and its equivalent command lines.
@@ -100,8 +110,17 @@ pub struct PlannedStep {
 pub async fn refresh(settings: &Settings, request: &RefreshRequest) -> Result<RefreshReport> {
     request.validate()?;
     let node = read_gpu_node(settings)?;
-    let connection = settings.connect().await?;
-    refresh_with(settings, &node, connection.engine(), request).await
+    match settings.connect().await {
+        Ok(connection) => refresh_with(settings, &node, connection.engine(), request).await,
+        // A dry run changes nothing, so it can plan without an engine: against an empty one.
+        Err(Error::EngineUnavailable { message, .. }) if request.dry_run => {
+            let engine = AbsentEngine::guessed(settings.engine);
+            let mut report = refresh_with(settings, &node, &engine, request).await?;
+            report.engine_guessed = Some(format!("{message}: planned for {}", engine.describe()));
+            Ok(report)
+        }
+        Err(error) => Err(error),
+    }
 }
 
 /// The node's facts, refusing a node without a GPU before any engine is contacted.
@@ -131,7 +150,14 @@ pub async fn refresh_with(
     );
     check_memlock(facts, &info)?;
 
-    let _lock = ToolboxLock::acquire(&request.name)?;
+    // A dry run changes nothing: it neither waits for another refresh nor holds one up.
+    let _lock = if request.dry_run {
+        None
+    } else {
+        let wait = Duration::from_secs(request.lock_wait_seconds);
+        let waiting = ToolboxLock::wait_for(&request.name, wait, reporter);
+        Some(interruptible(&format!("waiting for the other refresh of {}", request.name), waiting).await?)
+    };
 
     // Pull first (the newest base, for a local build too); a dry run only looks. An image named
     // by digest that is already here cannot be newer upstream: no pull (cluster nodes get
@@ -215,6 +241,7 @@ fn report(
         container_args: spec.engine_flags(info.kind),
         warnings: Vec::new(),
         staged: request.stage_only.then(|| plan.staged_name().map(str::to_string)).flatten(),
+        engine_guessed: None,
     }
 }
 
@@ -377,6 +404,7 @@ mod tests {
                 env: Vec::new(),
                 stage_only: false,
                 verify: false,
+                lock_wait_seconds: 0,
             }
         }
 
@@ -477,6 +505,18 @@ mod tests {
             assert_eq!(report.action, Action::Created);
             assert!(report.pull && !report.steps.is_empty());
             assert_eq!(engine.calls(), [], "not even the pull");
+        }
+
+        #[tokio::test]
+        async fn a_dry_run_without_an_engine_plans_against_an_empty_one() {
+            let (dir, node) = node();
+            let engine = AbsentEngine::guessed(EngineKind::Podman);
+            let request = RefreshRequest { dry_run: true, ..request("absent-engine-dry") };
+            let report = refresh_with(&Settings::for_tests(dir.path()), &node, &engine, &request).await.unwrap();
+            assert_eq!((report.action, report.pull), (Action::Created, true));
+            let create = &report.steps[0].commands[0];
+            assert_eq!(create[..4], ["podman", "create", "--name", "absent-engine-dry-strix-new"]);
+            assert!(engine.describe().starts_with("an empty podman, "), "{}", engine.describe());
         }
     }
 }

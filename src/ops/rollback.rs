@@ -1,5 +1,6 @@
 //! `rollback [NAME]`: recreate the toolbox from the pinned image before the one it runs.
 
+use crate::apply::lock::DEFAULT_WAIT;
 use crate::error::{Error, Result};
 use crate::image::pin::pins_in;
 use crate::image::reference::{validate_container_name, ImageRef};
@@ -58,6 +59,7 @@ pub async fn rollback(settings: &Settings, name: &str, dry_run: bool) -> Result<
         stage_only: false,
         // Back to a toolbox that worked before: proven again all the same.
         verify: true,
+        lock_wait_seconds: DEFAULT_WAIT.as_secs(),
     };
     refresh_with(settings, &node, engine, &request).await
 }

@@ -1,6 +1,6 @@
 //! Will a new librccl load where it goes? Against the image it replaces a library in: its SONAME
 //! is librccl.so.1; it exports every nccl*/rccl* symbol the replaced copies export and the image's
-//! consumers (libtorch_hip.so and the libraries beside the copies) import — one missing symbol is
+//! consumers (every library under its RCCL roots that links to RCCL, libtorch_hip.so first) import — one missing symbol is
 //! `undefined symbol` at `import torch`; and each of its DT_NEEDED libraries resolves in the image
 //! as the dynamic loader would find it. Pure: the image's side comes in as data.
 
@@ -49,6 +49,13 @@ pub struct ImageSide {
 
 fn is_rccl_symbol(symbol: &str) -> bool {
     symbol.starts_with("nccl") || symbol.starts_with("rccl") || symbol.starts_with("pnccl")
+}
+
+/// A consumer of RCCL: it needs librccl, or imports an nccl*/rccl* symbol (which another library
+/// it needs may bring in).
+pub fn links_to_rccl(library: &DynamicInfo) -> bool {
+    library.needed.iter().any(|needed| needed.starts_with("librccl.so"))
+        || library.imports.iter().any(|symbol| is_rccl_symbol(symbol))
 }
 
 pub fn check_abi(new: &DynamicInfo, image: &ImageSide) -> AbiReport {

@@ -1,10 +1,12 @@
 //! Every device of the spec is there inside and opens read-write: a node the device cgroup does
-//! not allow, or one a group does not open, fails at open(2). One `dd` per node opens it for
-//! reading and then for writing (`if=` first, so a missing node is never created by `of=`), and
-//! count=0 reads and writes nothing. The nodes are checked at the same time.
+//! not allow, or one a group does not open, fails at open(2). The image's shell opens each node
+//! read-write (`exec 3<>`, as ROCm opens /dev/kfd), after making sure it is a character device (so
+//! a missing one is never created); it needs nothing else in the image. The nodes are checked at
+//! the same time.
 
 use futures_util::future::join_all;
 
+use super::image_files::open_read_write;
 use super::probe::{Probe, Ran};
 use super::Expected;
 use crate::check::{Check, Status};
@@ -15,8 +17,7 @@ pub async fn checks(probe: &Probe<'_>, expected: &Expected) -> Vec<Check> {
 
 async fn check(probe: &Probe<'_>, device: &str) -> Check {
     let name = format!("device:{device}");
-    let (read, write) = (format!("if={device}"), format!("of={device}"));
-    match probe.run(&["dd", &read, &write, "count=0", "conv=notrunc"]).await {
+    match open_read_write(probe, device).await {
         Ran::Exited(0, ..) => Check::new(name, Status::Pass, format!("{device} opens read-write"), None),
         Ran::Exited(_, _, stderr) => Check::new(
             name,
@@ -24,7 +25,9 @@ async fn check(probe: &Probe<'_>, device: &str) -> Check {
             format!("{device} does not open read-write inside: {}", last_line(&stderr)),
             Some(fix_for(device)),
         ),
-        Ran::Missing(why) => Check::new(name, Status::Skipped, format!("cannot open {device}: {why}"), None),
+        Ran::Missing(why) => {
+            Check::new(name, Status::Skipped, format!("{device} not opened: {why} (it opens the devices)"), None)
+        }
         Ran::Broken(why) => Check::new(name, Status::Fail, why, None),
     }
 }

@@ -8,10 +8,11 @@ mod devices;
 mod environment;
 mod groups;
 mod hardware;
+pub mod image_files;
 mod memlock;
 pub mod probe;
 mod proc_self;
-mod rccl;
+pub mod rccl;
 
 use serde::{Deserialize, Serialize};
 
@@ -90,14 +91,36 @@ impl Expected {
 pub struct VerifyReport {
     /// The container verified.
     pub container: String,
+    /// No check failed.
     pub ok: bool,
     pub checks: Vec<Check>,
+    /// Devices whose check was skipped (the image could not open them): an `ok` then proves
+    /// nothing about them, and every summary of the verification says so.
+    #[serde(default)]
+    pub devices_not_opened: Vec<String>,
 }
 
 impl VerifyReport {
     fn new(container: &str, checks: Vec<Check>) -> VerifyReport {
         let ok = !checks.iter().any(|c| c.status == Status::Fail);
-        VerifyReport { container: container.to_string(), ok, checks }
+        let devices_not_opened = checks
+            .iter()
+            .filter(|c| c.status == Status::Skipped)
+            .filter_map(|c| c.name.strip_prefix("device:"))
+            .map(str::to_string)
+            .collect();
+        VerifyReport { container: container.to_string(), ok, checks, devices_not_opened }
+    }
+
+    /// What the summary adds to a pass when devices were not opened: `None` when all were.
+    pub fn unproven(&self) -> Option<String> {
+        (!self.devices_not_opened.is_empty()).then(|| {
+            format!(
+                "but {} {} not opened inside (the skipped device checks say why)",
+                self.devices_not_opened.join(", "),
+                if self.devices_not_opened.len() == 1 { "was" } else { "were" }
+            )
+        })
     }
 
     /// The container would not even start: one failed check, with the engine's reason.

@@ -1,13 +1,15 @@
 //! Every RCCL the image's ROCm and Python stack would load (/opt/rocm/lib, and the ROCm SDK and
 //! torch library directories under the image's virtualenv /opt/venv) is the same
 //! library, it carries gfx1151 code objects, and it is the one the image's label records. A mixed
-//! image — some copies replaced, some not — fails: torch loads its own copy.
+//! image — some copies replaced, some not — fails: torch loads its own copy. The copies are found
+//! with the image's shell alone, and read out through the engine's archive API.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use super::devices::last_line;
-use super::probe::{Probe, Ran};
+use super::image_files::{shared_libraries_under, Unlooked};
+use super::probe::Probe;
 use super::Expected;
 use crate::check::{Check, Status};
 use crate::engine::archive::first_file;
@@ -16,27 +18,23 @@ use crate::rccl::{inspect_library, sha256_hex, ArtifactFormat};
 
 const NAME: &str = "rccl";
 /// Where the image's stack finds RCCL (as the overlay Containerfile replaces it).
-const SEARCHED: [&str; 2] = ["/opt/rocm/lib", "/opt/venv"];
+pub const RCCL_ROOTS: [&str; 2] = ["/opt/rocm/lib", "/opt/venv"];
 
 pub async fn checks(probe: &Probe<'_>, expected: &Expected) -> Vec<Check> {
-    // -H: the directories may be links (TheRock's /opt/rocm into the venv); -type f: the files
-    // themselves (the archive API copies a link as a link), each soname link's target among them.
-    let mut argv = vec!["find", "-H"];
-    argv.extend(SEARCHED);
-    argv.extend(["-name", "librccl.so*", "-type", "f"]);
-    // find exits 1 when one of the directories is absent; what it printed still counts.
-    let copies: Vec<String> = match probe.run(&argv).await {
-        Ran::Exited(_, stdout, _) => stdout.lines().map(str::to_string).filter(|l| !l.is_empty()).collect(),
-        Ran::Missing(why) => {
+    // Through the roots when they are links (TheRock's /opt/rocm points into the venv); each
+    // file itself (the archive API copies a link as a link), each soname link's target among them.
+    let copies: Vec<String> = match shared_libraries_under(probe, &RCCL_ROOTS).await {
+        Ok(libraries) => libraries.into_iter().filter(|path| is_rccl_copy(path)).collect(),
+        Err(Unlooked::Missing(why)) => {
             return vec![Check::new(NAME, Status::Skipped, format!("cannot look for librccl: {why}"), None)]
         }
-        Ran::Broken(why) => return vec![Check::new(NAME, Status::Fail, why, None)],
+        Err(Unlooked::Failed(why)) => return vec![fail(format!("cannot look for librccl: {why}"))],
     };
     if copies.is_empty() {
         return vec![Check::new(
             NAME,
             Status::Skipped,
-            format!("no librccl.so* under {}: the image carries no RCCL to check", SEARCHED.join(" or ")),
+            format!("no librccl.so* under {}: the image carries no RCCL to check", RCCL_ROOTS.join(" or ")),
             None,
         )];
     }
@@ -129,7 +127,11 @@ pub async fn checks(probe: &Probe<'_>, expected: &Expected) -> Vec<Check> {
     checks
 }
 
-/// The first 12 characters of a digest (a label's may be anything).
+/// `librccl.so`, `librccl.so.1`, `librccl.so.1.0`: a copy of RCCL itself.
+pub fn is_rccl_copy(path: &str) -> bool {
+    path.rsplit('/').next().is_some_and(|name| name.starts_with("librccl.so"))
+}
+
 fn fail(message: String) -> Check {
     Check::new(NAME, Status::Fail, message, None)
 }

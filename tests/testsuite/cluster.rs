@@ -6,6 +6,7 @@ use crate::support::cli::{json, run_strix, stderr, stdout};
 use crate::support::cluster::TestCluster;
 use crate::support::image::stand_in_image;
 use crate::support::registry::Registry;
+use crate::support::toolbox_lock::hold_toolbox_lock;
 
 const CREATED_V1: &str = "2026-11-01T10:00:00Z";
 const CREATED_V2: &str = "2026-11-08T10:00:00Z";
@@ -127,6 +128,24 @@ fn a_node_that_cannot_stage_leaves_every_node_on_its_old_toolbox() {
     let (id1, _) = node_state(&cluster_bed, 1);
     let (id2, _) = node_state(&cluster_bed, 2);
     assert!(id1 == id2 && id1 != before.0 .0, "{id1} {id2}");
+}
+
+/// A node busy with a refresh of its own fails the cluster refresh at once (nodes never wait:
+/// the others would sit staged), and no node changes.
+#[test]
+fn a_node_busy_with_another_refresh_fails_the_cluster_refresh_at_once() {
+    let Refreshed { cluster: cluster_bed, image, before, registry } = refreshed(2);
+    stand_in_image(cluster_bed.node(1).podman(), &registry, "vllm:latest", CREATED_V2);
+    let held = hold_toolbox_lock(&cluster_bed.node(2).env(), "vllm");
+
+    let started = std::time::Instant::now();
+    let failed = cluster(&cluster_bed, &refresh(&image, &[]));
+    assert_eq!(failed.status.code(), Some(1), "{}", stderr(&failed));
+    assert!(started.elapsed() < std::time::Duration::from_secs(60), "it did not wait: {:?}", started.elapsed());
+    let message = stderr(&failed);
+    assert!(message.contains("node2") && message.contains("already refreshing vllm"), "{message}");
+    assert_eq!((node_state(&cluster_bed, 1), node_state(&cluster_bed, 2)), before, "no node changed");
+    drop(held);
 }
 
 #[test]

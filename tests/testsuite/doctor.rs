@@ -124,6 +124,14 @@ fn misconfigured_node_fails_with_fixes() {
     assert_eq!(check(&report, "kernel:iommu")["status"], "warn");
     assert!(check(&report, "kernel:iommu")["message"].as_str().unwrap().contains("iommu=on"));
     assert_eq!(check(&report, "kernel:pcie_aspm")["status"], "warn");
+    // Debian: one fix for every parameter, the whole GRUB_CMDLINE_LINUX line, on the first one.
+    assert_eq!(
+        fix(&report, "kernel:iommu"),
+        "in /etc/default/grub make it `GRUB_CMDLINE_LINUX=\"iommu=pt amdgpu.gttsize=126976 ttm.pages_limit=32505856 \
+         pci=realloc pcie_aspm=off\"`, then `sudo update-grub` and reboot"
+    );
+    assert_eq!(check(&report, "kernel:pci")["fix"], Value::Null, "given once: {report:#}");
+    assert_eq!(check(&report, "kernel:pcie_aspm")["fix"], Value::Null, "given once: {report:#}");
     assert_eq!(check(&report, "kernel:gtt-vs-ttm")["status"], "warn");
     assert!(fix(&report, "kernel:gtt-vs-ttm").starts_with("set ttm.pages_limit=32505856"));
     let gtt = check(&report, "kernel:gtt-size");
@@ -199,4 +207,36 @@ fn firmware_of_live_interfaces_is_information_unless_an_old_e810() {
     let missing = check(&report, "nic:enp194s0f1");
     assert_eq!(missing["status"], "info");
     assert!(message(&report, "nic:enp194s0f1").contains("No such device"), "{missing}");
+}
+
+/// SELinux read from selinuxfs in the tree: enforcing with container_use_devices on (the healthy
+/// node), enforcing with it off, permissive, and off (no selinuxfs: the Debian node).
+#[test]
+fn selinux_enforcing_permissive_and_off() {
+    let verdict = |fixture: &str| {
+        let host = materialize(fixture);
+        let report = json(&run_on(host.path(), &["doctor", "--json"]));
+        (
+            check(&report, "selinux")["status"].as_str().unwrap().to_string(),
+            message(&report, "selinux"),
+            fix(&report, "selinux"),
+        )
+    };
+    let (status, message, _) = verdict("strix-e810-healthy");
+    assert_eq!(status, "pass", "{message}");
+    assert!(message.contains("enforcing and container_use_devices is on"), "{message}");
+
+    let (status, message, fix) = verdict("strix-selinux-enforcing");
+    assert_eq!(status, "fail", "{message}");
+    assert!(message.contains("cannot open /dev/kfd and /dev/dri"), "{message}");
+    assert_eq!(fix, "`sudo setsebool -P container_use_devices 1`");
+
+    let (status, message, fix) = verdict("strix-selinux-permissive");
+    assert_eq!(status, "warn", "{message}");
+    assert!(message.contains("permissive"), "{message}");
+    assert_eq!(fix, "`sudo setsebool -P container_use_devices 1`");
+
+    let (status, message, _) = verdict("strix-misconfigured");
+    assert_eq!(status, "pass", "{message}");
+    assert!(message.starts_with("SELinux is off"), "{message}");
 }

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::Command;
 
 use crate::support::cli::{json, run_strix, stderr};
-use crate::support::image::stand_in_image_with;
+use crate::support::image::{stand_in_image_with, stand_in_image_with_tools};
 use crate::support::podman::PodmanService;
 use crate::support::rccl_fixtures::{gfx1151_library_with, sha256_of_file};
 use crate::support::registry::Registry;
@@ -125,4 +125,101 @@ fn a_library_whose_headers_lie_is_refused_not_scanned() {
     assert_eq!(output.status.code(), Some(1));
     let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), stderr(&output));
     assert!(text.contains("REJECTED") && text.contains("program headers lie outside the file"), "{text}");
+}
+
+/// TheRock's layout: torch's libraries in `site-packages/torch/lib`, apart from every RCCL copy
+/// (`/opt/rocm/lib`, the ROCm SDK's wheel). Every library under the RCCL roots that needs librccl
+/// or imports nccl* symbols is a consumer, found with the image's shell alone (and grep where the
+/// image has it): the same answer from an image with grep and one with only `sh` and `sleep`.
+#[test]
+fn torch_apart_from_every_rccl_copy_is_checked_with_or_without_grep() {
+    let registry = Registry::start();
+    let podman = PodmanService::start(&registry);
+    let dir = tempfile::tempdir().unwrap();
+    let rccl = gcc(
+        dir.path(),
+        "librccl.so.1",
+        "int ncclAllReduce(void){return 0;} int ncclCommInitRankScalable(void){return 0;}",
+        &["-Wl,-soname,librccl.so.1"],
+    );
+    let libdir = format!("-L{}", dir.path().display());
+    // Linked to librccl (DT_NEEDED), as torch's own build links it.
+    let torch_hip = gcc(
+        dir.path(),
+        "libtorch_hip.so",
+        "extern int ncclCommInitRankScalable(void); int torch_init(void){return ncclCommInitRankScalable();}",
+        &["-Wl,--no-as-needed", &libdir, "-l:librccl.so.1"],
+    );
+    // Importing an nccl symbol without naming librccl (another library brings it in).
+    let torch_python = gcc(
+        dir.path(),
+        "libtorch_python.so",
+        "extern int ncclAllReduce(void); int py_all_reduce(void){return ncclAllReduce();}",
+        &[],
+    );
+    let unrelated = gcc(dir.path(), "libc10.so", "int c10(void){return 0;}", &[]);
+    let site = "/opt/venv/lib/python3.12/site-packages";
+    let files: Vec<(String, &[u8])> = vec![
+        ("/opt/rocm/lib/librccl.so.1".into(), &rccl),
+        (format!("{site}/_rocm_sdk_libraries_gfx1151/lib/librccl.so.1"), &rccl),
+        (format!("{TORCH_LIB}/libtorch_hip.so"), &torch_hip),
+        (format!("{TORCH_LIB}/libtorch_python.so"), &torch_python),
+        (format!("{TORCH_LIB}/libc10.so"), &unrelated),
+        (format!("{site}/somewheel/libfoo.so"), b"/* GNU ld script */ GROUP ( libfoo.so.1 )"),
+    ];
+    let files: Vec<(&str, &[u8])> = files.iter().map(|(path, bytes)| (path.as_str(), *bytes)).collect();
+    let with_grep = stand_in_image_with(&podman, &registry, "vllm:grep", "2026-11-01T10:00:00Z", &files);
+    let shell_only =
+        stand_in_image_with_tools(&podman, &registry, "vllm:sh", "2026-11-01T10:00:00Z", &files, &["sh", "sleep"]);
+
+    let lacking = gfx1151_library_with(dir.path(), "lacking.so", &["ncclAllReduce"], &[]);
+    let superset = gfx1151_library_with(dir.path(), "superset.so", &["ncclAllReduce", "ncclCommInitRankScalable"], &[]);
+    for image in [&with_grep, &shell_only] {
+        let (code, report) = inspect_against(&podman, &lacking, image);
+        assert_eq!(code, 1, "{image}: {report}");
+        let abi = &report["abi"];
+        let consumers: Vec<&str> = abi["consumers"].as_array().unwrap().iter().map(|c| c.as_str().unwrap()).collect();
+        assert_eq!(
+            consumers.iter().copied().collect::<std::collections::BTreeSet<_>>(),
+            [format!("{TORCH_LIB}/libtorch_hip.so"), format!("{TORCH_LIB}/libtorch_python.so")]
+                .iter()
+                .map(String::as_str)
+                .collect(),
+            "{image}: {report}"
+        );
+        assert_eq!(abi["replaced"].as_array().unwrap().len(), 2, "{image}: {report}");
+        assert_eq!(abi["missing_symbols"][0]["symbol"], "ncclCommInitRankScalable", "{image}: {report}");
+        let needers = abi["missing_symbols"][0]["needed_by"].to_string();
+        assert!(needers.contains(&format!("{TORCH_LIB}/libtorch_hip.so")), "{image}: {report}");
+        assert_eq!(abi["unreadable"], serde_json::json!([]), "{image}: no noise from what is no library: {report}");
+
+        let (code, report) = inspect_against(&podman, &superset, image);
+        assert_eq!(code, 0, "{image}: {report}");
+    }
+}
+
+/// An image without a shell cannot be looked into: the error says what the check needs.
+#[test]
+fn an_image_without_a_shell_is_named_with_what_the_check_needs() {
+    let registry = Registry::start();
+    let podman = PodmanService::start(&registry);
+    let dir = tempfile::tempdir().unwrap();
+    let rccl = gcc(dir.path(), "librccl.so.1", "int ncclAllReduce(void){return 0;}", &["-Wl,-soname,librccl.so.1"]);
+    let image = stand_in_image_with_tools(
+        &podman,
+        &registry,
+        "vllm:bare",
+        "2026-11-01T10:00:00Z",
+        &[("/opt/rocm/lib/librccl.so.1", &rccl)],
+        &["sleep"],
+    );
+    let new = gfx1151_library_with(dir.path(), "new.so", &["ncclAllReduce"], &[]);
+    let output = run_strix(&podman.env(), &["--json", "rccl", "inspect", new.to_str().unwrap(), "--against", &image]);
+    assert_eq!(output.status.code(), Some(1));
+    let error = &json(&output)["error"];
+    assert!(error["message"].as_str().unwrap().contains("sh not in the image"), "{error}");
+    assert!(
+        error["fix"].as_str().unwrap().contains("needs a POSIX shell (`sh`) in the image, nothing else"),
+        "{error}"
+    );
 }

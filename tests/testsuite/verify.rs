@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use crate::support::cli::{json, refresh_vllm, run_strix, stderr, stdout};
 use crate::support::host_tree::materialize;
-use crate::support::image::{stand_in_image, stand_in_image_with};
+use crate::support::image::{stand_in_image, stand_in_image_with, stand_in_image_with_tools};
 use crate::support::podman::PodmanService;
 use crate::support::rccl_fixtures;
 use crate::support::registry::Registry;
@@ -201,4 +201,67 @@ fn an_rdma_toolbox_without_unlimited_memlock_fails_the_memlock_check() {
     assert!(check(&report, "groups")["message"].as_str().unwrap().contains("993"), "{report}");
     assert!(check(&report, "environment")["message"].as_str().unwrap().contains("NCCL_IB_GID_INDEX"), "{report}");
     assert_eq!(check(&report, "hw:rdma:rocep194s0f0/1")["status"], "skipped", "{report}");
+}
+
+/// The probes need only the image's shell: an image with nothing but `sh`, `sleep` and `cat` (no
+/// dd, find or grep) opens its devices and has its RCCL copies found and checked.
+#[test]
+fn an_image_with_only_a_shell_is_verified_in_full() {
+    let registry = Registry::start();
+    let podman = PodmanService::start(&registry);
+    let artifacts = tempfile::tempdir().unwrap();
+    let good = std::fs::read(rccl_fixtures::gfx1151_library(artifacts.path(), "good.so", "verify-sh")).unwrap();
+    let torch_copy = "/opt/venv/lib/python3.12/site-packages/torch/lib/librccl.so.1";
+    let files: [(&str, &[u8]); 2] = [("/opt/rocm/lib/librccl.so.1", &good), (torch_copy, &good)];
+    let image = stand_in_image_with_tools(&podman, &registry, "vllm:latest", CREATED, &files, &["sh", "sleep", "cat"]);
+    let host = materialize("strix-thunderbolt-only");
+    let host_arg = host.path().to_str().unwrap();
+    let refreshed = run_strix(&podman.env(), &refresh_vllm(host_arg, &image, &["--json"]));
+    assert!(refreshed.status.success(), "{}", stderr(&refreshed));
+    assert_eq!(json(&refreshed)["warnings"], serde_json::json!([]));
+
+    let output = run_strix(&podman.env(), &["--host-root", host_arg, "--json", "verify", "vllm"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let report = json(&output);
+    for name in ["device:/dev/kfd", "device:/dev/dri/renderD128", "rccl:same", "rccl:gfx1151"] {
+        assert_eq!(check(&report, name)["status"], "pass", "{name}: {report}");
+    }
+    assert_eq!(check(&report, "rccl:same")["message"], "2 copies, one library", "{report}");
+    assert_eq!(report["devices_not_opened"], serde_json::json!([]));
+    let text = stdout(&run_strix(&podman.env(), &["--host-root", host_arg, "verify", "vllm"]));
+    assert!(text.trim_end().ends_with("vllm verified"), "{text}");
+}
+
+/// An image without a shell cannot open its devices: their checks are skipped with the reason,
+/// and neither verify's summary nor the refresh that verified it passes them in silence.
+#[test]
+fn devices_that_were_not_opened_are_said_in_every_summary() {
+    let registry = Registry::start();
+    let podman = PodmanService::start(&registry);
+    let image = stand_in_image_with_tools(&podman, &registry, "vllm:latest", CREATED, &[], &["sleep", "cat"]);
+    let host = materialize("strix-thunderbolt-only");
+    let host_arg = host.path().to_str().unwrap();
+    let devices = "/dev/kfd, /dev/dri/renderD128";
+
+    let refreshed = run_strix(&podman.env(), &refresh_vllm(host_arg, &image, &["--json"]));
+    assert!(refreshed.status.success(), "{}", stderr(&refreshed));
+    let warnings = json(&refreshed)["warnings"].to_string();
+    assert!(
+        warnings.contains(&format!("vllm-strix-new passed verification, but {devices} were not opened")),
+        "{warnings}"
+    );
+
+    let output = run_strix(&podman.env(), &["--host-root", host_arg, "--json", "verify", "vllm"]);
+    assert!(output.status.success(), "no check failed: {}", stderr(&output));
+    let report = json(&output);
+    let kfd = check(&report, "device:/dev/kfd");
+    assert_eq!(kfd["status"], "skipped", "{report}");
+    assert!(kfd["message"].as_str().unwrap().contains("sh not in the image"), "{report}");
+    assert_eq!(report["devices_not_opened"], serde_json::json!(["/dev/kfd", "/dev/dri/renderD128"]));
+    let text = stdout(&run_strix(&podman.env(), &["--host-root", host_arg, "verify", "vllm"]));
+    let summary = text.trim_end().lines().last().unwrap().to_string();
+    assert_eq!(
+        summary,
+        format!("vllm verified, but {devices} were not opened inside (the skipped device checks say why)")
+    );
 }

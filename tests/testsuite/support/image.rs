@@ -38,6 +38,30 @@ pub fn stand_in_image(podman: &PodmanService, registry: &Registry, name: &str, c
     stand_in_image_with(podman, registry, name, created, &[])
 }
 
+/// The busybox applets a stand-in image has: enough for the RCCL overlay's RUN steps too, and
+/// `grep`, which the ABI check uses where an image has it. Not `dd`: nothing needs it.
+pub const STAND_IN_TOOLS: [&str; 19] = [
+    "sh",
+    "sleep",
+    "cat",
+    "id",
+    "true",
+    "false",
+    "echo",
+    "sha256sum",
+    "ls",
+    "env",
+    "find",
+    "cp",
+    "ln",
+    "cmp",
+    "mkdir",
+    "rm",
+    "chmod",
+    "readlink",
+    "grep",
+];
+
 /// [`stand_in_image`] with more files in it: (path inside, contents).
 pub fn stand_in_image_with(
     podman: &PodmanService,
@@ -46,36 +70,26 @@ pub fn stand_in_image_with(
     created: &str,
     files: &[(&str, &[u8])],
 ) -> String {
+    stand_in_image_with_tools(podman, registry, name, created, files, &STAND_IN_TOOLS)
+}
+
+/// [`stand_in_image_with`] whose only programs are the busybox applets `tools` (none: not even a
+/// shell), as minimal images are.
+pub fn stand_in_image_with_tools(
+    podman: &PodmanService,
+    registry: &Registry,
+    name: &str,
+    created: &str,
+    files: &[(&str, &[u8])],
+    tools: &[&str],
+) -> String {
     let dir = tempfile::tempdir().expect("tempdir");
     let rootfs = dir.path().join("rootfs");
     std::fs::create_dir_all(rootfs.join("bin")).expect("mkdir");
     std::fs::create_dir_all(rootfs.join("etc")).expect("mkdir");
     std::fs::create_dir_all(rootfs.join("tmp")).expect("mkdir");
     std::fs::copy("/bin/busybox", rootfs.join("bin/busybox")).expect("copy busybox (busybox-static)");
-    // Enough applets for the RCCL overlay's RUN steps too.
-    for tool in [
-        "sh",
-        "sleep",
-        "cat",
-        "id",
-        "true",
-        "false",
-        "echo",
-        "sha256sum",
-        "ls",
-        "env",
-        "find",
-        "cp",
-        "ln",
-        "cmp",
-        "mkdir",
-        "rm",
-        "chmod",
-        "readlink",
-        // verify opens the device nodes with dd; the ABI check greps for librccl's consumers.
-        "dd",
-        "grep",
-    ] {
+    for tool in tools {
         std::os::unix::fs::symlink("busybox", rootfs.join("bin").join(tool)).expect("symlink");
     }
     std::fs::write(rootfs.join("etc/passwd"), "root:x:0:0:root:/root:/bin/sh\n").expect("passwd");

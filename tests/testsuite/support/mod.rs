@@ -26,6 +26,7 @@ pub mod rccl_fixtures;
 pub mod registry;
 pub mod terminal;
 pub mod toolbox_image;
+pub mod toolbox_lock;
 pub mod uplink;
 pub mod user;
 
