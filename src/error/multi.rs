@@ -57,11 +57,11 @@ impl fmt::Display for MultiError {
         write!(f, "{}", self.summary)?;
         match self.failures.as_slice() {
             [] => {}
-            [only] => write!(f, ": {}: {}", only.node, only.error)?,
+            [only] => write!(f, ": {}", only)?,
             several => {
                 write!(f, ":")?;
                 for failure in several {
-                    write!(f, "\n  {}: {}", failure.node, failure.error)?;
+                    write!(f, "\n  {failure}")?;
                 }
             }
         }
@@ -74,3 +74,16 @@ impl fmt::Display for MultiError {
 }
 
 impl std::error::Error for MultiError {}
+
+/// `NODE: ERROR`, the node named once: an error that already begins with it (a node's own
+/// error, `node NODE: …`) is not prefixed again.
+impl fmt::Display for NodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let text = self.error.to_string();
+        let named = [format!("node {}: ", self.node), format!("{}: ", self.node)];
+        match named.iter().find_map(|prefix| text.strip_prefix(prefix.as_str())) {
+            Some(rest) => write!(f, "{}: {rest}", self.node),
+            None => write!(f, "{}: {text}", self.node),
+        }
+    }
+}

@@ -183,3 +183,13 @@ fn interruptions_say_which_signal_and_that_nothing_changed() {
     let text = interrupted(Signal::Terminate).to_string();
     assert!(text.starts_with("interrupted by SIGTERM during pulling") && text.ends_with("nothing was changed"));
 }
+
+#[test]
+fn a_node_is_named_once_in_a_multi_error() {
+    let mut failed = MultiError::new("the launch failed");
+    failed.push("node1", Error::from_remote("node1", refused_image().report()));
+    failed.push("node2", unreachable("node2"));
+    let text = failed.to_string();
+    assert!(!text.contains("node1: node node1") && !text.contains("node2: node node2"), "{text}");
+    assert!(text.contains("\n  node1: podman: pull") && text.contains("\n  node2: cannot reach node node2"), "{text}");
+}

@@ -17,7 +17,8 @@ const HEAD: &str = "192.168.2.1";
 #[ignore = "a benchmark: scripts/bench.sh runs it"]
 fn launch_against_the_same_steps_by_hand() {
     let nodes = 3;
-    let (_registry, cluster) = serving_cluster(nodes);
+    let bed = serving_cluster(nodes);
+    let cluster = &bed.cluster;
     let port = crate::support::free_port();
     let work = tempfile::tempdir().expect("tempdir");
     let config = cluster.ssh_config().display().to_string();
@@ -75,13 +76,15 @@ fn launch_against_the_same_steps_by_hand() {
     let report = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench/launch.md");
     std::fs::create_dir_all(report.parent().unwrap()).expect("mkdir target/bench");
     let status = Command::new("hyperfine")
-        .args(["--runs", RUNS, "--prepare", &prepare, "--export-markdown"])
+        // The warm-up run pulls the model (cluster launch's first step when a node lacks it).
+        .args(["--warmup", "1", "--runs", RUNS, "--prepare", &prepare, "--export-markdown"])
         .arg(&report)
         .args(["-n", "by hand over ssh (ray head, each worker, vllm serve, poll /health)"])
         .arg(format!("bash {}", by_hand_script.display()))
         .args(["-n", "strix-toolbox cluster launch"])
         .arg(&launch)
         .env("NO_COLOR", "1")
+        .envs(crate::launch::hub_env(&bed.hub))
         .status()
         .expect("hyperfine (scripts/test-deps.sh installs it)");
     assert!(status.success(), "hyperfine failed");

@@ -1,48 +1,72 @@
 //! Serving one model across the cluster, end to end: real Ray (the version the image pins) in
 //! the nodes' toolboxes, on Thunderbolt nodes in network namespaces (an RDMA toolbox cannot start
 //! here: memlock), each node's podman inside its namespace so `--network host` is the node's own
-//! network. vLLM is the stand-in (support/stand_in_vllm.py): it asks Ray for a placement group of
-//! one GPU bundle per node, spread, and serves /health, /v1/models and /ranks (what each rank saw).
+//! network. The model comes from a stand-in Hub behind the cluster's uplink (support/hub.rs): the
+//! launch pulls it once and spreads it. vLLM is the stand-in (support/stand_in_vllm.py): it asks
+//! Ray for a placement group of one GPU bundle per node, spread, looks the model up offline on
+//! every rank, and serves /health, /v1/models and /ranks (what each rank saw).
 
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use crate::support::cli::{json, run_strix, stderr, stdout, strix_command};
 use crate::support::cluster::{Link, TestCluster};
-use crate::support::ray_image::ray_node_image;
+use crate::support::hub::{HubFile, HubStandIn};
+use crate::support::node_image::node_image;
 use crate::support::registry::Registry;
 use crate::support::wait_until;
 
-const CREATED: &str = "2026-11-01T10:00:00Z";
 const MODEL: &str = "org/tiny-model";
 const TOKEN: &str = "hf_TESTtokenTHATmustNEVERshow0123456789";
 /// Ray's object store takes 30% of the RAM by default; the test nodes share one machine.
 const SMALL_OBJECT_STORE: &str = "RAY_DEFAULT_OBJECT_STORE_MEMORY_PROPORTION=0.01";
 
-/// A cluster of `nodes` Thunderbolt nodes whose toolbox `vllm` runs the Ray image.
-pub(crate) fn serving_cluster(nodes: usize) -> (Registry, TestCluster) {
+/// A cluster of `nodes` Thunderbolt nodes whose toolbox `vllm` runs the node image, and the Hub
+/// stand-in with the model, behind the cluster's uplink.
+pub(crate) struct ServingBed {
+    pub cluster: TestCluster,
+    pub hub: HubStandIn,
+    _registry: Registry,
+}
+
+pub(crate) fn serving_cluster(nodes: usize) -> ServingBed {
     let registry = Registry::start();
     let cluster = TestCluster::start_with(&registry, nodes, Link::Thunderbolt);
-    let image = ray_node_image(cluster.node(1).podman(), &registry, "vllm-ray:latest", CREATED);
-    let refreshed =
-        strix_cluster(&cluster, &[], &["refresh", "--image", &image, "--name", "vllm", "--manager", "native"]);
+    let image = node_image(cluster.node(1).podman(), &registry, "vllm-node:latest");
+    let refresh = ["refresh", "--image", &image, "--name", "vllm", "--manager", "native"];
+    let refreshed = strix_cluster(&cluster, &[], &refresh);
     assert!(refreshed.status.success(), "{}", stderr(&refreshed));
-    (registry, cluster)
+    let hub = model_hub();
+    cluster.uplink().forward(hub.port);
+    ServingBed { cluster, hub, _registry: registry }
+}
+
+/// The Hub stand-in serving MODEL (a config and a small LFS weights file), wanting TOKEN.
+fn model_hub() -> HubStandIn {
+    let weights: Vec<u8> = (0..256 * 1024u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8).collect();
+    let config = HubFile::new("config.json", r#"{"architectures": ["TinyForCausalLM"]}"#);
+    HubStandIn::start(&[(MODEL, vec![config, HubFile::new("model.safetensors", weights)])], Some(TOKEN))
+}
+
+/// The operator's environment: the Hub, and the token it wants.
+pub(crate) fn hub_env(hub: &HubStandIn) -> Vec<(String, String)> {
+    [("HF_ENDPOINT", hub.endpoint()), ("HF_TOKEN", TOKEN.to_string()), ("HF_HUB_DISABLE_XET", "1".to_string())]
+        .map(|(key, value)| (key.to_string(), value))
+        .to_vec()
 }
 
 /// `strix-toolbox --json cluster --ssh-config … --nodes … ARGS…` from the head, with `env` (the
 /// cluster's options first: ARGS may end with `-- VLLM ARGS`).
-fn cluster_command(cluster: &TestCluster, env: &[(&str, &str)], args: &[&str]) -> Command {
+fn cluster_command(cluster: &TestCluster, env: &[(String, String)], args: &[&str]) -> Command {
     let config = cluster.ssh_config();
     let nodes = cluster.nodes_arg();
     let mut argv = vec!["--json", "cluster"];
     argv.extend(["--ssh-config", config.to_str().expect("utf-8"), "--nodes", &nodes, "--connect-timeout", "3"]);
     argv.extend_from_slice(args);
-    let env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-    strix_command(&env, &argv)
+    strix_command(env, &argv)
 }
 
-fn strix_cluster(cluster: &TestCluster, env: &[(&str, &str)], args: &[&str]) -> Output {
+fn strix_cluster(cluster: &TestCluster, env: &[(String, String)], args: &[&str]) -> Output {
     cluster_command(cluster, env, args).stdin(Stdio::null()).output().expect("run strix-toolbox")
 }
 
@@ -78,25 +102,31 @@ fn assert_nothing_serves(cluster: &TestCluster, nodes: usize, context: &str) {
     }
 }
 
-/// GET `path` on `address` from inside node `index`'s network namespace.
+/// GET `url` from inside node `index`'s network namespace.
 fn get_on_node(cluster: &TestCluster, index: usize, url: &str) -> String {
+    http_get(cluster.node(index).netns().enter("python3"), url)
+}
+
+/// GET `url` with `python3` (a command, so it can run inside a namespace).
+fn http_get(mut python3: Command, url: &str) -> String {
     let script = "import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())";
-    let output = cluster.node(index).netns().enter("python3").args(["-c", script, url]).output().expect("python3");
+    let output = python3.args(["-c", script, url]).output().expect("python3");
     assert!(output.status.success(), "GET {url}: {}", String::from_utf8_lossy(&output.stderr));
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
 #[test]
 fn two_nodes_serve_one_endpoint_with_a_rank_on_each_link_address() {
-    let (_registry, cluster) = serving_cluster(2);
+    let bed = serving_cluster(2);
+    let (cluster, env) = (&bed.cluster, hub_env(&bed.hub));
     let port = crate::support::free_port().to_string();
 
-    let too_many = strix_cluster(&cluster, &[], &launch_args(&port, &["--tp", "3"]));
+    let too_many = strix_cluster(cluster, &env, &launch_args(&port, &["--tp", "3"]));
     assert_eq!(too_many.status.code(), Some(2), "{}", stderr(&too_many));
     assert!(stderr(&too_many).contains("--tp 3"), "{}", stderr(&too_many));
-    assert_nothing_serves(&cluster, 2, "--tp 3 is refused before anything starts");
+    assert_nothing_serves(cluster, 2, "--tp 3 is refused before anything starts");
 
-    let plan = strix_cluster(&cluster, &[], &launch_args(&port, &["--dry-run"]));
+    let plan = strix_cluster(cluster, &env, &launch_args(&port, &["--dry-run"]));
     assert!(plan.status.success(), "{}", stderr(&plan));
     let plan = json(&plan);
     let commands = |node: usize| plan["nodes"][node]["commands"].as_array().expect("commands").clone();
@@ -108,9 +138,10 @@ fn two_nodes_serve_one_endpoint_with_a_rank_on_each_link_address() {
     assert_eq!(commands(1)[0]["env"]["VLLM_HOST_IP"], "192.168.2.2");
     assert_eq!(commands(0)[1]["argv"][4], "2", "tensor parallel across both nodes: {plan}");
     assert_eq!(plan["endpoint"], format!("http://192.168.2.1:{port}/v1"));
-    assert_nothing_serves(&cluster, 2, "a dry run starts nothing");
+    assert_nothing_serves(cluster, 2, "a dry run starts nothing");
 
-    let launched = strix_cluster(&cluster, &[("HF_TOKEN", TOKEN)], &launch_args(&port, &[]));
+    let node2_upstream = cluster.uplink().node_bytes_down(2);
+    let launched = strix_cluster(cluster, &env, &launch_args(&port, &[]));
     let said = format!("{}{}", stdout(&launched), stderr(&launched));
     assert!(launched.status.success(), "{said}");
     assert!(!said.contains(TOKEN), "the token showed in the launch's output: {said}");
@@ -118,7 +149,7 @@ fn two_nodes_serve_one_endpoint_with_a_rank_on_each_link_address() {
 
     // One rank on each node, on its link address, with the environment that pins it there.
     let ranks: serde_json::Value =
-        serde_json::from_str(&get_on_node(&cluster, 2, &format!("http://192.168.2.1:{port}/ranks"))).unwrap();
+        serde_json::from_str(&get_on_node(cluster, 2, &format!("http://192.168.2.1:{port}/ranks"))).unwrap();
     let mut ips: Vec<&str> = ranks.as_array().unwrap().iter().map(|r| r["ip"].as_str().unwrap()).collect();
     ips.sort();
     assert_eq!(ips, ["192.168.2.1", "192.168.2.2"], "{ranks}");
@@ -128,8 +159,15 @@ fn two_nodes_serve_one_endpoint_with_a_rank_on_each_link_address() {
         assert_eq!(env["GLOO_SOCKET_IFNAME"], "thunderbolt0", "{rank}");
         assert_eq!(env["NCCL_NET_GDR_LEVEL"], "0", "{rank}");
         assert_eq!(env["RAY_EXPERIMENTAL_NOSET_ROCR_VISIBLE_DEVICES"], "1", "{rank}");
+        assert_eq!(env["HF_HUB_OFFLINE"], "1", "{rank}");
+        let found = rank["model"].as_str().unwrap_or_default();
+        assert!(found.contains("models--org--tiny-model/snapshots/"), "the rank found no weights offline: {rank}");
     }
-    let models = get_on_node(&cluster, 1, &format!("http://192.168.2.1:{port}/v1/models"));
+    // The weights crossed the uplink once, to the head; the worker got them over the link.
+    let downloads = bed.hub.requests().iter().filter(|r| r.method == "GET" && r.path.contains("/resolve/")).count();
+    assert_eq!(downloads, 2, "each file of the model once: {:?}", bed.hub.requests());
+    assert_eq!(cluster.uplink().node_bytes_down(2), node2_upstream, "node2 reached upstream for the model");
+    let models = get_on_node(cluster, 1, &format!("http://192.168.2.1:{port}/v1/models"));
     assert!(models.contains(MODEL), "{models}");
 
     // The token reached vLLM (its log says so by hash) and nowhere else.
@@ -142,7 +180,7 @@ fn two_nodes_serve_one_endpoint_with_a_rank_on_each_link_address() {
     let processes = Command::new("ps").args(["-eo", "args"]).output().expect("ps");
     assert!(!String::from_utf8_lossy(&processes.stdout).contains(TOKEN), "the token is in a process's argv");
 
-    let status = strix_cluster(&cluster, &[], &["status"]);
+    let status = strix_cluster(cluster, &[], &["status"]);
     let report = json(&status);
     assert!(!stdout(&status).contains(TOKEN));
     assert_eq!(report["serving"]["model"], MODEL, "{report}");
@@ -150,7 +188,7 @@ fn two_nodes_serve_one_endpoint_with_a_rank_on_each_link_address() {
     assert_eq!(report["serving"]["ray_nodes_alive"], 2, "{report}");
     assert!(status.status.success(), "{}", stderr(&status));
 
-    let logs = strix_cluster(&cluster, &[], &["logs", "--lines", "200"]);
+    let logs = strix_cluster(cluster, &[], &["logs", "--lines", "200"]);
     let lines = stdout(&logs);
     assert!(logs.status.success(), "{}", stderr(&logs));
     let entries: Vec<serde_json::Value> = lines.lines().map(|l| serde_json::from_str(l).expect(l)).collect();
@@ -158,24 +196,26 @@ fn two_nodes_serve_one_endpoint_with_a_rank_on_each_link_address() {
     assert!(has("node1", "vllm") && has("node2", "raylet.out"), "{lines}");
     assert!(!lines.contains(TOKEN), "the token is in the logs");
 
-    let again = strix_cluster(&cluster, &[], &launch_args(&port, &[]));
+    let again = strix_cluster(cluster, &env, &launch_args(&port, &[]));
     assert_eq!(again.status.code(), Some(1), "{}", stderr(&again));
     assert!(stderr(&again).contains("already serve"), "{}", stderr(&again));
 
-    let stopped = strix_cluster(&cluster, &[], &["stop"]);
+    let stopped = strix_cluster(cluster, &[], &["stop"]);
     assert!(stopped.status.success(), "{}", stderr(&stopped));
     let report = json(&stopped);
     assert_eq!(report["nodes"][0]["stopped"]["vllm"], true, "{report}");
     assert_eq!(report["nodes"][1]["stopped"]["ray"], true, "{report}");
-    assert_nothing_serves(&cluster, 2, "after cluster stop");
-    let twice = strix_cluster(&cluster, &[], &["stop"]);
+    assert_nothing_serves(cluster, 2, "after cluster stop");
+    let twice = strix_cluster(cluster, &[], &["stop"]);
     assert!(twice.status.success(), "{}", stderr(&twice));
     assert_eq!(json(&twice)["nodes"][0]["stopped"]["vllm"], false);
 }
 
 #[test]
 fn a_failed_launch_stops_everything_it_started_on_every_node() {
-    let (_registry, mut cluster) = serving_cluster(2);
+    let mut bed = serving_cluster(2);
+    let env = hub_env(&bed.hub);
+    let cluster = &mut bed.cluster;
     let port = crate::support::free_port().to_string();
 
     // A worker whose network drops the head's Ray port: it is named, nothing is left running.
@@ -183,23 +223,23 @@ fn a_failed_launch_stops_everything_it_started_on_every_node() {
     nft(&node2, &["add", "table", "inet", "strix_test"]);
     nft(&node2, &["add", "chain", "inet", "strix_test", "out", "{ type filter hook output priority 0; }"]);
     nft(&node2, &["add", "rule", "inet", "strix_test", "out", "tcp", "dport", "6379", "drop"]);
-    let blocked = strix_cluster(&cluster, &[], &launch_args(&port, &[]));
+    let blocked = strix_cluster(cluster, &env, &launch_args(&port, &[]));
     let said = stderr(&blocked);
     assert_eq!(blocked.status.code(), Some(1), "{said}");
     assert!(said.contains("node2") && said.contains("cannot reach the Ray head at 192.168.2.1:6379"), "{said}");
     assert!(said.contains("firewall"), "{said}");
-    assert_nothing_serves(&cluster, 2, "after a worker could not join");
+    assert_nothing_serves(cluster, 2, "after a worker could not join");
     nft(&node2, &["delete", "table", "inet", "strix_test"]);
 
     // vLLM refuses a flag: its own words come back, and Ray is stopped on both nodes.
-    let refused = strix_cluster(&cluster, &[], &launch_args(&port, &["--", "--no-such-vllm-flag"]));
+    let refused = strix_cluster(cluster, &env, &launch_args(&port, &["--", "--no-such-vllm-flag"]));
     let said = stderr(&refused);
     assert_eq!(refused.status.code(), Some(1), "{said}");
     assert!(said.contains("unrecognized arguments: --no-such-vllm-flag"), "{said}");
-    assert_nothing_serves(&cluster, 2, "after vLLM refused its arguments");
+    assert_nothing_serves(cluster, 2, "after vLLM refused its arguments");
 
     // Ctrl-C while the weights "load": 130, and nothing left running.
-    let mut child = cluster_command(&cluster, &[], &launch_args(&port, &["-e", "STANDIN_LOAD_SECONDS=300"]))
+    let mut child = cluster_command(cluster, &env, &launch_args(&port, &["-e", "STANDIN_LOAD_SECONDS=300"]))
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -207,7 +247,7 @@ fn a_failed_launch_stops_everything_it_started_on_every_node() {
         .expect("launch");
     // Interrupted once vLLM runs on the head (its pid is in the head's record) and "loads".
     wait_until("vLLM to start on the head", Duration::from_secs(180), || {
-        std::fs::read_to_string(record_of(&cluster, 1))
+        std::fs::read_to_string(record_of(cluster, 1))
             .is_ok_and(|text| serde_json::from_str::<serde_json::Value>(&text).is_ok_and(|r| r["vllm_pid"].is_u64()))
     });
     std::thread::sleep(Duration::from_secs(2));
@@ -219,16 +259,16 @@ fn a_failed_launch_stops_everything_it_started_on_every_node() {
     let code = child.wait().expect("exit status").code();
     assert_eq!(code, Some(130), "{seen}");
     assert!(seen.contains("interrupted during the wait for vLLM"), "{seen}");
-    assert_nothing_serves(&cluster, 2, "after Ctrl-C");
+    assert_nothing_serves(cluster, 2, "after Ctrl-C");
 
     // A node down before the launch: nothing starts anywhere.
     cluster.node_mut(2).stop_sshd();
-    let down = strix_cluster(&cluster, &[], &launch_args(&port, &[]));
+    let down = strix_cluster(cluster, &env, &launch_args(&port, &[]));
     let said = stderr(&down);
     assert_eq!(down.status.code(), Some(1), "{said}");
     assert!(said.contains("nothing was started") && said.contains("node2"), "{said}");
-    assert!(!record_of(&cluster, 1).exists(), "node1 must not record a launch");
-    assert!(!running_in_toolbox(&cluster, 1).iter().any(|name| name == "raylet"), "Ray started on node1");
+    assert!(!record_of(cluster, 1).exists(), "node1 must not record a launch");
+    assert!(!running_in_toolbox(cluster, 1).iter().any(|name| name == "raylet"), "Ray started on node1");
 }
 
 #[test]
@@ -237,7 +277,8 @@ fn one_node_serves_without_ray() {
     let podman = crate::support::podman::PodmanService::start(&registry);
     let host = crate::support::host_tree::materialize("strix-thunderbolt-only");
     let host = host.path().to_str().unwrap();
-    let image = ray_node_image(&podman, &registry, "vllm-ray:latest", CREATED);
+    let image = node_image(&podman, &registry, "vllm-node:latest");
+    let hub = model_hub();
     let home = tempfile::tempdir().unwrap();
     let mut env = podman.env();
     env.push(("HOME".into(), home.path().display().to_string()));
@@ -246,7 +287,7 @@ fn one_node_serves_without_ray() {
 
     let port = crate::support::free_port().to_string();
     let mut with_token = env.clone();
-    with_token.push(("HF_TOKEN".into(), TOKEN.into()));
+    with_token.extend(hub_env(&hub));
     let launched =
         run_strix(&with_token, &["--json", "--host-root", host, "launch", MODEL, "--port", &port, "--timeout", "120"]);
     let said = format!("{}{}", stdout(&launched), stderr(&launched));
@@ -256,6 +297,9 @@ fn one_node_serves_without_ray() {
     assert_eq!(report["tp"], 1);
     assert_eq!(report["nodes"][0]["role"], "single");
     assert_eq!(report["nodes"][0]["commands"].as_array().unwrap().len(), 1, "no Ray on one node: {report}");
+    let ranks: serde_json::Value =
+        serde_json::from_str(&http_get(Command::new("python3"), &format!("http://127.0.0.1:{port}/ranks"))).unwrap();
+    assert!(ranks[0]["model"].as_str().unwrap_or_default().contains("/snapshots/"), "weights offline: {ranks}");
 
     let stopped = run_strix(&env, &["--json", "stop"]);
     assert!(stopped.status.success(), "{}", stderr(&stopped));

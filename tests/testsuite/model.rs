@@ -14,7 +14,7 @@ use std::time::Duration;
 use crate::support::cli::{json, run_strix, stderr, stdout, strix_command};
 use crate::support::cluster::{Link, TestCluster};
 use crate::support::hub::{HubFile, HubStandIn};
-use crate::support::hub_image::hub_toolbox_image;
+use crate::support::node_image::node_image;
 use crate::support::registry::Registry;
 
 const REPO: &str = "acme/tiny";
@@ -58,7 +58,7 @@ struct ModelBed {
 fn model_bed() -> ModelBed {
     let registry = Registry::start();
     let cluster = TestCluster::start_with(&registry, 3, Link::Thunderbolt);
-    let image = hub_toolbox_image(cluster.node(1).podman(), &registry, "vllm-hub:latest");
+    let image = node_image(cluster.node(1).podman(), &registry, "vllm-node:latest");
     let refresh = strix_cluster(
         &cluster,
         &[],

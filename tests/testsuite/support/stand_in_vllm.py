@@ -6,7 +6,8 @@ Anything else is an error, with the reason on its output, like vLLM's own.
 
 Extra endpoint for the tests: GET /ranks lists what each actor saw (its node's address and the
 NCCL/Gloo/vLLM environment). The token itself is never printed: only whether it arrived, and its
-sha256 so a test can tell it is the right one.
+sha256 so a test can tell it is the right one. With HF_HUB_OFFLINE=1, every rank looks up the
+model's snapshot in its own node's cache (`local_files_only`, as vLLM does), and says what it found.
 """
 import argparse
 import hashlib
@@ -45,7 +46,18 @@ def parse(argv):
     return parser.parse_args(argv)
 
 
-def ranks_over_ray(size):
+def find_model(model, revision):
+    """Where this node's cache holds the model's snapshot, offline; None without HF_HUB_OFFLINE."""
+    if os.environ.get("HF_HUB_OFFLINE") != "1":
+        return None
+    try:
+        from huggingface_hub import snapshot_download
+        return snapshot_download(model, revision=revision, local_files_only=True)
+    except Exception as error:  # the test reads what went wrong
+        return f"not found: {error}"
+
+
+def ranks_over_ray(size, model, revision):
     import ray
     from ray.util.placement_group import placement_group
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
@@ -67,7 +79,8 @@ def ranks_over_ray(size):
     class Rank:
         def report(self):
             return {"ip": ray.util.get_node_ip_address(),
-                    "env": {k: os.environ[k] for k in SEEN_ENV if k in os.environ}}
+                    "env": {k: os.environ[k] for k in SEEN_ENV if k in os.environ},
+                    "model": find_model(model, revision)}
 
     actors = [Rank.options(scheduling_strategy=PlacementGroupSchedulingStrategy(
         placement_group=group, placement_group_bundle_index=i)).remote() for i in range(size)]
@@ -81,13 +94,15 @@ def main():
     log("INFO", f"args: model={args.model} tp={args.tensor_parallel_size} "
                 f"backend={args.distributed_executor_backend} port={args.port}")
     if args.distributed_executor_backend == "ray":
-        ranks = ranks_over_ray(args.tensor_parallel_size)
+        ranks = ranks_over_ray(args.tensor_parallel_size, args.model, args.revision)
     elif args.tensor_parallel_size == 1:
-        ranks = [{"ip": os.environ.get("VLLM_HOST_IP", ""), "env": {k: os.environ[k] for k in SEEN_ENV if k in os.environ}}]
+        ranks = [{"ip": os.environ.get("VLLM_HOST_IP", ""),
+                  "env": {k: os.environ[k] for k in SEEN_ENV if k in os.environ},
+                  "model": find_model(args.model, args.revision)}]
     else:
         raise SystemExit("ERROR tensor parallelism across GPUs of one node needs that many GPUs: this node has one")
     for rank, seen in enumerate(ranks):
-        log("INFO", f"rank {rank} on {seen['ip']}: {json.dumps(seen['env'], sort_keys=True)}")
+        log("INFO", f"rank {rank} on {seen['ip']}: {json.dumps(seen['env'], sort_keys=True)} model: {seen['model']}")
     load = float(os.environ.get("STANDIN_LOAD_SECONDS", "0"))
     if load:
         log("INFO", f"Loading weights took {load:.2f} seconds")
