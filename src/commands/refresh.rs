@@ -29,6 +29,7 @@ pub fn request(options: &RefreshOptions, rccl: Option<PathBuf>, out: &Output) ->
         env: options.env.clone(),
         stage_only: false,
         verify: !options.no_verify,
+        spread: None,
     };
     request.validate()?;
     Ok(request)

@@ -15,6 +15,7 @@ use super::wire::{line, Hello, Outcome, Request, Response};
 use crate::error::{Error, Result};
 use crate::ops;
 use crate::ops::serving;
+use crate::ops::spread;
 use crate::settings::Settings;
 
 /// Answer calls read from `input` on `output` until `input` ends.
@@ -112,6 +113,13 @@ pub async fn dispatch(settings: &Settings, call: NodeCall) -> Result<serde_json:
         NodeCall::ServeProbe(c) => reply(&c, serving::probe::serve_probe(settings, &c).await),
         NodeCall::ServeStop(c) => reply(&c, serving::stop::serve_stop(settings, &c).await),
         NodeCall::ServeLogs(c) => reply(&c, serving::logs::serve_logs(settings, &c).await),
+        NodeCall::SpreadResolve(c) => reply(&c, spread::resolve::resolve_upstream(settings, &c.image).await),
+        NodeCall::ImagePresent(c) => reply(&c, spread::pull::image_present(settings, &c).await),
+        NodeCall::SpreadServe(c) => reply(&c, spread::registry::spread_serve(settings, &c).await),
+        NodeCall::SpreadCopy(c) => reply(&c, spread::copy::spread_copy(settings, &c).await),
+        NodeCall::SpreadTrust(c) => reply(&c, spread::trust::spread_trust(&c).await),
+        NodeCall::SpreadPrune(c) => reply(&c, spread::prune::spread_prune(settings, &c).await),
+        NodeCall::SpreadStatus(c) => reply(&c, spread::status::spread_status(settings).await),
     }
 }
 

@@ -21,6 +21,13 @@ use crate::ops::serving::ray::{RayNode, RayNodes, RayStart, RayStarted};
 use crate::ops::serving::state::{ServeCheck, ServeCheckReport};
 use crate::ops::serving::stop::{ServeStop, ServeStopped};
 use crate::ops::serving::vllm::{VllmStart, VllmStarted};
+use crate::ops::spread::copy::{SpreadCopied, SpreadCopy};
+use crate::ops::spread::prune::{SpreadPrune, SpreadPruned};
+use crate::ops::spread::pull::ImagePresent;
+use crate::ops::spread::registry::{SpreadServe, SpreadServed};
+use crate::ops::spread::resolve::{SpreadResolve, UpstreamDigest};
+use crate::ops::spread::status::{RegistryStatus, SpreadStatus};
+use crate::ops::spread::trust::{SpreadTrust, SpreadTrusted};
 use crate::ops::status::StatusReport;
 use crate::verify::VerifyReport;
 
@@ -88,6 +95,20 @@ node_calls! {
     ServeStop(ServeStop) -> ServeStopped;
     /// vLLM's and Ray's logs on the node.
     ServeLogs(ServeLogs) -> Vec<LogTail>;
+    /// The digest a reference names upstream now, from the registry API (no pull).
+    SpreadResolve(SpreadResolve) -> UpstreamDigest;
+    /// The node has this image (by digest) already.
+    ImagePresent(ImagePresent) -> bool;
+    /// The head's registry on the cluster link, started or found running.
+    SpreadServe(SpreadServe) -> SpreadServed;
+    /// An image copied from upstream into the head's registry, byte for byte.
+    SpreadCopy(SpreadCopy) -> SpreadCopied;
+    /// The cluster CA installed where the node's engines look for it.
+    SpreadTrust(SpreadTrust) -> SpreadTrusted;
+    /// The head's registry pruned to what it serves.
+    SpreadPrune(SpreadPrune) -> SpreadPruned;
+    /// The head's registry: its size, what it serves, whether it runs.
+    SpreadStatus(SpreadStatus) -> Option<RegistryStatus>;
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -177,6 +198,10 @@ mod tests {
                 env: vec!["A=it's \"quoted\" $HOME".into()],
                 stage_only: true,
                 verify: false,
+                spread: Some(crate::ops::spread::pull::SpreadSource {
+                    registry: "192.168.100.1:5443".into(),
+                    ca_pem: "-----BEGIN CERTIFICATE-----\n".into(),
+                }),
             }
             .into(),
             PhaseRequest { phase: Phase::Undo, name: "vllm".into(), keep: 3, image_id: Some("sha256:01".into()) }
@@ -208,6 +233,25 @@ mod tests {
             ServeProbe { toolbox: "vllm".into(), address: "192.168.2.1:8000".parse().unwrap() }.into(),
             ServeStop { toolbox: "vllm".into(), part: StopPart::Vllm }.into(),
             ServeLogs { toolbox: "vllm".into(), lines: 20, seen: vec![] }.into(),
+            SpreadResolve { image: "docker.io/kyuz0/vllm-therock-gfx1151:latest".into() }.into(),
+            ImagePresent { reference: format!("docker.io/kyuz0/vllm@sha256:{}", "a".repeat(64)) }.into(),
+            SpreadServe { port: 5443, image: "docker.io/library/registry:2".into() }.into(),
+            SpreadCopy {
+                image: format!("docker.io/kyuz0/vllm@sha256:{}", "a".repeat(64)),
+                registry: "192.168.100.1:5443".into(),
+                toolbox: "vllm".into(),
+            }
+            .into(),
+            SpreadTrust { registry: "192.168.100.1:5443".into(), ca_pem: "-----BEGIN CERTIFICATE-----".into() }.into(),
+            SpreadPrune {
+                registry: "192.168.100.1:5443".into(),
+                toolbox: "vllm".into(),
+                image: format!("docker.io/kyuz0/vllm@sha256:{}", "a".repeat(64)),
+                pin: Some("20261101-100000".into()),
+                keep: 2,
+            }
+            .into(),
+            SpreadStatus {}.into(),
         ]
     }
 
@@ -231,6 +275,13 @@ mod tests {
             NodeCall::ServeProbe(_) => 14,
             NodeCall::ServeStop(_) => 15,
             NodeCall::ServeLogs(_) => 16,
+            NodeCall::SpreadResolve(_) => 17,
+            NodeCall::ImagePresent(_) => 18,
+            NodeCall::SpreadServe(_) => 19,
+            NodeCall::SpreadCopy(_) => 20,
+            NodeCall::SpreadTrust(_) => 21,
+            NodeCall::SpreadPrune(_) => 22,
+            NodeCall::SpreadStatus(_) => 23,
         }
     }
 

@@ -58,6 +58,7 @@ pub async fn rollback(settings: &Settings, name: &str, dry_run: bool) -> Result<
         stage_only: false,
         // Back to a toolbox that worked before: proven again all the same.
         verify: true,
+        spread: None,
     };
     refresh_with(settings, &node, engine, &request).await
 }
