@@ -443,7 +443,108 @@ pub fn error_chain(error: &dyn std::error::Error) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::{Arc, Mutex as StdMutex};
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
+
     use super::*;
+
+    /// What a fake server was asked: `METHOD TARGET`, and the Authorization header.
+    type Seen = Arc<StdMutex<Vec<(String, Option<String>)>>>;
+    /// A fake server's answer to (its own address, method, target, Authorization): the status line
+    /// with headers, and the body.
+    type Answer = dyn Fn(&str, &str, &str, Option<&str>) -> (String, Vec<u8>) + Send + Sync;
+
+    /// An HTTP/1.1 server on 127.0.0.1, one request per connection; its address and what it saw.
+    async fn serve(answer: Arc<Answer>) -> (String, Seen) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap().to_string();
+        let seen: Seen = Arc::default();
+        let (log, own) = (seen.clone(), address.clone());
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                let (answer, log, own) = (answer.clone(), log.clone(), own.clone());
+                tokio::spawn(async move {
+                    let mut request = Vec::new();
+                    let mut buffer = [0u8; 4096];
+                    while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match stream.read(&mut buffer).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(read) => request.extend_from_slice(&buffer[..read]),
+                        }
+                    }
+                    let text = String::from_utf8_lossy(&request).into_owned();
+                    let mut words = text.split_whitespace();
+                    let (method, target) = (words.next().unwrap_or_default(), words.next().unwrap_or_default());
+                    let authorization = text.lines().find_map(|line| {
+                        let (name, value) = line.split_once(": ")?;
+                        name.eq_ignore_ascii_case("authorization").then(|| value.to_string())
+                    });
+                    log.lock().unwrap().push((format!("{method} {target}"), authorization.clone()));
+                    let (head, body) = answer(&own, method, target, authorization.as_deref());
+                    let head = format!("{head}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n", body.len());
+                    let _ = stream.write_all(head.as_bytes()).await;
+                    let _ = stream.write_all(&body).await;
+                });
+            }
+        });
+        (address, seen)
+    }
+
+    /// Docker Hub's way: a 401 naming the token service, a token for the login, and blobs
+    /// redirected to a CDN on another host, which must not see the token.
+    #[tokio::test]
+    async fn bearer_tokens_for_the_login_and_blob_redirects_without_them() {
+        let blob = b"layer bytes".to_vec();
+        let served = blob.clone();
+        let (cdn, cdn_saw) = serve(Arc::new(move |_, _, _, _| ("HTTP/1.1 200 OK".into(), served.clone()))).await;
+        // Another host name for the same CDN: a redirect across hosts.
+        let cdn = cdn.replace("127.0.0.1", "localhost");
+        let manifest = br#"{"schemaVersion":2,"config":{"digest":"sha256:c","size":1},"layers":[]}"#.to_vec();
+        let body = manifest.clone();
+        let (registry, registry_saw) = serve(Arc::new(move |own, _, target, authorization| match authorization {
+            Some(login) if target.starts_with("/token?") => {
+                assert_eq!(login, "Basic YWxpY2U6czNjcmV0", "the login goes to the token service");
+                ("HTTP/1.1 200 OK\r\ncontent-type: application/json".into(), br#"{"token":"tok"}"#.to_vec())
+            }
+            Some("Bearer tok") if target.contains("/manifests/") => {
+                (format!("HTTP/1.1 200 OK\r\ncontent-type: {}", manifest::OCI_MANIFEST), body.clone())
+            }
+            Some("Bearer tok") => {
+                (format!("HTTP/1.1 307 Temporary Redirect\r\nlocation: http://{cdn}/blob"), Vec::new())
+            }
+            _ => {
+                let challenge = format!("Bearer realm=\"http://{own}/token\",service=\"hub\"");
+                (format!("HTTP/1.1 401 Unauthorized\r\nwww-authenticate: {challenge}"), Vec::new())
+            }
+        }))
+        .await;
+        let client = RegistryClient {
+            registry: registry.clone(),
+            base: format!("http://{registry}"),
+            http: builder().no_proxy().build().unwrap(),
+            login: Some(Secret::Password { username: "alice".into(), password: "s3cret".into() }),
+            auth: Mutex::default(),
+        };
+
+        let got = client.manifest("kyuz0/vllm", "latest").await.unwrap();
+        assert_eq!((got.digest, got.media_type.as_str()), (manifest::sha256_digest(&manifest), manifest::OCI_MANIFEST));
+        let digest = manifest::sha256_digest(&blob);
+        let bytes = client.blob("kyuz0/vllm", &digest).await.unwrap().bytes().await.unwrap();
+        assert_eq!(bytes.to_vec(), blob);
+        assert_eq!(*cdn_saw.lock().unwrap(), [("GET /blob".to_string(), None)], "nothing of the login reaches the CDN");
+        let asked: Vec<String> = registry_saw.lock().unwrap().iter().map(|(request, _)| request.clone()).collect();
+        assert!(
+            asked.iter().any(|r| r.starts_with("GET /token?scope=repository%3Akyuz0%2Fvllm%3Apull&service=hub")),
+            "{asked:?}"
+        );
+        assert_eq!(
+            asked.iter().filter(|r| r.starts_with("GET /token")).count(),
+            1,
+            "one token for the scope: {asked:?}"
+        );
+    }
 
     #[test]
     fn registry_errors_read_as_the_registry_said_them() {
