@@ -26,6 +26,7 @@ use crate::node::NodeCalls;
 use crate::ops::phase::{Phase, PhaseRequest};
 use crate::ops::refresh::{ImageSource, RefreshReport, RefreshRequest};
 use crate::ops::spread::prune::SpreadPrune;
+use crate::ops::spread::pull::ImageDigests;
 use crate::ops::spread::resolve::SpreadResolve;
 use crate::plan::Action;
 
@@ -89,20 +90,33 @@ async fn refresh_nodes(
     let head = nodes[0];
     let spreading =
         spread.enabled && nodes.len() > 1 && !request.dry_run && matches!(request.source, ImageSource::Pull);
-    let pinned = if request.dry_run || ImageRef::parse(&request.image_ref)?.digest.is_some() {
-        request.image_ref.clone()
-    } else if spreading {
-        // Through the registry API: a pull here would be a second upstream copy beside the spread's.
+    let image = ImageRef::parse(&request.image_ref)?;
+    let resolving = async {
+        if request.dry_run || image.digest.is_some() {
+            return Ok(request.image_ref.clone());
+        }
         reporter.step_started(&head.name, &format!("resolving {}", request.image_ref));
-        let resolved = head.call(SpreadResolve { image: request.image_ref.clone() }).await?;
-        reporter.step_finished(&head.name, &format!("{} is {}", request.image_ref, resolved.digest));
-        resolved.pinned
-    } else {
-        reporter.step_started(&head.name, &format!("resolving {}", request.image_ref));
-        let resolved = head.call(Resolve { image: request.image_ref.clone() }).await?;
-        reporter.step_finished(&head.name, &format!("{} is {}", request.image_ref, resolved.digest));
-        resolved.pinned
+        let image = request.image_ref.clone();
+        // Spreading, through the registry API: a pull on the head would be a second upstream copy.
+        let (digest, pinned) = if spreading {
+            head.call(SpreadResolve { image }).await.map(|r| (r.digest, r.pinned))?
+        } else {
+            head.call(Resolve { image }).await.map(|r| (r.digest, r.pinned))?
+        };
+        reporter.step_finished(&head.name, &format!("{} is {digest}", request.image_ref));
+        Ok::<_, Error>(pinned)
     };
+    // Spreading, every node says meanwhile which digests of the repository it has.
+    let asking = async {
+        let asked = nodes.iter().map(|node| node.call(ImageDigests { repository: image.repository.clone() }));
+        if spreading {
+            join_all(asked).await
+        } else {
+            Vec::new()
+        }
+    };
+    let (pinned, held) = tokio::join!(resolving, asking);
+    let pinned = pinned?;
     let before_any_change = || {
         interrupt
             .came()
@@ -113,9 +127,11 @@ async fn refresh_nodes(
     }
 
     // The spread: the head's registry filled once, for the nodes that lack the image.
-    let mut prepared = match spreading {
-        true => match spread::prepare(&nodes, reporter, spread, &pinned, &request.name).await {
-            Ok(prepared) => Some(prepared),
+    let mut prepared = None;
+    if spreading {
+        let lacking = spread::lacking(&pinned, &held);
+        match spread::prepare(&nodes, &lacking, reporter, spread, &pinned, &request.name).await {
+            Ok(spread) => prepared = Some(spread),
             Err(error) => {
                 reporter.finish();
                 let mut failed =
@@ -124,9 +140,8 @@ async fn refresh_nodes(
                 let outcome = "No node was changed (`--spread off` has every node pull from upstream itself)";
                 return Err(failed.with_outcome(outcome).into());
             }
-        },
-        false => None,
-    };
+        }
+    }
     if let Some(interrupted) = before_any_change() {
         return Err(interrupted);
     }

@@ -13,7 +13,7 @@ use super::remote::RemoteNode;
 use crate::error::Result;
 use crate::node::NodeCalls;
 use crate::ops::spread::copy::SpreadCopy;
-use crate::ops::spread::pull::{ImagePresent, PulledFrom, SpreadSource};
+use crate::ops::spread::pull::{PulledFrom, SpreadSource};
 use crate::ops::spread::registry::SpreadServe;
 use crate::ops::spread::trust::SpreadTrust;
 use crate::reporter::Reporter;
@@ -82,10 +82,20 @@ impl Prepared {
     }
 }
 
+/// Whether each node lacks `pinned`, from the digests each said its images carry
+/// ([`ImageDigests`](crate::ops::spread::pull::ImageDigests)). A node that could not say lacks it:
+/// it stages all the same, and fails there with its own error.
+pub fn lacking(pinned: &str, held: &[Result<Vec<String>>]) -> Vec<bool> {
+    let digest = pinned.rsplit_once('@').map_or("", |(_, digest)| digest);
+    held.iter().map(|digests| !matches!(digests, Ok(digests) if digests.iter().any(|d| d == digest))).collect()
+}
+
 /// Fill the head's registry with `pinned` (`repo@sha256:…`, for toolbox `toolbox`) for the nodes
-/// that lack it, and make those nodes trust it. `nodes[0]` is the head.
+/// that lack it (`lacking`, in the nodes' order), and make those nodes trust it. `nodes[0]` is the
+/// head.
 pub async fn prepare(
     nodes: &[&RemoteNode],
+    lacking: &[bool],
     reporter: &dyn Reporter,
     settings: &SpreadSettings,
     pinned: &str,
@@ -96,11 +106,8 @@ pub async fn prepare(
         warnings: vec![Vec::new(); nodes.len()],
         report: SpreadReport::default(),
     };
-    let asked = join_all(nodes.iter().map(|node| node.call(ImagePresent { reference: pinned.to_string() }))).await;
-    // A node that cannot say stages all the same, and fails there with its own error.
-    let lacking: Vec<bool> = asked.iter().map(|present| !matches!(present, Ok(true))).collect();
     prepared.report.had_it =
-        nodes.iter().zip(&lacking).filter(|(_, lacks)| !**lacks).map(|(node, _)| node.name.clone()).collect();
+        nodes.iter().zip(lacking).filter(|(_, lacks)| !**lacks).map(|(node, _)| node.name.clone()).collect();
     if !lacking.contains(&true) {
         return Ok(prepared);
     }
@@ -127,10 +134,11 @@ pub async fn prepare(
     };
 
     let trust = &SpreadTrust { registry: served.address.clone(), ca_pem: served.ca_pem.clone() };
-    let trusting = nodes.iter().zip(&lacking).map(|(node, lacks)| async move {
-        match lacks {
-            true => Some(node.call(trust.clone()).await),
-            false => None,
+    let trusting = nodes.iter().zip(lacking).map(|(node, lacks)| async move {
+        if *lacks {
+            Some(node.call(trust.clone()).await)
+        } else {
+            None
         }
     });
     for (index, trusted) in join_all(trusting).await.into_iter().enumerate() {
@@ -151,4 +159,23 @@ pub async fn prepare(
         }
     }
     Ok(prepared)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::Error;
+
+    #[test]
+    fn a_node_lacks_the_image_unless_it_says_it_carries_the_digest() {
+        let (x, y) = (format!("sha256:{}", "1".repeat(64)), format!("sha256:{}", "2".repeat(64)));
+        let pinned = format!("docker.io/kyuz0/vllm@{x}");
+        let held = vec![
+            Ok(vec![y.clone(), x.clone()]),
+            Ok(vec![y]),
+            Ok(vec![]),
+            Err(Error::engine("podman", "list images", "down")),
+        ];
+        assert_eq!(lacking(&pinned, &held), [false, true, true, true]);
+    }
 }

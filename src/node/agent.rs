@@ -114,7 +114,7 @@ pub async fn dispatch(settings: &Settings, call: NodeCall) -> Result<serde_json:
         NodeCall::ServeStop(c) => reply(&c, serving::stop::serve_stop(settings, &c).await),
         NodeCall::ServeLogs(c) => reply(&c, serving::logs::serve_logs(settings, &c).await),
         NodeCall::SpreadResolve(c) => reply(&c, spread::resolve::resolve_upstream(settings, &c.image).await),
-        NodeCall::ImagePresent(c) => reply(&c, spread::pull::image_present(settings, &c).await),
+        NodeCall::ImageDigests(c) => reply(&c, spread::pull::image_digests(settings, &c).await),
         NodeCall::SpreadServe(c) => reply(&c, spread::registry::spread_serve(settings, &c).await),
         NodeCall::SpreadCopy(c) => reply(&c, spread::copy::spread_copy(settings, &c).await),
         NodeCall::SpreadTrust(c) => reply(&c, spread::trust::spread_trust(&c).await),

@@ -23,7 +23,7 @@ use crate::ops::serving::stop::{ServeStop, ServeStopped};
 use crate::ops::serving::vllm::{VllmStart, VllmStarted};
 use crate::ops::spread::copy::{SpreadCopied, SpreadCopy};
 use crate::ops::spread::prune::{SpreadPrune, SpreadPruned};
-use crate::ops::spread::pull::ImagePresent;
+use crate::ops::spread::pull::ImageDigests;
 use crate::ops::spread::registry::{SpreadServe, SpreadServed};
 use crate::ops::spread::resolve::{SpreadResolve, UpstreamDigest};
 use crate::ops::spread::status::{RegistryStatus, SpreadStatus};
@@ -97,8 +97,8 @@ node_calls! {
     ServeLogs(ServeLogs) -> Vec<LogTail>;
     /// The digest a reference names upstream now, from the registry API (no pull).
     SpreadResolve(SpreadResolve) -> UpstreamDigest;
-    /// The node has this image (by digest) already.
-    ImagePresent(ImagePresent) -> bool;
+    /// The digests the node's images of a repository carry.
+    ImageDigests(ImageDigests) -> Vec<String>;
     /// The head's registry on the cluster link, started or found running.
     SpreadServe(SpreadServe) -> SpreadServed;
     /// An image copied from upstream into the head's registry, byte for byte.
@@ -234,7 +234,7 @@ mod tests {
             ServeStop { toolbox: "vllm".into(), part: StopPart::Vllm }.into(),
             ServeLogs { toolbox: "vllm".into(), lines: 20, seen: vec![] }.into(),
             SpreadResolve { image: "docker.io/kyuz0/vllm-therock-gfx1151:latest".into() }.into(),
-            ImagePresent { reference: format!("docker.io/kyuz0/vllm@sha256:{}", "a".repeat(64)) }.into(),
+            ImageDigests { repository: "docker.io/kyuz0/vllm-therock-gfx1151".into() }.into(),
             SpreadServe { port: 5443, image: "docker.io/library/registry:2".into() }.into(),
             SpreadCopy {
                 image: format!("docker.io/kyuz0/vllm@sha256:{}", "a".repeat(64)),
@@ -276,7 +276,7 @@ mod tests {
             NodeCall::ServeStop(_) => 15,
             NodeCall::ServeLogs(_) => 16,
             NodeCall::SpreadResolve(_) => 17,
-            NodeCall::ImagePresent(_) => 18,
+            NodeCall::ImageDigests(_) => 18,
             NodeCall::SpreadServe(_) => 19,
             NodeCall::SpreadCopy(_) => 20,
             NodeCall::SpreadTrust(_) => 21,

@@ -260,14 +260,21 @@ pub async fn find_image(engine: &dyn Engine, reference: &str) -> Result<Option<F
     let wanted = ImageRef::parse(reference)?;
     let Some(digest) = wanted.digest.as_deref() else { return Ok(None) };
     let path = wanted.path();
-    let carries = |name: &String| {
-        ImageRef::parse(name).is_ok_and(|named| named.digest.as_deref() == Some(digest) && named.path() == path)
-    };
     let listed = engine.image_list(&wanted.repository).await?;
-    let Some(id) = listed.into_iter().find(|image| image.repo_digests.iter().any(carries)).map(|image| image.id) else {
-        return Ok(None);
-    };
+    let carrier = listed.into_iter().find(|image| carried_digests(image, &path).any(|carried| carried == digest));
+    let Some(id) = carrier.map(|image| image.id) else { return Ok(None) };
     Ok(engine.image_inspect(&id).await?.map(|info| FoundImage { info, engine_ref: id }))
+}
+
+/// The digests `image` carries under a name whose repository path is `path`, whatever the
+/// registry (the head's, for a spread image on docker).
+pub fn carried_digests<'a>(image: &'a ImageInfo, path: &'a str) -> impl Iterator<Item = String> + 'a {
+    image
+        .repo_digests
+        .iter()
+        .filter_map(|name| ImageRef::parse(name).ok())
+        .filter(move |named| named.path() == path)
+        .filter_map(|named| named.digest)
 }
 
 fn desired_toolbox(

@@ -7,7 +7,7 @@
 //! - Docker keeps a digest only for a name it pulled, and refuses to tag with a digest: it gets
 //!   `REPO:PIN` too and keeps the head's name, which carries the digest (`HEAD:PORT/PATH@X` in
 //!   RepoDigests). Looking the image up by `REPO@X` therefore also accepts an image of `REPO`
-//!   that carries digest X under another registry's name ([`crate::ops::refresh::find_image`]).
+//!   that carries digest X under another registry's name ([`carried_digests`]).
 //!
 //! A node that cannot reach the head's registry (no route, refused, TLS it cannot check) pulls
 //! from upstream itself and says why; any other failure fails its stage.
@@ -18,7 +18,7 @@ use crate::engine::{Engine, EngineKind};
 use crate::error::{Error, Result};
 use crate::image::pin::pin_tag;
 use crate::image::reference::ImageRef;
-use crate::ops::refresh::{find_image, not_present_after_pull};
+use crate::ops::refresh::{carried_digests, not_present_after_pull};
 use crate::registry::RegistryClient;
 use crate::reporter::Reporter;
 use crate::settings::Settings;
@@ -43,15 +43,22 @@ pub enum PulledFrom {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ImagePresent {
-    /// `repo@sha256:…`
-    pub reference: String,
+pub struct ImageDigests {
+    /// `repo` (a tag or digest with it is ignored).
+    pub repository: String,
 }
 
-/// Whether the node has the image already (then it pulls nothing).
-pub async fn image_present(settings: &Settings, request: &ImagePresent) -> Result<bool> {
+/// The digests the node's images of `repository` carry, whichever registry's name carries them:
+/// a node that has the digest a refresh resolves to pulls nothing. Asked while the head resolves
+/// it, so a no-op cluster refresh takes no round trip more than it did before the spread.
+pub async fn image_digests(settings: &Settings, request: &ImageDigests) -> Result<Vec<String>> {
+    let wanted = ImageRef::parse(&request.repository)?;
     let connection = settings.connect().await?;
-    Ok(find_image(connection.engine(), &request.reference).await?.is_some())
+    let images = connection.engine().image_list(&wanted.repository).await?;
+    let path = wanted.path();
+    let digests: std::collections::BTreeSet<String> =
+        images.iter().flat_map(|image| carried_digests(image, &path)).collect();
+    Ok(digests.into_iter().collect())
 }
 
 /// Pull `pinned` (`REPO@sha256:X`) from the head's registry and name it as upstream does; from
