@@ -4,21 +4,33 @@
 #   2. `strix-toolbox enter NAME -- true` against `podman exec NAME true`;
 #   3. `strix-toolbox detect` (it runs on every refresh), and `verify` on the running toolbox;
 #   4. a no-op `cluster refresh` over 1, 2 and 3 nodes against the same refresh run node after node
-#      over plain ssh (nodes: network namespaces with sshd, scripts/bench/cluster-nodes.sh).
-# Everything runs against a private podman API service and a loopback registry started here,
-# with a fake host tree (tests/fixtures/strix-thunderbolt-only) whose device nodes are made by mknod.
+#      over plain ssh (nodes: network namespaces with sshd, scripts/bench/cluster-nodes.sh);
+#   5. the spread, with the upstream registry behind a rate-limited uplink (BENCH_UPLINK, tc tbf):
+#      a 3-node `cluster refresh` of a new image against one node pulling it alone (and against the
+#      3 nodes each pulling it, --spread off); then a no-op 3-node `cluster refresh` against one
+#      node's refresh over ssh.
+# Everything runs against private podman API services and a registry started here in a namespace of
+# its own (the "upstream", reached as 127.0.0.1:PORT through relays), with fake host trees
+# (tests/fixtures/strix-thunderbolt-only) whose device nodes are made by mknod.
 # Needs root and scripts/test-deps.sh. Results: stdout and target/bench/*.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo_root=$PWD
 runs=${BENCH_RUNS:-20}
+# The spread's runs each move the new image through the uplink: fewer of them.
+spread_runs=${BENCH_SPREAD_RUNS:-5}
+uplink_rate=${BENCH_UPLINK:-40mbit}
+new_image_mib=${BENCH_IMAGE_MIB:-32}
 
 work=$(mktemp -d /tmp/strix-bench.XXXXXX)
 pids=()
 WORK=$work
 source scripts/bench/cluster-nodes.sh
+spread_port=$((14000 + RANDOM % 900))
 cleanup() {
   stop_cluster_nodes
+  # The cluster CA a spread installed for its registry (this run's port alone).
+  rm -rf /etc/containers/certs.d/192.168.2.1:"$spread_port" /etc/docker/certs.d/192.168.2.1:"$spread_port"
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
   wait 2>/dev/null || true
   podman rm -f bench seed >/dev/null 2>&1 || true
@@ -34,13 +46,24 @@ trap cleanup EXIT
 
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 mkdir -p "$work/registry" "$work/storage/root" "$work/storage/run"
+# The upstream registry, in a namespace of its own behind a veth (10.231.0.1 here, .2 there): the
+# one place every byte from upstream crosses, which `tc` rate-limits for the spread's benchmarks.
+upstream_ns="strixb$$up"
+upstream=10.231.0.2:$port
+ip netns add "$upstream_ns"
+ip -n "$upstream_ns" link set lo up
+ip link add "sb$$u" type veth peer name up0 netns "$upstream_ns"
+ip addr add 10.231.0.1/30 dev "sb$$u"
+ip link set "sb$$u" up
+ip -n "$upstream_ns" addr add 10.231.0.2/30 dev up0
+ip -n "$upstream_ns" link set up0 up
 cat > "$work/registry.yml" <<YAML
 version: 0.1
 storage:
   filesystem:
     rootdirectory: $work/registry
 http:
-  addr: 127.0.0.1:$port
+  addr: $upstream
 YAML
 cat > "$work/containers.conf" <<CONF
 [containers]
@@ -67,8 +90,12 @@ api=unix://$work/podman.sock
 export XDG_RUNTIME_DIR=$work/run
 mkdir -p "$XDG_RUNTIME_DIR"
 
-docker-registry serve "$work/registry.yml" >"$work/registry.log" 2>&1 &
+ip netns exec "$upstream_ns" docker-registry serve "$work/registry.yml" >"$work/registry.log" 2>&1 &
 pids+=($!)
+# This machine reaches it as 127.0.0.1:PORT too, as the nodes do.
+socat "TCP-LISTEN:$port,bind=127.0.0.1,fork,reuseaddr" "TCP:$upstream" </dev/null >/dev/null 2>&1 &
+pids+=($!)
+for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/v2/" >/dev/null && break; sleep 0.1; done
 podman system service --time=0 "$api" </dev/null >"$work/podman.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 100); do [ -S "$work/podman.sock" ] && break; sleep 0.1; done
@@ -125,11 +152,30 @@ hyperfine -N --warmup 3 --runs "$runs" --export-markdown target/bench/detect.md 
   -n "strix-toolbox detect" "$strix --host-root $host detect" \
   -n "strix-toolbox detect --json" "$strix --host-root $host detect --json"
 
+# The spread's registry: a stand-in for registry:2 made of Debian's docker-registry (TESTBED.md),
+# pushed upstream like any image; the head pulls it once, before the timed runs.
+registry_root=$work/registry-root
+mkdir -p "$registry_root"/{bin,lib/x86_64-linux-gnu,lib64,etc/docker/registry,var/lib/registry,tmp}
+cp /usr/bin/docker-registry "$registry_root/bin/registry"
+cp /lib/x86_64-linux-gnu/libc.so.6 "$registry_root/lib/x86_64-linux-gnu/"
+cp /lib64/ld-linux-x86-64.so.2 "$registry_root/lib64/"
+chmod 1777 "$registry_root/tmp"
+printf 'version: 0.1\nstorage:\n  filesystem: {rootdirectory: /var/lib/registry}\nhttp:\n  addr: :5000\n' \
+  > "$registry_root/etc/docker/registry/config.yml"
+tar -C "$registry_root" -cf "$work/registry-root.tar" .
+registry_image=127.0.0.1:$port/strix-bench/registry:2.8
+podman import -q --change 'ENTRYPOINT ["/bin/registry"]' --change 'CMD ["serve","/etc/docker/registry/config.yml"]' \
+  "$work/registry-root.tar" "$registry_image" >/dev/null
+podman push -q "$registry_image"
+spread_flags="--spread-port $spread_port --spread-registry-image $registry_image"
+
 echo "== cluster refresh (no-op) vs the same refresh node after node over ssh"
 mkdir -p "$work/bin"
 ln -sf "$repo_root/target/release/strix-toolbox" "$work/bin/strix-toolbox"
-start_cluster_nodes 3 tests/fixtures/strix-thunderbolt-only "$work/bin"
-cluster="$repo_root/target/release/strix-toolbox cluster refresh --ssh-config $work/ssh_config --image $ref --name bench --manager native --nodes"
+UPSTREAM=$upstream PORT=$port start_cluster_nodes 3 tests/fixtures/strix-thunderbolt-only "$work/bin"
+node_podman() { podman --remote --url "unix://$work/node$1/podman.sock" "${@:2}"; }
+node_podman 1 pull -q "$registry_image" >/dev/null
+cluster="$repo_root/target/release/strix-toolbox cluster refresh --ssh-config $work/ssh_config $spread_flags --image $ref --name bench --manager native --nodes"
 node_refresh="strix-toolbox refresh --image $ref --name bench --manager native"
 $cluster node1,node2,node3 >/dev/null
 hyperfine --warmup 2 --runs "$runs" --export-markdown target/bench/cluster.md \
@@ -139,3 +185,44 @@ hyperfine --warmup 2 --runs "$runs" --export-markdown target/bench/cluster.md \
   -n "cluster refresh, 1 node" "$cluster node1" \
   -n "cluster refresh, 2 nodes" "$cluster node1,node2" \
   -n "cluster refresh, 3 nodes" "$cluster node1,node2,node3"
+
+# The spread. A new image: the stand-in's root and BENCH_IMAGE_MIB of random bytes (one layer that
+# compresses to itself). Before each timed run, the nodes it goes to lose it again (toolbox and
+# image), and the head's registry its storage: every run fetches it from upstream anew.
+mkdir -p "$work/rootfs/data"
+head -c "$((new_image_mib << 20))" /dev/urandom > "$work/rootfs/data/blob"
+tar -C "$work/rootfs" -cf "$work/rootfs-new.tar" .
+new_ref=127.0.0.1:$port/bench/vllm:new
+podman import -q --change 'LABEL org.opencontainers.image.created=2026-11-08T10:00:00Z' \
+  --change 'CMD ["/bin/sh"]' "$work/rootfs-new.tar" "$new_ref" >/dev/null
+podman push -q "$new_ref"
+# By id: the nodes' copies carry other names (the pin the refresh gave them).
+new_id=$(podman image inspect --format '{{.Id}}' "$new_ref")
+# `forget NODE...`: those nodes lose the toolbox and the new image, the head's registry its storage.
+cat > "$work/forget" <<SCRIPT
+#!/usr/bin/env bash
+for i in "\$@"; do
+  podman --remote --url "unix://$work/node\$i/podman.sock" rm -f bench bench-strix-new bench-strix-old >/dev/null 2>&1
+  podman --remote --url "unix://$work/node\$i/podman.sock" rmi -f "$new_id" >/dev/null 2>&1
+done
+rm -rf "$work/node1/home/.local/share/strix-toolbox/registry/storage/docker"
+true
+SCRIPT
+chmod +x "$work/forget"
+tc -n "$upstream_ns" qdisc add dev up0 root tbf rate "$uplink_rate" burst 256kb latency 400ms
+strix=$repo_root/target/release/strix-toolbox
+new_cluster="$strix cluster refresh --ssh-config $work/ssh_config $spread_flags --image $new_ref --name bench --manager native --nodes node1,node2,node3"
+new_single="ssh -F $work/ssh_config node1 strix-toolbox refresh --image $new_ref --name bench --manager native"
+
+echo "== spread: a new image (${new_image_mib} MiB) to 3 nodes vs one node pulling it alone, upstream at $uplink_rate"
+hyperfine --warmup 1 --runs "$spread_runs" --export-markdown target/bench/spread-new-image.md \
+  --prepare "$work/forget 1" -n "one node pulls it alone (refresh over ssh)" "$new_single" \
+  --prepare "$work/forget 1 2 3" -n "cluster refresh, 3 nodes, spread from the head" "$new_cluster" \
+  --prepare "$work/forget 1 2 3" -n "cluster refresh, 3 nodes, --spread off" "$new_cluster --spread off"
+
+echo "== spread: no-op 3-node cluster refresh vs one node's refresh over ssh, upstream at $uplink_rate"
+$new_cluster >/dev/null
+hyperfine --warmup 2 --runs "$runs" --export-markdown target/bench/spread-noop.md \
+  -n "ssh refresh, 1 node (no-op)" "$new_single" \
+  -n "cluster refresh, 3 nodes (no-op)" "$new_cluster" \
+  -n "cluster refresh, 3 nodes (no-op), --spread off" "$new_cluster --spread off"

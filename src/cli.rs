@@ -192,6 +192,39 @@ pub struct RefreshArgs {
     pub wait: u64,
 }
 
+/// `cluster refresh`: what a refresh makes, and how the image reaches the nodes.
+#[derive(Debug, Clone, Args)]
+pub struct ClusterRefreshArgs {
+    #[command(flatten)]
+    pub options: RefreshOptions,
+
+    /// Spread the image: the head fetches it from upstream once into a registry it runs on the
+    /// cluster link, and every node pulls it from there (on for 2+ nodes). off: every node pulls
+    /// from upstream itself.
+    #[arg(long, value_enum, value_name = "on|off", default_value_t = SpreadMode::On)]
+    pub spread: SpreadMode,
+
+    /// The port of the head's registry, on its cluster-link address.
+    #[arg(long, env = "STRIX_SPREAD_PORT", value_name = "PORT", default_value_t = crate::cluster::spread::DEFAULT_PORT)]
+    pub spread_port: u16,
+
+    /// The registry image the head runs (the CNCF distribution registry).
+    #[arg(
+        long,
+        env = "STRIX_SPREAD_REGISTRY_IMAGE",
+        value_name = "REF",
+        default_value = crate::cluster::spread::DEFAULT_REGISTRY_IMAGE
+    )]
+    pub spread_registry_image: String,
+}
+
+/// `--spread`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SpreadMode {
+    On,
+    Off,
+}
+
 /// Which nodes, and how ssh reaches them.
 #[derive(Debug, Clone, Args)]
 pub struct ClusterArgs {
@@ -222,8 +255,9 @@ pub enum ClusterCommand {
     /// `doctor` on every node, plus what only a cluster can check: RoCE ports, one subnet, one MTU,
     /// jumbo frames end to end, the same kernel parameters, image and RCCL everywhere.
     Doctor(ClusterToolboxArgs),
-    /// Refresh every node to one image digest, all or nothing.
-    Refresh(RefreshOptions),
+    /// Refresh every node to one image digest, all or nothing; with 2+ nodes the head fetches the
+    /// image from upstream once and the other nodes get it from the head over the cluster link.
+    Refresh(ClusterRefreshArgs),
     /// Per node: reachable, strix-toolbox version, toolbox, pin, image digest and RCCL.
     Status(ClusterToolboxArgs),
     /// `verify` on every node, then proof between every pair that the data plane uses RDMA:

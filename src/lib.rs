@@ -21,6 +21,7 @@ pub(crate) mod ops;
 pub mod output;
 pub(crate) mod plan;
 pub(crate) mod rccl;
+pub(crate) mod registry;
 pub mod reporter;
 pub(crate) mod serving;
 pub(crate) mod settings;

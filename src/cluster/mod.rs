@@ -14,6 +14,7 @@ pub(crate) mod nodes;
 pub(crate) mod proof;
 pub(crate) mod refresh;
 pub(crate) mod remote;
+pub(crate) mod spread;
 pub mod ssh;
 pub(crate) mod status;
 pub(crate) mod stop;

@@ -7,6 +7,11 @@
 //! A node where another refresh of the toolbox is running fails the cluster refresh at once
 //! (nodes never wait for it, unlike `refresh`): the others would sit staged meanwhile, and the
 //! other refresh may change what that node runs.
+//!
+//! With two nodes or more the image is spread ([`super::spread`]): the head resolves the digest
+//! through the registry API, copies the image from upstream once into its registry on the cluster
+//! link, and the nodes stage from there. The spread is part of the stage: when it fails, no node
+//! is staged, and none swaps.
 
 use std::future::Future;
 
@@ -15,13 +20,17 @@ use serde::{Deserialize, Serialize};
 
 use super::interrupt::Interrupt;
 use super::remote::RemoteNode;
+use super::spread::{self, Prepared, SpreadReport, SpreadSettings};
 use super::{close_all, connect_ours, ClusterSettings};
 use crate::error::{Error, MultiError, Result, Signal};
 use crate::image::reference::ImageRef;
 use crate::node::call::Resolve;
 use crate::node::NodeCalls;
 use crate::ops::phase::{Phase, PhaseRequest};
-use crate::ops::refresh::{RefreshReport, RefreshRequest};
+use crate::ops::refresh::{ImageSource, RefreshReport, RefreshRequest};
+use crate::ops::spread::prune::SpreadPrune;
+use crate::ops::spread::pull::ImageDigests;
+use crate::ops::spread::resolve::SpreadResolve;
 use crate::plan::Action;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -52,15 +61,22 @@ pub struct ClusterRefreshReport {
     /// What every node got (`repo@sha256:…`).
     pub pinned: String,
     pub nodes: Vec<NodeRefresh>,
+    /// How the image reached the nodes, when it was spread from the head.
+    #[serde(default)]
+    pub spread: Option<SpreadReport>,
 }
 
 /// Refresh every node as `request` says (its image is resolved to one digest first; it is staged
-/// everywhere, then swapped everywhere).
-pub async fn cluster_refresh(settings: &ClusterSettings, request: &RefreshRequest) -> Result<ClusterRefreshReport> {
+/// everywhere, spread from the head as `spread` says, then swapped everywhere).
+pub async fn cluster_refresh(
+    settings: &ClusterSettings,
+    request: &RefreshRequest,
+    spread: &SpreadSettings,
+) -> Result<ClusterRefreshReport> {
     request.validate()?;
     // Every node must be reachable and run our strix-toolbox before anything starts.
     let nodes = connect_ours(settings, "nothing was changed").await?;
-    let result = refresh_nodes(settings, &nodes, request).await;
+    let result = refresh_nodes(settings, &nodes, request, spread).await;
     close_all(nodes).await;
     result
 }
@@ -69,26 +85,87 @@ async fn refresh_nodes(
     settings: &ClusterSettings,
     nodes: &[RemoteNode],
     request: &RefreshRequest,
+    spread: &SpreadSettings,
 ) -> Result<ClusterRefreshReport> {
     let reporter = settings.reporter.as_ref();
     let interrupt = Interrupt::watch();
     let nodes: Vec<&RemoteNode> = nodes.iter().collect();
     let head = nodes[0];
-    let pinned = if request.dry_run || ImageRef::parse(&request.image_ref)?.digest.is_some() {
-        request.image_ref.clone()
-    } else {
+    let spreading =
+        spread.enabled && nodes.len() > 1 && !request.dry_run && matches!(request.source, ImageSource::Pull);
+    let image = ImageRef::parse(&request.image_ref)?;
+    let resolving = async {
+        if request.dry_run || image.digest.is_some() {
+            return Ok(request.image_ref.clone());
+        }
         reporter.step_started(&head.name, &format!("resolving {}", request.image_ref));
-        let resolved = head.call(Resolve { image: request.image_ref.clone() }).await?;
-        reporter.step_finished(&head.name, &format!("{} is {}", request.image_ref, resolved.digest));
-        resolved.pinned
+        let image = request.image_ref.clone();
+        // Spreading, through the registry API: a pull on the head would be a second upstream copy.
+        let (digest, pinned) = if spreading {
+            head.call(SpreadResolve { image }).await.map(|r| (r.digest, r.pinned))?
+        } else {
+            head.call(Resolve { image }).await.map(|r| (r.digest, r.pinned))?
+        };
+        reporter.step_finished(&head.name, &format!("{} is {digest}", request.image_ref));
+        Ok::<_, Error>(pinned)
     };
-
-    // Stage (or plan) on every node.
-    let stage = &RefreshRequest { image_ref: pinned.clone(), stage_only: !request.dry_run, ..request.clone() };
-    if let Some(signal) = interrupt.came() {
-        return Err(Error::Interrupted { during: "the cluster refresh, before any node changed".into(), signal });
+    // Spreading, every node says meanwhile which digests of the repository it has.
+    let asking = async {
+        let asked = nodes.iter().map(|node| node.call(ImageDigests { repository: image.repository.clone() }));
+        if spreading {
+            join_all(asked).await
+        } else {
+            Vec::new()
+        }
+    };
+    let (pinned, held) = tokio::join!(resolving, asking);
+    let pinned = pinned?;
+    let before_any_change = || {
+        interrupt
+            .came()
+            .map(|signal| Error::Interrupted { during: "the cluster refresh, before any node changed".into(), signal })
+    };
+    if let Some(interrupted) = before_any_change() {
+        return Err(interrupted);
     }
-    let staged = on_every_node(&nodes, reporter, "staging", |node| async move { node.call(stage.clone()).await }).await;
+
+    // The spread: the head's registry filled once, for the nodes that lack the image.
+    let mut prepared = None;
+    if spreading {
+        let lacking = spread::lacking(&pinned, &held);
+        match spread::prepare(&nodes, &lacking, reporter, spread, &pinned, &request.name).await {
+            Ok(spread) => prepared = Some(spread),
+            Err(error) => {
+                reporter.finish();
+                let mut failed =
+                    MultiError::new("cluster refresh stopped before any node was staged: the spread failed");
+                failed.push(&head.name, error);
+                let outcome = "No node was changed (`--spread off` has every node pull from upstream itself)";
+                return Err(failed.with_outcome(outcome).into());
+            }
+        }
+    }
+    if let Some(interrupted) = before_any_change() {
+        return Err(interrupted);
+    }
+
+    // Stage (or plan) on every node, each from where the spread says.
+    let stage = RefreshRequest { image_ref: pinned.clone(), stage_only: !request.dry_run, ..request.clone() };
+    let stages: Vec<RefreshRequest> = (0..nodes.len())
+        .map(|index| RefreshRequest {
+            spread: prepared.as_ref().and_then(|p| p.sources[index].clone()),
+            ..stage.clone()
+        })
+        .collect();
+    let stage_of = |node: &RemoteNode| {
+        let index = nodes.iter().position(|n| n.name == node.name).unwrap_or(0);
+        stages[index].clone()
+    };
+    let staged = on_every_node(&nodes, reporter, "staging", |node| {
+        let stage = stage_of(node);
+        async move { node.call(stage).await }
+    })
+    .await;
     reporter.finish();
     let staged_names: Vec<&RemoteNode> =
         nodes.iter().zip(&staged).filter(|(_, r)| matches!(r, Ok(r) if r.staged.is_some())).map(|(n, _)| *n).collect();
@@ -104,6 +181,13 @@ async fn refresh_nodes(
         ));
     }
     let reports: Vec<RefreshReport> = staged.into_iter().flatten().collect();
+    let mut spread_warnings = vec![Vec::new(); nodes.len()];
+    if let Some(prepared) = prepared.as_mut() {
+        for (node, report) in nodes.iter().zip(&reports) {
+            prepared.pulled(&node.name, report.pulled.as_ref());
+        }
+        spread_warnings = std::mem::take(&mut prepared.warnings);
+    }
     let outcome = if request.dry_run {
         ClusterOutcome::DryRun
     } else if reports.iter().all(|r| r.action == Action::Unchanged) {
@@ -112,8 +196,21 @@ async fn refresh_nodes(
         ClusterOutcome::Refreshed
     };
     if outcome != ClusterOutcome::Refreshed {
-        let nodes = nodes.iter().zip(reports).map(|(n, report)| node_refresh(n, report, false, Vec::new())).collect();
-        return Ok(ClusterRefreshReport { outcome, image: request.image_ref.clone(), pinned, nodes });
+        let pruned = prune(head, prepared.as_mut(), request, &pinned, &reports).await;
+        let nodes = nodes
+            .iter()
+            .zip(reports)
+            .zip(spread_warnings)
+            .enumerate()
+            .map(|(index, ((n, report), mut warnings))| {
+                if index == 0 {
+                    warnings.extend(pruned.clone());
+                }
+                node_refresh(n, report, false, warnings)
+            })
+            .collect();
+        let spread = prepared.map(|p| p.report);
+        return Ok(ClusterRefreshReport { outcome, image: request.image_ref.clone(), pinned, nodes, spread });
     }
 
     // Every node has its replacement: swap them together.
@@ -153,23 +250,58 @@ async fn refresh_nodes(
         ));
     }
 
-    // Done everywhere: remove the parked toolboxes and old pins.
+    // Done everywhere: remove the parked toolboxes and old pins (on the head's registry too).
     let finish = phase(Phase::Finish, request);
     let finishes = join_all(nodes.iter().map(|node| node.call(finish.clone()))).await;
+    let pruned = prune(head, prepared.as_mut(), request, &pinned, &reports).await;
     let nodes = nodes
         .iter()
         .zip(reports)
         .zip(finishes)
-        .map(|((node, report), finish)| {
+        .zip(spread_warnings)
+        .enumerate()
+        .map(|(index, (((node, report), finish), mut warnings))| {
             let swapped = report.staged.is_some();
-            let warnings = match finish {
-                Ok(finish) => finish.warnings,
-                Err(error) => vec![format!("the new toolbox is in place; cleaning up failed: {error}")],
-            };
+            match finish {
+                Ok(finish) => warnings.extend(finish.warnings),
+                Err(error) => warnings.push(format!("the new toolbox is in place; cleaning up failed: {error}")),
+            }
+            if index == 0 {
+                warnings.extend(pruned.clone());
+            }
             node_refresh(node, report, swapped, warnings)
         })
         .collect();
-    Ok(ClusterRefreshReport { outcome, image: request.image_ref.clone(), pinned, nodes })
+    let spread = prepared.map(|p| p.report);
+    Ok(ClusterRefreshReport { outcome, image: request.image_ref.clone(), pinned, nodes, spread })
+}
+
+/// Prune the head's registry to the images it serves, when this refresh used it: the pins each
+/// node keeps, kept there too. The head's warnings (the refresh itself is done either way).
+async fn prune(
+    head: &RemoteNode,
+    prepared: Option<&mut Prepared>,
+    request: &RefreshRequest,
+    pinned: &str,
+    reports: &[RefreshReport],
+) -> Vec<String> {
+    let Some(prepared) = prepared else { return Vec::new() };
+    let Some(registry) = prepared.report.registry.clone() else { return Vec::new() };
+    let prune = SpreadPrune {
+        registry,
+        toolbox: request.name.clone(),
+        image: pinned.to_string(),
+        pin: reports.iter().find_map(|report| report.pin.clone()),
+        keep: request.keep,
+    };
+    match head.call(prune).await {
+        Ok(pruned) => {
+            prepared.report.pruned = pruned.deleted;
+            prepared.report.disk_bytes = Some(pruned.disk_bytes);
+            pruned.warnings
+        }
+        Err(error) => vec![format!("the new toolbox is in place; pruning the head's registry failed: {error}")],
+    }
 }
 
 fn node_refresh(node: &RemoteNode, report: RefreshReport, swapped: bool, mut warnings: Vec<String>) -> NodeRefresh {

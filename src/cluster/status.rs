@@ -1,6 +1,6 @@
 //! `cluster status`: per node, reachable, strix-toolbox version, and the toolbox it runs; and what
 //! the cluster serves: the model, its endpoint, since when, Ray's nodes alive, whether `/health`
-//! answers.
+//! answers; and the head's registry (what the spread keeps there, and its size on disk).
 
 use std::net::SocketAddr;
 
@@ -15,6 +15,7 @@ use crate::node::NodeCalls;
 use crate::ops::serving::probe::ServeProbe;
 use crate::ops::serving::ray::RayNodes;
 use crate::ops::serving::state::{ServeCheck, ServingState};
+use crate::ops::spread::status::{RegistryStatus, SpreadStatus};
 use crate::ops::status::{StatusReport, ToolboxStatus};
 use crate::serving::http::HttpAnswer;
 use crate::serving::record::Role;
@@ -49,6 +50,18 @@ pub struct ClusterStatusReport {
     /// What the nodes disagree on (empty: every node reachable, same version, same image and RCCL,
     /// and what was launched runs everywhere it was started).
     pub disagreements: Vec<String>,
+    /// The head's registry, which the spread fills (None: it never served an image, or the head
+    /// did not answer).
+    #[serde(default)]
+    pub registry: Option<HeadRegistry>,
+}
+
+/// The head's registry as its head reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeadRegistry {
+    pub node: String,
+    #[serde(flatten)]
+    pub status: RegistryStatus,
 }
 
 /// The serving cluster as its head sees it.
@@ -99,7 +112,7 @@ impl ClusterStatusReport {
                 ));
             }
         }
-        ClusterStatusReport { toolbox: toolbox.to_string(), nodes, serving: None, disagreements }
+        ClusterStatusReport { toolbox: toolbox.to_string(), nodes, serving: None, disagreements, registry: None }
     }
 }
 
@@ -117,11 +130,19 @@ pub async fn cluster_status(settings: &ClusterSettings, toolbox: &str) -> Result
     in_cluster_order(settings, &mut nodes, |n| &n.node);
     let mut report = ClusterStatusReport::new(toolbox, nodes);
     report.serving = serving_summary(&connected, &report.nodes, toolbox).await;
+    report.registry = head_registry(settings, &connected).await;
     if report.serving.as_ref().is_some_and(|s| !s.serves) {
         report.disagreements.push("the endpoint does not serve its model (`strix-toolbox cluster logs`)".into());
     }
     close_all(connected).await;
     Ok(report)
+}
+
+/// The head's registry, asked on the head.
+async fn head_registry(settings: &ClusterSettings, connected: &[RemoteNode]) -> Option<HeadRegistry> {
+    let head = connected.iter().find(|node| Some(&node.name) == settings.nodes.first())?;
+    let status = head.call(SpreadStatus {}).await.ok()??;
+    Some(HeadRegistry { node: head.name.clone(), status })
 }
 
 /// Asked on the node whose record says it runs `vllm serve`: Ray's table and the endpoint.

@@ -3,20 +3,23 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use indicatif::HumanBytes;
 use serde::Serialize;
 
 use super::model::ModelRequest;
 use crate::check::{Check, Status};
-use crate::cli::{ClusterArgs, ClusterCommand};
+use crate::cli::{ClusterArgs, ClusterCommand, SpreadMode};
 use crate::cluster::checks::ClusterDoctorReport;
 use crate::cluster::install::{cluster_install, InstallAction, InstallReport};
 use crate::cluster::nodes::{default_cluster_file, parse_node_list, ClusterFile};
 use crate::cluster::refresh::{cluster_refresh, ClusterOutcome, ClusterRefreshReport};
+use crate::cluster::spread::{SpreadReport, SpreadSettings};
 use crate::cluster::ssh::SshOptions;
 use crate::cluster::status::{cluster_status, ClusterStatusReport, NodeStatus};
 use crate::cluster::verify::{cluster_verify, ClusterVerifyReport, Proof};
 use crate::cluster::{close_all, connect_all, connect_ours, doctor::cluster_doctor, ClusterSettings};
 use crate::error::{Error, Result};
+use crate::image::reference::ImageRef;
 use crate::image::short_digest;
 use crate::node::Node;
 use crate::output::{Output, Render, Style};
@@ -100,10 +103,16 @@ pub async fn run(args: &ClusterArgs, settings: &Settings, out: &Output) -> Resul
             close_all(nodes).await;
             result
         }
-        ClusterCommand::Refresh(options) => {
+        ClusterCommand::Refresh(args) => {
             // A busy node fails the cluster refresh at once (apply::lock says why).
-            let request = super::refresh::request(options, None, Duration::ZERO, out)?;
-            out.report(&cluster_refresh(&cluster, &request).await?);
+            let request = super::refresh::request(&args.options, None, Duration::ZERO, out)?;
+            ImageRef::parse(&args.spread_registry_image)?;
+            let spread = SpreadSettings {
+                enabled: args.spread == SpreadMode::On,
+                port: args.spread_port,
+                registry_image: args.spread_registry_image.clone(),
+            };
+            out.report(&cluster_refresh(&cluster, &request, &spread).await?);
             Ok(0)
         }
     }
@@ -263,6 +272,19 @@ impl Render for ClusterStatusReport {
                 serving.model, serving.endpoint, serving.head, serving.since
             ));
         }
+        if let Some(registry) = &self.registry {
+            let running = match registry.status.running {
+                Some(true) => "running",
+                Some(false) => "stopped",
+                None => "its engine did not answer",
+            };
+            out.line(&format!(
+                "head registry on {}: {} on disk, {} image(s), {running}",
+                registry.node,
+                HumanBytes(registry.status.disk_bytes),
+                registry.status.images.len()
+            ));
+        }
         for node in self.nodes.iter().filter(|n| n.error.is_some()) {
             out.line(&format!(
                 "{} {}: {}",
@@ -387,5 +409,32 @@ impl Render for ClusterRefreshReport {
                 ));
             }
         }
+        if let Some(spread) = &self.spread {
+            out.line(&spread_line(spread, self.nodes.first().map_or("the head", |n| n.node.as_str())));
+        }
     }
+}
+
+/// How the image reached the nodes: `spread: node1 fetched 1.2 GiB of 1.2 GiB from upstream into
+/// 192.168.100.1:5443; over the link: node1, node2; from upstream: node3`.
+fn spread_line(spread: &SpreadReport, head: &str) -> String {
+    let Some(registry) = &spread.registry else {
+        return "spread: every node had the image; nothing was fetched".to_string();
+    };
+    let mut line = format!(
+        "spread: {head} fetched {} of {} from upstream into {registry}",
+        HumanBytes(spread.fetched),
+        HumanBytes(spread.size)
+    );
+    for (what, nodes) in
+        [("over the link", &spread.from_head), ("from upstream", &spread.from_upstream), ("had it", &spread.had_it)]
+    {
+        if !nodes.is_empty() {
+            line.push_str(&format!("; {what}: {}", nodes.join(", ")));
+        }
+    }
+    if let Some(disk) = spread.disk_bytes {
+        line.push_str(&format!("; its registry holds {}", HumanBytes(disk)));
+    }
+    line
 }

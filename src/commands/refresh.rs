@@ -39,6 +39,7 @@ pub fn request(
         stage_only: false,
         verify: !options.no_verify,
         lock_wait_seconds: lock_wait.as_secs(),
+        spread: None,
     };
     request.validate()?;
     Ok(request)

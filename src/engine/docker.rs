@@ -97,16 +97,23 @@ impl Engine for DockerEngine {
         }
     }
 
+    /// Docker trims each listed image's names to those the filter matches: a second, unfiltered
+    /// list gives the images found their whole names (a spread image's digest is under the head
+    /// registry's name).
     async fn image_list(&self, repository: &str) -> Result<Vec<ImageInfo>> {
         let filters = HashMap::from([("reference", vec![repository])]);
         let options = ListImagesOptionsBuilder::default().filters(&filters).build();
-        let images = self
-            .client
-            .list_images(Some(options))
-            .await
-            .map_err(|e| failed(format!("list images of {repository}"), e))?;
+        let list = |options| async {
+            self.client.list_images(Some(options)).await.map_err(|e| failed(format!("list images of {repository}"), e))
+        };
+        let found: std::collections::HashSet<String> = list(options).await?.into_iter().map(|i| i.id).collect();
+        if found.is_empty() {
+            return Ok(Vec::new());
+        }
+        let images = list(ListImagesOptionsBuilder::default().build()).await?;
         Ok(images
             .into_iter()
+            .filter(|image| found.contains(&image.id))
             .map(|i| ImageInfo {
                 id: i.id,
                 repo_digests: i.repo_digests,

@@ -359,6 +359,11 @@ fn create_opts(request: &CreateRequest) -> ContainerCreateOpts {
             builder = builder.seccomp_profile_path(profile);
         }
     }
+    // `--security-opt label=OPTION` is libpod's SELinux option OPTION (`disable`, `type:…`).
+    let selinux: Vec<&str> = request.security_opt.iter().filter_map(|o| o.strip_prefix("label=")).collect();
+    if !selinux.is_empty() {
+        builder = builder.selinux_opts(selinux);
+    }
     if let Some(user) = &request.user {
         builder = builder.user(user);
     }

@@ -109,6 +109,20 @@ impl ImageRef {
         registry_in(&self.repository).unwrap_or(DOCKER_HUB)
     }
 
+    /// The repository's path inside its registry, as the distribution API names it: `kyuz0/vllm`
+    /// for `docker.io/kyuz0/vllm`, and Docker Hub's `library/NAME` for an official image.
+    pub fn path(&self) -> String {
+        let path = match registry_in(&self.repository) {
+            Some(registry) => &self.repository[registry.len() + 1..],
+            None => self.repository.as_str(),
+        };
+        if self.registry() == DOCKER_HUB && !path.contains('/') {
+            format!("library/{path}")
+        } else {
+            path.to_string()
+        }
+    }
+
     /// What the engines' pull, push and tag calls take beside the repository: the digest when
     /// there is one (it pins the image; a tag beside it is informational), else the tag, else `latest`.
     pub fn tag_or_digest(&self) -> &str {
@@ -199,7 +213,7 @@ mod tests {
     fn a_registry_port_is_not_a_tag() {
         let r = ImageRef::parse("127.0.0.1:5000/a/b").unwrap();
         assert_eq!(r, ImageRef { repository: "127.0.0.1:5000/a/b".into(), tag: None, digest: None });
-        assert_eq!((r.registry(), r.tag_or_digest()), ("127.0.0.1:5000", "latest"));
+        assert_eq!((r.registry(), r.tag_or_digest(), r.path().as_str()), ("127.0.0.1:5000", "latest", "a/b"));
         let r = ImageRef::parse("127.0.0.1:5000/a/b:dev").unwrap();
         assert_eq!((r.repository.as_str(), r.tag_or_digest()), ("127.0.0.1:5000/a/b", "dev"));
     }
@@ -228,6 +242,10 @@ mod tests {
         ] {
             assert_eq!(ImageRef::parse(reference).unwrap().registry(), registry, "{reference}");
         }
+        let paths =
+            ["kyuz0/vllm", "docker.io/kyuz0/vllm:dev", "registry:2", "docker.io/library/registry", "localhost/x"];
+        let paths: Vec<String> = paths.iter().map(|r| ImageRef::parse(r).unwrap().path()).collect();
+        assert_eq!(paths, ["kyuz0/vllm", "kyuz0/vllm", "library/registry", "library/registry", "x"]);
         for bad in ["bad_host.io/x", "host:port/x", "host:123456/x", "[zz]:1/x", "[::1/x", "-a.io/x"] {
             let error = ImageRef::parse(bad).unwrap_err().to_string();
             assert!(error.contains("registry must be"), "{bad}: {error}");

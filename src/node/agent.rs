@@ -14,7 +14,7 @@ use super::call::{Call, NodeCall};
 use super::wire::{line, Hello, Outcome, Request, Response};
 use crate::error::{Error, Result};
 use crate::ops;
-use crate::ops::{model, serving};
+use crate::ops::{model, serving, spread};
 use crate::settings::Settings;
 
 /// Answer calls read from `input` on `output` until `input` ends.
@@ -117,6 +117,13 @@ pub async fn dispatch(settings: &Settings, call: NodeCall) -> Result<serde_json:
         NodeCall::ModelServe(c) => reply(&c, model::serve::model_serve(settings, &c).await),
         NodeCall::ModelServeStop(c) => reply(&c, model::serve::model_serve_stop(&c).await),
         NodeCall::ModelFetch(c) => reply(&c, model::fetch::model_fetch(&c).await),
+        NodeCall::SpreadResolve(c) => reply(&c, spread::resolve::resolve_upstream(settings, &c.image).await),
+        NodeCall::ImageDigests(c) => reply(&c, spread::pull::image_digests(settings, &c).await),
+        NodeCall::SpreadServe(c) => reply(&c, spread::registry::spread_serve(settings, &c).await),
+        NodeCall::SpreadCopy(c) => reply(&c, spread::copy::spread_copy(settings, &c).await),
+        NodeCall::SpreadTrust(c) => reply(&c, spread::trust::spread_trust(&c).await),
+        NodeCall::SpreadPrune(c) => reply(&c, spread::prune::spread_prune(settings, &c).await),
+        NodeCall::SpreadStatus(c) => reply(&c, spread::status::spread_status(settings).await),
     }
 }
 

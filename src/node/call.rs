@@ -25,6 +25,13 @@ use crate::ops::serving::ray::{RayNode, RayNodes, RayStart, RayStarted};
 use crate::ops::serving::state::{ServeCheck, ServeCheckReport};
 use crate::ops::serving::stop::{ServeStop, ServeStopped};
 use crate::ops::serving::vllm::{VllmStart, VllmStarted};
+use crate::ops::spread::copy::{SpreadCopied, SpreadCopy};
+use crate::ops::spread::prune::{SpreadPrune, SpreadPruned};
+use crate::ops::spread::pull::ImageDigests;
+use crate::ops::spread::registry::{SpreadServe, SpreadServed};
+use crate::ops::spread::resolve::{SpreadResolve, UpstreamDigest};
+use crate::ops::spread::status::{RegistryStatus, SpreadStatus};
+use crate::ops::spread::trust::{SpreadTrust, SpreadTrusted};
 use crate::ops::status::StatusReport;
 use crate::verify::VerifyReport;
 
@@ -103,6 +110,20 @@ node_calls! {
     ModelServeStop(ModelServeStop) -> ModelServeStopped;
     /// Receive a snapshot from the head's blob server: only the blobs the node lacks.
     ModelFetch(ModelFetch) -> ModelFetched;
+    /// The digest a reference names upstream now, from the registry API (no pull).
+    SpreadResolve(SpreadResolve) -> UpstreamDigest;
+    /// The digests the node's images of a repository carry.
+    ImageDigests(ImageDigests) -> Vec<String>;
+    /// The head's registry on the cluster link, started or found running.
+    SpreadServe(SpreadServe) -> SpreadServed;
+    /// An image copied from upstream into the head's registry, byte for byte.
+    SpreadCopy(SpreadCopy) -> SpreadCopied;
+    /// The cluster CA installed where the node's engines look for it.
+    SpreadTrust(SpreadTrust) -> SpreadTrusted;
+    /// The head's registry pruned to what it serves.
+    SpreadPrune(SpreadPrune) -> SpreadPruned;
+    /// The head's registry: its size, what it serves, whether it runs.
+    SpreadStatus(SpreadStatus) -> Option<RegistryStatus>;
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -210,6 +231,10 @@ mod tests {
                 stage_only: true,
                 verify: false,
                 lock_wait_seconds: 0,
+                spread: Some(crate::ops::spread::pull::SpreadSource {
+                    registry: "192.168.100.1:5443".into(),
+                    ca_pem: "-----BEGIN CERTIFICATE-----\n".into(),
+                }),
             }
             .into(),
             PhaseRequest { phase: Phase::Undo, name: "vllm".into(), keep: 3, image_id: Some("sha256:01".into()) }
@@ -258,6 +283,25 @@ mod tests {
                 source: BlobSource { address: "192.168.2.1:40123".parse().unwrap(), access: Secret::new("k".into()) },
             }
             .into(),
+            SpreadResolve { image: "docker.io/kyuz0/vllm-therock-gfx1151:latest".into() }.into(),
+            ImageDigests { repository: "docker.io/kyuz0/vllm-therock-gfx1151".into() }.into(),
+            SpreadServe { port: 5443, image: "docker.io/library/registry:2".into() }.into(),
+            SpreadCopy {
+                image: format!("docker.io/kyuz0/vllm@sha256:{}", "a".repeat(64)),
+                registry: "192.168.100.1:5443".into(),
+                toolbox: "vllm".into(),
+            }
+            .into(),
+            SpreadTrust { registry: "192.168.100.1:5443".into(), ca_pem: "-----BEGIN CERTIFICATE-----".into() }.into(),
+            SpreadPrune {
+                registry: "192.168.100.1:5443".into(),
+                toolbox: "vllm".into(),
+                image: format!("docker.io/kyuz0/vllm@sha256:{}", "a".repeat(64)),
+                pin: Some("20261101-100000".into()),
+                keep: 2,
+            }
+            .into(),
+            SpreadStatus {}.into(),
         ]
     }
 
@@ -286,6 +330,13 @@ mod tests {
             NodeCall::ModelServe(_) => 19,
             NodeCall::ModelServeStop(_) => 20,
             NodeCall::ModelFetch(_) => 21,
+            NodeCall::SpreadResolve(_) => 22,
+            NodeCall::ImageDigests(_) => 23,
+            NodeCall::SpreadServe(_) => 24,
+            NodeCall::SpreadCopy(_) => 25,
+            NodeCall::SpreadTrust(_) => 26,
+            NodeCall::SpreadPrune(_) => 27,
+            NodeCall::SpreadStatus(_) => 28,
         }
     }
 

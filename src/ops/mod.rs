@@ -17,6 +17,7 @@ pub mod remove;
 pub mod resolve;
 pub mod rollback;
 pub mod serving;
+pub mod spread;
 pub mod status;
 mod toolbox;
 pub mod verify;

@@ -16,10 +16,10 @@ use crate::image::pin::pin_tag;
 use crate::image::reference::{validate_container_name, ImageRef};
 use crate::manager::{self, Manager, ManagerChoice, ManagerKind};
 use crate::ops::rccl::check_against;
+use crate::ops::spread::pull::{pull_through_head, PulledFrom, SpreadSource};
 use crate::plan::labels;
 use crate::plan::{
-    old_name, plan_refresh, provenance_labels, registry_digest, spec_hash, temp_name, Action, CurrentState,
-    DesiredToolbox, RefreshPlan,
+    old_name, plan_refresh, provenance_labels, spec_hash, temp_name, Action, CurrentState, DesiredToolbox, RefreshPlan,
 };
 use crate::rccl;
 use crate::reporter::Reporter;
@@ -63,6 +63,10 @@ pub struct RefreshRequest {
     /// cluster's node refresh, and what a head that does not send it means).
     #[serde(default)]
     pub lock_wait_seconds: u64,
+    /// Pull the image from the head's registry over the cluster link, not from upstream (a
+    /// cluster refresh's spread; the image must be named by digest).
+    #[serde(default)]
+    pub spread: Option<SpreadSource>,
 }
 
 impl RefreshRequest {
@@ -98,6 +102,9 @@ pub struct RefreshReport {
     /// empty engine with the facts `detect` guesses).
     #[serde(default)]
     pub engine_guessed: Option<String>,
+    /// Where the image was pulled from (None: it was here already, or a dry run).
+    #[serde(default)]
+    pub pulled: Option<PulledFrom>,
 }
 
 /// A plan step and its equivalent command lines.
@@ -163,12 +170,21 @@ pub async fn refresh_with(
     // by digest that is already here cannot be newer upstream: no pull (cluster nodes get
     // `repo@sha256:…`, so a no-op cluster refresh asks the registry once, on the head).
     let pinned_here = match ImageRef::parse(&request.image_ref)?.digest {
-        Some(_) => engine.image_inspect(&request.image_ref).await?,
+        Some(_) => find_image(engine, &request.image_ref).await?,
         None => None,
     };
     let pulls = !matches!(request.source, ImageSource::Local) && pinned_here.is_none();
+    let mut pulled = None;
+    let mut pull_warning = None;
     if !request.dry_run && pulls {
-        interruptible(&format!("pulling {}", request.image_ref), engine.pull(&request.image_ref, reporter)).await?;
+        let pulling = async {
+            match &request.spread {
+                Some(source) => pull_through_head(engine, &request.image_ref, source, reporter).await,
+                None => engine.pull(&request.image_ref, reporter).await.map(|()| (PulledFrom::Upstream, None)),
+            }
+        };
+        let (from, warning) = interruptible(&format!("pulling {}", request.image_ref), pulling).await?;
+        (pulled, pull_warning) = (Some(from), warning);
         reporter.finish();
     }
     let image_ref = match &request.source {
@@ -182,17 +198,22 @@ pub async fn refresh_with(
     // The pinned image found above is the one to use, unless a build made another.
     let found = match (pinned_here, &request.source) {
         (Some(image), ImageSource::Pull) => Some(image),
-        _ => engine.image_inspect(&image_ref).await?,
+        _ => find_image(engine, &image_ref).await?,
     };
-    let image = match found {
-        Some(image) => image,
-        None if request.dry_run => ImageInfo { id: "(not pulled yet)".into(), ..Default::default() },
+    let (image, engine_ref) = match found {
+        Some(found) => (found.info, found.engine_ref),
+        None if request.dry_run => {
+            (ImageInfo { id: "(not pulled yet)".into(), ..Default::default() }, image_ref.clone())
+        }
         None => return Err(not_present_after_pull(engine.kind().program(), &image_ref)),
     };
 
     let image_name = ImageRef::parse(&image_ref)?;
     let rccl_label = image.labels.get(labels::RCCL_SHA256).cloned();
     let mut desired = desired_toolbox(&request.name, &image_ref, &image_name, image, &spec, manager.as_ref(), &info);
+    // The engine is given a reference it resolves (docker: the image's id, when only another
+    // registry's name carries its digest); the labels keep the one asked for.
+    desired.request.image = engine_ref;
     desired.verify = request.verify.then(|| Expected::new(facts, &spec, rccl_label));
     desired.request.labels.extend(labels::encode_user_env(&request.env).map(|env| (labels::USER_ENV.to_string(), env)));
     let current = current_state(engine, &request.name, &image_name).await?;
@@ -202,8 +223,11 @@ pub async fn refresh_with(
     }
 
     let mut report = report(&desired, &plan, manager.as_ref(), &info, &spec, request, pulls);
+    report.image = image_ref.clone();
+    report.pulled = pulled;
+    report.warnings.extend(pull_warning);
     if !request.dry_run {
-        report.warnings = apply(&desired.name, &plan, engine, manager.as_ref(), reporter).await?.warnings;
+        report.warnings.extend(apply(&desired.name, &plan, engine, manager.as_ref(), reporter).await?.warnings);
     }
     if plan.replaces_running {
         let tense = if request.dry_run { "would stop" } else { "stopped" };
@@ -225,7 +249,7 @@ fn report(
         name: desired.name.clone(),
         image: desired.request.image.clone(),
         image_id: desired.image.id.clone(),
-        digest: registry_digest(&desired.image, &desired.repository),
+        digest: desired.request.labels.get(labels::IMAGE_DIGEST).cloned(),
         pin: desired.pin.clone(),
         action: plan.action,
         reason: plan.reason.clone(),
@@ -242,7 +266,42 @@ fn report(
         warnings: Vec::new(),
         staged: request.stage_only.then(|| plan.staged_name().map(str::to_string)).flatten(),
         engine_guessed: None,
+        pulled: None,
     }
+}
+
+/// An image the engine has, and a reference the engine resolves to it.
+pub struct FoundImage {
+    pub info: ImageInfo,
+    /// `reference` itself, else the image's id.
+    pub engine_ref: String,
+}
+
+/// `reference` as the engine has it. Named by digest, an image of that repository that carries
+/// the digest under another registry's name counts too: docker keeps a digest only for the name
+/// it pulled, which for a spread image is the head registry's (see `ops::spread::pull`).
+pub async fn find_image(engine: &dyn Engine, reference: &str) -> Result<Option<FoundImage>> {
+    if let Some(info) = engine.image_inspect(reference).await? {
+        return Ok(Some(FoundImage { info, engine_ref: reference.to_string() }));
+    }
+    let wanted = ImageRef::parse(reference)?;
+    let Some(digest) = wanted.digest.as_deref() else { return Ok(None) };
+    let path = wanted.path();
+    let listed = engine.image_list(&wanted.repository).await?;
+    let carrier = listed.into_iter().find(|image| carried_digests(image, &path).any(|carried| carried == digest));
+    let Some(id) = carrier.map(|image| image.id) else { return Ok(None) };
+    Ok(engine.image_inspect(&id).await?.map(|info| FoundImage { info, engine_ref: id }))
+}
+
+/// The digests `image` carries under a name whose repository path is `path`, whatever the
+/// registry (the head's, for a spread image on docker).
+pub fn carried_digests<'a>(image: &'a ImageInfo, path: &'a str) -> impl Iterator<Item = String> + 'a {
+    image
+        .repo_digests
+        .iter()
+        .filter_map(|name| ImageRef::parse(name).ok())
+        .filter(move |named| named.path() == path)
+        .filter_map(|named| named.digest)
 }
 
 fn desired_toolbox(
@@ -405,6 +464,7 @@ mod tests {
                 stage_only: false,
                 verify: false,
                 lock_wait_seconds: 0,
+                spread: None,
             }
         }
 

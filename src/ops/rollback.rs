@@ -60,6 +60,7 @@ pub async fn rollback(settings: &Settings, name: &str, dry_run: bool) -> Result<
         // Back to a toolbox that worked before: proven again all the same.
         verify: true,
         lock_wait_seconds: DEFAULT_WAIT.as_secs(),
+        spread: None,
     };
     refresh_with(settings, &node, engine, &request).await
 }

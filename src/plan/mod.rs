@@ -149,13 +149,23 @@ pub fn provenance_labels(
     map.insert(labels::IMAGE_REF.into(), image_ref.into());
     map.insert(labels::IMAGE_ID.into(), image.id.clone());
     map.insert(labels::MANAGER.into(), manager.as_str().into());
-    if let Some(digest) = registry_digest(image, repository) {
+    if let Some(digest) = pulled_digest(image, repository, image_ref) {
         map.insert(labels::IMAGE_DIGEST.into(), digest);
     }
     if let Some(pin) = pin {
         map.insert(labels::PIN.into(), pin.into());
     }
     map
+}
+
+/// The registry digest to record for `image`, made from `image_ref`: the digest `image_ref` names
+/// when the image carries it (podman lists an index's digest and its platform manifest's, sorted;
+/// docker only the index's: asked by digest, every node records that one), else
+/// [`registry_digest`].
+pub fn pulled_digest(image: &ImageInfo, repository: &str, image_ref: &str) -> Option<String> {
+    let asked = ImageRef::parse(image_ref).ok().and_then(|reference| reference.digest);
+    let carried = asked.filter(|digest| image.repo_digests.iter().any(|name| name.ends_with(&format!("@{digest}"))));
+    carried.or_else(|| registry_digest(image, repository))
 }
 
 /// `sha256:…` of the image as pulled from `repository`.
@@ -233,7 +243,29 @@ pub fn pins_to_prune(images: &[ImageInfo], repository: &str, current_image_id: &
     pinned
         .into_iter()
         .skip(keep)
-        .flat_map(|(_, image)| pins_in(image, repository).into_iter().map(|pin| format!("{repository}:{pin}")))
+        .flat_map(|(_, image)| {
+            let pins = pins_in(image, repository).into_iter().map(|pin| format!("{repository}:{pin}"));
+            pins.chain(spread_names(image, repository))
+        })
+        .collect()
+}
+
+/// The digest-only names an image has for the same repository path in another registry: what a
+/// spread leaves on docker (`HEAD:PORT/PATH@sha256:…`, see `ops::spread::pull`), which would keep
+/// a pruned image alive once its pins are gone.
+fn spread_names(image: &ImageInfo, repository: &str) -> Vec<String> {
+    let Ok(canonical) = ImageRef::parse(repository) else { return Vec::new() };
+    let path = canonical.path();
+    let tagged_in = |other: &str| image.repo_tags.iter().any(|tag| tag.starts_with(&format!("{other}:")));
+    image
+        .repo_digests
+        .iter()
+        .filter(|name| {
+            ImageRef::parse(name).is_ok_and(|named| {
+                named.registry() != canonical.registry() && named.path() == path && !tagged_in(&named.repository)
+            })
+        })
+        .cloned()
         .collect()
 }
 

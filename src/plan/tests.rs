@@ -126,6 +126,28 @@ fn prunes_pins_beyond_keep_newest_first() {
 }
 
 #[test]
+fn pruning_a_spread_image_on_docker_removes_the_head_registrys_name_too() {
+    let digest = format!("sha256:{}", "1".repeat(64));
+    let path = REPO.split_once('/').map_or(REPO, |(_, path)| path);
+    let mut spread = image("sha256:a", &["20261101-000000"]);
+    // Docker keeps the digest under the name it pulled: the head's registry's.
+    spread.repo_digests = vec![format!("192.168.100.1:5443/{path}@{digest}"), format!("{REPO}@{digest}")];
+    // A name the user tagged in another registry is theirs: kept.
+    let mut tagged = image("sha256:b", &["20261102-000000"]);
+    tagged.repo_tags.push(format!("mirror.lan/{path}:mine"));
+    tagged.repo_digests = vec![format!("mirror.lan/{path}@{digest}")];
+    let pruned = pins_to_prune(&[spread, tagged], REPO, "sha256:cur", 0);
+    assert_eq!(
+        pruned,
+        [
+            format!("{REPO}:20261102-000000"),
+            format!("{REPO}:20261101-000000"),
+            format!("192.168.100.1:5443/{path}@{digest}")
+        ]
+    );
+}
+
+#[test]
 fn spec_hash_ignores_name_image_and_our_labels() {
     let mut a = CreateRequest { name: "x".into(), image: "i".into(), ..Default::default() };
     a.labels.insert(labels::IMAGE_ID.into(), "sha256:1".into());
@@ -142,9 +164,13 @@ fn digest_from_the_repository() {
     let mut img = image("sha256:a", &[]);
     let (one, two) = (format!("sha256:{}", "1".repeat(64)), format!("sha256:{}", "2".repeat(64)));
     img.repo_digests = vec![format!("other/x@{one}"), format!("{REPO}@{two}")];
-    assert_eq!(registry_digest(&img, REPO), Some(two));
+    assert_eq!(registry_digest(&img, REPO), Some(two.clone()));
     img.repo_digests.pop();
-    assert_eq!(registry_digest(&img, REPO), Some(one), "else the first");
+    assert_eq!(registry_digest(&img, REPO), Some(one.clone()), "else the first");
+    // Asked for by digest: that one, whatever the engine lists first.
+    img.repo_digests = vec![format!("{REPO}@{one}"), format!("{REPO}@{two}")];
+    assert_eq!(pulled_digest(&img, REPO, &format!("{REPO}@{two}")), Some(two.clone()));
+    assert_eq!(pulled_digest(&img, REPO, &format!("{REPO}:latest")), Some(one));
 }
 
 #[test]

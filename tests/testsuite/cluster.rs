@@ -1,6 +1,7 @@
 //! The cluster commands end to end: a head (this process's namespace) and nodes in network
 //! namespaces with real sshd, each with its own podman service, fake host tree and strix-toolbox
-//! (support/cluster.rs). Images come from a loopback registry.
+//! (support/cluster.rs). Images come from a loopback registry, each node pulling its own
+//! (`--spread off`: the spread from the head is spread.rs's).
 
 use crate::support::cli::{json, run_strix, stderr, stdout};
 use crate::support::cluster::TestCluster;
@@ -17,6 +18,9 @@ fn cluster(cluster: &TestCluster, args: &[&str]) -> std::process::Output {
     let nodes = cluster.nodes_arg();
     let mut argv = vec!["--json", "cluster"];
     argv.extend_from_slice(args);
+    if args.first() == Some(&"refresh") {
+        argv.extend(["--spread", "off"]);
+    }
     argv.extend(["--ssh-config", config.to_str().expect("utf-8"), "--nodes", &nodes, "--connect-timeout", "3"]);
     run_strix(&[], &argv)
 }
@@ -286,7 +290,7 @@ fn ctrl_c_during_a_cluster_refresh_leaves_every_node_as_it_was() {
     let config = cluster_bed.ssh_config();
     let nodes = cluster_bed.nodes_arg();
     let mut args = vec!["cluster"];
-    args.extend(refresh(&image, &[]));
+    args.extend(refresh(&image, &["--spread", "off"]));
     args.extend(["--ssh-config", config.to_str().unwrap(), "--nodes", &nodes]);
     let mut child = crate::support::cli::strix_command(&[], &args)
         .stdin(std::process::Stdio::null())

@@ -33,7 +33,8 @@ pub(crate) fn serving_cluster(nodes: usize) -> ServingBed {
     let registry = Registry::start();
     let cluster = TestCluster::start_with(&registry, nodes, Link::Thunderbolt);
     let image = node_image(cluster.node(1).podman(), &registry, "vllm-node:latest");
-    let refresh = ["refresh", "--image", &image, "--name", "vllm", "--manager", "native"];
+    // Every node pulls for itself: the spread has its own tests (spread.rs).
+    let refresh = ["refresh", "--image", &image, "--name", "vllm", "--manager", "native", "--spread", "off"];
     let refreshed = strix_cluster(&cluster, &[], &refresh);
     assert!(refreshed.status.success(), "{}", stderr(&refreshed));
     let hub = model_hub();

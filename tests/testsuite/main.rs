@@ -31,6 +31,7 @@ mod refresh_podman;
 mod refresh_rccl;
 mod registry_auth;
 mod rootless;
+mod spread;
 mod temporary_service;
 mod toolbox_manager;
 mod uplink;

@@ -62,7 +62,7 @@ fn model_bed() -> ModelBed {
     let refresh = strix_cluster(
         &cluster,
         &[],
-        &["refresh", "--image", &image, "--name", "vllm", "--manager", "native", "--no-verify"],
+        &["refresh", "--image", &image, "--name", "vllm", "--manager", "native", "--no-verify", "--spread", "off"],
     );
     assert!(refresh.status.success(), "{}", stderr(&refresh));
     let files = repo_files();

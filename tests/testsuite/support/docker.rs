@@ -1,12 +1,14 @@
 //! A private dockerd (TESTBED.md: no iptables, no bridge, vfs storage, its own socket and
 //! directories, the loopback registry marked insecure), in its own process group so its
-//! containerd goes down with it.
+//! containerd goes down with it. A test cluster's docker node runs it inside the node's network
+//! namespace.
 
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use super::netns::{self, NetNs};
 use super::wait_until;
 
 pub struct DockerDaemon {
@@ -17,11 +19,24 @@ pub struct DockerDaemon {
 
 impl DockerDaemon {
     pub fn start(registry_port: u16) -> DockerDaemon {
+        DockerDaemon::start_as(registry_port, None)
+    }
+
+    /// A node's dockerd: inside `netns`, so its containers and pulls are the node's.
+    pub fn start_in(registry_port: u16, netns: &NetNs) -> DockerDaemon {
+        DockerDaemon::start_as(registry_port, Some(netns))
+    }
+
+    fn start_as(registry_port: u16, netns: Option<&NetNs>) -> DockerDaemon {
         // Short paths: containerd's sockets live under the exec root (unix path limit ~108 bytes).
         let dir = tempfile::Builder::new().prefix("dk-").tempdir_in("/tmp").expect("tempdir");
         let root = dir.path();
         let socket = root.join("docker.sock");
-        let child = Command::new("dockerd")
+        let mut dockerd = match netns {
+            Some(netns) => netns::enter(netns.name(), "dockerd"),
+            None => Command::new("dockerd"),
+        };
+        let child = dockerd
             .args(["--iptables=false", "--ip6tables=false", "--bridge=none", "--storage-driver=vfs"])
             .arg(format!("--host=unix://{}", socket.display()))
             .arg(format!("--data-root={}", root.join("data").display()))
@@ -46,6 +61,17 @@ impl DockerDaemon {
         });
         std::fs::create_dir_all(root.join("xdg")).expect("mkdir xdg");
         DockerDaemon { child, socket, dir }
+    }
+
+    /// The docker CLI for this daemon.
+    pub fn cli(&self, args: &[&str]) -> std::process::Output {
+        Command::new("docker")
+            .arg("--host")
+            .arg(format!("unix://{}", self.socket.display()))
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("docker CLI")
     }
 
     /// What the strix-toolbox binary needs to use this daemon (locks stay in the testbed too).

@@ -14,6 +14,11 @@
 //! - ssh: `ssh -F cluster.ssh_config() nodeI` logs in as root with a test key; the node's sessions
 //!   get `TestNode::env()` (sshd `SetEnv`): its podman (CONTAINER_HOST...), STRIX_HOST_ROOT, HOME
 //!   and a PATH of `$HOME/.local/bin`, the node's bin dir (holding strix-toolbox), the system dirs.
+//!   A node may run dockerd instead ([`TestCluster::start_with_engines`]; DOCKER_HOST and
+//!   STRIX_ENGINE=docker in its sessions).
+//! - the spread's registry: `spread_port()` is this slot's own port, so clusters running at once
+//!   never share the `certs.d/HOST:PORT` directories they install in the machine's one /etc; those
+//!   directories go when the cluster does.
 //!
 //! ```ignore
 //! let registry = Registry::start();
@@ -41,6 +46,7 @@ pub use link::{Link, JUMBO_MTU, ROCE_NETDEV, THUNDERBOLT_MTU, THUNDERBOLT_NETDEV
 pub use uplink::ClusterUplink;
 
 use super::cli::STRIX;
+use super::docker::DockerDaemon;
 use super::host_tree;
 use super::netns::{ip, NetNs};
 use super::podman::PodmanService;
@@ -60,7 +66,14 @@ pub struct TestCluster {
     _switch: Option<NetNs>,
     dir: TempDir,
     /// Held for its drop, which frees the slot for the next cluster.
-    _slot: Slot,
+    slot: Slot,
+}
+
+/// The engine a node runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NodeEngine {
+    Podman,
+    Docker,
 }
 
 pub struct TestNode {
@@ -83,6 +96,8 @@ pub struct TestNode {
     /// Its own podman API service, inside its namespace. Dropped before the namespace: its
     /// cleanup runs podman there.
     podman: Option<PodmanService>,
+    /// Or its own dockerd, inside its namespace.
+    docker: Option<DockerDaemon>,
     dir: PathBuf,
     /// The test side of its management veth.
     host_link: String,
@@ -95,28 +110,35 @@ pub struct TestNode {
 impl TestCluster {
     /// `nodes` RoCE nodes, each with its own podman service using `registry` through the uplink.
     pub fn start(registry: &Registry, nodes: usize) -> TestCluster {
-        TestCluster::build(Some(registry), nodes, Link::Roce)
+        TestCluster::build(Some(registry), &vec![NodeEngine::Podman; nodes], Link::Roce)
     }
 
     /// `nodes` nodes on `link`, each with its own podman service using `registry` through the uplink.
     pub fn start_with(registry: &Registry, nodes: usize, link: Link) -> TestCluster {
-        TestCluster::build(Some(registry), nodes, link)
+        TestCluster::build(Some(registry), &vec![NodeEngine::Podman; nodes], link)
+    }
+
+    /// One node per entry of `engines`, each running that engine, on `link`.
+    pub fn start_with_engines(registry: &Registry, engines: &[NodeEngine], link: Link) -> TestCluster {
+        TestCluster::build(Some(registry), engines, link)
     }
 
     /// RoCE nodes without podman: for tests of the transport and the network alone.
     pub fn start_network_only(nodes: usize) -> TestCluster {
-        TestCluster::build(None, nodes, Link::Roce)
+        TestCluster::build(None, &vec![NodeEngine::Podman; nodes], Link::Roce)
     }
 
     /// Nodes on `link` without podman.
     pub fn start_network_only_with(nodes: usize, link: Link) -> TestCluster {
-        TestCluster::build(None, nodes, link)
+        TestCluster::build(None, &vec![NodeEngine::Podman; nodes], link)
     }
 
-    fn build(registry: Option<&Registry>, count: usize, link: Link) -> TestCluster {
+    fn build(registry: Option<&Registry>, engines: &[NodeEngine], link: Link) -> TestCluster {
+        let count = engines.len();
         assert!((1..=8).contains(&count), "a test cluster has 1 to 8 nodes, not {count}");
         std::fs::create_dir_all("/run/sshd").expect("mkdir /run/sshd (sshd's privilege separation dir)");
         let slot = Slot::claim();
+        remove_certs_d(spread_port_of(&slot));
         // Short path: it ends up in unix socket paths.
         let dir = tempfile::Builder::new().prefix("stx-").tempdir_in("/tmp").expect("cluster dir");
         let key = dir.path().join("id_ed25519");
@@ -124,7 +146,10 @@ impl TestCluster {
         let authorized_keys = dir.path().join("authorized_keys");
         std::fs::copy(key.with_extension("pub"), &authorized_keys).expect("authorized_keys");
         let nodes: Vec<TestNode> = (1..=count)
-            .map(|index| TestNode::start(slot.number, dir.path(), index, link, registry, &authorized_keys))
+            .map(|index| {
+                let engine = engines[index - 1];
+                TestNode::start(slot.number, dir.path(), index, link, registry.map(|r| (r, engine)), &authorized_keys)
+            })
             .collect();
         let switch = link.connect(slot.number, &nodes);
         for node in &nodes {
@@ -134,7 +159,7 @@ impl TestCluster {
         if let Some(registry) = registry {
             uplink.forward(registry.port);
         }
-        let mut cluster = TestCluster { uplink, nodes, _switch: switch, dir, _slot: slot };
+        let mut cluster = TestCluster { uplink, nodes, _switch: switch, dir, slot };
         cluster.write_ssh_config(&cluster.ssh_config(), &key);
         for node in &mut cluster.nodes {
             node.start_sshd();
@@ -146,6 +171,11 @@ impl TestCluster {
     /// `forward(port)` for more upstream services.
     pub fn uplink(&self) -> &ClusterUplink {
         &self.uplink
+    }
+
+    /// The port of the head's registry (`--spread-port`): this slot's own.
+    pub fn spread_port(&self) -> u16 {
+        spread_port_of(&self.slot)
     }
 
     /// For `ssh -F` / `--ssh-config`: `Host node1`... with the test key and the cluster's known_hosts.
@@ -196,15 +226,38 @@ impl TestCluster {
     }
 }
 
+impl Drop for TestCluster {
+    fn drop(&mut self) {
+        remove_certs_d(self.spread_port());
+    }
+}
+
+/// Slot S's registry port.
+fn spread_port_of(slot: &Slot) -> u16 {
+    15000 + u16::from(slot.number)
+}
+
+/// The cluster CAs a spread installed for registries on `port` (`/etc/*/certs.d/ADDRESS:PORT`).
+fn remove_certs_d(port: u16) {
+    for certs_d in ["/etc/containers/certs.d", "/etc/docker/certs.d"] {
+        let Ok(entries) = std::fs::read_dir(certs_d) else { continue };
+        for entry in entries.flatten() {
+            if entry.file_name().to_string_lossy().ends_with(&format!(":{port}")) {
+                let _ = std::fs::remove_dir_all(entry.path());
+            }
+        }
+    }
+}
+
 impl TestNode {
-    /// The namespace, management veth, directories, host tree, podman and sshd configuration of
+    /// The namespace, management veth, directories, host tree, engine and sshd configuration of
     /// node `index`; its link, uplink and sshd come once every node exists.
     fn start(
         slot: u8,
         cluster_dir: &Path,
         index: usize,
         link: Link,
-        registry: Option<&Registry>,
+        registry: Option<(&Registry, NodeEngine)>,
         authorized_keys: &Path,
     ) -> TestNode {
         let name = format!("node{index}");
@@ -228,9 +281,14 @@ impl TestNode {
         std::os::unix::fs::symlink(STRIX, bin_dir.join("strix-toolbox")).expect("strix-toolbox on the node's PATH");
         let host_tree = host_tree::materialize(link.fixture());
 
-        let podman = registry.map(|registry| PodmanService::start_in(registry, &netns));
-        let mut env = match &podman {
-            Some(podman) => podman.env(),
+        let (mut podman, mut docker) = (None, None);
+        let mut env = match registry {
+            Some((registry, NodeEngine::Podman)) => podman.insert(PodmanService::start_in(registry, &netns)).env(),
+            Some((registry, NodeEngine::Docker)) => {
+                let mut env = docker.insert(DockerDaemon::start_in(registry.port, &netns)).env();
+                env.push(("STRIX_ENGINE".to_string(), "docker".to_string()));
+                env
+            }
             None => {
                 let runtime = dir.join("xdg");
                 std::fs::create_dir_all(&runtime).expect("mkdir xdg");
@@ -261,6 +319,7 @@ impl TestNode {
             bin_dir,
             host_tree,
             podman,
+            docker,
             dir,
             host_link,
             sshd: None,
@@ -284,6 +343,20 @@ impl TestNode {
 
     pub fn podman(&self) -> &PodmanService {
         self.podman.as_ref().expect("a cluster started with podman (TestCluster::start)")
+    }
+
+    pub fn docker(&self) -> &DockerDaemon {
+        self.docker.as_ref().expect("a docker node (TestCluster::start_with_engines)")
+    }
+
+    /// Bytes the node received on its cluster link so far (the kernel's counter).
+    pub fn link_bytes_received(&self) -> u64 {
+        let output = Command::new("ip")
+            .args(["-n", self.netns.name(), "-j", "-s", "link", "show", "dev", self.link.netdev()])
+            .output()
+            .expect("ip -s link");
+        let links: serde_json::Value = serde_json::from_slice(&output.stdout).expect("ip -j");
+        links[0]["stats64"]["rx"]["bytes"].as_u64().expect("rx bytes")
     }
 
     /// "This node's podman is down": the API service stops, its storage stays.

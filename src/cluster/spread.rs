@@ -1,0 +1,181 @@
+//! The spread, head side: bytes from outside cross the uplink once. The nodes that lack the image
+//! are found; the head starts its registry on the cluster link and copies the image into it from
+//! upstream, once; those nodes install the cluster CA where their engines look, then stage from
+//! the head's registry (`ops::spread::pull`). A node whose engine cannot be made to trust the
+//! registry pulls from upstream itself, and the report says why. Any other failure of the spread
+//! stops the refresh before any node is staged: a failed spread is a failed stage.
+
+use futures_util::future::join_all;
+use indicatif::HumanBytes;
+use serde::{Deserialize, Serialize};
+
+use super::remote::RemoteNode;
+use crate::error::Result;
+use crate::node::NodeCalls;
+use crate::ops::spread::copy::SpreadCopy;
+use crate::ops::spread::pull::{PulledFrom, SpreadSource};
+use crate::ops::spread::registry::SpreadServe;
+use crate::ops::spread::trust::SpreadTrust;
+use crate::reporter::Reporter;
+
+/// The port the head's registry listens on by default, on its cluster-link address.
+pub const DEFAULT_PORT: u16 = 5443;
+/// The registry the head runs by default: the CNCF distribution registry.
+pub const DEFAULT_REGISTRY_IMAGE: &str = "docker.io/library/registry:2";
+
+/// How `cluster refresh` gets the image to the nodes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpreadSettings {
+    /// Spread at all (`--spread off`: every node pulls from upstream).
+    pub enabled: bool,
+    pub port: u16,
+    pub registry_image: String,
+}
+
+impl Default for SpreadSettings {
+    fn default() -> SpreadSettings {
+        SpreadSettings { enabled: true, port: DEFAULT_PORT, registry_image: DEFAULT_REGISTRY_IMAGE.to_string() }
+    }
+}
+
+/// What the spread did, in the cluster refresh's report.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SpreadReport {
+    /// The head's registry, `IP:PORT` on the cluster link (None: every node had the image).
+    pub registry: Option<String>,
+    /// The image's size: its manifests and blobs.
+    pub size: u64,
+    /// What the head fetched from upstream for it (the blobs its registry lacked).
+    pub fetched: u64,
+    pub blobs_copied: usize,
+    pub blobs_present: usize,
+    /// Nodes that had the image already.
+    pub had_it: Vec<String>,
+    /// Nodes that pulled it from the head's registry, over the cluster link.
+    pub from_head: Vec<String>,
+    /// Nodes that pulled it from upstream themselves (their warnings say why).
+    pub from_upstream: Vec<String>,
+    /// Manifests pruned from the head's registry after the refresh (`path@sha256:…`).
+    pub pruned: Vec<String>,
+    /// What the head's registry takes on disk after the refresh.
+    pub disk_bytes: Option<u64>,
+}
+
+/// What the stage takes from the spread, per node in the cluster's order.
+#[derive(Debug, Default)]
+pub struct Prepared {
+    /// Where each node's stage pulls from (None: upstream, or nowhere when it has the image).
+    pub sources: Vec<Option<SpreadSource>>,
+    /// What each node's report should say (why it pulls from upstream).
+    pub warnings: Vec<Vec<String>>,
+    pub report: SpreadReport,
+}
+
+impl Prepared {
+    /// Record where each node's image came from, from its stage's report.
+    pub fn pulled(&mut self, node: &str, pulled: Option<&PulledFrom>) {
+        match pulled {
+            Some(PulledFrom::Head { .. }) => self.report.from_head.push(node.to_string()),
+            Some(PulledFrom::Upstream) => self.report.from_upstream.push(node.to_string()),
+            None => {}
+        }
+    }
+}
+
+/// Whether each node lacks `pinned`, from the digests each said its images carry
+/// ([`ImageDigests`](crate::ops::spread::pull::ImageDigests)). A node that could not say lacks it:
+/// it stages all the same, and fails there with its own error.
+pub fn lacking(pinned: &str, held: &[Result<Vec<String>>]) -> Vec<bool> {
+    let digest = pinned.rsplit_once('@').map_or("", |(_, digest)| digest);
+    held.iter().map(|digests| !matches!(digests, Ok(digests) if digests.iter().any(|d| d == digest))).collect()
+}
+
+/// Fill the head's registry with `pinned` (`repo@sha256:…`, for toolbox `toolbox`) for the nodes
+/// that lack it (`lacking`, in the nodes' order), and make those nodes trust it. `nodes[0]` is the
+/// head.
+pub async fn prepare(
+    nodes: &[&RemoteNode],
+    lacking: &[bool],
+    reporter: &dyn Reporter,
+    settings: &SpreadSettings,
+    pinned: &str,
+    toolbox: &str,
+) -> Result<Prepared> {
+    let mut prepared = Prepared {
+        sources: vec![None; nodes.len()],
+        warnings: vec![Vec::new(); nodes.len()],
+        report: SpreadReport::default(),
+    };
+    prepared.report.had_it =
+        nodes.iter().zip(lacking).filter(|(_, lacks)| !**lacks).map(|(node, _)| node.name.clone()).collect();
+    if !lacking.contains(&true) {
+        return Ok(prepared);
+    }
+
+    let head = nodes[0];
+    reporter.step_started(&head.name, &format!("starting the cluster registry (port {})", settings.port));
+    let served = head.call(SpreadServe { port: settings.port, image: settings.registry_image.clone() }).await?;
+    reporter
+        .step_finished(&head.name, &format!("the cluster registry answers at {} ({})", served.address, served.netdev));
+    reporter.step_started(&head.name, &format!("copying {pinned} from upstream into it"));
+    let copy = SpreadCopy { image: pinned.to_string(), registry: served.address.clone(), toolbox: toolbox.to_string() };
+    let copied = head.call(copy).await?;
+    reporter.step_finished(
+        &head.name,
+        &format!("fetched {} of {} from upstream", HumanBytes(copied.fetched), HumanBytes(copied.size)),
+    );
+    prepared.report = SpreadReport {
+        registry: Some(served.address.clone()),
+        size: copied.size,
+        fetched: copied.fetched,
+        blobs_copied: copied.blobs_copied,
+        blobs_present: copied.blobs_present,
+        ..std::mem::take(&mut prepared.report)
+    };
+
+    let trust = &SpreadTrust { registry: served.address.clone(), ca_pem: served.ca_pem.clone() };
+    let trusting = nodes.iter().zip(lacking).map(|(node, lacks)| async move {
+        if *lacks {
+            Some(node.call(trust.clone()).await)
+        } else {
+            None
+        }
+    });
+    for (index, trusted) in join_all(trusting).await.into_iter().enumerate() {
+        match trusted {
+            Some(Ok(_)) => {
+                prepared.sources[index] =
+                    Some(SpreadSource { registry: served.address.clone(), ca_pem: served.ca_pem.clone() })
+            }
+            Some(Err(error)) => {
+                let warning = format!(
+                    "cannot make its engine trust the head's registry ({}): pulls the image from upstream instead",
+                    error.report().message
+                );
+                reporter.warning(&format!("{}: {warning}", nodes[index].name));
+                prepared.warnings[index].push(warning);
+            }
+            None => {}
+        }
+    }
+    Ok(prepared)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::Error;
+
+    #[test]
+    fn a_node_lacks_the_image_unless_it_says_it_carries_the_digest() {
+        let (x, y) = (format!("sha256:{}", "1".repeat(64)), format!("sha256:{}", "2".repeat(64)));
+        let pinned = format!("docker.io/kyuz0/vllm@{x}");
+        let held = vec![
+            Ok(vec![y.clone(), x.clone()]),
+            Ok(vec![y]),
+            Ok(vec![]),
+            Err(Error::engine("podman", "list images", "down")),
+        ];
+        assert_eq!(lacking(&pinned, &held), [false, true, true, true]);
+    }
+}

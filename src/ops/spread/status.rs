@@ -1,0 +1,40 @@
+//! The head's registry as `cluster status` shows it: its size on disk, what it serves, whether its
+//! container runs.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use super::home::{RegistryHome, ServedImage};
+use super::registry::CONTAINER;
+use crate::error::Result;
+use crate::settings::Settings;
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SpreadStatus {}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RegistryStatus {
+    /// Its storage, on the head.
+    pub storage: PathBuf,
+    /// What that storage takes on disk.
+    pub disk_bytes: u64,
+    pub images: Vec<ServedImage>,
+    /// Its container runs (None: the engine did not answer).
+    pub running: Option<bool>,
+}
+
+/// None when this node never served an image.
+pub async fn spread_status(settings: &Settings) -> Result<Option<RegistryStatus>> {
+    let home = RegistryHome::locate()?;
+    if !home.exists() {
+        return Ok(None);
+    }
+    let running = match settings.connect().await {
+        Ok(connection) => {
+            connection.engine().container_inspect(CONTAINER).await.ok().map(|c| c.is_some_and(|c| c.running))
+        }
+        Err(_) => None,
+    };
+    Ok(Some(RegistryStatus { storage: home.storage(), disk_bytes: home.disk_use(), images: home.served()?, running }))
+}
