@@ -8,7 +8,9 @@
 #   5. the spread, with the upstream registry behind a rate-limited uplink (BENCH_UPLINK, tc tbf):
 #      a 3-node `cluster refresh` of a new image against one node pulling it alone (and against the
 #      3 nodes each pulling it, --spread off); then a no-op 3-node `cluster refresh` against one
-#      node's refresh over ssh.
+#      node's refresh over ssh;
+#   6. `cluster launch` to serving on 3 nodes against the same steps typed by hand over ssh (Ray's
+#      head, each worker, `vllm serve`, polling /health): tests/testsuite/bench_launch.rs.
 # Everything runs against private podman API services and a registry started here in a namespace of
 # its own (the "upstream", reached as 127.0.0.1:PORT through relays), with fake host trees
 # (tests/fixtures/strix-thunderbolt-only) whose device nodes are made by mknod.
@@ -226,3 +228,8 @@ hyperfine --warmup 2 --runs "$runs" --export-markdown target/bench/spread-noop.m
   -n "ssh refresh, 1 node (no-op)" "$new_single" \
   -n "cluster refresh, 3 nodes (no-op)" "$new_cluster" \
   -n "cluster refresh, 3 nodes (no-op), --spread off" "$new_cluster --spread off"
+
+echo "== launch: cluster launch to serving vs the same steps by hand over ssh, 3 nodes, real Ray"
+# The test suite's cluster (Thunderbolt nodes, podman inside each, the node image with Ray and the
+# stand-in vLLM): the benchmark is an ignored test of the suite, so it shares that wiring.
+cargo test --release --quiet --test testsuite bench_launch -- --ignored --nocapture

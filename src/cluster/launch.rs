@@ -36,8 +36,10 @@ use crate::serving::secret::Secret;
 
 /// How long every node gets to appear in Ray's node table after its `ray start` returned.
 const RAY_JOIN_LIMIT: Duration = Duration::from_secs(60);
-/// Between two readiness probes.
-const PROBE_INTERVAL: Duration = Duration::from_secs(1);
+/// Between two readiness probes (of Ray's node table, of the endpoint).
+const PROBE_INTERVAL: Duration = Duration::from_millis(500);
+/// Between two looks inside the head's toolbox whether vLLM still runs, while it loads.
+const LOOK_INSIDE: Duration = Duration::from_secs(3);
 /// The least time between two reports of what vLLM is doing.
 const STATUS_INTERVAL: Duration = Duration::from_secs(10);
 
@@ -120,7 +122,9 @@ impl LaunchReport {
 /// Launch on `nodes` (the first is the head). A failure or a signal stops what was started.
 pub async fn launch(nodes: &[&dyn Node], request: &LaunchRequest, reporter: &dyn Reporter) -> Result<LaunchReport> {
     let tp = tensor_parallel_size(nodes.len(), request.tp)?;
-    let checks = check_every_node(nodes, request).await?;
+    // Both only look: asked together, they cost one round trip.
+    let (checks, model) = tokio::join!(check_every_node(nodes, request), look_up_model(nodes, request));
+    let (checks, model) = (checks?, model?);
     let active: Vec<&str> = checks
         .iter()
         .zip(nodes)
@@ -139,7 +143,7 @@ pub async fn launch(nodes: &[&dyn Node], request: &LaunchRequest, reporter: &dyn
             fix: Some("`--replace` stops it first, or `strix-toolbox cluster stop`".into()),
         });
     }
-    let cached = model_in_every_cache(nodes, request, reporter).await?;
+    let cached = model_in_every_cache(nodes, request, model, reporter).await?;
     let mut plan = plan(nodes, &checks, request, tp, cached.as_ref())?;
     if request.dry_run {
         return Ok(plan);
@@ -258,17 +262,31 @@ fn describe_serving(checks: &[ServeCheckReport]) -> String {
         .map_or("something".into(), |s| format!("{} at {}", s.record.model, s.record.endpoint))
 }
 
-/// A Hub model in every node's cache before anything starts, pulled when a node lacks it (a
-/// dry run only looks); None for a path.
+/// A Hub model (None for a path), with the revision asked for and whether every node's cache
+/// has it.
+struct ModelLookup {
+    repo: RepoId,
+    revision: Option<Revision>,
+    cached: Option<CachedEverywhere>,
+}
+
+async fn look_up_model(nodes: &[&dyn Node], request: &LaunchRequest) -> Result<Option<ModelLookup>> {
+    let Ok(repo) = RepoId::parse(&request.model) else { return Ok(None) };
+    let revision = vllm_flag(&request.extra, "--revision").map(Revision::parse).transpose()?;
+    let cached = cached_everywhere(nodes, &repo, revision.as_ref().unwrap_or(&Revision::main())).await?;
+    Ok(Some(ModelLookup { repo, revision, cached }))
+}
+
+/// A Hub model in every node's cache before anything starts: pulled when a node lacks it (a dry
+/// run only looks).
 async fn model_in_every_cache(
     nodes: &[&dyn Node],
     request: &LaunchRequest,
+    model: Option<ModelLookup>,
     reporter: &dyn Reporter,
 ) -> Result<Option<(RepoId, Option<CachedEverywhere>)>> {
-    let Ok(repo) = RepoId::parse(&request.model) else { return Ok(None) };
-    let revision = vllm_flag(&request.extra, "--revision").map(Revision::parse).transpose()?;
-    if request.dry_run {
-        let cached = cached_everywhere(nodes, &repo, revision.as_ref().unwrap_or(&Revision::main())).await?;
+    let Some(ModelLookup { repo, revision, cached }) = model else { return Ok(None) };
+    if request.dry_run || cached.is_some() {
         return Ok(Some((repo, cached)));
     }
     let pull = ModelPullRequest {
@@ -460,7 +478,7 @@ async fn wait_for_ray(
             }
             return Err(failed.into());
         }
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        tokio::time::sleep(PROBE_INTERVAL).await;
     }
 }
 
@@ -480,9 +498,15 @@ async fn wait_for_vllm(
     let address = SocketAddr::from((probe_address(plan), request.port));
     let served = served_name(&request.model, &request.extra);
     let started = Instant::now();
-    let probe = ServeProbe { toolbox: request.toolbox.clone(), address };
     let mut said: Option<(String, Instant)> = None;
+    let mut looked = Instant::now();
     loop {
+        // Whether vLLM still runs costs an exec: asked every LOOK_INSIDE, and at the deadline.
+        let look_inside = looked.elapsed() >= LOOK_INSIDE || started.elapsed() >= request.timeout;
+        if look_inside {
+            looked = Instant::now();
+        }
+        let probe = ServeProbe { toolbox: request.toolbox.clone(), address, look_inside };
         let report: ServeProbeReport =
             head.call(probe.clone()).await.map_err(|e| on_node("the endpoint could not be probed", head, e))?;
         if report.serves(&served) {

@@ -158,7 +158,7 @@ async fn serving_summary(connected: &[RemoteNode], nodes: &[NodeStatus], toolbox
         None
     };
     let address = SocketAddr::from((record.head_ip, record.port));
-    let probe = head.call(ServeProbe { toolbox: toolbox.to_string(), address }).await;
+    let probe = head.call(ServeProbe { toolbox: toolbox.to_string(), address, look_inside: true }).await;
     let (health, serves) = match probe {
         Ok(probe) => (probe.health.clone(), probe.serves(&record.served)),
         Err(error) => (HttpAnswer::Failed(error.to_string()), false),

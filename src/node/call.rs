@@ -263,7 +263,8 @@ mod tests {
                 record: record(),
             }
             .into(),
-            ServeProbe { toolbox: "vllm".into(), address: "192.168.2.1:8000".parse().unwrap() }.into(),
+            ServeProbe { toolbox: "vllm".into(), address: "192.168.2.1:8000".parse().unwrap(), look_inside: true }
+                .into(),
             ServeStop { toolbox: "vllm".into(), part: StopPart::Vllm }.into(),
             ServeLogs { toolbox: "vllm".into(), lines: 20, seen: vec![] }.into(),
             ModelDownload {
@@ -387,7 +388,8 @@ mod tests {
             &phase,
             PhaseReport { name: "vllm".into(), phase: Phase::Swap, changed: true, parked: true, warnings: vec![] },
         );
-        let probe = ServeProbe { toolbox: "vllm".into(), address: "192.168.2.1:8000".parse().unwrap() };
+        let probe =
+            ServeProbe { toolbox: "vllm".into(), address: "192.168.2.1:8000".parse().unwrap(), look_inside: true };
         let probed = ServeProbeReport {
             health: crate::serving::http::HttpAnswer::Refused,
             models: vec![],

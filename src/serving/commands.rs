@@ -42,16 +42,29 @@ pub fn ray_stop(force: bool) -> Vec<String> {
     argv
 }
 
-/// Asks the running Ray cluster which nodes it has, as one JSON line: `[{"ip", "alive", "gpus"}]`.
-/// `ray status` is no proof (it lists a dead worker as active for a while); the GCS's own node
-/// table is.
-const RAY_NODES: &str = r#"import json, ray
-ray.init(address="auto", logging_level="ERROR", log_to_driver=False)
-print(json.dumps([{"ip": n["NodeManagerAddress"], "alive": n["Alive"], "gpus": n["Resources"].get("GPU", 0)} for n in ray.nodes()]))
+/// Asks the Ray cluster at `$1` (`HEAD:6379`) which nodes it has, as one JSON line:
+/// `[{"ip", "alive", "gpus"}]`. `ray status` is no proof (it lists a dead worker as active for a
+/// while); the GCS's own node table is. It is read with the GCS client `ray.nodes()` itself uses,
+/// without starting a driver (seconds saved on every poll); where a Ray lacks that client, through
+/// a driver, as `ray.nodes()`.
+const RAY_NODES: &str = r#"import json, sys
+try:
+    from ray._raylet import GcsClient
+    table = GcsClient(address=sys.argv[1]).get_all_node_info(timeout=20).values()
+    nodes = [{"ip": n.node_manager_address, "alive": n.state == 0,
+              "gpus": dict(n.resources_total).get("GPU", 0)} for n in table]
+except (ImportError, AttributeError, TypeError):
+    import ray
+    ray.init(address=sys.argv[1], logging_level="ERROR", log_to_driver=False)
+    nodes = [{"ip": n["NodeManagerAddress"], "alive": n["Alive"], "gpus": n["Resources"].get("GPU", 0)}
+             for n in ray.nodes()]
+print(json.dumps(nodes))
 "#;
 
-pub fn ray_nodes() -> Vec<String> {
-    words(&["python3", "-c", RAY_NODES])
+pub fn ray_nodes(head_ip: Ipv4Addr) -> Vec<String> {
+    let mut argv = words(&["python3", "-c", RAY_NODES]);
+    argv.push(format!("{head_ip}:{RAY_PORT}"));
+    argv
 }
 
 /// `vllm serve MODEL` with tensor parallelism `tp`; across nodes through Ray (vLLM's Ray executor
@@ -96,6 +109,18 @@ pub fn pid_alive(pid: u32) -> Vec<String> {
     argv
 }
 
+/// Prints what of a launch runs in the toolbox, one exec for both: `vllm` when process `$1` runs
+/// (`-`: none recorded), `ray` when a raylet does (zombies do not count, as above).
+const LAUNCH_ALIVE: &str = r#"alive() { s=$(cat "/proc/$1/stat" 2>/dev/null) || return 1; s=${s##*) }; case $s in Z*|X*) return 1;; esac; }
+if [ "$1" != - ] && alive "$1"; then echo vllm; fi
+for f in /proc/[0-9]*/stat; do s=$(cat "$f" 2>/dev/null) || continue; case $s in *"(raylet) "[!ZX]*) echo ray; exit 0;; esac; done"#;
+
+pub fn launch_alive(vllm_pid: Option<u32>) -> Vec<String> {
+    let mut argv = words(&["sh", "-c", LAUNCH_ALIVE, "sh"]);
+    argv.push(vllm_pid.map_or("-".to_string(), |pid| pid.to_string()));
+    argv
+}
+
 /// Exits 0 while a process whose name is `$1` runs (zombies do not count, as above).
 const PROCESS_ALIVE: &str = r#"for f in /proc/[0-9]*/stat; do s=$(cat "$f" 2>/dev/null) || continue; case $s in *"($1) "[!ZX]*) exit 0;; esac; done; exit 1"#;
 
@@ -116,6 +141,18 @@ mod tests {
 
     fn exits_zero(argv: &[String]) -> bool {
         std::process::Command::new(&argv[0]).args(&argv[1..]).status().unwrap().success()
+    }
+
+    #[test]
+    fn one_look_says_what_of_a_launch_runs() {
+        let said = |argv: Vec<String>| {
+            let output = std::process::Command::new(&argv[0]).args(&argv[1..]).output().unwrap();
+            assert!(output.status.success());
+            String::from_utf8(output.stdout).unwrap()
+        };
+        assert_eq!(said(launch_alive(Some(std::process::id()))), "vllm\n", "this test's own process runs");
+        assert_eq!(said(launch_alive(None)), "", "no raylet on a test machine");
+        assert_eq!(said(launch_alive(Some(u32::MAX - 1))), "");
     }
 
     #[test]

@@ -23,6 +23,9 @@ pub struct ServeProbe {
     pub toolbox: String,
     /// The endpoint's address (the head's link address and the port).
     pub address: SocketAddr,
+    /// When the endpoint is silent, also look inside the toolbox whether vLLM still runs (an exec:
+    /// a launch asks every few seconds, not on every probe).
+    pub look_inside: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -30,7 +33,8 @@ pub struct ServeProbeReport {
     pub health: HttpAnswer,
     /// The models `/v1/models` lists (asked only once `/health` says 200).
     pub models: Vec<String>,
-    /// `vllm serve` still runs.
+    /// `vllm serve` still runs (when the endpoint answered, or a look inside said so; else
+    /// assumed, when not looked).
     pub vllm_alive: bool,
     /// The last line of its log.
     pub last_line: Option<String>,
@@ -56,7 +60,8 @@ pub async fn serve_probe(settings: &Settings, request: &ServeProbe) -> Result<Se
     };
     // What answers is alive; only a silent endpoint costs a look inside the toolbox (this is
     // asked every second while the weights load, and each look is an exec).
-    let vllm_alive = !models.is_empty() || vllm_runs(settings, &request.toolbox, &files).await?;
+    let vllm_alive =
+        !models.is_empty() || !request.look_inside || vllm_runs(settings, &request.toolbox, &files).await?;
     Ok(ServeProbeReport { health, models, vllm_alive, last_line: last_line(&files.vllm_log()) })
 }
 

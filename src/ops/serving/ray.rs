@@ -162,8 +162,15 @@ pub struct RayNodes {
 
 pub async fn ray_nodes_of(settings: &Settings, request: &RayNodes) -> Result<Vec<RayNode>> {
     let toolbox = RunningToolbox::open(settings, &request.toolbox).await?;
+    let head_ip = ServingFiles::of(&toolbox.name)?.read()?.map(|record| record.head_ip).ok_or_else(|| {
+        Error::toolbox(
+            &toolbox.name,
+            "nothing was launched in it: it has no Ray cluster to ask",
+            "`cluster launch` starts one",
+        )
+    })?;
     let mut argv = vec!["timeout".to_string(), RAY_NODES_SECONDS.to_string()];
-    argv.extend(ray_nodes());
+    argv.extend(ray_nodes(head_ip));
     let report = toolbox.run_ok("asking Ray for its nodes", &argv, &Default::default()).await?;
     let line = report.stdout.lines().rev().find(|line| line.trim_start().starts_with('[')).unwrap_or("");
     serde_json::from_str(line).map_err(|e| Error::Command {

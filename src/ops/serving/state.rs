@@ -7,7 +7,7 @@ use super::toolbox::RunningToolbox;
 use crate::error::Result;
 use crate::host::HostFacts;
 use crate::ops::link::{read_link, ClusterLink};
-use crate::serving::commands::{pid_alive, process_alive};
+use crate::serving::commands::launch_alive;
 use crate::serving::record::{ServingFiles, ServingRecord};
 use crate::settings::Settings;
 use crate::spec::Transport;
@@ -80,11 +80,9 @@ pub async fn serve_check(settings: &Settings, check: &ServeCheck) -> Result<Serv
 /// The record in a running toolbox, with what of it is alive.
 pub async fn serving_state(toolbox: &RunningToolbox) -> Result<Option<ServingState>> {
     let Some(record) = ServingFiles::of(&toolbox.name)?.read()? else { return Ok(None) };
-    let no_env = Default::default();
-    let vllm_alive = match record.vllm_pid {
-        Some(pid) => toolbox.run(&pid_alive(pid), &no_env).await?.success(),
-        None => false,
-    };
-    let ray_alive = record.ray && toolbox.run(&process_alive("raylet"), &no_env).await?.success();
+    let alive = toolbox.run(&launch_alive(record.vllm_pid), &Default::default()).await?;
+    let running: Vec<&str> = alive.stdout.lines().map(str::trim).collect();
+    let vllm_alive = running.contains(&"vllm");
+    let ray_alive = record.ray && running.contains(&"ray");
     Ok(Some(ServingState { record, vllm_alive, ray_alive }))
 }
