@@ -119,7 +119,8 @@ pub enum Command {
     /// every file checked against its hash), list what is there.
     #[command(subcommand)]
     Model(ModelCommand),
-    /// The whole cluster from one machine, over ssh: doctor, refresh, status, install.
+    /// The whole cluster from one machine, over ssh: doctor, refresh, verify, install, launch and
+    /// stop a model, its logs and status, models in every cache.
     Cluster(ClusterArgs),
     /// Print a shell completion script.
     Completions(CompletionsArgs),
@@ -280,11 +281,11 @@ pub enum ClusterCommand {
 
 #[derive(Debug, Clone, Subcommand)]
 pub enum ModelCommand {
-    /// Download MODEL into the Hugging Face cache with huggingface_hub in the head's toolbox,
-    /// check every file against its hash, then give every other node the same snapshot over the
-    /// cluster link (only the files it lacks or holds wrong).
+    /// Download MODEL into the Hugging Face cache with huggingface_hub in the toolbox (in a
+    /// cluster, the head's) and check every file against its hash; in a cluster every other node
+    /// then gets the same snapshot over the cluster link (only the files it lacks or holds wrong).
     Pull(ModelPullArgs),
-    /// Each node's cached models: revisions and refs, commit, files, size, complete or not
+    /// The cached models (in a cluster, each node's): revisions and refs, commit, files, size, complete or not
     /// (`--verify`: every file hashed).
     List(ModelListArgs),
 }
@@ -327,7 +328,7 @@ pub struct LaunchArgs {
     #[arg(value_name = "MODEL")]
     pub model: String,
 
-    /// Tensor-parallel size (one rank per node's GPU) [default: the number of nodes].
+    /// Tensor-parallel size, one rank per node's GPU [default: the number of nodes; 1 on one node].
     #[arg(long, value_name = "N")]
     pub tp: Option<usize>,
 

@@ -1,5 +1,5 @@
 //! `cluster refresh`: one digest for every node, all or nothing. The head resolves the channel to
-//! `repo@sha256:…` once; every node pulls it and stages its replacement (`refresh --stage-only`);
+//! `repo@sha256:…` once; every node pulls it and stages its replacement (the `Phase` call, stage);
 //! only when all have one does any node swap. A failure before that aborts every staged
 //! replacement; a failed swap puts the swapped nodes back. Ctrl-C lets the running phase finish on
 //! every node, then undoes it the same way: no node is left on another image, none with leftovers.
