@@ -16,6 +16,7 @@ pub mod endpoint;
 pub mod fake;
 pub mod kind;
 mod libpod_build;
+mod libpod_inspect;
 mod output;
 pub mod podman;
 pub mod probe;

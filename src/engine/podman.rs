@@ -20,6 +20,8 @@ use crate::reporter::Reporter;
 
 pub struct PodmanEngine {
     client: Podman,
+    /// The same socket, for the request podman-api cannot make (`libpod_inspect`).
+    transport: containers_api::conn::Transport,
     /// The Docker-compatible API podman serves on the same socket (used for pulls).
     compat: bollard::Docker,
     endpoint: String,
@@ -39,6 +41,7 @@ impl PodmanEngine {
             })?;
         Ok(PodmanEngine {
             client: Podman::unix(socket),
+            transport: super::libpod_inspect::transport(socket),
             compat,
             endpoint: format!("unix://{}", socket.display()),
             socket: socket.to_path_buf(),
@@ -186,11 +189,7 @@ impl Engine for PodmanEngine {
     }
 
     async fn container_inspect(&self, name_or_id: &str) -> Result<Option<ContainerInfo>> {
-        let data = match self.client.containers().get(name_or_id).inspect().await {
-            Ok(data) => data,
-            Err(e) if is_not_found(&e) => return Ok(None),
-            Err(e) => return Err(failed(format!("inspect container {name_or_id}"), e)),
-        };
+        let Some(data) = super::libpod_inspect::inspect(&self.transport, name_or_id).await? else { return Ok(None) };
         let mut info = ContainerInfo {
             id: data.id.unwrap_or_default(),
             name: data.name.unwrap_or_default(),
