@@ -285,8 +285,8 @@ pub enum ModelCommand {
     /// cluster, the head's) and check every file against its hash; in a cluster every other node
     /// then gets the same snapshot over the cluster link (only the files it lacks or holds wrong).
     Pull(ModelPullArgs),
-    /// The cached models (in a cluster, each node's): revisions and refs, commit, files, size, complete or not
-    /// (`--verify`: every file hashed).
+    /// The cached models (in a cluster, each node's): revisions and refs, commit, files, size,
+    /// complete or not (`--verify`: every file hashed).
     List(ModelListArgs),
 }
 

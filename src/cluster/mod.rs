@@ -16,6 +16,7 @@ pub(crate) mod refresh;
 pub(crate) mod remote;
 pub(crate) mod spread;
 pub mod ssh;
+mod ssh_mux;
 pub(crate) mod status;
 pub(crate) mod stop;
 pub(crate) mod verify;

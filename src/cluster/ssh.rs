@@ -151,23 +151,21 @@ impl NodeSession {
         }
         // A mux client whose connection died exits 255 without a word; a live master means
         // the remote command itself exited 255.
-        if !self.master_alive().await {
+        if !self.master_alive() {
             return Some(self.failure_error(SshFailure::ConnectionLost, "the connection closed during the command"));
         }
         None
     }
 
-    /// `ssh -O check`: the master still runs.
-    async fn master_alive(&self) -> bool {
-        let mut check = tokio::process::Command::from(self.control_command("check"));
-        check.kill_on_drop(true).status().await.is_ok_and(|status| status.success())
+    /// The master still runs.
+    fn master_alive(&self) -> bool {
+        super::ssh_mux::alive(&self.control_path).is_some()
     }
 
     /// Close the master connection.
     pub async fn close(mut self) {
         if let Some(dir) = self.control_dir.take() {
-            let mut exit = tokio::process::Command::from(self.control_command("exit"));
-            let _ = exit.kill_on_drop(true).status().await;
+            super::ssh_mux::terminate(&self.control_path);
             drop(dir);
         }
     }
@@ -251,19 +249,6 @@ impl NodeSession {
         args
     }
 
-    /// `ssh -O CHECK_OR_EXIT`: a question or an order to the master (fast: a message on the local socket).
-    fn control_command(&self, request: &str) -> std::process::Command {
-        let mut command = std::process::Command::new("ssh");
-        command
-            .args(self.common_args())
-            .args(["-O", request, "--"])
-            .arg(&self.destination)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        command
-    }
-
     /// How the user runs the same ssh by hand (`ssh [-F FILE] [FLAGS] NODE [COMMAND]`), for the
     /// fixes in error messages.
     fn ssh_hint(&self, flags: &str, command: &str) -> String {
@@ -345,7 +330,7 @@ impl NodeSession {
 impl Drop for NodeSession {
     fn drop(&mut self) {
         if self.control_dir.is_some() {
-            let _ = self.control_command("exit").status();
+            super::ssh_mux::terminate(&self.control_path);
         }
     }
 }

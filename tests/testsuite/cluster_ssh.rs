@@ -130,6 +130,12 @@ async fn one_master_connection_carries_every_command() {
     let control_path = session.control_path().to_path_buf();
     session.close().await;
     assert!(!control_path.exists(), "close left {}", control_path.display());
+    // The master was told to exit over its socket: no ssh process holds that path any more.
+    let master_runs = || {
+        let listing = std::process::Command::new("pgrep").arg("-f").arg(control_path.as_os_str()).output();
+        listing.is_ok_and(|listing| listing.status.success())
+    };
+    crate::support::wait_until("the ssh master's exit", Duration::from_secs(5), || !master_runs());
 }
 
 #[tokio::test]
