@@ -397,7 +397,7 @@ async fn start_and_prove(
         nodes[0]
             .call(ray_start(head, RayRole::Head))
             .await
-            .map_err(|e| on_node("Ray's head did not start", nodes[0], e))?;
+            .map_err(|e| MultiError::one("Ray's head did not start", nodes[0].name(), e))?;
         stopped("Ray's start")?;
         for worker in &plan.nodes[1..] {
             reporter.step_started(&worker.node, &format!("starting a Ray worker on {}", worker.link_ip));
@@ -427,7 +427,7 @@ async fn start_and_prove(
         record: record(head),
     };
     reporter.step_started(&head.node, &format!("vllm serve {}", request.model));
-    nodes[0].call(serve).await.map_err(|e| on_node("vLLM did not start", nodes[0], e))?;
+    nodes[0].call(serve).await.map_err(|e| MultiError::one("vLLM did not start", nodes[0].name(), e))?;
     stopped("vLLM's start")?;
     wait_for_vllm(nodes[0], request, plan, interrupt, reporter).await
 }
@@ -443,8 +443,10 @@ async fn wait_for_ray(
     let deadline = Instant::now() + RAY_JOIN_LIMIT;
     let ask = RayNodes { toolbox: request.toolbox.clone() };
     loop {
-        let table: Vec<RayNode> =
-            nodes[0].call(ask.clone()).await.map_err(|e| on_node("Ray's head does not answer", nodes[0], e))?;
+        let table: Vec<RayNode> = nodes[0]
+            .call(ask.clone())
+            .await
+            .map_err(|e| MultiError::one("Ray's head does not answer", nodes[0].name(), e))?;
         let missing: Vec<&LaunchedNode> = plan.nodes.iter().filter(|n| !joined(&table, n.link_ip)).collect();
         if missing.is_empty() {
             reporter.step_finished(
@@ -507,8 +509,10 @@ async fn wait_for_vllm(
             looked = Instant::now();
         }
         let probe = ServeProbe { toolbox: request.toolbox.clone(), address, look_inside };
-        let report: ServeProbeReport =
-            head.call(probe.clone()).await.map_err(|e| on_node("the endpoint could not be probed", head, e))?;
+        let report: ServeProbeReport = head
+            .call(probe.clone())
+            .await
+            .map_err(|e| MultiError::one("the endpoint could not be probed", head.name(), e))?;
         if report.serves(&served) {
             reporter.step_finished(head.name(), &format!("serving {served} after {} s", started.elapsed().as_secs()));
             return Ok(());
@@ -520,7 +524,7 @@ async fn wait_for_vllm(
                 message: format!("it exited before serving; its log ends: {tail}"),
                 fix: Some(format!("`strix-toolbox cluster logs --node {}` shows all of it", head.name())),
             };
-            return Err(on_node("vLLM did not serve", head, exited));
+            return Err(MultiError::one("vLLM did not serve", head.name(), exited));
         }
         if matches!(report.health, HttpAnswer::Status(200, _)) && !report.models.is_empty() {
             let other = Error::Command {
@@ -528,7 +532,7 @@ async fn wait_for_vllm(
                 message: format!("it serves {} instead of {served}", report.models.join(", ")),
                 fix: Some("check `--served-model-name` among the vLLM arguments".into()),
             };
-            return Err(on_node("vLLM did not serve", head, other));
+            return Err(MultiError::one("vLLM did not serve", head.name(), other));
         }
         if let Some(signal) = interrupt.came() {
             return Err(Error::Interrupted { during: "the wait for vLLM".into(), signal });
@@ -540,7 +544,7 @@ async fn wait_for_vllm(
                 message: format!("it did not serve within {} s; its log ends: {tail}", request.timeout.as_secs()),
                 fix: Some("give it longer with `--timeout SECONDS` (large models load for minutes)".into()),
             };
-            return Err(on_node("vLLM did not serve", head, slow));
+            return Err(MultiError::one("vLLM did not serve", head.name(), slow));
         }
         // What vLLM is doing (loading weights takes minutes), said when it changes, at most
         // every STATUS_INTERVAL.
@@ -589,13 +593,6 @@ async fn log_tail(node: &dyn Node, toolbox: &str, file: &str) -> String {
             .unwrap_or_else(|| format!("(no {file} log)")),
         Err(error) => format!("(its log could not be read: {error})"),
     }
-}
-
-/// `error` on `node`, as the per-node failure of the launch step `summary`.
-fn on_node(summary: &str, node: &dyn Node, error: Error) -> Error {
-    let mut failed = MultiError::new(summary);
-    failed.push(node.name(), error);
-    failed.into()
 }
 
 #[cfg(test)]

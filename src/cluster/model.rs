@@ -96,9 +96,9 @@ pub async fn model_pull(
         hf_token: request.hf_token.clone(),
     };
     reporter.step_started(head.name(), &format!("downloading {} from the Hub", request.repo));
-    let downloaded = download_news(head, head.call(download), &request.repo, reporter)
-        .await
-        .map_err(|error| on_node("the head could not download the model; no node changed", head, error))?;
+    let downloaded = download_news(head, head.call(download), &request.repo, reporter).await.map_err(|error| {
+        MultiError::one("the head could not download the model; no node changed", head.name(), error)
+    })?;
     let manifest = downloaded.manifest;
     let bytes = manifest.blob_bytes();
     reporter.step_finished(
@@ -132,8 +132,10 @@ pub async fn model_pull(
     if nodes.len() > 1 {
         let access = Secret::new(random_key()?);
         let serve = ModelServe { repo: request.repo.clone(), commit: manifest.commit.clone(), access: access.clone() };
-        let serving =
-            head.call(serve).await.map_err(|error| on_node("the head could not serve the model", head, error))?;
+        let serving = head
+            .call(serve)
+            .await
+            .map_err(|error| MultiError::one("the head could not serve the model", head.name(), error))?;
         let source = BlobSource { address: serving.address, access };
         let fetch = ModelFetch { manifest: manifest.clone(), revision: downloaded.revision, source };
         let fetches = nodes[1..].iter().map(|node| {
@@ -233,7 +235,8 @@ pub async fn cached_everywhere(
     let mut commits = Vec::new();
     let mut caches = Vec::new();
     for (node, answer) in nodes.iter().zip(answers) {
-        let cache = answer.map_err(|error| on_node("the nodes' model caches could not be read", *node, error))?;
+        let cache =
+            answer.map_err(|error| MultiError::one("the nodes' model caches could not be read", node.name(), error))?;
         let usable = cache.repo(repo).and_then(|cached| {
             let commit = cached.commit_of(revision.as_str())?;
             cached.revision(commit).filter(|r| r.usable()).map(|r| r.commit.clone())
@@ -332,13 +335,6 @@ fn random_key() -> Result<String> {
 
 fn human_bytes(bytes: u64) -> String {
     indicatif::HumanBytes(bytes).to_string()
-}
-
-/// `error` on `node`, as the per-node failure of the step `summary`.
-fn on_node(summary: &str, node: &dyn Node, error: Error) -> Error {
-    let mut failed = MultiError::new(summary);
-    failed.push(node.name(), error);
-    failed.into()
 }
 
 #[cfg(test)]

@@ -159,7 +159,7 @@ impl NodeSession {
 
     /// The master still runs.
     fn master_alive(&self) -> bool {
-        super::ssh_mux::alive(&self.control_path).is_some()
+        super::ssh_mux::alive(&self.control_path)
     }
 
     /// Close the master connection.

@@ -19,13 +19,9 @@ const ANSWER_LIMIT: Duration = Duration::from_secs(2);
 /// The most of a reply read (a reply with a reason string is a few hundred bytes).
 const PACKET_LIMIT: u32 = 64 << 10;
 
-/// The master's pid when it answers on `control_path` (`ssh -O check`).
-pub fn alive(control_path: &Path) -> Option<u32> {
-    let reply = ask(control_path, MUX_C_ALIVE_CHECK).ok()?;
-    match reply.as_slice() {
-        [MUX_S_ALIVE, _, pid, ..] => Some(*pid),
-        _ => None,
-    }
+/// A master answers on `control_path` (`ssh -O check`).
+pub fn alive(control_path: &Path) -> bool {
+    matches!(ask(control_path, MUX_C_ALIVE_CHECK).as_deref(), Ok([MUX_S_ALIVE, ..]))
 }
 
 /// Ask the master on `control_path` to end its connection (`ssh -O exit`); true when it agreed.
@@ -81,7 +77,7 @@ mod tests {
     #[test]
     fn no_master_is_not_alive_and_cannot_be_told_to_exit() {
         let dir = tempfile::tempdir().unwrap();
-        assert_eq!(alive(&dir.path().join("master")), None);
+        assert!(!alive(&dir.path().join("master")));
         assert!(!terminate(&dir.path().join("master")));
     }
 }

@@ -30,6 +30,13 @@ impl MultiError {
         MultiError { summary: summary.into(), failures: Vec::new(), outcome: None }
     }
 
+    /// `node`'s failure of the step `summary`, alone, as an error.
+    pub fn one(summary: impl Into<String>, node: impl Into<String>, error: Error) -> Error {
+        let mut failed = MultiError::new(summary);
+        failed.push(node, error);
+        failed.into()
+    }
+
     /// Add `node`'s failure.
     pub fn push(&mut self, node: impl Into<String>, error: Error) {
         self.failures.push(NodeError { node: node.into(), error });

@@ -58,8 +58,8 @@ pub async fn serve_probe(settings: &Settings, request: &ServeProbe) -> Result<Se
         },
         _ => Vec::new(),
     };
-    // What answers is alive; only a silent endpoint costs a look inside the toolbox (this is
-    // asked every second while the weights load, and each look is an exec).
+    // What answers is alive; only a silent endpoint costs a look inside the toolbox (an exec),
+    // and only when the caller asks for one (a launch does every few seconds while weights load).
     let vllm_alive =
         !models.is_empty() || !request.look_inside || vllm_runs(settings, &request.toolbox, &files).await?;
     Ok(ServeProbeReport { health, models, vllm_alive, last_line: last_line(&files.vllm_log()) })
