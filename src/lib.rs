@@ -16,7 +16,7 @@ pub(crate) mod host;
 pub(crate) mod image;
 pub(crate) mod manager;
 pub(crate) mod model;
-pub(crate) mod node;
+pub mod node;
 pub(crate) mod ops;
 pub mod output;
 pub(crate) mod plan;
@@ -26,6 +26,7 @@ pub mod reporter;
 pub(crate) mod serving;
 pub(crate) mod settings;
 pub(crate) mod spec;
+pub(crate) mod spread;
 pub(crate) mod verify;
 
 /// The image the cluster runs; channels are its tags.

@@ -14,14 +14,14 @@ use futures_util::future::join_all;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, MultiError, Result};
-use crate::model::fetch::BlobSource;
+use crate::model::blob_fetch::BlobSource;
+use crate::model::download::ModelDownload;
+use crate::model::fetch::ModelFetch;
+use crate::model::list::{ModelCacheReport, ModelList};
 use crate::model::repo_id::RepoId;
 use crate::model::revision::{Commit, Revision};
+use crate::model::serve::{ModelServe, ModelServeStop};
 use crate::node::{Node, NodeCalls};
-use crate::ops::model::download::ModelDownload;
-use crate::ops::model::fetch::ModelFetch;
-use crate::ops::model::list::{ModelCacheReport, ModelList};
-use crate::ops::model::serve::{ModelServe, ModelServeStop};
 use crate::reporter::Reporter;
 use crate::serving::secret::Secret;
 

@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use crate::cli::LaunchArgs;
 use crate::cluster::launch::{launch, LaunchReport, LaunchRequest};
-use crate::cluster::ssh::shell_quote;
 use crate::error::{Error, Result};
 use crate::model::hub_env::forwarded_hub_env;
+use crate::node::ssh::shell_quote;
 use crate::node::Node;
 use crate::output::{Output, Render, Style};
 use crate::serving::secret::Secret;

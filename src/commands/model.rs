@@ -6,10 +6,10 @@ use crate::cli::ModelCommand;
 use crate::cluster::model::{model_list, model_pull, ModelListReport, ModelPullReport, ModelPullRequest, NodeModels};
 use crate::error::Result;
 use crate::model::hub_env::forwarded_hub_env;
+use crate::model::list::ModelList;
 use crate::model::repo_id::RepoId;
 use crate::model::revision::Revision;
 use crate::node::Node;
-use crate::ops::model::list::ModelList;
 use crate::output::{Output, Render, Style};
 
 /// A model command, its arguments checked (before any node is asked).

@@ -14,8 +14,8 @@ use super::call::{Call, NodeCall};
 use super::wire::{line, Hello, Outcome, Request, Response};
 use crate::error::{Error, Result};
 use crate::ops;
-use crate::ops::{model, serving, spread};
 use crate::settings::Settings;
+use crate::{model, serving, spread};
 
 /// Answer calls read from `input` on `output` until `input` ends.
 pub async fn run_agent(

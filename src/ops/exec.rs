@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::ops::serving::toolbox::RunningToolbox;
+use crate::serving::toolbox::RunningToolbox;
 use crate::settings::Settings;
 
 /// What the command did.

@@ -16,7 +16,6 @@ use crate::image::pin::pin_tag;
 use crate::image::reference::{validate_container_name, ImageRef};
 use crate::manager::{self, Manager, ManagerChoice, ManagerKind};
 use crate::ops::rccl::check_against;
-use crate::ops::spread::pull::{pull_through_head, PulledFrom, SpreadSource};
 use crate::plan::labels;
 use crate::plan::{
     old_name, plan_refresh, provenance_labels, spec_hash, temp_name, Action, CurrentState, DesiredToolbox, RefreshPlan,
@@ -25,6 +24,7 @@ use crate::rccl;
 use crate::reporter::Reporter;
 use crate::settings::Settings;
 use crate::spec::{parse_env, SpecOptions, ToolboxSpec};
+use crate::spread::pull::{pull_through_head, PulledFrom, SpreadSource};
 use crate::verify::Expected;
 
 /// Where the image comes from.
@@ -279,7 +279,7 @@ pub struct FoundImage {
 
 /// `reference` as the engine has it. Named by digest, an image of that repository that carries
 /// the digest under another registry's name counts too: docker keeps a digest only for the name
-/// it pulled, which for a spread image is the head registry's (see `ops::spread::pull`).
+/// it pulled, which for a spread image is the head registry's (see `spread::pull`).
 pub async fn find_image(engine: &dyn Engine, reference: &str) -> Result<Option<FoundImage>> {
     if let Some(info) = engine.image_inspect(reference).await? {
         return Ok(Some(FoundImage { info, engine_ref: reference.to_string() }));

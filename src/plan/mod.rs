@@ -251,7 +251,7 @@ pub fn pins_to_prune(images: &[ImageInfo], repository: &str, current_image_id: &
 }
 
 /// The digest-only names an image has for the same repository path in another registry: what a
-/// spread leaves on docker (`HEAD:PORT/PATH@sha256:…`, see `ops::spread::pull`), which would keep
+/// spread leaves on docker (`HEAD:PORT/PATH@sha256:…`, see `spread::pull`), which would keep
 /// a pruned image alive once its pins are gone.
 fn spread_names(image: &ImageInfo, repository: &str) -> Vec<String> {
     let Ok(canonical) = ImageRef::parse(repository) else { return Vec::new() };

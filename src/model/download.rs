@@ -18,8 +18,8 @@ use crate::model::manifest::{SnapshotManifest, SnapshotRecords};
 use crate::model::repo_id::RepoId;
 use crate::model::revision::{Commit, Revision};
 use crate::ops::exec::ExecReport;
-use crate::ops::serving::toolbox::RunningToolbox;
 use crate::serving::secret::Secret;
+use crate::serving::toolbox::RunningToolbox;
 use crate::settings::Settings;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
