@@ -14,6 +14,8 @@ pub(crate) mod engine;
 pub(crate) mod error;
 pub(crate) mod host;
 pub(crate) mod image;
+pub(crate) mod labels;
+pub(crate) mod link;
 pub(crate) mod manager;
 pub(crate) mod model;
 pub mod node;

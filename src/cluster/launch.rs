@@ -638,7 +638,7 @@ mod tests {
             image: Some("sha256:ab".into()),
             started: false,
             transport: crate::spec::Transport::ThunderboltTcp { netdev: "thunderbolt0".into() },
-            link: Some(crate::ops::link::ClusterLink {
+            link: Some(crate::link::ClusterLink {
                 netdev: "thunderbolt0".into(),
                 address: Some(Ipv4Addr::from(ip)),
                 prefix: Some(24),

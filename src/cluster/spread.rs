@@ -6,13 +6,12 @@
 //! stops the refresh before any node is staged: a failed spread is a failed stage.
 
 use futures_util::future::join_all;
-use indicatif::HumanBytes;
 use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
 use crate::node::remote::RemoteNode;
 use crate::node::NodeCalls;
-use crate::reporter::Reporter;
+use crate::reporter::{Bytes, Reporter};
 use crate::spread::copy::SpreadCopy;
 use crate::spread::pull::{PulledFrom, SpreadSource};
 use crate::spread::registry::SpreadServe;
@@ -122,7 +121,7 @@ pub async fn prepare(
     let copied = head.call(copy).await?;
     reporter.step_finished(
         &head.name,
-        &format!("fetched {} of {} from upstream", HumanBytes(copied.fetched), HumanBytes(copied.size)),
+        &format!("fetched {} of {} from upstream", Bytes(copied.fetched), Bytes(copied.size)),
     );
     prepared.report = SpreadReport {
         registry: Some(served.address.clone()),

@@ -8,7 +8,6 @@ pub mod detect;
 pub mod doctor;
 pub mod enter;
 pub mod exec;
-pub mod link;
 pub mod phase;
 pub mod rccl;
 pub mod refresh;
@@ -16,7 +15,7 @@ pub mod remove;
 pub mod resolve;
 pub mod rollback;
 pub mod status;
-mod toolbox;
+pub mod toolbox;
 pub mod verify;
 
 pub use toolbox::{find_toolbox, DEFAULT_TOOLBOX};

@@ -16,5 +16,4 @@ pub(crate) mod record;
 pub(crate) mod secret;
 pub(crate) mod state;
 pub(crate) mod stop;
-pub(crate) mod toolbox;
 pub(crate) mod vllm;
