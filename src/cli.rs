@@ -31,9 +31,17 @@ pub struct GlobalOptions {
     #[arg(long, global = true, env = "STRIX_HOST_ROOT", value_name = "DIR", default_value = "/")]
     pub host_root: PathBuf,
 
-    /// Container engine: podman when installed or CONTAINER_HOST is set, else docker.
-    #[arg(long, global = true, env = "STRIX_ENGINE", value_enum, default_value_t = EngineChoice::Auto)]
-    pub engine: EngineChoice,
+    /// Container engine: podman when installed or CONTAINER_HOST is set, else docker. (It was
+    /// `--engine` and `STRIX_ENGINE`; `--engine` now names the serving engine.)
+    #[arg(
+        long,
+        global = true,
+        env = "STRIX_CONTAINER_ENGINE",
+        value_name = "ENGINE",
+        value_enum,
+        default_value_t = EngineChoice::Auto
+    )]
+    pub container_engine: EngineChoice,
 
     /// Print machine-readable JSON on stdout instead of text.
     #[arg(long, global = true)]
@@ -44,7 +52,37 @@ pub struct GlobalOptions {
     pub no_color: bool,
 }
 
-/// `--engine`: the domain's choice, spelled for the command line here so clap stays in this module.
+/// The container engine's old spelling, `--engine auto|podman|docker` or `STRIX_ENGINE`, as a
+/// usage error that says what it is now: `--engine` names the serving engine (vllm, llama.cpp),
+/// and a leftover would otherwise read as a wrong serving engine or be silently ignored. Arguments
+/// after `--` are the serving engine's own and are not looked at.
+pub fn renamed_spelling(args: &[std::ffi::OsString], env: &dyn Fn(&str) -> Option<String>) -> Option<String> {
+    if let Some(value) = env("STRIX_ENGINE") {
+        return Some(format!(
+            "STRIX_ENGINE={value}: the container engine's variable is now STRIX_CONTAINER_ENGINE (and the flag \
+             --container-engine); unset STRIX_ENGINE"
+        ));
+    }
+    let words: Vec<&str> = args.iter().skip(1).map(|a| a.to_str().unwrap_or_default()).collect();
+    let words = &words[..words.iter().position(|w| *w == "--").unwrap_or(words.len())];
+    for (index, word) in words.iter().enumerate() {
+        let value = match word.strip_prefix("--engine") {
+            Some("") => words.get(index + 1).copied().unwrap_or_default(),
+            Some(rest) => rest.strip_prefix('=').unwrap_or_default(),
+            None => continue,
+        };
+        if ["auto", "podman", "docker"].contains(&value) {
+            return Some(format!(
+                "--engine {value}: the container engine is now chosen with --container-engine {value} (or \
+                 STRIX_CONTAINER_ENGINE); --engine names the serving engine, vllm or llama.cpp"
+            ));
+        }
+    }
+    None
+}
+
+/// `--container-engine`: the domain's choice, spelled for the command line here so clap stays in
+/// this module.
 impl ValueEnum for EngineChoice {
     fn value_variants<'a>() -> &'a [Self] {
         &[EngineChoice::Auto, EngineChoice::Podman, EngineChoice::Docker]
@@ -500,4 +538,25 @@ pub struct RcclInspectArgs {
 pub struct CompletionsArgs {
     /// The shell to generate completions for.
     pub shell: clap_complete::Shell,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn said(args: &[&str], env: &[(&str, &str)]) -> Option<String> {
+        let args: Vec<std::ffi::OsString> =
+            std::iter::once("strix-toolbox").chain(args.iter().copied()).map(Into::into).collect();
+        renamed_spelling(&args, &|name| env.iter().find(|(k, _)| *k == name).map(|(_, v)| v.to_string()))
+    }
+
+    #[test]
+    fn the_container_engines_old_spelling_says_what_it_is_now() {
+        assert!(said(&["--engine", "docker", "detect"], &[]).unwrap().contains("--container-engine docker"));
+        assert!(said(&["refresh", "--engine=podman"], &[]).unwrap().contains("--container-engine podman"));
+        assert!(said(&["list"], &[("STRIX_ENGINE", "docker")]).unwrap().contains("STRIX_CONTAINER_ENGINE"));
+        assert_eq!(said(&["launch", "m.gguf", "--engine", "llama.cpp"], &[]), None);
+        assert_eq!(said(&["launch", "m", "--", "--engine", "docker"], &[]), None, "vLLM's own arguments");
+        assert_eq!(said(&["--container-engine", "docker", "list"], &[]), None);
+    }
 }

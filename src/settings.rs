@@ -17,7 +17,7 @@ use crate::reporter::Reporter;
 pub struct Settings {
     /// Where the node's devices, sysfs, /etc and /proc are read from (`/`, or a test tree).
     pub host_root: PathBuf,
-    /// The engine family, `--engine auto` already decided.
+    /// The engine family, `--container-engine auto` already decided.
     pub engine: EngineKind,
     /// Engines and toolbox managers on PATH.
     pub installed: Installed,

@@ -31,7 +31,21 @@ use crate::settings::Settings;
 
 /// The global flags, resolved once against the environment; progress goes to `reporter`.
 pub fn settings(global: &GlobalOptions, reporter: Arc<dyn Reporter>) -> Settings {
-    Settings::resolve(global.host_root.clone(), global.engine, reporter)
+    Settings::resolve(global.host_root.clone(), global.container_engine, reporter)
+}
+
+/// A failure as the user sees it (an error object too under `--json`); its exit code.
+pub fn failed(error: &Error, out: &Output) -> i32 {
+    if out.json() {
+        out.print_json(&error.json_object());
+    }
+    out.error(error);
+    error.exit_code()
+}
+
+/// A usage error found before the command line was parsed; its exit code (2).
+pub fn usage_error(message: String, out: &Output) -> i32 {
+    failed(&Error::Usage(message), out)
 }
 
 /// Run the parsed command, its output through `out`; Ok carries the exit code.

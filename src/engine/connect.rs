@@ -22,7 +22,7 @@ impl Connection {
     }
 }
 
-/// Connect to the engine `kind` (resolved from `--engine` by [`crate::engine::kind::EngineChoice::resolve`]).
+/// Connect to the engine `kind` (resolved from `--container-engine` by [`crate::engine::kind::EngineChoice::resolve`]).
 /// Cheap: finds a socket that accepts connections and sends no request.
 pub async fn connect(kind: EngineKind, installed: &Installed) -> Result<Connection> {
     let env = endpoint::process_env;
@@ -42,7 +42,7 @@ pub async fn connect(kind: EngineKind, installed: &Installed) -> Result<Connecti
             let Some(program) = podman_program else {
                 return Err(EngineKind::Podman.unavailable(
                     "podman is not installed and no podman socket answers",
-                    "install podman, or use --engine docker",
+                    "install podman, or use --container-engine docker",
                 ));
             };
             let service = TemporaryService::start(&program)?;

@@ -1,4 +1,4 @@
-//! Which container engine: the family (`EngineKind`) and the user's choice (`--engine`), with the
+//! Which container engine: the family (`EngineKind`) and the user's choice (`--container-engine`), with the
 //! one rule that turns `auto` into a family. A leaf: the spec, the engine and the operations all
 //! depend on it, and it depends on nothing of theirs.
 
@@ -30,7 +30,7 @@ impl EngineKind {
     }
 }
 
-/// `--engine`: a family, or `auto`.
+/// `--container-engine`: a family, or `auto`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum EngineChoice {
@@ -41,7 +41,7 @@ pub enum EngineChoice {
 }
 
 impl EngineChoice {
-    /// The one `--engine auto` rule (detect, doctor, refresh and enter all use it): podman when its
+    /// The one `--container-engine auto` rule (detect, doctor, refresh and enter all use it): podman when its
     /// CLI is installed or `CONTAINER_HOST` names a service; else docker when installed or
     /// `DOCKER_HOST` is set; else podman, whose absence the connection then explains.
     pub fn resolve(self, installed: &Installed, env: &dyn Fn(&str) -> Option<String>) -> EngineKind {

@@ -64,7 +64,7 @@ pub fn additional_flags(engine: EngineKind, request: &CreateRequest) -> Result<V
                 Err(Error::Usage(format!(
                     "{word:?} cannot go through distrobox's --additional-flags, which its shell re-reads: only \
                      letters, digits and _./:=,@%+- pass intact. Fix: drop the characters from the value, or use \
-                     --manager native (or --engine podman, where distrobox's container is recreated directly)"
+                     --manager native (or --container-engine podman, where distrobox's container is recreated directly)"
                 )))
             }
         })

@@ -140,7 +140,7 @@ pub fn choose(choice: ManagerChoice, engine: EngineKind, installed: &Installed) 
             )
         })?;
         if engine != EngineKind::Podman {
-            return Err(Error::Usage("--manager toolbox works only with --engine podman".into()));
+            return Err(Error::Usage("--manager toolbox works only with --container-engine podman".into()));
         }
         Ok(Box::new(Toolbox { program, podman }))
     };

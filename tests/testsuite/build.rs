@@ -86,7 +86,8 @@ fn digests_in_image(podman: &PodmanService, image: &str, paths: &[&str]) -> Vec<
 }
 
 fn build(podman: &PodmanService, artifact: &Path, base: &str, tags: &[&str], extra: &[&str]) -> (Output, f64) {
-    let mut args = vec!["--engine", "podman", "build", "--rccl", artifact.to_str().expect("utf-8"), "--base", base];
+    let mut args =
+        vec!["--container-engine", "podman", "build", "--rccl", artifact.to_str().expect("utf-8"), "--base", base];
     args.extend(["--tag", tags[0]]);
     for tag in &tags[1..] {
         args.extend(["--also-tag", *tag]);

@@ -33,7 +33,7 @@ fn build(socket: &WatchedSocket, engine: &str, args: &[&str]) -> Output {
         .env("NO_COLOR", "1")
         .env("CONTAINER_HOST", &socket.url)
         .env("DOCKER_HOST", &socket.url)
-        .args(["--engine", engine, "build"])
+        .args(["--container-engine", engine, "build"])
         .args(args)
         .output()
         .expect("run strix-toolbox")

@@ -14,7 +14,7 @@ fn interface<'a>(report: &'a Value, name: &str) -> &'a Value {
 #[test]
 fn healthy_e810_node_reports_everything_scripts_rely_on() {
     let host = materialize("strix-e810-healthy");
-    let output = run_on(host.path(), &["detect", "--json", "--engine", "docker"]);
+    let output = run_on(host.path(), &["detect", "--json", "--container-engine", "docker"]);
     assert!(output.status.success(), "{}", stderr(&output));
     let report = json(&output);
 
@@ -89,7 +89,7 @@ fn healthy_e810_node_reports_everything_scripts_rely_on() {
 #[test]
 fn thunderbolt_only_node_has_no_rdma_flags_and_uses_the_cable() {
     let host = materialize("strix-thunderbolt-only");
-    let report = json(&run_on(host.path(), &["detect", "--json", "--engine", "docker"]));
+    let report = json(&run_on(host.path(), &["detect", "--json", "--container-engine", "docker"]));
     assert_eq!(report["rdma"]["devices"], serde_json::json!([]));
     assert_eq!(report["rdma"]["ports"], serde_json::json!([]));
     assert_eq!(report["memlock"]["hard"], 8388608);
@@ -112,7 +112,7 @@ fn thunderbolt_only_node_has_no_rdma_flags_and_uses_the_cable() {
 #[test]
 fn roce_port_down_with_thunderbolt_up_falls_back_but_keeps_rdma_devices() {
     let host = materialize("strix-roce-down-thunderbolt");
-    let report = json(&run_on(host.path(), &["detect", "--json", "--engine", "docker"]));
+    let report = json(&run_on(host.path(), &["detect", "--json", "--container-engine", "docker"]));
     assert_eq!(report["transport"]["kind"], "thunderbolt_tcp");
     let args: Vec<String> = serde_json::from_value(report["container_args"].clone()).unwrap();
     for pair in
@@ -227,7 +227,7 @@ fn a_live_thunderbolt_link_is_read_from_the_kernel_and_becomes_the_transport() {
     netns.ip(&["link", "set", "thunderbolt0", "mtu", "65520"]);
     netns.ip(&["addr", "add", "192.168.2.1/24", "dev", "thunderbolt0"]);
     let output = strix_under(&netns.exec())
-        .args(["--host-root", "/", "detect", "--json", "--engine", "docker"])
+        .args(["--host-root", "/", "detect", "--json", "--container-engine", "docker"])
         .output()
         .expect("run strix-toolbox in the namespace");
     assert!(output.status.success(), "{}", stderr(&output));

@@ -24,7 +24,7 @@ fn docker_inspect(daemon: &DockerDaemon, name: &str) -> serde_json::Value {
 
 fn refresh(daemon: &DockerDaemon, host: &std::path::Path, image: &str) -> serde_json::Value {
     let host = host.to_str().unwrap();
-    let output = run_strix(&daemon.env(), &refresh_vllm(host, image, &["--engine", "docker", "--json"]));
+    let output = run_strix(&daemon.env(), &refresh_vllm(host, image, &["--container-engine", "docker", "--json"]));
     assert!(output.status.success(), "{}", stderr(&output));
     json(&output)
 }
@@ -85,8 +85,10 @@ fn enter_passes_output_and_exit_codes_on_docker() {
     let host = materialize("strix-thunderbolt-only");
     refresh(&daemon, host.path(), &image);
 
-    let output =
-        run_strix(&daemon.env(), &["--engine", "docker", "enter", "vllm", "--", "sh", "-c", "echo hello; exit 4"]);
+    let output = run_strix(
+        &daemon.env(),
+        &["--container-engine", "docker", "enter", "vllm", "--", "sh", "-c", "echo hello; exit 4"],
+    );
     assert_eq!(output.status.code(), Some(4), "{}", stderr(&output));
     assert_eq!(String::from_utf8_lossy(&output.stdout), "hello\n");
 }
@@ -105,7 +107,7 @@ fn build_bakes_the_rccl_into_an_image_on_docker() {
     let tag = format!("{}/kyuz0/vllm-therock-gfx1151:dev", registry.host());
 
     let args = [
-        "--engine",
+        "--container-engine",
         "docker",
         "--json",
         "build",

@@ -113,7 +113,7 @@ fn docker_refresh_reads_the_docker_config_json() {
     let home = TempDir::new().expect("tempdir");
     write(&home.path().join(".docker/config.json"), &registry.auth_json());
 
-    let args = refresh_vllm(host.path().to_str().unwrap(), &image, &["--engine", "docker", "--json"]);
+    let args = refresh_vllm(host.path().to_str().unwrap(), &image, &["--container-engine", "docker", "--json"]);
     let output = run_strix(&logged_out(daemon.env(), home.path()), &args);
     assert!(output.status.success(), "{}", stderr(&output));
     assert_eq!(json(&output)["action"], "created");
@@ -212,7 +212,7 @@ fn docker_pulls_with_the_credentials_store() {
         &format!(r#"{{"auths":{{"{}":{{}}}},"credsStore":"strixtest"}}"#, registry.host()),
     );
 
-    let args = refresh_vllm(host.path().to_str().unwrap(), &image, &["--engine", "docker", "--json"]);
+    let args = refresh_vllm(host.path().to_str().unwrap(), &image, &["--container-engine", "docker", "--json"]);
     let output = run_strix(&with_helpers(logged_out(daemon.env(), home.path()), &bin), &args);
     assert!(output.status.success(), "{}", stderr(&output));
     assert_eq!(json(&output)["action"], "created");

@@ -34,7 +34,7 @@ fn starts_and_stops_its_own_podman_service() {
     env.push(("TMPDIR".into(), tmp.path().display().to_string()));
     assert!(!std::path::Path::new("/run/podman/podman.sock").exists(), "a system podman socket would be used instead");
 
-    let output = run_strix(&env, &refresh_vllm(host_arg, &image, &["--engine", "podman", "--json"]));
+    let output = run_strix(&env, &refresh_vllm(host_arg, &image, &["--container-engine", "podman", "--json"]));
     assert!(output.status.success(), "{}", stderr(&output));
     assert_eq!(json(&output)["action"], "created");
     // The container is in the shared storage, seen through the testbed's own service.

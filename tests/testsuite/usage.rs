@@ -55,8 +55,19 @@ fn bad_env_pair() {
 #[test]
 fn unknown_flags_and_values() {
     usage_error(&["refresh", "--manager", "lxc"], "invalid value 'lxc'");
-    usage_error(&["--engine", "rkt", "list"], "invalid value 'rkt'");
+    usage_error(&["--container-engine", "rkt", "list"], "invalid value 'rkt'");
     usage_error(&["frobnicate"], "unrecognized subcommand");
+}
+
+#[test]
+fn the_container_engines_old_spelling_is_refused_with_its_new_name() {
+    usage_error(&["--engine", "docker", "list"], "--container-engine docker");
+    usage_error(&["refresh", "--engine=podman", "--dry-run"], "--container-engine podman");
+    let output = strix().env("STRIX_ENGINE", "docker").args(["--json", "list"]).output().expect("run strix-toolbox");
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    let object: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON on stdout");
+    assert_eq!(object["error"]["kind"], "usage", "{object}");
+    assert!(object["error"]["message"].as_str().unwrap().contains("STRIX_CONTAINER_ENGINE"), "{object}");
 }
 
 #[test]

@@ -51,7 +51,14 @@ pub fn run_on(root: &Path, args: &[&str]) -> Output {
 }
 
 fn isolate(command: &mut Command) {
-    for inherited in ["STRIX_HOST_ROOT", "STRIX_LIVE_INTERFACES", "CONTAINER_HOST", "DOCKER_HOST"] {
+    for inherited in [
+        "STRIX_HOST_ROOT",
+        "STRIX_LIVE_INTERFACES",
+        "STRIX_CONTAINER_ENGINE",
+        "STRIX_ENGINE",
+        "CONTAINER_HOST",
+        "DOCKER_HOST",
+    ] {
         command.env_remove(inherited);
     }
     command.env("NO_COLOR", "1").env("USER", "alice");

@@ -15,7 +15,7 @@
 //!   get `TestNode::env()` (sshd `SetEnv`): its podman (CONTAINER_HOST...), STRIX_HOST_ROOT, HOME
 //!   and a PATH of `$HOME/.local/bin`, the node's bin dir (holding strix-toolbox), the system dirs.
 //!   A node may run dockerd instead ([`TestCluster::start_with_engines`]; DOCKER_HOST and
-//!   STRIX_ENGINE=docker in its sessions).
+//!   STRIX_CONTAINER_ENGINE=docker in its sessions).
 //! - the spread's registry: `spread_port()` is this slot's own port, so clusters running at once
 //!   never share the `certs.d/HOST:PORT` directories they install in the machine's one /etc; those
 //!   directories go when the cluster does.
@@ -286,7 +286,7 @@ impl TestNode {
             Some((registry, NodeEngine::Podman)) => podman.insert(PodmanService::start_in(registry, &netns)).env(),
             Some((registry, NodeEngine::Docker)) => {
                 let mut env = docker.insert(DockerDaemon::start_in(registry.port, &netns)).env();
-                env.push(("STRIX_ENGINE".to_string(), "docker".to_string()));
+                env.push(("STRIX_CONTAINER_ENGINE".to_string(), "docker".to_string()));
                 env
             }
             None => {
