@@ -7,6 +7,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::engine::kind::EngineChoice;
 use crate::manager::ManagerChoice;
+use crate::serving::engine::ServingEngine;
 
 /// Create and refresh vLLM toolboxes with a gfx1151 RCCL on AMD Strix Halo RDMA clusters.
 ///
@@ -99,6 +100,22 @@ impl ValueEnum for EngineChoice {
     }
 }
 
+/// `--engine`: the serving engine.
+impl ValueEnum for ServingEngine {
+    fn value_variants<'a>() -> &'a [Self] {
+        &ServingEngine::ALL
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        Some(match self {
+            ServingEngine::Vllm => PossibleValue::new("vllm")
+                .help("vLLM: tensor parallel across the nodes (Ray), safetensors models from the Hub or a directory"),
+            ServingEngine::LlamaCpp => PossibleValue::new("llama.cpp")
+                .help("llama.cpp: the layers split over the nodes (rpc-server on each worker), GGUF models"),
+        })
+    }
+}
+
 /// `--manager`: who should own the toolbox.
 impl ValueEnum for ManagerChoice {
     fn value_variants<'a>() -> &'a [Self] {
@@ -141,12 +158,13 @@ pub enum Command {
     Rm(RmArgs),
     /// Recreate a toolbox from its previous pinned image.
     Rollback(RollbackArgs),
-    /// Serve MODEL from this node's toolbox: `vllm serve`, detached, until it answers at its
-    /// OpenAI-compatible endpoint (`cluster launch` serves one model across every node).
+    /// Serve MODEL from this node's toolbox (`vllm serve`, or `llama-server` for a GGUF), detached,
+    /// until it answers at its OpenAI-compatible endpoint (`cluster launch` serves one model across
+    /// every node).
     Launch(LaunchArgs),
-    /// Stop what `launch` started here (vLLM; Ray when a cluster launch started it).
+    /// Stop what `launch` started here (the engine's processes; Ray when a cluster launch started it).
     Stop(ToolboxArgs),
-    /// vLLM's and Ray's logs from what `launch` started here.
+    /// The logs of what `launch` started here (the engine's processes, and Ray's).
     Logs(LogsArgs),
     /// Build the image with a custom RCCL through the engine's build API.
     Build(BuildArgs),
@@ -293,23 +311,25 @@ pub enum ClusterCommand {
     Init,
     /// `doctor` on every node, plus what only a cluster can check: RoCE ports, one subnet, one MTU,
     /// jumbo frames end to end, the same kernel parameters, image and RCCL everywhere.
-    Doctor(ClusterToolboxArgs),
+    Doctor(ToolboxArgs),
     /// Refresh every node to one image digest, all or nothing; with 2+ nodes the head fetches the
     /// image from upstream once and the other nodes get it from the head over the cluster link.
     Refresh(ClusterRefreshArgs),
     /// Per node: reachable, strix-toolbox version, toolbox, pin, image digest and RCCL.
-    Status(ClusterToolboxArgs),
+    Status(ToolboxArgs),
     /// `verify` on every node, then proof between every pair that the data plane uses RDMA:
     /// perftest latency and bandwidth, and an RCCL all-reduce whose log says RoCE or sockets.
-    Verify(ClusterToolboxArgs),
+    Verify(ToolboxArgs),
     /// Copy this strix-toolbox to ~/.local/bin on every node that lacks it or runs another version.
     Install,
-    /// Serve MODEL across every node: Ray on the cluster link, `vllm serve` with tensor parallelism on
-    /// the head, all or nothing; prints the OpenAI-compatible endpoint once it answers.
+    /// Serve MODEL across every node, all or nothing: vLLM with tensor parallelism over Ray, or
+    /// llama.cpp with the layers split over rpc-server on every worker (a GGUF); every process on
+    /// the cluster link; prints the OpenAI-compatible endpoint once it answers.
     Launch(LaunchArgs),
-    /// Stop vLLM, then Ray, on every node (an unreachable node is named; the others still stop).
-    Stop(ClusterToolboxArgs),
-    /// vLLM's and Ray's logs of every node, each line with its node.
+    /// Stop the engine's server, then everything else a launch started, on every node (an
+    /// unreachable node is named; the others still stop).
+    Stop(ToolboxArgs),
+    /// The logs of what launches started on every node, each line with its node.
     Logs(ClusterLogsArgs),
     /// Models in the nodes' Hugging Face caches: pull one onto every node (from the Hub once, by
     /// the head; the others get it over the cluster link), list what each node holds.
@@ -362,19 +382,28 @@ pub struct ModelListArgs {
 /// A model to serve, and how.
 #[derive(Debug, Clone, Args)]
 pub struct LaunchArgs {
-    /// The model: a Hugging Face repository (`org/name`) or a path inside the toolbox.
+    /// The model: a Hugging Face repository (`org/name`), a directory inside the toolbox (vLLM), or
+    /// a GGUF file on the head (llama.cpp; of a split model, the first part).
     #[arg(value_name = "MODEL")]
     pub model: String,
 
-    /// Tensor-parallel size, one rank per node's GPU [default: the number of nodes; 1 on one node].
+    /// The serving engine [default: llama.cpp for a .gguf MODEL, else vllm].
+    #[arg(long, value_enum, value_name = "ENGINE")]
+    pub engine: Option<ServingEngine>,
+
+    /// vLLM's tensor-parallel size, one rank per node's GPU [default: the number of nodes].
     #[arg(long, value_name = "N")]
     pub tp: Option<usize>,
+
+    /// The address the endpoint listens on [default: every interface, as vLLM does].
+    #[arg(long, value_name = "ADDRESS")]
+    pub host: Option<std::net::Ipv4Addr>,
 
     /// The endpoint's port on the head.
     #[arg(long, default_value_t = 8000)]
     pub port: u16,
 
-    /// Seconds vLLM may take to serve (loading weights takes minutes).
+    /// Seconds the engine may take to serve (loading weights takes minutes).
     #[arg(long, value_name = "SECONDS", default_value_t = 1800)]
     pub timeout: u64,
 
@@ -386,7 +415,8 @@ pub struct LaunchArgs {
     #[arg(long)]
     pub dry_run: bool,
 
-    /// Environment for Ray and vLLM, KEY=VALUE (repeatable; overrides the defaults shown by --dry-run).
+    /// Environment for the engine's processes, KEY=VALUE (repeatable; overrides the defaults shown
+    /// by --dry-run).
     #[arg(long = "env", short = 'e', value_name = "KEY=VALUE")]
     pub env: Vec<String>,
 
@@ -395,27 +425,43 @@ pub struct LaunchArgs {
     #[arg(long, value_name = "FILE")]
     pub hf_token_file: Option<PathBuf>,
 
-    /// The toolbox to serve from.
-    #[arg(long, env = "TOOLBOX_NAME", default_value = "vllm")]
-    pub name: String,
+    /// Require this API key at the endpoint, read from FILE [default: the STRIX_API_KEY environment
+    /// variable; neither: no key]. It reaches the server through its environment (VLLM_API_KEY,
+    /// LLAMA_API_KEY), never a command line, a log or a report.
+    #[arg(long, value_name = "FILE")]
+    pub api_key_file: Option<PathBuf>,
 
-    /// More `vllm serve` arguments.
-    #[arg(last = true, value_name = "VLLM ARGS")]
+    /// The toolbox to serve from [default: the engine's: vllm, or llama].
+    #[arg(long, env = "TOOLBOX_NAME")]
+    pub name: Option<String>,
+
+    /// More arguments for the engine's server (`vllm serve`, `llama-server`).
+    #[arg(last = true, value_name = "ENGINE ARGS")]
     pub extra: Vec<String>,
 }
 
+/// Which toolbox: `--name`, else the engine's.
 #[derive(Debug, Clone, Args)]
 pub struct ToolboxArgs {
-    /// The toolbox.
-    #[arg(long, env = "TOOLBOX_NAME", default_value = "vllm")]
-    pub name: String,
+    /// The toolbox [default: the engine's: vllm, or llama].
+    #[arg(long, env = "TOOLBOX_NAME")]
+    pub name: Option<String>,
+
+    /// The serving engine whose toolbox it is.
+    #[arg(long, value_enum, value_name = "ENGINE", default_value_t = ServingEngine::Vllm)]
+    pub engine: ServingEngine,
+}
+
+impl ToolboxArgs {
+    pub fn toolbox(&self) -> String {
+        self.name.clone().unwrap_or_else(|| self.engine.default_toolbox().to_string())
+    }
 }
 
 #[derive(Debug, Clone, Args)]
 pub struct LogsArgs {
-    /// The toolbox.
-    #[arg(long, env = "TOOLBOX_NAME", default_value = "vllm")]
-    pub name: String,
+    #[command(flatten)]
+    pub toolbox: ToolboxArgs,
 
     /// Keep printing what is added (until Ctrl-C).
     #[arg(long, short)]
@@ -434,13 +480,6 @@ pub struct ClusterLogsArgs {
     /// Only this node's logs.
     #[arg(long, value_name = "NODE")]
     pub node: Option<String>,
-}
-
-#[derive(Debug, Clone, Args)]
-pub struct ClusterToolboxArgs {
-    /// The toolbox every node should run.
-    #[arg(long, env = "TOOLBOX_NAME", default_value = "vllm")]
-    pub name: String,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -18,6 +18,8 @@ pub const IMAGE_DIGEST: &str = "io.github.strix-toolbox.image-digest";
 pub const PIN: &str = "io.github.strix-toolbox.pin";
 /// toolbox, distrobox or native.
 pub const MANAGER: &str = "io.github.strix-toolbox.manager";
+/// The serving engine the toolbox was made for (`vllm`, `llama.cpp`; none: vllm).
+pub const ENGINE: &str = "io.github.strix-toolbox.engine";
 /// The user's `--env KEY=VALUE` pairs, as a JSON array, so `rollback` recreates them too.
 pub const USER_ENV: &str = "io.github.strix-toolbox.env";
 

@@ -1,12 +1,12 @@
 //! `cluster launch MODEL` (and `launch MODEL` on one node): the cluster serves one model at one
-//! OpenAI-compatible endpoint. All or nothing, like `cluster refresh`: every node is checked
-//! before anything starts (reachable, the same toolbox image, an address on the cluster link,
-//! nothing serving already); then Ray's head, then every worker at once, bound to their link
-//! addresses; then proof from Ray itself that every node joined with its GPU; then `vllm serve` on
-//! the head, and proof that it serves (`/health`, then `/v1/models` listing the model). Any
-//! failure, and Ctrl-C, stops everything this launch started on every node. A model from the Hub
-//! is put in every node's cache first when a node lacks it (`cluster::model`: downloaded once),
-//! and vLLM then runs offline on the commit that was pulled.
+//! OpenAI-compatible endpoint, with any engine. The discipline is the same for every engine and
+//! lives here: every node is checked before anything starts (reachable, the toolbox and what its
+//! role needs in it, the same image everywhere, an address on the cluster link, the model's files
+//! where they will be read, nothing serving already); the model comes from the Hub once when a
+//! node lacks it; then the engine's plan (`serving::plan`) is carried out step by step, each
+//! step's commands at once and its proofs before the next (`launch_proof`); and any failure, or
+//! Ctrl-C, stops everything the launch started on every node. What differs per engine (the
+//! commands, what proves the workers joined, what the record holds) is the engine's plan.
 
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -16,6 +16,7 @@ use futures_util::future::join_all;
 use serde::{Deserialize, Serialize};
 
 use super::interrupt::Interrupt;
+use super::launch_proof::{prove, Proving};
 use super::model::{cached_everywhere, ensure_everywhere, CachedEverywhere, ModelPullReport, ModelPullRequest};
 use super::stop::stop_serving;
 use crate::error::{Error, MultiError, Result};
@@ -23,77 +24,92 @@ use crate::model::repo_id::RepoId;
 use crate::model::revision::{Commit, Revision};
 use crate::node::{Node, NodeCalls};
 use crate::reporter::Reporter;
-use crate::serving::commands::{ray_head, ray_worker, vllm_serve};
-use crate::serving::environment::serving_env;
-use crate::serving::http::HttpAnswer;
-use crate::serving::logs::ServeLogs;
-use crate::serving::probe::{ServeProbe, ServeProbeReport};
-use crate::serving::ray::{RayNode, RayNodes, RayRole, RayStart};
+use crate::serving::engine::{Backend, ServingEngine};
+use crate::serving::llama::{gguf_parts, RPC_PROGRAMS};
+use crate::serving::plan::{flag_value, LaunchPlan, NodeFacts, NodePlan, PlanRequest, PlannedCommand, Start, Step};
+use crate::serving::process::ProcessStart;
+use crate::serving::ray::{RayStart, AUTH_TOKEN};
 use crate::serving::record::{Role, ServingRecord};
 use crate::serving::secret::Secret;
 use crate::serving::state::{ServeCheck, ServeCheckReport};
-use crate::serving::vllm::VllmStart;
-
-/// How long every node gets to appear in Ray's node table after its `ray start` returned.
-const RAY_JOIN_LIMIT: Duration = Duration::from_secs(60);
-/// Between two readiness probes (of Ray's node table, of the endpoint).
-const PROBE_INTERVAL: Duration = Duration::from_millis(500);
-/// Between two looks inside the head's toolbox whether vLLM still runs, while it loads.
-const LOOK_INSIDE: Duration = Duration::from_secs(3);
-/// The least time between two reports of what vLLM is doing.
-const STATUS_INTERVAL: Duration = Duration::from_secs(10);
+use crate::serving::{llama, vllm};
 
 /// What to serve, and how.
 #[derive(Debug, Clone)]
 pub struct LaunchRequest {
+    pub engine: ServingEngine,
     pub toolbox: String,
+    /// The model as the operator gave it.
     pub model: String,
-    /// Tensor-parallel size; None: one rank per node.
+    pub source: ModelSource,
+    /// vLLM's tensor-parallel size; None: one rank per node.
     pub tp: Option<usize>,
+    /// The address the endpoint listens on; None: every interface (as vLLM does by default).
+    pub host: Option<Ipv4Addr>,
     pub port: u16,
-    /// How long vLLM may take to serve (loading weights takes minutes on a real node).
+    /// How long the engine may take to serve (loading weights takes minutes on a real node).
     pub timeout: Duration,
     /// Stop what already serves first, instead of refusing.
     pub replace: bool,
     pub dry_run: bool,
-    /// Extra `vllm serve` arguments (after `--`).
+    /// Extra arguments for the engine's server (after `--`).
     pub extra: Vec<String>,
     /// The user's `-e KEY=VALUE`: they override the serving environment.
     pub env: BTreeMap<String, String>,
     pub hf_token: Option<Secret>,
+    /// The endpoint's API key (`--api-key-file`, `STRIX_API_KEY`).
+    pub api_key: Option<Secret>,
     /// The operator's `HF_*` settings, for a pull of the model (`model::hub_env`).
     pub hub_env: BTreeMap<String, String>,
 }
 
-/// One command a node runs, with the environment it runs in.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PlannedCommand {
-    pub argv: Vec<String>,
-    pub env: BTreeMap<String, String>,
+/// Where the model comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ModelSource {
+    /// A directory (vLLM) or GGUF file (llama.cpp) on the nodes that load it.
+    Path(String),
+    /// A Hub repository, every file of one revision (vLLM).
+    Hub(RepoId),
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LaunchedNode {
-    pub node: String,
-    pub role: Role,
-    pub link_ip: Ipv4Addr,
-    /// What it runs, in order (the token is never among them).
-    pub commands: Vec<PlannedCommand>,
+impl ModelSource {
+    /// MODEL as given: a `.gguf` file or anything that is no Hub id is a path.
+    pub fn of(model: &str) -> ModelSource {
+        match RepoId::parse(model) {
+            Ok(repo) if !model.ends_with(".gguf") => ModelSource::Hub(repo),
+            _ => ModelSource::Path(model.to_string()),
+        }
+    }
+
+    /// The serving engine MODEL implies, if it implies one (a GGUF is llama.cpp's).
+    pub fn implied_engine(model: &str) -> Option<ServingEngine> {
+        model.ends_with(".gguf").then_some(ServingEngine::LlamaCpp)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LaunchReport {
+    pub engine: ServingEngine,
+    pub backend: Backend,
     pub model: String,
+    /// The name the endpoint serves it under: as `/v1/models` says, once it serves.
+    pub served: String,
     /// `http://HEAD:PORT/v1`.
     pub endpoint: String,
-    pub tp: usize,
-    pub nodes: Vec<LaunchedNode>,
+    /// vLLM's tensor-parallel size.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tp: Option<usize>,
+    pub nodes: Vec<NodePlan>,
+    /// The order the commands start in, and what proves each step.
+    pub steps: Vec<Step>,
     pub dry_run: bool,
+    /// The endpoint wants an API key.
+    pub api_key: bool,
     /// What served before was stopped first (`--replace`).
     pub replaced: bool,
-    /// From the first `ray start` (or `vllm serve`) to serving.
+    /// From the first start to serving.
     pub seconds_to_serve: Option<f64>,
-    /// The model from the Hub, in every node's cache; None for a path.
+    /// The model from the Hub, in the cache of every node that loads it; None for a path.
     pub hub_model: Option<HubModel>,
 }
 
@@ -101,67 +117,54 @@ pub struct LaunchReport {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HubModel {
     pub repo: RepoId,
-    /// The commit vLLM serves, offline, on every node; None in a dry run when a node lacks it
-    /// (the launch would pull it first).
+    /// The commit that is served, offline, on every node that loads it; None in a dry run when a
+    /// node lacks it (the launch would pull it first).
     pub commit: Option<Commit>,
     /// The pull this launch ran because a node lacked it.
     pub pulled: Option<ModelPullReport>,
 }
 
 impl LaunchReport {
-    /// `curl http://HEAD:PORT/v1/models`: the first request to try.
+    /// A first request to try, naming the model as the server does; the key as a variable.
     pub fn curl_example(&self) -> String {
+        let key = if self.api_key { " -H \"Authorization: Bearer $STRIX_API_KEY\"" } else { "" };
         format!(
-            "curl {}/chat/completions -H 'Content-Type: application/json' -d '{{\"model\": \"{}\", \"messages\": \
+            "curl {}/chat/completions -H 'Content-Type: application/json'{key} -d '{{\"model\": \"{}\", \"messages\": \
              [{{\"role\": \"user\", \"content\": \"Hello\"}}]}}'",
-            self.endpoint, self.model
+            self.endpoint, self.served
         )
     }
 }
 
 /// Launch on `nodes` (the first is the head). A failure or a signal stops what was started.
 pub async fn launch(nodes: &[&dyn Node], request: &LaunchRequest, reporter: &dyn Reporter) -> Result<LaunchReport> {
-    let tp = tensor_parallel_size(nodes.len(), request.tp)?;
+    let backend = if nodes.len() == 1 { Backend::Single } else { request.engine.cluster_backend() };
+    let tp = parallelism(request, nodes.len())?;
     // Both only look: asked together, they cost one round trip.
-    let (checks, model) = tokio::join!(check_every_node(nodes, request), look_up_model(nodes, request));
+    let (checks, model) =
+        tokio::join!(check_every_node(nodes, request, backend), look_up_model(nodes, request, backend));
     let (checks, model) = (checks?, model?);
-    let active: Vec<&str> = checks
-        .iter()
-        .zip(nodes)
-        .filter(|(check, _)| check.serving.as_ref().is_some_and(|s| s.active()))
-        .map(|(_, node)| node.name())
-        .collect();
-    if !active.is_empty() && !request.replace {
-        return Err(Error::Toolbox {
-            name: request.toolbox.clone(),
-            message: format!(
-                "{} already serve{} ({}); nothing was started",
-                active.join(", "),
-                if active.len() == 1 { "s" } else { "" },
-                describe_serving(&checks)
-            ),
-            fix: Some("`--replace` stops it first, or `strix-toolbox cluster stop`".into()),
-        });
-    }
-    let cached = model_in_every_cache(nodes, request, model, reporter).await?;
-    let mut plan = plan(nodes, &checks, request, tp, cached.as_ref())?;
+    refuse_when_serving(nodes, request, &checks)?;
+    let hub = model_in_every_cache(nodes, request, model, reporter).await?;
+    let mut report = plan(nodes, &checks, request, backend, tp, hub.as_ref())?;
     if request.dry_run {
-        return Ok(plan);
+        return Ok(report);
     }
-    if !active.is_empty() {
+    if checks.iter().any(|c| c.serving.as_ref().is_some_and(|s| s.active())) {
         reporter.step_started(nodes[0].name(), "stopping what serves now (--replace)");
         stop_serving(nodes, &request.toolbox).await.into_result()?;
-        plan.replaced = true;
+        report.replaced = true;
     }
 
     let interrupt = Interrupt::watch();
     let started = Instant::now();
-    let outcome = start_and_prove(nodes, request, &plan, &interrupt, reporter).await;
+    let outcome = carry_out(nodes, request, &report, &interrupt, reporter).await;
     reporter.finish();
     match outcome {
-        Ok(()) => {
-            plan.seconds_to_serve = Some(started.elapsed().as_secs_f64());
-            Ok(plan)
+        Ok(served) => {
+            report.served = served;
+            report.seconds_to_serve = Some(started.elapsed().as_secs_f64());
+            Ok(report)
         }
         Err(error) => {
             reporter.warning("the launch failed: stopping what it started on every node");
@@ -177,28 +180,82 @@ pub async fn launch(nodes: &[&dyn Node], request: &LaunchRequest, reporter: &dyn
     }
 }
 
-/// `--tp` defaults to one rank per node; more ranks than nodes (one GPU each) cannot be placed.
-fn tensor_parallel_size(nodes: usize, asked: Option<usize>) -> Result<usize> {
-    match asked {
-        None => Ok(nodes),
-        Some(0) => Err(Error::Usage("--tp 0: the tensor-parallel size is at least 1".into())),
-        Some(tp) if tp > nodes => Err(Error::Usage(format!(
+/// vLLM's `--tp` defaults to one rank per node, and more ranks than nodes (one GPU each) cannot
+/// be placed; llama.cpp splits layers, not tensors.
+fn parallelism(request: &LaunchRequest, nodes: usize) -> Result<Option<usize>> {
+    match (request.engine, request.tp) {
+        (ServingEngine::LlamaCpp, Some(_)) => {
+            Err(Error::Usage("--tp is vLLM's: llama.cpp splits the model's layers over every node's GPU".into()))
+        }
+        (ServingEngine::LlamaCpp, None) => Ok(None),
+        (ServingEngine::Vllm, None) => Ok(Some(nodes)),
+        (ServingEngine::Vllm, Some(0)) => Err(Error::Usage("--tp 0: the tensor-parallel size is at least 1".into())),
+        (ServingEngine::Vllm, Some(tp)) if tp > nodes => Err(Error::Usage(format!(
             "--tp {tp} needs {tp} GPUs, one per node, and the cluster has {nodes} node(s). Fix: --tp {nodes} or \
              less, or add nodes"
         ))),
-        Some(tp) => Ok(tp),
+        (ServingEngine::Vllm, Some(tp)) => Ok(Some(tp)),
+    }
+}
+
+/// The node's role in a launch over `backend`.
+fn role_of(backend: Backend, index: usize) -> Role {
+    match (backend, index) {
+        (Backend::Single, _) => Role::Single,
+        (_, 0) => Role::Head,
+        _ => Role::Worker,
+    }
+}
+
+/// The programs a node's toolbox needs for its role, each a list of names any one of which will
+/// do (llama.cpp's RPC server was renamed).
+fn programs_needed(engine: ServingEngine, backend: Backend, role: Role) -> Vec<&'static [&'static str]> {
+    match (engine, role) {
+        (ServingEngine::Vllm, Role::Worker) => vec![&["ray"]],
+        (ServingEngine::Vllm, _) if backend.runs_ray() => vec![&["vllm"], &["ray"]],
+        (ServingEngine::Vllm, _) => vec![&["vllm"]],
+        (ServingEngine::LlamaCpp, Role::Worker) => vec![&RPC_PROGRAMS],
+        (ServingEngine::LlamaCpp, _) => vec![&["llama-server"]],
+    }
+}
+
+/// The files of a model given by its path that node `index` reads: vLLM's ranks load it on every
+/// node; llama.cpp's head alone (the workers get tensors over RPC).
+fn model_paths(request: &LaunchRequest, index: usize) -> Result<Vec<String>> {
+    match (&request.source, request.engine) {
+        (ModelSource::Path(path), ServingEngine::Vllm) => Ok(vec![path.clone()]),
+        (ModelSource::Path(path), ServingEngine::LlamaCpp) if index == 0 => gguf_parts(path),
+        _ => Ok(Vec::new()),
     }
 }
 
 /// Every node's check, refusing the launch on the first problem anywhere (nothing started yet).
-async fn check_every_node(nodes: &[&dyn Node], request: &LaunchRequest) -> Result<Vec<ServeCheckReport>> {
-    let check = ServeCheck { toolbox: request.toolbox.clone(), start: !request.dry_run };
-    let results = join_all(nodes.iter().map(|node| node.call(check.clone()))).await;
+async fn check_every_node(
+    nodes: &[&dyn Node],
+    request: &LaunchRequest,
+    backend: Backend,
+) -> Result<Vec<ServeCheckReport>> {
+    let mut asks = Vec::new();
+    for index in 0..nodes.len() {
+        let programs = programs_needed(request.engine, backend, role_of(backend, index));
+        asks.push(ServeCheck {
+            toolbox: request.toolbox.clone(),
+            start: !request.dry_run,
+            programs: programs.iter().flat_map(|names| names.iter().map(|n| n.to_string())).collect(),
+            paths: model_paths(request, index)?,
+        });
+    }
+    let results = join_all(nodes.iter().zip(asks).map(|(node, ask)| node.call(ask))).await;
     let mut problems = MultiError::new("nothing was started");
     let mut checks = Vec::new();
-    for (node, result) in nodes.iter().zip(results) {
+    for (index, (node, result)) in nodes.iter().zip(results).enumerate() {
         match result {
-            Ok(check) => checks.push(check),
+            Ok(check) => {
+                for error in node_problems(request, backend, index, &check, nodes.len()) {
+                    problems.push(node.name(), error);
+                }
+                checks.push(check);
+            }
             Err(error) => problems.push(node.name(), error),
         }
     }
@@ -219,19 +276,71 @@ async fn check_every_node(nodes: &[&dyn Node], request: &LaunchRequest) -> Resul
                 },
             );
         }
-        if nodes.len() > 1 {
-            for (node, check) in nodes.iter().zip(&checks) {
-                if link_ip(check).is_none() {
-                    problems.push(node.name(), no_link(check));
-                }
-            }
-        }
     }
     if problems.is_empty() {
         Ok(checks)
     } else {
         Err(problems.into())
     }
+}
+
+/// What is wrong with one node for its part in the launch.
+fn node_problems(
+    request: &LaunchRequest,
+    backend: Backend,
+    index: usize,
+    check: &ServeCheckReport,
+    nodes: usize,
+) -> Vec<Error> {
+    let mut problems = Vec::new();
+    if let Some(engine) = check.engine.filter(|engine| *engine != request.engine) {
+        problems.push(Error::toolbox(
+            &request.toolbox,
+            format!("toolbox {} was made for {engine}, not {}", request.toolbox, request.engine),
+            format!("`--engine {engine}`, or `--name` a toolbox made for {}", request.engine),
+        ));
+    }
+    let needed =
+        if check.looked { programs_needed(request.engine, backend, role_of(backend, index)) } else { Vec::new() };
+    for names in needed {
+        if !names.iter().any(|name| check.programs.iter().any(|p| p == name)) {
+            problems.push(Error::toolbox(
+                &request.toolbox,
+                format!(
+                    "toolbox {} has no {} (its role: {:?})",
+                    request.toolbox,
+                    names.join(" or "),
+                    role_of(backend, index)
+                ),
+                format!(
+                    "refresh it from an image made for {} (`strix-toolbox cluster refresh --engine {}`)",
+                    request.engine, request.engine
+                ),
+            ));
+        }
+    }
+    if !check.missing.is_empty() {
+        problems.push(Error::Host {
+            what: request.model.clone(),
+            message: format!(
+                "the model is not where the launch reads it: no {} in toolbox {}",
+                check.missing.join(", "),
+                request.toolbox
+            ),
+            fix: Some(match request.engine {
+                ServingEngine::Vllm => "put the model at the same path on every node (or give its Hub id: the \
+                                        launch then pulls it once and spreads it)"
+                    .into(),
+                ServingEngine::LlamaCpp => "put every part of the GGUF at that path on the head (the workers need \
+                                            no copy)"
+                    .into(),
+            }),
+        });
+    }
+    if nodes > 1 && check.link.as_ref().and_then(|l| l.address).is_none() {
+        problems.push(no_link(check));
+    }
+    problems
 }
 
 fn link_ip(check: &ServeCheckReport) -> Option<Ipv4Addr> {
@@ -255,26 +364,46 @@ fn no_link(check: &ServeCheckReport) -> Error {
     Error::Host { what: "the cluster link".into(), message, fix: Some(fix) }
 }
 
-fn describe_serving(checks: &[ServeCheckReport]) -> String {
-    checks
+/// Something of a launch runs on a node and `--replace` was not given: nothing starts.
+fn refuse_when_serving(nodes: &[&dyn Node], request: &LaunchRequest, checks: &[ServeCheckReport]) -> Result<()> {
+    let active: Vec<(&str, &ServingRecord)> = checks
         .iter()
-        .find_map(|c| c.serving.as_ref().filter(|s| s.active()))
-        .map_or("something".into(), |s| format!("{} at {}", s.record.model, s.record.endpoint))
+        .zip(nodes)
+        .filter_map(|(check, node)| check.serving.as_ref().filter(|s| s.active()).map(|s| (node.name(), &s.record)))
+        .collect();
+    if active.is_empty() || request.replace {
+        return Ok(());
+    }
+    let names: Vec<&str> = active.iter().map(|(node, _)| *node).collect();
+    let record = active[0].1;
+    Err(Error::Toolbox {
+        name: request.toolbox.clone(),
+        message: format!(
+            "{} already serve{} ({} with {} at {}); nothing was started",
+            names.join(", "),
+            if names.len() == 1 { "s" } else { "" },
+            record.model,
+            record.engine,
+            record.endpoint
+        ),
+        fix: Some("`--replace` stops it first, or `strix-toolbox cluster stop`".into()),
+    })
 }
 
-/// A Hub model (None for a path), with the revision asked for and whether every node's cache
-/// has it.
+/// A Hub model (None for a path), with the revision asked for and whether the cache of every
+/// node that loads it has it.
 struct ModelLookup {
     repo: RepoId,
     revision: Option<Revision>,
     cached: Option<CachedEverywhere>,
 }
 
-async fn look_up_model(nodes: &[&dyn Node], request: &LaunchRequest) -> Result<Option<ModelLookup>> {
-    let Ok(repo) = RepoId::parse(&request.model) else { return Ok(None) };
-    let revision = vllm_flag(&request.extra, "--revision").map(Revision::parse).transpose()?;
-    let cached = cached_everywhere(nodes, &repo, revision.as_ref().unwrap_or(&Revision::main())).await?;
-    Ok(Some(ModelLookup { repo, revision, cached }))
+async fn look_up_model(nodes: &[&dyn Node], request: &LaunchRequest, backend: Backend) -> Result<Option<ModelLookup>> {
+    let ModelSource::Hub(repo) = &request.source else { return Ok(None) };
+    let _ = backend;
+    let revision = flag_value(&request.extra, "--revision").map(Revision::parse).transpose()?;
+    let cached = cached_everywhere(nodes, repo, revision.as_ref().unwrap_or(&Revision::main())).await?;
+    Ok(Some(ModelLookup { repo: repo.clone(), revision, cached }))
 }
 
 /// A Hub model in every node's cache before anything starts: pulled when a node lacks it (a dry
@@ -299,51 +428,72 @@ async fn model_in_every_cache(
     Ok(Some((repo, Some(ensure_everywhere(nodes, &pull, reporter).await?))))
 }
 
-/// The commands and records of this launch, per node, with no effect.
+/// The engine's plan for these nodes, as the launch reports it, with no effect.
 fn plan(
     nodes: &[&dyn Node],
     checks: &[ServeCheckReport],
     request: &LaunchRequest,
-    tp: usize,
+    backend: Backend,
+    tp: Option<usize>,
     hub_model: Option<&(RepoId, Option<CachedEverywhere>)>,
 ) -> Result<LaunchReport> {
     let cached = hub_model.and_then(|(_, cached)| cached.as_ref());
-    // vLLM loads the commit every node has, from its cache, never asking the Hub.
-    let mut extra = request.extra.clone();
-    if let Some(cached) = cached.filter(|_| vllm_flag(&request.extra, "--revision").is_none()) {
-        extra.extend(["--revision".to_string(), cached.commit.to_string()]);
+    let facts: Vec<NodeFacts> = nodes
+        .iter()
+        .zip(checks)
+        .enumerate()
+        .map(|(index, (node, check))| NodeFacts {
+            node: node.name().to_string(),
+            link_ip: link_ip(check).unwrap_or(Ipv4Addr::LOCALHOST),
+            transport: check.transport.clone(),
+            hub_cache: cached.map(|c| c.caches[index].clone()),
+            programs: check.programs.clone(),
+        })
+        .collect();
+    let served = request
+        .engine
+        .name_flags()
+        .iter()
+        .find_map(|flag| flag_value(&request.extra, flag))
+        .unwrap_or(&request.model)
+        .to_string();
+    let mut secrets = Vec::new();
+    if request.hf_token.is_some() {
+        secrets.push("HF_TOKEN".to_string());
     }
-    let over_ray = nodes.len() > 1;
-    let head_ip = link_ip(&checks[0]).unwrap_or(Ipv4Addr::LOCALHOST);
-    let endpoint = ServingRecord::endpoint_of(head_ip, request.port);
-    let mut launched = Vec::new();
-    for (index, (node, check)) in nodes.iter().zip(checks).enumerate() {
-        let ip = link_ip(check).unwrap_or(Ipv4Addr::LOCALHOST);
-        let mut env = serving_env(&check.transport, ip, &request.env);
-        if let Some(cached) = cached {
-            for (key, value) in [("HF_HUB_OFFLINE", "1"), ("HF_HUB_CACHE", cached.caches[index].as_str())] {
-                if !request.env.contains_key(key) {
-                    env.insert(key.to_string(), value.to_string());
-                }
-            }
-        }
-        let (role, mut commands) = match (over_ray, index) {
-            (false, _) => (Role::Single, Vec::new()),
-            (true, 0) => (Role::Head, vec![ray_head(ip)]),
-            (true, _) => (Role::Worker, vec![ray_worker(head_ip, ip)]),
-        };
-        if index == 0 {
-            commands.push(vllm_serve(&request.model, tp, request.port, over_ray, &extra));
-        }
-        let commands = commands.into_iter().map(|argv| PlannedCommand { argv, env: env.clone() }).collect();
-        launched.push(LaunchedNode { node: node.name().to_string(), role, link_ip: ip, commands });
+    if request.api_key.is_some() {
+        secrets.push(request.engine.api_key_env().to_string());
     }
-    Ok(LaunchReport {
+    if backend.runs_ray() {
+        secrets.push(AUTH_TOKEN.to_string());
+    }
+    let asked = PlanRequest {
         model: request.model.clone(),
-        endpoint,
+        served: served.clone(),
         tp,
-        nodes: launched,
+        host: request.host.unwrap_or(Ipv4Addr::UNSPECIFIED).to_string(),
+        port: request.port,
+        extra: request.extra.clone(),
+        hub_commit: cached.map(|c| c.commit.to_string()),
+        env: request.env.clone(),
+        secrets,
+    };
+    let LaunchPlan { engine, backend, nodes: planned, steps } = match request.engine {
+        ServingEngine::Vllm => vllm::plan(&facts, &asked, backend, tp.unwrap_or(1)),
+        ServingEngine::LlamaCpp => llama::plan(&facts, &asked, backend),
+    };
+    let probe = request.host.filter(|host| !host.is_unspecified()).unwrap_or(facts[0].link_ip);
+    Ok(LaunchReport {
+        engine,
+        backend,
+        model: request.model.clone(),
+        served,
+        endpoint: ServingRecord::endpoint_of(probe, request.port),
+        tp,
+        nodes: planned,
+        steps,
         dry_run: request.dry_run,
+        api_key: request.api_key.is_some(),
         replaced: false,
         seconds_to_serve: None,
         hub_model: hub_model.map(|(repo, found)| HubModel {
@@ -354,244 +504,130 @@ fn plan(
     })
 }
 
-/// Ray everywhere (when more than one node), then vLLM on the head, each proven before the next.
-async fn start_and_prove(
+/// The plan's steps in order, each proven before the next; the name the endpoint serves under.
+async fn carry_out(
     nodes: &[&dyn Node],
     request: &LaunchRequest,
     plan: &LaunchReport,
     interrupt: &Interrupt,
     reporter: &dyn Reporter,
-) -> Result<()> {
-    let stopped = |during: &str| -> Result<()> {
-        match interrupt.came() {
-            Some(signal) => Err(Error::Interrupted { during: during.to_string(), signal }),
-            None => Ok(()),
-        }
+) -> Result<String> {
+    let mut secrets: BTreeMap<String, Secret> = BTreeMap::new();
+    if let Some(token) = &request.hf_token {
+        secrets.insert("HF_TOKEN".into(), token.clone());
+    }
+    if let Some(key) = &request.api_key {
+        secrets.insert(plan.engine.api_key_env().into(), key.clone());
+    }
+    if plan.backend.runs_ray() {
+        secrets.insert(AUTH_TOKEN.into(), Secret::random()?);
+    }
+    let started = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let probe =
+        SocketAddr::from((request.host.filter(|h| !h.is_unspecified()).unwrap_or(plan.nodes[0].link_ip), request.port));
+    let mut proving = Proving {
+        nodes,
+        toolbox: &request.toolbox,
+        plan,
+        probe,
+        api_key: request.api_key.as_ref(),
+        timeout: request.timeout,
+        interrupt,
+        reporter,
+        served: plan.served.clone(),
     };
-    let head = &plan.nodes[0];
-    let record = |launched: &LaunchedNode| ServingRecord {
-        toolbox: request.toolbox.clone(),
-        model: request.model.clone(),
-        served: served_name(&request.model, &request.extra),
-        role: launched.role,
-        nodes: nodes.len(),
-        tp: plan.tp,
-        port: request.port,
-        link_ip: launched.link_ip,
-        head_ip: head.link_ip,
-        endpoint: plan.endpoint.clone(),
-        // The node records the image its toolbox runs.
-        image: String::new(),
-        started: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-        ray: launched.role != Role::Single,
-        vllm_pid: None,
-    };
-    if nodes.len() > 1 {
-        let ray_start = |launched: &LaunchedNode, role: RayRole| RayStart {
-            toolbox: request.toolbox.clone(),
-            role,
-            env: launched.commands[0].env.clone(),
-            record: record(launched),
-        };
-        reporter.step_started(&head.node, &format!("starting Ray's head on {}", head.link_ip));
-        nodes[0]
-            .call(ray_start(head, RayRole::Head))
-            .await
-            .map_err(|e| MultiError::one("Ray's head did not start", nodes[0].name(), e))?;
-        stopped("Ray's start")?;
-        for worker in &plan.nodes[1..] {
-            reporter.step_started(&worker.node, &format!("starting a Ray worker on {}", worker.link_ip));
-        }
-        let workers = nodes[1..].iter().zip(&plan.nodes[1..]).map(|(node, launched)| async move {
-            let role = RayRole::Worker { head_ip: head.link_ip };
-            node.call(ray_start(launched, role)).await
+    for step in &plan.steps {
+        let starts = step.starts.iter().map(|(node, command)| {
+            let launched = &plan.nodes[*node];
+            let command = &launched.commands[*command];
+            reporter.step_started(&launched.node, &describe(command, launched));
+            let mut record = ServingRecord::new(
+                &request.toolbox,
+                &request.model,
+                &plan.served,
+                plan.engine,
+                plan.backend,
+                launched.role,
+                plan.nodes.len(),
+                request.port,
+                launched.link_ip,
+                plan.nodes[0].link_ip,
+                &plan.endpoint,
+            );
+            record.tp = plan.tp;
+            record.api_key = plan.api_key;
+            record.started = started.clone();
+            start(nodes[*node], request, command, record, &secrets)
         });
-        let mut failed = MultiError::new("Ray workers did not start");
-        for (node, result) in nodes[1..].iter().zip(join_all(workers).await) {
+        let mut failed = MultiError::new("the launch could not start everything");
+        for ((node, _), result) in step.starts.iter().zip(join_all(starts).await) {
             if let Err(error) = result {
-                failed.push(node.name(), error);
+                failed.push(nodes[*node].name(), error);
             }
         }
         if !failed.is_empty() {
             return Err(failed.into());
         }
-        stopped("Ray's start")?;
-        wait_for_ray(nodes, request, plan, interrupt, reporter).await?;
+        proving.stopped("the start")?;
+        for proof in &step.proofs {
+            prove(&mut proving, proof).await?;
+        }
     }
+    Ok(proving.served)
+}
 
-    let serve = VllmStart {
-        toolbox: request.toolbox.clone(),
-        argv: head.commands.last().map(|c| c.argv.clone()).unwrap_or_default(),
-        env: head.commands.last().map(|c| c.env.clone()).unwrap_or_default(),
-        hf_token: request.hf_token.clone(),
-        record: record(head),
+/// One planned command, started on its node through the call its kind takes.
+async fn start(
+    node: &dyn Node,
+    request: &LaunchRequest,
+    command: &PlannedCommand,
+    record: ServingRecord,
+    secrets: &BTreeMap<String, Secret>,
+) -> Result<()> {
+    // vLLM's compile cache is cleared by what starts first on the node: Ray where it runs (its
+    // actors compile), else `vllm serve`.
+    let first_of_vllm = match command.start {
+        Start::Ray { .. } => true,
+        Start::Process { .. } => !record.backend.runs_ray(),
     };
-    reporter.step_started(&head.node, &format!("vllm serve {}", request.model));
-    nodes[0].call(serve).await.map_err(|e| MultiError::one("vLLM did not start", nodes[0].name(), e))?;
-    stopped("vLLM's start")?;
-    wait_for_vllm(nodes[0], request, plan, interrupt, reporter).await
-}
-
-/// Until Ray's own node table has every node alive with its GPU, on its link address.
-async fn wait_for_ray(
-    nodes: &[&dyn Node],
-    request: &LaunchRequest,
-    plan: &LaunchReport,
-    interrupt: &Interrupt,
-    reporter: &dyn Reporter,
-) -> Result<()> {
-    let deadline = Instant::now() + RAY_JOIN_LIMIT;
-    let ask = RayNodes { toolbox: request.toolbox.clone() };
-    loop {
-        let table: Vec<RayNode> = nodes[0]
-            .call(ask.clone())
-            .await
-            .map_err(|e| MultiError::one("Ray's head does not answer", nodes[0].name(), e))?;
-        let missing: Vec<&LaunchedNode> = plan.nodes.iter().filter(|n| !joined(&table, n.link_ip)).collect();
-        if missing.is_empty() {
-            reporter.step_finished(
-                &plan.nodes[0].node,
-                &format!("Ray: {} node(s) alive with a GPU each", plan.nodes.len()),
-            );
-            return Ok(());
+    let fresh_compile_cache = record.engine == ServingEngine::Vllm && first_of_vllm;
+    match &command.start {
+        Start::Ray { role } => {
+            let token =
+                secrets.get(AUTH_TOKEN).cloned().ok_or_else(|| Error::Internal("Ray without its token".into()))?;
+            let call = RayStart {
+                toolbox: request.toolbox.clone(),
+                role: role.clone(),
+                env: command.env.clone(),
+                token,
+                fresh_compile_cache,
+                record,
+            };
+            node.call(call).await.map(drop)
         }
-        if let Some(signal) = interrupt.came() {
-            return Err(Error::Interrupted { during: "the wait for Ray's nodes".into(), signal });
+        Start::Process { name, listens } => {
+            let call = ProcessStart {
+                toolbox: request.toolbox.clone(),
+                name: name.clone(),
+                argv: command.argv.clone(),
+                env: command.env.clone(),
+                secrets: command.secret_env.iter().filter_map(|n| Some((n.clone(), secrets.get(n)?.clone()))).collect(),
+                listens: *listens,
+                fresh_compile_cache,
+                record,
+            };
+            node.call(call).await.map(drop)
         }
-        if Instant::now() >= deadline {
-            let mut failed = MultiError::new(format!("nodes never joined Ray within {} s", RAY_JOIN_LIMIT.as_secs()));
-            for launched in missing {
-                let node = nodes.iter().find(|n| n.name() == launched.node).copied().unwrap_or(nodes[0]);
-                let tail = log_tail(node, &request.toolbox, "raylet.out").await;
-                let error = Error::Node {
-                    node: launched.node.clone(),
-                    message: format!(
-                        "it is not in Ray's node table on {}; its raylet.out ends: {tail}",
-                        launched.link_ip
-                    ),
-                    fix: Some(
-                        "a firewall between it and the head, or a wrong address: trust the cluster link on every node \
-                         (`sudo firewall-cmd --zone=trusted --change-interface=IFACE --permanent`), and check it with \
-                         `strix-toolbox cluster doctor`"
-                            .into(),
-                    ),
-                };
-                failed.push(&launched.node, error);
-            }
-            return Err(failed.into());
-        }
-        tokio::time::sleep(PROBE_INTERVAL).await;
     }
 }
 
-fn joined(table: &[RayNode], ip: Ipv4Addr) -> bool {
-    table.iter().any(|node| node.alive && node.gpus >= 1.0 && node.ip == ip.to_string())
-}
-
-/// Until `/health` is 200 and `/v1/models` lists the model; vLLM dying, or the timeout, fails
-/// with its last log lines.
-async fn wait_for_vllm(
-    head: &dyn Node,
-    request: &LaunchRequest,
-    plan: &LaunchReport,
-    interrupt: &Interrupt,
-    reporter: &dyn Reporter,
-) -> Result<()> {
-    let address = SocketAddr::from((probe_address(plan), request.port));
-    let served = served_name(&request.model, &request.extra);
-    let started = Instant::now();
-    let mut said: Option<(String, Instant)> = None;
-    let mut looked = Instant::now();
-    loop {
-        // Whether vLLM still runs costs an exec: asked every LOOK_INSIDE, and at the deadline.
-        let look_inside = looked.elapsed() >= LOOK_INSIDE || started.elapsed() >= request.timeout;
-        if look_inside {
-            looked = Instant::now();
-        }
-        let probe = ServeProbe { toolbox: request.toolbox.clone(), address, look_inside };
-        let report: ServeProbeReport = head
-            .call(probe.clone())
-            .await
-            .map_err(|e| MultiError::one("the endpoint could not be probed", head.name(), e))?;
-        if report.serves(&served) {
-            reporter.step_finished(head.name(), &format!("serving {served} after {} s", started.elapsed().as_secs()));
-            return Ok(());
-        }
-        if !report.vllm_alive {
-            let tail = log_tail(head, &request.toolbox, "vllm").await;
-            let exited = Error::Command {
-                program: "vllm serve".into(),
-                message: format!("it exited before serving; its log ends: {tail}"),
-                fix: Some(format!("`strix-toolbox cluster logs --node {}` shows all of it", head.name())),
-            };
-            return Err(MultiError::one("vLLM did not serve", head.name(), exited));
-        }
-        if matches!(report.health, HttpAnswer::Status(200, _)) && !report.models.is_empty() {
-            let other = Error::Command {
-                program: "vllm serve".into(),
-                message: format!("it serves {} instead of {served}", report.models.join(", ")),
-                fix: Some("check `--served-model-name` among the vLLM arguments".into()),
-            };
-            return Err(MultiError::one("vLLM did not serve", head.name(), other));
-        }
-        if let Some(signal) = interrupt.came() {
-            return Err(Error::Interrupted { during: "the wait for vLLM".into(), signal });
-        }
-        if started.elapsed() >= request.timeout {
-            let tail = log_tail(head, &request.toolbox, "vllm").await;
-            let slow = Error::Command {
-                program: "vllm serve".into(),
-                message: format!("it did not serve within {} s; its log ends: {tail}", request.timeout.as_secs()),
-                fix: Some("give it longer with `--timeout SECONDS` (large models load for minutes)".into()),
-            };
-            return Err(MultiError::one("vLLM did not serve", head.name(), slow));
-        }
-        // What vLLM is doing (loading weights takes minutes), said when it changes, at most
-        // every STATUS_INTERVAL.
-        let doing = report.last_line.unwrap_or_else(|| "starting".into());
-        if said.as_ref().is_none_or(|(before, at)| *before != doing && at.elapsed() >= STATUS_INTERVAL) {
-            reporter.step_started(head.name(), &format!("{:>4} s  {doing}", started.elapsed().as_secs()));
-            said = Some((doing, Instant::now()));
-        }
-        tokio::time::sleep(PROBE_INTERVAL).await;
-    }
-}
-
-/// Where the head is probed: its link address (one node without a link: its own loopback).
-fn probe_address(plan: &LaunchReport) -> Ipv4Addr {
-    plan.nodes[0].link_ip
-}
-
-/// The name `/v1/models` will list: `--served-model-name`, else the model.
-fn served_name(model: &str, extra: &[String]) -> String {
-    vllm_flag(extra, "--served-model-name").unwrap_or(model).to_string()
-}
-
-/// The value of `flag` among the vLLM arguments (`--flag VALUE` or `--flag=VALUE`).
-fn vllm_flag<'a>(extra: &'a [String], flag: &str) -> Option<&'a str> {
-    let mut words = extra.iter();
-    while let Some(word) = words.next() {
-        if word == flag {
-            return words.next().map(String::as_str);
-        }
-        if let Some(value) = word.strip_prefix(flag).and_then(|rest| rest.strip_prefix('=')) {
-            return Some(value);
-        }
-    }
-    None
-}
-
-/// The last lines of one of the node's serving logs, for an error message.
-async fn log_tail(node: &dyn Node, toolbox: &str, file: &str) -> String {
-    let ask = ServeLogs { toolbox: toolbox.to_string(), lines: 5, seen: Vec::new() };
-    match node.call(ask).await {
-        Ok(tails) => tails
-            .into_iter()
-            .find(|t| t.file == file)
-            .map(|t| t.lines.join(" | "))
-            .filter(|text| !text.is_empty())
-            .unwrap_or_else(|| format!("(no {file} log)")),
-        Err(error) => format!("(its log could not be read: {error})"),
+/// What the progress says a command does.
+fn describe(command: &PlannedCommand, node: &NodePlan) -> String {
+    match &command.start {
+        Start::Ray { role: crate::serving::ray::RayRole::Head } => format!("starting Ray's head on {}", node.link_ip),
+        Start::Ray { .. } => format!("starting a Ray worker on {}", node.link_ip),
+        Start::Process { listens: Some(address), .. } => format!("starting {} on {address}", command.argv[0]),
+        Start::Process { .. } => command.argv.iter().take(3).cloned().collect::<Vec<_>>().join(" "),
     }
 }
 
@@ -599,114 +635,57 @@ async fn log_tail(node: &dyn Node, toolbox: &str, file: &str) -> String {
 mod tests {
     use super::*;
 
-    #[test]
-    fn tp_defaults_to_the_nodes_and_never_exceeds_them() {
-        assert_eq!(tensor_parallel_size(4, None).unwrap(), 4);
-        assert_eq!(tensor_parallel_size(4, Some(2)).unwrap(), 2);
-        let error = tensor_parallel_size(2, Some(3)).unwrap_err();
-        assert!(matches!(error, Error::Usage(_)) && error.to_string().contains("--tp 2"), "{error}");
-        assert!(matches!(tensor_parallel_size(2, Some(0)), Err(Error::Usage(_))));
-    }
-
-    #[test]
-    fn the_served_name_follows_served_model_name() {
-        let words = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        assert_eq!(served_name("org/m", &[]), "org/m");
-        assert_eq!(served_name("org/m", &words(&["--served-model-name", "m"])), "m");
-        assert_eq!(served_name("org/m", &words(&["--max-model-len", "8", "--served-model-name=x"])), "x");
-        assert_eq!(vllm_flag(&words(&["--revision", "v1"]), "--revision"), Some("v1"));
-        assert_eq!(vllm_flag(&words(&["--revisions=x"]), "--revision"), None);
-    }
-
-    /// A node that answers nothing: `plan` only asks its name.
-    struct Named(&'static str);
-
-    #[async_trait::async_trait]
-    impl Node for Named {
-        fn name(&self) -> &str {
-            self.0
-        }
-
-        async fn ask(&self, _call: crate::node::call::NodeCall) -> Result<serde_json::Value> {
-            Err(Error::Internal("not asked in these tests".into()))
-        }
-    }
-
-    fn check(ip: [u8; 4]) -> ServeCheckReport {
-        ServeCheckReport {
-            toolbox: "vllm".into(),
-            image: Some("sha256:ab".into()),
-            started: false,
-            transport: crate::spec::Transport::ThunderboltTcp { netdev: "thunderbolt0".into() },
-            link: Some(crate::link::ClusterLink {
-                netdev: "thunderbolt0".into(),
-                address: Some(Ipv4Addr::from(ip)),
-                prefix: Some(24),
-                mtu: Some(65520),
-            }),
-            serving: None,
-        }
-    }
-
-    fn request(model: &str, extra: &[&str], env: &[(&str, &str)]) -> LaunchRequest {
+    fn request(engine: ServingEngine, tp: Option<usize>) -> LaunchRequest {
         LaunchRequest {
+            engine,
             toolbox: "vllm".into(),
-            model: model.into(),
-            tp: None,
+            model: "acme/tiny".into(),
+            source: ModelSource::of("acme/tiny"),
+            tp,
+            host: None,
             port: 8000,
             timeout: Duration::from_secs(60),
             replace: false,
             dry_run: true,
-            extra: extra.iter().map(|s| s.to_string()).collect(),
-            env: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            extra: Vec::new(),
+            env: BTreeMap::new(),
             hf_token: None,
+            api_key: None,
             hub_env: BTreeMap::new(),
         }
     }
 
     #[test]
-    fn a_cached_hub_model_runs_offline_on_its_commit_everywhere() {
-        let (head, worker) = (Named("node1"), Named("node2"));
-        let nodes: [&dyn Node; 2] = [&head, &worker];
-        let checks = [check([192, 168, 2, 1]), check([192, 168, 2, 2])];
-        let commit = Commit::parse("c12a728b0b9a3d8c0a9e6a1d5b1f4e2c3d4e5f60").unwrap();
-        let cached =
-            CachedEverywhere { commit: commit.clone(), caches: vec!["/h1/hub".into(), "/h2/hub".into()], pull: None };
-        let model = (RepoId::parse("acme/tiny").unwrap(), Some(cached));
-
-        let plan = plan(&nodes, &checks, &request("acme/tiny", &[], &[]), 2, Some(&model)).unwrap();
-        for (node, cache) in plan.nodes.iter().zip(["/h1/hub", "/h2/hub"]) {
-            for command in &node.commands {
-                assert_eq!(command.env["HF_HUB_OFFLINE"], "1", "{}", node.node);
-                assert_eq!(command.env["HF_HUB_CACHE"], cache);
-            }
-        }
-        let serve = &plan.nodes[0].commands.last().unwrap().argv;
-        assert!(serve.ends_with(&["--revision".to_string(), commit.to_string()]), "{serve:?}");
-        assert_eq!(plan.hub_model.as_ref().unwrap().commit.as_ref(), Some(&commit));
-
-        // The operator's own --revision and -e win.
-        let asked = request("acme/tiny", &["--revision", "v1"], &[("HF_HUB_OFFLINE", "0")]);
-        let plan = super::plan(&nodes, &checks, &asked, 2, Some(&model)).unwrap();
-        let serve = &plan.nodes[0].commands.last().unwrap().argv;
-        assert_eq!(serve.iter().filter(|w| *w == "--revision").count(), 1, "{serve:?}");
-        assert_eq!(plan.nodes[1].commands[0].env["HF_HUB_OFFLINE"], "0");
-
-        // A path, or a model a dry run found missing: vLLM as before.
-        for hub_model in [None, Some(&(RepoId::parse("acme/tiny").unwrap(), None))] {
-            let plan = super::plan(&nodes, &checks, &request("/models/tiny", &[], &[]), 2, hub_model).unwrap();
-            assert!(!plan.nodes[0].commands[0].env.contains_key("HF_HUB_OFFLINE"));
-            assert!(!plan.nodes[0].commands.last().unwrap().argv.contains(&"--revision".to_string()));
-        }
+    fn tp_defaults_to_the_nodes_and_never_exceeds_them() {
+        assert_eq!(parallelism(&request(ServingEngine::Vllm, None), 4).unwrap(), Some(4));
+        assert_eq!(parallelism(&request(ServingEngine::Vllm, Some(2)), 4).unwrap(), Some(2));
+        let error = parallelism(&request(ServingEngine::Vllm, Some(3)), 2).unwrap_err();
+        assert!(matches!(error, Error::Usage(_)) && error.to_string().contains("--tp 2"), "{error}");
+        assert!(matches!(parallelism(&request(ServingEngine::Vllm, Some(0)), 2), Err(Error::Usage(_))));
+        assert_eq!(parallelism(&request(ServingEngine::LlamaCpp, None), 3).unwrap(), None);
+        assert!(matches!(parallelism(&request(ServingEngine::LlamaCpp, Some(2)), 3), Err(Error::Usage(_))));
     }
 
     #[test]
-    fn a_node_joined_when_alive_with_a_gpu_on_its_link_address() {
-        let ip = Ipv4Addr::new(192, 168, 2, 2);
-        let node = |ip: &str, alive, gpus| RayNode { ip: ip.into(), alive, gpus };
-        assert!(joined(&[node("192.168.2.2", true, 1.0)], ip));
-        assert!(!joined(&[node("192.168.2.2", false, 1.0)], ip));
-        assert!(!joined(&[node("192.168.2.2", true, 0.0)], ip));
-        assert!(!joined(&[node("10.213.0.6", true, 1.0)], ip), "the management address is not the link's");
+    fn a_gguf_or_a_path_is_a_path_and_a_gguf_implies_llama_cpp() {
+        assert_eq!(ModelSource::of("acme/tiny"), ModelSource::Hub(RepoId::parse("acme/tiny").unwrap()));
+        assert_eq!(ModelSource::of("/models/tiny"), ModelSource::Path("/models/tiny".into()));
+        assert_eq!(ModelSource::of("models/tiny.gguf"), ModelSource::Path("models/tiny.gguf".into()));
+        assert_eq!(ModelSource::implied_engine("/m/x-00001-of-00002.gguf"), Some(ServingEngine::LlamaCpp));
+        assert_eq!(ModelSource::implied_engine("acme/tiny"), None);
+    }
+
+    #[test]
+    fn each_role_needs_its_programs_and_the_model_where_it_is_read() {
+        assert_eq!(programs_needed(ServingEngine::Vllm, Backend::Ray, Role::Head), [&["vllm"][..], &["ray"][..]]);
+        assert_eq!(programs_needed(ServingEngine::Vllm, Backend::Single, Role::Single), [&["vllm"][..]]);
+        assert_eq!(programs_needed(ServingEngine::LlamaCpp, Backend::Rpc, Role::Worker), [&RPC_PROGRAMS[..]]);
+        let mut llama = request(ServingEngine::LlamaCpp, None);
+        llama.source = ModelSource::Path("/m/q-00001-of-00002.gguf".into());
+        assert_eq!(model_paths(&llama, 0).unwrap().len(), 2, "every part, on the head");
+        assert!(model_paths(&llama, 1).unwrap().is_empty(), "the workers need no copy");
+        let mut vllm = request(ServingEngine::Vllm, None);
+        vllm.source = ModelSource::Path("/models/tiny".into());
+        assert_eq!(model_paths(&vllm, 2).unwrap(), ["/models/tiny"], "every vLLM rank reads it");
     }
 }

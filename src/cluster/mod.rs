@@ -9,6 +9,7 @@ pub(crate) mod facts;
 pub(crate) mod install;
 pub(crate) mod interrupt;
 pub(crate) mod launch;
+pub(crate) mod launch_proof;
 pub(crate) mod logs;
 pub(crate) mod model;
 pub(crate) mod nodes;

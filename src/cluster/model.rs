@@ -7,7 +7,6 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::io::Read;
 use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
@@ -130,7 +129,7 @@ pub async fn model_pull(
         seconds: 0.0,
     };
     if nodes.len() > 1 {
-        let access = Secret::new(random_key()?);
+        let access = Secret::random()?;
         let serve = ModelServe { repo: request.repo.clone(), commit: manifest.commit.clone(), access: access.clone() };
         let serving = head
             .call(serve)
@@ -321,26 +320,5 @@ async fn fetch_progress<T>(
                 }
             }
         }
-    }
-}
-
-/// The pull's key for the head's blob server: 32 random bytes, hex.
-fn random_key() -> Result<String> {
-    let mut bytes = [0u8; 32];
-    std::fs::File::open("/dev/urandom").and_then(|mut random| random.read_exact(&mut bytes)).map_err(|e| {
-        Error::host("/dev/urandom", format!("cannot read /dev/urandom: {e}"), "a Linux system has it; check /dev")
-    })?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_pull_has_its_own_key() {
-        let (a, b) = (random_key().unwrap(), random_key().unwrap());
-        assert_eq!(a.len(), 64);
-        assert_ne!(a, b);
     }
 }

@@ -1,6 +1,7 @@
 //! `cluster status`: per node, reachable, strix-toolbox version, and the toolbox it runs; and what
-//! the cluster serves: the model, its endpoint, since when, Ray's nodes alive, whether `/health`
-//! answers; and the head's registry (what the spread keeps there, and its size on disk).
+//! the cluster serves: the engine and model, its endpoint, since when, Ray's nodes alive or each
+//! RPC worker and whether it answers the head, whether `/health` answers; and the head's registry
+//! (what the spread keeps there, and its size on disk).
 
 use std::net::SocketAddr;
 
@@ -13,10 +14,13 @@ use crate::node::call::Status;
 use crate::node::remote::RemoteNode;
 use crate::node::NodeCalls;
 use crate::ops::status::{StatusReport, ToolboxStatus};
+use crate::serving::engine::ServingEngine;
 use crate::serving::http::HttpAnswer;
 use crate::serving::probe::ServeProbe;
 use crate::serving::ray::RayNodes;
+use crate::serving::reach::{Reach, Reached};
 use crate::serving::record::Role;
+use crate::serving::secret::Secret;
 use crate::serving::state::{ServeCheck, ServingState};
 use crate::spread::status::{RegistryStatus, SpreadStatus};
 
@@ -67,7 +71,12 @@ pub struct HeadRegistry {
 /// The serving cluster as its head sees it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ServingSummary {
+    #[serde(default)]
+    pub engine: ServingEngine,
     pub model: String,
+    /// The name the endpoint serves it under.
+    #[serde(default)]
+    pub served: String,
     pub endpoint: String,
     /// When it was launched (RFC 3339).
     pub since: String,
@@ -77,10 +86,26 @@ pub struct ServingSummary {
     pub nodes: usize,
     /// Ray's nodes alive with a GPU, per Ray's own table (None: one node, no Ray; or Ray did not answer).
     pub ray_nodes_alive: Option<usize>,
+    /// Each worker's server the head must reach (llama.cpp's `rpc-server`), and whether it does.
+    #[serde(default)]
+    pub workers: Vec<WorkerAnswer>,
     /// `GET /health` at the endpoint, asked on the head.
     pub health: HttpAnswer,
-    /// `/health` is 200 and `/v1/models` lists the model.
+    /// `/health` is 200 and `/v1/models` lists the model (or, with no API key at hand for an
+    /// endpoint that wants one, `/health` alone).
     pub serves: bool,
+    /// `/v1/models` wants the API key, which this status was not given (`STRIX_API_KEY`).
+    #[serde(default)]
+    pub key_needed: bool,
+}
+
+/// One worker's server, as the head reaches it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerAnswer {
+    pub node: String,
+    pub process: String,
+    pub address: std::net::SocketAddr,
+    pub reached: Reached,
 }
 
 impl ClusterStatusReport {
@@ -103,12 +128,17 @@ impl ClusterStatusReport {
         disagreements.extend(differs("image", &|n| n.toolbox(toolbox).map(|t| t.image_identity().to_string())));
         disagreements.extend(differs("RCCL", &|n| n.toolbox(toolbox).and_then(|t| t.rccl_sha256.clone())));
         for node in &nodes {
-            if let Some(state) = node.serving.as_ref().filter(|s| !s.active() || (s.record.ray && !s.ray_alive)) {
-                let lost = if state.record.ray && !state.ray_alive { "Ray" } else { "vLLM" };
+            let Some(state) = &node.serving else { continue };
+            let lost = state.lost();
+            if !lost.is_empty() {
                 disagreements.push(format!(
-                    "{}: {lost} of the launch of {} is not running (`strix-toolbox cluster logs --node {}` says why; \
+                    "{}: {} of the launch of {} {} not running (`strix-toolbox cluster logs --node {}` says why; \
                      `cluster launch --replace` starts it again)",
-                    node.node, state.record.model, node.node
+                    node.node,
+                    lost.join(" and "),
+                    state.record.model,
+                    if lost.len() == 1 { "is" } else { "are" },
+                    node.node
                 ));
             }
         }
@@ -116,7 +146,12 @@ impl ClusterStatusReport {
     }
 }
 
-pub async fn cluster_status(settings: &ClusterSettings, toolbox: &str) -> Result<ClusterStatusReport> {
+/// The cluster's status; `api_key` is sent to an endpoint that wants one.
+pub async fn cluster_status(
+    settings: &ClusterSettings,
+    toolbox: &str,
+    api_key: Option<Secret>,
+) -> Result<ClusterStatusReport> {
     let (connected, unreachable) = connect_all(settings).await;
     let mut nodes: Vec<NodeStatus> = join_all(connected.iter().map(|node| node_status(node, toolbox))).await;
     nodes.extend(unreachable.into_iter().map(|(node, error)| NodeStatus {
@@ -129,10 +164,19 @@ pub async fn cluster_status(settings: &ClusterSettings, toolbox: &str) -> Result
     }));
     in_cluster_order(settings, &mut nodes, |n| &n.node);
     let mut report = ClusterStatusReport::new(toolbox, nodes);
-    report.serving = serving_summary(&connected, &report.nodes, toolbox).await;
+    report.serving = serving_summary(&connected, &report.nodes, toolbox, api_key).await;
     report.registry = head_registry(settings, &connected).await;
-    if report.serving.as_ref().is_some_and(|s| !s.serves) {
-        report.disagreements.push("the endpoint does not serve its model (`strix-toolbox cluster logs`)".into());
+    if let Some(serving) = &report.serving {
+        if !serving.serves {
+            report.disagreements.push("the endpoint does not serve its model (`strix-toolbox cluster logs`)".into());
+        }
+        for worker in serving.workers.iter().filter(|w| w.reached != Reached::Answers) {
+            let (why, _) = worker.reached.why();
+            report.disagreements.push(format!(
+                "{}: its {} at {} does not answer the head: {why}",
+                worker.node, worker.process, worker.address
+            ));
+        }
     }
     close_all(connected).await;
     Ok(report)
@@ -145,40 +189,78 @@ async fn head_registry(settings: &ClusterSettings, connected: &[RemoteNode]) -> 
     Some(HeadRegistry { node: head.name.clone(), status })
 }
 
-/// Asked on the node whose record says it runs `vllm serve`: Ray's table and the endpoint.
-async fn serving_summary(connected: &[RemoteNode], nodes: &[NodeStatus], toolbox: &str) -> Option<ServingSummary> {
+/// Asked on the node whose record says it serves the endpoint: Ray's table, or whether every
+/// worker's server answers it, and the endpoint.
+async fn serving_summary(
+    connected: &[RemoteNode],
+    nodes: &[NodeStatus],
+    toolbox: &str,
+    api_key: Option<Secret>,
+) -> Option<ServingSummary> {
     let (node, state) =
         nodes.iter().find_map(|n| n.serving.as_ref().filter(|s| s.record.role != Role::Worker).map(|s| (n, s)))?;
     let head = connected.iter().find(|r| r.name == node.node)?;
     let record = &state.record;
-    let ray_nodes_alive = if record.ray {
+    let ray_nodes_alive = if record.backend.runs_ray() {
         let table = head.call(RayNodes { toolbox: toolbox.to_string() }).await.ok();
         table.map(|table| table.iter().filter(|n| n.alive && n.gpus >= 1.0).count())
     } else {
         None
     };
+    let listeners: Vec<(String, String, SocketAddr)> = nodes
+        .iter()
+        .filter_map(|n| Some((n, n.serving.as_ref()?)))
+        .filter(|(_, s)| s.record.role == Role::Worker && s.record.started == record.started)
+        .flat_map(|(n, s)| s.record.processes.iter().filter_map(|p| Some((n.node.clone(), p.name.clone(), p.listens?))))
+        .collect();
+    let workers = if listeners.is_empty() {
+        Vec::new()
+    } else {
+        let ask = Reach { addresses: listeners.iter().map(|(_, _, address)| *address).collect() };
+        let answers = head.call(ask).await.unwrap_or_else(|e| vec![Reached::Failed(e.to_string()); listeners.len()]);
+        listeners
+            .into_iter()
+            .zip(answers)
+            .map(|((node, process, address), reached)| WorkerAnswer { node, process, address, reached })
+            .collect()
+    };
     let address = SocketAddr::from((record.head_ip, record.port));
-    let probe = head.call(ServeProbe { toolbox: toolbox.to_string(), address, look_inside: true }).await;
-    let (health, serves) = match probe {
-        Ok(probe) => (probe.health.clone(), probe.serves(&record.served)),
-        Err(error) => (HttpAnswer::Failed(error.to_string()), false),
+    let has_key = api_key.is_some();
+    let probe = ServeProbe {
+        toolbox: toolbox.to_string(),
+        server: record.engine.server().to_string(),
+        address,
+        api_key,
+        look_inside: true,
+    };
+    let (health, serves, key_needed) = match head.call(probe).await {
+        Ok(probe) => {
+            let key_needed = probe.key_refused && !has_key;
+            let healthy = matches!(probe.health, HttpAnswer::Status(200, _));
+            (probe.health.clone(), probe.serves(&record.served) || (key_needed && healthy), key_needed)
+        }
+        Err(error) => (HttpAnswer::Failed(error.to_string()), false, false),
     };
     Some(ServingSummary {
+        engine: record.engine,
         model: record.model.clone(),
+        served: record.served.clone(),
         endpoint: record.endpoint.clone(),
         since: record.started.clone(),
         head: node.node.clone(),
         nodes: record.nodes,
         ray_nodes_alive,
+        workers,
         health,
         serves,
+        key_needed,
     })
 }
 
 async fn node_status(remote: &RemoteNode, toolbox: &str) -> NodeStatus {
     let version = remote.version().map(str::to_string);
-    let (status, check) =
-        tokio::join!(remote.call(Status {}), remote.call(ServeCheck { toolbox: toolbox.to_string(), start: false }));
+    let look = ServeCheck { toolbox: toolbox.to_string(), ..Default::default() };
+    let (status, check) = tokio::join!(remote.call(Status {}), remote.call(look));
     let (status, error) = match status {
         Ok(status) => (Some(status), None),
         Err(error) => (None, Some(error.to_string())),

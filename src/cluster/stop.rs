@@ -1,6 +1,7 @@
 //! `cluster stop` (and `stop` on one node): what launches started, stopped on every node that
-//! answers — vLLM first everywhere (it drives the Ray workers), then Ray — each node named with
-//! what it stopped or why it could not. Idempotent.
+//! answers — the engine's server first everywhere (it drives the workers: vLLM its Ray actors,
+//! llama-server the RPC servers), then everything else — each node named with what it stopped or
+//! why it could not. Idempotent.
 
 use futures_util::future::join_all;
 use serde::{Deserialize, Serialize};
@@ -60,19 +61,19 @@ impl StopReport {
     }
 }
 
-/// Stop serving on `nodes`: `vllm serve` first on all, then everything else on all.
+/// Stop serving on `nodes`: the engine's server first on all, then everything else on all.
 pub async fn stop_serving(nodes: &[&dyn Node], toolbox: &str) -> StopReport {
     let ask = |part| ServeStop { toolbox: toolbox.to_string(), part };
-    let vllm = join_all(nodes.iter().map(|node| node.call(ask(StopPart::Vllm)))).await;
+    let server = join_all(nodes.iter().map(|node| node.call(ask(StopPart::Server)))).await;
     let all = join_all(nodes.iter().map(|node| node.call(ask(StopPart::All)))).await;
     let nodes = nodes
         .iter()
-        .zip(vllm.into_iter().zip(all))
-        .map(|(node, (vllm, all))| match (vllm, all) {
+        .zip(server.into_iter().zip(all))
+        .map(|(node, (server, all))| match (server, all) {
             (Ok(first), Ok(second)) => NodeStop {
                 node: node.name().to_string(),
                 stopped: Some(ServeStopped {
-                    vllm: first.vllm || second.vllm,
+                    processes: first.processes.into_iter().chain(second.processes).collect(),
                     ray: second.ray,
                     forced: first.forced || second.forced,
                 }),

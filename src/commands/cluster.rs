@@ -34,17 +34,18 @@ pub async fn run(args: &ClusterArgs, settings: &Settings, out: &Output) -> Resul
     match &args.command {
         ClusterCommand::Init => unreachable!("handled above"),
         ClusterCommand::Doctor(toolbox) => {
-            let report = cluster_doctor(&cluster, &toolbox.name).await?;
+            let report = cluster_doctor(&cluster, &toolbox.toolbox()).await?;
             out.report(&report);
             Ok(report.exit_code())
         }
         ClusterCommand::Status(toolbox) => {
-            let report = cluster_status(&cluster, &toolbox.name).await?;
+            let api_key = super::launch::secret_from("the API key", None, "STRIX_API_KEY")?;
+            let report = cluster_status(&cluster, &toolbox.toolbox(), api_key).await?;
             out.report(&report);
             Ok(i32::from(!report.disagreements.is_empty()))
         }
         ClusterCommand::Verify(toolbox) => {
-            let report = cluster_verify(&cluster, &toolbox.name).await?;
+            let report = cluster_verify(&cluster, &toolbox.toolbox()).await?;
             out.report(&report);
             Ok(report.exit_code())
         }
@@ -59,7 +60,7 @@ pub async fn run(args: &ClusterArgs, settings: &Settings, out: &Output) -> Resul
             let (nodes, unreachable) = connect_all(&cluster).await;
             let unreachable: Vec<(String, String)> = unreachable.into_iter().map(|(n, e)| (n, e.to_string())).collect();
             let nodes_dyn: Vec<&dyn Node> = nodes.iter().map(|n| n as &dyn Node).collect();
-            let result = super::stop::run(&toolbox.name, &nodes_dyn, unreachable, out).await;
+            let result = super::stop::run(&toolbox.toolbox(), &nodes_dyn, unreachable, out).await;
             close_all(nodes).await;
             result
         }
@@ -79,7 +80,9 @@ pub async fn run(args: &ClusterArgs, settings: &Settings, out: &Output) -> Resul
                 out.warn(&format!("{node}: {error}"));
             }
             let nodes_dyn: Vec<&dyn Node> = nodes.iter().map(|n| n as &dyn Node).collect();
-            let result = super::logs::run(&logs.logs.name, &nodes_dyn, logs.logs.lines, logs.logs.follow, out).await;
+            let result =
+                super::logs::run(&logs.logs.toolbox.toolbox(), &nodes_dyn, logs.logs.lines, logs.logs.follow, out)
+                    .await;
             close_all(nodes).await;
             result.map(|code| code.max(i32::from(!unreachable.is_empty())))
         }
@@ -232,10 +235,18 @@ impl Render for ClusterStatusReport {
             let ray = serving
                 .ray_nodes_alive
                 .map_or(String::new(), |alive| format!(", Ray {alive} of {} node(s) alive", serving.nodes));
+            let key = if serving.key_needed { " (/v1/models wants the API key: set STRIX_API_KEY)" } else { "" };
             out.line(&format!(
-                "{} at {} on {} since {}: {health}{ray}",
-                serving.model, serving.endpoint, serving.head, serving.since
+                "{} ({}) at {} on {} since {}: {health}{ray}{key}",
+                serving.served, serving.engine, serving.endpoint, serving.head, serving.since
             ));
+            for worker in &serving.workers {
+                let answer = match worker.reached {
+                    crate::serving::reach::Reached::Answers => out.paint("answers", Style::Ok),
+                    ref other => out.paint(other.why().0, Style::Fail),
+                };
+                out.line(&format!("  {} {} at {}: {answer}", worker.node, worker.process, worker.address));
+            }
         }
         if let Some(registry) = &self.registry {
             let running = match registry.status.running {

@@ -5,13 +5,14 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::cli::LaunchArgs;
-use crate::cluster::launch::{launch, LaunchReport, LaunchRequest};
+use crate::cluster::launch::{launch, LaunchReport, LaunchRequest, ModelSource};
 use crate::error::{Error, Result};
 use crate::model::hub_env::forwarded_hub_env;
 use crate::node::ssh::shell_quote;
 use crate::node::Node;
 use crate::output::{Output, Render, Style};
 use crate::reporter::Bytes;
+use crate::serving::engine::ServingEngine;
 use crate::serving::secret::Secret;
 use crate::spec::parse_env;
 
@@ -24,10 +25,22 @@ pub async fn run(args: &LaunchArgs, nodes: &[&dyn Node], out: &Output) -> Result
 
 fn request(args: &LaunchArgs) -> Result<LaunchRequest> {
     let env = parse_env(&args.env)?;
+    let implied = ModelSource::implied_engine(&args.model);
+    let engine = match (args.engine, implied) {
+        (Some(ServingEngine::Vllm), Some(implied)) => {
+            return Err(Error::Usage(format!("{}: a GGUF model is served by {implied}, not vLLM", args.model)))
+        }
+        (Some(engine), _) => engine,
+        (None, Some(implied)) => implied,
+        (None, None) => ServingEngine::Vllm,
+    };
     Ok(LaunchRequest {
-        toolbox: args.name.clone(),
+        engine,
+        toolbox: args.name.clone().unwrap_or_else(|| engine.default_toolbox().to_string()),
         model: args.model.clone(),
+        source: ModelSource::of(&args.model),
         tp: args.tp,
+        host: args.host,
         port: args.port,
         timeout: Duration::from_secs(args.timeout.max(1)),
         replace: args.replace,
@@ -35,6 +48,7 @@ fn request(args: &LaunchArgs) -> Result<LaunchRequest> {
         extra: args.extra.clone(),
         env: env.clone(),
         hf_token: hf_token(args.hf_token_file.as_deref())?,
+        api_key: secret_from("the API key", args.api_key_file.as_deref(), "STRIX_API_KEY")?,
         // The operator's Hub settings, and those given with -e, for a pull of the model.
         hub_env: forwarded_hub_env(std::env::vars().chain(env)),
     })
@@ -42,18 +56,23 @@ fn request(args: &LaunchArgs) -> Result<LaunchRequest> {
 
 /// `--hf-token-file FILE`, else `HF_TOKEN` from the environment; never from the command line.
 pub(super) fn hf_token(file: Option<&Path>) -> Result<Option<Secret>> {
-    let token = match file {
+    secret_from("the token", file, "HF_TOKEN")
+}
+
+/// A secret from `file` when given, else from the variable `env`; never from the command line.
+pub(super) fn secret_from(what: &str, file: Option<&Path>, env: &str) -> Result<Option<Secret>> {
+    let secret = match file {
         Some(path) => {
             let text = std::fs::read_to_string(path).map_err(|e| Error::read(path, e))?;
-            let token = text.trim().to_string();
-            if token.is_empty() {
-                return Err(Error::Usage(format!("{} holds no token", path.display())));
+            let secret = text.trim().to_string();
+            if secret.is_empty() {
+                return Err(Error::Usage(format!("{} holds no {}", path.display(), what.trim_start_matches("the "))));
             }
-            Some(token)
+            Some(secret)
         }
-        None => std::env::var("HF_TOKEN").ok().filter(|t| !t.trim().is_empty()),
+        None => std::env::var(env).ok().map(|value| value.trim().to_string()).filter(|value| !value.is_empty()),
     };
-    Ok(token.map(Secret::new))
+    Ok(secret.map(Secret::new))
 }
 
 impl Render for LaunchReport {
@@ -63,14 +82,16 @@ impl Render for LaunchReport {
             for node in &self.nodes {
                 out.line(&format!("{} ({:?}, {})", out.paint(&node.node, Style::Bold), node.role, node.link_ip));
                 for command in &node.commands {
-                    let env: Vec<String> = command.env.iter().map(|(k, v)| shell_quote(&format!("{k}={v}"))).collect();
+                    let mut env: Vec<String> =
+                        command.env.iter().map(|(k, v)| shell_quote(&format!("{k}={v}"))).collect();
+                    env.extend(command.secret_env.iter().map(|k| format!("{k}=<secret>")));
                     let argv: Vec<String> = command.argv.iter().map(|a| shell_quote(a)).collect();
                     out.line(&format!("  env {} \\\n      {}", env.join(" "), argv.join(" ")));
                 }
             }
             match self.hub_model.as_ref().map(|model| (&model.repo, &model.commit)) {
                 Some((repo, Some(commit))) => {
-                    out.line(&format!("{repo} at {commit} is in every node's cache: vLLM runs offline"))
+                    out.line(&format!("{repo} at {commit} is in every node's cache: {} runs offline", self.engine))
                 }
                 Some((repo, None)) => out.line(&format!(
                     "a node lacks {repo}: the launch pulls it first (`cluster model pull {repo}`), from the Hub once"
@@ -90,12 +111,16 @@ impl Render for LaunchReport {
             ));
         }
         let nodes = self.nodes.len();
+        let how = match self.tp {
+            Some(tp) => format!("{} tensor parallel {tp}", self.engine),
+            None if nodes > 1 => format!("{}, the layers split", self.engine),
+            None => self.engine.to_string(),
+        };
         out.line(&format!(
-            "{} serving {} at {} (tensor parallel {} over {nodes} node{}, {:.0} s)",
+            "{} serving {} at {} ({how} over {nodes} node{}, {:.0} s)",
             out.paint("✓", Style::Ok),
-            self.model,
+            self.served,
             self.endpoint,
-            self.tp,
             if nodes == 1 { "" } else { "s" },
             self.seconds_to_serve.unwrap_or_default()
         ));

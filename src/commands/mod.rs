@@ -74,9 +74,12 @@ pub fn run(command: Command, settings: &Settings, out: &Output) -> Result<i32> {
                     Command::Rm(args) => rm::run(&args, settings, out).await,
                     Command::Rollback(args) => rollback::run(&args, settings, out).await,
                     Command::Launch(args) => launch::run(&args, &[&LocalNode::new(settings)], out).await,
-                    Command::Stop(args) => stop::run(&args.name, &[&LocalNode::new(settings)], Vec::new(), out).await,
+                    Command::Stop(args) => {
+                        stop::run(&args.toolbox(), &[&LocalNode::new(settings)], Vec::new(), out).await
+                    }
                     Command::Logs(args) => {
-                        logs::run(&args.name, &[&LocalNode::new(settings)], args.lines, args.follow, out).await
+                        let node = LocalNode::new(settings);
+                        logs::run(&args.toolbox.toolbox(), &[&node], args.lines, args.follow, out).await
                     }
                     Command::Model(command) => {
                         let request = model::ModelRequest::parse(&command)?;

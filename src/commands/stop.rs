@@ -23,10 +23,10 @@ impl Render for StopReport {
             match (&node.stopped, &node.error) {
                 (_, Some(error)) => out.line(&format!("{} {}: {error}", out.paint("✗", Style::Fail), node.node)),
                 (Some(stopped), None) => {
-                    let what: Vec<&str> = [(stopped.vllm, "vLLM"), (stopped.ray, "Ray")]
-                        .into_iter()
-                        .filter_map(|(ran, name)| ran.then_some(name))
-                        .collect();
+                    let mut what: Vec<&str> = stopped.processes.iter().map(String::as_str).collect();
+                    if stopped.ray {
+                        what.push("Ray");
+                    }
                     let said = if what.is_empty() {
                         "nothing was running".to_string()
                     } else {

@@ -22,10 +22,11 @@ use crate::ops::status::StatusReport;
 use crate::ops::toolbox::ExecReport;
 use crate::serving::logs::{LogTail, ServeLogs};
 use crate::serving::probe::{ServeProbe, ServeProbeReport};
+use crate::serving::process::{ProcessStart, ProcessStarted};
 use crate::serving::ray::{RayNode, RayNodes, RayStart, RayStarted};
+use crate::serving::reach::{Reach, Reached};
 use crate::serving::state::{ServeCheck, ServeCheckReport};
 use crate::serving::stop::{ServeStop, ServeStopped};
-use crate::serving::vllm::{VllmStart, VllmStarted};
 use crate::spread::copy::{SpreadCopied, SpreadCopy};
 use crate::spread::prune::{SpreadPrune, SpreadPruned};
 use crate::spread::pull::ImageDigests;
@@ -91,8 +92,10 @@ node_calls! {
     RayStart(RayStart) -> RayStarted;
     /// The Ray cluster's node table, asked on the head.
     RayNodes(RayNodes) -> Vec<RayNode>;
-    /// `vllm serve`, detached in the toolbox.
-    VllmStart(VllmStart) -> VllmStarted;
+    /// One process of a launch (`vllm serve`, `llama-server`, `rpc-server`), detached in the toolbox.
+    ProcessStart(ProcessStart) -> ProcessStarted;
+    /// Whether addresses answer a TCP connection from the node (workers' servers, from the head).
+    Reach(Reach) -> Vec<Reached>;
     /// `/health` and `/v1/models` at the endpoint, asked on the head.
     ServeProbe(ServeProbe) -> ServeProbeReport;
     /// Stop what a launch started on the node.
@@ -179,28 +182,35 @@ mod tests {
     use crate::model::revision::{Commit, Revision};
     use crate::ops::phase::Phase;
     use crate::ops::refresh::ImageSource;
+    use crate::serving::engine::{Backend, ServingEngine};
     use crate::serving::ray::RayRole;
-    use crate::serving::record::{Role, ServingRecord};
+    use crate::serving::record::{Role, ServedProcess, ServingRecord};
     use crate::serving::secret::Secret;
     use crate::serving::stop::StopPart;
 
     fn record() -> ServingRecord {
-        ServingRecord {
-            toolbox: "vllm".into(),
-            model: "org/model".into(),
-            served: "model".into(),
-            role: Role::Worker,
-            nodes: 3,
-            tp: 3,
-            port: 8000,
-            link_ip: Ipv4Addr::new(192, 168, 2, 2),
-            head_ip: Ipv4Addr::new(192, 168, 2, 1),
-            endpoint: "http://192.168.2.1:8000/v1".into(),
-            image: "sha256:ab".into(),
-            started: "2026-11-23T12:00:00Z".into(),
-            ray: true,
-            vllm_pid: None,
-        }
+        let mut record = ServingRecord::new(
+            "vllm",
+            "org/model",
+            "model",
+            ServingEngine::Vllm,
+            Backend::Ray,
+            Role::Worker,
+            3,
+            8000,
+            Ipv4Addr::new(192, 168, 2, 2),
+            Ipv4Addr::new(192, 168, 2, 1),
+            "http://192.168.2.1:8000/v1",
+        );
+        record.tp = Some(3);
+        record.image = "sha256:ab".into();
+        record.processes.push(ServedProcess {
+            name: "rpc-server".into(),
+            pid: 7,
+            log: "/h/llama.rpc-server.log".into(),
+            listens: Some("192.168.2.2:50052".parse().unwrap()),
+        });
+        record
     }
 
     fn manifest() -> SnapshotManifest {
@@ -246,26 +256,44 @@ mod tests {
             Link { netdev: "enp194s0np0".into() }.into(),
             Ping { netdev: "thunderbolt0".into(), address: Ipv4Addr::new(192, 168, 2, 2), size: 8972 }.into(),
             Exec { toolbox: "vllm".into(), argv: vec!["sh".into(), "-c".into(), "echo 'a b'; exit 3".into()] }.into(),
-            ServeCheck { toolbox: "vllm".into(), start: true }.into(),
+            ServeCheck {
+                toolbox: "llama".into(),
+                start: true,
+                programs: vec!["ggml-rpc-server".into(), "rpc-server".into()],
+                paths: vec!["/m/x-00001-of-00002.gguf".into()],
+            }
+            .into(),
             RayStart {
                 toolbox: "vllm".into(),
                 role: RayRole::Worker { head_ip: Ipv4Addr::new(192, 168, 2, 1) },
                 env: [("VLLM_HOST_IP".to_string(), "192.168.2.2".to_string())].into_iter().collect(),
+                token: Secret::new("ray-token".into()),
+                fresh_compile_cache: true,
                 record: record(),
             }
             .into(),
             RayNodes { toolbox: "vllm".into() }.into(),
-            VllmStart {
+            ProcessStart {
                 toolbox: "vllm".into(),
+                name: "vllm".into(),
                 argv: vec!["vllm".into(), "serve".into(), "org/model".into()],
                 env: Default::default(),
-                hf_token: Some(Secret::new("hf_secret".into())),
+                secrets: [("HF_TOKEN".to_string(), Secret::new("hf_secret".into()))].into(),
+                listens: Some("192.168.2.2:50052".parse().unwrap()),
+                fresh_compile_cache: false,
                 record: record(),
             }
             .into(),
-            ServeProbe { toolbox: "vllm".into(), address: "192.168.2.1:8000".parse().unwrap(), look_inside: true }
-                .into(),
-            ServeStop { toolbox: "vllm".into(), part: StopPart::Vllm }.into(),
+            Reach { addresses: vec!["192.168.2.2:50052".parse().unwrap()] }.into(),
+            ServeProbe {
+                toolbox: "vllm".into(),
+                server: "vllm".into(),
+                address: "192.168.2.1:8000".parse().unwrap(),
+                api_key: Some(Secret::new("key".into())),
+                look_inside: true,
+            }
+            .into(),
+            ServeStop { toolbox: "vllm".into(), part: StopPart::Server }.into(),
             ServeLogs { toolbox: "vllm".into(), lines: 20, seen: vec![] }.into(),
             ModelDownload {
                 toolbox: "vllm".into(),
@@ -322,22 +350,23 @@ mod tests {
             NodeCall::ServeCheck(_) => 10,
             NodeCall::RayStart(_) => 11,
             NodeCall::RayNodes(_) => 12,
-            NodeCall::VllmStart(_) => 13,
-            NodeCall::ServeProbe(_) => 14,
-            NodeCall::ServeStop(_) => 15,
-            NodeCall::ServeLogs(_) => 16,
-            NodeCall::ModelDownload(_) => 17,
-            NodeCall::ModelList(_) => 18,
-            NodeCall::ModelServe(_) => 19,
-            NodeCall::ModelServeStop(_) => 20,
-            NodeCall::ModelFetch(_) => 21,
-            NodeCall::SpreadResolve(_) => 22,
-            NodeCall::ImageDigests(_) => 23,
-            NodeCall::SpreadServe(_) => 24,
-            NodeCall::SpreadCopy(_) => 25,
-            NodeCall::SpreadTrust(_) => 26,
-            NodeCall::SpreadPrune(_) => 27,
-            NodeCall::SpreadStatus(_) => 28,
+            NodeCall::ProcessStart(_) => 13,
+            NodeCall::Reach(_) => 14,
+            NodeCall::ServeProbe(_) => 15,
+            NodeCall::ServeStop(_) => 16,
+            NodeCall::ServeLogs(_) => 17,
+            NodeCall::ModelDownload(_) => 18,
+            NodeCall::ModelList(_) => 19,
+            NodeCall::ModelServe(_) => 20,
+            NodeCall::ModelServeStop(_) => 21,
+            NodeCall::ModelFetch(_) => 22,
+            NodeCall::SpreadResolve(_) => 23,
+            NodeCall::ImageDigests(_) => 24,
+            NodeCall::SpreadServe(_) => 25,
+            NodeCall::SpreadCopy(_) => 26,
+            NodeCall::SpreadTrust(_) => 27,
+            NodeCall::SpreadPrune(_) => 28,
+            NodeCall::SpreadStatus(_) => 29,
         }
     }
 
@@ -388,15 +417,23 @@ mod tests {
             &phase,
             PhaseReport { name: "vllm".into(), phase: Phase::Swap, changed: true, parked: true, warnings: vec![] },
         );
-        let probe =
-            ServeProbe { toolbox: "vllm".into(), address: "192.168.2.1:8000".parse().unwrap(), look_inside: true };
+        let probe = ServeProbe {
+            toolbox: "llama".into(),
+            server: "llama-server".into(),
+            address: "192.168.2.1:8000".parse().unwrap(),
+            api_key: None,
+            look_inside: true,
+        };
         let probed = ServeProbeReport {
             health: crate::serving::http::HttpAnswer::Refused,
             models: vec![],
-            vllm_alive: true,
+            key_refused: false,
+            server_alive: true,
             last_line: Some("Loading".into()),
         };
         round_trip(&probe, probed);
+        let reach = Reach { addresses: vec!["192.168.2.2:50052".parse().unwrap()] };
+        round_trip(&reach, vec![Reached::Answers, Reached::Silent, Reached::Failed("no route".into())]);
         let table = vec![RayNode { ip: "192.168.2.2".into(), alive: true, gpus: 1.0 }];
         round_trip(&RayNodes { toolbox: "vllm".into() }, table);
         let served = ModelServing { id: 1, address: "192.168.2.1:40123".parse().unwrap(), blobs: 3 };

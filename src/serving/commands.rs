@@ -1,85 +1,6 @@
-//! The command lines a launch runs inside the toolboxes, as argv vectors: Ray's head and workers,
-//! `vllm serve`, the readiness query, and stopping. `--dry-run` prints exactly these.
-
-use std::net::Ipv4Addr;
-
-/// Ray's GCS port on the head.
-pub const RAY_PORT: u16 = 6379;
-
-/// Ray's head on the cluster link. No dashboard: it would listen on every address, and nothing
-/// here needs it (readiness asks the GCS).
-pub fn ray_head(link_ip: Ipv4Addr) -> Vec<String> {
-    let mut argv = words(&["ray", "start", "--head", "--port"]);
-    argv.push(RAY_PORT.to_string());
-    argv.extend(words(&["--node-ip-address"]));
-    argv.push(link_ip.to_string());
-    argv.extend(ray_resources());
-    argv.push("--include-dashboard=false".into());
-    argv
-}
-
-/// A Ray worker joining `head_ip`, bound to its own link address.
-pub fn ray_worker(head_ip: Ipv4Addr, link_ip: Ipv4Addr) -> Vec<String> {
-    let mut argv = words(&["ray", "start", "--address"]);
-    argv.push(format!("{head_ip}:{RAY_PORT}"));
-    argv.extend(words(&["--node-ip-address"]));
-    argv.push(link_ip.to_string());
-    argv.extend(ray_resources());
-    argv
-}
-
-/// One GPU per node: Strix Halo has one, and vLLM places one tensor-parallel rank per GPU.
-fn ray_resources() -> Vec<String> {
-    words(&["--num-gpus", "1", "--disable-usage-stats"])
-}
-
-/// `ray stop`: graceful (Ray waits up to its own grace period), or `--force`.
-pub fn ray_stop(force: bool) -> Vec<String> {
-    let mut argv = words(&["ray", "stop"]);
-    if force {
-        argv.push("--force".into());
-    }
-    argv
-}
-
-/// Asks the Ray cluster at `$1` (`HEAD:6379`) which nodes it has, as one JSON line:
-/// `[{"ip", "alive", "gpus"}]`. `ray status` is no proof (it lists a dead worker as active for a
-/// while); the GCS's own node table is. It is read with the GCS client `ray.nodes()` itself uses,
-/// without starting a driver (seconds saved on every poll); where a Ray lacks that client, through
-/// a driver, as `ray.nodes()`.
-const RAY_NODES: &str = r#"import json, sys
-try:
-    from ray._raylet import GcsClient
-    table = GcsClient(address=sys.argv[1]).get_all_node_info(timeout=20).values()
-    nodes = [{"ip": n.node_manager_address, "alive": n.state == 0,
-              "gpus": dict(n.resources_total).get("GPU", 0)} for n in table]
-except (ImportError, AttributeError, TypeError):
-    import ray
-    ray.init(address=sys.argv[1], logging_level="ERROR", log_to_driver=False)
-    nodes = [{"ip": n["NodeManagerAddress"], "alive": n["Alive"], "gpus": n["Resources"].get("GPU", 0)}
-             for n in ray.nodes()]
-print(json.dumps(nodes))
-"#;
-
-pub fn ray_nodes(head_ip: Ipv4Addr) -> Vec<String> {
-    let mut argv = words(&["python3", "-c", RAY_NODES]);
-    argv.push(format!("{head_ip}:{RAY_PORT}"));
-    argv
-}
-
-/// `vllm serve MODEL` with tensor parallelism `tp`; across nodes through Ray (vLLM's Ray executor
-/// joins the running cluster), on one node with vLLM's default executor.
-pub fn vllm_serve(model: &str, tp: usize, port: u16, over_ray: bool, extra: &[String]) -> Vec<String> {
-    let mut argv = words(&["vllm", "serve", model, "--tensor-parallel-size"]);
-    argv.push(tp.to_string());
-    if over_ray {
-        argv.extend(words(&["--distributed-executor-backend", "ray"]));
-    }
-    argv.push("--port".into());
-    argv.push(port.to_string());
-    argv.extend(extra.iter().cloned());
-    argv
-}
+//! The generic command lines a launch runs inside the toolboxes, as argv vectors: start a
+//! process detached, signal it, ask what of a launch still runs. Each engine's own command lines
+//! are in its module (`ray`, `vllm`, `llama`); `--dry-run` prints exactly those.
 
 /// Starts `$2…` in the background with its output appended to the file `$1`, and prints its pid.
 /// A constant script: the log path and the command follow it as positional parameters.
@@ -109,15 +30,16 @@ pub fn pid_alive(pid: u32) -> Vec<String> {
     argv
 }
 
-/// Prints what of a launch runs in the toolbox, one exec for both: `vllm` when process `$1` runs
-/// (`-`: none recorded), `ray` when a raylet does (zombies do not count, as above).
+/// Prints what of a launch runs in the toolbox, one exec for all: each of `$2…` (pids) that runs,
+/// then `ray` when a raylet does and `$1` is `ray` (zombies do not count, as above).
 const LAUNCH_ALIVE: &str = r#"alive() { s=$(cat "/proc/$1/stat" 2>/dev/null) || return 1; s=${s##*) }; case $s in Z*|X*) return 1;; esac; }
-if [ "$1" != - ] && alive "$1"; then echo vllm; fi
-for f in /proc/[0-9]*/stat; do s=$(cat "$f" 2>/dev/null) || continue; case $s in *"(raylet) "[!ZX]*) echo ray; exit 0;; esac; done"#;
+ray=$1; shift
+for pid; do if alive "$pid"; then echo "$pid"; fi; done
+if [ "$ray" = ray ]; then for f in /proc/[0-9]*/stat; do s=$(cat "$f" 2>/dev/null) || continue; case $s in *"(raylet) "[!ZX]*) echo ray; exit 0;; esac; done; fi"#;
 
-pub fn launch_alive(vllm_pid: Option<u32>) -> Vec<String> {
-    let mut argv = words(&["sh", "-c", LAUNCH_ALIVE, "sh"]);
-    argv.push(vllm_pid.map_or("-".to_string(), |pid| pid.to_string()));
+pub fn launch_alive(pids: &[u32], ray: bool) -> Vec<String> {
+    let mut argv = words(&["sh", "-c", LAUNCH_ALIVE, "sh", if ray { "ray" } else { "-" }]);
+    argv.extend(pids.iter().map(u32::to_string));
     argv
 }
 
@@ -128,10 +50,7 @@ pub fn process_alive(name: &str) -> Vec<String> {
     words(&["sh", "-c", PROCESS_ALIVE, "sh", name])
 }
 
-/// Ray's own logs on a node, newest session (what says why a worker did not join).
-pub const RAY_LOGS: &str = "/tmp/ray/session_latest/logs";
-
-fn words(words: &[&str]) -> Vec<String> {
+pub(crate) fn words(words: &[&str]) -> Vec<String> {
     words.iter().map(|word| word.to_string()).collect()
 }
 
@@ -150,9 +69,10 @@ mod tests {
             assert!(output.status.success());
             String::from_utf8(output.stdout).unwrap()
         };
-        assert_eq!(said(launch_alive(Some(std::process::id()))), "vllm\n", "this test's own process runs");
-        assert_eq!(said(launch_alive(None)), "", "no raylet on a test machine");
-        assert_eq!(said(launch_alive(Some(u32::MAX - 1))), "");
+        let me = std::process::id();
+        assert_eq!(said(launch_alive(&[me, u32::MAX - 1], false)), format!("{me}\n"), "this test's own process runs");
+        assert_eq!(said(launch_alive(&[], true)), "", "no raylet on a test machine");
+        assert_eq!(said(launch_alive(&[u32::MAX - 1], true)), "");
     }
 
     #[test]
@@ -174,34 +94,6 @@ mod tests {
         sleeper.kill().unwrap();
         sleeper.wait().unwrap();
         assert!(!exits_zero(&process_alive("strix-no-such-process")));
-    }
-
-    #[test]
-    fn ray_binds_the_link_address_with_one_gpu() {
-        let head = ray_head(Ipv4Addr::new(192, 168, 2, 1)).join(" ");
-        assert_eq!(
-            head,
-            "ray start --head --port 6379 --node-ip-address 192.168.2.1 --num-gpus 1 --disable-usage-stats \
-             --include-dashboard=false"
-        );
-        let worker = ray_worker(Ipv4Addr::new(192, 168, 2, 1), Ipv4Addr::new(192, 168, 2, 3)).join(" ");
-        assert_eq!(
-            worker,
-            "ray start --address 192.168.2.1:6379 --node-ip-address 192.168.2.3 --num-gpus 1 --disable-usage-stats"
-        );
-    }
-
-    #[test]
-    fn vllm_uses_ray_only_across_nodes() {
-        let extra = vec!["--max-model-len".to_string(), "8192".to_string()];
-        assert_eq!(
-            vllm_serve("org/m", 2, 8000, true, &extra).join(" "),
-            "vllm serve org/m --tensor-parallel-size 2 --distributed-executor-backend ray --port 8000 --max-model-len 8192"
-        );
-        assert_eq!(
-            vllm_serve("org/m", 1, 8000, false, &[]).join(" "),
-            "vllm serve org/m --tensor-parallel-size 1 --port 8000"
-        );
     }
 
     #[test]

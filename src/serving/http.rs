@@ -1,6 +1,7 @@
-//! The probes that prove vLLM serves: `GET /health` and `GET /v1/models`, asked on the head node
-//! itself (the operator's machine may not be on the cluster link). HTTP/1.0, so the server closes
-//! the connection after one plain (never chunked) answer; every step is bounded.
+//! The probes that prove an engine serves: `GET /health` and `GET /v1/models`, asked on the head
+//! node itself (the operator's machine may not be on the cluster link), with the endpoint's API
+//! key as a bearer token where it has one. HTTP/1.0, so the server closes the connection after one
+//! plain (never chunked) answer; every step is bounded.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -25,8 +26,8 @@ pub enum HttpAnswer {
     Failed(String),
 }
 
-pub async fn get(address: SocketAddr, path: &str, limit: Duration) -> HttpAnswer {
-    match tokio::time::timeout(limit, exchange(address, path)).await {
+pub async fn get(address: SocketAddr, path: &str, bearer: Option<&str>, limit: Duration) -> HttpAnswer {
+    match tokio::time::timeout(limit, exchange(address, path, bearer)).await {
         Err(_) => HttpAnswer::TimedOut,
         Ok(Err(error)) if error.kind() == std::io::ErrorKind::ConnectionRefused => HttpAnswer::Refused,
         Ok(Err(error)) => HttpAnswer::Failed(error.to_string()),
@@ -34,9 +35,10 @@ pub async fn get(address: SocketAddr, path: &str, limit: Duration) -> HttpAnswer
     }
 }
 
-async fn exchange(address: SocketAddr, path: &str) -> std::io::Result<HttpAnswer> {
+async fn exchange(address: SocketAddr, path: &str, bearer: Option<&str>) -> std::io::Result<HttpAnswer> {
     let mut stream = TcpStream::connect(address).await?;
-    let request = format!("GET {path} HTTP/1.0\r\nHost: {address}\r\nAccept: application/json\r\n\r\n");
+    let authorization = bearer.map_or(String::new(), |token| format!("Authorization: Bearer {token}\r\n"));
+    let request = format!("GET {path} HTTP/1.0\r\nHost: {address}\r\nAccept: application/json\r\n{authorization}\r\n");
     stream.write_all(request.as_bytes()).await?;
     let mut raw = Vec::new();
     stream.take(BODY_LIMIT).read_to_end(&mut raw).await?;
@@ -79,12 +81,14 @@ mod tests {
             let (mut socket, _) = listener.accept().await.unwrap();
             let mut request = vec![0u8; 1024];
             let read = socket.read(&mut request).await.unwrap();
-            assert!(String::from_utf8_lossy(&request[..read]).starts_with("GET /health HTTP/1.0\r\n"));
+            let request = String::from_utf8_lossy(&request[..read]).into_owned();
+            assert!(request.starts_with("GET /health HTTP/1.0\r\n") && request.contains("Authorization: Bearer k\r\n"));
             socket.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n").await.unwrap();
         });
-        assert_eq!(get(address, "/health", Duration::from_secs(5)).await, HttpAnswer::Status(200, String::new()));
+        let limit = Duration::from_secs(5);
+        assert_eq!(get(address, "/health", Some("k"), limit).await, HttpAnswer::Status(200, String::new()));
         server.await.unwrap();
         // Nothing listens there any more.
-        assert_eq!(get(address, "/health", Duration::from_secs(5)).await, HttpAnswer::Refused);
+        assert_eq!(get(address, "/health", None, limit).await, HttpAnswer::Refused);
     }
 }

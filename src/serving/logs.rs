@@ -1,5 +1,6 @@
-//! The logs of what a launch started on this node: vLLM's (beside the record) and Ray's own
-//! (inside the toolbox), the last lines, or what was added since the offsets the head last saw
+//! The logs of what launches started on this node: each process's (beside the record: `vllm`,
+//! `llama-server`, `rpc-server`; they outlive the stop) and, where a launch ran Ray, Ray's own
+//! (inside the toolbox); the last lines, or what was added since the offsets the head last saw
 //! (`logs --follow` asks again with those).
 
 use std::io::{Read, Seek, SeekFrom};
@@ -8,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
 use crate::ops::toolbox::RunningToolbox;
-use crate::serving::commands::RAY_LOGS;
+use crate::serving::ray::RAY_LOGS;
 use crate::serving::record::ServingFiles;
 use crate::settings::Settings;
 
@@ -32,7 +33,7 @@ pub struct ServeLogs {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LogTail {
-    /// `vllm`, `raylet.out`, …
+    /// `vllm`, `llama-server`, `rpc-server`, `raylet.out`, …
     pub file: String,
     pub lines: Vec<String>,
     /// The file's size when read: where the next read starts.
@@ -43,10 +44,14 @@ pub async fn serve_logs(settings: &Settings, request: &ServeLogs) -> Result<Vec<
     let seen = |file: &str| request.seen.iter().find(|t| t.file == file).map(|t| t.end);
     let files = ServingFiles::of(&request.toolbox)?;
     let mut tails = Vec::new();
-    if let Some(tail) = host_file("vllm", &files.vllm_log(), seen("vllm"), request.lines) {
-        tails.push(tail);
+    for (name, path) in files.logs() {
+        if let Some(tail) = host_file(&name, &path, seen(&name), request.lines) {
+            tails.push(tail);
+        }
     }
-    if let Some(toolbox) = RunningToolbox::if_running(settings, &request.toolbox).await? {
+    // Ray's, where the launch ran it (or where no record says what ran).
+    let ray = files.read()?.is_none_or(|record| record.backend.runs_ray());
+    if let Some(toolbox) = RunningToolbox::if_running(settings, &request.toolbox).await?.filter(|_| ray) {
         for file in RAY_FILES {
             let (mode, from) = match seen(file) {
                 Some(end) => ("bytes", (end + 1).to_string()),

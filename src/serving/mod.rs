@@ -1,17 +1,23 @@
-//! Serving a model: Ray across the nodes' toolboxes (the control plane), `vllm serve` on the head
-//! (one OpenAI-compatible endpoint), what was started recorded on each node, and the probes that
-//! prove it serves. The pure parts: the environment, the command lines, the records, the HTTP
-//! probe, the secret. The node's side, each one call from the head (or from `launch` on this
-//! node), runs them inside the toolbox through the engine's exec API, as argv vectors: Ray
-//! ([`ray`]), `vllm serve` ([`vllm`]), what the node serves ([`state`]), the probes ([`probe`]),
-//! the logs and the stop. The head orchestrates in `cluster::launch`.
+//! Serving a model: each engine a profile ([`engine`]: vLLM, llama.cpp), its launch a plan
+//! ([`plan`]: what each node runs, in steps, and what proves each step) made by the engine's
+//! module ([`vllm`] over Ray, [`llama`] over RPC), what was started recorded on each node
+//! ([`record`]), and the probes that prove it serves. The node's side, each one call from the head
+//! (or from `launch` on this node), runs inside the toolbox through the engine's exec API, as argv
+//! vectors: a process started detached ([`process`]), Ray ([`ray`]), what the node serves
+//! ([`state`]), the probes ([`probe`], [`reach`]), the logs and the stop. The head carries a plan
+//! out in `cluster::launch`, the same way for every engine.
 
 pub(crate) mod commands;
+pub(crate) mod engine;
 pub(crate) mod environment;
 pub(crate) mod http;
+pub(crate) mod llama;
 pub(crate) mod logs;
+pub(crate) mod plan;
 pub(crate) mod probe;
+pub(crate) mod process;
 pub(crate) mod ray;
+pub(crate) mod reach;
 pub(crate) mod record;
 pub(crate) mod secret;
 pub(crate) mod state;

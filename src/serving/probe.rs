@@ -1,5 +1,6 @@
 //! Is it serving: `GET /health`, then `GET /v1/models`, asked on the head node at the endpoint's
-//! address, with whether vLLM still runs and its latest log line (what it is doing meanwhile).
+//! address (with the API key, where the endpoint has one), with whether the engine's server still
+//! runs and its latest log line (what it is doing meanwhile).
 
 use std::io::{Read, Seek, SeekFrom};
 use std::net::SocketAddr;
@@ -13,6 +14,7 @@ use crate::ops::toolbox::RunningToolbox;
 use crate::serving::commands::pid_alive;
 use crate::serving::http::{get, HttpAnswer};
 use crate::serving::record::ServingFiles;
+use crate::serving::secret::Secret;
 use crate::settings::Settings;
 
 /// The most of a log's end read for its latest line.
@@ -21,10 +23,14 @@ const TAIL_BYTES: u64 = 64 << 10;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ServeProbe {
     pub toolbox: String,
+    /// The process that serves the endpoint (`vllm`, `llama-server`): its log and its pid.
+    pub server: String,
     /// The endpoint's address (the head's link address and the port).
     pub address: SocketAddr,
-    /// When the endpoint is silent, also look inside the toolbox whether vLLM still runs (an exec:
-    /// a launch asks every few seconds, not on every probe).
+    /// The endpoint's API key, sent as a bearer token.
+    pub api_key: Option<Secret>,
+    /// When the endpoint is silent, also look inside the toolbox whether the server still runs
+    /// (an exec: a launch asks every few seconds, not on every probe).
     pub look_inside: bool,
 }
 
@@ -33,9 +39,12 @@ pub struct ServeProbeReport {
     pub health: HttpAnswer,
     /// The models `/v1/models` lists (asked only once `/health` says 200).
     pub models: Vec<String>,
-    /// `vllm serve` still runs (when the endpoint answered, or a look inside said so; else
+    /// `/v1/models` refused the probe for want of the right API key (401 or 403).
+    #[serde(default)]
+    pub key_refused: bool,
+    /// The server still runs (when the endpoint answered, or a look inside said so; else
     /// assumed, when not looked).
-    pub vllm_alive: bool,
+    pub server_alive: bool,
     /// The last line of its log.
     pub last_line: Option<String>,
 }
@@ -50,25 +59,33 @@ impl ServeProbeReport {
 pub async fn serve_probe(settings: &Settings, request: &ServeProbe) -> Result<ServeProbeReport> {
     let files = ServingFiles::of(&request.toolbox)?;
     let limit = Duration::from_secs(5);
-    let health = get(request.address, "/health", limit).await;
-    let models = match &health {
-        HttpAnswer::Status(200, _) => match get(request.address, "/v1/models", limit).await {
-            HttpAnswer::Status(200, body) => model_ids(&body),
-            _ => Vec::new(),
+    let key = request.api_key.as_ref().map(Secret::expose);
+    let health = get(request.address, "/health", key, limit).await;
+    let (models, key_refused) = match &health {
+        HttpAnswer::Status(200, _) => match get(request.address, "/v1/models", key, limit).await {
+            HttpAnswer::Status(200, body) => (model_ids(&body), false),
+            HttpAnswer::Status(401 | 403, _) => (Vec::new(), true),
+            _ => (Vec::new(), false),
         },
-        _ => Vec::new(),
+        _ => (Vec::new(), false),
     };
     // What answers is alive; only a silent endpoint costs a look inside the toolbox (an exec),
     // and only when the caller asks for one (a launch does every few seconds while weights load).
-    let vllm_alive =
-        !models.is_empty() || !request.look_inside || vllm_runs(settings, &request.toolbox, &files).await?;
-    Ok(ServeProbeReport { health, models, vllm_alive, last_line: last_line(&files.vllm_log()) })
+    let answered = !models.is_empty() || key_refused;
+    let server_alive = answered || !request.look_inside || server_runs(settings, request, &files).await?;
+    Ok(ServeProbeReport {
+        health,
+        models,
+        key_refused,
+        server_alive,
+        last_line: last_line(&files.log(&request.server)),
+    })
 }
 
-/// The recorded `vllm serve` still runs in the toolbox.
-async fn vllm_runs(settings: &Settings, toolbox: &str, files: &ServingFiles) -> Result<bool> {
-    let Some(pid) = files.read()?.and_then(|record| record.vllm_pid) else { return Ok(false) };
-    let Some(toolbox) = RunningToolbox::if_running(settings, toolbox).await? else { return Ok(false) };
+/// The recorded server still runs in the toolbox.
+async fn server_runs(settings: &Settings, request: &ServeProbe, files: &ServingFiles) -> Result<bool> {
+    let Some(pid) = files.read()?.and_then(|r| r.process(&request.server).map(|p| p.pid)) else { return Ok(false) };
+    let Some(toolbox) = RunningToolbox::if_running(settings, &request.toolbox).await? else { return Ok(false) };
     Ok(toolbox.run(&pid_alive(pid), &Default::default()).await?.success())
 }
 

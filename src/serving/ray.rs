@@ -1,18 +1,94 @@
-//! Ray in a node's toolbox: start it (the head, or a worker joining it over the cluster link), and
-//! ask the head which nodes the cluster has.
+//! Ray in a node's toolbox (vLLM's control plane across nodes): start it (the head, or a worker
+//! joining it over the cluster link), and ask the head which nodes the cluster has.
+//!
+//! Ray listens on the node's link address (`--node-ip-address`; the dashboard, which would listen
+//! everywhere, is off) and, since Ray 2.52, takes a token: every launch makes one, and each
+//! node's Ray and anything that talks to it (the head's `vllm serve`, the readiness query) must
+//! present it (`RAY_AUTH_MODE=token`). The token reaches a node in the call and is kept in a 0600
+//! file beside the record, which Ray reads (`RAY_AUTH_TOKEN_PATH`): never an argv or a log.
 
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr};
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::ops::toolbox::RunningToolbox;
-use crate::serving::commands::{ray_head, ray_nodes, ray_worker, RAY_PORT};
-use crate::serving::record::{ServingFiles, ServingRecord};
+use crate::serving::commands::words;
+use crate::serving::record::{ServingFiles, ServingRecord, RAY_TOKEN};
+use crate::serving::secret::Secret;
 use crate::settings::Settings;
+
+/// Ray's GCS port on the head.
+pub const RAY_PORT: u16 = 6379;
+/// Ray's own logs on a node, newest session (what says why a worker did not join).
+pub const RAY_LOGS: &str = "/tmp/ray/session_latest/logs";
+/// The variable that turns Ray's token authentication on (Ray 2.52 and later).
+pub const AUTH_MODE: (&str, &str) = ("RAY_AUTH_MODE", "token");
+/// The variable that carries the token to a process that talks to Ray (the head's `vllm serve`).
+pub const AUTH_TOKEN: &str = "RAY_AUTH_TOKEN";
+
+/// Ray's head on the cluster link. No dashboard: it would listen on every address, and nothing
+/// here needs it (readiness asks the GCS).
+pub fn ray_head(link_ip: Ipv4Addr) -> Vec<String> {
+    let mut argv = words(&["ray", "start", "--head", "--port"]);
+    argv.push(RAY_PORT.to_string());
+    argv.extend(words(&["--node-ip-address"]));
+    argv.push(link_ip.to_string());
+    argv.extend(ray_resources());
+    argv.push("--include-dashboard=false".into());
+    argv
+}
+
+/// A Ray worker joining `head_ip`, bound to its own link address.
+pub fn ray_worker(head_ip: Ipv4Addr, link_ip: Ipv4Addr) -> Vec<String> {
+    let mut argv = words(&["ray", "start", "--address"]);
+    argv.push(format!("{head_ip}:{RAY_PORT}"));
+    argv.extend(words(&["--node-ip-address"]));
+    argv.push(link_ip.to_string());
+    argv.extend(ray_resources());
+    argv
+}
+
+/// One GPU per node: Strix Halo has one, and vLLM places one tensor-parallel rank per GPU.
+fn ray_resources() -> Vec<String> {
+    words(&["--num-gpus", "1", "--disable-usage-stats"])
+}
+
+/// `ray stop`: graceful (Ray waits up to its own grace period), or `--force`.
+pub fn ray_stop(force: bool) -> Vec<String> {
+    let mut argv = words(&["ray", "stop"]);
+    if force {
+        argv.push("--force".into());
+    }
+    argv
+}
+
+/// Asks the Ray cluster at `$1` (`HEAD:6379`) which nodes it has, as one JSON line:
+/// `[{"ip", "alive", "gpus"}]`. `ray status` is no proof (it lists a dead worker as active for a
+/// while); the GCS's own node table is. It is read with the GCS client `ray.nodes()` itself uses,
+/// without starting a driver (seconds saved on every poll); where a Ray lacks that client, through
+/// a driver, as `ray.nodes()`.
+const RAY_NODES: &str = r#"import json, sys
+try:
+    from ray._raylet import GcsClient
+    table = GcsClient(address=sys.argv[1]).get_all_node_info(timeout=20).values()
+    nodes = [{"ip": n.node_manager_address, "alive": n.state == 0,
+              "gpus": dict(n.resources_total).get("GPU", 0)} for n in table]
+except (ImportError, AttributeError, TypeError):
+    import ray
+    ray.init(address=sys.argv[1], logging_level="ERROR", log_to_driver=False)
+    nodes = [{"ip": n["NodeManagerAddress"], "alive": n["Alive"], "gpus": n["Resources"].get("GPU", 0)}
+             for n in ray.nodes()]
+print(json.dumps(nodes))
+"#;
+
+pub fn ray_nodes(head_ip: Ipv4Addr) -> Vec<String> {
+    let mut argv = words(&["python3", "-c", RAY_NODES]);
+    argv.push(format!("{head_ip}:{RAY_PORT}"));
+    argv
+}
 
 /// How long `ray start` may take: a worker that reaches the head joins in seconds; one that does
 /// not would retry the GCS for about twelve minutes.
@@ -33,6 +109,10 @@ pub struct RayStart {
     pub role: RayRole,
     /// The serving environment (`serving::environment`), for Ray and every actor it starts.
     pub env: BTreeMap<String, String>,
+    /// This launch's token: the same on every node.
+    pub token: Secret,
+    /// vLLM's compile cache is cleared when the image changed (see `vllm`).
+    pub fresh_compile_cache: bool,
     /// What this launch records on the node (written before anything starts, so a stop finds it).
     pub record: ServingRecord,
 }
@@ -46,8 +126,15 @@ pub struct RayStarted {
 pub async fn ray_start(settings: &Settings, request: &RayStart) -> Result<RayStarted> {
     let toolbox = RunningToolbox::open(settings, &request.toolbox).await?;
     let files = ServingFiles::of(&toolbox.name)?;
-    clear_stale_compile_cache(&files, &toolbox.image(), &request.env)?;
+    if request.fresh_compile_cache {
+        super::vllm::clear_stale_compile_cache(&files, &toolbox.image(), &request.env)?;
+    }
     files.write(&ServingRecord { image: toolbox.image(), ..request.record.clone() })?;
+    let token_file = files.secret_file(RAY_TOKEN);
+    files.write_file(&token_file, request.token.expose().as_bytes())?;
+    let mut env = request.env.clone();
+    env.insert(AUTH_MODE.0.into(), AUTH_MODE.1.into());
+    env.insert("RAY_AUTH_TOKEN_PATH".into(), token_file.display().to_string());
     let link_ip = request.record.link_ip;
     let ray = match &request.role {
         RayRole::Head => ray_head(link_ip),
@@ -58,7 +145,7 @@ pub async fn ray_start(settings: &Settings, request: &RayStart) -> Result<RaySta
     };
     let mut argv = vec!["timeout".to_string(), RAY_START_SECONDS.to_string()];
     argv.extend(ray);
-    let report = toolbox.run(&argv, &request.env).await?;
+    let report = toolbox.run(&argv, &env).await?;
     if report.success() {
         return Ok(RayStarted { said: report.last_lines(3) });
     }
@@ -106,47 +193,6 @@ async fn reach_head(head_ip: Ipv4Addr, link_ip: Ipv4Addr) -> Result<()> {
     })
 }
 
-/// vLLM's compiled graphs are only valid for the image that compiled them: when the toolbox runs
-/// another image than at the last launch, its compile cache goes first (a stale one crashes).
-pub(super) fn clear_stale_compile_cache(
-    files: &ServingFiles,
-    image: &str,
-    env: &BTreeMap<String, String>,
-) -> Result<()> {
-    let last = std::fs::read_to_string(files.last_image()).unwrap_or_default();
-    if last.trim() == image {
-        return Ok(());
-    }
-    if let Some(cache) = compile_cache(env) {
-        match std::fs::remove_dir_all(&cache) {
-            Ok(()) => {}
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
-            Err(error) => {
-                return Err(Error::host(
-                    cache.display().to_string(),
-                    format!("cannot clear vLLM's compile cache {} after an image change: {error}", cache.display()),
-                    format!("remove it by hand (`rm -rf {}`)", cache.display()),
-                ))
-            }
-        }
-    }
-    files.write_file(&files.last_image(), image.as_bytes())
-}
-
-/// `$VLLM_CACHE_ROOT/torch_compile_cache`, else under `$XDG_CACHE_HOME/vllm` or `~/.cache/vllm`
-/// (the toolbox shares this home at the same path).
-fn compile_cache(env: &BTreeMap<String, String>) -> Option<PathBuf> {
-    let root = match env.get("VLLM_CACHE_ROOT") {
-        Some(root) => PathBuf::from(root),
-        None => std::env::var_os("XDG_CACHE_HOME")
-            .map(PathBuf::from)
-            .filter(|dir| dir.is_absolute())
-            .or_else(|| std::env::var_os("HOME").map(|home| Path::new(&home).join(".cache")))?
-            .join("vllm"),
-    };
-    Some(root.join("torch_compile_cache"))
-}
-
 /// The head's view of one Ray node.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RayNode {
@@ -171,7 +217,10 @@ pub async fn ray_nodes_of(settings: &Settings, request: &RayNodes) -> Result<Vec
     })?;
     let mut argv = vec!["timeout".to_string(), RAY_NODES_SECONDS.to_string()];
     argv.extend(ray_nodes(head_ip));
-    let report = toolbox.run_ok("asking Ray for its nodes", &argv, &Default::default()).await?;
+    let files = ServingFiles::of(&toolbox.name)?;
+    let token = std::fs::read_to_string(files.secret_file(RAY_TOKEN)).unwrap_or_default();
+    let env = [(AUTH_MODE.0.to_string(), AUTH_MODE.1.to_string()), (AUTH_TOKEN.to_string(), token)].into();
+    let report = toolbox.run_ok("asking Ray for its nodes", &argv, &env).await?;
     let line = report.stdout.lines().rev().find(|line| line.trim_start().starts_with('[')).unwrap_or("");
     serde_json::from_str(line).map_err(|e| Error::Command {
         program: "ray.nodes()".into(),
@@ -185,23 +234,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_compile_cache_follows_vllm_cache_root() {
-        let env = [("VLLM_CACHE_ROOT".to_string(), "/data/vllm".to_string())].into_iter().collect();
-        assert_eq!(compile_cache(&env), Some(PathBuf::from("/data/vllm/torch_compile_cache")));
-    }
-
-    #[test]
-    fn a_new_image_clears_the_compile_cache_once() {
-        let dir = tempfile::tempdir().unwrap();
-        let files = ServingFiles::in_dir(&dir.path().join("serving"), "vllm");
-        let cache = dir.path().join("cache");
-        std::fs::create_dir_all(cache.join("torch_compile_cache/graph")).unwrap();
-        let env = [("VLLM_CACHE_ROOT".to_string(), cache.display().to_string())].into_iter().collect();
-        clear_stale_compile_cache(&files, "sha256:new", &env).unwrap();
-        assert!(!cache.join("torch_compile_cache").exists());
-        std::fs::create_dir_all(cache.join("torch_compile_cache/graph")).unwrap();
-        clear_stale_compile_cache(&files, "sha256:new", &env).unwrap();
-        assert!(cache.join("torch_compile_cache/graph").exists(), "the same image keeps its cache");
+    fn ray_binds_the_link_address_with_one_gpu() {
+        let head = ray_head(Ipv4Addr::new(192, 168, 2, 1)).join(" ");
+        assert_eq!(
+            head,
+            "ray start --head --port 6379 --node-ip-address 192.168.2.1 --num-gpus 1 --disable-usage-stats \
+             --include-dashboard=false"
+        );
+        let worker = ray_worker(Ipv4Addr::new(192, 168, 2, 1), Ipv4Addr::new(192, 168, 2, 3)).join(" ");
+        assert_eq!(
+            worker,
+            "ray start --address 192.168.2.1:6379 --node-ip-address 192.168.2.3 --num-gpus 1 --disable-usage-stats"
+        );
     }
 
     #[tokio::test]

@@ -3,22 +3,23 @@
 //! directory is under the home the toolbox mounts at the same path, so vLLM inside the toolbox
 //! writes its log beside the record and the node reads both directly.
 
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::serving::engine::{Backend, ServingEngine};
 
 /// The node's part in the serving cluster.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
-    /// Ray's head and vLLM's driver (the endpoint).
+    /// The node that serves the endpoint (vLLM's driver and Ray's head; llama-server).
     Head,
-    /// A Ray worker.
+    /// Another node: a Ray worker, an `rpc-server`.
     Worker,
-    /// One node, no Ray: vLLM's default executor.
+    /// One node alone.
     Single,
 }
 
@@ -26,33 +27,115 @@ pub enum Role {
 pub struct ServingRecord {
     pub toolbox: String,
     pub model: String,
-    /// The name `/v1/models` lists it under (`--served-model-name`, else the model).
+    /// The name `/v1/models` lists it under.
     pub served: String,
+    #[serde(default)]
+    pub engine: ServingEngine,
+    #[serde(default)]
+    pub backend: Backend,
     pub role: Role,
-    /// Nodes in the serving cluster and the tensor-parallel size.
+    /// Nodes in the serving cluster.
     pub nodes: usize,
-    pub tp: usize,
+    /// vLLM's tensor-parallel size (llama.cpp splits layers instead).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tp: Option<usize>,
     pub port: u16,
     /// This node's cluster-link address, and the head's.
     pub link_ip: Ipv4Addr,
     pub head_ip: Ipv4Addr,
     /// `http://HEAD:PORT/v1`.
     pub endpoint: String,
+    /// The endpoint wants an API key (its value is never recorded).
+    #[serde(default)]
+    pub api_key: bool,
     /// The toolbox image (registry digest, else id) it was launched from.
     pub image: String,
-    /// When (RFC 3339).
+    /// When (RFC 3339): what tells one launch's record from the next.
     pub started: String,
-    /// Ray runs in this node's toolbox.
-    pub ray: bool,
-    /// `vllm serve`'s pid inside the toolbox (head or single node).
-    pub vllm_pid: Option<u32>,
+    /// The processes this launch started here, detached, each with its log.
+    #[serde(default)]
+    pub processes: Vec<ServedProcess>,
+}
+
+/// One process a launch started on the node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServedProcess {
+    /// `vllm`, `llama-server`, `rpc-server`: its log is `TOOLBOX.NAME.log` beside the record.
+    pub name: String,
+    /// Its pid inside the toolbox.
+    pub pid: u32,
+    pub log: String,
+    /// Where it listens, when others must reach it there (an `rpc-server` on the link).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub listens: Option<SocketAddr>,
 }
 
 impl ServingRecord {
-    pub fn endpoint_of(head_ip: Ipv4Addr, port: u16) -> String {
-        format!("http://{head_ip}:{port}/v1")
+    /// A record of what a launch is about to start: no process yet.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        toolbox: &str,
+        model: &str,
+        served: &str,
+        engine: ServingEngine,
+        backend: Backend,
+        role: Role,
+        nodes: usize,
+        port: u16,
+        link_ip: Ipv4Addr,
+        head_ip: Ipv4Addr,
+        endpoint: &str,
+    ) -> ServingRecord {
+        ServingRecord {
+            toolbox: toolbox.to_string(),
+            model: model.to_string(),
+            served: served.to_string(),
+            engine,
+            backend,
+            role,
+            nodes,
+            tp: None,
+            port,
+            link_ip,
+            head_ip,
+            endpoint: endpoint.to_string(),
+            api_key: false,
+            image: String::new(),
+            started: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            processes: Vec::new(),
+        }
+    }
+
+    pub fn endpoint_of(address: Ipv4Addr, port: u16) -> String {
+        format!("http://{address}:{port}/v1")
+    }
+
+    /// The process named `name`, if this launch started one here.
+    pub fn process(&self, name: &str) -> Option<&ServedProcess> {
+        self.processes.iter().find(|p| p.name == name)
+    }
+
+    /// A record as it is stored, or as an older strix-toolbox stored it (`vllm_pid` and `ray`
+    /// before processes were recorded), in today's terms.
+    fn parse(text: &str, files: &ServingFiles) -> serde_json::Result<ServingRecord> {
+        let mut value: serde_json::Value = serde_json::from_str(text)?;
+        let legacy = value.as_object_mut().map(|o| (o.remove("vllm_pid"), o.remove("ray")));
+        let mut record: ServingRecord = serde_json::from_value(value)?;
+        if let Some((pid, ray)) = legacy {
+            if let Some(pid) = pid.and_then(|p| p.as_u64()).and_then(|p| u32::try_from(p).ok()) {
+                let log = files.log("vllm").display().to_string();
+                record.processes.push(ServedProcess { name: "vllm".into(), pid, log, listens: None });
+            }
+            if ray.and_then(|r| r.as_bool()) == Some(true) {
+                record.backend = Backend::Ray;
+            }
+        }
+        Ok(record)
     }
 }
+
+/// The file of Ray's token for a launch (`ServingFiles::secret_file`).
+pub const RAY_TOKEN: &str = "ray-token";
 
 /// Where one toolbox's serving state lives on this node.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,9 +165,31 @@ impl ServingFiles {
         self.dir.join(format!("{}.json", self.toolbox))
     }
 
-    /// vLLM's output (it survives the launch command and the stop).
-    pub fn vllm_log(&self) -> PathBuf {
-        self.dir.join(format!("{}.vllm.log", self.toolbox))
+    /// The output of the process named `name` (it survives the launch command and the stop).
+    pub fn log(&self, name: &str) -> PathBuf {
+        self.dir.join(format!("{}.{name}.log", self.toolbox))
+    }
+
+    /// Every log of this toolbox's launches here, by process name (what `logs` shows after a stop).
+    pub fn logs(&self) -> Vec<(String, PathBuf)> {
+        let prefix = format!("{}.", self.toolbox);
+        let mut logs: Vec<(String, PathBuf)> = std::fs::read_dir(&self.dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|entry| {
+                let file = entry.file_name().into_string().ok()?;
+                let name = file.strip_prefix(&prefix)?.strip_suffix(".log")?.to_string();
+                Some((name, entry.path()))
+            })
+            .collect();
+        logs.sort();
+        logs
+    }
+
+    /// A secret kept for this toolbox's launch (`ray-token`): 0600, beside the record.
+    pub fn secret_file(&self, what: &str) -> PathBuf {
+        self.dir.join(format!("{}.{what}", self.toolbox))
     }
 
     /// The image the last launch ran: a different one clears vLLM's compile cache first.
@@ -95,7 +200,7 @@ impl ServingFiles {
     pub fn read(&self) -> Result<Option<ServingRecord>> {
         let path = self.record();
         match std::fs::read_to_string(&path) {
-            Ok(text) => serde_json::from_str(&text).map(Some).map_err(|e| {
+            Ok(text) => ServingRecord::parse(&text, self).map(Some).map_err(|e| {
                 Error::host(
                     path.display().to_string(),
                     format!("{} is not a serving record ({e})", path.display()),
@@ -114,17 +219,21 @@ impl ServingFiles {
         self.write_file(&self.record(), text.as_bytes())
     }
 
+    /// The record and the launch's secrets go; the logs stay.
     pub fn remove(&self) -> Result<()> {
-        match std::fs::remove_file(self.record()) {
-            Ok(()) => Ok(()),
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(error) => Err(self.write_error(&self.record(), error)),
+        for path in [self.record(), self.secret_file(RAY_TOKEN)] {
+            match std::fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+                Err(error) => return Err(self.write_error(&path, error)),
+            }
         }
+        Ok(())
     }
 
-    /// Start a fresh log for this launch (the previous one goes to `….vllm.log.1`).
-    pub fn rotate_log(&self) -> Result<()> {
-        let log = self.vllm_log();
+    /// Start a fresh log for the process `name` (the previous one goes to `….NAME.log.1`).
+    pub fn rotate_log(&self, name: &str) -> Result<()> {
+        let log = self.log(name);
         std::fs::create_dir_all(&self.dir).map_err(|e| self.write_error(&self.dir, e))?;
         if log.exists() {
             std::fs::rename(&log, log.with_extension("log.1")).map_err(|e| self.write_error(&log, e))?;
@@ -132,6 +241,7 @@ impl ServingFiles {
         Ok(())
     }
 
+    /// Write `path` in this directory atomically; 0600 (a temporary file's mode) until changed.
     pub fn write_file(&self, path: &Path, bytes: &[u8]) -> Result<()> {
         std::fs::create_dir_all(&self.dir).map_err(|e| self.write_error(&self.dir, e))?;
         let mut temp = tempfile::NamedTempFile::new_in(&self.dir).map_err(|e| self.write_error(&self.dir, e))?;
@@ -162,22 +272,28 @@ mod tests {
     use super::*;
 
     fn record() -> ServingRecord {
-        ServingRecord {
-            toolbox: "vllm".into(),
-            model: "org/model".into(),
-            served: "org/model".into(),
-            role: Role::Head,
-            nodes: 2,
-            tp: 2,
-            port: 8000,
-            link_ip: Ipv4Addr::new(192, 168, 2, 1),
-            head_ip: Ipv4Addr::new(192, 168, 2, 1),
-            endpoint: ServingRecord::endpoint_of(Ipv4Addr::new(192, 168, 2, 1), 8000),
-            image: "sha256:ab".into(),
-            started: "2026-11-23T12:00:00Z".into(),
-            ray: true,
-            vllm_pid: Some(42),
-        }
+        let mut record = ServingRecord::new(
+            "vllm",
+            "org/model",
+            "org/model",
+            ServingEngine::Vllm,
+            Backend::Ray,
+            Role::Head,
+            2,
+            8000,
+            Ipv4Addr::new(192, 168, 2, 1),
+            Ipv4Addr::new(192, 168, 2, 1),
+            &ServingRecord::endpoint_of(Ipv4Addr::new(192, 168, 2, 1), 8000),
+        );
+        record.tp = Some(2);
+        record.started = "2026-11-23T12:00:00Z".into();
+        record.processes.push(ServedProcess {
+            name: "vllm".into(),
+            pid: 42,
+            log: "/s/vllm.vllm.log".into(),
+            listens: None,
+        });
+        record
     }
 
     #[test]
@@ -194,6 +310,21 @@ mod tests {
     }
 
     #[test]
+    fn a_record_of_an_older_strix_toolbox_reads_as_its_processes() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = ServingFiles::in_dir(dir.path(), "vllm");
+        let old = r#"{"toolbox": "vllm", "model": "org/model", "served": "org/model", "role": "head", "nodes": 2,
+            "tp": 2, "port": 8000, "link_ip": "192.168.2.1", "head_ip": "192.168.2.1",
+            "endpoint": "http://192.168.2.1:8000/v1", "image": "sha256:ab", "started": "2026-11-23T12:00:00Z",
+            "ray": true, "vllm_pid": 42}"#;
+        std::fs::write(files.record(), old).unwrap();
+        let read = files.read().unwrap().unwrap();
+        assert_eq!((read.engine, read.backend, read.tp), (ServingEngine::Vllm, Backend::Ray, Some(2)));
+        assert_eq!(read.process("vllm").map(|p| p.pid), Some(42));
+        assert_eq!(read.process("vllm").unwrap().log, files.log("vllm").display().to_string());
+    }
+
+    #[test]
     fn a_mangled_record_is_an_error_with_the_fix() {
         let dir = tempfile::tempdir().unwrap();
         let files = ServingFiles::in_dir(dir.path(), "vllm");
@@ -205,11 +336,16 @@ mod tests {
     #[test]
     fn each_launch_starts_a_fresh_log_and_keeps_the_last_one() {
         let dir = tempfile::tempdir().unwrap();
-        let files = ServingFiles::in_dir(dir.path(), "vllm");
-        files.rotate_log().unwrap();
-        std::fs::write(files.vllm_log(), "first\n").unwrap();
-        files.rotate_log().unwrap();
-        assert!(!files.vllm_log().exists());
-        assert_eq!(std::fs::read_to_string(dir.path().join("vllm.vllm.log.1")).unwrap(), "first\n");
+        let files = ServingFiles::in_dir(dir.path(), "llama");
+        files.rotate_log("rpc-server").unwrap();
+        std::fs::write(files.log("rpc-server"), "first\n").unwrap();
+        files.rotate_log("rpc-server").unwrap();
+        assert!(!files.log("rpc-server").exists());
+        assert_eq!(std::fs::read_to_string(dir.path().join("llama.rpc-server.log.1")).unwrap(), "first\n");
+        std::fs::write(files.log("llama-server"), "").unwrap();
+        std::fs::write(files.log("rpc-server"), "").unwrap();
+        std::fs::write(dir.path().join("vllm.vllm.log"), "").unwrap();
+        let names: Vec<String> = files.logs().into_iter().map(|(name, _)| name).collect();
+        assert_eq!(names, ["llama-server", "rpc-server"], "this toolbox's logs only, the rotated one aside");
     }
 }

@@ -1,22 +1,33 @@
-//! What a node can serve with and what it serves now: its toolbox and image, its cluster link's
-//! address, and what a launch recorded there with whether it still runs.
+//! What a node can serve with and what it serves now: its toolbox, the engine and image it was
+//! made for, its cluster link's address, which of the programs a launch needs its toolbox has,
+//! whether the model's files are where the launch will look (`cluster launch PATH` checks every
+//! node that loads it before anything starts), and what a launch recorded there with what of it
+//! still runs.
 
 use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
 use crate::host::HostFacts;
+use crate::labels;
 use crate::link::{read_link, ClusterLink};
 use crate::ops::toolbox::RunningToolbox;
-use crate::serving::commands::launch_alive;
+use crate::serving::commands::{launch_alive, words};
+use crate::serving::engine::ServingEngine;
 use crate::serving::record::{ServingFiles, ServingRecord};
 use crate::settings::Settings;
 use crate::spec::Transport;
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ServeCheck {
     pub toolbox: String,
     /// Start the toolbox when it is stopped (a launch); else only look.
     pub start: bool,
+    /// Programs to look for on the toolbox's PATH.
+    #[serde(default)]
+    pub programs: Vec<String>,
+    /// Files or directories (as the toolbox sees them) that must be there and readable.
+    #[serde(default)]
+    pub paths: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -24,28 +35,61 @@ pub struct ServeCheckReport {
     pub toolbox: String,
     /// The image it runs (registry digest, else id); None when there is no such toolbox running.
     pub image: Option<String>,
+    /// The engine the toolbox was made for (its label; None: made before engines were recorded).
+    #[serde(default)]
+    pub engine: Option<ServingEngine>,
     /// This check started it.
     pub started: bool,
     pub transport: Transport,
     /// The transport's netdev as the kernel has it.
     pub link: Option<ClusterLink>,
     pub serving: Option<ServingState>,
+    /// The programs and paths were looked for (the toolbox runs: a dry run starts none).
+    #[serde(default)]
+    pub looked: bool,
+    /// Of the programs asked about, those the toolbox has.
+    #[serde(default)]
+    pub programs: Vec<String>,
+    /// Of the paths asked about, those that are not there (or not readable).
+    #[serde(default)]
+    pub missing: Vec<String>,
 }
 
 /// A launch's record on this node, and what of it still runs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ServingState {
     pub record: ServingRecord,
-    pub vllm_alive: bool,
+    /// The recorded processes that still run, by name.
+    pub alive: Vec<String>,
+    /// Ray runs in the toolbox (where the launch started it).
     pub ray_alive: bool,
 }
 
 impl ServingState {
     /// Something of the launch still runs.
     pub fn active(&self) -> bool {
-        self.vllm_alive || self.ray_alive
+        !self.alive.is_empty() || self.ray_alive
+    }
+
+    /// What the launch started here that no longer runs (`vllm`, `rpc-server`, `Ray`).
+    pub fn lost(&self) -> Vec<String> {
+        let mut lost: Vec<String> =
+            self.record.processes.iter().filter(|p| !self.alive.contains(&p.name)).map(|p| p.name.clone()).collect();
+        if self.record.backend.runs_ray() && !self.ray_alive {
+            lost.push("Ray".into());
+        }
+        lost
     }
 }
+
+/// Prints `program NAME` for each of the programs before `--` on the PATH, and `missing PATH` for
+/// each path after it that is not there or not readable. The values are positional parameters.
+const LOOK: &str = r#"mode=program
+for a; do
+  if [ "$a" = -- ]; then mode=path; continue; fi
+  if [ $mode = program ]; then command -v "$a" >/dev/null 2>&1 && echo "program $a"
+  else [ -r "$a" ] || echo "missing $a"; fi
+done"#;
 
 pub async fn serve_check(settings: &Settings, check: &ServeCheck) -> Result<ServeCheckReport> {
     let facts = HostFacts::read(&settings.open_host_root()?)?;
@@ -63,26 +107,76 @@ pub async fn serve_check(settings: &Settings, check: &ServeCheck) -> Result<Serv
         Some(toolbox) => serving_state(toolbox).await?,
         None => ServingFiles::of(&check.toolbox)?.read()?.map(|record| ServingState {
             record,
-            vllm_alive: false,
+            alive: Vec::new(),
             ray_alive: false,
         }),
     };
+    let (mut programs, mut missing) = (Vec::new(), Vec::new());
+    let look = toolbox.as_ref().filter(|_| !check.programs.is_empty() || !check.paths.is_empty());
+    if let Some(toolbox) = look {
+        let mut argv = words(&["sh", "-c", LOOK, "sh"]);
+        argv.extend(check.programs.iter().cloned());
+        argv.push("--".into());
+        argv.extend(check.paths.iter().cloned());
+        let said = toolbox.run_ok("looking for the launch's programs and files", &argv, &Default::default()).await?;
+        for line in said.stdout.lines() {
+            match line.split_once(' ') {
+                Some(("program", name)) => programs.push(name.to_string()),
+                Some(("missing", path)) => missing.push(path.to_string()),
+                _ => {}
+            }
+        }
+    }
     Ok(ServeCheckReport {
         toolbox: check.toolbox.clone(),
         image: toolbox.as_ref().map(RunningToolbox::image),
+        engine: toolbox
+            .as_ref()
+            .and_then(|t| t.container.labels.get(labels::ENGINE))
+            .map(|label| ServingEngine::of_label(Some(label))),
         started: toolbox.as_ref().is_some_and(|t| t.started),
         transport,
         link,
         serving,
+        looked: look.is_some(),
+        programs,
+        missing,
     })
 }
 
-/// The record in a running toolbox, with what of it is alive.
+/// The record in a running toolbox, with what of it is alive (one exec).
 pub async fn serving_state(toolbox: &RunningToolbox) -> Result<Option<ServingState>> {
     let Some(record) = ServingFiles::of(&toolbox.name)?.read()? else { return Ok(None) };
-    let alive = toolbox.run(&launch_alive(record.vllm_pid), &Default::default()).await?;
-    let running: Vec<&str> = alive.stdout.lines().map(str::trim).collect();
-    let vllm_alive = running.contains(&"vllm");
-    let ray_alive = record.ray && running.contains(&"ray");
-    Ok(Some(ServingState { record, vllm_alive, ray_alive }))
+    let pids: Vec<u32> = record.processes.iter().map(|p| p.pid).collect();
+    let said = toolbox.run(&launch_alive(&pids, record.backend.runs_ray()), &Default::default()).await?;
+    let running: Vec<&str> = said.stdout.lines().map(str::trim).collect();
+    let alive = record
+        .processes
+        .iter()
+        .filter(|p| running.contains(&p.pid.to_string().as_str()))
+        .map(|p| p.name.clone())
+        .collect();
+    let ray_alive = running.contains(&"ray");
+    Ok(Some(ServingState { record, alive, ray_alive }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_look_finds_programs_and_missing_paths() {
+        let dir = tempfile::tempdir().unwrap();
+        let here = dir.path().join("model.gguf");
+        std::fs::write(&here, "GGUF").unwrap();
+        let gone = dir.path().join("model-00002-of-00002.gguf");
+        let output = std::process::Command::new("sh")
+            .args(["-c", LOOK, "sh", "sh", "strix-no-such-program", "--"])
+            .arg(&here)
+            .arg(&gone)
+            .output()
+            .unwrap();
+        assert!(output.status.success());
+        assert_eq!(String::from_utf8(output.stdout).unwrap(), format!("program sh\nmissing {}\n", gone.display()));
+    }
 }

@@ -1,5 +1,6 @@
-//! Stop what a launch started on this node: `vllm serve` (TERM, then KILL, bounded), then Ray
-//! (`ray stop`, then `--force`), then its record. Idempotent: nothing running is nothing to do.
+//! Stop what a launch started on this node, whatever the engine: its recorded processes (TERM,
+//! then KILL, bounded), then Ray where the launch started it (`ray stop`, then `--force`), then
+//! its record. Idempotent: nothing running is nothing to do.
 
 use std::time::{Duration, Instant};
 
@@ -7,21 +8,22 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
 use crate::ops::toolbox::RunningToolbox;
-use crate::serving::commands::{kill, pid_alive, process_alive, ray_stop};
-use crate::serving::record::{ServingFiles, ServingRecord};
+use crate::serving::commands::{kill, pid_alive, process_alive};
+use crate::serving::ray::ray_stop;
+use crate::serving::record::{ServedProcess, ServingFiles, ServingRecord};
 use crate::settings::Settings;
 
-/// How long vLLM gets to exit after SIGTERM (it frees the GPU memory and the Ray actors).
-const VLLM_GRACE: Duration = Duration::from_secs(30);
+/// How long a process gets to exit after SIGTERM (vLLM frees the GPU memory and its Ray actors).
+const GRACE: Duration = Duration::from_secs(30);
 /// `ray stop`'s own grace is 16 s; beyond this it is forced.
 const RAY_STOP_SECONDS: &str = "30";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum StopPart {
-    /// `vllm serve` only (first, on the head: it drives the workers).
-    Vllm,
-    /// vLLM, then Ray, then the record.
+    /// The engine's server only (first, on the head: it drives the workers).
+    Server,
+    /// Every process, then Ray, then the record.
     All,
 }
 
@@ -33,8 +35,8 @@ pub struct ServeStop {
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ServeStopped {
-    /// `vllm serve` was running and stopped.
-    pub vllm: bool,
+    /// The recorded processes that were running and stopped, by name.
+    pub processes: Vec<String>,
     /// Ray was running and stopped.
     pub ray: bool,
     /// It took SIGKILL or `ray stop --force`.
@@ -47,13 +49,17 @@ pub async fn serve_stop(settings: &Settings, request: &ServeStop) -> Result<Serv
     let mut stopped = ServeStopped::default();
     // A stopped (or removed) toolbox runs nothing any more.
     if let Some(toolbox) = RunningToolbox::if_running(settings, &request.toolbox).await? {
-        if let Some(pid) = record.as_ref().and_then(|r| r.vllm_pid) {
-            stop_vllm(&toolbox, pid, &mut stopped).await?;
-            if let Some(record) = &record {
-                files.write(&ServingRecord { vllm_pid: None, ..record.clone() })?;
+        if let Some(record) = &record {
+            let server = record.engine.server();
+            let (now, later): (Vec<&ServedProcess>, Vec<&ServedProcess>) =
+                record.processes.iter().partition(|p| request.part == StopPart::All || p.name == server);
+            stop_processes(&toolbox, &now, &mut stopped).await?;
+            if request.part == StopPart::Server {
+                files.write(&ServingRecord { processes: later.into_iter().cloned().collect(), ..record.clone() })?;
             }
         }
-        if request.part == StopPart::All {
+        // Ray where the launch started it, or where a launch left it without a record.
+        if request.part == StopPart::All && record.as_ref().is_none_or(|r| r.backend.runs_ray()) {
             stop_ray(&toolbox, &mut stopped).await?;
         }
     }
@@ -63,22 +69,42 @@ pub async fn serve_stop(settings: &Settings, request: &ServeStop) -> Result<Serv
     Ok(stopped)
 }
 
-async fn stop_vllm(toolbox: &RunningToolbox, pid: u32, stopped: &mut ServeStopped) -> Result<()> {
+/// TERM to every one that runs, KILL to those still running after the grace period.
+async fn stop_processes(
+    toolbox: &RunningToolbox,
+    processes: &[&ServedProcess],
+    stopped: &mut ServeStopped,
+) -> Result<()> {
     let no_env = Default::default();
-    if !toolbox.run(&pid_alive(pid), &no_env).await?.success() {
-        return Ok(());
+    let mut running = Vec::new();
+    for process in processes {
+        if toolbox.run(&pid_alive(process.pid), &no_env).await?.success() {
+            toolbox.run(&kill("TERM", process.pid), &no_env).await?;
+            stopped.processes.push(process.name.clone());
+            running.push(process.pid);
+        }
     }
-    stopped.vllm = true;
-    toolbox.run(&kill("TERM", pid), &no_env).await?;
-    let deadline = Instant::now() + VLLM_GRACE;
-    while Instant::now() < deadline {
-        if !toolbox.run(&pid_alive(pid), &no_env).await?.success() {
-            return Ok(());
+    let deadline = Instant::now() + GRACE;
+    while !running.is_empty() {
+        let mut still = Vec::new();
+        for pid in running {
+            if toolbox.run(&pid_alive(pid), &no_env).await?.success() {
+                still.push(pid);
+            }
+        }
+        running = still;
+        if running.is_empty() {
+            break;
+        }
+        if Instant::now() >= deadline {
+            stopped.forced = true;
+            for pid in &running {
+                toolbox.run(&kill("KILL", *pid), &no_env).await?;
+            }
+            break;
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
-    stopped.forced = true;
-    toolbox.run(&kill("KILL", pid), &no_env).await?;
     Ok(())
 }
 

@@ -1,59 +1,239 @@
-//! `vllm serve`, detached inside the toolbox: its output in a log file beside the record (the
-//! toolbox shares the home), its pid recorded. HF_TOKEN reaches it through the exec's environment.
+//! vLLM as a serving engine: `vllm serve` on the head, across nodes through Ray (vLLM's Ray
+//! executor joins the running Ray cluster, one tensor-parallel rank per node's GPU), on one node
+//! with its default executor. Its plan ([`plan`]) and what only vLLM needs: its command line, and
+//! its compile cache, which is only good for the image that filled it.
 
 use std::collections::BTreeMap;
-
-use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
-use crate::ops::toolbox::RunningToolbox;
-use crate::serving::commands::detached;
-use crate::serving::record::{Role, ServingFiles, ServingRecord};
-use crate::serving::secret::Secret;
-use crate::settings::Settings;
+use crate::serving::engine::{Backend, ServingEngine};
+use crate::serving::environment::serving_env;
+use crate::serving::plan::{
+    flag_value, with_overrides, LaunchPlan, NodeFacts, NodePlan, PlanRequest, PlannedCommand, Proof, Start, Step,
+};
+use crate::serving::ray::{ray_head, ray_worker, RayRole, AUTH_MODE, AUTH_TOKEN};
+use crate::serving::record::{Role, ServingFiles};
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct VllmStart {
-    pub toolbox: String,
-    /// `vllm serve MODEL …` (`serving::commands::vllm_serve`).
-    pub argv: Vec<String>,
-    pub env: BTreeMap<String, String>,
-    pub hf_token: Option<Secret>,
-    pub record: ServingRecord,
+/// The process name (and log) of `vllm serve`.
+pub const SERVER: &str = "vllm";
+
+/// `vllm serve MODEL` with tensor parallelism `tp`, on `host:port`; across nodes through Ray.
+pub fn vllm_serve(model: &str, tp: usize, over_ray: bool, host: &str, port: u16, extra: &[String]) -> Vec<String> {
+    let mut argv: Vec<String> = ["vllm", "serve", model, "--tensor-parallel-size"].map(String::from).to_vec();
+    argv.push(tp.to_string());
+    if over_ray {
+        argv.extend(["--distributed-executor-backend", "ray"].map(String::from));
+    }
+    argv.extend(["--host".to_string(), host.to_string(), "--port".to_string(), port.to_string()]);
+    argv.extend(extra.iter().cloned());
+    argv
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct VllmStarted {
-    pub pid: u32,
-    /// Where its output goes, on the node.
-    pub log: String,
+/// What each node runs: Ray on every node first (the head, then the workers at once, proven by
+/// Ray's own node table), then `vllm serve` on the head; on one node, `vllm serve` alone.
+pub fn plan(nodes: &[NodeFacts], request: &PlanRequest, backend: Backend, tp: usize) -> LaunchPlan {
+    let over_ray = backend == Backend::Ray;
+    let head_ip = nodes[0].link_ip;
+    let mut extra = request.extra.clone();
+    if let Some(commit) = request.hub_commit.as_ref().filter(|_| flag_value(&request.extra, "--revision").is_none()) {
+        // vLLM loads the commit every node has, from its cache, never asking the Hub.
+        extra.extend(["--revision".to_string(), commit.clone()]);
+    }
+    let mut planned = Vec::new();
+    for (index, facts) in nodes.iter().enumerate() {
+        let mut env = serving_env(&facts.transport, facts.link_ip, &BTreeMap::new());
+        if let Some(cache) = &facts.hub_cache {
+            env.insert("HF_HUB_OFFLINE".into(), "1".into());
+            env.insert("HF_HUB_CACHE".into(), cache.clone());
+        }
+        let env = with_overrides(env, request);
+        let ray = |role| PlannedCommand {
+            argv: Vec::new(),
+            env: env.clone(),
+            secret_env: Vec::new(),
+            start: Start::Ray { role },
+        };
+        let (role, mut commands) = match (over_ray, index) {
+            (false, _) => (Role::Single, Vec::new()),
+            (true, 0) => (Role::Head, vec![PlannedCommand { argv: ray_head(facts.link_ip), ..ray(RayRole::Head) }]),
+            (true, _) => (
+                Role::Worker,
+                vec![PlannedCommand { argv: ray_worker(head_ip, facts.link_ip), ..ray(RayRole::Worker { head_ip }) }],
+            ),
+        };
+        if index == 0 {
+            let mut serve_env = env.clone();
+            let mut secrets = vec!["HF_TOKEN", ServingEngine::Vllm.api_key_env()];
+            if over_ray {
+                // The driver talks to Ray: it needs the launch's token too.
+                serve_env.insert(AUTH_MODE.0.into(), AUTH_MODE.1.into());
+                secrets.push(AUTH_TOKEN);
+            }
+            let argv = vllm_serve(&request.model, tp, over_ray, &request.host, request.port, &extra);
+            commands.push(PlannedCommand::process(SERVER, argv, serve_env).with_secrets(&secrets, request));
+        }
+        planned.push(NodePlan { node: facts.node.clone(), role, link_ip: facts.link_ip, commands });
+    }
+    let steps = if over_ray {
+        vec![
+            Step { starts: vec![(0, 0)], proofs: Vec::new() },
+            Step { starts: (1..nodes.len()).map(|node| (node, 0)).collect(), proofs: vec![Proof::RayJoined] },
+            Step { starts: vec![(0, 1)], proofs: vec![Proof::Endpoint] },
+        ]
+    } else {
+        vec![Step { starts: vec![(0, 0)], proofs: vec![Proof::Endpoint] }]
+    };
+    LaunchPlan { engine: ServingEngine::Vllm, backend, nodes: planned, steps }
 }
 
-pub async fn vllm_start(settings: &Settings, request: &VllmStart) -> Result<VllmStarted> {
-    let toolbox = RunningToolbox::open(settings, &request.toolbox).await?;
-    let files = ServingFiles::of(&toolbox.name)?;
-    if request.record.role == Role::Single {
-        // Across nodes, Ray's start cleared it; one node has no Ray.
-        super::ray::clear_stale_compile_cache(&files, &toolbox.image(), &request.env)?;
+/// vLLM's compiled graphs are only valid for the image that compiled them: when the toolbox runs
+/// another image than at the last launch, its compile cache goes first (a stale one crashes).
+pub(super) fn clear_stale_compile_cache(
+    files: &ServingFiles,
+    image: &str,
+    env: &BTreeMap<String, String>,
+) -> Result<()> {
+    let last = std::fs::read_to_string(files.last_image()).unwrap_or_default();
+    if last.trim() == image {
+        return Ok(());
     }
-    files.rotate_log()?;
-    let log = files.vllm_log().display().to_string();
-    let mut env = request.env.clone();
-    if let Some(token) = &request.hf_token {
-        env.insert("HF_TOKEN".into(), token.expose().to_string());
+    if let Some(cache) = compile_cache(env) {
+        match std::fs::remove_dir_all(&cache) {
+            Ok(()) => {}
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+            Err(error) => {
+                return Err(Error::host(
+                    cache.display().to_string(),
+                    format!("cannot clear vLLM's compile cache {} after an image change: {error}", cache.display()),
+                    format!("remove it by hand (`rm -rf {}`)", cache.display()),
+                ))
+            }
+        }
     }
-    let report = toolbox.run(&detached(&log, &request.argv), &env).await?;
-    let pid = report.stdout.trim().parse::<u32>().ok().filter(|_| report.success()).ok_or_else(|| Error::Command {
-        program: "vllm serve".into(),
-        message: format!(
-            "it did not start in toolbox {} (exit {}): {}",
-            toolbox.name,
-            report.exit_code,
-            report.last_lines(3).join(" | ")
-        ),
-        fix: Some("check that the toolbox's image has vLLM (`strix-toolbox enter -- vllm --version`)".into()),
-    })?;
-    let record = ServingRecord { vllm_pid: Some(pid), image: toolbox.image(), ..request.record.clone() };
-    files.write(&record)?;
-    Ok(VllmStarted { pid, log })
+    files.write_file(&files.last_image(), image.as_bytes())
+}
+
+/// `$VLLM_CACHE_ROOT/torch_compile_cache`, else under `$XDG_CACHE_HOME/vllm` or `~/.cache/vllm`
+/// (the toolbox shares this home at the same path).
+fn compile_cache(env: &BTreeMap<String, String>) -> Option<PathBuf> {
+    let root = match env.get("VLLM_CACHE_ROOT") {
+        Some(root) => PathBuf::from(root),
+        None => std::env::var_os("XDG_CACHE_HOME")
+            .map(PathBuf::from)
+            .filter(|dir| dir.is_absolute())
+            .or_else(|| std::env::var_os("HOME").map(|home| Path::new(&home).join(".cache")))?
+            .join("vllm"),
+    };
+    Some(root.join("torch_compile_cache"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vllm_uses_ray_only_across_nodes() {
+        let extra = vec!["--max-model-len".to_string(), "8192".to_string()];
+        assert_eq!(
+            vllm_serve("org/m", 2, true, "0.0.0.0", 8000, &extra).join(" "),
+            "vllm serve org/m --tensor-parallel-size 2 --distributed-executor-backend ray --host 0.0.0.0 --port 8000 \
+             --max-model-len 8192"
+        );
+        assert_eq!(
+            vllm_serve("org/m", 1, false, "0.0.0.0", 8000, &[]).join(" "),
+            "vllm serve org/m --tensor-parallel-size 1 --host 0.0.0.0 --port 8000"
+        );
+    }
+
+    fn facts(node: &str, ip: [u8; 4], cache: Option<&str>) -> NodeFacts {
+        NodeFacts {
+            node: node.into(),
+            link_ip: std::net::Ipv4Addr::from(ip),
+            transport: crate::spec::Transport::ThunderboltTcp { netdev: "thunderbolt0".into() },
+            hub_cache: cache.map(str::to_string),
+            programs: vec!["vllm".into(), "ray".into()],
+        }
+    }
+
+    fn request(model: &str, extra: &[&str], env: &[(&str, &str)], commit: Option<&str>) -> PlanRequest {
+        PlanRequest {
+            model: model.into(),
+            served: model.into(),
+            tp: Some(2),
+            host: "0.0.0.0".into(),
+            port: 8000,
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+            hub_commit: commit.map(str::to_string),
+            env: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            secrets: vec!["HF_TOKEN".into(), "RAY_AUTH_TOKEN".into()],
+        }
+    }
+
+    #[test]
+    fn ray_first_on_every_node_then_vllm_on_the_head() {
+        let nodes = [facts("node1", [192, 168, 2, 1], None), facts("node2", [192, 168, 2, 2], None)];
+        let plan = plan(&nodes, &request("/models/tiny", &[], &[], None), Backend::Ray, 2);
+        assert_eq!(plan.nodes[0].commands[0].argv[..3], ["ray", "start", "--head"]);
+        assert_eq!(plan.nodes[1].commands[0].argv[..4], ["ray", "start", "--address", "192.168.2.1:6379"]);
+        let serve = &plan.nodes[0].commands[1];
+        assert_eq!(serve.argv[..5], ["vllm", "serve", "/models/tiny", "--tensor-parallel-size", "2"]);
+        assert_eq!(serve.secret_env, ["HF_TOKEN", "RAY_AUTH_TOKEN"], "the driver presents Ray's token");
+        assert_eq!(serve.env["RAY_AUTH_MODE"], "token");
+        let order: Vec<Vec<(usize, usize)>> = plan.steps.iter().map(|s| s.starts.clone()).collect();
+        assert_eq!(order, [vec![(0, 0)], vec![(1, 0)], vec![(0, 1)]]);
+        assert_eq!(plan.steps[1].proofs, [Proof::RayJoined]);
+        assert_eq!(plan.steps[2].proofs, [Proof::Endpoint]);
+    }
+
+    #[test]
+    fn a_cached_hub_model_runs_offline_on_its_commit_everywhere() {
+        let commit = "c12a728b0b9a3d8c0a9e6a1d5b1f4e2c3d4e5f60";
+        let nodes =
+            [facts("node1", [192, 168, 2, 1], Some("/h1/hub")), facts("node2", [192, 168, 2, 2], Some("/h2/hub"))];
+        let plan = plan(&nodes, &request("acme/tiny", &[], &[], Some(commit)), Backend::Ray, 2);
+        for (node, cache) in plan.nodes.iter().zip(["/h1/hub", "/h2/hub"]) {
+            for command in &node.commands {
+                assert_eq!(command.env["HF_HUB_OFFLINE"], "1", "{}", node.node);
+                assert_eq!(command.env["HF_HUB_CACHE"], cache);
+            }
+        }
+        let serve = &plan.nodes[0].commands.last().unwrap().argv;
+        assert!(serve.ends_with(&["--revision".to_string(), commit.to_string()]), "{serve:?}");
+
+        // The operator's own --revision and -e win.
+        let asked = request("acme/tiny", &["--revision", "v1"], &[("HF_HUB_OFFLINE", "0")], Some(commit));
+        let plan = super::plan(&nodes, &asked, Backend::Ray, 2);
+        let serve = &plan.nodes[0].commands.last().unwrap().argv;
+        assert_eq!(serve.iter().filter(|w| *w == "--revision").count(), 1, "{serve:?}");
+        assert_eq!(plan.nodes[1].commands[0].env["HF_HUB_OFFLINE"], "0");
+
+        // A path: vLLM as before, on one node without Ray.
+        let alone = [facts("node1", [127, 0, 0, 1], None)];
+        let plan = super::plan(&alone, &request("/models/tiny", &[], &[], None), Backend::Single, 1);
+        assert!(!plan.nodes[0].commands[0].env.contains_key("HF_HUB_OFFLINE"));
+        assert!(!plan.nodes[0].commands[0].argv.contains(&"--revision".to_string()));
+        assert_eq!(plan.nodes[0].commands[0].secret_env, ["HF_TOKEN"], "no Ray, no Ray token");
+        assert_eq!(plan.nodes[0].role, Role::Single);
+    }
+
+    #[test]
+    fn the_compile_cache_follows_vllm_cache_root() {
+        let env = [("VLLM_CACHE_ROOT".to_string(), "/data/vllm".to_string())].into_iter().collect();
+        assert_eq!(compile_cache(&env), Some(PathBuf::from("/data/vllm/torch_compile_cache")));
+    }
+
+    #[test]
+    fn a_new_image_clears_the_compile_cache_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = ServingFiles::in_dir(&dir.path().join("serving"), "vllm");
+        let cache = dir.path().join("cache");
+        std::fs::create_dir_all(cache.join("torch_compile_cache/graph")).unwrap();
+        let env = [("VLLM_CACHE_ROOT".to_string(), cache.display().to_string())].into_iter().collect();
+        clear_stale_compile_cache(&files, "sha256:new", &env).unwrap();
+        assert!(!cache.join("torch_compile_cache").exists());
+        std::fs::create_dir_all(cache.join("torch_compile_cache/graph")).unwrap();
+        clear_stale_compile_cache(&files, "sha256:new", &env).unwrap();
+        assert!(cache.join("torch_compile_cache/graph").exists(), "the same image keeps its cache");
+    }
 }

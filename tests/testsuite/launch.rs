@@ -18,6 +18,8 @@ use crate::support::wait_until;
 
 const MODEL: &str = "org/tiny-model";
 const TOKEN: &str = "hf_TESTtokenTHATmustNEVERshow0123456789";
+/// The endpoint's API key (STRIX_API_KEY): in no argv, log or report either.
+const API_KEY: &str = "sk-TESTkeyTHATmustNEVERshow9876543210";
 /// Ray's object store takes 30% of the RAM by default; the test nodes share one machine.
 const SMALL_OBJECT_STORE: &str = "RAY_DEFAULT_OBJECT_STORE_MEMORY_PROPORTION=0.01";
 
@@ -109,11 +111,24 @@ fn get_on_node(cluster: &TestCluster, index: usize, url: &str) -> String {
 }
 
 /// GET `url` with `python3` (a command, so it can run inside a namespace).
-fn http_get(mut python3: Command, url: &str) -> String {
-    let script = "import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())";
-    let output = python3.args(["-c", script, url]).output().expect("python3");
+fn http_get(python3: Command, url: &str) -> String {
+    let (status, body) = http_status(python3, url, None);
+    assert_eq!(status, 200, "GET {url}: {body}");
+    body
+}
+
+/// GET `url` with `python3`, with `key` as a bearer token: the status and the body.
+fn http_status(mut python3: Command, url: &str, key: Option<&str>) -> (u16, String) {
+    let script = "import sys, urllib.request, urllib.error\n\
+                  request = urllib.request.Request(sys.argv[1])\n\
+                  if len(sys.argv) > 2: request.add_header('Authorization', 'Bearer ' + sys.argv[2])\n\
+                  try:\n    answer = urllib.request.urlopen(request, timeout=10); print(answer.status); print(answer.read().decode())\n\
+                  except urllib.error.HTTPError as error:\n    print(error.code); print(error.read().decode())";
+    let output = python3.args(["-c", script, url]).args(key).output().expect("python3");
     assert!(output.status.success(), "GET {url}: {}", String::from_utf8_lossy(&output.stderr));
-    String::from_utf8_lossy(&output.stdout).into_owned()
+    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    let (status, body) = text.split_once('\n').unwrap_or((&text, ""));
+    (status.trim().parse().expect("a status"), body.to_string())
 }
 
 #[test]
@@ -142,11 +157,23 @@ fn two_nodes_serve_one_endpoint_with_a_rank_on_each_link_address() {
     assert_nothing_serves(cluster, 2, "a dry run starts nothing");
 
     let node2_upstream = cluster.uplink().node_bytes_down(2);
-    let launched = strix_cluster(cluster, &env, &launch_args(&port, &[]));
+    let mut with_key = env.clone();
+    with_key.push(("STRIX_API_KEY".into(), API_KEY.into()));
+    let launched = strix_cluster(cluster, &with_key, &launch_args(&port, &["--", "--served-model-name", "tiny"]));
     let said = format!("{}{}", stdout(&launched), stderr(&launched));
     assert!(launched.status.success(), "{said}");
-    assert!(!said.contains(TOKEN), "the token showed in the launch's output: {said}");
-    assert_eq!(json(&launched)["endpoint"], format!("http://192.168.2.1:{port}/v1"));
+    assert!(!said.contains(TOKEN) && !said.contains(API_KEY), "a secret showed in the launch's output: {said}");
+    let report = json(&launched);
+    assert_eq!(report["endpoint"], format!("http://192.168.2.1:{port}/v1"));
+    assert_eq!(report["served"], "tiny", "the name the server answers with: {report}");
+
+    // The endpoint wants the key on /v1 (as vLLM does), and the try line names the model as
+    // the server does, with the key as a variable.
+    let models_url = format!("http://192.168.2.1:{port}/v1/models");
+    assert_eq!(http_status(cluster.node(2).netns().enter("python3"), &models_url, None).0, 401);
+    let (status, models) = http_status(cluster.node(2).netns().enter("python3"), &models_url, Some(API_KEY));
+    assert_eq!(status, 200, "{models}");
+    assert!(models.contains("\"tiny\""), "{models}");
 
     // One rank on each node, on its link address, with the environment that pins it there.
     let ranks: serde_json::Value =
@@ -168,26 +195,27 @@ fn two_nodes_serve_one_endpoint_with_a_rank_on_each_link_address() {
     let downloads = bed.hub.requests().iter().filter(|r| r.method == "GET" && r.path.contains("/resolve/")).count();
     assert_eq!(downloads, 2, "each file of the model once: {:?}", bed.hub.requests());
     assert_eq!(cluster.uplink().node_bytes_down(2), node2_upstream, "node2 reached upstream for the model");
-    let models = get_on_node(cluster, 1, &format!("http://192.168.2.1:{port}/v1/models"));
-    assert!(models.contains(MODEL), "{models}");
-
-    // The token reached vLLM (its log says so by hash) and nowhere else.
+    // The token and the key reached vLLM (its log says so by hash) and nowhere else.
     let log = std::fs::read_to_string(cluster.node(1).home.join(".local/state/strix-toolbox/serving/vllm.vllm.log"))
         .expect("vLLM's log on the head");
     use sha2::Digest;
-    let hash = format!("{:x}", sha2::Sha256::digest(TOKEN.as_bytes()));
-    assert!(log.contains(&format!("HF_TOKEN: present (sha256 {hash})")), "{log}");
-    assert!(!log.contains(TOKEN), "the token is in vLLM's log");
-    let processes = Command::new("ps").args(["-eo", "args"]).output().expect("ps");
-    assert!(!String::from_utf8_lossy(&processes.stdout).contains(TOKEN), "the token is in a process's argv");
+    for (what, secret) in [("HF_TOKEN", TOKEN), ("API key", API_KEY)] {
+        let hash = format!("{:x}", sha2::Sha256::digest(secret.as_bytes()));
+        assert!(log.contains(&format!("{what}: present (sha256 {hash})")), "{log}");
+        assert!(!log.contains(secret), "{what} is in vLLM's log");
+    }
+    assert_no_argv_holds(&[TOKEN, API_KEY]);
 
-    let status = strix_cluster(cluster, &[], &["status"]);
+    let status = strix_cluster(cluster, &with_key, &["status"]);
     let report = json(&status);
-    assert!(!stdout(&status).contains(TOKEN));
+    assert!(!stdout(&status).contains(TOKEN) && !stdout(&status).contains(API_KEY));
     assert_eq!(report["serving"]["model"], MODEL, "{report}");
+    assert_eq!(report["serving"]["served"], "tiny", "{report}");
     assert_eq!(report["serving"]["serves"], true, "{report}");
     assert_eq!(report["serving"]["ray_nodes_alive"], 2, "{report}");
     assert!(status.status.success(), "{}", stderr(&status));
+    let keyless = json(&strix_cluster(cluster, &[], &["status"]));
+    assert_eq!(keyless["serving"]["key_needed"], true, "{keyless}");
 
     let logs = strix_cluster(cluster, &[], &["logs", "--lines", "200"]);
     let lines = stdout(&logs);
@@ -204,12 +232,13 @@ fn two_nodes_serve_one_endpoint_with_a_rank_on_each_link_address() {
     let stopped = strix_cluster(cluster, &[], &["stop"]);
     assert!(stopped.status.success(), "{}", stderr(&stopped));
     let report = json(&stopped);
-    assert_eq!(report["nodes"][0]["stopped"]["vllm"], true, "{report}");
+    assert_eq!(report["nodes"][0]["stopped"]["processes"], serde_json::json!(["vllm"]), "{report}");
+    assert_eq!(report["nodes"][0]["stopped"]["ray"], true, "{report}");
     assert_eq!(report["nodes"][1]["stopped"]["ray"], true, "{report}");
     assert_nothing_serves(cluster, 2, "after cluster stop");
     let twice = strix_cluster(cluster, &[], &["stop"]);
     assert!(twice.status.success(), "{}", stderr(&twice));
-    assert_eq!(json(&twice)["nodes"][0]["stopped"]["vllm"], false);
+    assert_eq!(json(&twice)["nodes"][0]["stopped"]["processes"], serde_json::json!([]));
 }
 
 #[test]
@@ -248,8 +277,9 @@ fn a_failed_launch_stops_everything_it_started_on_every_node() {
         .expect("launch");
     // Interrupted once vLLM runs on the head (its pid is in the head's record) and "loads".
     wait_until("vLLM to start on the head", Duration::from_secs(180), || {
-        std::fs::read_to_string(record_of(cluster, 1))
-            .is_ok_and(|text| serde_json::from_str::<serde_json::Value>(&text).is_ok_and(|r| r["vllm_pid"].is_u64()))
+        std::fs::read_to_string(record_of(cluster, 1)).is_ok_and(|text| {
+            serde_json::from_str::<serde_json::Value>(&text).is_ok_and(|r| r["processes"][0]["name"] == "vllm")
+        })
     });
     std::thread::sleep(Duration::from_secs(2));
     // SAFETY: kill(2) on our own child.
@@ -304,8 +334,20 @@ fn one_node_serves_without_ray() {
 
     let stopped = run_strix(&env, &["--json", "stop"]);
     assert!(stopped.status.success(), "{}", stderr(&stopped));
-    assert_eq!(json(&stopped)["nodes"][0]["stopped"]["vllm"], true);
+    assert_eq!(json(&stopped)["nodes"][0]["stopped"]["processes"], serde_json::json!(["vllm"]));
     assert!(!home.path().join(".local/state/strix-toolbox/serving/vllm.json").exists());
+}
+
+/// No process on this machine (every node's included: they are namespaces of it) has any of
+/// `secrets` in its argv.
+fn assert_no_argv_holds(secrets: &[&str]) {
+    for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else { continue };
+        let cmdline = String::from_utf8_lossy(&cmdline);
+        for secret in secrets {
+            assert!(!cmdline.contains(secret), "{} has a secret in its argv: {cmdline}", entry.path().display());
+        }
+    }
 }
 
 fn nft(netns: &str, args: &[&str]) {

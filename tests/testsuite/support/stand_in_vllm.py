@@ -6,7 +6,8 @@ Anything else is an error, with the reason on its output, like vLLM's own.
 
 Extra endpoint for the tests: GET /ranks lists what each actor saw (its node's address and the
 NCCL/Gloo/vLLM environment). The token itself is never printed: only whether it arrived, and its
-sha256 so a test can tell it is the right one. With HF_HUB_OFFLINE=1, every rank looks up the
+sha256 so a test can tell it is the right one; the same for the API key, which, as vLLM's, comes
+from --api-key or VLLM_API_KEY and is required (`Authorization: Bearer KEY`) on every /v1 path. With HF_HUB_OFFLINE=1, every rank looks up the
 model's snapshot in its own node's cache (`local_files_only`, as vLLM does), and says what it found.
 """
 import argparse
@@ -43,6 +44,7 @@ def parse(argv):
     serve.add_argument("--max-model-len", type=int, default=None)
     serve.add_argument("--enforce-eager", action="store_true")
     serve.add_argument("--gpu-memory-utilization", type=float, default=None)
+    serve.add_argument("--api-key", default=None)
     return parser.parse_args(argv)
 
 
@@ -87,10 +89,15 @@ def ranks_over_ray(size, model, revision):
     return ray.get([a.report.remote() for a in actors], timeout=60)
 
 
+def presence(value):
+    return f"present (sha256 {hashlib.sha256(value.encode()).hexdigest()})" if value else "absent"
+
+
 def main():
     args = parse(sys.argv[1:])
-    token = os.environ.get("HF_TOKEN")
-    log("INFO", "HF_TOKEN: " + (f"present (sha256 {hashlib.sha256(token.encode()).hexdigest()})" if token else "absent"))
+    log("INFO", "HF_TOKEN: " + presence(os.environ.get("HF_TOKEN")))
+    api_key = args.api_key or os.environ.get("VLLM_API_KEY")
+    log("INFO", "API key: " + presence(api_key))
     log("INFO", f"args: model={args.model} tp={args.tensor_parallel_size} "
                 f"backend={args.distributed_executor_backend} port={args.port}")
     if args.distributed_executor_backend == "ray":
@@ -115,6 +122,15 @@ def main():
             bodies = {"/health": b"", "/v1/models": json.dumps(models).encode(), "/ranks": json.dumps(ranks).encode()}
             if self.path not in bodies:
                 self.send_error(404)
+                return
+            # As vLLM's AuthenticationMiddleware: every /v1 path wants the key, /health does not.
+            if api_key and self.path.startswith("/v1") and self.headers.get("Authorization") != f"Bearer {api_key}":
+                body = json.dumps({"error": "Unauthorized"}).encode()
+                self.send_response(401)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
                 return
             body = bodies[self.path]
             self.send_response(200)

@@ -1,0 +1,312 @@
+//! What proves a step of a launch did its part, asked from the head and bounded: Ray's own node
+//! table lists every node (vLLM over Ray), every worker's server answers on its link address
+//! (llama.cpp's `rpc-server`), the endpoint answers `/health` and lists the model in `/v1/models`
+//! (showing what the server is doing meanwhile), and the head's log says it uses every worker.
+//! A proof that fails names the node, why it likely failed, its log's last lines and the fix.
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::time::{Duration, Instant};
+
+use super::interrupt::Interrupt;
+use super::launch::LaunchReport;
+use crate::error::{Error, MultiError, Result};
+use crate::node::{Node, NodeCalls};
+use crate::reporter::Reporter;
+use crate::serving::http::HttpAnswer;
+use crate::serving::logs::ServeLogs;
+use crate::serving::plan::Proof;
+use crate::serving::probe::{ServeProbe, ServeProbeReport};
+use crate::serving::ray::{RayNode, RayNodes};
+use crate::serving::reach::{Reach, Reached};
+use crate::serving::secret::Secret;
+
+/// How long every node gets to appear in Ray's node table after its `ray start` returned.
+const RAY_JOIN_LIMIT: Duration = Duration::from_secs(60);
+/// How long every worker's server gets to answer on its link address after it started.
+const LISTEN_LIMIT: Duration = Duration::from_secs(60);
+/// Between two readiness probes (of Ray's node table, of the workers, of the endpoint).
+const PROBE_INTERVAL: Duration = Duration::from_millis(500);
+/// Between two looks inside the head's toolbox whether its server still runs, while it loads.
+const LOOK_INSIDE: Duration = Duration::from_secs(3);
+/// The least time between two reports of what the server is doing.
+const STATUS_INTERVAL: Duration = Duration::from_secs(10);
+/// How much of the head's log is read for the devices it names.
+const HEAD_LOG_LINES: usize = 5000;
+
+/// What the proofs of one launch share.
+pub struct Proving<'a> {
+    pub nodes: &'a [&'a dyn Node],
+    pub toolbox: &'a str,
+    pub plan: &'a LaunchReport,
+    /// Where the endpoint is asked, on the head.
+    pub probe: SocketAddr,
+    pub api_key: Option<&'a Secret>,
+    pub timeout: Duration,
+    pub interrupt: &'a Interrupt,
+    pub reporter: &'a dyn Reporter,
+    /// The name the endpoint serves the model under: as asked, then as `/v1/models` says.
+    pub served: String,
+}
+
+impl Proving<'_> {
+    /// An error once Ctrl-C (or SIGTERM) came.
+    pub fn stopped(&self, during: &str) -> Result<()> {
+        match self.interrupt.came() {
+            Some(signal) => Err(Error::Interrupted { during: during.to_string(), signal }),
+            None => Ok(()),
+        }
+    }
+
+    fn head(&self) -> &dyn Node {
+        self.nodes[0]
+    }
+
+    /// The engine's server, as messages name it.
+    fn server(&self) -> &'static str {
+        match self.plan.engine {
+            crate::serving::engine::ServingEngine::Vllm => "vLLM",
+            crate::serving::engine::ServingEngine::LlamaCpp => "llama-server",
+        }
+    }
+}
+
+pub async fn prove(proving: &mut Proving<'_>, proof: &Proof) -> Result<()> {
+    match proof {
+        Proof::RayJoined => ray_joined(proving).await,
+        Proof::Reachable { listeners } => reachable(proving, listeners).await,
+        Proof::Endpoint => endpoint(proving).await,
+        Proof::HeadLog { prefix, mentions } => head_log(proving, prefix, mentions).await,
+    }
+}
+
+/// Until Ray's own node table has every node alive with its GPU, on its link address.
+async fn ray_joined(proving: &Proving<'_>) -> Result<()> {
+    let deadline = Instant::now() + RAY_JOIN_LIMIT;
+    let ask = RayNodes { toolbox: proving.toolbox.to_string() };
+    let plan = proving.plan;
+    loop {
+        let table: Vec<RayNode> = proving
+            .head()
+            .call(ask.clone())
+            .await
+            .map_err(|e| MultiError::one("Ray's head does not answer", proving.head().name(), e))?;
+        let missing: Vec<usize> = (0..plan.nodes.len()).filter(|i| !joined(&table, plan.nodes[*i].link_ip)).collect();
+        if missing.is_empty() {
+            proving.reporter.step_finished(
+                &plan.nodes[0].node,
+                &format!("Ray: {} node(s) alive with a GPU each", plan.nodes.len()),
+            );
+            return Ok(());
+        }
+        proving.stopped("the wait for Ray's nodes")?;
+        if Instant::now() >= deadline {
+            let mut failed = MultiError::new(format!("nodes never joined Ray within {} s", RAY_JOIN_LIMIT.as_secs()));
+            for index in missing {
+                let launched = &plan.nodes[index];
+                let tail = log_tail(proving.nodes[index], proving.toolbox, "raylet.out").await;
+                let error = Error::Node {
+                    node: launched.node.clone(),
+                    message: format!(
+                        "it is not in Ray's node table on {}; its raylet.out ends: {tail}",
+                        launched.link_ip
+                    ),
+                    fix: Some(
+                        "a firewall between it and the head, or a wrong address: trust the cluster link on every node \
+                         (`sudo firewall-cmd --zone=trusted --change-interface=IFACE --permanent`), and check it with \
+                         `strix-toolbox cluster doctor`"
+                            .into(),
+                    ),
+                };
+                failed.push(&launched.node, error);
+            }
+            return Err(failed.into());
+        }
+        tokio::time::sleep(PROBE_INTERVAL).await;
+    }
+}
+
+fn joined(table: &[RayNode], ip: Ipv4Addr) -> bool {
+    table.iter().any(|node| node.alive && node.gpus >= 1.0 && node.ip == ip.to_string())
+}
+
+/// Until every listener answers a connection from the head.
+async fn reachable(proving: &Proving<'_>, listeners: &[(usize, SocketAddr)]) -> Result<()> {
+    let deadline = Instant::now() + LISTEN_LIMIT;
+    let ask = Reach { addresses: listeners.iter().map(|(_, address)| *address).collect() };
+    loop {
+        let answers = proving
+            .head()
+            .call(ask.clone())
+            .await
+            .map_err(|e| MultiError::one("the head could not reach the workers", proving.head().name(), e))?;
+        let silent: Vec<(usize, SocketAddr, Reached)> = listeners
+            .iter()
+            .zip(answers)
+            .filter(|(_, reached)| *reached != Reached::Answers)
+            .map(|((node, address), reached)| (*node, *address, reached))
+            .collect();
+        if silent.is_empty() {
+            let every: Vec<String> = listeners.iter().map(|(_, address)| address.to_string()).collect();
+            proving.reporter.step_finished(proving.head().name(), &format!("workers answer at {}", every.join(", ")));
+            return Ok(());
+        }
+        proving.stopped("the wait for the workers")?;
+        if Instant::now() >= deadline {
+            let mut failed = MultiError::new(format!(
+                "workers did not answer on the cluster link within {} s",
+                LISTEN_LIMIT.as_secs()
+            ));
+            for (index, address, reached) in silent {
+                let node = proving.nodes[index];
+                let (why, fix) = reached.why();
+                let tail = log_tail(node, proving.toolbox, "rpc-server").await;
+                let error = Error::Node {
+                    node: node.name().to_string(),
+                    message: format!(
+                        "{} cannot connect to its server at {address}: {why}; its log ends: {tail}",
+                        proving.head().name()
+                    ),
+                    fix: Some(fix.to_string()),
+                };
+                failed.push(node.name(), error);
+            }
+            return Err(failed.into());
+        }
+        tokio::time::sleep(PROBE_INTERVAL).await;
+    }
+}
+
+/// Until `/health` is 200 and `/v1/models` lists the model; the server dying, or the timeout,
+/// fails with its last log lines. What the server calls the model is kept.
+async fn endpoint(proving: &mut Proving<'_>) -> Result<()> {
+    let head = proving.head();
+    let server = proving.plan.engine.server();
+    let started = Instant::now();
+    let mut said: Option<(String, Instant)> = None;
+    let mut looked = Instant::now();
+    let failed = |message: String, fix: String| {
+        let error = Error::Command { program: server.to_string(), message, fix: Some(fix) };
+        MultiError::one(format!("{} did not serve", proving.server()), head.name(), error)
+    };
+    loop {
+        // Whether the server still runs costs an exec: asked every LOOK_INSIDE, and at the deadline.
+        let look_inside = looked.elapsed() >= LOOK_INSIDE || started.elapsed() >= proving.timeout;
+        if look_inside {
+            looked = Instant::now();
+        }
+        let probe = ServeProbe {
+            toolbox: proving.toolbox.to_string(),
+            server: server.to_string(),
+            address: proving.probe,
+            api_key: proving.api_key.cloned(),
+            look_inside,
+        };
+        let report: ServeProbeReport =
+            head.call(probe).await.map_err(|e| MultiError::one("the endpoint could not be probed", head.name(), e))?;
+        if report.serves(&proving.served) {
+            proving.reporter.step_finished(
+                head.name(),
+                &format!("serving {} after {} s", proving.served, started.elapsed().as_secs()),
+            );
+            return Ok(());
+        }
+        if !report.server_alive {
+            let tail = log_tail(head, proving.toolbox, server).await;
+            return Err(failed(
+                format!("it exited before serving; its log ends: {tail}"),
+                format!("`strix-toolbox cluster logs --node {}` shows all of it", head.name()),
+            ));
+        }
+        if report.key_refused {
+            return Err(failed(
+                "it refused the launch's API key".into(),
+                "check that the server's arguments set no other key (its key is --api-key-file or STRIX_API_KEY)"
+                    .into(),
+            ));
+        }
+        if matches!(report.health, HttpAnswer::Status(200, _)) && !report.models.is_empty() {
+            return Err(failed(
+                format!("it serves {} instead of {}", report.models.join(", "), proving.served),
+                format!("check {} among the server's arguments", proving.plan.engine.name_flags().join(" or ")),
+            ));
+        }
+        proving.stopped(&format!("the wait for {}", proving.server()))?;
+        if started.elapsed() >= proving.timeout {
+            let tail = log_tail(head, proving.toolbox, server).await;
+            return Err(failed(
+                format!("it did not serve within {} s; its log ends: {tail}", proving.timeout.as_secs()),
+                "give it longer with `--timeout SECONDS` (large models load for minutes)".into(),
+            ));
+        }
+        // What the server is doing (loading weights takes minutes), said when it changes, at most
+        // every STATUS_INTERVAL.
+        let doing = report.last_line.unwrap_or_else(|| "starting".into());
+        if said.as_ref().is_none_or(|(before, at)| *before != doing && at.elapsed() >= STATUS_INTERVAL) {
+            proving.reporter.step_started(head.name(), &format!("{:>4} s  {doing}", started.elapsed().as_secs()));
+            said = Some((doing, Instant::now()));
+        }
+        tokio::time::sleep(PROBE_INTERVAL).await;
+    }
+}
+
+/// The head's server log has, for each worker, a line with `prefix` naming it.
+async fn head_log(proving: &Proving<'_>, prefix: &str, mentions: &[(usize, String)]) -> Result<()> {
+    let head = proving.head();
+    let server = proving.plan.engine.server();
+    let ask = ServeLogs { toolbox: proving.toolbox.to_string(), lines: HEAD_LOG_LINES, seen: Vec::new() };
+    let tails =
+        head.call(ask).await.map_err(|e| MultiError::one("the head's log could not be read", head.name(), e))?;
+    let lines: Vec<&String> =
+        tails.iter().filter(|t| t.file == server).flat_map(|t| t.lines.iter()).filter(|l| l.contains(prefix)).collect();
+    let mut failed = MultiError::new(format!("{} does not use every worker", proving.server()));
+    for (index, text) in mentions {
+        if !lines.iter().any(|line| line.contains(text.as_str())) {
+            let node = proving.nodes[*index];
+            let error = Error::Node {
+                node: node.name().to_string(),
+                message: format!(
+                    "{} on {} loaded the model without it: no `{prefix} … {text}` in its log",
+                    server,
+                    head.name()
+                ),
+                fix: Some(format!("`strix-toolbox cluster logs --node {}` shows which devices it used", head.name())),
+            };
+            failed.push(node.name(), error);
+        }
+    }
+    if failed.is_empty() {
+        proving.reporter.step_finished(head.name(), &format!("{server} uses {} worker(s)", mentions.len()));
+        Ok(())
+    } else {
+        Err(failed.into())
+    }
+}
+
+/// The last lines of one of the node's serving logs, for an error message.
+pub async fn log_tail(node: &dyn Node, toolbox: &str, file: &str) -> String {
+    let ask = ServeLogs { toolbox: toolbox.to_string(), lines: 5, seen: Vec::new() };
+    match node.call(ask).await {
+        Ok(tails) => tails
+            .into_iter()
+            .find(|t| t.file == file)
+            .map(|t| t.lines.join(" | "))
+            .filter(|text| !text.is_empty())
+            .unwrap_or_else(|| format!("(no {file} log)")),
+        Err(error) => format!("(its log could not be read: {error})"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_node_joined_when_alive_with_a_gpu_on_its_link_address() {
+        let ip = Ipv4Addr::new(192, 168, 2, 2);
+        let node = |ip: &str, alive, gpus| RayNode { ip: ip.into(), alive, gpus };
+        assert!(joined(&[node("192.168.2.2", true, 1.0)], ip));
+        assert!(!joined(&[node("192.168.2.2", false, 1.0)], ip));
+        assert!(!joined(&[node("192.168.2.2", true, 0.0)], ip));
+        assert!(!joined(&[node("10.213.0.6", true, 1.0)], ip), "the management address is not the link's");
+    }
+}

@@ -1,0 +1,87 @@
+//! One process of a launch, started detached inside the toolbox: its argv with its environment
+//! (secrets among it: an HF token, an API key, Ray's token, each only ever in the exec's
+//! environment), its output in `TOOLBOX.NAME.log` beside the record (the toolbox shares the home),
+//! its pid recorded, so `stop`, `logs` and `status` find it. Every engine's processes start this
+//! way: `vllm serve`, `llama-server`, `rpc-server`.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::ops::toolbox::RunningToolbox;
+use crate::serving::commands::detached;
+use crate::serving::record::{ServedProcess, ServingFiles, ServingRecord};
+use crate::serving::secret::Secret;
+use crate::settings::Settings;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessStart {
+    pub toolbox: String,
+    /// What the record and the log call it (`vllm`, `llama-server`, `rpc-server`).
+    pub name: String,
+    pub argv: Vec<String>,
+    pub env: BTreeMap<String, String>,
+    /// Variables whose values are secrets: in the exec's environment, nowhere else.
+    pub secrets: BTreeMap<String, Secret>,
+    /// Where it will listen for the other nodes, recorded with it.
+    pub listens: Option<SocketAddr>,
+    /// vLLM's compiled graphs are only good for the image that compiled them: clear them first
+    /// when the toolbox runs another image than at the last launch.
+    pub fresh_compile_cache: bool,
+    /// This launch's record on the node: written before the process starts (so a stop finds
+    /// what started), then with the process added.
+    pub record: ServingRecord,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessStarted {
+    pub pid: u32,
+    /// Where its output goes, on the node.
+    pub log: String,
+}
+
+pub async fn process_start(settings: &Settings, request: &ProcessStart) -> Result<ProcessStarted> {
+    let toolbox = RunningToolbox::open(settings, &request.toolbox).await?;
+    let files = ServingFiles::of(&toolbox.name)?;
+    if request.fresh_compile_cache {
+        super::vllm::clear_stale_compile_cache(&files, &toolbox.image(), &request.env)?;
+    }
+    // The same launch's record (another of its processes, or Ray, started here first) gains
+    // this process; another launch's is replaced.
+    let mut record = match files.read()? {
+        Some(recorded) if recorded.started == request.record.started => recorded,
+        _ => ServingRecord { image: toolbox.image(), ..request.record.clone() },
+    };
+    files.write(&record)?;
+    files.rotate_log(&request.name)?;
+    let log = files.log(&request.name).display().to_string();
+    let mut env = request.env.clone();
+    env.extend(request.secrets.iter().map(|(key, secret)| (key.clone(), secret.expose().to_string())));
+    let report = toolbox.run(&detached(&log, &request.argv), &env).await?;
+    let pid = report.stdout.trim().parse::<u32>().ok().filter(|_| report.success()).ok_or_else(|| Error::Command {
+        program: request.name.clone(),
+        message: format!(
+            "it did not start in toolbox {} (exit {}): {}",
+            toolbox.name,
+            report.exit_code,
+            report.last_lines(3).join(" | ")
+        ),
+        fix: Some(format!(
+            "check that the toolbox's image has {} (`strix-toolbox enter {} -- {} --help`)",
+            request.argv.first().map_or("it", String::as_str),
+            toolbox.name,
+            request.argv.first().map_or("", String::as_str)
+        )),
+    })?;
+    record.processes.retain(|p| p.name != request.name);
+    record.processes.push(ServedProcess {
+        name: request.name.clone(),
+        pid,
+        log: log.clone(),
+        listens: request.listens,
+    });
+    files.write(&record)?;
+    Ok(ProcessStarted { pid, log })
+}
