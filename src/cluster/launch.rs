@@ -20,6 +20,7 @@ use super::launch_proof::{prove, Proving};
 use super::model::{cached_everywhere, ensure_everywhere, CachedEverywhere, ModelPullReport, ModelPullRequest};
 use super::stop::stop_serving;
 use crate::error::{Error, MultiError, Result};
+use crate::model::identity::ModelIdentity;
 use crate::model::repo_id::RepoId;
 use crate::model::revision::{Commit, Revision};
 use crate::node::{Node, NodeCalls};
@@ -523,6 +524,10 @@ async fn carry_out(
         secrets.insert(AUTH_TOKEN.into(), Secret::random()?);
     }
     let started = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    // The commit every node's cache has, which the engine loads offline.
+    let identity = plan.hub_model.as_ref().and_then(|hub| {
+        Some(ModelIdentity::Hub { repo: hub.repo.to_string(), commit: hub.commit.as_ref()?.to_string() })
+    });
     let probe =
         SocketAddr::from((request.host.filter(|h| !h.is_unspecified()).unwrap_or(plan.nodes[0].link_ip), request.port));
     let mut proving = Proving {
@@ -557,6 +562,7 @@ async fn carry_out(
             record.tp = plan.tp;
             record.api_key = plan.api_key;
             record.started = started.clone();
+            record.identity = identity.clone();
             start(nodes[*node], request, command, record, &secrets)
         });
         let mut failed = MultiError::new("the launch could not start everything");

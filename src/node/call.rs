@@ -204,6 +204,8 @@ mod tests {
         );
         record.tp = Some(3);
         record.image = "sha256:ab".into();
+        record.identity =
+            Some(crate::model::identity::ModelIdentity::Gguf { name: "m.gguf".into(), sha256: "ab".repeat(32) });
         record.processes.push(ServedProcess {
             name: "rpc-server".into(),
             pid: 7,

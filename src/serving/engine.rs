@@ -10,9 +10,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum ServingEngine {
     /// `vllm serve`: tensor parallelism across the nodes' GPUs (RCCL), Ray as the control plane.
+    /// Also what a record from before engines were recorded stands for.
     #[default]
     #[serde(rename = "vllm")]
     Vllm,
@@ -139,5 +140,12 @@ mod tests {
         assert!(matches!(ServingEngine::parse("tgi"), Err(Error::Usage(_))));
         assert_eq!(ServingEngine::of_label(None), ServingEngine::Vllm, "a toolbox from before profiles");
         assert_eq!(serde_json::to_string(&ServingEngine::LlamaCpp).unwrap(), "\"llama.cpp\"");
+    }
+
+    #[test]
+    fn engines_are_named_as_their_projects_name_them() {
+        assert_eq!(serde_json::to_value(ServingEngine::LlamaCpp).unwrap(), "llama.cpp");
+        assert_eq!(serde_json::from_str::<ServingEngine>("\"vllm\"").unwrap(), ServingEngine::Vllm);
+        assert_eq!(ServingEngine::default(), ServingEngine::Vllm);
     }
 }

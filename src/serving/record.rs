@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::model::identity::ModelIdentity;
 use crate::serving::engine::{Backend, ServingEngine};
 
 /// The node's part in the serving cluster.
@@ -27,6 +28,10 @@ pub enum Role {
 pub struct ServingRecord {
     pub toolbox: String,
     pub model: String,
+    /// Which weights serve: the Hub commit, or the GGUF by its content; none for a model given as
+    /// a directory (nothing names its weights) and in records from before identities were recorded.
+    #[serde(default)]
+    pub identity: Option<ModelIdentity>,
     /// The name `/v1/models` lists it under.
     pub served: String,
     #[serde(default)]
@@ -89,6 +94,7 @@ impl ServingRecord {
         ServingRecord {
             toolbox: toolbox.to_string(),
             model: model.to_string(),
+            identity: None,
             served: served.to_string(),
             engine,
             backend,
@@ -320,6 +326,7 @@ mod tests {
         std::fs::write(files.record(), old).unwrap();
         let read = files.read().unwrap().unwrap();
         assert_eq!((read.engine, read.backend, read.tp), (ServingEngine::Vllm, Backend::Ray, Some(2)));
+        assert_eq!(read.identity, None, "unidentified");
         assert_eq!(read.process("vllm").map(|p| p.pid), Some(42));
         assert_eq!(read.process("vllm").unwrap().log, files.log("vllm").display().to_string());
     }
