@@ -10,6 +10,7 @@ use crate::engine::{self, Connection, EngineKind};
 use crate::error::Result;
 use crate::host::installed::Installed;
 use crate::host::HostRoot;
+use crate::paths::Paths;
 use crate::reporter::Reporter;
 
 /// What every operation may need about how it was invoked.
@@ -26,6 +27,8 @@ pub struct Settings {
     /// `STRIX_LIVE_INTERFACES=1`: under a copied --host-root, still ask this process's network
     /// interfaces (ethtool) as the node's. For tests that run inside their own network namespace.
     pub live_interfaces: bool,
+    /// This user's directories (XDG, HOME, the private runtime directory), resolved once.
+    pub paths: Paths,
 }
 
 impl Settings {
@@ -38,6 +41,7 @@ impl Settings {
             installed,
             reporter,
             live_interfaces: process_env("STRIX_LIVE_INTERFACES").is_some_and(|v| v == "1"),
+            paths: Paths::of_this_process(),
         }
     }
 
@@ -54,7 +58,8 @@ impl Settings {
 
 #[cfg(test)]
 impl Settings {
-    /// Settings for a unit test: `host_root` as the node, podman, nothing found on PATH, silent.
+    /// Settings for a unit test: `host_root` as the node (its directories under it too), podman,
+    /// nothing found on PATH, silent.
     pub fn for_tests(host_root: &std::path::Path) -> Settings {
         Settings {
             host_root: host_root.to_path_buf(),
@@ -62,6 +67,7 @@ impl Settings {
             installed: Installed::default(),
             reporter: Arc::new(crate::reporter::Silent),
             live_interfaces: false,
+            paths: Paths::under(host_root),
         }
     }
 }

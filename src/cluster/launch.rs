@@ -221,8 +221,8 @@ async fn check_every_node(nodes: &[&dyn Node], request: &LaunchRequest) -> Resul
         }
         if nodes.len() > 1 {
             for (node, check) in nodes.iter().zip(&checks) {
-                if link_ip(check).is_none() {
-                    problems.push(node.name(), no_link(check));
+                if let Err(error) = check.cluster_link.address() {
+                    problems.push(node.name(), error);
                 }
             }
         }
@@ -235,24 +235,7 @@ async fn check_every_node(nodes: &[&dyn Node], request: &LaunchRequest) -> Resul
 }
 
 fn link_ip(check: &ServeCheckReport) -> Option<Ipv4Addr> {
-    check.link.as_ref()?.address
-}
-
-fn no_link(check: &ServeCheckReport) -> Error {
-    let (message, fix) = match check.transport.netdev() {
-        Some(netdev) => (
-            format!("its cluster link {netdev} has no IPv4 address"),
-            format!(
-                "give it one on the cluster's subnet (`nmcli con mod … ipv4.addresses`, or `ip addr add ADDR/PREFIX \
-                 dev {netdev}`)"
-            ),
-        ),
-        None => (
-            "it has no cluster link (no ACTIVE RoCE port, no thunderbolt0 up)".to_string(),
-            "`strix-toolbox doctor` on it names what is missing".to_string(),
-        ),
-    };
-    Error::Host { what: "the cluster link".into(), message, fix: Some(fix) }
+    check.cluster_link.address().ok()
 }
 
 fn describe_serving(checks: &[ServeCheckReport]) -> String {
@@ -319,7 +302,7 @@ fn plan(
     let mut launched = Vec::new();
     for (index, (node, check)) in nodes.iter().zip(checks).enumerate() {
         let ip = link_ip(check).unwrap_or(Ipv4Addr::LOCALHOST);
-        let mut env = serving_env(&check.transport, ip, &request.env);
+        let mut env = serving_env(&check.cluster_link.transport, ip, &request.env);
         if let Some(cached) = cached {
             for (key, value) in [("HF_HUB_OFFLINE", "1"), ("HF_HUB_CACHE", cached.caches[index].as_str())] {
                 if !request.env.contains_key(key) {
@@ -637,13 +620,15 @@ mod tests {
             toolbox: "vllm".into(),
             image: Some("sha256:ab".into()),
             started: false,
-            transport: crate::spec::Transport::ThunderboltTcp { netdev: "thunderbolt0".into() },
-            link: Some(crate::link::ClusterLink {
-                netdev: "thunderbolt0".into(),
-                address: Some(Ipv4Addr::from(ip)),
-                prefix: Some(24),
-                mtu: Some(65520),
-            }),
+            cluster_link: crate::link::NodeLink {
+                transport: crate::spec::Transport::ThunderboltTcp { netdev: "thunderbolt0".into() },
+                link: Some(crate::link::ClusterLink {
+                    netdev: "thunderbolt0".into(),
+                    address: Some(Ipv4Addr::from(ip)),
+                    prefix: Some(24),
+                    mtu: Some(65520),
+                }),
+            },
             serving: None,
         }
     }

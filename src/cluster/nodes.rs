@@ -74,15 +74,6 @@ impl ClusterFile {
     }
 }
 
-/// `$XDG_CONFIG_HOME/strix-toolbox/cluster.toml`, else `~/.config/strix-toolbox/cluster.toml`.
-pub fn default_cluster_file() -> Option<PathBuf> {
-    let config_home = std::env::var_os("XDG_CONFIG_HOME")
-        .filter(|d| !d.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|home| Path::new(&home).join(".config")))?;
-    Some(config_home.join("strix-toolbox/cluster.toml"))
-}
-
 /// `a,b,c` → the destinations, validated.
 pub fn parse_node_list(list: &str) -> Result<Vec<String>> {
     let nodes: Vec<String> = list.split(',').map(str::trim).filter(|n| !n.is_empty()).map(str::to_string).collect();

@@ -10,7 +10,7 @@ use crate::check::{Check, Status};
 use crate::cli::{ClusterArgs, ClusterCommand, SpreadMode};
 use crate::cluster::checks::ClusterDoctorReport;
 use crate::cluster::install::{cluster_install, InstallAction, InstallReport};
-use crate::cluster::nodes::{default_cluster_file, parse_node_list, ClusterFile};
+use crate::cluster::nodes::{parse_node_list, ClusterFile};
 use crate::cluster::refresh::{cluster_refresh, ClusterOutcome, ClusterRefreshReport};
 use crate::cluster::spread::{SpreadReport, SpreadSettings};
 use crate::cluster::status::{cluster_status, ClusterStatusReport, NodeStatus};
@@ -28,7 +28,7 @@ use crate::settings::Settings;
 
 pub async fn run(args: &ClusterArgs, settings: &Settings, out: &Output) -> Result<i32> {
     if let ClusterCommand::Init = args.command {
-        return init(args, out);
+        return init(args, settings, out);
     }
     let cluster = cluster_settings(args, settings)?;
     match &args.command {
@@ -119,8 +119,8 @@ pub async fn run(args: &ClusterArgs, settings: &Settings, out: &Output) -> Resul
 }
 
 /// The cluster file's path: --cluster, else the XDG default.
-fn cluster_file_path(args: &ClusterArgs) -> Result<PathBuf> {
-    args.cluster.clone().or_else(default_cluster_file).ok_or_else(|| {
+fn cluster_file_path(args: &ClusterArgs, settings: &Settings) -> Result<PathBuf> {
+    args.cluster.clone().or_else(|| settings.paths.cluster_file()).ok_or_else(|| {
         Error::Usage("no cluster file location: neither --cluster, XDG_CONFIG_HOME nor HOME is set".into())
     })
 }
@@ -130,13 +130,14 @@ fn cluster_settings(args: &ClusterArgs, settings: &Settings) -> Result<ClusterSe
     let (nodes, file_ssh_config) = match &args.nodes {
         Some(list) => (parse_node_list(list)?, None),
         None => {
-            let file = ClusterFile::read(&cluster_file_path(args)?)?;
+            let file = ClusterFile::read(&cluster_file_path(args, settings)?)?;
             (file.nodes, file.ssh_config)
         }
     };
     let ssh = SshOptions {
         config_file: args.ssh_config.clone().or(file_ssh_config),
         connect_timeout: Duration::from_secs(args.connect_timeout.max(1)),
+        runtime_dir: settings.paths.runtime_path().to_path_buf(),
     };
     Ok(ClusterSettings { nodes, ssh, reporter: settings.reporter.clone() })
 }
@@ -155,13 +156,13 @@ impl Render for Initialized {
     }
 }
 
-fn init(args: &ClusterArgs, out: &Output) -> Result<i32> {
+fn init(args: &ClusterArgs, settings: &Settings, out: &Output) -> Result<i32> {
     let list = args
         .nodes
         .as_deref()
         .ok_or_else(|| Error::Usage("`cluster init` needs --nodes NODE,NODE,... (the head first)".into()))?;
     let cluster = ClusterFile::new(parse_node_list(list)?, args.ssh_config.clone())?;
-    let path = cluster_file_path(args)?;
+    let path = cluster_file_path(args, settings)?;
     cluster.write(&path)?;
     out.report(&Initialized { path, cluster });
     Ok(0)

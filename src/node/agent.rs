@@ -34,7 +34,8 @@ pub async fn run_agent(
             }
         }
     });
-    let hello = line(&Hello::here()).map_err(|e| Error::Internal(format!("cannot encode the hello: {e}")))?;
+    let hello =
+        line(&Hello::here(&settings.paths)).map_err(|e| Error::Internal(format!("cannot encode the hello: {e}")))?;
     let _ = answers.send(hello);
 
     let mut running = JoinSet::new();
@@ -113,15 +114,15 @@ pub async fn dispatch(settings: &Settings, call: NodeCall) -> Result<serde_json:
         NodeCall::ServeStop(c) => reply(&c, serving::stop::serve_stop(settings, &c).await),
         NodeCall::ServeLogs(c) => reply(&c, serving::logs::serve_logs(settings, &c).await),
         NodeCall::ModelDownload(c) => reply(&c, model::download::model_download(settings, &c).await),
-        NodeCall::ModelList(c) => reply(&c, model::list::model_list(&c).await),
+        NodeCall::ModelList(c) => reply(&c, model::list::model_list(settings, &c).await),
         NodeCall::ModelServe(c) => reply(&c, model::serve::model_serve(settings, &c).await),
         NodeCall::ModelServeStop(c) => reply(&c, model::serve::model_serve_stop(&c).await),
-        NodeCall::ModelFetch(c) => reply(&c, model::fetch::model_fetch(&c).await),
+        NodeCall::ModelFetch(c) => reply(&c, model::fetch::model_fetch(settings, &c).await),
         NodeCall::SpreadResolve(c) => reply(&c, spread::resolve::resolve_upstream(settings, &c.image).await),
         NodeCall::ImageDigests(c) => reply(&c, spread::pull::image_digests(settings, &c).await),
         NodeCall::SpreadServe(c) => reply(&c, spread::registry::spread_serve(settings, &c).await),
         NodeCall::SpreadCopy(c) => reply(&c, spread::copy::spread_copy(settings, &c).await),
-        NodeCall::SpreadTrust(c) => reply(&c, spread::trust::spread_trust(&c).await),
+        NodeCall::SpreadTrust(c) => reply(&c, spread::trust::spread_trust(settings, &c).await),
         NodeCall::SpreadPrune(c) => reply(&c, spread::prune::spread_prune(settings, &c).await),
         NodeCall::SpreadStatus(c) => reply(&c, spread::status::spread_status(settings).await),
     }

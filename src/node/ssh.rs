@@ -17,6 +17,7 @@ use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 
 use crate::error::{Error, Result};
+use crate::paths::{private_dir, Paths};
 
 /// How long an idle master outlives its last command: bounds what a crashed run leaves behind.
 /// A command after that opens a new master by itself (`ControlMaster=auto`).
@@ -31,11 +32,17 @@ pub struct SshOptions {
     pub config_file: Option<PathBuf>,
     /// ssh's `ConnectTimeout` (whole seconds, at least 1): how soon a node that does not answer fails.
     pub connect_timeout: Duration,
+    /// The private runtime directory the masters' control sockets go in ([`Paths::runtime_path`]).
+    pub runtime_dir: PathBuf,
 }
 
 impl Default for SshOptions {
     fn default() -> Self {
-        SshOptions { config_file: None, connect_timeout: Duration::from_secs(10) }
+        SshOptions {
+            config_file: None,
+            connect_timeout: Duration::from_secs(10),
+            runtime_dir: Paths::of_this_process().runtime_path().to_path_buf(),
+        }
     }
 }
 
@@ -69,10 +76,10 @@ impl NodeSession {
     /// Open the master connection to `destination` (`host`, `user@host` or a `Host` alias).
     pub async fn connect(destination: &str, options: &SshOptions) -> Result<NodeSession> {
         check_destination(destination)?;
-        let parent = crate::apply::lock::lock_dir();
-        std::fs::create_dir_all(&parent).map_err(|e| control_dir_error(&parent, e))?;
+        let parent = &options.runtime_dir;
+        private_dir(parent)?;
         let control_dir =
-            tempfile::Builder::new().prefix("ssh-").tempdir_in(&parent).map_err(|e| control_dir_error(&parent, e))?;
+            tempfile::Builder::new().prefix("ssh-").tempdir_in(parent).map_err(|e| control_dir_error(parent, e))?;
         let session = NodeSession {
             destination: destination.to_string(),
             options: options.clone(),

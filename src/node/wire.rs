@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::call::NodeCall;
 use crate::error::ErrorReport;
+use crate::paths::Paths;
 
 /// Bumped when a message changes shape; the version check makes a mismatch rare, this makes it
 /// exact.
@@ -26,12 +27,12 @@ pub struct Hello {
 }
 
 impl Hello {
-    pub fn here() -> Hello {
+    pub fn here(paths: &Paths) -> Hello {
         Hello {
             version: env!("CARGO_PKG_VERSION").to_string(),
             protocol: PROTOCOL,
             program: std::env::current_exe().ok().map(|path| path.display().to_string()),
-            home: std::env::var("HOME").ok().filter(|home| !home.is_empty()),
+            home: paths.home().map(|home| home.display().to_string()),
         }
     }
 }

@@ -55,7 +55,7 @@ pub async fn run_phase(settings: &Settings, request: &PhaseRequest) -> Result<Ph
     let (phase, name, keep, image_id) =
         (request.phase, request.name.as_str(), request.keep, request.image_id.as_deref());
     validate_container_name(name)?;
-    let _lock = ToolboxLock::acquire(name)?;
+    let _lock = ToolboxLock::acquire(&settings.paths, name)?;
     let connection = settings.connect().await?;
     run_phase_on(connection.engine(), phase, name, keep, image_id).await
 }

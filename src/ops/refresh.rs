@@ -149,7 +149,7 @@ pub async fn refresh_with(
     let reporter = settings.reporter.as_ref();
     let extra_env = parse_env(&request.env)?;
     let info = engine.info().await?;
-    let manager = manager::choose(request.manager, info.kind, &settings.installed)?;
+    let manager = manager::choose(request.manager, info.kind, &settings.installed, settings.paths.home())?;
 
     let spec = ToolboxSpec::new(
         root,
@@ -163,7 +163,7 @@ pub async fn refresh_with(
         None
     } else {
         let wait = Duration::from_secs(request.lock_wait_seconds);
-        let waiting = ToolboxLock::wait_for(&request.name, wait, reporter);
+        let waiting = ToolboxLock::wait_for(&settings.paths, &request.name, wait, reporter);
         Some(interruptible(&format!("waiting for the other refresh of {}", request.name), waiting).await?)
     };
 

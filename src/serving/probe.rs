@@ -48,7 +48,7 @@ impl ServeProbeReport {
 }
 
 pub async fn serve_probe(settings: &Settings, request: &ServeProbe) -> Result<ServeProbeReport> {
-    let files = ServingFiles::of(&request.toolbox)?;
+    let files = ServingFiles::of(&settings.paths, &request.toolbox)?;
     let limit = Duration::from_secs(5);
     let health = get(request.address, "/health", limit).await;
     let models = match &health {

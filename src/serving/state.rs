@@ -4,13 +4,11 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
-use crate::host::HostFacts;
-use crate::link::{read_link, ClusterLink};
+use crate::link::{cluster_link, NodeLink};
 use crate::ops::toolbox::RunningToolbox;
 use crate::serving::commands::launch_alive;
 use crate::serving::record::{ServingFiles, ServingRecord};
 use crate::settings::Settings;
-use crate::spec::Transport;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ServeCheck {
@@ -26,9 +24,9 @@ pub struct ServeCheckReport {
     pub image: Option<String>,
     /// This check started it.
     pub started: bool,
-    pub transport: Transport,
-    /// The transport's netdev as the kernel has it.
-    pub link: Option<ClusterLink>,
+    /// The cluster link Ray and vLLM bind to (its transport, and its netdev as the kernel has it).
+    #[serde(flatten)]
+    pub cluster_link: NodeLink,
     pub serving: Option<ServingState>,
 }
 
@@ -48,20 +46,15 @@ impl ServingState {
 }
 
 pub async fn serve_check(settings: &Settings, check: &ServeCheck) -> Result<ServeCheckReport> {
-    let facts = HostFacts::read(&settings.open_host_root()?)?;
-    let transport = Transport::of(&facts);
-    let link = match transport.netdev() {
-        Some(netdev) => read_link(netdev).await?,
-        None => None,
-    };
+    let cluster_link = cluster_link(settings).await?;
     let toolbox = if check.start {
         Some(RunningToolbox::open(settings, &check.toolbox).await?)
     } else {
         RunningToolbox::if_running(settings, &check.toolbox).await?
     };
     let serving = match &toolbox {
-        Some(toolbox) => serving_state(toolbox).await?,
-        None => ServingFiles::of(&check.toolbox)?.read()?.map(|record| ServingState {
+        Some(toolbox) => serving_state(settings, toolbox).await?,
+        None => ServingFiles::of(&settings.paths, &check.toolbox)?.read()?.map(|record| ServingState {
             record,
             vllm_alive: false,
             ray_alive: false,
@@ -71,15 +64,14 @@ pub async fn serve_check(settings: &Settings, check: &ServeCheck) -> Result<Serv
         toolbox: check.toolbox.clone(),
         image: toolbox.as_ref().map(RunningToolbox::image),
         started: toolbox.as_ref().is_some_and(|t| t.started),
-        transport,
-        link,
+        cluster_link,
         serving,
     })
 }
 
 /// The record in a running toolbox, with what of it is alive.
-pub async fn serving_state(toolbox: &RunningToolbox) -> Result<Option<ServingState>> {
-    let Some(record) = ServingFiles::of(&toolbox.name)?.read()? else { return Ok(None) };
+pub async fn serving_state(settings: &Settings, toolbox: &RunningToolbox) -> Result<Option<ServingState>> {
+    let Some(record) = ServingFiles::of(&settings.paths, &toolbox.name)?.read()? else { return Ok(None) };
     let alive = toolbox.run(&launch_alive(record.vllm_pid), &Default::default()).await?;
     let running: Vec<&str> = alive.stdout.lines().map(str::trim).collect();
     let vllm_alive = running.contains(&"vllm");

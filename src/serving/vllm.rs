@@ -31,10 +31,10 @@ pub struct VllmStarted {
 
 pub async fn vllm_start(settings: &Settings, request: &VllmStart) -> Result<VllmStarted> {
     let toolbox = RunningToolbox::open(settings, &request.toolbox).await?;
-    let files = ServingFiles::of(&toolbox.name)?;
+    let files = ServingFiles::of(&settings.paths, &toolbox.name)?;
     if request.record.role == Role::Single {
         // Across nodes, Ray's start cleared it; one node has no Ray.
-        super::ray::clear_stale_compile_cache(&files, &toolbox.image(), &request.env)?;
+        super::ray::clear_stale_compile_cache(&files, &toolbox.image(), &request.env, settings.paths.cache_home())?;
     }
     files.rotate_log()?;
     let log = files.vllm_log().display().to_string();
