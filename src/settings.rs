@@ -29,6 +29,9 @@ pub struct Settings {
     pub live_interfaces: bool,
     /// This user's directories (XDG, HOME, the private runtime directory), resolved once.
     pub paths: Paths,
+    /// A unit test's in-memory engine, which [`Settings::connect`] returns instead.
+    #[cfg(test)]
+    pub test_engine: Option<TestEngine>,
 }
 
 impl Settings {
@@ -42,6 +45,8 @@ impl Settings {
             reporter,
             live_interfaces: process_env("STRIX_LIVE_INTERFACES").is_some_and(|v| v == "1"),
             paths: Paths::of_this_process(),
+            #[cfg(test)]
+            test_engine: None,
         }
     }
 
@@ -52,6 +57,10 @@ impl Settings {
 
     /// A connection to this node's engine.
     pub async fn connect(&self) -> Result<Connection> {
+        #[cfg(test)]
+        if let Some(TestEngine(engine)) = &self.test_engine {
+            return Ok(Connection::to(engine.clone()));
+        }
         engine::connect(self.engine, &self.installed).await
     }
 }
@@ -68,6 +77,24 @@ impl Settings {
             reporter: Arc::new(crate::reporter::Silent),
             live_interfaces: false,
             paths: Paths::under(host_root),
+            test_engine: None,
         }
+    }
+
+    /// These settings, their engine `engine` (an in-memory one).
+    pub fn with_engine(self, engine: Arc<dyn crate::engine::Engine>) -> Settings {
+        Settings { test_engine: Some(TestEngine(engine)), ..self }
+    }
+}
+
+/// A unit test's engine, in [`Settings`].
+#[cfg(test)]
+#[derive(Clone)]
+pub struct TestEngine(pub Arc<dyn crate::engine::Engine>);
+
+#[cfg(test)]
+impl std::fmt::Debug for TestEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TestEngine")
     }
 }

@@ -11,11 +11,11 @@ use crate::cli::{ClusterArgs, ClusterCommand, SpreadMode};
 use crate::cluster::checks::ClusterDoctorReport;
 use crate::cluster::install::{cluster_install, InstallAction, InstallReport};
 use crate::cluster::nodes::{parse_node_list, ClusterFile};
-use crate::cluster::refresh::{cluster_refresh, ClusterOutcome, ClusterRefreshReport};
+use crate::cluster::refresh::{refresh_nodes, ClusterOutcome, ClusterRefreshReport};
 use crate::cluster::spread::{SpreadReport, SpreadSettings};
 use crate::cluster::status::{cluster_status, ClusterStatusReport, NodeStatus};
 use crate::cluster::verify::{cluster_verify, ClusterVerifyReport, Proof};
-use crate::cluster::{close_all, connect_all, connect_ours, doctor::cluster_doctor, ClusterSettings};
+use crate::cluster::{doctor::cluster_doctor, with_nodes, with_our_nodes, ClusterSettings};
 use crate::error::{Error, Result};
 use crate::image::reference::ImageRef;
 use crate::image::short_digest;
@@ -49,19 +49,14 @@ pub async fn run(args: &ClusterArgs, settings: &Settings, out: &Output) -> Resul
             Ok(report.exit_code())
         }
         ClusterCommand::Launch(launch) => {
-            let nodes = connect_ours(&cluster, "nothing was started").await?;
-            let nodes_dyn: Vec<&dyn Node> = nodes.iter().map(|n| n as &dyn Node).collect();
-            let result = super::launch::run(launch, &nodes_dyn, out).await;
-            close_all(nodes).await;
-            result
+            with_our_nodes(&cluster, "nothing was started", async |nodes| super::launch::run(launch, nodes, out).await)
+                .await
         }
         ClusterCommand::Stop(toolbox) => {
-            let (nodes, unreachable) = connect_all(&cluster).await;
-            let unreachable: Vec<(String, String)> = unreachable.into_iter().map(|(n, e)| (n, e.to_string())).collect();
-            let nodes_dyn: Vec<&dyn Node> = nodes.iter().map(|n| n as &dyn Node).collect();
-            let result = super::stop::run(&toolbox.name, &nodes_dyn, unreachable, out).await;
-            close_all(nodes).await;
-            result
+            with_nodes(&cluster, async |nodes, unreachable| {
+                super::stop::run(&toolbox.name, nodes, said(unreachable), out).await
+            })
+            .await
         }
         ClusterCommand::Logs(logs) => {
             let mut cluster = cluster;
@@ -74,14 +69,14 @@ pub async fn run(args: &ClusterArgs, settings: &Settings, out: &Output) -> Resul
                 }
                 cluster.nodes.retain(|n| n == node);
             }
-            let (nodes, unreachable) = connect_all(&cluster).await;
-            for (node, error) in &unreachable {
-                out.warn(&format!("{node}: {error}"));
-            }
-            let nodes_dyn: Vec<&dyn Node> = nodes.iter().map(|n| n as &dyn Node).collect();
-            let result = super::logs::run(&logs.logs.name, &nodes_dyn, logs.logs.lines, logs.logs.follow, out).await;
-            close_all(nodes).await;
-            result.map(|code| code.max(i32::from(!unreachable.is_empty())))
+            with_nodes(&cluster, async |nodes, unreachable| {
+                for (node, error) in &unreachable {
+                    out.warn(&format!("{node}: {error}"));
+                }
+                let code = super::logs::run(&logs.logs.name, nodes, logs.logs.lines, logs.logs.follow, out).await?;
+                Ok(code.max(i32::from(!unreachable.is_empty())))
+            })
+            .await
         }
         ClusterCommand::Install => {
             let report = cluster_install(&cluster).await?;
@@ -90,18 +85,17 @@ pub async fn run(args: &ClusterArgs, settings: &Settings, out: &Output) -> Resul
         }
         ClusterCommand::Model(command) => {
             let request = ModelRequest::parse(command)?;
-            let (nodes, unreachable) = match &request {
+            let run =
+                async |nodes: &[&dyn Node], unreachable| super::model::run(&request, nodes, unreachable, out).await;
+            match &request {
                 // A pull changes every node: all of them, or none.
-                ModelRequest::Pull(_) => (connect_ours(&cluster, "nothing was pulled").await?, Vec::new()),
-                ModelRequest::List(_) => {
-                    let (nodes, unreachable) = connect_all(&cluster).await;
-                    (nodes, unreachable.into_iter().map(|(n, e)| (n, e.to_string())).collect())
+                ModelRequest::Pull(_) => {
+                    with_our_nodes(&cluster, "nothing was pulled", async |nodes| run(nodes, Vec::new()).await).await
                 }
-            };
-            let nodes_dyn: Vec<&dyn Node> = nodes.iter().map(|n| n as &dyn Node).collect();
-            let result = super::model::run(&request, &nodes_dyn, unreachable, out).await;
-            close_all(nodes).await;
-            result
+                ModelRequest::List(_) => {
+                    with_nodes(&cluster, async |nodes, unreachable| run(nodes, said(unreachable)).await).await
+                }
+            }
         }
         ClusterCommand::Refresh(args) => {
             // A busy node fails the cluster refresh at once (apply::lock says why).
@@ -112,10 +106,20 @@ pub async fn run(args: &ClusterArgs, settings: &Settings, out: &Output) -> Resul
                 port: args.spread_port,
                 registry_image: args.spread_registry_image.clone(),
             };
-            out.report(&cluster_refresh(&cluster, &request, &spread).await?);
+            let reporter = out.reporter();
+            let refreshed = with_our_nodes(&cluster, "nothing was changed", async |nodes| {
+                refresh_nodes(nodes, &request, &spread, reporter.as_ref()).await
+            })
+            .await?;
+            out.report(&refreshed);
             Ok(0)
         }
     }
+}
+
+/// The nodes that did not answer, each with why, as the reports say it.
+fn said(unreachable: Vec<(String, Error)>) -> Vec<(String, String)> {
+    unreachable.into_iter().map(|(node, error)| (node, error.to_string())).collect()
 }
 
 /// The cluster file's path: --cluster, else the XDG default.

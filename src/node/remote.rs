@@ -15,9 +15,9 @@ use tokio::sync::oneshot;
 
 use super::ssh::{NodeSession, RemoteOutput, SshOptions};
 use crate::error::{Error, Result};
-use crate::node::call::{Exec, NodeCall};
+use crate::node::call::NodeCall;
 use crate::node::wire::{line, Hello, Outcome, Request, Response, PROTOCOL};
-use crate::node::{Node, NodeCalls};
+use crate::node::Node;
 
 /// This program's version: every node must run the same.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -106,16 +106,6 @@ impl RemoteNode {
             )),
             Agent::Broken { message, fix } => Err(self.node_error(message.clone(), fix)),
         }
-    }
-
-    /// Run `argv` inside the node's toolbox `toolbox`, its output captured.
-    pub async fn in_toolbox(&self, toolbox: &str, argv: &[String]) -> Result<RemoteOutput> {
-        let report = self.call(Exec { toolbox: toolbox.to_string(), argv: argv.to_vec() }).await?;
-        Ok(RemoteOutput {
-            status: i32::try_from(report.exit_code).ok(),
-            stdout: report.stdout.into_bytes(),
-            stderr: report.stderr.into_bytes(),
-        })
     }
 
     /// The node's `$HOME` (where `cluster install` puts the binary): from its strix-toolbox's
