@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::model::ModelRequest;
 use crate::check::{Check, Status};
@@ -147,8 +147,8 @@ fn cluster_settings(args: &ClusterArgs, settings: &Settings) -> Result<ClusterSe
 }
 
 /// What `cluster init` wrote.
-#[derive(Serialize)]
-struct Initialized {
+#[derive(Serialize, Deserialize)]
+pub(super) struct Initialized {
     path: PathBuf,
     cluster: ClusterFile,
 }

@@ -8,6 +8,8 @@ mod completions;
 mod detect;
 mod doctor;
 mod enter;
+#[cfg(test)]
+mod json_doc;
 mod launch;
 mod list;
 mod logs;

@@ -14,6 +14,8 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 pub use multi::MultiError;
+#[cfg(test)]
+pub use report::ErrorObject;
 pub use report::{ErrorReport, NodeErrorReport};
 
 /// Exit code for a failure (something did not work).
