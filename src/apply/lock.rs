@@ -19,6 +19,9 @@ use crate::reporter::Reporter;
 
 /// How long `refresh` waits for another refresh of the same toolbox by default.
 pub const DEFAULT_WAIT: Duration = Duration::from_secs(600);
+/// The longest a refresh waits for another (`--wait`'s bound; a node's request asking longer, from
+/// a head of another build, waits this long).
+pub const MAX_WAIT: Duration = Duration::from_secs(7 * 24 * 3600);
 /// How often a waiting refresh tries the lock again.
 const POLL: Duration = Duration::from_millis(100);
 
@@ -58,6 +61,7 @@ impl ToolboxLock {
     }
 
     pub async fn wait_in(dir: &Path, name: &str, wait: Duration, reporter: &dyn Reporter) -> Result<ToolboxLock> {
+        let wait = wait.min(MAX_WAIT);
         let deadline = Instant::now() + wait;
         let mut said = false;
         loop {
@@ -234,6 +238,13 @@ mod tests {
         let dir = paths.runtime_path();
         assert!(dir.join("vllm.lock").is_file());
         assert_eq!(std::os::unix::fs::MetadataExt::mode(&std::fs::metadata(dir).unwrap()) & 0o777, 0o700);
+    }
+
+    #[tokio::test]
+    async fn any_wait_is_bounded_and_none_overflows_the_clock() {
+        let dir = tempfile::tempdir().unwrap();
+        let lock = ToolboxLock::wait_in(dir.path(), "vllm", Duration::MAX, &Recorder::default()).await;
+        assert!(lock.is_ok(), "a free lock is taken at once, whatever the wait");
     }
 
     #[test]

@@ -140,7 +140,7 @@ fn cluster_settings(args: &ClusterArgs, settings: &Settings) -> Result<ClusterSe
     };
     let ssh = SshOptions {
         config_file: args.ssh_config.clone().or(file_ssh_config),
-        connect_timeout: Duration::from_secs(args.connect_timeout.max(1)),
+        connect_timeout: Duration::from_secs(args.connect_timeout),
         runtime_dir: settings.paths.runtime_path().to_path_buf(),
     };
     Ok(ClusterSettings { nodes, ssh, reporter: settings.reporter.clone() })

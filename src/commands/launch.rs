@@ -29,7 +29,7 @@ fn request(args: &LaunchArgs) -> Result<LaunchRequest> {
         model: args.model.clone(),
         tp: args.tp,
         port: args.port,
-        timeout: Duration::from_secs(args.timeout.max(1)),
+        timeout: Duration::from_secs(args.timeout),
         replace: args.replace,
         dry_run: args.dry_run,
         extra: args.extra.clone(),

@@ -65,7 +65,7 @@ impl RemoteNode {
     /// a node without this version of strix-toolbox is connected, and says so on its first call.
     pub async fn connect(name: &str, ssh: &SshOptions) -> Result<RemoteNode> {
         let session = NodeSession::connect(name, ssh).await?;
-        let limit = ssh.connect_timeout * 2 + Duration::from_secs(20);
+        let limit = ssh.login_limit();
         let agent = Channel::open(&session, name, limit).await?;
         Ok(RemoteNode { name: name.to_string(), session, agent })
     }

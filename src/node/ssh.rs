@@ -36,6 +36,14 @@ pub struct SshOptions {
     pub runtime_dir: PathBuf,
 }
 
+impl SshOptions {
+    /// How long a login may take: ConnectTimeout bounds the TCP connect and the banner; this
+    /// bounds key exchange and login too (and the node's hello after them).
+    pub fn login_limit(&self) -> Duration {
+        self.connect_timeout.saturating_mul(2).saturating_add(Duration::from_secs(20))
+    }
+}
+
 impl Default for SshOptions {
     fn default() -> Self {
         SshOptions {
@@ -190,8 +198,7 @@ impl NodeSession {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .kill_on_drop(true);
-        // ConnectTimeout bounds the TCP connect and the banner; this bounds key exchange and login.
-        let limit = self.options.connect_timeout * 2 + Duration::from_secs(20);
+        let limit = self.options.login_limit();
         let status = match tokio::time::timeout(limit, command.status()).await {
             Ok(status) => status.map_err(ssh_not_runnable)?,
             Err(_) => {
@@ -686,6 +693,13 @@ Host key verification failed.
         );
         assert_eq!(without_client_notices(b"no newline".to_vec()), b"no newline");
         assert_eq!(without_client_notices(Vec::new()), b"");
+    }
+
+    #[test]
+    fn the_login_limit_never_overflows() {
+        let huge = SshOptions { connect_timeout: Duration::MAX, ..SshOptions::default() };
+        assert_eq!(huge.login_limit(), Duration::MAX);
+        assert_eq!(SshOptions::default().login_limit(), Duration::from_secs(40));
     }
 
     #[test]
