@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::node::ssh::validate_destination;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -90,22 +91,6 @@ fn validate_nodes(nodes: &[String]) -> Result<()> {
     }
     if let Some(twice) = nodes.iter().enumerate().find_map(|(i, n)| nodes[..i].contains(n).then_some(n)) {
         return Err(Error::Usage(format!("node {twice:?} is listed twice")));
-    }
-    Ok(())
-}
-
-/// An ssh destination: never an option (`-oProxyCommand=…` would run a command here), no white
-/// space or control characters.
-pub fn validate_destination(node: &str) -> Result<()> {
-    let bad = |why: &str| Error::Usage(format!("invalid node {node:?}: {why}"));
-    if node.is_empty() {
-        return Err(bad("it is empty"));
-    }
-    if node.starts_with('-') {
-        return Err(bad("an ssh destination cannot start with '-'"));
-    }
-    if node.chars().any(|c| c.is_whitespace() || c.is_control() || c == ',') {
-        return Err(bad("it contains white space, a comma or a control character"));
     }
     Ok(())
 }

@@ -4,7 +4,7 @@
 //! says what each node's engine holds, makes any engine call fail, and reads back what changed.
 //! Calls the fake engine cannot answer (the registry API, the head's registry) are given their
 //! answers with [`Scripted`]; a node that fails a call, or a signal that comes during one, with
-//! [`Failing`] and [`Interrupting`].
+//! [`failing`] and [`interrupting`].
 
 use std::sync::Arc;
 
@@ -114,47 +114,30 @@ impl Node for Scripted<'_> {
     }
 }
 
-/// A node whose channel fails the calls `fails` picks, as a node that went away would (the call
+/// `inner`, whose channel fails the calls `fails` picks, as a node that went away would (the call
 /// never reaches the node).
-pub struct Failing<'a> {
-    pub inner: &'a dyn Node,
-    pub fails: fn(&NodeCall) -> bool,
-}
-
-#[async_trait]
-impl Node for Failing<'_> {
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-
-    async fn ask(&self, call: NodeCall) -> Result<serde_json::Value> {
-        if (self.fails)(&call) {
-            let node = self.name().to_string();
-            return Err(Error::Node { message: format!("node {node}: the connection was lost"), node, fix: None });
-        }
-        self.inner.ask(call).await
+pub fn failing<'a>(inner: &'a dyn Node, fails: fn(&NodeCall) -> bool) -> Scripted<'a> {
+    let node = inner.name().to_string();
+    Scripted {
+        inner,
+        answer: Box::new(move |call| {
+            let message = format!("node {node}: the connection was lost");
+            fails(call).then(|| Err(Error::Node { node: node.clone(), message, fix: None }))
+        }),
     }
 }
 
-/// A node during whose answer to the calls `when` picks Ctrl-C comes (the call still finishes,
+/// `inner`, during whose answer to the calls `when` picks Ctrl-C comes (the call still finishes,
 /// as a node's does).
-pub struct Interrupting<'a> {
-    pub inner: &'a dyn Node,
-    pub interrupt: &'a Interrupt,
-    pub when: fn(&NodeCall) -> bool,
-}
-
-#[async_trait]
-impl Node for Interrupting<'_> {
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-
-    async fn ask(&self, call: NodeCall) -> Result<serde_json::Value> {
-        if (self.when)(&call) {
-            self.interrupt.raise(Signal::Interrupt);
-        }
-        self.inner.ask(call).await
+pub fn interrupting<'a>(inner: &'a dyn Node, interrupt: &'a Interrupt, when: fn(&NodeCall) -> bool) -> Scripted<'a> {
+    Scripted {
+        inner,
+        answer: Box::new(move |call| {
+            if when(call) {
+                interrupt.raise(Signal::Interrupt);
+            }
+            None
+        }),
     }
 }
 

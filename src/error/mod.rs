@@ -309,5 +309,11 @@ const INTERNAL_FIX: &str = "this is a bug in strix-toolbox; please report it";
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// The last line with something on it of what a program printed, for an error message (None: it
+/// printed nothing).
+pub fn last_line(text: &str) -> Option<&str> {
+    text.lines().map(str::trim).rfind(|line| !line.is_empty())
+}
+
 #[cfg(test)]
 mod tests;

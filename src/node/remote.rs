@@ -19,7 +19,7 @@ use tokio::process::{Child, ChildStdin};
 use tokio::sync::oneshot;
 
 use super::ssh::{NodeSession, RemoteOutput, SshOptions};
-use crate::error::{Error, Result};
+use crate::error::{last_line, Error, Result};
 use crate::node::call::NodeCall;
 use crate::node::wire::{
     line, read_line, HeadHello, Hello, LineError, Outcome, Request, Response, LINE_LIMIT, PROTOCOL,
@@ -394,10 +394,6 @@ async fn installed_version(session: &NodeSession) -> Option<String> {
     let output = session.run(&strix_argv(&["--version"]), None).await.ok()?;
     let text = String::from_utf8_lossy(&output.stdout);
     output.success().then(|| text.split_whitespace().nth(1).unwrap_or_default().to_string())
-}
-
-fn last_line(text: &str) -> Option<&str> {
-    text.lines().map(str::trim).rfind(|line| !line.is_empty())
 }
 
 pub fn argv(words: &[&str]) -> Vec<String> {

@@ -79,6 +79,28 @@ impl RefreshRequest {
     }
 }
 
+#[cfg(test)]
+impl RefreshRequest {
+    /// A unit test's refresh of toolbox `name` from `image_ref`: pulled, native, not verified,
+    /// never waiting.
+    pub fn for_tests(name: &str, image_ref: &str) -> RefreshRequest {
+        RefreshRequest {
+            name: name.into(),
+            image_ref: image_ref.into(),
+            source: ImageSource::Pull,
+            manager: ManagerChoice::Native,
+            keep: 2,
+            force: false,
+            dry_run: false,
+            env: Vec::new(),
+            stage_only: false,
+            verify: false,
+            lock_wait_seconds: 0,
+            spread: None,
+        }
+    }
+}
+
 /// What a refresh did (or, dry, would do).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RefreshReport {
@@ -409,20 +431,7 @@ mod tests {
         }
 
         fn request(name: &str) -> RefreshRequest {
-            RefreshRequest {
-                name: name.into(),
-                image_ref: LATEST.into(),
-                source: ImageSource::Pull,
-                manager: manager::ManagerChoice::Native,
-                keep: 2,
-                force: false,
-                dry_run: false,
-                env: Vec::new(),
-                stage_only: false,
-                verify: false,
-                lock_wait_seconds: 0,
-                spread: None,
-            }
+            RefreshRequest::for_tests(name, LATEST)
         }
 
         /// A node with no devices (a tree of its own) and its facts.

@@ -4,11 +4,10 @@
 //! podman services and registries.)
 
 use super::*;
-use crate::cluster::testing::{as_nodes, digest, nodes, publish, Failing, Interrupting, Scripted, TestNode, REPO};
+use crate::cluster::testing::{as_nodes, digest, failing, interrupting, nodes, publish, Scripted, TestNode, REPO};
 use crate::engine::fake::Call;
 use crate::engine::ImageInfo;
 use crate::error::ErrorKind;
-use crate::manager::ManagerChoice;
 use crate::node::call::NodeCall;
 use crate::plan::temp_name;
 use crate::reporter::{Recorder, Silent};
@@ -21,20 +20,7 @@ use crate::spread::trust::SpreadTrusted;
 const NAME: &str = "vllm";
 
 fn request() -> RefreshRequest {
-    RefreshRequest {
-        name: NAME.into(),
-        image_ref: format!("{REPO}:latest"),
-        source: ImageSource::Pull,
-        manager: ManagerChoice::Native,
-        keep: 2,
-        force: false,
-        dry_run: false,
-        env: Vec::new(),
-        stage_only: false,
-        verify: false,
-        lock_wait_seconds: 0,
-        spread: None,
-    }
+    RefreshRequest::for_tests(NAME, &format!("{REPO}:latest"))
 }
 
 fn spread_off() -> SpreadSettings {
@@ -130,7 +116,7 @@ async fn a_node_that_cannot_stage_leaves_every_node_as_it_was() {
 async fn a_node_lost_while_staging_aborts_the_others() {
     let cluster = on_version(&["a", "b"], '1').await;
     publish(&cluster, '2');
-    let lost = Failing { inner: &cluster[1].node, fails: |call| matches!(call, NodeCall::Refresh(_)) };
+    let lost = failing(&cluster[1].node, |call| matches!(call, NodeCall::Refresh(_)));
     let error = refresh(&[&cluster[0].node, &lost]).await.unwrap_err().to_string();
     assert!(error.contains("b: the connection was lost") && error.contains("removed on a"), "{error}");
     assert_eq!(state(&cluster), on('1', 2));
@@ -163,11 +149,8 @@ async fn ctrl_c_while_staging_removes_every_staged_replacement() {
     let cluster = on_version(&["a", "b"], '1').await;
     publish(&cluster, '2');
     let interrupt = Interrupt::manual();
-    let stage_on_b = Interrupting {
-        inner: &cluster[1].node,
-        interrupt: &interrupt,
-        when: |call| matches!(call, NodeCall::Refresh(r) if r.stage_only),
-    };
+    let stage_on_b =
+        interrupting(&cluster[1].node, &interrupt, |call| matches!(call, NodeCall::Refresh(r) if r.stage_only));
     let nodes: [&dyn Node; 2] = [&cluster[0].node, &stage_on_b];
     let error = in_phases(&nodes, &request(), &spread_off(), &Silent, &interrupt).await.unwrap_err();
     assert!(matches!(error, Error::Interrupted { signal: Signal::Interrupt, .. }), "{error}");
@@ -180,11 +163,8 @@ async fn ctrl_c_while_swapping_puts_every_node_back() {
     let cluster = on_version(&["a", "b"], '1').await;
     publish(&cluster, '2');
     let interrupt = Interrupt::manual();
-    let swap_on_a = Interrupting {
-        inner: &cluster[0].node,
-        interrupt: &interrupt,
-        when: |call| matches!(call, NodeCall::Phase(p) if p.phase == Phase::Swap),
-    };
+    let swap_on_a =
+        interrupting(&cluster[0].node, &interrupt, |call| matches!(call, NodeCall::Phase(p) if p.phase == Phase::Swap));
     let nodes: [&dyn Node; 2] = [&swap_on_a, &cluster[1].node];
     let error = in_phases(&nodes, &request(), &spread_off(), &Silent, &interrupt).await.unwrap_err();
     assert_eq!(error.exit_code(), 130, "{error}");
@@ -196,11 +176,7 @@ async fn ctrl_c_before_any_change_stops_before_staging() {
     let cluster = on_version(&["a", "b"], '1').await;
     publish(&cluster, '2');
     let interrupt = Interrupt::manual();
-    let resolving = Interrupting {
-        inner: &cluster[0].node,
-        interrupt: &interrupt,
-        when: |call| matches!(call, NodeCall::Resolve(_)),
-    };
+    let resolving = interrupting(&cluster[0].node, &interrupt, |call| matches!(call, NodeCall::Resolve(_)));
     let before = changes(&cluster[1]).len();
     let nodes: [&dyn Node; 2] = [&resolving, &cluster[1].node];
     let error = in_phases(&nodes, &request(), &spread_off(), &Silent, &interrupt).await.unwrap_err();
