@@ -15,6 +15,25 @@ use crate::serving::engine::ServingEngine;
 /// `strix-toolbox refresh` pulls the image and (re)creates the toolbox with
 /// /dev/kfd, /dev/dri, /dev/infiniband, the right groups and memlock,
 /// and `strix-toolbox enter` gets you into it.
+/// The longest wait a flag takes, in seconds: a week, the longest a refresh waits for another
+/// (more means a mistake).
+const MAX_SECONDS: u64 = crate::apply::lock::MAX_WAIT.as_secs();
+/// The most older pins `--keep` keeps.
+const MAX_KEEP: u64 = 1000;
+/// The largest `--tp`: one rank per node's GPU, far past any cluster's size.
+const MAX_TP: u64 = 1024;
+/// The most log lines `logs -n` shows of each log.
+const MAX_LINES: u64 = 1_000_000;
+
+/// A number from `min` to `max`: anything else is a usage error (exit 2) that says the range.
+fn bounded<T>(min: u64, max: u64) -> clap::builder::RangedU64ValueParser<T>
+where
+    T: TryFrom<u64> + Clone + Send + Sync + 'static,
+    <T as TryFrom<u64>>::Error: std::error::Error + Send + Sync + 'static,
+{
+    clap::builder::RangedU64ValueParser::new().range(min..=max)
+}
+
 #[derive(Debug, Parser)]
 #[command(name = "strix-toolbox", version, propagate_version = true)]
 pub struct Cli {
@@ -210,7 +229,7 @@ pub struct RefreshOptions {
     pub manager: ManagerChoice,
 
     /// How many older pinned images of this repository to keep for rollback.
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = 2, value_parser = bounded::<usize>(0, MAX_KEEP))]
     pub keep: usize,
 
     /// Recreate even when the image and the container spec are unchanged.
@@ -245,7 +264,13 @@ pub struct RefreshArgs {
 
     /// How long to wait for another refresh of this toolbox to finish (`cluster refresh` never
     /// waits: a busy node fails it at once, before any node changes).
-    #[arg(long, value_name = "SECONDS", default_value_t = crate::apply::lock::DEFAULT_WAIT.as_secs(), conflicts_with = "no_wait")]
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = crate::apply::lock::DEFAULT_WAIT.as_secs(),
+        conflicts_with = "no_wait",
+        value_parser = bounded::<u64>(0, MAX_SECONDS)
+    )]
     pub wait: u64,
 }
 
@@ -262,7 +287,13 @@ pub struct ClusterRefreshArgs {
     pub spread: SpreadMode,
 
     /// The port of the head's registry, on its cluster-link address.
-    #[arg(long, env = "STRIX_SPREAD_PORT", value_name = "PORT", default_value_t = crate::cluster::spread::DEFAULT_PORT)]
+    #[arg(
+        long,
+        env = "STRIX_SPREAD_PORT",
+        value_name = "PORT",
+        default_value_t = crate::cluster::spread::DEFAULT_PORT,
+        value_parser = bounded::<u16>(1, 65535)
+    )]
     pub spread_port: u16,
 
     /// The registry image the head runs (the CNCF distribution registry).
@@ -298,7 +329,7 @@ pub struct ClusterArgs {
     pub ssh_config: Option<PathBuf>,
 
     /// Seconds to wait for each node's ssh connection.
-    #[arg(long, global = true, value_name = "SECONDS", default_value_t = 10)]
+    #[arg(long, global = true, value_name = "SECONDS", default_value_t = 10, value_parser = bounded::<u64>(1, 3600))]
     pub connect_timeout: u64,
 
     #[command(subcommand)]
@@ -392,7 +423,7 @@ pub struct LaunchArgs {
     pub engine: Option<ServingEngine>,
 
     /// vLLM's tensor-parallel size, one rank per node's GPU [default: the number of nodes].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = bounded::<usize>(1, MAX_TP))]
     pub tp: Option<usize>,
 
     /// The address the endpoint listens on [default: every interface, as vLLM does].
@@ -400,11 +431,11 @@ pub struct LaunchArgs {
     pub host: Option<std::net::Ipv4Addr>,
 
     /// The endpoint's port on the head.
-    #[arg(long, default_value_t = 8000)]
+    #[arg(long, default_value_t = 8000, value_parser = bounded::<u16>(1, 65535))]
     pub port: u16,
 
     /// Seconds the engine may take to serve (loading weights takes minutes).
-    #[arg(long, value_name = "SECONDS", default_value_t = 1800)]
+    #[arg(long, value_name = "SECONDS", default_value_t = 1800, value_parser = bounded::<u64>(1, MAX_SECONDS))]
     pub timeout: u64,
 
     /// Stop what serves now first, instead of refusing.
@@ -468,7 +499,7 @@ pub struct LogsArgs {
     pub follow: bool,
 
     /// How many of each log's last lines.
-    #[arg(long, short = 'n', default_value_t = 50)]
+    #[arg(long, short = 'n', default_value_t = 50, value_parser = bounded::<usize>(0, MAX_LINES))]
     pub lines: usize,
 }
 

@@ -21,6 +21,7 @@ pub(crate) mod model;
 pub mod node;
 pub(crate) mod ops;
 pub mod output;
+pub(crate) mod paths;
 pub(crate) mod plan;
 pub(crate) mod rccl;
 pub(crate) mod registry;

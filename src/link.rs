@@ -1,5 +1,8 @@
-//! The node's cluster link as its kernel has it (`ip -j -4 addr`), and a bounded don't-fragment
-//! ping out of it: the truth the cross-node checks compare, asked on the node itself.
+//! The node's cluster link: which netdev it is (the transport's: an ACTIVE RoCE port's netdev,
+//! else `thunderbolt0` when up; [`Transport::of`]) and its address as the kernel has it
+//! (`ip -j -4 addr`). [`cluster_link`] is the one rule every service on the link binds by: Ray and
+//! vLLM (a launch), the model's blob server, the head's registry. And a bounded don't-fragment
+//! ping out of a netdev: the truth the cross-node checks compare, asked on the node itself.
 
 use std::net::Ipv4Addr;
 
@@ -7,6 +10,9 @@ use serde::{Deserialize, Serialize};
 use tokio::process::Command;
 
 use crate::error::{Error, Result};
+use crate::host::HostFacts;
+use crate::settings::Settings;
+use crate::spec::Transport;
 
 /// The cluster link (a RoCE netdev, or thunderbolt0) as the kernel reports it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -37,6 +43,47 @@ impl ClusterLink {
         let mask = if prefix == 0 { 0 } else { u32::MAX << (32 - u32::from(prefix)) };
         Some((Ipv4Addr::from(u32::from(address) & mask), prefix))
     }
+}
+
+/// The node's cluster link: the transport that decides it, and its netdev as the kernel has it
+/// (None: the transport has no netdev, or the kernel has no such netdev).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeLink {
+    pub transport: Transport,
+    pub link: Option<ClusterLink>,
+}
+
+impl NodeLink {
+    /// The address a service on the link binds to, or why there is none, with the fix.
+    pub fn address(&self) -> Result<Ipv4Addr> {
+        if let Some(address) = self.link.as_ref().and_then(|link| link.address) {
+            return Ok(address);
+        }
+        let (message, fix) = match self.transport.netdev() {
+            Some(netdev) => (
+                format!("its cluster link {netdev} has no IPv4 address"),
+                format!(
+                    "give it one on the cluster's subnet (`nmcli con mod … ipv4.addresses`, or `ip addr add \
+                     ADDR/PREFIX dev {netdev}`)"
+                ),
+            ),
+            None => (
+                "it has no cluster link (no ACTIVE RoCE port, no thunderbolt0 up)".to_string(),
+                "`strix-toolbox doctor` on it names what is missing".to_string(),
+            ),
+        };
+        Err(Error::Host { what: "the cluster link".into(), message, fix: Some(fix) })
+    }
+}
+
+/// This node's cluster link, from its facts and its kernel.
+pub async fn cluster_link(settings: &Settings) -> Result<NodeLink> {
+    let transport = Transport::of(&HostFacts::read(&settings.open_host_root()?)?);
+    let link = match transport.netdev() {
+        Some(netdev) => read_link(netdev).await?,
+        None => None,
+    };
+    Ok(NodeLink { transport, link })
 }
 
 /// How a ping went.

@@ -10,6 +10,7 @@ use crate::engine::{self, Connection, EngineKind};
 use crate::error::Result;
 use crate::host::installed::Installed;
 use crate::host::HostRoot;
+use crate::paths::Paths;
 use crate::reporter::Reporter;
 
 /// What every operation may need about how it was invoked.
@@ -26,6 +27,11 @@ pub struct Settings {
     /// `STRIX_LIVE_INTERFACES=1`: under a copied --host-root, still ask this process's network
     /// interfaces (ethtool) as the node's. For tests that run inside their own network namespace.
     pub live_interfaces: bool,
+    /// This user's directories (XDG, HOME, the private runtime directory), resolved once.
+    pub paths: Paths,
+    /// A unit test's in-memory engine, which [`Settings::connect`] returns instead.
+    #[cfg(test)]
+    pub test_engine: Option<TestEngine>,
 }
 
 impl Settings {
@@ -38,6 +44,9 @@ impl Settings {
             installed,
             reporter,
             live_interfaces: process_env("STRIX_LIVE_INTERFACES").is_some_and(|v| v == "1"),
+            paths: Paths::of_this_process(),
+            #[cfg(test)]
+            test_engine: None,
         }
     }
 
@@ -48,13 +57,18 @@ impl Settings {
 
     /// A connection to this node's engine.
     pub async fn connect(&self) -> Result<Connection> {
+        #[cfg(test)]
+        if let Some(TestEngine(engine)) = &self.test_engine {
+            return Ok(Connection::to(engine.clone()));
+        }
         engine::connect(self.engine, &self.installed).await
     }
 }
 
 #[cfg(test)]
 impl Settings {
-    /// Settings for a unit test: `host_root` as the node, podman, nothing found on PATH, silent.
+    /// Settings for a unit test: `host_root` as the node (its directories under it too), podman,
+    /// nothing found on PATH, silent.
     pub fn for_tests(host_root: &std::path::Path) -> Settings {
         Settings {
             host_root: host_root.to_path_buf(),
@@ -62,6 +76,25 @@ impl Settings {
             installed: Installed::default(),
             reporter: Arc::new(crate::reporter::Silent),
             live_interfaces: false,
+            paths: Paths::under(host_root),
+            test_engine: None,
         }
+    }
+
+    /// These settings, their engine `engine` (an in-memory one).
+    pub fn with_engine(self, engine: Arc<dyn crate::engine::Engine>) -> Settings {
+        Settings { test_engine: Some(TestEngine(engine)), ..self }
+    }
+}
+
+/// A unit test's engine, in [`Settings`].
+#[cfg(test)]
+#[derive(Clone)]
+pub struct TestEngine(pub Arc<dyn crate::engine::Engine>);
+
+#[cfg(test)]
+impl std::fmt::Debug for TestEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TestEngine")
     }
 }

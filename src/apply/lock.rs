@@ -1,21 +1,27 @@
-//! One refresh per toolbox name at a time: an advisory lock file under the XDG runtime dir, which
-//! holds the pid of the process that has it (so the one waiting can say whom it waits for).
+//! One refresh per toolbox name at a time: an advisory lock file in the private runtime directory
+//! ([`Paths::runtime_dir`]), which holds the pid of the process that has it (so the one waiting
+//! can say whom it waits for). The file is never followed through a link, and never truncated
+//! before it is known to be ours and locked.
 //!
 //! A second `refresh` of a busy toolbox waits for the first, within a bound (`--wait`, 10 minutes
 //! by default; `--no-wait` fails at once). A cluster's node refresh and its phases never wait:
 //! every other node would sit staged meanwhile, so the cluster refresh fails at once, changing
 //! nothing anywhere, and says which node is busy.
 
-use std::fs::{File, OpenOptions, TryLockError};
-use std::io::Write;
+use std::fs::{File, TryLockError};
+use std::io::{Read, Seek, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
+use crate::paths::{open_lock_file, Paths};
 use crate::reporter::Reporter;
 
 /// How long `refresh` waits for another refresh of the same toolbox by default.
 pub const DEFAULT_WAIT: Duration = Duration::from_secs(600);
+/// The longest a refresh waits for another (`--wait`'s bound; a node's request asking longer, from
+/// a head of another build, waits this long).
+pub const MAX_WAIT: Duration = Duration::from_secs(7 * 24 * 3600);
 /// How often a waiting refresh tries the lock again.
 const POLL: Duration = Duration::from_millis(100);
 
@@ -23,18 +29,6 @@ const POLL: Duration = Duration::from_millis(100);
 #[derive(Debug)]
 pub struct ToolboxLock {
     _file: File,
-}
-
-/// `$XDG_RUNTIME_DIR/strix-toolbox`, else `/run/strix-toolbox` for root, else the temp dir.
-pub fn lock_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
-        return PathBuf::from(dir).join("strix-toolbox");
-    }
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    if unsafe { libc::geteuid() } == 0 {
-        return PathBuf::from("/run/strix-toolbox");
-    }
-    std::env::temp_dir().join(format!("strix-toolbox-{}", unsafe { libc::geteuid() }))
 }
 
 /// One try at the lock.
@@ -49,8 +43,8 @@ enum Attempt {
 
 impl ToolboxLock {
     /// Take the lock for `name`, failing at once when another refresh holds it.
-    pub fn acquire(name: &str) -> Result<ToolboxLock> {
-        Self::acquire_in(&lock_dir(), name)
+    pub fn acquire(paths: &Paths, name: &str) -> Result<ToolboxLock> {
+        Self::acquire_in(&paths.runtime_dir()?, name)
     }
 
     pub fn acquire_in(dir: &Path, name: &str) -> Result<ToolboxLock> {
@@ -62,11 +56,12 @@ impl ToolboxLock {
 
     /// Take the lock for `name`, waiting up to `wait` for another refresh that holds it (zero:
     /// fail at once). It says once, through `reporter`, whom it waits for.
-    pub async fn wait_for(name: &str, wait: Duration, reporter: &dyn Reporter) -> Result<ToolboxLock> {
-        Self::wait_in(&lock_dir(), name, wait, reporter).await
+    pub async fn wait_for(paths: &Paths, name: &str, wait: Duration, reporter: &dyn Reporter) -> Result<ToolboxLock> {
+        Self::wait_in(&paths.runtime_dir()?, name, wait, reporter).await
     }
 
     pub async fn wait_in(dir: &Path, name: &str, wait: Duration, reporter: &dyn Reporter) -> Result<ToolboxLock> {
+        let wait = wait.min(MAX_WAIT);
         let deadline = Instant::now() + wait;
         let mut said = false;
         loop {
@@ -96,19 +91,19 @@ impl ToolboxLock {
 
 /// Try the lock once; when taken, the file says who holds it.
 fn attempt(dir: &Path, name: &str) -> Result<Attempt> {
-    // The lock directory is XDG_RUNTIME_DIR's (or /run's, or TMPDIR's): the fix is to give a writable one.
-    let unusable = |message: String| {
-        Error::host(dir.display().to_string(), message, "set XDG_RUNTIME_DIR to a writable directory")
-    };
-    std::fs::create_dir_all(dir)
-        .map_err(|e| unusable(format!("cannot create the lock directory {}: {e}", dir.display())))?;
     let path = dir.join(format!("{name}.lock"));
-    let mut file = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .map_err(|e| unusable(format!("cannot open the lock file {}: {e}", path.display())))?;
+    let unusable = |message: String| {
+        Error::host(
+            path.display().to_string(),
+            message,
+            format!(
+                "remove {} if no strix-toolbox of yours runs, or set XDG_RUNTIME_DIR to a private directory",
+                path.display()
+            ),
+        )
+    };
+    let mut file =
+        open_lock_file(&path).map_err(|e| unusable(format!("cannot open the lock file {}: {e}", path.display())))?;
     match file.try_lock() {
         Ok(()) => {
             // Who holds it, for whoever waits; the lock does not depend on it.
@@ -116,7 +111,9 @@ fn attempt(dir: &Path, name: &str) -> Result<Attempt> {
             Ok(Attempt::Taken(ToolboxLock { _file: file }))
         }
         Err(TryLockError::WouldBlock) => {
-            let holder = std::fs::read_to_string(&path).ok().and_then(|text| text.trim().parse().ok());
+            let mut text = String::new();
+            let holder =
+                file.rewind().and_then(|()| file.read_to_string(&mut text)).ok().and_then(|_| text.trim().parse().ok());
             Ok(Attempt::Busy { path, holder })
         }
         Err(TryLockError::Error(e)) => Err(unusable(format!("cannot lock {}: {e}", path.display()))),
@@ -220,6 +217,34 @@ mod tests {
         assert_eq!(waited.kind(), crate::error::ErrorKind::Toolbox);
         let waited = waited.to_string();
         assert!(waited.contains("still refreshing vllm after 0 s") && waited.contains("kill "), "{waited}");
+    }
+
+    #[test]
+    fn a_lock_file_planted_as_a_link_is_refused_and_its_target_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "someone's data\n").unwrap();
+        std::os::unix::fs::symlink(&victim, dir.path().join("vllm.lock")).unwrap();
+        let error = ToolboxLock::acquire_in(dir.path(), "vllm").unwrap_err().to_string();
+        assert!(error.contains("symbolic link") && error.contains("Fix: remove"), "{error}");
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "someone's data\n", "not truncated");
+    }
+
+    #[test]
+    fn the_lock_lives_in_the_private_runtime_directory() {
+        let root = tempfile::tempdir().unwrap();
+        let paths = Paths::under(root.path());
+        let _lock = ToolboxLock::acquire(&paths, "vllm").unwrap();
+        let dir = paths.runtime_path();
+        assert!(dir.join("vllm.lock").is_file());
+        assert_eq!(std::os::unix::fs::MetadataExt::mode(&std::fs::metadata(dir).unwrap()) & 0o777, 0o700);
+    }
+
+    #[tokio::test]
+    async fn any_wait_is_bounded_and_none_overflows_the_clock() {
+        let dir = tempfile::tempdir().unwrap();
+        let lock = ToolboxLock::wait_in(dir.path(), "vllm", Duration::MAX, &Recorder::default()).await;
+        assert!(lock.is_ok(), "a free lock is taken at once, whatever the wait");
     }
 
     #[test]

@@ -63,7 +63,7 @@ fn touching(engine: &FakeEngine, id: &str, name: &str) -> Vec<Call> {
 async fn a_replacement_takes_the_name_and_the_old_toolbox_goes() {
     let engine = engine_with_toolbox("vllm");
     let reporter = Recorder::default();
-    let applied = apply("vllm", &replace_plan("vllm"), &engine, &Native, &reporter).await.unwrap();
+    let applied = apply("vllm", &replace_plan("vllm"), &engine, &Native { home: None }, &reporter).await.unwrap();
     assert!(applied.warnings.is_empty(), "{:?}", applied.warnings);
     assert_eq!(engine.container("vllm").unwrap().image_id, "sha256:new");
     assert_eq!(engine.container("old-id"), None);
@@ -85,7 +85,7 @@ async fn a_failing_create_removes_the_temporary_container_and_never_touches_the_
     // The engine made the container, then the call failed (a connection lost after it acted).
     engine.fail_after(Call::Create(temp_name("vllm")));
     let reporter = Recorder::default();
-    let error = apply("vllm", &replace_plan("vllm"), &engine, &Native, &reporter).await.unwrap_err();
+    let error = apply("vllm", &replace_plan("vllm"), &engine, &Native { home: None }, &reporter).await.unwrap_err();
     assert!(error.to_string().contains("injected failure"), "{error}");
     assert_eq!(engine.container(&temp_name("vllm")), None, "the temporary container is removed");
     assert_eq!(engine.container("vllm"), Some(old), "the old toolbox is as it was");
@@ -99,7 +99,7 @@ async fn a_failing_swap_puts_the_old_toolbox_back() {
     let engine = engine_with_toolbox("vllm");
     let old = engine.container("vllm").unwrap();
     engine.fail(Call::rename(&temp_name("vllm"), "vllm"));
-    let error = apply("vllm", &replace_plan("vllm"), &engine, &Native, &Silent).await.unwrap_err();
+    let error = apply("vllm", &replace_plan("vllm"), &engine, &Native { home: None }, &Silent).await.unwrap_err();
     assert!(error.to_string().contains("injected failure"), "{error}");
     assert_eq!(engine.container("vllm"), Some(old), "the old toolbox is back under its name");
     assert_eq!(engine.container(&old_name("vllm")), None);
@@ -111,7 +111,8 @@ async fn a_swap_that_cannot_put_the_old_toolbox_back_says_how() {
     let engine = engine_with_toolbox("vllm");
     engine.fail(Call::rename(&temp_name("vllm"), "vllm"));
     engine.fail(Call::rename("old-id", "vllm"));
-    let error = apply("vllm", &replace_plan("vllm"), &engine, &Native, &Silent).await.unwrap_err().to_string();
+    let error =
+        apply("vllm", &replace_plan("vllm"), &engine, &Native { home: None }, &Silent).await.unwrap_err().to_string();
     assert!(error.contains("putting the old toolbox back failed too"), "{error}");
     assert!(error.contains("podman rename vllm-strix-old vllm"), "{error}");
     assert_eq!(engine.container(&old_name("vllm")).unwrap().id, "old-id", "parked, intact");
@@ -133,7 +134,7 @@ async fn prune_keeps_a_pin_still_in_use_with_a_warning() {
         steps: vec![Step::Prune { references: vec![in_use.clone(), unused.clone()] }],
         replaces_running: false,
     };
-    let applied = apply("vllm", &plan, &engine, &Native, &Silent).await.unwrap();
+    let applied = apply("vllm", &plan, &engine, &Native { home: None }, &Silent).await.unwrap();
     assert_eq!(applied.warnings.len(), 1, "{:?}", applied.warnings);
     assert!(applied.warnings[0].starts_with(&format!("kept {in_use}: ")), "{:?}", applied.warnings);
     assert!(applied.warnings[0].contains("in use"), "{:?}", applied.warnings);
@@ -146,7 +147,7 @@ async fn an_empty_plan_changes_and_reports_nothing() {
     let engine = engine_with_toolbox("vllm");
     let plan = RefreshPlan { action: Action::Unchanged, reason: String::new(), steps: vec![], replaces_running: false };
     let reporter = Recorder::default();
-    apply("vllm", &plan, &engine, &Native, &reporter).await.unwrap();
+    apply("vllm", &plan, &engine, &Native { home: None }, &reporter).await.unwrap();
     assert_eq!(engine.calls(), []);
     assert_eq!(reporter.events(), Vec::<String>::new());
 }

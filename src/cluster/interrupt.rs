@@ -10,8 +10,8 @@ use tokio::signal::unix::{signal, SignalKind};
 
 use crate::error::Signal;
 
-/// Which signal came (none yet: 0).
-pub struct Interrupt(Arc<AtomicU8>, tokio::task::JoinHandle<()>);
+/// Which signal came (none yet: 0), and the task that watches for one.
+pub struct Interrupt(Arc<AtomicU8>, Option<tokio::task::JoinHandle<()>>);
 
 impl Interrupt {
     pub fn watch() -> Interrupt {
@@ -29,7 +29,19 @@ impl Interrupt {
             };
             seen.store(code, Ordering::SeqCst);
         });
-        Interrupt(flag, task)
+        Interrupt(flag, Some(task))
+    }
+
+    /// An interrupt no signal sets: a unit test [`raise`](Interrupt::raise)s it.
+    #[cfg(test)]
+    pub fn manual() -> Interrupt {
+        Interrupt(Arc::new(AtomicU8::new(0)), None)
+    }
+
+    /// As if `signal` came now.
+    #[cfg(test)]
+    pub fn raise(&self, signal: Signal) {
+        self.0.store(if signal == Signal::Interrupt { 1 } else { 2 }, Ordering::SeqCst);
     }
 
     /// The signal, once one came.
@@ -44,6 +56,8 @@ impl Interrupt {
 
 impl Drop for Interrupt {
     fn drop(&mut self) {
-        self.1.abort();
+        if let Some(task) = &self.1 {
+            task.abort();
+        }
     }
 }

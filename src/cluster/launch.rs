@@ -338,31 +338,10 @@ fn node_problems(
             }),
         });
     }
-    if nodes > 1 && check.link.as_ref().and_then(|l| l.address).is_none() {
-        problems.push(no_link(check));
+    if nodes > 1 {
+        problems.extend(check.cluster_link.address().err());
     }
     problems
-}
-
-fn link_ip(check: &ServeCheckReport) -> Option<Ipv4Addr> {
-    check.link.as_ref()?.address
-}
-
-fn no_link(check: &ServeCheckReport) -> Error {
-    let (message, fix) = match check.transport.netdev() {
-        Some(netdev) => (
-            format!("its cluster link {netdev} has no IPv4 address"),
-            format!(
-                "give it one on the cluster's subnet (`nmcli con mod … ipv4.addresses`, or `ip addr add ADDR/PREFIX \
-                 dev {netdev}`)"
-            ),
-        ),
-        None => (
-            "it has no cluster link (no ACTIVE RoCE port, no thunderbolt0 up)".to_string(),
-            "`strix-toolbox doctor` on it names what is missing".to_string(),
-        ),
-    };
-    Error::Host { what: "the cluster link".into(), message, fix: Some(fix) }
 }
 
 /// Something of a launch runs on a node and `--replace` was not given: nothing starts.
@@ -445,8 +424,8 @@ fn plan(
         .enumerate()
         .map(|(index, (node, check))| NodeFacts {
             node: node.name().to_string(),
-            link_ip: link_ip(check).unwrap_or(Ipv4Addr::LOCALHOST),
-            transport: check.transport.clone(),
+            link_ip: check.cluster_link.address().unwrap_or(Ipv4Addr::LOCALHOST),
+            transport: check.cluster_link.transport.clone(),
             hub_cache: cached.map(|c| c.caches[index].clone()),
             programs: check.programs.clone(),
         })

@@ -18,6 +18,8 @@ pub(crate) mod refresh;
 pub(crate) mod spread;
 pub(crate) mod status;
 pub(crate) mod stop;
+#[cfg(test)]
+pub(crate) mod testing;
 pub(crate) mod verify;
 
 use std::sync::Arc;
@@ -27,6 +29,7 @@ use futures_util::future::join_all;
 use crate::error::{Error, MultiError, Result};
 use crate::node::remote::RemoteNode;
 use crate::node::ssh::SshOptions;
+use crate::node::Node;
 use crate::reporter::Reporter;
 
 /// The nodes and how to reach them, resolved once.
@@ -55,7 +58,7 @@ pub async fn connect_all(settings: &ClusterSettings) -> (Vec<RemoteNode>, Vec<(S
 
 /// Connect to every node, all of them reachable and running this strix-toolbox, or none: the
 /// error names each node that is not, and `summary` says what it means ("nothing was changed").
-pub async fn connect_ours(settings: &ClusterSettings, summary: &str) -> Result<Vec<RemoteNode>> {
+async fn connect_ours(settings: &ClusterSettings, summary: &str) -> Result<Vec<RemoteNode>> {
     let (nodes, unreachable) = connect_all(settings).await;
     let mut problems = MultiError::new(summary);
     for (node, error) in unreachable {
@@ -71,6 +74,37 @@ pub async fn connect_ours(settings: &ClusterSettings, summary: &str) -> Result<V
     }
     close_all(nodes).await;
     Err(problems.into())
+}
+
+/// Connect to every node, run `work` on those that answer (in the cluster's order; the others
+/// with why: one node down is not all down, `work` decides what that means), and close them
+/// whatever `work` returned.
+pub async fn with_nodes<T>(
+    settings: &ClusterSettings,
+    work: impl AsyncFnOnce(&[&dyn Node], Vec<(String, Error)>) -> T,
+) -> T {
+    let (nodes, unreachable) = connect_all(settings).await;
+    let result = work(&as_nodes(&nodes), unreachable).await;
+    close_all(nodes).await;
+    result
+}
+
+/// Connect to every node, all of them reachable and running this strix-toolbox, or none (the
+/// error names each node that is not, and `summary` says what it means: "nothing was changed");
+/// run `work` on them, and close them whatever it returned.
+pub async fn with_our_nodes<T>(
+    settings: &ClusterSettings,
+    summary: &str,
+    work: impl AsyncFnOnce(&[&dyn Node]) -> Result<T>,
+) -> Result<T> {
+    let nodes = connect_ours(settings, summary).await?;
+    let result = work(&as_nodes(&nodes)).await;
+    close_all(nodes).await;
+    result
+}
+
+fn as_nodes(nodes: &[RemoteNode]) -> Vec<&dyn Node> {
+    nodes.iter().map(|node| node as &dyn Node).collect()
 }
 
 /// Order per-node results as the cluster lists its nodes.

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::node::ssh::validate_destination;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -74,15 +75,6 @@ impl ClusterFile {
     }
 }
 
-/// `$XDG_CONFIG_HOME/strix-toolbox/cluster.toml`, else `~/.config/strix-toolbox/cluster.toml`.
-pub fn default_cluster_file() -> Option<PathBuf> {
-    let config_home = std::env::var_os("XDG_CONFIG_HOME")
-        .filter(|d| !d.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|home| Path::new(&home).join(".config")))?;
-    Some(config_home.join("strix-toolbox/cluster.toml"))
-}
-
 /// `a,b,c` → the destinations, validated.
 pub fn parse_node_list(list: &str) -> Result<Vec<String>> {
     let nodes: Vec<String> = list.split(',').map(str::trim).filter(|n| !n.is_empty()).map(str::to_string).collect();
@@ -99,22 +91,6 @@ fn validate_nodes(nodes: &[String]) -> Result<()> {
     }
     if let Some(twice) = nodes.iter().enumerate().find_map(|(i, n)| nodes[..i].contains(n).then_some(n)) {
         return Err(Error::Usage(format!("node {twice:?} is listed twice")));
-    }
-    Ok(())
-}
-
-/// An ssh destination: never an option (`-oProxyCommand=…` would run a command here), no white
-/// space or control characters.
-pub fn validate_destination(node: &str) -> Result<()> {
-    let bad = |why: &str| Error::Usage(format!("invalid node {node:?}: {why}"));
-    if node.is_empty() {
-        return Err(bad("it is empty"));
-    }
-    if node.starts_with('-') {
-        return Err(bad("an ssh destination cannot start with '-'"));
-    }
-    if node.chars().any(|c| c.is_whitespace() || c.is_control() || c == ',') {
-        return Err(bad("it contains white space, a comma or a control character"));
     }
     Ok(())
 }

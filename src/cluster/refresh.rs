@@ -1,12 +1,14 @@
-//! `cluster refresh`: one digest for every node, all or nothing. The head resolves the channel to
-//! `repo@sha256:…` once; every node pulls it and stages its replacement (the `Phase` call, stage);
-//! only when all have one does any node swap. A failure before that aborts every staged
+//! `cluster refresh` and `refresh` (a cluster of one node, this machine): one digest for every
+//! node, all or nothing, on any [`Node`]. One node refreshes itself in one call (it stages,
+//! verifies and swaps under its own lock). With more, the head resolves the channel to
+//! `repo@sha256:…` once; every node pulls it and stages its replacement (the `Refresh` call,
+//! `stage_only`); only when all have one does any node swap (the `Phase` calls). A failure before that aborts every staged
 //! replacement; a failed swap puts the swapped nodes back. Ctrl-C lets the running phase finish on
 //! every node, then undoes it the same way: no node is left on another image, none with leftovers.
 //! Once every node has swapped, the refresh is complete and a Ctrl-C changes nothing.
 //! A node where another refresh of the toolbox is running fails the cluster refresh at once
-//! (nodes never wait for it, unlike `refresh`): the others would sit staged meanwhile, and the
-//! other refresh may change what that node runs.
+//! (`cluster refresh` asks the nodes never to wait for it, unlike `refresh`): the others would
+//! sit staged meanwhile, and the other refresh may change what that node runs.
 //!
 //! With two nodes or more the image is spread ([`super::spread`]): the head resolves the digest
 //! through the registry API, copies the image from upstream once into its registry on the cluster
@@ -20,15 +22,14 @@ use serde::{Deserialize, Serialize};
 
 use super::interrupt::Interrupt;
 use super::spread::{self, Prepared, SpreadReport, SpreadSettings};
-use super::{close_all, connect_ours, ClusterSettings};
 use crate::error::{Error, MultiError, Result, Signal};
 use crate::image::reference::ImageRef;
 use crate::node::call::Resolve;
-use crate::node::remote::RemoteNode;
-use crate::node::NodeCalls;
+use crate::node::{Node, NodeCalls};
 use crate::ops::phase::{Phase, PhaseRequest};
 use crate::ops::refresh::{ImageSource, RefreshReport, RefreshRequest};
 use crate::plan::Action;
+use crate::reporter::Reporter;
 use crate::spread::prune::SpreadPrune;
 use crate::spread::pull::ImageDigests;
 use crate::spread::resolve::SpreadResolve;
@@ -66,59 +67,65 @@ pub struct ClusterRefreshReport {
     pub spread: Option<SpreadReport>,
 }
 
-/// Refresh every node as `request` says (its image is resolved to one digest first; it is staged
-/// everywhere, spread from the head as `spread` says, then swapped everywhere).
-pub async fn cluster_refresh(
-    settings: &ClusterSettings,
+/// Refresh `nodes` (the first is the head) as `request` says, all or nothing. One node refreshes
+/// itself in one call: it stages, verifies and swaps under its own lock (it waits for another
+/// refresh as `request.lock_wait_seconds` says), with nobody to wait for. More nodes are refreshed
+/// in phases: the image is resolved to one digest, staged everywhere (spread from the head as
+/// `spread` says), and swapped only when every node has staged; a failure, or Ctrl-C, undoes
+/// what the phase did on every node. A failure is the node's own error for one node, else one
+/// that names each node.
+pub async fn refresh_nodes(
+    nodes: &[&dyn Node],
     request: &RefreshRequest,
     spread: &SpreadSettings,
+    reporter: &dyn Reporter,
 ) -> Result<ClusterRefreshReport> {
     request.validate()?;
-    // Every node must be reachable and run our strix-toolbox before anything starts.
-    let nodes = connect_ours(settings, "nothing was changed").await?;
-    let result = refresh_nodes(settings, &nodes, request, spread).await;
-    close_all(nodes).await;
-    result
+    match nodes {
+        [] => Err(Error::Usage("there is no node to refresh".into())),
+        [node] => refresh_one(*node, request).await,
+        _ => in_phases(nodes, request, spread, reporter, &Interrupt::watch()).await,
+    }
 }
 
-async fn refresh_nodes(
-    settings: &ClusterSettings,
-    nodes: &[RemoteNode],
+/// The one node's own refresh, as the cluster reports it.
+async fn refresh_one(node: &dyn Node, request: &RefreshRequest) -> Result<ClusterRefreshReport> {
+    let report = node.call(request.clone()).await?;
+    let pinned = match (&report.digest, request.dry_run) {
+        (Some(digest), false) => format!("{}@{digest}", ImageRef::parse(&report.image)?.repository),
+        _ => request.image_ref.clone(),
+    };
+    let outcome = outcome_of(request, std::slice::from_ref(&report));
+    let swapped = outcome == ClusterOutcome::Refreshed;
+    let nodes = vec![node_refresh(node.name(), report, swapped, Vec::new())];
+    Ok(ClusterRefreshReport { outcome, image: request.image_ref.clone(), pinned, nodes, spread: None })
+}
+
+/// What the reports say happened, everywhere.
+fn outcome_of(request: &RefreshRequest, reports: &[RefreshReport]) -> ClusterOutcome {
+    if request.dry_run {
+        ClusterOutcome::DryRun
+    } else if reports.iter().all(|r| r.action == Action::Unchanged) {
+        ClusterOutcome::Unchanged
+    } else {
+        ClusterOutcome::Refreshed
+    }
+}
+
+/// Stage on every node, then swap on every node (see [`refresh_nodes`]); `interrupt` is asked
+/// after each phase.
+async fn in_phases(
+    nodes: &[&dyn Node],
     request: &RefreshRequest,
     spread: &SpreadSettings,
+    reporter: &dyn Reporter,
+    interrupt: &Interrupt,
 ) -> Result<ClusterRefreshReport> {
-    let reporter = settings.reporter.as_ref();
-    let interrupt = Interrupt::watch();
-    let nodes: Vec<&RemoteNode> = nodes.iter().collect();
     let head = nodes[0];
-    let spreading =
-        spread.enabled && nodes.len() > 1 && !request.dry_run && matches!(request.source, ImageSource::Pull);
+    let spreading = spread.enabled && !request.dry_run && matches!(request.source, ImageSource::Pull);
     let image = ImageRef::parse(&request.image_ref)?;
-    let resolving = async {
-        if request.dry_run || image.digest.is_some() {
-            return Ok(request.image_ref.clone());
-        }
-        reporter.step_started(&head.name, &format!("resolving {}", request.image_ref));
-        let image = request.image_ref.clone();
-        // Spreading, through the registry API: a pull on the head would be a second upstream copy.
-        let (digest, pinned) = if spreading {
-            head.call(SpreadResolve { image }).await.map(|r| (r.digest, r.pinned))?
-        } else {
-            head.call(Resolve { image }).await.map(|r| (r.digest, r.pinned))?
-        };
-        reporter.step_finished(&head.name, &format!("{} is {digest}", request.image_ref));
-        Ok::<_, Error>(pinned)
-    };
-    // Spreading, every node says meanwhile which digests of the repository it has.
-    let asking = async {
-        let asked = nodes.iter().map(|node| node.call(ImageDigests { repository: image.repository.clone() }));
-        if spreading {
-            join_all(asked).await
-        } else {
-            Vec::new()
-        }
-    };
-    let (pinned, held) = tokio::join!(resolving, asking);
+    let (pinned, held) =
+        tokio::join!(resolve(head, request, &image, spreading, reporter), held_digests(nodes, &image, spreading));
     let pinned = pinned?;
     let before_any_change = || {
         interrupt
@@ -133,13 +140,16 @@ async fn refresh_nodes(
     let mut prepared = None;
     if spreading {
         let lacking = spread::lacking(&pinned, &held);
-        match spread::prepare(&nodes, &lacking, reporter, spread, &pinned, &request.name).await {
+        match spread::prepare(nodes, &lacking, reporter, spread, &pinned, &request.name).await {
             Ok(spread) => prepared = Some(spread),
             Err(error) => {
                 reporter.finish();
-                let mut failed =
-                    MultiError::new("cluster refresh stopped before any node was staged: the spread failed");
-                failed.push(&head.name, error);
+                let failed = MultiError::one(
+                    "cluster refresh stopped before any node was staged: the spread failed",
+                    head.name(),
+                    error,
+                );
+                let Error::Nodes(failed) = failed else { return Err(failed) };
                 let outcome = "No node was changed (`--spread off` has every node pull from upstream itself)";
                 return Err(failed.with_outcome(outcome).into());
             }
@@ -151,29 +161,22 @@ async fn refresh_nodes(
 
     // Stage (or plan) on every node, each from where the spread says.
     let stage = RefreshRequest { image_ref: pinned.clone(), stage_only: !request.dry_run, ..request.clone() };
-    let stages: Vec<RefreshRequest> = (0..nodes.len())
-        .map(|index| RefreshRequest {
-            spread: prepared.as_ref().and_then(|p| p.sources[index].clone()),
+    let staged = on_every_node(nodes, reporter, "staging", |index, node| {
+        let stage = RefreshRequest {
+            spread: prepared.as_ref().and_then(|p: &Prepared| p.sources[index].clone()),
             ..stage.clone()
-        })
-        .collect();
-    let stage_of = |node: &RemoteNode| {
-        let index = nodes.iter().position(|n| n.name == node.name).unwrap_or(0);
-        stages[index].clone()
-    };
-    let staged = on_every_node(&nodes, reporter, "staging", |node| {
-        let stage = stage_of(node);
+        };
         async move { node.call(stage).await }
     })
     .await;
     reporter.finish();
-    let staged_names: Vec<&RemoteNode> =
+    let staged_nodes: Vec<&dyn Node> =
         nodes.iter().zip(&staged).filter(|(_, r)| matches!(r, Ok(r) if r.staged.is_some())).map(|(n, _)| *n).collect();
     if staged.iter().any(Result::is_err) || interrupt.came().is_some() {
-        let cleanup = run_phase(&staged_names, &phase(Phase::Abort, request)).await;
+        let cleanup = run_phase(&staged_nodes, &phase(Phase::Abort, request)).await;
         return Err(stopped(
             "cluster refresh stopped before any node swapped",
-            &nodes,
+            nodes,
             staged,
             interrupt.came(),
             cleanup,
@@ -181,105 +184,126 @@ async fn refresh_nodes(
         ));
     }
     let reports: Vec<RefreshReport> = staged.into_iter().flatten().collect();
-    let mut spread_warnings = vec![Vec::new(); nodes.len()];
+    let mut warnings = vec![Vec::new(); nodes.len()];
     if let Some(prepared) = prepared.as_mut() {
         for (node, report) in nodes.iter().zip(&reports) {
-            prepared.pulled(&node.name, report.pulled.as_ref());
+            prepared.pulled(node.name(), report.pulled.as_ref());
         }
-        spread_warnings = std::mem::take(&mut prepared.warnings);
+        warnings = std::mem::take(&mut prepared.warnings);
     }
-    let outcome = if request.dry_run {
-        ClusterOutcome::DryRun
-    } else if reports.iter().all(|r| r.action == Action::Unchanged) {
-        ClusterOutcome::Unchanged
-    } else {
-        ClusterOutcome::Refreshed
-    };
-    if outcome != ClusterOutcome::Refreshed {
-        let pruned = prune(head, prepared.as_mut(), request, &pinned, &reports).await;
-        let nodes = nodes
-            .iter()
-            .zip(reports)
-            .zip(spread_warnings)
-            .enumerate()
-            .map(|(index, ((n, report), mut warnings))| {
-                if index == 0 {
-                    warnings.extend(pruned.clone());
-                }
-                node_refresh(n, report, false, warnings)
-            })
-            .collect();
-        let spread = prepared.map(|p| p.report);
-        return Ok(ClusterRefreshReport { outcome, image: request.image_ref.clone(), pinned, nodes, spread });
-    }
-
-    // Every node has its replacement: swap them together.
-    let swap = &phase(Phase::Swap, request);
-    let swaps =
-        on_every_node(&staged_names, reporter, "swapping", |node| async move { node.call(swap.clone()).await }).await;
-    if swaps.iter().any(Result::is_err) || interrupt.came().is_some() {
-        // A swap that answered with an error may still have happened (the connection dropped
-        // after it): those nodes are undone too, which leaves a node that did not swap alone.
-        let swapped: Vec<&RemoteNode> = staged_names
-            .iter()
-            .zip(&swaps)
-            .filter(|(_, s)| !matches!(s, Ok(s) if !s.changed))
-            .map(|(n, _)| *n)
-            .collect();
-        let not_swapped: Vec<&RemoteNode> = staged_names
-            .iter()
-            .zip(&swaps)
-            .filter(|(_, s)| !matches!(s, Ok(s) if s.changed))
-            .map(|(n, _)| *n)
-            .collect();
-        let mut cleanup = Vec::new();
-        for (node, report) in nodes.iter().zip(&reports) {
-            if swapped.iter().any(|s| s.name == node.name) {
-                let undo = PhaseRequest { image_id: Some(report.image_id.clone()), ..phase(Phase::Undo, request) };
-                cleanup.push((node.name.clone(), node.call(undo).await.map(drop)));
+    let outcome = outcome_of(request, &reports);
+    let mut swapped = vec![false; nodes.len()];
+    if outcome == ClusterOutcome::Refreshed {
+        swap_everywhere(nodes, &staged_nodes, &reports, request, reporter, interrupt).await?;
+        // Done everywhere: remove the parked toolboxes and old pins.
+        let finish = phase(Phase::Finish, request);
+        let finishes = join_all(nodes.iter().map(|node| node.call(finish.clone()))).await;
+        for (index, finish) in finishes.into_iter().enumerate() {
+            swapped[index] = reports[index].staged.is_some();
+            match finish {
+                Ok(finish) => warnings[index].extend(finish.warnings),
+                Err(error) => warnings[index].push(format!("the new toolbox is in place; cleaning up failed: {error}")),
             }
         }
-        cleanup.extend(run_phase(&not_swapped, &phase(Phase::Abort, request)).await);
-        return Err(stopped(
-            "cluster refresh failed during the swap",
-            &staged_names,
-            swaps,
-            interrupt.came(),
-            cleanup,
-            "previous toolbox restored",
-        ));
     }
-
-    // Done everywhere: remove the parked toolboxes and old pins (on the head's registry too).
-    let finish = phase(Phase::Finish, request);
-    let finishes = join_all(nodes.iter().map(|node| node.call(finish.clone()))).await;
-    let pruned = prune(head, prepared.as_mut(), request, &pinned, &reports).await;
+    // The head's registry pruned to what it serves (its warnings are the head's).
+    warnings[0].extend(prune(head, prepared.as_mut(), request, &pinned, &reports).await);
     let nodes = nodes
         .iter()
         .zip(reports)
-        .zip(finishes)
-        .zip(spread_warnings)
-        .enumerate()
-        .map(|(index, (((node, report), finish), mut warnings))| {
-            let swapped = report.staged.is_some();
-            match finish {
-                Ok(finish) => warnings.extend(finish.warnings),
-                Err(error) => warnings.push(format!("the new toolbox is in place; cleaning up failed: {error}")),
-            }
-            if index == 0 {
-                warnings.extend(pruned.clone());
-            }
-            node_refresh(node, report, swapped, warnings)
-        })
+        .zip(swapped)
+        .zip(warnings)
+        .map(|(((node, report), swapped), warnings)| node_refresh(node.name(), report, swapped, warnings))
         .collect();
-    let spread = prepared.map(|p| p.report);
-    Ok(ClusterRefreshReport { outcome, image: request.image_ref.clone(), pinned, nodes, spread })
+    Ok(ClusterRefreshReport {
+        outcome,
+        image: request.image_ref.clone(),
+        pinned,
+        nodes,
+        spread: prepared.map(|p| p.report),
+    })
+}
+
+/// The digest every node gets (`repo@sha256:…`), resolved on the head: through the registry API
+/// when spreading (a pull on the head would be a second upstream copy), else by a pull there.
+async fn resolve(
+    head: &dyn Node,
+    request: &RefreshRequest,
+    image: &ImageRef,
+    spreading: bool,
+    reporter: &dyn Reporter,
+) -> Result<String> {
+    if request.dry_run || image.digest.is_some() {
+        return Ok(request.image_ref.clone());
+    }
+    reporter.step_started(head.name(), &format!("resolving {}", request.image_ref));
+    let image = request.image_ref.clone();
+    let (digest, pinned) = if spreading {
+        head.call(SpreadResolve { image }).await.map(|r| (r.digest, r.pinned))?
+    } else {
+        head.call(Resolve { image }).await.map(|r| (r.digest, r.pinned))?
+    };
+    reporter.step_finished(head.name(), &format!("{} is {digest}", request.image_ref));
+    Ok(pinned)
+}
+
+/// Spreading, which digests of the repository each node holds (asked while the head resolves).
+async fn held_digests(nodes: &[&dyn Node], image: &ImageRef, spreading: bool) -> Vec<Result<Vec<String>>> {
+    if !spreading {
+        return Vec::new();
+    }
+    join_all(nodes.iter().map(|node| node.call(ImageDigests { repository: image.repository.clone() }))).await
+}
+
+/// Every staged node swaps; when one fails (or Ctrl-C comes), the swapped ones are undone and the
+/// others' staged replacements removed, and the error says so.
+async fn swap_everywhere(
+    nodes: &[&dyn Node],
+    staged: &[&dyn Node],
+    reports: &[RefreshReport],
+    request: &RefreshRequest,
+    reporter: &dyn Reporter,
+    interrupt: &Interrupt,
+) -> Result<()> {
+    let swap = &phase(Phase::Swap, request);
+    let swaps =
+        on_every_node(staged, reporter, "swapping", |_, node| async move { node.call(swap.clone()).await }).await;
+    if !swaps.iter().any(Result::is_err) && interrupt.came().is_none() {
+        return Ok(());
+    }
+    // A swap that answered with an error may still have happened (the connection dropped after
+    // it): those nodes are undone too, which leaves a node that did not swap alone.
+    let (mut swapped, mut not_swapped) = (Vec::new(), Vec::new());
+    for (node, swap) in staged.iter().zip(&swaps) {
+        if !matches!(swap, Ok(s) if !s.changed) {
+            swapped.push(*node);
+        }
+        if !matches!(swap, Ok(s) if s.changed) {
+            not_swapped.push(*node);
+        }
+    }
+    let mut cleanup = Vec::new();
+    for (node, report) in nodes.iter().zip(reports) {
+        if swapped.iter().any(|s| s.name() == node.name()) {
+            let undo = PhaseRequest { image_id: Some(report.image_id.clone()), ..phase(Phase::Undo, request) };
+            cleanup.push((node.name().to_string(), node.call(undo).await.map(drop)));
+        }
+    }
+    cleanup.extend(run_phase(&not_swapped, &phase(Phase::Abort, request)).await);
+    Err(stopped(
+        "cluster refresh failed during the swap",
+        staged,
+        swaps,
+        interrupt.came(),
+        cleanup,
+        "previous toolbox restored",
+    ))
 }
 
 /// Prune the head's registry to the images it serves, when this refresh used it: the pins each
 /// node keeps, kept there too. The head's warnings (the refresh itself is done either way).
 async fn prune(
-    head: &RemoteNode,
+    head: &dyn Node,
     prepared: Option<&mut Prepared>,
     request: &RefreshRequest,
     pinned: &str,
@@ -304,9 +328,9 @@ async fn prune(
     }
 }
 
-fn node_refresh(node: &RemoteNode, report: RefreshReport, swapped: bool, mut warnings: Vec<String>) -> NodeRefresh {
+fn node_refresh(node: &str, report: RefreshReport, swapped: bool, mut warnings: Vec<String>) -> NodeRefresh {
     warnings.extend(report.warnings.iter().cloned());
-    NodeRefresh { node: node.name.clone(), report, swapped, warnings }
+    NodeRefresh { node: node.to_string(), report, swapped, warnings }
 }
 
 /// `phase` of the refresh `request` made.
@@ -314,23 +338,24 @@ fn phase(phase: Phase, request: &RefreshRequest) -> PhaseRequest {
     PhaseRequest { phase, name: request.name.clone(), keep: request.keep, image_id: None }
 }
 
-/// Run `work` on every node at once, a progress line each, to the end on every node.
+/// Run `work` (given each node's index) on every node at once, a progress line each, to the end
+/// on every node.
 async fn on_every_node<'a, T, F, Fut>(
-    nodes: &[&'a RemoteNode],
-    reporter: &dyn crate::reporter::Reporter,
+    nodes: &[&'a dyn Node],
+    reporter: &dyn Reporter,
     what: &str,
     work: F,
 ) -> Vec<Result<T>>
 where
-    F: Fn(&'a RemoteNode) -> Fut,
+    F: Fn(usize, &'a dyn Node) -> Fut,
     Fut: Future<Output = Result<T>>,
 {
-    join_all(nodes.iter().map(|node| {
-        reporter.step_started(&node.name, what);
-        let done = work(node);
+    join_all(nodes.iter().enumerate().map(|(index, node)| {
+        reporter.step_started(node.name(), what);
+        let done = work(index, *node);
         async move {
             let result = done.await;
-            reporter.step_finished(&node.name, &format!("{what}: {}", if result.is_ok() { "done" } else { "failed" }));
+            reporter.step_finished(node.name(), &format!("{what}: {}", if result.is_ok() { "done" } else { "failed" }));
             result
         }
     }))
@@ -341,7 +366,7 @@ where
 /// own error; the signal when no node failed. A cleanup that failed is said, with its fix.
 fn stopped<T>(
     summary: &str,
-    nodes: &[&RemoteNode],
+    nodes: &[&dyn Node],
     results: Vec<Result<T>>,
     signal: Option<Signal>,
     cleanup: Vec<(String, Result<()>)>,
@@ -350,10 +375,15 @@ fn stopped<T>(
     let mut failed = MultiError::new(summary);
     for (node, result) in nodes.iter().zip(results) {
         if let Err(error) = result {
-            failed.push(&node.name, error);
+            failed.push(node.name(), error);
         }
     }
-    let cleaned: Vec<String> = cleanup.iter().filter(|(_, r)| r.is_ok()).map(|(node, _)| node.clone()).collect();
+    let mut cleaned: Vec<String> = Vec::new();
+    for (node, _) in cleanup.iter().filter(|(_, result)| result.is_ok()) {
+        if !cleaned.contains(node) {
+            cleaned.push(node.clone());
+        }
+    }
     let mut left = MultiError::new(match signal {
         Some(_) if failed.is_empty() => "interrupted during the cluster refresh, and cleaning up failed",
         _ => "cleaning up failed",
@@ -377,7 +407,10 @@ fn stopped<T>(
 }
 
 /// `phase` on each of `nodes`.
-async fn run_phase(nodes: &[&RemoteNode], phase: &PhaseRequest) -> Vec<(String, Result<()>)> {
+async fn run_phase(nodes: &[&dyn Node], phase: &PhaseRequest) -> Vec<(String, Result<()>)> {
     let results = join_all(nodes.iter().map(|node| node.call(phase.clone()))).await;
-    nodes.iter().map(|n| n.name.clone()).zip(results.into_iter().map(|r| r.map(drop))).collect()
+    nodes.iter().map(|n| n.name().to_string()).zip(results.into_iter().map(|r| r.map(drop))).collect()
 }
+
+#[cfg(test)]
+mod tests;

@@ -9,8 +9,7 @@ use futures_util::future::join_all;
 use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
-use crate::node::remote::RemoteNode;
-use crate::node::NodeCalls;
+use crate::node::{Node, NodeCalls};
 use crate::reporter::{Bytes, Reporter};
 use crate::spread::copy::SpreadCopy;
 use crate::spread::pull::{PulledFrom, SpreadSource};
@@ -93,7 +92,7 @@ pub fn lacking(pinned: &str, held: &[Result<Vec<String>>]) -> Vec<bool> {
 /// that lack it (`lacking`, in the nodes' order), and make those nodes trust it. `nodes[0]` is the
 /// head.
 pub async fn prepare(
-    nodes: &[&RemoteNode],
+    nodes: &[&dyn Node],
     lacking: &[bool],
     reporter: &dyn Reporter,
     settings: &SpreadSettings,
@@ -106,21 +105,21 @@ pub async fn prepare(
         report: SpreadReport::default(),
     };
     prepared.report.had_it =
-        nodes.iter().zip(lacking).filter(|(_, lacks)| !**lacks).map(|(node, _)| node.name.clone()).collect();
+        nodes.iter().zip(lacking).filter(|(_, lacks)| !**lacks).map(|(node, _)| node.name().to_string()).collect();
     if !lacking.contains(&true) {
         return Ok(prepared);
     }
 
     let head = nodes[0];
-    reporter.step_started(&head.name, &format!("starting the cluster registry (port {})", settings.port));
+    reporter.step_started(head.name(), &format!("starting the cluster registry (port {})", settings.port));
     let served = head.call(SpreadServe { port: settings.port, image: settings.registry_image.clone() }).await?;
     reporter
-        .step_finished(&head.name, &format!("the cluster registry answers at {} ({})", served.address, served.netdev));
-    reporter.step_started(&head.name, &format!("copying {pinned} from upstream into it"));
+        .step_finished(head.name(), &format!("the cluster registry answers at {} ({})", served.address, served.netdev));
+    reporter.step_started(head.name(), &format!("copying {pinned} from upstream into it"));
     let copy = SpreadCopy { image: pinned.to_string(), registry: served.address.clone(), toolbox: toolbox.to_string() };
     let copied = head.call(copy).await?;
     reporter.step_finished(
-        &head.name,
+        head.name(),
         &format!("fetched {} of {} from upstream", Bytes(copied.fetched), Bytes(copied.size)),
     );
     prepared.report = SpreadReport {
@@ -151,7 +150,7 @@ pub async fn prepare(
                     "cannot make its engine trust the head's registry ({}): pulls the image from upstream instead",
                     error.report().message
                 );
-                reporter.warning(&format!("{}: {warning}", nodes[index].name));
+                reporter.warning(&format!("{}: {warning}", nodes[index].name()));
                 prepared.warnings[index].push(warning);
             }
             None => {}

@@ -10,13 +10,12 @@ use serde::{Deserialize, Serialize};
 use super::proof::{
     judge_rccl_log, parse_bandwidth_gbps, parse_latency_us, RcclNetwork, REFERENCE_BANDWIDTH_GBPS, REFERENCE_LATENCY_US,
 };
-use super::{close_all, connect_all, in_cluster_order, ClusterSettings};
+use super::{in_cluster_order, with_nodes, ClusterSettings};
 use crate::check::Status;
 use crate::error::Result;
-use crate::node::call::{Detect, Link, Verify};
-use crate::node::remote::{argv, RemoteNode};
-use crate::node::ssh::RemoteOutput;
-use crate::node::NodeCalls;
+use crate::node::call::{Detect, Exec, Link, Verify};
+use crate::node::{Node, NodeCalls};
+use crate::ops::toolbox::ExecReport;
 use crate::spec::transport::Transport;
 use crate::verify::VerifyReport;
 
@@ -87,53 +86,49 @@ impl ClusterVerifyReport {
 
 /// What a proof needs to know about one node.
 struct Endpoint<'a> {
-    remote: &'a RemoteNode,
+    node: &'a dyn Node,
     device: String,
     port: u32,
     gid_index: u32,
     address: String,
 }
 
+/// `cluster verify`: every node of the cluster file, those that do not answer named.
 pub async fn cluster_verify(settings: &ClusterSettings, toolbox: &str) -> Result<ClusterVerifyReport> {
-    let (connected, unreachable) = connect_all(settings).await;
-    let results = join_all(connected.iter().map(|remote| async {
-        let (verified, detected) =
-            tokio::join!(remote.call(Verify { name: toolbox.to_string() }), remote.call(Detect {}));
+    let mut report = with_nodes(settings, async |nodes, unreachable| {
+        let mut report = verify_nodes(nodes, toolbox).await;
+        report.ok &= unreachable.is_empty();
+        report.nodes.extend(unreachable.into_iter().map(|(node, error)| NodeVerify {
+            node,
+            report: None,
+            error: Some(error.to_string()),
+        }));
+        report
+    })
+    .await;
+    in_cluster_order(settings, &mut report.nodes, |n| &n.node);
+    Ok(report)
+}
+
+/// `verify` on every node of `nodes`, then the proofs between every pair of them.
+pub async fn verify_nodes(nodes: &[&dyn Node], toolbox: &str) -> ClusterVerifyReport {
+    let results = join_all(nodes.iter().map(|node| async {
+        let (verified, detected) = tokio::join!(node.call(Verify { name: toolbox.to_string() }), node.call(Detect {}));
         (verified, detected.ok())
     }))
     .await;
 
-    let mut nodes = Vec::new();
+    let mut verified_nodes = Vec::new();
     let mut endpoints = Vec::new();
-    for (remote, (verified, detected)) in connected.iter().zip(results) {
+    for (node, (verified, detected)) in nodes.iter().zip(results) {
         let (report, error) = match verified {
             Ok(report) => (Some(report), None),
             Err(error) => (None, Some(error.to_string())),
         };
         let verified_ok = report.as_ref().is_some_and(|r| r.ok);
-        nodes.push(NodeVerify { node: remote.name.clone(), report, error });
-        endpoints.push((
-            remote.name.clone(),
-            match (verified_ok, detected.map(|d| d.transport)) {
-                (true, Some(Transport::Roce { device, port, netdev, gid_index })) => {
-                    let address =
-                        remote.call(Link { netdev: netdev.clone() }).await.ok().flatten().and_then(|l| l.address);
-                    match address {
-                        Some(address) => Ok(Endpoint { remote, device, port, gid_index, address: address.to_string() }),
-                        None => Err(format!("{}: {netdev} has no IPv4 address", remote.name)),
-                    }
-                }
-                (true, _) => Err(format!("{} has no ACTIVE RoCE port", remote.name)),
-                (false, _) => Err(format!("{}'s toolbox did not pass verify", remote.name)),
-            },
-        ));
+        verified_nodes.push(NodeVerify { node: node.name().to_string(), report, error });
+        endpoints.push((node.name().to_string(), endpoint(*node, verified_ok, detected.map(|d| d.transport)).await));
     }
-    nodes.extend(unreachable.into_iter().map(|(node, error)| NodeVerify {
-        node,
-        report: None,
-        error: Some(error.to_string()),
-    }));
-    in_cluster_order(settings, &mut nodes, |n| &n.node);
 
     // Every pair, one at a time: perftest listens on one port per server.
     let mut pairs = Vec::new();
@@ -155,46 +150,70 @@ pub async fn cluster_verify(settings: &ClusterSettings, toolbox: &str) -> Result
             });
         }
     }
-    close_all(connected).await;
-    let ok = nodes.iter().all(|n| n.report.as_ref().is_some_and(|r| r.ok))
+    let ok = verified_nodes.iter().all(|n| n.report.as_ref().is_some_and(|r| r.ok))
         && pairs.iter().all(|p| p.perftest.status != Status::Fail && p.rccl.status != Status::Fail);
-    Ok(ClusterVerifyReport { toolbox: toolbox.to_string(), ok, nodes, pairs })
+    ClusterVerifyReport { toolbox: toolbox.to_string(), ok, nodes: verified_nodes, pairs }
+}
+
+/// Where a node's proofs run: its RoCE port and address, or why it has none.
+async fn endpoint<'a>(
+    node: &'a dyn Node,
+    verified_ok: bool,
+    transport: Option<Transport>,
+) -> std::result::Result<Endpoint<'a>, String> {
+    match (verified_ok, transport) {
+        (true, Some(Transport::Roce { device, port, netdev, gid_index })) => {
+            let address = node.call(Link { netdev: netdev.clone() }).await.ok().flatten().and_then(|l| l.address);
+            match address {
+                Some(address) => Ok(Endpoint { node, device, port, gid_index, address: address.to_string() }),
+                None => Err(format!("{}: {netdev} has no IPv4 address", node.name())),
+            }
+        }
+        (true, _) => Err(format!("{} has no ACTIVE RoCE port", node.name())),
+        (false, _) => Err(format!("{}'s toolbox did not pass verify", node.name())),
+    }
+}
+
+/// `argv` in the node's toolbox `toolbox`, its output captured.
+async fn in_toolbox(node: &dyn Node, toolbox: &str, argv: Vec<String>) -> Result<ExecReport> {
+    node.call(Exec { toolbox: toolbox.to_string(), argv }).await
+}
+
+fn argv(words: &[&str]) -> Vec<String> {
+    words.iter().map(|word| word.to_string()).collect()
 }
 
 /// The image lacks the program: exit 126/127, or the engine's "not found".
-fn missing(output: &RemoteOutput) -> bool {
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    matches!(output.status, Some(126 | 127))
-        || stderr.contains("executable file not found")
-        || stderr.contains("not found in $PATH")
+fn missing(output: &ExecReport) -> bool {
+    matches!(output.exit_code, 126 | 127)
+        || output.stderr.contains("executable file not found")
+        || output.stderr.contains("not found in $PATH")
 }
 
-fn text(output: &RemoteOutput) -> String {
-    format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr))
+fn text(output: &ExecReport) -> String {
+    format!("{}{}", output.stdout, output.stderr)
 }
 
-fn last_lines(output: &RemoteOutput) -> Vec<String> {
-    let all = text(output);
-    let lines: Vec<&str> = all.lines().filter(|l| !l.trim().is_empty()).collect();
-    lines[lines.len().saturating_sub(3)..].iter().map(|l| l.to_string()).collect()
+/// The last words of a proof's output: its evidence.
+fn last_lines(output: &ExecReport) -> Vec<String> {
+    output.last_lines(3)
 }
 
 /// Whether `argv` runs in both toolboxes: None, or why the proof is skipped.
 async fn lacks(toolbox: &str, endpoints: [&Endpoint<'_>; 2], argv: &[&str], what: &str) -> Option<String> {
     let probe: Vec<String> = argv.iter().map(|a| a.to_string()).collect();
     for endpoint in endpoints {
-        match endpoint.remote.in_toolbox(toolbox, &probe).await {
-            Ok(output) if missing(&output) => {
-                return Some(format!("{what} not in the image ({})", endpoint.remote.name))
-            }
-            Ok(output) if output.status != Some(0) => {
+        let name = endpoint.node.name();
+        match in_toolbox(endpoint.node, toolbox, probe.clone()).await {
+            Ok(output) if missing(&output) => return Some(format!("{what} not in the image ({name})")),
+            Ok(output) if !output.success() => {
                 let said = last_lines(&output).join(" ");
                 if said.contains("No module named") {
-                    return Some(format!("{what} not in the image ({})", endpoint.remote.name));
+                    return Some(format!("{what} not in the image ({name})"));
                 }
             }
             Ok(_) => {}
-            Err(error) => return Some(format!("cannot run in {}'s toolbox: {error}", endpoint.remote.name)),
+            Err(error) => return Some(format!("cannot run in {name}'s toolbox: {error}")),
         }
     }
     None
@@ -234,7 +253,7 @@ async fn perftest_run(
     from: &Endpoint<'_>,
     to: &Endpoint<'_>,
     extra: &[&str],
-) -> std::result::Result<RemoteOutput, Proof> {
+) -> std::result::Result<ExecReport, Proof> {
     let common = |endpoint: &Endpoint<'_>| -> Vec<String> {
         let mut args = argv(&["timeout", PROOF_SECONDS, program, "-d", &endpoint.device]);
         args.extend(["-i".into(), endpoint.port.to_string(), "-x".into(), endpoint.gid_index.to_string(), "-F".into()]);
@@ -242,22 +261,22 @@ async fn perftest_run(
         args
     };
     let server_args = common(to);
-    let server = to.remote.in_toolbox(toolbox, &server_args);
+    let server = in_toolbox(to.node, toolbox, server_args);
     let mut client_args = common(from);
     client_args.push(to.address.clone());
     let client = async {
         // perftest's client retries its connection for a while; give the server a head start.
         tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-        from.remote.in_toolbox(toolbox, &client_args).await
+        in_toolbox(from.node, toolbox, client_args).await
     };
     let (server, client) = tokio::join!(server, client);
     // The server's own outcome adds nothing the client's does not say.
     drop(server);
     match client {
         Ok(client) if missing(&client) => Err(Proof::skipped(format!("{program} not in the image"))),
-        Ok(client) if client.status == Some(0) => Ok(client),
+        Ok(client) if client.success() => Ok(client),
         Ok(client) => Err(Proof::failed(
-            format!("{program} failed between {} and {}", from.remote.name, to.remote.name),
+            format!("{program} failed between {} and {}", from.node.name(), to.node.name()),
             last_lines(&client),
         )),
         Err(error) => Err(Proof::failed(error.to_string(), vec![])),
@@ -290,14 +309,14 @@ async fn all_reduce(toolbox: &str, from: &Endpoint<'_>, to: &Endpoint<'_>) -> Pr
         ])
     };
     let (rank0, rank1) = (rank("0"), rank("1"));
-    let (zero, one) = tokio::join!(from.remote.in_toolbox(toolbox, &rank0), to.remote.in_toolbox(toolbox, &rank1));
+    let (zero, one) = tokio::join!(in_toolbox(from.node, toolbox, rank0), in_toolbox(to.node, toolbox, rank1));
     let (zero, one) = match (zero, one) {
         (Ok(zero), Ok(one)) => (zero, one),
         (Err(error), _) | (_, Err(error)) => return Proof::failed(error.to_string(), vec![]),
     };
     let log = format!("{}\n{}", text(&zero), text(&one));
     let verdict = judge_rccl_log(&log);
-    match (verdict.network, zero.status == Some(0) && one.status == Some(0)) {
+    match (verdict.network, zero.success() && one.success()) {
         (RcclNetwork::Roce, true) => Proof {
             status: Status::Pass,
             message: "the all-reduce ran over RoCE (NET/IB)".into(),

@@ -3,19 +3,19 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::model::ModelRequest;
 use crate::check::{Check, Status};
 use crate::cli::{ClusterArgs, ClusterCommand, SpreadMode};
 use crate::cluster::checks::ClusterDoctorReport;
 use crate::cluster::install::{cluster_install, InstallAction, InstallReport};
-use crate::cluster::nodes::{default_cluster_file, parse_node_list, ClusterFile};
-use crate::cluster::refresh::{cluster_refresh, ClusterOutcome, ClusterRefreshReport};
+use crate::cluster::nodes::{parse_node_list, ClusterFile};
+use crate::cluster::refresh::{refresh_nodes, ClusterOutcome, ClusterRefreshReport};
 use crate::cluster::spread::{SpreadReport, SpreadSettings};
 use crate::cluster::status::{cluster_status, ClusterStatusReport, NodeStatus};
 use crate::cluster::verify::{cluster_verify, ClusterVerifyReport, Proof};
-use crate::cluster::{close_all, connect_all, connect_ours, doctor::cluster_doctor, ClusterSettings};
+use crate::cluster::{doctor::cluster_doctor, with_nodes, with_our_nodes, ClusterSettings};
 use crate::error::{Error, Result};
 use crate::image::reference::ImageRef;
 use crate::image::short_digest;
@@ -28,7 +28,7 @@ use crate::settings::Settings;
 
 pub async fn run(args: &ClusterArgs, settings: &Settings, out: &Output) -> Result<i32> {
     if let ClusterCommand::Init = args.command {
-        return init(args, out);
+        return init(args, settings, out);
     }
     let cluster = cluster_settings(args, settings)?;
     match &args.command {
@@ -50,19 +50,14 @@ pub async fn run(args: &ClusterArgs, settings: &Settings, out: &Output) -> Resul
             Ok(report.exit_code())
         }
         ClusterCommand::Launch(launch) => {
-            let nodes = connect_ours(&cluster, "nothing was started").await?;
-            let nodes_dyn: Vec<&dyn Node> = nodes.iter().map(|n| n as &dyn Node).collect();
-            let result = super::launch::run(launch, &nodes_dyn, out).await;
-            close_all(nodes).await;
-            result
+            with_our_nodes(&cluster, "nothing was started", async |nodes| super::launch::run(launch, nodes, out).await)
+                .await
         }
         ClusterCommand::Stop(toolbox) => {
-            let (nodes, unreachable) = connect_all(&cluster).await;
-            let unreachable: Vec<(String, String)> = unreachable.into_iter().map(|(n, e)| (n, e.to_string())).collect();
-            let nodes_dyn: Vec<&dyn Node> = nodes.iter().map(|n| n as &dyn Node).collect();
-            let result = super::stop::run(&toolbox.toolbox(), &nodes_dyn, unreachable, out).await;
-            close_all(nodes).await;
-            result
+            with_nodes(&cluster, async |nodes, unreachable| {
+                super::stop::run(&toolbox.toolbox(), nodes, said(unreachable), out).await
+            })
+            .await
         }
         ClusterCommand::Logs(logs) => {
             let mut cluster = cluster;
@@ -75,16 +70,16 @@ pub async fn run(args: &ClusterArgs, settings: &Settings, out: &Output) -> Resul
                 }
                 cluster.nodes.retain(|n| n == node);
             }
-            let (nodes, unreachable) = connect_all(&cluster).await;
-            for (node, error) in &unreachable {
-                out.warn(&format!("{node}: {error}"));
-            }
-            let nodes_dyn: Vec<&dyn Node> = nodes.iter().map(|n| n as &dyn Node).collect();
-            let result =
-                super::logs::run(&logs.logs.toolbox.toolbox(), &nodes_dyn, logs.logs.lines, logs.logs.follow, out)
-                    .await;
-            close_all(nodes).await;
-            result.map(|code| code.max(i32::from(!unreachable.is_empty())))
+            with_nodes(&cluster, async |nodes, unreachable| {
+                for (node, error) in &unreachable {
+                    out.warn(&format!("{node}: {error}"));
+                }
+                let code =
+                    super::logs::run(&logs.logs.toolbox.toolbox(), nodes, logs.logs.lines, logs.logs.follow, out)
+                        .await?;
+                Ok(code.max(i32::from(!unreachable.is_empty())))
+            })
+            .await
         }
         ClusterCommand::Install => {
             let report = cluster_install(&cluster).await?;
@@ -93,18 +88,17 @@ pub async fn run(args: &ClusterArgs, settings: &Settings, out: &Output) -> Resul
         }
         ClusterCommand::Model(command) => {
             let request = ModelRequest::parse(command)?;
-            let (nodes, unreachable) = match &request {
+            let run =
+                async |nodes: &[&dyn Node], unreachable| super::model::run(&request, nodes, unreachable, out).await;
+            match &request {
                 // A pull changes every node: all of them, or none.
-                ModelRequest::Pull(_) => (connect_ours(&cluster, "nothing was pulled").await?, Vec::new()),
-                ModelRequest::List(_) => {
-                    let (nodes, unreachable) = connect_all(&cluster).await;
-                    (nodes, unreachable.into_iter().map(|(n, e)| (n, e.to_string())).collect())
+                ModelRequest::Pull(_) => {
+                    with_our_nodes(&cluster, "nothing was pulled", async |nodes| run(nodes, Vec::new()).await).await
                 }
-            };
-            let nodes_dyn: Vec<&dyn Node> = nodes.iter().map(|n| n as &dyn Node).collect();
-            let result = super::model::run(&request, &nodes_dyn, unreachable, out).await;
-            close_all(nodes).await;
-            result
+                ModelRequest::List(_) => {
+                    with_nodes(&cluster, async |nodes, unreachable| run(nodes, said(unreachable)).await).await
+                }
+            }
         }
         ClusterCommand::Refresh(args) => {
             // A busy node fails the cluster refresh at once (apply::lock says why).
@@ -115,15 +109,25 @@ pub async fn run(args: &ClusterArgs, settings: &Settings, out: &Output) -> Resul
                 port: args.spread_port,
                 registry_image: args.spread_registry_image.clone(),
             };
-            out.report(&cluster_refresh(&cluster, &request, &spread).await?);
+            let reporter = out.reporter();
+            let refreshed = with_our_nodes(&cluster, "nothing was changed", async |nodes| {
+                refresh_nodes(nodes, &request, &spread, reporter.as_ref()).await
+            })
+            .await?;
+            out.report(&refreshed);
             Ok(0)
         }
     }
 }
 
+/// The nodes that did not answer, each with why, as the reports say it.
+fn said(unreachable: Vec<(String, Error)>) -> Vec<(String, String)> {
+    unreachable.into_iter().map(|(node, error)| (node, error.to_string())).collect()
+}
+
 /// The cluster file's path: --cluster, else the XDG default.
-fn cluster_file_path(args: &ClusterArgs) -> Result<PathBuf> {
-    args.cluster.clone().or_else(default_cluster_file).ok_or_else(|| {
+fn cluster_file_path(args: &ClusterArgs, settings: &Settings) -> Result<PathBuf> {
+    args.cluster.clone().or_else(|| settings.paths.cluster_file()).ok_or_else(|| {
         Error::Usage("no cluster file location: neither --cluster, XDG_CONFIG_HOME nor HOME is set".into())
     })
 }
@@ -133,20 +137,21 @@ fn cluster_settings(args: &ClusterArgs, settings: &Settings) -> Result<ClusterSe
     let (nodes, file_ssh_config) = match &args.nodes {
         Some(list) => (parse_node_list(list)?, None),
         None => {
-            let file = ClusterFile::read(&cluster_file_path(args)?)?;
+            let file = ClusterFile::read(&cluster_file_path(args, settings)?)?;
             (file.nodes, file.ssh_config)
         }
     };
     let ssh = SshOptions {
         config_file: args.ssh_config.clone().or(file_ssh_config),
-        connect_timeout: Duration::from_secs(args.connect_timeout.max(1)),
+        connect_timeout: Duration::from_secs(args.connect_timeout),
+        runtime_dir: settings.paths.runtime_path().to_path_buf(),
     };
     Ok(ClusterSettings { nodes, ssh, reporter: settings.reporter.clone() })
 }
 
 /// What `cluster init` wrote.
-#[derive(Serialize)]
-struct Initialized {
+#[derive(Serialize, Deserialize)]
+pub(super) struct Initialized {
     path: PathBuf,
     cluster: ClusterFile,
 }
@@ -158,13 +163,13 @@ impl Render for Initialized {
     }
 }
 
-fn init(args: &ClusterArgs, out: &Output) -> Result<i32> {
+fn init(args: &ClusterArgs, settings: &Settings, out: &Output) -> Result<i32> {
     let list = args
         .nodes
         .as_deref()
         .ok_or_else(|| Error::Usage("`cluster init` needs --nodes NODE,NODE,... (the head first)".into()))?;
     let cluster = ClusterFile::new(parse_node_list(list)?, args.ssh_config.clone())?;
-    let path = cluster_file_path(args)?;
+    let path = cluster_file_path(args, settings)?;
     cluster.write(&path)?;
     out.report(&Initialized { path, cluster });
     Ok(0)

@@ -42,7 +42,7 @@ fn request(args: &LaunchArgs) -> Result<LaunchRequest> {
         tp: args.tp,
         host: args.host,
         port: args.port,
-        timeout: Duration::from_secs(args.timeout.max(1)),
+        timeout: Duration::from_secs(args.timeout),
         replace: args.replace,
         dry_run: args.dry_run,
         extra: args.extra.clone(),

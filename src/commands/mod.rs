@@ -8,6 +8,8 @@ mod completions;
 mod detect;
 mod doctor;
 mod enter;
+#[cfg(test)]
+mod json_doc;
 mod launch;
 mod list;
 mod logs;
@@ -66,7 +68,7 @@ pub fn run(command: Command, settings: &Settings, out: &Output) -> Result<i32> {
                 })?;
             runtime.block_on(async move {
                 match command {
-                    Command::Refresh(args) => refresh::run(&args, settings, out).await,
+                    Command::Refresh(args) => refresh::run(&args, &LocalNode::new(settings), out).await,
                     Command::Enter(args) => enter::run(&args, settings, out).await,
                     Command::Verify(args) => verify::run(&args, settings, out).await,
                     Command::List => list::run(settings, out).await,

@@ -55,7 +55,7 @@ impl Render for RcclReport {
             let group = groups.entry(object.id.as_str()).or_default();
             group.0 += 1;
             group.1 += object.size;
-            group.2.insert(object.compression);
+            group.2.insert(object.compression.as_str());
         }
         let width = groups.keys().map(|id| id.len()).max().unwrap_or(0);
         for (id, (count, bytes, compressions)) in &groups {

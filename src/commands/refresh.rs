@@ -1,20 +1,27 @@
-//! `refresh [latest|dev]`: pull (or build) the image, then create or update the toolbox atomically.
+//! `refresh [latest|dev]`: pull (or build) the image, then create or update the toolbox atomically:
+//! `cluster refresh` on a cluster of one node, this machine.
 
 use std::io::{BufRead, IsTerminal};
 use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::cli::{RefreshArgs, RefreshOptions};
+use crate::cluster::refresh::refresh_nodes;
+use crate::cluster::spread::SpreadSettings;
 use crate::error::{Error, Result};
 use crate::image::reference::{default_name, parse_channel};
 use crate::node::ssh::shell_quote;
-use crate::ops::refresh::{refresh, ImageSource, RefreshReport, RefreshRequest};
+use crate::node::Node;
+use crate::ops::refresh::{ImageSource, RefreshReport, RefreshRequest};
 use crate::output::{Output, Render, Style};
-use crate::settings::Settings;
 
-pub async fn run(args: &RefreshArgs, settings: &Settings, out: &Output) -> Result<i32> {
+pub async fn run(args: &RefreshArgs, node: &dyn Node, out: &Output) -> Result<i32> {
     let lock_wait = if args.no_wait { Duration::ZERO } else { Duration::from_secs(args.wait) };
-    out.report(&refresh(settings, &request(&args.options, args.rccl.clone(), lock_wait, out)?).await?);
+    let request = request(&args.options, args.rccl.clone(), lock_wait, out)?;
+    let refreshed = refresh_nodes(&[node], &request, &SpreadSettings::default(), out.reporter().as_ref()).await?;
+    // The node's own report, as `refresh` has always shown it.
+    let report = refreshed.nodes.into_iter().next().map(|node| node.report);
+    out.report(&report.ok_or_else(|| Error::Internal("a refresh of one node reported no node".into()))?);
     Ok(0)
 }
 

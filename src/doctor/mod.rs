@@ -57,5 +57,22 @@ fn gib(bytes: u64) -> String {
 /// Jumbo frames: what RoCE wants end to end, and what a TCP link needs to keep up.
 const JUMBO_MTU: u32 = 9000;
 
+/// A link's MTU, checked: jumbo frames pass; less, or unknown, warns: `{netdev} MTU is N{note}`
+/// then `why`, with the fix that sets it to `set_to` and keeps it (NetworkManager), then `also`.
+fn mtu_check(name: String, netdev: &str, mtu: Option<u32>, note: &str, why: &str, set_to: u32, also: &str) -> Check {
+    match mtu {
+        Some(mtu) if mtu >= JUMBO_MTU => check(name, Status::Pass, format!("{netdev} MTU {mtu}{note}"), None),
+        mtu => check(
+            name,
+            Status::Warn,
+            format!("{netdev} MTU is {}{note}{why}", mtu.map_or("unknown".into(), |m| m.to_string())),
+            Some(format!(
+                "`sudo ip link set dev {netdev} mtu {set_to}`, persisted with `sudo nmcli connection modify {netdev} \
+                 802-3-ethernet.mtu {set_to}`{also}"
+            )),
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests;

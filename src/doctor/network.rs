@@ -1,7 +1,7 @@
 //! The link between nodes: which transport RCCL will use, and the Thunderbolt cable when it is
 //! (or would be) that link.
 
-use super::{check, Check, Status, JUMBO_MTU};
+use super::{check, mtu_check, Check, Status};
 use crate::host::netdev::THUNDERBOLT;
 use crate::host::{HostFacts, Netdev};
 use crate::spec::Transport;
@@ -60,21 +60,8 @@ fn thunderbolt_checks(thunderbolt: &Netdev, checks: &mut Vec<Check>) {
             Some(format!("check the Thunderbolt 4 / USB4 cable, then `sudo nmcli connection up {name}`")),
         ));
     }
-    checks.push(match thunderbolt.mtu {
-        Some(mtu) if mtu >= JUMBO_MTU => check(format!("{name}:mtu"), Status::Pass, format!("{name} MTU {mtu}"), None),
-        mtu => check(
-            format!("{name}:mtu"),
-            Status::Warn,
-            format!(
-                "{name} MTU is {}: TCP over Thunderbolt needs large frames to keep up",
-                mtu.map_or("unknown".into(), |m| m.to_string())
-            ),
-            Some(format!(
-                "`sudo ip link set dev {name} mtu {THUNDERBOLT_MTU}`, persisted with \
-                 `sudo nmcli connection modify {name} 802-3-ethernet.mtu {THUNDERBOLT_MTU}`"
-            )),
-        ),
-    });
+    let why = ": TCP over Thunderbolt needs large frames to keep up";
+    checks.push(mtu_check(format!("{name}:mtu"), name, thunderbolt.mtu, "", why, THUNDERBOLT_MTU, ""));
     checks.push(match &thunderbolt.ipv4 {
         Some(addresses) if !addresses.is_empty() => {
             check(format!("{name}:ipv4"), Status::Pass, format!("{name} {}", addresses.join(" ")), None)

@@ -1,6 +1,6 @@
 //! RDMA: device nodes, and per port its link, its netdev's MTU and its RoCE v2 GID.
 
-use super::{check, Check, Status, JUMBO_MTU};
+use super::{check, mtu_check, Check, Status, JUMBO_MTU};
 use crate::host::{HostFacts, RdmaPort};
 use crate::spec::Transport;
 
@@ -55,32 +55,17 @@ pub(super) fn checks(facts: &HostFacts, checks: &mut Vec<Check>) {
         // The link's own settings matter on the port in use and, while no port is up, on every
         // port: whichever comes up should not then fail on its MTU or its address.
         if port.is_active() || !any_active {
-            mtu_check(&name, port, checks);
+            port_mtu_check(&name, port, checks);
             gid_check(&name, port, checks);
         }
     }
 }
 
-fn mtu_check(name: &str, port: &RdmaPort, checks: &mut Vec<Check>) {
+fn port_mtu_check(name: &str, port: &RdmaPort, checks: &mut Vec<Check>) {
     let netdev = port.netdev.as_deref().unwrap_or("?");
     let down = if port.is_active() { "" } else { " (port down)" };
-    match port.mtu {
-        Some(mtu) if mtu >= JUMBO_MTU => {
-            checks.push(check(format!("{name}:mtu"), Status::Pass, format!("{netdev} MTU {mtu}{down}"), None))
-        }
-        mtu => checks.push(check(
-            format!("{name}:mtu"),
-            Status::Warn,
-            format!(
-                "{netdev} MTU is {}{down}; RoCE wants jumbo frames ({JUMBO_MTU}) end to end",
-                mtu.map_or("unknown".into(), |m| m.to_string())
-            ),
-            Some(format!(
-                "`sudo ip link set dev {netdev} mtu {JUMBO_MTU}`, persisted with \
-                `sudo nmcli connection modify {netdev} 802-3-ethernet.mtu {JUMBO_MTU}` (and the switch port)"
-            )),
-        )),
-    }
+    let why = format!("; RoCE wants jumbo frames ({JUMBO_MTU}) end to end");
+    checks.push(mtu_check(format!("{name}:mtu"), netdev, port.mtu, down, &why, JUMBO_MTU, " (and the switch port)"));
 }
 
 fn gid_check(name: &str, port: &RdmaPort, checks: &mut Vec<Check>) {

@@ -1,6 +1,8 @@
 //! Reaching the engine: which one, on which socket, and a podman service of our own when
 //! podman is installed but nothing answers.
 
+use std::sync::Arc;
+
 use super::docker::DockerEngine;
 use super::endpoint;
 use super::podman::PodmanEngine;
@@ -12,13 +14,19 @@ use crate::host::installed::Installed;
 /// A live connection to an engine. Holds the podman service it had to start, if any, so the
 /// service stops when the connection is dropped.
 pub struct Connection {
-    engine: Box<dyn Engine>,
+    engine: Arc<dyn Engine>,
     _service: Option<TemporaryService>,
 }
 
 impl Connection {
     pub fn engine(&self) -> &dyn Engine {
         self.engine.as_ref()
+    }
+
+    /// A connection to an engine already here: a unit test's in-memory one.
+    #[cfg(test)]
+    pub fn to(engine: Arc<dyn Engine>) -> Connection {
+        Connection { engine, _service: None }
     }
 }
 
@@ -31,7 +39,7 @@ pub async fn connect(kind: EngineKind, installed: &Installed) -> Result<Connecti
         EngineKind::Podman => {
             let sockets = endpoint::podman_sockets(&env)?;
             if let Some(socket) = sockets.iter().find(|s| endpoint::answers(s)) {
-                return Ok(Connection { engine: Box::new(PodmanEngine::new(socket)?), _service: None });
+                return Ok(Connection { engine: Arc::new(PodmanEngine::new(socket)?), _service: None });
             }
             if let Some(host) = env("CONTAINER_HOST").filter(|h| !h.is_empty()) {
                 return Err(EngineKind::Podman.unavailable(
@@ -46,7 +54,7 @@ pub async fn connect(kind: EngineKind, installed: &Installed) -> Result<Connecti
                 ));
             };
             let service = TemporaryService::start(&program)?;
-            let engine = Box::new(PodmanEngine::new(&service.socket)?);
+            let engine = Arc::new(PodmanEngine::new(&service.socket)?);
             Ok(Connection { engine, _service: Some(service) })
         }
         EngineKind::Docker => {
@@ -57,7 +65,7 @@ pub async fn connect(kind: EngineKind, installed: &Installed) -> Result<Connecti
                     "start it (`sudo systemctl start docker`) or set DOCKER_HOST",
                 ));
             }
-            Ok(Connection { engine: Box::new(DockerEngine::connect(&socket)?), _service: None })
+            Ok(Connection { engine: Arc::new(DockerEngine::connect(&socket)?), _service: None })
         }
     }
 }

@@ -14,7 +14,9 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 pub use multi::MultiError;
-pub use report::ErrorReport;
+#[cfg(test)]
+pub use report::ErrorObject;
+pub use report::{ErrorReport, NodeErrorReport};
 
 /// Exit code for a failure (something did not work).
 pub const EXIT_FAILURE: i32 = 1;
@@ -83,6 +85,44 @@ pub enum ErrorKind {
 }
 
 impl ErrorKind {
+    const ALL: [ErrorKind; 12] = [
+        ErrorKind::Usage,
+        ErrorKind::Host,
+        ErrorKind::Engine,
+        ErrorKind::Registry,
+        ErrorKind::Command,
+        ErrorKind::Node,
+        ErrorKind::Verification,
+        ErrorKind::Interrupted,
+        ErrorKind::Nodes,
+        ErrorKind::Artifact,
+        ErrorKind::Toolbox,
+        ErrorKind::Internal,
+    ];
+
+    /// Its name, as `--json` error objects and the node protocol carry it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::Usage => "usage",
+            ErrorKind::Host => "host",
+            ErrorKind::Engine => "engine",
+            ErrorKind::Registry => "registry",
+            ErrorKind::Command => "command",
+            ErrorKind::Node => "node",
+            ErrorKind::Verification => "verification",
+            ErrorKind::Interrupted => "interrupted",
+            ErrorKind::Nodes => "nodes",
+            ErrorKind::Artifact => "artifact",
+            ErrorKind::Toolbox => "toolbox",
+            ErrorKind::Internal => "internal",
+        }
+    }
+
+    /// The kind named `name`; None for a name this build does not know.
+    pub fn parse(name: &str) -> Option<ErrorKind> {
+        ErrorKind::ALL.into_iter().find(|kind| kind.as_str() == name)
+    }
+
     /// The exit code of a failure of this kind, when its kind is all that is known (a node's
     /// report): an interruption counts as Ctrl-C.
     pub fn exit_code(self) -> i32 {
@@ -268,6 +308,12 @@ impl Error {
 const INTERNAL_FIX: &str = "this is a bug in strix-toolbox; please report it";
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// The last line with something on it of what a program printed, for an error message (None: it
+/// printed nothing).
+pub fn last_line(text: &str) -> Option<&str> {
+    text.lines().map(str::trim).rfind(|line| !line.is_empty())
+}
 
 #[cfg(test)]
 mod tests;

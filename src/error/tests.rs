@@ -193,3 +193,12 @@ fn a_node_is_named_once_in_a_multi_error() {
     assert!(!text.contains("node1: node node1") && !text.contains("node2: node node2"), "{text}");
     assert!(text.contains("\n  node1: podman: pull") && text.contains("\n  node2: cannot reach node node2"), "{text}");
 }
+
+#[test]
+fn every_kind_is_named_as_serde_names_it() {
+    for kind in ErrorKind::ALL {
+        assert_eq!(serde_json::to_value(kind).unwrap(), kind.as_str());
+        assert_eq!(ErrorKind::parse(kind.as_str()), Some(kind));
+    }
+    assert_eq!(ErrorKind::parse("quota"), None);
+}

@@ -139,7 +139,7 @@ fn zone_rules(root: &HostRoot) -> BTreeMap<String, ZoneRules> {
         root.list(dir)
             .into_iter()
             .filter(|f| f.ends_with(".xml"))
-            .filter_map(|f| Some((f.trim_end_matches(".xml").to_string(), root.read(&format!("{dir}/{f}")).ok()??)))
+            .filter_map(|f| Some((f.trim_end_matches(".xml").to_string(), root.read(format!("{dir}/{f}")).ok()??)))
             .collect()
     };
     let mut zones: BTreeMap<String, String> = files(SHIPPED_ZONES_DIR).into_iter().collect();

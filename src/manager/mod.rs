@@ -8,6 +8,8 @@ pub mod process;
 mod recreate;
 mod toolbox;
 
+use std::path::Path;
+
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
@@ -123,7 +125,13 @@ fn spec_fields(request: &CreateRequest) -> CreateRequest {
 
 /// Pick the manager: `auto` is Toolbx with podman when installed, else distrobox (not as root),
 /// else native.
-pub fn choose(choice: ManagerChoice, engine: EngineKind, installed: &Installed) -> Result<Box<dyn Manager>> {
+pub fn choose(
+    choice: ManagerChoice,
+    engine: EngineKind,
+    installed: &Installed,
+    home: Option<&Path>,
+) -> Result<Box<dyn Manager>> {
+    let native = || Ok(Box::new(Native { home: home.map(Path::to_path_buf) }) as Box<dyn Manager>);
     let toolbox = || -> Result<Box<dyn Manager>> {
         let program = installed.toolbox.clone().ok_or_else(|| {
             not_installed(
@@ -160,7 +168,7 @@ pub fn choose(choice: ManagerChoice, engine: EngineKind, installed: &Installed) 
     match choice {
         ManagerChoice::Toolbox => toolbox(),
         ManagerChoice::Distrobox => distrobox(),
-        ManagerChoice::Native => Ok(Box::new(Native)),
+        ManagerChoice::Native => native(),
         ManagerChoice::Auto
             if engine == EngineKind::Podman && installed.toolbox.is_some() && installed.podman.is_some() =>
         {
@@ -168,7 +176,7 @@ pub fn choose(choice: ManagerChoice, engine: EngineKind, installed: &Installed) 
         }
         // distrobox refuses to run as root.
         ManagerChoice::Auto if installed.distrobox.is_some() && !running_as_root() => distrobox(),
-        ManagerChoice::Auto => Ok(Box::new(Native)),
+        ManagerChoice::Auto => native(),
     }
 }
 
@@ -178,7 +186,7 @@ fn running_as_root() -> bool {
 }
 
 /// The manager that made a container, from its label (native when unlabelled).
-pub fn for_existing(kind: ManagerKind, installed: &Installed) -> Box<dyn Manager> {
+pub fn for_existing(kind: ManagerKind, installed: &Installed, home: Option<&Path>) -> Box<dyn Manager> {
     match (kind, &installed.toolbox, &installed.podman, &installed.distrobox) {
         (ManagerKind::Toolbox, Some(program), Some(podman), _) => {
             Box::new(Toolbox { program: program.clone(), podman: podman.clone() })
@@ -186,7 +194,7 @@ pub fn for_existing(kind: ManagerKind, installed: &Installed) -> Box<dyn Manager
         (ManagerKind::Distrobox, _, podman, Some(program)) => {
             Box::new(Distrobox { program: program.clone(), podman: podman.clone() })
         }
-        _ => Box::new(Native),
+        _ => Box::new(Native { home: home.map(Path::to_path_buf) }),
     }
 }
 
@@ -209,7 +217,7 @@ mod tests {
 
     #[test]
     fn auto_prefers_toolbx_with_podman() {
-        let chosen = choose(ManagerChoice::Auto, EngineKind::Podman, &installed(true, true)).unwrap();
+        let chosen = choose(ManagerChoice::Auto, EngineKind::Podman, &installed(true, true), None).unwrap();
         assert_eq!(chosen.kind(), ManagerKind::Toolbox);
     }
 
@@ -218,17 +226,17 @@ mod tests {
         for (engine, tools) in
             [(EngineKind::Docker, installed(true, true)), (EngineKind::Podman, installed(true, false))]
         {
-            assert_eq!(choose(ManagerChoice::Auto, engine, &tools).unwrap().kind(), ManagerKind::Native);
+            assert_eq!(choose(ManagerChoice::Auto, engine, &tools, None).unwrap().kind(), ManagerKind::Native);
         }
     }
 
     #[test]
     fn explicit_choices_say_what_is_missing() {
-        let error = choose(ManagerChoice::Toolbox, EngineKind::Podman, &installed(true, false)).err().unwrap();
+        let error = choose(ManagerChoice::Toolbox, EngineKind::Podman, &installed(true, false), None).err().unwrap();
         assert!(error.to_string().contains("toolbox is not installed"), "{error}");
-        let error = choose(ManagerChoice::Toolbox, EngineKind::Docker, &installed(true, true)).err().unwrap();
+        let error = choose(ManagerChoice::Toolbox, EngineKind::Docker, &installed(true, true), None).err().unwrap();
         assert!(matches!(error, Error::Usage(_)), "{error}");
-        let error = choose(ManagerChoice::Distrobox, EngineKind::Podman, &installed(true, true)).err().unwrap();
+        let error = choose(ManagerChoice::Distrobox, EngineKind::Podman, &installed(true, true), None).err().unwrap();
         assert!(error.to_string().contains("distrobox is not installed"), "{error}");
     }
 }

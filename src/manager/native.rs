@@ -10,7 +10,10 @@ use crate::engine::argv::create_argv;
 use crate::engine::{CreateRequest, Engine, EngineInfo, EngineKind, Mount};
 use crate::error::Result;
 
-pub struct Native;
+/// `home`: the user's home, mounted at the same path and the toolbox's `HOME` (none: no mount).
+pub struct Native {
+    pub home: Option<PathBuf>,
+}
 
 #[async_trait]
 impl Manager for Native {
@@ -25,7 +28,7 @@ impl Manager for Native {
         request.host_network = true;
         request.host_ipc = true;
         request.keep_id = engine.kind == EngineKind::Podman && engine.rootless;
-        if let Some(home) = std::env::var_os("HOME").map(PathBuf::from).filter(|h| h.is_absolute()) {
+        if let Some(home) = self.home.clone() {
             request.mounts.push(Mount { source: home.clone(), target: home.clone(), read_only: false });
             request.env.insert("HOME".into(), home.display().to_string());
             request.workdir = Some(home);

@@ -10,6 +10,7 @@ use super::blob::BlobName;
 use super::repo_id::RepoId;
 use super::revision::{Commit, Revision};
 use crate::error::{Error, Result};
+use crate::paths::Paths;
 
 /// The deepest a snapshot's tree or a ref name goes (the Hub's repos are shallow).
 const MAX_DEPTH: usize = 32;
@@ -36,23 +37,20 @@ impl HubCache {
     }
 
     /// Where huggingface_hub puts it (`constants.py`): `HF_HUB_CACHE`, else
-    /// `HUGGINGFACE_HUB_CACHE`, else `$HF_HOME/hub`, else
-    /// `${XDG_CACHE_HOME:-$HOME/.cache}/huggingface/hub`. None without even a HOME.
-    pub fn resolve(env: impl Fn(&str) -> Option<String>) -> Option<HubCache> {
+    /// `HUGGINGFACE_HUB_CACHE`, else `$HF_HOME/hub`, else `CACHE_HOME/huggingface/hub` (the XDG
+    /// cache home, `~/.cache` by default). None without even a HOME.
+    pub fn resolve(env: impl Fn(&str) -> Option<String>, cache_home: Option<&Path>) -> Option<HubCache> {
         let set = |name: &str| env(name).filter(|value| !value.is_empty()).map(PathBuf::from);
         let root = set("HF_HUB_CACHE")
             .or_else(|| set("HUGGINGFACE_HUB_CACHE"))
             .or_else(|| set("HF_HOME").map(|home| home.join("hub")))
-            .or_else(|| {
-                let cache_home = set("XDG_CACHE_HOME").or_else(|| set("HOME").map(|home| home.join(".cache")))?;
-                Some(cache_home.join("huggingface/hub"))
-            })?;
+            .or_else(|| Some(cache_home?.join("huggingface/hub")))?;
         Some(HubCache::at(root))
     }
 
-    /// This process's cache (the node's agent: the home the toolbox mounts at the same path).
-    pub fn of_this_process() -> Result<HubCache> {
-        HubCache::resolve(|name| std::env::var(name).ok()).ok_or_else(|| {
+    /// This node's cache (the node's agent: the home the toolbox mounts at the same path).
+    pub fn of(paths: &Paths) -> Result<HubCache> {
+        HubCache::resolve(|name| std::env::var(name).ok(), paths.cache_home()).ok_or_else(|| {
             Error::host(
                 "HOME",
                 "neither HF_HUB_CACHE, HF_HOME nor HOME is set, so there is no Hugging Face cache",
@@ -325,7 +323,10 @@ mod tests {
 
     #[test]
     fn the_root_is_where_huggingface_hub_looks() {
-        let root = |pairs: &[(&str, &str)]| HubCache::resolve(env(pairs)).map(|c| c.root().to_path_buf());
+        let root = |pairs: &[(&str, &str)]| {
+            let paths = Paths::from_env(|name| env(pairs)(name).map(Into::into), 1000);
+            HubCache::resolve(env(pairs), paths.cache_home()).map(|c| c.root().to_path_buf())
+        };
         assert_eq!(root(&[("HOME", "/h")]), Some("/h/.cache/huggingface/hub".into()));
         assert_eq!(root(&[("HOME", "/h"), ("XDG_CACHE_HOME", "/x")]), Some("/x/huggingface/hub".into()));
         assert_eq!(root(&[("HOME", "/h"), ("HF_HOME", "/hf")]), Some("/hf/hub".into()));

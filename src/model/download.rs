@@ -75,7 +75,7 @@ struct ScriptAnswer {
 }
 
 pub async fn model_download(settings: &Settings, request: &ModelDownload) -> Result<ModelDownloaded> {
-    let cache = HubCache::of_this_process()?;
+    let cache = HubCache::of(&settings.paths)?;
     let repo = cache.repo(&request.repo);
     let revision = request.revision.clone().unwrap_or_else(Revision::main);
     let before = repo.bytes_on_disk();
@@ -115,7 +115,7 @@ pub async fn model_download(settings: &Settings, request: &ModelDownload) -> Res
     if repo.resolve(&revision)?.as_ref() != Some(&commit) {
         repo.write_ref(&revision, &commit)?;
     }
-    SnapshotRecords::of_this_process()?.write(&manifest)?;
+    SnapshotRecords::of(&settings.paths)?.write(&manifest)?;
     Ok(ModelDownloaded {
         cache: cache.root().display().to_string(),
         manifest,

@@ -11,6 +11,7 @@ use crate::model::blob_fetch::{fetch_blob, BlobSource};
 use crate::model::cache::HubCache;
 use crate::model::manifest::{SnapshotManifest, SnapshotRecords};
 use crate::model::revision::Revision;
+use crate::settings::Settings;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ModelFetch {
@@ -33,9 +34,9 @@ pub struct ModelFetched {
     pub repaired: Vec<String>,
 }
 
-pub async fn model_fetch(request: &ModelFetch) -> Result<ModelFetched> {
+pub async fn model_fetch(settings: &Settings, request: &ModelFetch) -> Result<ModelFetched> {
     let manifest = &request.manifest;
-    let cache = HubCache::of_this_process()?;
+    let cache = HubCache::of(&settings.paths)?;
     let repo = cache.repo(&manifest.repo);
     let blobs = manifest.blobs();
     let wrong = bad_blobs(&repo, blobs.clone()).await?;
@@ -51,7 +52,7 @@ pub async fn model_fetch(request: &ModelFetch) -> Result<ModelFetched> {
         repo.write_link(&manifest.commit, &file.path, &file.blob)?;
     }
     repo.write_ref(&request.revision, &manifest.commit)?;
-    SnapshotRecords::of_this_process()?.write(manifest)?;
+    SnapshotRecords::of(&settings.paths)?.write(manifest)?;
     Ok(ModelFetched {
         cache: cache.root().display().to_string(),
         fetched: wrong.len(),

@@ -12,6 +12,7 @@ use crate::model::cache::{HubCache, RepoDir};
 use crate::model::manifest::SnapshotRecords;
 use crate::model::repo_id::RepoId;
 use crate::model::revision::Commit;
+use crate::settings::Settings;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ModelList {
@@ -83,9 +84,9 @@ impl CachedRevision {
     }
 }
 
-pub async fn model_list(request: &ModelList) -> Result<ModelCacheReport> {
-    let cache = HubCache::of_this_process()?;
-    let records = SnapshotRecords::of_this_process().ok();
+pub async fn model_list(settings: &Settings, request: &ModelList) -> Result<ModelCacheReport> {
+    let cache = HubCache::of(&settings.paths)?;
+    let records = SnapshotRecords::of(&settings.paths).ok();
     let ids = match &request.repo {
         Some(id) => cache.repos()?.into_iter().filter(|found| found == id).collect(),
         None => cache.repos()?,

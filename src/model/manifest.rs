@@ -12,6 +12,7 @@ use super::blob::BlobName;
 use super::repo_id::RepoId;
 use super::revision::Commit;
 use crate::error::{Error, Result};
+use crate::paths::Paths;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SnapshotFile {
@@ -56,16 +57,9 @@ pub struct SnapshotRecords {
 }
 
 impl SnapshotRecords {
-    /// Under this process's XDG state directory.
-    pub fn of_this_process() -> Result<SnapshotRecords> {
-        let dir = crate::serving::record::state_dir().ok_or_else(|| {
-            Error::host(
-                "HOME",
-                "neither XDG_STATE_HOME nor HOME is set, so there is nowhere to record the snapshot",
-                "set HOME",
-            )
-        })?;
-        Ok(SnapshotRecords::in_dir(&dir.join("strix-toolbox/models")))
+    /// Under the XDG state directory.
+    pub fn of(paths: &Paths) -> Result<SnapshotRecords> {
+        Ok(SnapshotRecords::in_dir(&paths.state_dir("the record of a model's snapshot")?.join("models")))
     }
 
     pub fn in_dir(dir: &Path) -> SnapshotRecords {

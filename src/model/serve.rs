@@ -4,7 +4,7 @@
 //! after [`IDLE_LIMIT`] without a request.
 
 use std::collections::BTreeMap;
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -14,15 +14,13 @@ use tokio::sync::oneshot;
 
 use super::snapshot::manifest_here;
 use crate::error::{Error, Result};
-use crate::host::HostFacts;
-use crate::link::read_link;
+use crate::link::cluster_link;
 use crate::model::blob_server::{BlobServer, ServeStats};
 use crate::model::cache::HubCache;
 use crate::model::repo_id::RepoId;
 use crate::model::revision::Commit;
 use crate::serving::secret::Secret;
 use crate::settings::Settings;
-use crate::spec::Transport;
 
 /// A server nobody asks for this long stops (a head that never sent the stop).
 const IDLE_LIMIT: Duration = Duration::from_secs(600);
@@ -68,10 +66,11 @@ struct Running {
 }
 
 pub async fn model_serve(settings: &Settings, request: &ModelServe) -> Result<ModelServing> {
-    let repo = HubCache::of_this_process()?.repo(&request.repo);
+    let repo = HubCache::of(&settings.paths)?.repo(&request.repo);
     let manifest = manifest_here(&repo, &request.commit)?;
     let blobs: BTreeMap<_, _> = manifest.blobs().into_keys().map(|name| (name.clone(), repo.blob(&name))).collect();
-    let address = SocketAddr::from((link_address(settings).await?, 0));
+    // The cluster link's address alone: nothing off the link reaches the blobs.
+    let address = SocketAddr::from((cluster_link(settings).await?.address()?, 0));
     let server = BlobServer::bind(address, blobs.clone(), request.access.clone()).await.map_err(|e| Error::Host {
         what: "the cluster link".into(),
         message: format!("cannot listen on {address} for the other nodes: {e}"),
@@ -102,22 +101,4 @@ pub async fn model_serve_stop(request: &ModelServeStop) -> Result<ModelServeStop
 
 fn running() -> std::sync::MutexGuard<'static, BTreeMap<u64, Running>> {
     RUNNING.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-/// This node's address on the cluster link: the only one the server listens on.
-async fn link_address(settings: &Settings) -> Result<Ipv4Addr> {
-    let facts = HostFacts::read(&settings.open_host_root()?)?;
-    let transport = Transport::of(&facts);
-    let no_link = |message: String| Error::Host {
-        what: "the cluster link".into(),
-        message,
-        fix: Some("`strix-toolbox doctor` names what the cluster link lacks".into()),
-    };
-    let netdev = transport
-        .netdev()
-        .ok_or_else(|| no_link("this node has no cluster link (no ACTIVE RoCE port, no thunderbolt0 up)".into()))?;
-    read_link(netdev)
-        .await?
-        .and_then(|link| link.address)
-        .ok_or_else(|| no_link(format!("the cluster link {netdev} has no IPv4 address")))
 }

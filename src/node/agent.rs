@@ -1,17 +1,19 @@
 //! The node's side of the channel (`strix-toolbox agent`, started by the head over ssh): say
-//! hello, then answer each call with the same operation a local command runs, until the head
-//! closes the channel. Calls run concurrently; each answer goes out as one line when it is ready.
+//! hello, hear the head's (the protocol it speaks must be this one's), then answer each call with
+//! the same operation a local command runs, until the head closes the channel. Calls run concurrently; each answer goes out as one line when it is ready.
 //! A call already running when the head goes away still finishes: a half-done phase is worse than
 //! a finished one.
 
 use std::sync::Arc;
 
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 use super::call::{Call, NodeCall};
-use super::wire::{line, Hello, Outcome, Request, Response};
+use super::wire::{
+    line, read_line, HeadHello, Hello, LineError, Outcome, Request, Response, WireError, LINE_LIMIT, PROTOCOL,
+};
 use crate::error::{Error, Result};
 use crate::ops;
 use crate::settings::Settings;
@@ -34,15 +36,21 @@ pub async fn run_agent(
             }
         }
     });
-    let hello = line(&Hello::here()).map_err(|e| Error::Internal(format!("cannot encode the hello: {e}")))?;
+    let hello =
+        line(&Hello::here(&settings.paths)).map_err(|e| Error::Internal(format!("cannot encode the hello: {e}")))?;
     let _ = answers.send(hello);
 
     let mut running = JoinSet::new();
-    let mut lines = BufReader::new(input).lines();
+    let mut input = BufReader::new(input);
+    let mut heard_head = false;
     loop {
-        let text = match lines.next_line().await {
+        let text = match read_line(&mut input, LINE_LIMIT).await {
             Ok(Some(text)) => text,
             Ok(None) => break,
+            Err(LineError::TooLong) => {
+                let _ = answers.send(unreadable(0, &format!("a call too long to read: {}", LineError::TooLong)));
+                continue;
+            }
             Err(error) => {
                 let _ = answers.send(unreadable(0, &format!("cannot read the call: {error}")));
                 break;
@@ -50,6 +58,18 @@ pub async fn run_agent(
         };
         if text.trim().is_empty() {
             continue;
+        }
+        if !heard_head {
+            match head_speaks(&text) {
+                Ok(()) => {
+                    heard_head = true;
+                    continue;
+                }
+                Err(why) => {
+                    let _ = answers.send(unreadable(0, &why));
+                    break;
+                }
+            }
         }
         let request: Request = match serde_json::from_str(&text) {
             Ok(request) => request,
@@ -62,9 +82,15 @@ pub async fn run_agent(
         let (settings, answers) = (settings.clone(), answers.clone());
         running.spawn(async move {
             let outcome = answer(&settings, request.call).await;
-            if let Ok(text) = line(&Response { id: request.id, outcome }) {
-                let _ = answers.send(text);
-            }
+            let text = match line(&Response { id: request.id, outcome }) {
+                Ok(text) if text.len() <= LINE_LIMIT => text,
+                Ok(text) => unreadable(
+                    request.id,
+                    &format!("its answer is {} MiB, over the protocol's limit", text.len() >> 20),
+                ),
+                Err(error) => unreadable(request.id, &format!("cannot encode its answer: {error}")),
+            };
+            let _ = answers.send(text);
         });
     }
     while running.join_next().await.is_some() {}
@@ -73,7 +99,25 @@ pub async fn run_agent(
     Ok(())
 }
 
-/// The answer to a line that is no call.
+/// The head's first line says it speaks this node's protocol; else why not.
+fn head_speaks(text: &str) -> std::result::Result<(), String> {
+    match serde_json::from_str::<HeadHello>(text) {
+        Ok(hello) if hello.head.protocol == PROTOCOL => Ok(()),
+        Ok(hello) => Err(format!(
+            "the head (strix-toolbox {}) speaks protocol {}, this node (strix-toolbox {}) protocol {PROTOCOL}",
+            hello.head.version,
+            hello.head.protocol,
+            env!("CARGO_PKG_VERSION")
+        )),
+        Err(_) => Err(format!(
+            "the head did not say first which protocol it speaks; this node (strix-toolbox {}) speaks protocol \
+             {PROTOCOL}",
+            env!("CARGO_PKG_VERSION")
+        )),
+    }
+}
+
+/// An error answer to call `id` (0: to a line that is no call).
 fn unreadable(id: u64, why: &str) -> String {
     let node = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default().trim().to_string();
     let error = Error::Node {
@@ -81,14 +125,14 @@ fn unreadable(id: u64, why: &str) -> String {
         node,
         fix: Some("run the same strix-toolbox version on the head and every node (`cluster install`)".into()),
     };
-    line(&Response { id, outcome: Outcome::Error(error.report()) }).unwrap_or_default()
+    line(&Response { id, outcome: Outcome::Error(WireError::from(&error.report())) }).unwrap_or_default()
 }
 
 /// Run one call and wrap its answer for the wire.
 async fn answer(settings: &Settings, call: NodeCall) -> Outcome {
     match dispatch(settings, call).await {
         Ok(value) => Outcome::Ok(value),
-        Err(error) => Outcome::Error(error.report()),
+        Err(error) => Outcome::Error(WireError::from(&error.report())),
     }
 }
 
@@ -114,15 +158,15 @@ pub async fn dispatch(settings: &Settings, call: NodeCall) -> Result<serde_json:
         NodeCall::ServeStop(c) => reply(&c, serving::stop::serve_stop(settings, &c).await),
         NodeCall::ServeLogs(c) => reply(&c, serving::logs::serve_logs(settings, &c).await),
         NodeCall::ModelDownload(c) => reply(&c, model::download::model_download(settings, &c).await),
-        NodeCall::ModelList(c) => reply(&c, model::list::model_list(&c).await),
+        NodeCall::ModelList(c) => reply(&c, model::list::model_list(settings, &c).await),
         NodeCall::ModelServe(c) => reply(&c, model::serve::model_serve(settings, &c).await),
         NodeCall::ModelServeStop(c) => reply(&c, model::serve::model_serve_stop(&c).await),
-        NodeCall::ModelFetch(c) => reply(&c, model::fetch::model_fetch(&c).await),
+        NodeCall::ModelFetch(c) => reply(&c, model::fetch::model_fetch(settings, &c).await),
         NodeCall::SpreadResolve(c) => reply(&c, spread::resolve::resolve_upstream(settings, &c.image).await),
         NodeCall::ImageDigests(c) => reply(&c, spread::pull::image_digests(settings, &c).await),
         NodeCall::SpreadServe(c) => reply(&c, spread::registry::spread_serve(settings, &c).await),
         NodeCall::SpreadCopy(c) => reply(&c, spread::copy::spread_copy(settings, &c).await),
-        NodeCall::SpreadTrust(c) => reply(&c, spread::trust::spread_trust(&c).await),
+        NodeCall::SpreadTrust(c) => reply(&c, spread::trust::spread_trust(settings, &c).await),
         NodeCall::SpreadPrune(c) => reply(&c, spread::prune::spread_prune(settings, &c).await),
         NodeCall::SpreadStatus(c) => reply(&c, spread::status::spread_status(settings).await),
     }
@@ -162,6 +206,7 @@ mod tests {
         let hello: Hello = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
         assert_eq!((hello.version.as_str(), hello.protocol), (env!("CARGO_PKG_VERSION"), super::super::wire::PROTOCOL));
 
+        head_out.write_all(line(&HeadHello::here()).unwrap().as_bytes()).await.unwrap();
         // No engine here knows this toolbox (or no engine answers at all): an error either way.
         let exec = Exec { toolbox: "strix-agent-test-none".into(), argv: vec!["true".into()] };
         for request in [Request { id: 7, call: Detect {}.into() }, Request { id: 8, call: exec.into() }] {
@@ -190,6 +235,72 @@ mod tests {
         assert!(unknown.message.contains("not a call this node knows"), "{unknown:?}");
         let Outcome::Error(garbage) = &answers[&0] else { panic!("a line that is no call: {:?}", answers[&0]) };
         assert!(garbage.fix.as_deref().unwrap_or_default().contains("same strix-toolbox version"), "{garbage:?}");
-        assert_eq!(garbage.kind, crate::error::ErrorKind::Node);
+        assert_eq!(garbage.kind, "node");
+    }
+
+    /// The first line the agent gets, and every line it answers with.
+    async fn answers_to(first: &str) -> Vec<String> {
+        let root = tempfile::tempdir().unwrap();
+        let (head, node) = tokio::io::duplex(1 << 16);
+        let (node_in, node_out) = tokio::io::split(node);
+        let serving = tokio::spawn(run_agent(settings(root.path().into()), node_in, node_out));
+        let (head_in, mut head_out) = tokio::io::split(head);
+        head_out.write_all(first.as_bytes()).await.unwrap();
+        head_out.write_all(line(&Request { id: 1, call: Detect {}.into() }).unwrap().as_bytes()).await.unwrap();
+        head_out.shutdown().await.unwrap();
+        let mut lines = BufReader::new(head_in).lines();
+        let mut said = Vec::new();
+        while let Some(text) = lines.next_line().await.unwrap() {
+            said.push(text);
+        }
+        serving.await.unwrap().unwrap();
+        said
+    }
+
+    #[tokio::test]
+    async fn a_head_of_another_protocol_is_refused_naming_both() {
+        let other =
+            HeadHello { head: crate::node::wire::HeadSpeaks { version: "9.9.9".into(), protocol: PROTOCOL + 1 } };
+        let said = answers_to(&line(&other).unwrap()).await;
+        assert_eq!(said.len(), 2, "the hello, then the refusal, and no answer to the call: {said:?}");
+        let refusal: Response = serde_json::from_str(&said[1]).unwrap();
+        let Outcome::Error(error) = refusal.outcome else { panic!("{said:?}") };
+        let expected = format!("the head (strix-toolbox 9.9.9) speaks protocol {}, this node", PROTOCOL + 1);
+        assert!(
+            error.message.contains(&expected) && error.message.contains(&format!("protocol {PROTOCOL}")),
+            "{error:?}"
+        );
+
+        let silent = answers_to(&line(&Request { id: 5, call: Detect {}.into() }).unwrap()).await;
+        assert!(silent[1].contains("did not say first which protocol it speaks"), "{silent:?}");
+    }
+
+    #[tokio::test]
+    async fn a_call_over_the_line_limit_is_refused_and_the_next_one_answered() {
+        let root = tempfile::tempdir().unwrap();
+        let (head, node) = tokio::io::duplex(1 << 20);
+        let (node_in, node_out) = tokio::io::split(node);
+        let serving = tokio::spawn(run_agent(settings(root.path().into()), node_in, node_out));
+        let (head_in, mut head_out) = tokio::io::split(head);
+        let writing = tokio::spawn(async move {
+            head_out.write_all(line(&HeadHello::here()).unwrap().as_bytes()).await.unwrap();
+            let huge = vec![b'x'; LINE_LIMIT + 10];
+            head_out.write_all(&huge).await.unwrap();
+            head_out.write_all(b"\n").await.unwrap();
+            head_out.write_all(line(&Request { id: 3, call: Detect {}.into() }).unwrap().as_bytes()).await.unwrap();
+            head_out.shutdown().await.unwrap();
+        });
+        let mut lines = BufReader::new(head_in).lines();
+        let mut answers = std::collections::BTreeMap::new();
+        lines.next_line().await.unwrap();
+        while let Some(text) = lines.next_line().await.unwrap() {
+            let response: Response = serde_json::from_str(&text).unwrap();
+            answers.insert(response.id, response.outcome);
+        }
+        writing.await.unwrap();
+        serving.await.unwrap().unwrap();
+        let Outcome::Error(refused) = &answers[&0] else { panic!("{answers:?}") };
+        assert!(refused.message.contains("a call too long to read"), "{refused:?}");
+        assert!(matches!(answers[&3], Outcome::Ok(_)), "{answers:?}");
     }
 }

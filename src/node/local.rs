@@ -18,6 +18,12 @@ impl LocalNode {
         let name = std::env::var("HOSTNAME").ok().filter(|n| !n.is_empty()).unwrap_or_else(|| "this node".into());
         LocalNode { name, settings: settings.clone() }
     }
+
+    /// A node of a unit test's in-process cluster, named `name`.
+    #[cfg(test)]
+    pub fn named(name: &str, settings: Settings) -> LocalNode {
+        LocalNode { name: name.to_string(), settings }
+    }
 }
 
 #[async_trait]

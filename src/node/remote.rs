@@ -1,7 +1,12 @@
 //! A node as the head sees it: its ssh session, and one channel to the node's own strix-toolbox
 //! (`agent`), opened with the session and carrying every typed call of the cluster command. The
 //! usual cost is one round trip: ssh connects, the node's strix-toolbox says hello with its
-//! version, and the head compares it in the same exchange.
+//! version and protocol, and the head compares them in the same exchange (its own hello goes
+//! out at once, ahead of its first call).
+//!
+//! The head never waits on a node for ever: an answer that cannot be read fails its call (or,
+//! when it names no call, every call) with the node's name, a line longer than the protocol's
+//! limit ends the channel, and a channel that ends fails every call waiting on it.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -9,15 +14,17 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufRead, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin};
 use tokio::sync::oneshot;
 
 use super::ssh::{NodeSession, RemoteOutput, SshOptions};
-use crate::error::{Error, Result};
-use crate::node::call::{Exec, NodeCall};
-use crate::node::wire::{line, Hello, Outcome, Request, Response, PROTOCOL};
-use crate::node::{Node, NodeCalls};
+use crate::error::{last_line, Error, Result};
+use crate::node::call::NodeCall;
+use crate::node::wire::{
+    line, read_line, HeadHello, Hello, LineError, Outcome, Request, Response, LINE_LIMIT, PROTOCOL,
+};
+use crate::node::Node;
 
 /// This program's version: every node must run the same.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -58,7 +65,7 @@ impl RemoteNode {
     /// a node without this version of strix-toolbox is connected, and says so on its first call.
     pub async fn connect(name: &str, ssh: &SshOptions) -> Result<RemoteNode> {
         let session = NodeSession::connect(name, ssh).await?;
-        let limit = ssh.connect_timeout * 2 + Duration::from_secs(20);
+        let limit = ssh.login_limit();
         let agent = Channel::open(&session, name, limit).await?;
         Ok(RemoteNode { name: name.to_string(), session, agent })
     }
@@ -108,16 +115,6 @@ impl RemoteNode {
         }
     }
 
-    /// Run `argv` inside the node's toolbox `toolbox`, its output captured.
-    pub async fn in_toolbox(&self, toolbox: &str, argv: &[String]) -> Result<RemoteOutput> {
-        let report = self.call(Exec { toolbox: toolbox.to_string(), argv: argv.to_vec() }).await?;
-        Ok(RemoteOutput {
-            status: i32::try_from(report.exit_code).ok(),
-            stdout: report.stdout.into_bytes(),
-            stderr: report.stderr.into_bytes(),
-        })
-    }
-
     /// The node's `$HOME` (where `cluster install` puts the binary): from its strix-toolbox's
     /// hello, else asked.
     pub async fn home(&self) -> Result<Option<String>> {
@@ -155,10 +152,20 @@ impl Node for RemoteNode {
     async fn ask(&self, call: NodeCall) -> Result<serde_json::Value> {
         let channel = self.channel()?;
         match channel.ask(call).await {
-            Some(Outcome::Ok(value)) => Ok(value),
-            Some(Outcome::Error(report)) => Err(Error::from_remote(&self.name, report)),
+            Some(Ok(Outcome::Ok(value))) => Ok(value),
+            Some(Ok(Outcome::Error(error))) => Err(Error::from_remote(&self.name, error.into_report())),
+            Some(Err(why)) => Err(unreadable_answer(&self.name, &why)),
             None => Err(channel.lost(&self.session, &self.name).await),
         }
+    }
+}
+
+/// A node's answer that could not be read, as the call's error.
+fn unreadable_answer(node: &str, why: &str) -> Error {
+    Error::Node {
+        node: node.to_string(),
+        message: format!("node {node}: {why}"),
+        fix: Some(format!("{INSTALL_FIX}; `strix-toolbox status` on the node says whether it works")),
     }
 }
 
@@ -169,11 +176,22 @@ fn strix_argv(args: &[&str]) -> Vec<String> {
     argv
 }
 
+/// A call's answer as the channel delivers it: the node's outcome, or why its answer could not be
+/// read.
+type Delivered = std::result::Result<Outcome, String>;
+
+/// The calls waiting for their answers, until the channel ends (then no call waits again).
+#[derive(Default)]
+struct Waiting {
+    calls: HashMap<u64, oneshot::Sender<Delivered>>,
+    ended: bool,
+}
+
 /// The open channel to a node's `strix-toolbox agent`.
 struct Channel {
     hello: Hello,
     stdin: tokio::sync::Mutex<Option<ChildStdin>>,
-    waiting: Arc<Mutex<HashMap<u64, oneshot::Sender<Outcome>>>>,
+    waiting: Arc<Mutex<Waiting>>,
     next_id: AtomicU64,
     child: tokio::sync::Mutex<Child>,
     stderr: Arc<Mutex<Vec<u8>>>,
@@ -184,14 +202,19 @@ impl Channel {
     /// answer.
     async fn open(session: &NodeSession, node: &str, limit: Duration) -> Result<Agent> {
         let mut child = session.spawn(&strix_argv(&["agent"]))?;
-        let (Some(stdin), Some(stdout), Some(stderr)) = (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        let (Some(mut stdin), Some(stdout), Some(stderr)) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take())
         else {
             return Err(Error::Internal("the ssh channel has no pipes".into()));
         };
         let kept = Arc::new(Mutex::new(Vec::new()));
         tokio::spawn(keep_tail(stderr, kept.clone()));
-        let mut lines = BufReader::new(stdout).lines();
-        let first = match tokio::time::timeout(limit, lines.next_line()).await {
+        // The head's hello goes ahead of everything, read by the node once it has said its own.
+        let head_hello =
+            line(&HeadHello::here()).map_err(|e| Error::Internal(format!("cannot encode the hello: {e}")))?;
+        let _ = stdin.write_all(head_hello.as_bytes()).await;
+        let mut lines = BufReader::new(stdout);
+        let first = match tokio::time::timeout(limit, read_line(&mut lines, LINE_LIMIT)).await {
             Ok(Ok(Some(text))) => serde_json::from_str::<Hello>(&text).ok(),
             Ok(_) => None,
             Err(_) => {
@@ -233,14 +256,14 @@ impl Channel {
         if hello.protocol != PROTOCOL {
             return Ok(Agent::Broken {
                 message: format!(
-                    "node {node}: its strix-toolbox {VERSION} speaks protocol {}, this one {PROTOCOL}: two builds of \
-                     one version",
+                    "node {node}: its strix-toolbox {VERSION} speaks protocol {}, this one (strix-toolbox {VERSION}) \
+                     protocol {PROTOCOL}: two builds of one version",
                     hello.protocol
                 ),
                 fix: INSTALL_FIX.into(),
             });
         }
-        let waiting: Arc<Mutex<HashMap<u64, oneshot::Sender<Outcome>>>> = Arc::default();
+        let waiting: Arc<Mutex<Waiting>> = Arc::default();
         tokio::spawn(deliver(lines, waiting.clone()));
         Ok(Agent::Ready(Box::new(Channel {
             hello,
@@ -253,11 +276,20 @@ impl Channel {
     }
 
     /// Send `call` and wait for its answer; None when the channel ended first.
-    async fn ask(&self, call: NodeCall) -> Option<Outcome> {
+    async fn ask(&self, call: NodeCall) -> Option<Delivered> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let text = line(&Request { id, call }).ok()?;
+        if text.len() > LINE_LIMIT {
+            return Some(Err(format!("the call is over the protocol's limit of {} MiB", LINE_LIMIT >> 20)));
+        }
         let (answer, answered) = oneshot::channel();
-        self.waiting.lock().ok()?.insert(id, answer);
+        {
+            let mut waiting = self.waiting.lock().ok()?;
+            if waiting.ended {
+                return None;
+            }
+            waiting.calls.insert(id, answer);
+        }
         {
             let mut stdin = self.stdin.lock().await;
             let pipe = stdin.as_mut()?;
@@ -299,21 +331,46 @@ impl Channel {
     }
 }
 
-/// Hand each answer to the call waiting for it; at the end of the channel, drop every waiter
-/// (their calls then ask why it ended).
-async fn deliver(
-    mut lines: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
-    waiting: Arc<Mutex<HashMap<u64, oneshot::Sender<Outcome>>>>,
-) {
-    while let Ok(Some(text)) = lines.next_line().await {
-        let Ok(response) = serde_json::from_str::<Response>(&text) else { continue };
-        let waiter = waiting.lock().ok().and_then(|mut waiting| waiting.remove(&response.id));
+/// Hand each answer to the call waiting for it. An answer that cannot be read fails its call;
+/// one that names no call, a line over the limit, or the end of the channel end it: every call
+/// waiting then fails (and asks why it ended), and no call waits on it again.
+async fn deliver(mut lines: impl AsyncBufRead + Unpin, waiting: Arc<Mutex<Waiting>>) {
+    let failed_all = loop {
+        let text = match read_line(&mut lines, LINE_LIMIT).await {
+            Ok(Some(text)) => text,
+            Ok(None) => break None,
+            Err(LineError::TooLong) => break Some(format!("it sent {}: the channel was closed", LineError::TooLong)),
+            Err(error) => break Some(format!("its answers cannot be read ({error})")),
+        };
+        let (id, delivered) = match serde_json::from_str::<Response>(&text) {
+            Ok(response) => (response.id, Ok(response.outcome)),
+            Err(error) => match serde_json::from_str::<serde_json::Value>(&text).ok().and_then(|v| v["id"].as_u64()) {
+                Some(id) => (id, Err(format!("its answer to call {id} is not one this strix-toolbox reads ({error})"))),
+                None => break Some(format!("it sent a line that is no answer ({error}): {}", clipped(&text))),
+            },
+        };
+        let waiter = waiting.lock().ok().and_then(|mut waiting| waiting.calls.remove(&id));
         if let Some(waiter) = waiter {
-            let _ = waiter.send(response.outcome);
+            let _ = waiter.send(delivered);
+        }
+    };
+    if let Ok(mut waiting) = waiting.lock() {
+        waiting.ended = true;
+        for (_, waiter) in waiting.calls.drain() {
+            if let Some(why) = &failed_all {
+                let _ = waiter.send(Err(why.clone()));
+            }
         }
     }
-    if let Ok(mut waiting) = waiting.lock() {
-        waiting.clear();
+}
+
+/// The start of a line, for an error message.
+fn clipped(text: &str) -> String {
+    let start: String = text.chars().take(120).collect();
+    if start.len() < text.len() {
+        format!("{start}…")
+    } else {
+        start
     }
 }
 
@@ -339,10 +396,83 @@ async fn installed_version(session: &NodeSession) -> Option<String> {
     output.success().then(|| text.split_whitespace().nth(1).unwrap_or_default().to_string())
 }
 
-fn last_line(text: &str) -> Option<&str> {
-    text.lines().map(str::trim).rfind(|line| !line.is_empty())
-}
-
 pub fn argv(words: &[&str]) -> Vec<String> {
     words.iter().map(|w| w.to_string()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::AsyncWriteExt;
+
+    use super::*;
+    use crate::node::wire::{WireError, LINE_LIMIT};
+
+    /// Calls 1 to `count` waiting on a channel whose lines `deliver` reads from the returned writer.
+    fn channel(count: u64) -> (tokio::io::DuplexStream, Arc<Mutex<Waiting>>, Vec<oneshot::Receiver<Delivered>>) {
+        let (node, head) = tokio::io::duplex(1 << 16);
+        let waiting: Arc<Mutex<Waiting>> = Arc::default();
+        let mut answers = Vec::new();
+        for id in 1..=count {
+            let (answer, answered) = oneshot::channel();
+            waiting.lock().unwrap().calls.insert(id, answer);
+            answers.push(answered);
+        }
+        tokio::spawn(deliver(BufReader::new(head), waiting.clone()));
+        (node, waiting, answers)
+    }
+
+    fn response(id: u64, outcome: Outcome) -> String {
+        line(&Response { id, outcome }).unwrap()
+    }
+
+    #[tokio::test]
+    async fn an_answer_that_cannot_be_read_fails_its_call_and_the_others_still_come() {
+        let (mut node, _, mut answers) = channel(3);
+        let unknown_kind = WireError { kind: "quota".into(), message: "full".into(), fix: None, nodes: vec![] };
+        node.write_all(b"{\"id\": 2, \"outcome\": {\"maybe\": 1}}\n").await.unwrap();
+        node.write_all(response(3, Outcome::Error(unknown_kind)).as_bytes()).await.unwrap();
+        node.write_all(response(1, Outcome::Ok(serde_json::json!({"a": 1}))).as_bytes()).await.unwrap();
+        let third = answers.pop().unwrap().await.unwrap();
+        let Ok(Outcome::Error(error)) = third else { panic!("{third:?}") };
+        assert_eq!(error.into_report().kind, crate::error::ErrorKind::Node, "an unknown kind is the node's failure");
+        let second = answers.pop().unwrap().await.unwrap().unwrap_err();
+        assert!(second.contains("its answer to call 2 is not one this strix-toolbox reads"), "{second}");
+        assert!(matches!(answers.pop().unwrap().await.unwrap(), Ok(Outcome::Ok(_))));
+        let error = unreadable_answer("strix-b", &second).to_string();
+        assert!(error.starts_with("node strix-b: its answer to call 2") && error.contains("Fix:"), "{error}");
+    }
+
+    #[tokio::test]
+    async fn a_line_that_names_no_call_fails_every_waiting_call_and_no_call_waits_again() {
+        let (mut node, waiting, answers) = channel(2);
+        node.write_all(b"Welcome to the node!\n").await.unwrap();
+        for answered in answers {
+            let why = answered.await.unwrap().unwrap_err();
+            assert!(why.contains("a line that is no answer") && why.contains("Welcome to the node!"), "{why}");
+        }
+        assert!(waiting.lock().unwrap().ended);
+    }
+
+    #[tokio::test]
+    async fn a_line_over_the_limit_ends_the_channel() {
+        let (mut node, _, answers) = channel(1);
+        let writing = tokio::spawn(async move {
+            let _ = node.write_all(&vec![b'{'; LINE_LIMIT + 1]).await;
+            let _ = node.write_all(b"\n").await;
+            node
+        });
+        let why = answers.into_iter().next().unwrap().await.unwrap().unwrap_err();
+        assert!(why.contains("a line of more than 64 MiB"), "{why}");
+        drop(writing.await);
+    }
+
+    #[tokio::test]
+    async fn a_channel_that_ends_fails_every_waiting_call() {
+        let (node, waiting, answers) = channel(2);
+        drop(node);
+        for answered in answers {
+            assert!(answered.await.is_err(), "the call is told the channel ended (then asks why)");
+        }
+        assert!(waiting.lock().unwrap().ended, "a later call does not wait");
+    }
 }

@@ -16,7 +16,8 @@ use std::time::Duration;
 
 use tokio::io::AsyncWriteExt;
 
-use crate::error::{Error, Result};
+use crate::error::{last_line, Error, Result};
+use crate::paths::{private_dir, Paths};
 
 /// How long an idle master outlives its last command: bounds what a crashed run leaves behind.
 /// A command after that opens a new master by itself (`ControlMaster=auto`).
@@ -31,11 +32,25 @@ pub struct SshOptions {
     pub config_file: Option<PathBuf>,
     /// ssh's `ConnectTimeout` (whole seconds, at least 1): how soon a node that does not answer fails.
     pub connect_timeout: Duration,
+    /// The private runtime directory the masters' control sockets go in ([`Paths::runtime_path`]).
+    pub runtime_dir: PathBuf,
+}
+
+impl SshOptions {
+    /// How long a login may take: ConnectTimeout bounds the TCP connect and the banner; this
+    /// bounds key exchange and login too (and the node's hello after them).
+    pub fn login_limit(&self) -> Duration {
+        self.connect_timeout.saturating_mul(2).saturating_add(Duration::from_secs(20))
+    }
 }
 
 impl Default for SshOptions {
     fn default() -> Self {
-        SshOptions { config_file: None, connect_timeout: Duration::from_secs(10) }
+        SshOptions {
+            config_file: None,
+            connect_timeout: Duration::from_secs(10),
+            runtime_dir: Paths::of_this_process().runtime_path().to_path_buf(),
+        }
     }
 }
 
@@ -68,11 +83,11 @@ pub struct NodeSession {
 impl NodeSession {
     /// Open the master connection to `destination` (`host`, `user@host` or a `Host` alias).
     pub async fn connect(destination: &str, options: &SshOptions) -> Result<NodeSession> {
-        check_destination(destination)?;
-        let parent = crate::apply::lock::lock_dir();
-        std::fs::create_dir_all(&parent).map_err(|e| control_dir_error(&parent, e))?;
+        validate_destination(destination)?;
+        let parent = &options.runtime_dir;
+        private_dir(parent)?;
         let control_dir =
-            tempfile::Builder::new().prefix("ssh-").tempdir_in(&parent).map_err(|e| control_dir_error(&parent, e))?;
+            tempfile::Builder::new().prefix("ssh-").tempdir_in(parent).map_err(|e| control_dir_error(parent, e))?;
         let session = NodeSession {
             destination: destination.to_string(),
             options: options.clone(),
@@ -183,8 +198,7 @@ impl NodeSession {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .kill_on_drop(true);
-        // ConnectTimeout bounds the TCP connect and the banner; this bounds key exchange and login.
-        let limit = self.options.connect_timeout * 2 + Duration::from_secs(20);
+        let limit = self.options.login_limit();
         let status = match tokio::time::timeout(limit, command.status()).await {
             Ok(status) => status.map_err(ssh_not_runnable)?,
             Err(_) => {
@@ -435,10 +449,6 @@ fn without_client_notices(stderr: Vec<u8>) -> Vec<u8> {
     stderr[start..].to_vec()
 }
 
-fn last_line(text: &str) -> Option<&str> {
-    text.lines().map(str::trim).rfind(|line| !line.is_empty())
-}
-
 /// Quote `arg` for a POSIX shell: a word the shell reads back as exactly `arg`. Plain words
 /// stay readable; anything else goes in single quotes (where nothing is special), a `'` becomes
 /// `'\''`. `=` and `~` count as special: `A=b` first on a line is an assignment, `~` expands.
@@ -461,20 +471,22 @@ pub fn remote_command_line(argv: &[String]) -> Result<String> {
     Ok(argv.iter().map(|arg| shell_quote(arg)).collect::<Vec<_>>().join(" "))
 }
 
-/// A destination ssh would read as an option, or split, is refused before it reaches ssh.
-fn check_destination(destination: &str) -> Result<()> {
+/// An ssh destination (`host`, `user@host`, a `Host` alias): never one ssh would read as an option
+/// (`-oProxyCommand=…` would run a command here), or split (white space, control characters), nor
+/// a comma (it separates `--nodes`). Refused before it reaches ssh or a cluster file.
+pub fn validate_destination(destination: &str) -> Result<()> {
     let problem = if destination.is_empty() {
-        "is empty"
+        "it is empty"
     } else if destination.starts_with('-') {
-        "starts with '-'"
-    } else if destination.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        "holds whitespace or control characters"
+        "an ssh destination cannot start with '-'"
+    } else if destination.chars().any(|c| c.is_whitespace() || c.is_control() || c == ',') {
+        "it contains white space, a comma or a control character"
     } else {
         return Ok(());
     };
     Err(Error::Usage(format!(
-        "the node {destination:?} {problem}. Fix: give an ssh destination: host, user@host or a Host alias from \
-         your ssh config"
+        "invalid node {destination:?}: {problem}. Fix: give an ssh destination: host, user@host or a Host alias \
+         from your ssh config"
     )))
 }
 
@@ -568,12 +580,12 @@ mod tests {
 
     #[test]
     fn destinations_that_ssh_would_misread_are_refused() {
-        for bad in ["", "-oProxyCommand=sh", "two words", "node\n"] {
-            let error = check_destination(bad).expect_err(bad);
+        for bad in ["", "-oProxyCommand=sh", "two words", "node\n", "a,b"] {
+            let error = validate_destination(bad).expect_err(bad);
             assert!(error.to_string().contains("Fix:"), "{error}");
         }
         for good in ["node1", "alice@10.0.0.2", "strix-b.local", "[fe80::1%eth0]"] {
-            check_destination(good).expect(good);
+            validate_destination(good).expect(good);
         }
     }
 
@@ -679,6 +691,13 @@ Host key verification failed.
         );
         assert_eq!(without_client_notices(b"no newline".to_vec()), b"no newline");
         assert_eq!(without_client_notices(Vec::new()), b"");
+    }
+
+    #[test]
+    fn the_login_limit_never_overflows() {
+        let huge = SshOptions { connect_timeout: Duration::MAX, ..SshOptions::default() };
+        assert_eq!(huge.login_limit(), Duration::MAX);
+        assert_eq!(SshOptions::default().login_limit(), Duration::from_secs(40));
     }
 
     #[test]

@@ -37,7 +37,7 @@ pub async fn enter(settings: &Settings, name: &str, command: &[String], output: 
         if kind == ManagerKind::Native {
             shell = shell_that_runs_in(engine, name, &shell).await?;
         }
-        let manager = manager::for_existing(kind, &settings.installed);
+        let manager = manager::for_existing(kind, &settings.installed, settings.paths.home());
         let argv = manager.enter_argv(engine.kind(), name, &shell);
         return Ok(Entry::Interactive { argv, env: manager.child_env(engine.kind()) });
     }

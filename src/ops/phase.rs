@@ -55,7 +55,7 @@ pub async fn run_phase(settings: &Settings, request: &PhaseRequest) -> Result<Ph
     let (phase, name, keep, image_id) =
         (request.phase, request.name.as_str(), request.keep, request.image_id.as_deref());
     validate_container_name(name)?;
-    let _lock = ToolboxLock::acquire(name)?;
+    let _lock = ToolboxLock::acquire(&settings.paths, name)?;
     let connection = settings.connect().await?;
     run_phase_on(connection.engine(), phase, name, keep, image_id).await
 }
@@ -131,6 +131,11 @@ async fn undo(engine: &dyn Engine, name: &str, image_id: Option<&str>, report: &
         report.changed = true;
         return Ok(());
     }
+    // The replacement still waits under its temporary name: the swap did not happen (it failed
+    // before the rename, or put the old toolbox back itself), so there is nothing to undo.
+    if managed(engine, &temp_name(name)).await?.is_some() {
+        return Ok(());
+    }
     // No predecessor: the swap created the toolbox; remove it only if it is the one swapped in.
     let Some(current) = managed(engine, name).await? else { return Ok(()) };
     let swapped_in = image_id.is_some_and(|id| current.labels.get(labels::IMAGE_ID).map(String::as_str) == Some(id));
@@ -152,7 +157,7 @@ async fn undo(engine: &dyn Engine, name: &str, image_id: Option<&str>, report: &
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::fake::FakeEngine;
+    use crate::engine::fake::{Call, FakeEngine};
     use crate::engine::ImageInfo;
 
     const REPO: &str = "registry.test/vllm";
@@ -244,6 +249,18 @@ mod tests {
         assert!(retried.unwrap_err().to_string().contains("undo leaves it alone"));
         assert_eq!(engine.calls().len(), calls, "nothing changed");
         assert_eq!(id_of(&engine, "box").as_deref(), Some("old-id"));
+    }
+
+    #[tokio::test]
+    async fn undo_after_a_swap_that_did_not_happen_changes_nothing() {
+        let engine = staged();
+        engine.fail(Call::rename(&temp_name("box"), "box"));
+        run_phase_on(&engine, Phase::Swap, "box", 2, Some("sha256:new")).await.unwrap_err();
+        assert_eq!(id_of(&engine, "box").as_deref(), Some("old-id"), "the swap put the old toolbox back");
+        let undone = phase(&engine, Phase::Undo, 2).await;
+        assert!(!undone.changed, "{undone:?}");
+        assert_eq!(id_of(&engine, "box").as_deref(), Some("old-id"));
+        assert!(phase(&engine, Phase::Abort, 2).await.changed, "the staged replacement goes with the abort");
     }
 
     #[tokio::test]

@@ -79,6 +79,28 @@ impl RefreshRequest {
     }
 }
 
+#[cfg(test)]
+impl RefreshRequest {
+    /// A unit test's refresh of toolbox `name` from `image_ref`: pulled, native, not verified,
+    /// never waiting.
+    pub fn for_tests(name: &str, image_ref: &str) -> RefreshRequest {
+        RefreshRequest {
+            name: name.into(),
+            image_ref: image_ref.into(),
+            source: ImageSource::Pull,
+            manager: ManagerChoice::Native,
+            keep: 2,
+            force: false,
+            dry_run: false,
+            env: Vec::new(),
+            stage_only: false,
+            verify: false,
+            lock_wait_seconds: 0,
+            spread: None,
+        }
+    }
+}
+
 /// What a refresh did (or, dry, would do).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RefreshReport {
@@ -149,7 +171,7 @@ pub async fn refresh_with(
     let reporter = settings.reporter.as_ref();
     let extra_env = parse_env(&request.env)?;
     let info = engine.info().await?;
-    let manager = manager::choose(request.manager, info.kind, &settings.installed)?;
+    let manager = manager::choose(request.manager, info.kind, &settings.installed, settings.paths.home())?;
 
     let spec = ToolboxSpec::new(
         root,
@@ -163,7 +185,7 @@ pub async fn refresh_with(
         None
     } else {
         let wait = Duration::from_secs(request.lock_wait_seconds);
-        let waiting = ToolboxLock::wait_for(&request.name, wait, reporter);
+        let waiting = ToolboxLock::wait_for(&settings.paths, &request.name, wait, reporter);
         Some(interruptible(&format!("waiting for the other refresh of {}", request.name), waiting).await?)
     };
 
@@ -409,20 +431,7 @@ mod tests {
         }
 
         fn request(name: &str) -> RefreshRequest {
-            RefreshRequest {
-                name: name.into(),
-                image_ref: LATEST.into(),
-                source: ImageSource::Pull,
-                manager: manager::ManagerChoice::Native,
-                keep: 2,
-                force: false,
-                dry_run: false,
-                env: Vec::new(),
-                stage_only: false,
-                verify: false,
-                lock_wait_seconds: 0,
-                spread: None,
-            }
+            RefreshRequest::for_tests(name, LATEST)
         }
 
         /// A node with no devices (a tree of its own) and its facts.

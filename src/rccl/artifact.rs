@@ -5,7 +5,7 @@
 use std::io::{Cursor, Read};
 use std::path::Path;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 
@@ -18,7 +18,7 @@ const EMPTY_ZIP_MAGIC: &[u8] = b"PK\x05\x06";
 pub const MAX_LIBRARY_SIZE: u64 = 4 << 30;
 
 /// The outer wrapping of the artifact.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ArtifactFormat {
     So,

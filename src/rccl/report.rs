@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::artifact::ArtifactFormat;
 use super::compressed::Method;
@@ -10,7 +10,7 @@ use super::fatbin::FoundBundle;
 use crate::error::{Error, Result};
 
 /// One code object (bundle entry) in the library.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CodeObject {
     /// The bundle entry id, e.g. `hipv4-amdgcn-amd-amdhsa--gfx1151`.
     pub id: String,
@@ -18,13 +18,13 @@ pub struct CodeObject {
     pub target: Option<String>,
     pub size: u64,
     /// How its bundle was stored: "none", "zlib" or "zstd".
-    pub compression: &'static str,
+    pub compression: String,
     /// Offset of its bundle in the library file.
     pub bundle_offset: u64,
 }
 
 /// Where the fat binary was found.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FatbinLocation {
     /// `.hip_fatbin`, or None when bundles were found by scanning the whole file.
     pub section: Option<String>,
@@ -33,7 +33,7 @@ pub struct FatbinLocation {
 }
 
 /// Everything `rccl inspect` reports, plus the library bytes `build` puts in the image.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RcclReport {
     pub path: PathBuf,
     pub format: ArtifactFormat,
@@ -77,7 +77,7 @@ pub(crate) fn code_objects(bundles: &[FoundBundle]) -> Vec<CodeObject> {
                 id: entry.id.clone(),
                 target: entry.gfx_target(),
                 size: entry.size,
-                compression,
+                compression: compression.to_string(),
                 bundle_offset: bundle.file_offset,
             })
         })

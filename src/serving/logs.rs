@@ -42,7 +42,7 @@ pub struct LogTail {
 
 pub async fn serve_logs(settings: &Settings, request: &ServeLogs) -> Result<Vec<LogTail>> {
     let seen = |file: &str| request.seen.iter().find(|t| t.file == file).map(|t| t.end);
-    let files = ServingFiles::of(&request.toolbox)?;
+    let files = ServingFiles::of(&settings.paths, &request.toolbox)?;
     let mut tails = Vec::new();
     for (name, path) in files.logs() {
         if let Some(tail) = host_file(&name, &path, seen(&name), request.lines) {

@@ -64,7 +64,10 @@ pub struct PlannedCommand {
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum Start {
     /// `ray start`: it returns once Ray's daemons run; `ray stop` ends them.
-    Ray { role: RayRole },
+    Ray {
+        #[serde(flatten)]
+        role: RayRole,
+    },
     /// A long-lived process, detached, its pid recorded (stopped by TERM, then KILL).
     Process {
         name: String,

@@ -57,7 +57,7 @@ impl ServeProbeReport {
 }
 
 pub async fn serve_probe(settings: &Settings, request: &ServeProbe) -> Result<ServeProbeReport> {
-    let files = ServingFiles::of(&request.toolbox)?;
+    let files = ServingFiles::of(&settings.paths, &request.toolbox)?;
     let limit = Duration::from_secs(5);
     let key = request.api_key.as_ref().map(Secret::expose);
     let health = get(request.address, "/health", key, limit).await;

@@ -44,9 +44,9 @@ pub struct ProcessStarted {
 
 pub async fn process_start(settings: &Settings, request: &ProcessStart) -> Result<ProcessStarted> {
     let toolbox = RunningToolbox::open(settings, &request.toolbox).await?;
-    let files = ServingFiles::of(&toolbox.name)?;
+    let files = ServingFiles::of(&settings.paths, &toolbox.name)?;
     if request.fresh_compile_cache {
-        super::vllm::clear_stale_compile_cache(&files, &toolbox.image(), &request.env)?;
+        super::vllm::clear_stale_compile_cache(&files, &toolbox.image(), &request.env, settings.paths.cache_home())?;
     }
     // The same launch's record (another of its processes, or Ray, started here first) gains
     // this process; another launch's is replaced.

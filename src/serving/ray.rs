@@ -125,9 +125,9 @@ pub struct RayStarted {
 
 pub async fn ray_start(settings: &Settings, request: &RayStart) -> Result<RayStarted> {
     let toolbox = RunningToolbox::open(settings, &request.toolbox).await?;
-    let files = ServingFiles::of(&toolbox.name)?;
+    let files = ServingFiles::of(&settings.paths, &toolbox.name)?;
     if request.fresh_compile_cache {
-        super::vllm::clear_stale_compile_cache(&files, &toolbox.image(), &request.env)?;
+        super::vllm::clear_stale_compile_cache(&files, &toolbox.image(), &request.env, settings.paths.cache_home())?;
     }
     files.write(&ServingRecord { image: toolbox.image(), ..request.record.clone() })?;
     let token_file = files.secret_file(RAY_TOKEN);
@@ -208,16 +208,17 @@ pub struct RayNodes {
 
 pub async fn ray_nodes_of(settings: &Settings, request: &RayNodes) -> Result<Vec<RayNode>> {
     let toolbox = RunningToolbox::open(settings, &request.toolbox).await?;
-    let head_ip = ServingFiles::of(&toolbox.name)?.read()?.map(|record| record.head_ip).ok_or_else(|| {
-        Error::toolbox(
-            &toolbox.name,
-            "nothing was launched in it: it has no Ray cluster to ask",
-            "`cluster launch` starts one",
-        )
-    })?;
+    let head_ip =
+        ServingFiles::of(&settings.paths, &toolbox.name)?.read()?.map(|record| record.head_ip).ok_or_else(|| {
+            Error::toolbox(
+                &toolbox.name,
+                "nothing was launched in it: it has no Ray cluster to ask",
+                "`cluster launch` starts one",
+            )
+        })?;
     let mut argv = vec!["timeout".to_string(), RAY_NODES_SECONDS.to_string()];
     argv.extend(ray_nodes(head_ip));
-    let files = ServingFiles::of(&toolbox.name)?;
+    let files = ServingFiles::of(&settings.paths, &toolbox.name)?;
     let token = std::fs::read_to_string(files.secret_file(RAY_TOKEN)).unwrap_or_default();
     let env = [(AUTH_MODE.0.to_string(), AUTH_MODE.1.to_string()), (AUTH_TOKEN.to_string(), token)].into();
     let report = toolbox.run_ok("asking Ray for its nodes", &argv, &env).await?;

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::model::identity::ModelIdentity;
+use crate::paths::Paths;
 use crate::serving::engine::{Backend, ServingEngine};
 
 /// The node's part in the serving cluster.
@@ -151,16 +152,9 @@ pub struct ServingFiles {
 }
 
 impl ServingFiles {
-    /// For `toolbox`, under this process's XDG state directory.
-    pub fn of(toolbox: &str) -> Result<ServingFiles> {
-        let dir = state_dir().ok_or_else(|| {
-            Error::host(
-                "HOME",
-                "neither XDG_STATE_HOME nor HOME is set, so there is nowhere to record what was launched",
-                "set HOME",
-            )
-        })?;
-        Ok(ServingFiles::in_dir(&dir.join("strix-toolbox/serving"), toolbox))
+    /// For `toolbox`, under the XDG state directory.
+    pub fn of(paths: &Paths, toolbox: &str) -> Result<ServingFiles> {
+        Ok(ServingFiles::in_dir(&paths.state_dir("what was launched")?.join("serving"), toolbox))
     }
 
     pub fn in_dir(dir: &Path, toolbox: &str) -> ServingFiles {
@@ -263,14 +257,6 @@ impl ServingFiles {
             "check that the home directory is writable and not full",
         )
     }
-}
-
-/// `$XDG_STATE_HOME`, else `~/.local/state`.
-pub(crate) fn state_dir() -> Option<PathBuf> {
-    std::env::var_os("XDG_STATE_HOME")
-        .map(PathBuf::from)
-        .filter(|dir| dir.is_absolute())
-        .or_else(|| std::env::var_os("HOME").map(|home| Path::new(&home).join(".local/state")))
 }
 
 #[cfg(test)]

@@ -7,15 +7,13 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
-use crate::host::HostFacts;
 use crate::labels;
-use crate::link::{read_link, ClusterLink};
+use crate::link::{cluster_link, NodeLink};
 use crate::ops::toolbox::RunningToolbox;
 use crate::serving::commands::{launch_alive, words};
 use crate::serving::engine::ServingEngine;
 use crate::serving::record::{ServingFiles, ServingRecord};
 use crate::settings::Settings;
-use crate::spec::Transport;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ServeCheck {
@@ -40,9 +38,9 @@ pub struct ServeCheckReport {
     pub engine: Option<ServingEngine>,
     /// This check started it.
     pub started: bool,
-    pub transport: Transport,
-    /// The transport's netdev as the kernel has it.
-    pub link: Option<ClusterLink>,
+    /// The cluster link Ray and vLLM bind to (its transport, and its netdev as the kernel has it).
+    #[serde(flatten)]
+    pub cluster_link: NodeLink,
     pub serving: Option<ServingState>,
     /// The programs and paths were looked for (the toolbox runs: a dry run starts none).
     #[serde(default)]
@@ -92,20 +90,15 @@ for a; do
 done"#;
 
 pub async fn serve_check(settings: &Settings, check: &ServeCheck) -> Result<ServeCheckReport> {
-    let facts = HostFacts::read(&settings.open_host_root()?)?;
-    let transport = Transport::of(&facts);
-    let link = match transport.netdev() {
-        Some(netdev) => read_link(netdev).await?,
-        None => None,
-    };
+    let cluster_link = cluster_link(settings).await?;
     let toolbox = if check.start {
         Some(RunningToolbox::open(settings, &check.toolbox).await?)
     } else {
         RunningToolbox::if_running(settings, &check.toolbox).await?
     };
     let serving = match &toolbox {
-        Some(toolbox) => serving_state(toolbox).await?,
-        None => ServingFiles::of(&check.toolbox)?.read()?.map(|record| ServingState {
+        Some(toolbox) => serving_state(settings, toolbox).await?,
+        None => ServingFiles::of(&settings.paths, &check.toolbox)?.read()?.map(|record| ServingState {
             record,
             alive: Vec::new(),
             ray_alive: false,
@@ -135,8 +128,7 @@ pub async fn serve_check(settings: &Settings, check: &ServeCheck) -> Result<Serv
             .and_then(|t| t.container.labels.get(labels::ENGINE))
             .map(|label| ServingEngine::of_label(Some(label))),
         started: toolbox.as_ref().is_some_and(|t| t.started),
-        transport,
-        link,
+        cluster_link,
         serving,
         looked: look.is_some(),
         programs,
@@ -145,8 +137,8 @@ pub async fn serve_check(settings: &Settings, check: &ServeCheck) -> Result<Serv
 }
 
 /// The record in a running toolbox, with what of it is alive (one exec).
-pub async fn serving_state(toolbox: &RunningToolbox) -> Result<Option<ServingState>> {
-    let Some(record) = ServingFiles::of(&toolbox.name)?.read()? else { return Ok(None) };
+pub async fn serving_state(settings: &Settings, toolbox: &RunningToolbox) -> Result<Option<ServingState>> {
+    let Some(record) = ServingFiles::of(&settings.paths, &toolbox.name)?.read()? else { return Ok(None) };
     let pids: Vec<u32> = record.processes.iter().map(|p| p.pid).collect();
     let said = toolbox.run(&launch_alive(&pids, record.backend.runs_ray()), &Default::default()).await?;
     let running: Vec<&str> = said.stdout.lines().map(str::trim).collect();

@@ -44,7 +44,7 @@ pub struct ServeStopped {
 }
 
 pub async fn serve_stop(settings: &Settings, request: &ServeStop) -> Result<ServeStopped> {
-    let files = ServingFiles::of(&request.toolbox)?;
+    let files = ServingFiles::of(&settings.paths, &request.toolbox)?;
     let record = files.read()?;
     let mut stopped = ServeStopped::default();
     // A stopped (or removed) toolbox runs nothing any more.

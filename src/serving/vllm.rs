@@ -93,12 +93,13 @@ pub(super) fn clear_stale_compile_cache(
     files: &ServingFiles,
     image: &str,
     env: &BTreeMap<String, String>,
+    cache_home: Option<&Path>,
 ) -> Result<()> {
     let last = std::fs::read_to_string(files.last_image()).unwrap_or_default();
     if last.trim() == image {
         return Ok(());
     }
-    if let Some(cache) = compile_cache(env) {
+    if let Some(cache) = compile_cache(env, cache_home) {
         match std::fs::remove_dir_all(&cache) {
             Ok(()) => {}
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
@@ -114,16 +115,12 @@ pub(super) fn clear_stale_compile_cache(
     files.write_file(&files.last_image(), image.as_bytes())
 }
 
-/// `$VLLM_CACHE_ROOT/torch_compile_cache`, else under `$XDG_CACHE_HOME/vllm` or `~/.cache/vllm`
-/// (the toolbox shares this home at the same path).
-fn compile_cache(env: &BTreeMap<String, String>) -> Option<PathBuf> {
+/// `$VLLM_CACHE_ROOT/torch_compile_cache`, else under `CACHE_HOME/vllm` (the XDG cache home,
+/// `~/.cache` by default: the toolbox shares this home at the same path).
+fn compile_cache(env: &BTreeMap<String, String>, cache_home: Option<&Path>) -> Option<PathBuf> {
     let root = match env.get("VLLM_CACHE_ROOT") {
         Some(root) => PathBuf::from(root),
-        None => std::env::var_os("XDG_CACHE_HOME")
-            .map(PathBuf::from)
-            .filter(|dir| dir.is_absolute())
-            .or_else(|| std::env::var_os("HOME").map(|home| Path::new(&home).join(".cache")))?
-            .join("vllm"),
+        None => cache_home?.join("vllm"),
     };
     Some(root.join("torch_compile_cache"))
 }
@@ -220,7 +217,11 @@ mod tests {
     #[test]
     fn the_compile_cache_follows_vllm_cache_root() {
         let env = [("VLLM_CACHE_ROOT".to_string(), "/data/vllm".to_string())].into_iter().collect();
-        assert_eq!(compile_cache(&env), Some(PathBuf::from("/data/vllm/torch_compile_cache")));
+        assert_eq!(compile_cache(&env, None), Some(PathBuf::from("/data/vllm/torch_compile_cache")));
+        assert_eq!(
+            compile_cache(&Default::default(), Some(Path::new("/c"))),
+            Some("/c/vllm/torch_compile_cache".into())
+        );
     }
 
     #[test]
@@ -230,10 +231,10 @@ mod tests {
         let cache = dir.path().join("cache");
         std::fs::create_dir_all(cache.join("torch_compile_cache/graph")).unwrap();
         let env = [("VLLM_CACHE_ROOT".to_string(), cache.display().to_string())].into_iter().collect();
-        clear_stale_compile_cache(&files, "sha256:new", &env).unwrap();
+        clear_stale_compile_cache(&files, "sha256:new", &env, None).unwrap();
         assert!(!cache.join("torch_compile_cache").exists());
         std::fs::create_dir_all(cache.join("torch_compile_cache/graph")).unwrap();
-        clear_stale_compile_cache(&files, "sha256:new", &env).unwrap();
+        clear_stale_compile_cache(&files, "sha256:new", &env, None).unwrap();
         assert!(cache.join("torch_compile_cache/graph").exists(), "the same image keeps its cache");
     }
 }

@@ -54,7 +54,7 @@ pub async fn spread_copy(settings: &Settings, request: &SpreadCopy) -> Result<Sp
         .digest
         .clone()
         .ok_or_else(|| Error::Internal(format!("the spread copies an image by digest, not {}", request.image)))?;
-    let home = RegistryHome::locate()?;
+    let home = RegistryHome::locate(&settings.paths)?;
     let ca_pem = std::fs::read_to_string(home.ca_cert()).map_err(|e| Error::read(home.ca_cert(), e))?;
     let _lock = home.lock().await?;
     let head = RegistryClient::cluster(&request.registry, &ca_pem)?;

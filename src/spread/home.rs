@@ -1,5 +1,5 @@
 //! Where the head keeps its registry: `$XDG_DATA_HOME/strix-toolbox/registry`, else
-//! `~/.local/share/strix-toolbox/registry`. It holds the cluster CA and the server certificate,
+//! `~/.local/share/strix-toolbox/registry` ([`Paths::data_dir`]). It holds the cluster CA and the server certificate,
 //! the registry's configuration, its storage, and a record of what it serves; it outlives every
 //! refresh, which is why prune keeps it in bounds and `cluster status` shows its size.
 
@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::paths::{open_lock_file, Paths};
 
 /// One image the head's registry serves, and for whom.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -52,19 +53,8 @@ pub struct HomeLock {
 
 impl RegistryHome {
     /// The head's registry home (it may not exist yet).
-    pub fn locate() -> Result<RegistryHome> {
-        let data = std::env::var_os("XDG_DATA_HOME")
-            .filter(|dir| !dir.is_empty())
-            .map(PathBuf::from)
-            .or_else(|| std::env::var_os("HOME").filter(|h| !h.is_empty()).map(|h| Path::new(&h).join(".local/share")))
-            .ok_or_else(|| {
-                Error::host(
-                    "XDG_DATA_HOME",
-                    "neither XDG_DATA_HOME nor HOME is set, so there is nowhere to keep the cluster registry",
-                    "set HOME for the user ssh logs in as, or refresh with --spread off",
-                )
-            })?;
-        Ok(RegistryHome { dir: data.join("strix-toolbox/registry") })
+    pub fn locate(paths: &Paths) -> Result<RegistryHome> {
+        Ok(RegistryHome { dir: paths.data_dir("the cluster registry")?.join("registry") })
     }
 
     pub fn exists(&self) -> bool {
@@ -151,12 +141,7 @@ impl RegistryHome {
     pub async fn lock(&self) -> Result<HomeLock> {
         self.create()?;
         let path = self.dir.join("lock");
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(|e| self.unusable(&path, e))?;
+        let file = open_lock_file(&path).map_err(|e| self.unusable(&path, e))?;
         let locked = tokio::task::spawn_blocking(move || file.lock().map(|()| file))
             .await
             .map_err(|e| Error::Internal(format!("the registry lock's task failed: {e}")))?;

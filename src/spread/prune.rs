@@ -44,7 +44,7 @@ pub struct SpreadPruned {
 pub async fn spread_prune(settings: &Settings, request: &SpreadPrune) -> Result<SpreadPruned> {
     let image = ImageRef::parse(&request.image)?;
     let digest = image.digest.clone().ok_or_else(|| Error::Internal(format!("{} has no digest", request.image)))?;
-    let home = RegistryHome::locate()?;
+    let home = RegistryHome::locate(&settings.paths)?;
     let ca_pem = std::fs::read_to_string(home.ca_cert()).map_err(|e| Error::read(home.ca_cert(), e))?;
     let _lock = home.lock().await?;
     let mut served = home.served()?;

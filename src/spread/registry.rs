@@ -1,6 +1,6 @@
 //! The head's registry: the CNCF distribution registry (`registry:2`, configurable) run by the
-//! head's own engine, `--network host` yet bound only to the cluster-link address (the RoCE
-//! netdev's, else thunderbolt0's: never the management network), TLS from the cluster CA, its
+//! head's own engine, `--network host` yet bound only to the cluster-link address
+//! ([`cluster_link`]: never the management network), TLS from the cluster CA, its
 //! storage in the registry home so that it outlives the container and every refresh. The
 //! container is made again only when its configuration changes (another address, port or image).
 
@@ -14,13 +14,10 @@ use super::ca::{self, ClusterCa};
 use super::home::RegistryHome;
 use crate::engine::{CreateRequest, Engine, Mount};
 use crate::error::{Error, Result};
-use crate::host::netdev::THUNDERBOLT;
-use crate::host::HostFacts;
-use crate::link::read_link;
+use crate::link::cluster_link;
 use crate::registry::RegistryClient;
 use crate::reporter::Reporter;
 use crate::settings::Settings;
-use crate::spec::Transport;
 
 /// The registry container's name on the head.
 pub const CONTAINER: &str = "strix-toolbox-registry";
@@ -56,9 +53,11 @@ pub struct SpreadServed {
 }
 
 pub async fn spread_serve(settings: &Settings, request: &SpreadServe) -> Result<SpreadServed> {
-    let (netdev, ip) = link_address(settings).await?;
+    let link = cluster_link(settings).await?;
+    let ip = link.address()?;
+    let netdev = link.transport.netdev().unwrap_or_default().to_string();
     let address = SocketAddrV4::new(ip, request.port);
-    let home = RegistryHome::locate()?;
+    let home = RegistryHome::locate(&settings.paths)?;
     home.create()?;
     let ca = ca::load_or_make(&home)?;
     let server_pem = server_certificate(&home, &ca, ip)?;
@@ -74,26 +73,6 @@ pub async fn spread_serve(settings: &Settings, request: &SpreadServe) -> Result<
     Ok(SpreadServed { address, netdev, ca_pem: ca.cert_pem, started })
 }
 
-/// The head's cluster-link address: its RoCE netdev's, else thunderbolt0's, as the kernel has it.
-pub async fn link_address(settings: &Settings) -> Result<(String, Ipv4Addr)> {
-    let facts = HostFacts::read(&settings.open_host_root()?)?;
-    let mut netdevs: Vec<String> = Transport::of(&facts).netdev().map(str::to_string).into_iter().collect();
-    if !netdevs.iter().any(|netdev| netdev == THUNDERBOLT) {
-        netdevs.push(THUNDERBOLT.to_string());
-    }
-    for netdev in netdevs {
-        if let Some(address) = read_link(&netdev).await?.and_then(|link| link.address) {
-            return Ok((netdev, address));
-        }
-    }
-    Err(Error::host(
-        "cluster link",
-        "the head has no IPv4 address on its RoCE netdev or on thunderbolt0, so it cannot serve the image over the \
-         cluster link",
-        "give the link an address (`strix-toolbox cluster doctor` checks the link), or refresh with --spread off",
-    ))
-}
-
 /// The server certificate for `ip` in the home's `certs/` (made again when the address changed);
 /// its PEM.
 fn server_certificate(home: &RegistryHome, ca: &ClusterCa, ip: Ipv4Addr) -> Result<String> {
@@ -104,8 +83,9 @@ fn server_certificate(home: &RegistryHome, ca: &ClusterCa, ip: Ipv4Addr) -> Resu
         return Ok(pem);
     }
     let server = ca::server_certificate(ca, ip)?;
-    // The registry in its container reads the key: it may run as another user (rootless podman).
-    home.write(&key, server.key_pem.as_bytes(), 0o644)?;
+    // Only its owner reads the key: the registry runs as root in its container, which is this
+    // user (rootless podman maps it so) or root.
+    home.write(&key, server.key_pem.as_bytes(), 0o600)?;
     home.write(&cert, server.cert_pem.as_bytes(), 0o644)?;
     home.write(&made_for, ip.to_string().as_bytes(), 0o644)?;
     Ok(server.cert_pem)
@@ -219,5 +199,19 @@ mod tests {
         assert!(config.contains("\n  addr: 192.168.100.1:5443\n"), "{config}");
         assert!(config.contains("certificate: /certs/server.crt") && config.contains("key: /certs/server.key"));
         assert!(config.contains("delete:\n    enabled: true"), "{config}");
+    }
+
+    #[test]
+    fn the_server_key_is_its_owner_s_alone() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let home = RegistryHome { dir: dir.path().join("registry") };
+        home.create().unwrap();
+        let ca = ca::load_or_make(&home).unwrap();
+        let pem = server_certificate(&home, &ca, Ipv4Addr::new(192, 168, 100, 1)).unwrap();
+        assert!(pem.starts_with("-----BEGIN CERTIFICATE-----"), "{pem}");
+        let mode = |name: &str| std::fs::metadata(home.certs().join(name)).unwrap().mode() & 0o777;
+        assert_eq!(mode("server.key"), 0o600);
+        assert_eq!(mode("server.crt"), 0o644);
     }
 }

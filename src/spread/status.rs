@@ -26,7 +26,7 @@ pub struct RegistryStatus {
 
 /// None when this node never served an image.
 pub async fn spread_status(settings: &Settings) -> Result<Option<RegistryStatus>> {
-    let home = RegistryHome::locate()?;
+    let home = RegistryHome::locate(&settings.paths)?;
     if !home.exists() {
         return Ok(None);
     }

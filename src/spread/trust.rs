@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::registry::certs::{user_certs_d, SYSTEM_CERTS_D};
+use crate::settings::Settings;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SpreadTrust {
@@ -28,7 +29,7 @@ pub struct SpreadTrusted {
     pub changed: bool,
 }
 
-pub async fn spread_trust(request: &SpreadTrust) -> Result<SpreadTrusted> {
+pub async fn spread_trust(settings: &Settings, request: &SpreadTrust) -> Result<SpreadTrusted> {
     // An address, never a path: it names a directory.
     let registry: SocketAddrV4 = request
         .registry
@@ -37,9 +38,8 @@ pub async fn spread_trust(request: &SpreadTrust) -> Result<SpreadTrusted> {
     if !request.ca_pem.starts_with("-----BEGIN CERTIFICATE-----") {
         return Err(Error::Usage("the cluster registry's CA is not a PEM certificate".into()));
     }
-    let home = std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
     let mut trusted = SpreadTrusted { files: Vec::new(), changed: false };
-    for certs_d in certs_d_dirs(is_root(), home.as_deref()) {
+    for certs_d in certs_d_dirs(is_root(), settings.paths.home()) {
         let file = certs_d.join(registry.to_string()).join("ca.crt");
         trusted.changed |= install(&file, &request.ca_pem)?;
         trusted.files.push(file);
@@ -115,9 +115,11 @@ mod tests {
 
     #[tokio::test]
     async fn refuses_what_is_not_an_address_or_a_certificate() {
+        let dir = tempfile::tempdir().unwrap();
+        let settings = Settings::for_tests(dir.path());
         let bad = SpreadTrust { registry: "../../etc".into(), ca_pem: "-----BEGIN CERTIFICATE-----".into() };
-        assert!(spread_trust(&bad).await.unwrap_err().to_string().contains("not the IP:PORT"));
+        assert!(spread_trust(&settings, &bad).await.unwrap_err().to_string().contains("not the IP:PORT"));
         let bad = SpreadTrust { registry: "192.168.100.1:5443".into(), ca_pem: "key".into() };
-        assert!(spread_trust(&bad).await.unwrap_err().to_string().contains("not a PEM"));
+        assert!(spread_trust(&settings, &bad).await.unwrap_err().to_string().contains("not a PEM"));
     }
 }

@@ -10,6 +10,7 @@ use super::image_files::open_read_write;
 use super::probe::{Probe, Ran};
 use super::Expected;
 use crate::check::{Check, Status};
+use crate::error::last_line;
 
 pub async fn checks(probe: &Probe<'_>, expected: &Expected) -> Vec<Check> {
     join_all(expected.devices.iter().map(|device| check(probe, device))).await
@@ -22,7 +23,7 @@ async fn check(probe: &Probe<'_>, device: &str) -> Check {
         Ran::Exited(_, _, stderr) => Check::new(
             name,
             Status::Fail,
-            format!("{device} does not open read-write inside: {}", last_line(&stderr)),
+            format!("{device} does not open read-write inside: {}", last_words(&stderr)),
             Some(fix_for(device)),
         ),
         Ran::Missing(why) => {
@@ -40,6 +41,7 @@ fn fix_for(device: &str) -> String {
     )
 }
 
-pub fn last_line(text: &str) -> &str {
-    text.lines().map(str::trim).rfind(|l| !l.is_empty()).unwrap_or("no message")
+/// What a program said last, for a check's message.
+pub fn last_words(text: &str) -> &str {
+    last_line(text).unwrap_or("no message")
 }

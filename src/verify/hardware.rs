@@ -4,7 +4,7 @@
 
 use futures_util::future::OptionFuture;
 
-use super::devices::last_line;
+use super::devices::last_words;
 use super::probe::{Probe, Ran};
 use super::Expected;
 use crate::check::{Check, Status};
@@ -27,7 +27,7 @@ async fn rocm_agent(probe: &Probe<'_>) -> Check {
         Ran::Exited(code, stdout, stderr) => Check::new(
             NAME,
             Status::Fail,
-            format!("ROCm lists no gfx1151 agent (exit {code}): {}", last_line(if stderr.trim().is_empty() { &stdout } else { &stderr })),
+            format!("ROCm lists no gfx1151 agent (exit {code}): {}", last_words(if stderr.trim().is_empty() { &stdout } else { &stderr })),
             Some("check /dev/kfd and the render group inside (the device checks above), and `strix-toolbox doctor` on the node".into()),
         ),
         Ran::Missing(_) => Check::new(NAME, Status::Skipped, "rocminfo and amd-smi not in the image", None),
@@ -47,7 +47,7 @@ async fn rdma_port(probe: &Probe<'_>, device: &str, port: u32) -> Check {
             Status::Fail,
             format!(
                 "{device} port {port} is not PORT_ACTIVE inside: {}",
-                last_line(if stderr.trim().is_empty() { &stdout } else { &stderr })
+                last_words(if stderr.trim().is_empty() { &stdout } else { &stderr })
             ),
             Some("check /dev/infiniband and memlock inside (above), and the port with `strix-toolbox doctor`".into()),
         ),
@@ -70,7 +70,7 @@ async fn torch_gpu(probe: &Probe<'_>) -> Check {
         Ran::Exited(_, stdout, stderr) => Check::new(
             NAME,
             Status::Fail,
-            format!("torch sees no GPU: {}", last_line(if stderr.trim().is_empty() { &stdout } else { &stderr })),
+            format!("torch sees no GPU: {}", last_words(if stderr.trim().is_empty() { &stdout } else { &stderr })),
             Some("\"No HIP GPUs available\" after a group change: log in again on the host, then `strix-toolbox refresh --force`".into()),
         ),
         Ran::Missing(_) => Check::new(NAME, Status::Skipped, "python3 not in the image", None),

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use super::devices::last_line;
+use super::devices::last_words;
 use super::image_files::{shared_libraries_under, Unlooked};
 use super::probe::Probe;
 use super::Expected;
@@ -98,7 +98,7 @@ pub async fn checks(probe: &Probe<'_>, expected: &Expected) -> Vec<Check> {
             Err(error) => Check::new(
                 format!("{NAME}:gfx1151"),
                 Status::Fail,
-                format!("{shown}: {}", last_line(&error.to_string())),
+                format!("{shown}: {}", last_words(&error.to_string())),
                 None,
             ),
         });

@@ -10,7 +10,11 @@ use crate::support::cluster::{TestCluster, JUMBO_MTU, ROCE_NETDEV};
 use crate::support::registry::Registry;
 
 fn options(cluster: &TestCluster) -> SshOptions {
-    SshOptions { config_file: Some(cluster.ssh_config()), connect_timeout: Duration::from_secs(2) }
+    SshOptions {
+        config_file: Some(cluster.ssh_config()),
+        connect_timeout: Duration::from_secs(2),
+        ..SshOptions::default()
+    }
 }
 
 fn argv(words: &[&str]) -> Vec<String> {

@@ -80,7 +80,11 @@ fn a_node_cut_off_from_the_uplink_cannot_pull_while_the_others_can() {
 #[tokio::test]
 async fn thunderbolt_nodes_share_a_bridge_and_their_host_trees_say_so() {
     let cluster = TestCluster::start_network_only_with(2, Link::Thunderbolt);
-    let options = SshOptions { config_file: Some(cluster.ssh_config()), connect_timeout: Duration::from_secs(2) };
+    let options = SshOptions {
+        config_file: Some(cluster.ssh_config()),
+        connect_timeout: Duration::from_secs(2),
+        ..SshOptions::default()
+    };
     for node in &cluster.nodes {
         let session = NodeSession::connect(&node.name, &options).await.expect("ssh");
         let argv = |words: &[&str]| words.iter().map(|word| word.to_string()).collect::<Vec<_>>();

@@ -87,3 +87,35 @@ fn completions_for_bash() {
     let script = String::from_utf8_lossy(&output.stdout);
     assert!(script.contains("strix-toolbox") && script.contains("refresh") && script.contains("--dry-run"));
 }
+
+/// Every numeric flag has bounds: a number past them (one that would overflow a clock, a port that
+/// is none) is a usage error naming the range, before anything runs.
+#[test]
+fn numbers_out_of_range() {
+    let huge = "18446744073709551615";
+    let cluster = ["--nodes", "node-a.invalid", "--ssh-config", "/dev/null"];
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["refresh", "--wait", huge], "not in 0..=604800"),
+        (vec!["refresh", "--keep", "1001"], "not in 0..=1000"),
+        (vec!["refresh", "--keep=-1"], "invalid value '-1' for '--keep <KEEP>'"),
+        (vec!["launch", "org/model", "--timeout", huge], "not in 1..=604800"),
+        (vec!["launch", "org/model", "--timeout", "0"], "not in 1..=604800"),
+        (vec!["launch", "org/model", "--port", "0"], "not in 1..=65535"),
+        (vec!["launch", "org/model", "--port", "70000"], "not in 1..=65535"),
+        (vec!["launch", "org/model", "--tp", "0"], "not in 1..=1024"),
+        (vec!["logs", "-n", huge], "not in 0..=1000000"),
+        ([&["cluster", "--connect-timeout", huge, "status"][..], &cluster[..]].concat(), "not in 1..=3600"),
+        ([&["cluster", "refresh", "--spread-port", "0"][..], &cluster[..]].concat(), "not in 1..=65535"),
+        ([&["cluster", "refresh", "--wait", "5"][..], &cluster[..]].concat(), "unexpected argument '--wait'"),
+    ];
+    for (args, needle) in cases {
+        usage_error(&args, needle);
+    }
+    let from_env = strix()
+        .env("STRIX_SPREAD_PORT", "99999")
+        .args([&["cluster", "refresh"][..], &cluster[..]].concat())
+        .output()
+        .expect("run strix-toolbox");
+    assert_eq!(from_env.status.code(), Some(2), "{}", stderr(&from_env));
+    assert!(stderr(&from_env).contains("not in 1..=65535"), "{}", stderr(&from_env));
+}
