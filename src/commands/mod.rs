@@ -36,6 +36,11 @@ pub fn settings(global: &GlobalOptions, reporter: Arc<dyn Reporter>) -> Settings
     Settings::resolve(global.host_root.clone(), global.engine, reporter)
 }
 
+/// A command line clap refused, as the `--json` error object every usage error is.
+pub fn print_usage_error(message: &str, out: &Output) {
+    out.print_json(&Error::Usage(message.to_string()).json_object());
+}
+
 /// Run the parsed command, its output through `out`; Ok carries the exit code.
 pub fn run(command: Command, settings: &Settings, out: &Output) -> Result<i32> {
     match command {
