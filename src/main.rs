@@ -13,8 +13,7 @@ fn main() {
         let code = commands::usage_error(message, &out);
         std::process::exit(out.finish(code));
     }
-    // clap exits 2 on usage errors and 0 for --help/--version.
-    let cli = Cli::parse_from(args);
+    let cli = Cli::try_parse_from(args).unwrap_or_else(|error| usage(error));
     let out = Output::for_terminal(cli.global.json, cli.global.no_color);
     let settings = commands::settings(&cli.global, out.reporter());
     let code = match commands::run(cli.command, &settings, &out) {
@@ -23,4 +22,16 @@ fn main() {
     };
     // process::exit skips destructors: finish the progress and check the output first.
     std::process::exit(out.finish(code));
+}
+
+/// clap's verdict on the command line: help and the version (exit 0), or a usage error (exit 2),
+/// which with `--json` is also the error object on stdout, as every other usage error is.
+fn usage(error: clap::Error) -> ! {
+    let json = std::env::args().take_while(|arg| arg != "--").any(|arg| arg == "--json");
+    if json && error.use_stderr() {
+        let text = error.to_string();
+        let said = text.lines().find_map(|line| line.strip_prefix("error: ")).unwrap_or("invalid command line");
+        commands::print_usage_error(said, &Output::for_terminal(true, false));
+    }
+    error.exit()
 }

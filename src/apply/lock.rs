@@ -24,6 +24,8 @@ pub const DEFAULT_WAIT: Duration = Duration::from_secs(600);
 pub const MAX_WAIT: Duration = Duration::from_secs(7 * 24 * 3600);
 /// How often a waiting refresh tries the lock again.
 const POLL: Duration = Duration::from_millis(100);
+/// How long a lock this process let go may still be held by a child it was forking meanwhile.
+const OUR_CHILD_GRACE: Duration = Duration::from_secs(2);
 
 /// Held for the whole refresh; released when dropped (or when the process dies).
 #[derive(Debug)]
@@ -48,9 +50,17 @@ impl ToolboxLock {
     }
 
     pub fn acquire_in(dir: &Path, name: &str) -> Result<ToolboxLock> {
-        match attempt(dir, name)? {
-            Attempt::Taken(lock) => Ok(lock),
-            Attempt::Busy { path, holder } => Err(busy(name, &path, holder, None)),
+        let deadline = Instant::now() + OUR_CHILD_GRACE;
+        loop {
+            match attempt(dir, name)? {
+                Attempt::Taken(lock) => return Ok(lock),
+                // We held it last and let it go: a child of ours forked meanwhile holds a copy
+                // until its exec closes it (the file is close-on-exec). That takes moments.
+                Attempt::Busy { holder, .. } if holder == Some(std::process::id()) && Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Attempt::Busy { path, holder } => return Err(busy(name, &path, holder, None)),
+            }
         }
     }
 

@@ -50,6 +50,11 @@ pub fn usage_error(message: String, out: &Output) -> i32 {
     failed(&Error::Usage(message), out)
 }
 
+/// A command line clap refused, as the `--json` error object every usage error is.
+pub fn print_usage_error(message: &str, out: &Output) {
+    out.print_json(&Error::Usage(message.to_string()).json_object());
+}
+
 /// Run the parsed command, its output through `out`; Ok carries the exit code.
 pub fn run(command: Command, settings: &Settings, out: &Output) -> Result<i32> {
     match command {

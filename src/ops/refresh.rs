@@ -128,6 +128,10 @@ pub struct RefreshReport {
     /// Where the image was pulled from (None: it was here already, or a dry run).
     #[serde(default)]
     pub pulled: Option<PulledFrom>,
+    /// The image the toolbox ran before this refresh, by digest (`repo@sha256:…`): what a refresh
+    /// back to it takes (a canary's rollback). None: no toolbox, or its image had no digest.
+    #[serde(default)]
+    pub previous: Option<String>,
 }
 
 /// A plan step and its equivalent command lines.
@@ -248,6 +252,10 @@ pub async fn refresh_with(
     let mut report = report(&desired, &plan, manager.as_ref(), &info, &spec, request, pulls);
     report.image = image_ref.clone();
     report.pulled = pulled;
+    report.previous = current.container.as_ref().and_then(|toolbox| {
+        let digest = toolbox.labels.get(labels::IMAGE_DIGEST)?;
+        Some(format!("{}@{digest}", ImageRef::parse(toolbox.labels.get(labels::IMAGE_REF)?).ok()?.repository))
+    });
     report.warnings.extend(pull_warning);
     if !request.dry_run {
         report.warnings.extend(apply(&desired.name, &plan, engine, manager.as_ref(), reporter).await?.warnings);
@@ -290,6 +298,7 @@ fn report(
         staged: request.stage_only.then(|| plan.staged_name().map(str::to_string)).flatten(),
         engine_guessed: None,
         pulled: None,
+        previous: None,
     }
 }
 

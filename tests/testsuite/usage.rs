@@ -119,3 +119,17 @@ fn numbers_out_of_range() {
     assert_eq!(from_env.status.code(), Some(2), "{}", stderr(&from_env));
     assert!(stderr(&from_env).contains("not in 1..=65535"), "{}", stderr(&from_env));
 }
+
+/// A command line clap refuses (a number out of bounds, an unknown flag) is, under `--json`, the
+/// same error object as every other usage error.
+#[test]
+fn a_refused_command_line_under_json_is_an_error_object_too() {
+    let output = strix().args(["--json", "refresh", "--keep", "5000"]).output().expect("run strix-toolbox");
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    let object: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON on stdout");
+    assert_eq!(object["error"]["kind"], "usage", "{object}");
+    assert!(object["error"]["message"].as_str().unwrap().contains("5000 is not in 0..=1000"), "{object}");
+    let help = strix().args(["--json", "refresh", "--help"]).output().expect("run strix-toolbox");
+    assert_eq!(help.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&help.stdout).contains("--keep"), "help stays help");
+}

@@ -319,3 +319,27 @@ async fn every_node_having_the_image_spreads_nothing() {
     let spread = report.spread.expect("spread");
     assert_eq!((spread.registry, spread.had_it), (None, vec!["a".to_string(), "b".to_string()]));
 }
+
+/// What a canary does when the new image serves wrong: every node back to the image each ran
+/// before, all or nothing, through the same pipeline (the previous image is still pinned on every
+/// node, so nothing is pulled).
+#[tokio::test]
+async fn every_node_goes_back_to_the_previous_image_by_refreshing_to_it() {
+    let cluster = on_version(&["a", "b"], '1').await;
+    publish(&cluster, '2');
+    let forward = refresh(&as_nodes(&cluster)).await.unwrap();
+    assert_eq!(state(&cluster), on('2', 2));
+    let previous = forward.nodes[0].report.previous.clone().expect("the image it replaced");
+    assert_eq!(previous, format!("{REPO}@{}", digest('1')));
+    assert!(forward.nodes.iter().all(|node| node.report.previous.as_ref() == Some(&previous)));
+
+    let pulls_before: Vec<usize> =
+        cluster.iter().map(|t| t.engine.calls().iter().filter(|c| matches!(c, Call::Pull(_))).count()).collect();
+    let back = RefreshRequest { image_ref: previous.clone(), ..request() };
+    let report = refresh_nodes(&as_nodes(&cluster), &back, &spread_off(), &Silent).await.unwrap();
+    assert_eq!((report.outcome, report.pinned.as_str()), (ClusterOutcome::Refreshed, previous.as_str()));
+    assert_eq!(state(&cluster), on('1', 2));
+    let pulls_after: Vec<usize> =
+        cluster.iter().map(|t| t.engine.calls().iter().filter(|c| matches!(c, Call::Pull(_))).count()).collect();
+    assert_eq!(pulls_after, pulls_before, "the previous image was still here: nothing pulled");
+}
