@@ -72,7 +72,13 @@ fn draw(svg: &mut String, results: &[BenchResult]) -> DrawResult {
         .x_label_area_size(44)
         .y_label_area_size(64)
         .build_cartesian_2d(x_range.clone(), 0.0..headroom(max_throughput))?;
-    throughput.configure_mesh().x_desc("concurrency (requests in flight)").y_desc("output tokens/s").draw()?;
+    throughput
+        .configure_mesh()
+        .x_desc("concurrency (requests in flight)")
+        .y_desc("output tokens/s")
+        .x_label_formatter(&tick)
+        .y_label_formatter(&tick)
+        .draw()?;
     for (index, result) in results.iter().enumerate() {
         let colour = colour(index);
         let points: Vec<(f64, f64)> =
@@ -94,7 +100,12 @@ fn draw(svg: &mut String, results: &[BenchResult]) -> DrawResult {
         .x_label_area_size(44)
         .y_label_area_size(64)
         .build_cartesian_2d(x_range, 0.0..headroom(max_ttft))?;
-    ttft.configure_mesh().x_desc("concurrency (requests in flight)").y_desc("TTFT (ms)").draw()?;
+    ttft.configure_mesh()
+        .x_desc("concurrency (requests in flight)")
+        .y_desc("TTFT (ms)")
+        .x_label_formatter(&tick)
+        .y_label_formatter(&tick)
+        .draw()?;
     for (index, result) in results.iter().enumerate() {
         let colour = colour(index);
         let curve = |pick: fn(&super::stats::Distribution) -> f64| -> Vec<(f64, f64)> {
@@ -123,6 +134,15 @@ where
         .label_font(("sans-serif", 14))
         .draw()?;
     Ok(())
+}
+
+/// `4`, not `4.0`; `0.5` stays.
+fn tick(value: &f64) -> String {
+    if value.fract().abs() < 1e-9 {
+        format!("{value:.0}")
+    } else {
+        format!("{value:.1}")
+    }
 }
 
 /// An axis top above the largest value (and a unit axis when everything is 0).
