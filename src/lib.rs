@@ -15,9 +15,11 @@ pub(crate) mod engine;
 pub(crate) mod error;
 pub(crate) mod host;
 pub(crate) mod image;
+pub(crate) mod labels;
+pub(crate) mod link;
 pub(crate) mod manager;
 pub(crate) mod model;
-pub(crate) mod node;
+pub mod node;
 pub(crate) mod ops;
 pub mod output;
 pub(crate) mod plan;
@@ -27,6 +29,7 @@ pub mod reporter;
 pub(crate) mod serving;
 pub(crate) mod settings;
 pub(crate) mod spec;
+pub(crate) mod spread;
 pub(crate) mod verify;
 
 /// The image the cluster runs; channels are its tags.

@@ -85,3 +85,37 @@ impl Reporter for Recorder {
         self.record("finish".into());
     }
 }
+
+/// A byte count as people read it, in binary units (`15 B`, `1.46 KiB`, `1.40 GiB`): what the
+/// core's step messages say about sizes, the same way the progress bars do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bytes(pub u64);
+
+impl fmt::Display for Bytes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const UNITS: [&str; 8] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "ZiB", "YiB"];
+        if self.0 < 1024 {
+            return write!(f, "{} B", self.0);
+        }
+        let mut amount = self.0 as f64 / 1024.0;
+        let mut unit = 0;
+        while amount >= 1024.0 && unit + 1 < UNITS.len() {
+            amount /= 1024.0;
+            unit += 1;
+        }
+        write!(f, "{amount:.2} {}", UNITS[unit])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Bytes;
+
+    #[test]
+    fn bytes_read_as_binary_units_like_the_progress_bars() {
+        for count in [0, 15, 1023, 1024, 1_500, 1_500_000, 1_500_000_000, 1_500_000_000_000, u64::MAX] {
+            assert_eq!(Bytes(count).to_string(), indicatif::HumanBytes(count).to_string(), "{count}");
+        }
+        assert_eq!(Bytes(1_500).to_string(), "1.46 KiB");
+    }
+}

@@ -4,8 +4,9 @@
 use super::*;
 use crate::engine::fake::{Call, FakeEngine};
 use crate::engine::{ContainerInfo, CreateRequest, ImageInfo};
+use crate::labels;
 use crate::manager::Native;
-use crate::plan::{labels, temp_name, Action};
+use crate::plan::{temp_name, Action};
 use crate::reporter::{Recorder, Silent};
 
 const REPO: &str = "registry.test/vllm";

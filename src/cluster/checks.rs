@@ -379,9 +379,9 @@ mod tests {
     use crate::cluster::facts::PathProbe;
     use crate::doctor::Check;
     use crate::engine::EngineKind;
+    use crate::link::ClusterLink;
     use crate::ops::detect::DetectReport;
     use crate::ops::doctor::DoctorReport;
-    use crate::ops::link::ClusterLink;
     use crate::ops::status::StatusReport;
 
     fn detect(params: &[(&str, &str)]) -> DetectReport {

@@ -5,12 +5,12 @@ use futures_util::future::join_all;
 
 use super::checks::ClusterDoctorReport;
 use super::facts::{NodeFacts, PathProbe};
-use super::remote::RemoteNode;
 use super::{close_all, connect_all, in_cluster_order, ClusterSettings};
 use crate::error::Result;
+use crate::link::jumbo_payload;
 use crate::node::call::{Detect, Doctor, Link, Ping, Status};
+use crate::node::remote::RemoteNode;
 use crate::node::NodeCalls;
-use crate::ops::link::jumbo_payload;
 
 pub async fn cluster_doctor(settings: &ClusterSettings, toolbox: &str) -> Result<ClusterDoctorReport> {
     let (connected, unreachable) = connect_all(settings).await;

@@ -5,9 +5,9 @@ use std::net::Ipv4Addr;
 
 use serde::{Deserialize, Serialize};
 
+use crate::link::ClusterLink;
 use crate::ops::detect::DetectReport;
 use crate::ops::doctor::DoctorReport;
-use crate::ops::link::ClusterLink;
 use crate::ops::status::StatusReport;
 
 /// One node, as far as the head could learn it.

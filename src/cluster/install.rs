@@ -5,9 +5,9 @@ use futures_util::future::join_all;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::remote::{argv, RemoteNode, VERSION};
 use super::{close_all, connect_all, in_cluster_order, ClusterSettings};
 use crate::error::{Error, Result};
+use crate::node::remote::{argv, RemoteNode, VERSION};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -101,7 +101,7 @@ async fn copy_binary(remote: &RemoteNode, binary: &[u8], sha256: &str) -> Result
     let path = format!("{}/.local/bin/strix-toolbox", home.trim_end_matches('/'));
     let temp = format!("{path}.strix-new");
     let dir = path.rsplit_once('/').map_or(".", |(dir, _)| dir).to_string();
-    let step = |what: &str, output: super::ssh::RemoteOutput| {
+    let step = |what: &str, output: crate::node::ssh::RemoteOutput| {
         if output.status == Some(0) {
             Ok(output)
         } else {

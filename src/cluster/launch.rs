@@ -22,17 +22,17 @@ use crate::error::{Error, MultiError, Result};
 use crate::model::repo_id::RepoId;
 use crate::model::revision::{Commit, Revision};
 use crate::node::{Node, NodeCalls};
-use crate::ops::serving::logs::ServeLogs;
-use crate::ops::serving::probe::{ServeProbe, ServeProbeReport};
-use crate::ops::serving::ray::{RayNode, RayNodes, RayRole, RayStart};
-use crate::ops::serving::state::{ServeCheck, ServeCheckReport};
-use crate::ops::serving::vllm::VllmStart;
 use crate::reporter::Reporter;
 use crate::serving::commands::{ray_head, ray_worker, vllm_serve};
 use crate::serving::environment::serving_env;
 use crate::serving::http::HttpAnswer;
+use crate::serving::logs::ServeLogs;
+use crate::serving::probe::{ServeProbe, ServeProbeReport};
+use crate::serving::ray::{RayNode, RayNodes, RayRole, RayStart};
 use crate::serving::record::{Role, ServingRecord};
 use crate::serving::secret::Secret;
+use crate::serving::state::{ServeCheck, ServeCheckReport};
+use crate::serving::vllm::VllmStart;
 
 /// How long every node gets to appear in Ray's node table after its `ray start` returned.
 const RAY_JOIN_LIMIT: Duration = Duration::from_secs(60);
@@ -638,7 +638,7 @@ mod tests {
             image: Some("sha256:ab".into()),
             started: false,
             transport: crate::spec::Transport::ThunderboltTcp { netdev: "thunderbolt0".into() },
-            link: Some(crate::ops::link::ClusterLink {
+            link: Some(crate::link::ClusterLink {
                 netdev: "thunderbolt0".into(),
                 address: Some(Ipv4Addr::from(ip)),
                 prefix: Some(24),

@@ -7,7 +7,7 @@ use futures_util::future::join_all;
 
 use crate::error::Result;
 use crate::node::{Node, NodeCalls};
-use crate::ops::serving::logs::{LogTail, ServeLogs};
+use crate::serving::logs::{LogTail, ServeLogs};
 
 /// How often `--follow` asks.
 pub const FOLLOW_INTERVAL: Duration = Duration::from_secs(1);

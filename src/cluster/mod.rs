@@ -1,6 +1,7 @@
-//! The cluster: operations run on every node over the system's OpenSSH, each node running its own
-//! strix-toolbox with `--json`. This module adds only what needs more than one node: the same
-//! digest everywhere, all-or-nothing phases, and the cross-node checks.
+//! The cluster: what runs across nodes, on any [`Node`](crate::node::Node) (over ssh, or this
+//! machine). This module adds only what needs more than one node: the same digest everywhere,
+//! all-or-nothing phases, the spread, the model's transfer, launch/stop/logs, and the cross-node
+//! checks.
 
 pub(crate) mod checks;
 pub(crate) mod doctor;
@@ -13,10 +14,7 @@ pub(crate) mod model;
 pub(crate) mod nodes;
 pub(crate) mod proof;
 pub(crate) mod refresh;
-pub(crate) mod remote;
 pub(crate) mod spread;
-pub mod ssh;
-mod ssh_mux;
 pub(crate) mod status;
 pub(crate) mod stop;
 pub(crate) mod verify;
@@ -26,9 +24,9 @@ use std::sync::Arc;
 use futures_util::future::join_all;
 
 use crate::error::{Error, MultiError, Result};
+use crate::node::remote::RemoteNode;
+use crate::node::ssh::SshOptions;
 use crate::reporter::Reporter;
-use remote::RemoteNode;
-use ssh::SshOptions;
 
 /// The nodes and how to reach them, resolved once.
 #[derive(Debug, Clone)]

@@ -14,15 +14,15 @@ use futures_util::future::join_all;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, MultiError, Result};
-use crate::model::fetch::BlobSource;
+use crate::model::blob_fetch::BlobSource;
+use crate::model::download::ModelDownload;
+use crate::model::fetch::ModelFetch;
+use crate::model::list::{ModelCacheReport, ModelList};
 use crate::model::repo_id::RepoId;
 use crate::model::revision::{Commit, Revision};
+use crate::model::serve::{ModelServe, ModelServeStop};
 use crate::node::{Node, NodeCalls};
-use crate::ops::model::download::ModelDownload;
-use crate::ops::model::fetch::ModelFetch;
-use crate::ops::model::list::{ModelCacheReport, ModelList};
-use crate::ops::model::serve::{ModelServe, ModelServeStop};
-use crate::reporter::Reporter;
+use crate::reporter::{Bytes, Reporter};
 use crate::serving::secret::Secret;
 
 /// Between two looks at how far a transfer is.
@@ -108,8 +108,8 @@ pub async fn model_pull(
             request.repo,
             manifest.commit.short(),
             manifest.files.len(),
-            human_bytes(bytes),
-            human_bytes(downloaded.downloaded_bytes)
+            Bytes(bytes),
+            Bytes(downloaded.downloaded_bytes)
         ),
     );
     let mut report = ModelPullReport {
@@ -153,7 +153,7 @@ pub async fn model_pull(
                         node.name(),
                         &format!(
                             "received {} in {} blob(s), kept {}",
-                            human_bytes(fetched.fetched_bytes),
+                            Bytes(fetched.fetched_bytes),
                             fetched.fetched,
                             fetched.kept
                         ),
@@ -288,7 +288,7 @@ async fn download_news<T>(
                 let Ok(cache) = head.call(list.clone()).await else { continue };
                 let now = on_disk(&cache);
                 if now != said.0 && said.1.elapsed() >= DOWNLOAD_NEWS_INTERVAL {
-                    let so_far = human_bytes(now.saturating_sub(before));
+                    let so_far = Bytes(now.saturating_sub(before));
                     reporter.step_started(head.name(), &format!("downloading {repo}: {so_far} so far"));
                     said = (now, Instant::now());
                 }
@@ -331,10 +331,6 @@ fn random_key() -> Result<String> {
         Error::host("/dev/urandom", format!("cannot read /dev/urandom: {e}"), "a Linux system has it; check /dev")
     })?;
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
-}
-
-fn human_bytes(bytes: u64) -> String {
-    indicatif::HumanBytes(bytes).to_string()
 }
 
 #[cfg(test)]

@@ -19,19 +19,19 @@ use futures_util::future::join_all;
 use serde::{Deserialize, Serialize};
 
 use super::interrupt::Interrupt;
-use super::remote::RemoteNode;
 use super::spread::{self, Prepared, SpreadReport, SpreadSettings};
 use super::{close_all, connect_ours, ClusterSettings};
 use crate::error::{Error, MultiError, Result, Signal};
 use crate::image::reference::ImageRef;
 use crate::node::call::Resolve;
+use crate::node::remote::RemoteNode;
 use crate::node::NodeCalls;
 use crate::ops::phase::{Phase, PhaseRequest};
 use crate::ops::refresh::{ImageSource, RefreshReport, RefreshRequest};
-use crate::ops::spread::prune::SpreadPrune;
-use crate::ops::spread::pull::ImageDigests;
-use crate::ops::spread::resolve::SpreadResolve;
 use crate::plan::Action;
+use crate::spread::prune::SpreadPrune;
+use crate::spread::pull::ImageDigests;
+use crate::spread::resolve::SpreadResolve;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

@@ -1,22 +1,21 @@
 //! The spread, head side: bytes from outside cross the uplink once. The nodes that lack the image
 //! are found; the head starts its registry on the cluster link and copies the image into it from
 //! upstream, once; those nodes install the cluster CA where their engines look, then stage from
-//! the head's registry (`ops::spread::pull`). A node whose engine cannot be made to trust the
+//! the head's registry (`spread::pull`). A node whose engine cannot be made to trust the
 //! registry pulls from upstream itself, and the report says why. Any other failure of the spread
 //! stops the refresh before any node is staged: a failed spread is a failed stage.
 
 use futures_util::future::join_all;
-use indicatif::HumanBytes;
 use serde::{Deserialize, Serialize};
 
-use super::remote::RemoteNode;
 use crate::error::Result;
+use crate::node::remote::RemoteNode;
 use crate::node::NodeCalls;
-use crate::ops::spread::copy::SpreadCopy;
-use crate::ops::spread::pull::{PulledFrom, SpreadSource};
-use crate::ops::spread::registry::SpreadServe;
-use crate::ops::spread::trust::SpreadTrust;
-use crate::reporter::Reporter;
+use crate::reporter::{Bytes, Reporter};
+use crate::spread::copy::SpreadCopy;
+use crate::spread::pull::{PulledFrom, SpreadSource};
+use crate::spread::registry::SpreadServe;
+use crate::spread::trust::SpreadTrust;
 
 /// The port the head's registry listens on by default, on its cluster-link address.
 pub const DEFAULT_PORT: u16 = 5443;
@@ -83,7 +82,7 @@ impl Prepared {
 }
 
 /// Whether each node lacks `pinned`, from the digests each said its images carry
-/// ([`ImageDigests`](crate::ops::spread::pull::ImageDigests)). A node that could not say lacks it:
+/// ([`ImageDigests`](crate::spread::pull::ImageDigests)). A node that could not say lacks it:
 /// it stages all the same, and fails there with its own error.
 pub fn lacking(pinned: &str, held: &[Result<Vec<String>>]) -> Vec<bool> {
     let digest = pinned.rsplit_once('@').map_or("", |(_, digest)| digest);
@@ -122,7 +121,7 @@ pub async fn prepare(
     let copied = head.call(copy).await?;
     reporter.step_finished(
         &head.name,
-        &format!("fetched {} of {} from upstream", HumanBytes(copied.fetched), HumanBytes(copied.size)),
+        &format!("fetched {} of {} from upstream", Bytes(copied.fetched), Bytes(copied.size)),
     );
     prepared.report = SpreadReport {
         registry: Some(served.address.clone()),

@@ -7,18 +7,18 @@ use std::net::SocketAddr;
 use futures_util::future::join_all;
 use serde::{Deserialize, Serialize};
 
-use super::remote::RemoteNode;
 use super::{close_all, connect_all, in_cluster_order, ClusterSettings};
 use crate::error::Result;
 use crate::node::call::Status;
+use crate::node::remote::RemoteNode;
 use crate::node::NodeCalls;
-use crate::ops::serving::probe::ServeProbe;
-use crate::ops::serving::ray::RayNodes;
-use crate::ops::serving::state::{ServeCheck, ServingState};
-use crate::ops::spread::status::{RegistryStatus, SpreadStatus};
 use crate::ops::status::{StatusReport, ToolboxStatus};
 use crate::serving::http::HttpAnswer;
+use crate::serving::probe::ServeProbe;
+use crate::serving::ray::RayNodes;
 use crate::serving::record::Role;
+use crate::serving::state::{ServeCheck, ServingState};
+use crate::spread::status::{RegistryStatus, SpreadStatus};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeStatus {

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, MultiError, Result};
 use crate::node::{Node, NodeCalls};
-use crate::ops::serving::stop::{ServeStop, ServeStopped, StopPart};
+use crate::serving::stop::{ServeStop, ServeStopped, StopPart};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeStop {

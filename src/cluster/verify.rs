@@ -10,12 +10,12 @@ use serde::{Deserialize, Serialize};
 use super::proof::{
     judge_rccl_log, parse_bandwidth_gbps, parse_latency_us, RcclNetwork, REFERENCE_BANDWIDTH_GBPS, REFERENCE_LATENCY_US,
 };
-use super::remote::{argv, RemoteNode};
-use super::ssh::RemoteOutput;
 use super::{close_all, connect_all, in_cluster_order, ClusterSettings};
 use crate::check::Status;
 use crate::error::Result;
 use crate::node::call::{Detect, Link, Verify};
+use crate::node::remote::{argv, RemoteNode};
+use crate::node::ssh::RemoteOutput;
 use crate::node::NodeCalls;
 use crate::spec::transport::Transport;
 use crate::verify::VerifyReport;

@@ -2,7 +2,7 @@
 
 use crate::cli::BuildArgs;
 use crate::error::Result;
-use crate::image::build::BuildOutcome;
+use crate::ops::build::BuildOutcome;
 use crate::ops::build::{build, BuildOptions};
 use crate::output::{Output, Render};
 use crate::settings::Settings;

@@ -3,7 +3,6 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use indicatif::HumanBytes;
 use serde::Serialize;
 
 use super::model::ModelRequest;
@@ -14,15 +13,16 @@ use crate::cluster::install::{cluster_install, InstallAction, InstallReport};
 use crate::cluster::nodes::{default_cluster_file, parse_node_list, ClusterFile};
 use crate::cluster::refresh::{cluster_refresh, ClusterOutcome, ClusterRefreshReport};
 use crate::cluster::spread::{SpreadReport, SpreadSettings};
-use crate::cluster::ssh::SshOptions;
 use crate::cluster::status::{cluster_status, ClusterStatusReport, NodeStatus};
 use crate::cluster::verify::{cluster_verify, ClusterVerifyReport, Proof};
 use crate::cluster::{close_all, connect_all, connect_ours, doctor::cluster_doctor, ClusterSettings};
 use crate::error::{Error, Result};
 use crate::image::reference::ImageRef;
 use crate::image::short_digest;
+use crate::node::ssh::SshOptions;
 use crate::node::Node;
 use crate::output::{Output, Render, Style};
+use crate::reporter::Bytes;
 use crate::serving::http::HttpAnswer;
 use crate::settings::Settings;
 
@@ -167,41 +167,6 @@ fn init(args: &ClusterArgs, out: &Output) -> Result<i32> {
     Ok(0)
 }
 
-/// A row of the table: its name, then one (status, text) cell per node.
-pub(super) type Row = (String, Vec<(Option<Status>, String)>);
-
-/// A table: one column per node, padded before painting so colours do not skew it.
-pub(super) fn table(out: &Output, nodes: &[String], rows: &[Row]) {
-    const MAX: usize = 28;
-    let clip = |text: &str| -> String {
-        if text.chars().count() > MAX {
-            format!("{}…", text.chars().take(MAX - 1).collect::<String>())
-        } else {
-            text.to_string()
-        }
-    };
-    let first = rows.iter().map(|(name, _)| name.len()).max().unwrap_or(0).max(5);
-    let widths: Vec<usize> = (0..nodes.len())
-        .map(|i| {
-            let cells = rows.iter().map(|(_, cells)| clip(&cells[i].1).chars().count());
-            cells.chain([nodes[i].chars().count().min(MAX)]).max().unwrap_or(0)
-        })
-        .collect();
-    let mut header = format!("{:<first$}", "");
-    for (node, width) in nodes.iter().zip(&widths) {
-        header.push_str(&format!("  {:<width$}", clip(node)));
-    }
-    out.line(&out.paint(header.trim_end(), Style::Bold));
-    for (name, cells) in rows {
-        let mut line = format!("{name:<first$}");
-        for ((status, text), width) in cells.iter().zip(&widths) {
-            line.push_str("  ");
-            line.push_str(&out.paint_status(*status, &format!("{:<width$}", clip(text))));
-        }
-        out.line(line.trim_end());
-    }
-}
-
 impl Render for ClusterDoctorReport {
     fn render(&self, out: &Output) {
         let rows: Vec<_> = self
@@ -209,7 +174,7 @@ impl Render for ClusterDoctorReport {
             .iter()
             .map(|c| (c.name.clone(), c.cells.iter().map(|cell| (cell.status, cell.text.clone())).collect()))
             .collect();
-        table(out, &self.nodes, &rows);
+        out.node_table(&self.nodes, &rows);
         // Each node's problem as a check of its own: `node1: mtu`.
         let problems: Vec<Check> = self
             .checks
@@ -255,7 +220,7 @@ impl Render for ClusterStatusReport {
                 cell(&|n| toolbox(n).and_then(|t| t.rccl_sha256).map_or("-".into(), |s| short_digest(&s).to_string())),
             ),
         ];
-        table(out, &nodes, &rows);
+        out.node_table(&nodes, &rows);
         if let Some(serving) = &self.serving {
             let health = match &serving.health {
                 _ if serving.serves => out.paint("serving", Style::Ok),
@@ -281,7 +246,7 @@ impl Render for ClusterStatusReport {
             out.line(&format!(
                 "head registry on {}: {} on disk, {} image(s), {running}",
                 registry.node,
-                HumanBytes(registry.status.disk_bytes),
+                Bytes(registry.status.disk_bytes),
                 registry.status.images.len()
             ));
         }
@@ -423,8 +388,8 @@ fn spread_line(spread: &SpreadReport, head: &str) -> String {
     };
     let mut line = format!(
         "spread: {head} fetched {} of {} from upstream into {registry}",
-        HumanBytes(spread.fetched),
-        HumanBytes(spread.size)
+        Bytes(spread.fetched),
+        Bytes(spread.size)
     );
     for (what, nodes) in
         [("over the link", &spread.from_head), ("from upstream", &spread.from_upstream), ("had it", &spread.had_it)]
@@ -434,7 +399,7 @@ fn spread_line(spread: &SpreadReport, head: &str) -> String {
         }
     }
     if let Some(disk) = spread.disk_bytes {
-        line.push_str(&format!("; its registry holds {}", HumanBytes(disk)));
+        line.push_str(&format!("; its registry holds {}", Bytes(disk)));
     }
     line
 }

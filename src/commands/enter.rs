@@ -5,11 +5,12 @@ use crate::error::Result;
 use crate::manager::process::exec_replace;
 use crate::ops::enter::{enter, Entry};
 use crate::ops::DEFAULT_TOOLBOX;
+use crate::output::Output;
 use crate::settings::Settings;
 
-pub async fn run(args: &EnterArgs, settings: &Settings) -> Result<i32> {
+pub async fn run(args: &EnterArgs, settings: &Settings, out: &Output) -> Result<i32> {
     let name = args.name.as_deref().unwrap_or(DEFAULT_TOOLBOX);
-    match enter(settings, name, &args.command).await? {
+    match enter(settings, name, &args.command, out).await? {
         Entry::Ran(code) => Ok(code),
         // The shell replaces this process; exec_replace returns only on failure.
         Entry::Interactive { argv, env } => Err(exec_replace(&argv, &env)),

@@ -6,11 +6,12 @@ use std::time::Duration;
 
 use crate::cli::LaunchArgs;
 use crate::cluster::launch::{launch, LaunchReport, LaunchRequest};
-use crate::cluster::ssh::shell_quote;
 use crate::error::{Error, Result};
 use crate::model::hub_env::forwarded_hub_env;
+use crate::node::ssh::shell_quote;
 use crate::node::Node;
 use crate::output::{Output, Render, Style};
+use crate::reporter::Bytes;
 use crate::serving::secret::Secret;
 use crate::spec::parse_env;
 
@@ -84,8 +85,8 @@ impl Render for LaunchReport {
                 "pulled {} at {} first: {} from the Hub, {} over the cluster link",
                 pull.repo,
                 pull.commit.short(),
-                indicatif::HumanBytes(pull.head.downloaded_bytes),
-                indicatif::HumanBytes(pull.link_bytes)
+                Bytes(pull.head.downloaded_bytes),
+                Bytes(pull.link_bytes)
             ));
         }
         let nodes = self.nodes.len();

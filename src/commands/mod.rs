@@ -53,7 +53,7 @@ pub fn run(command: Command, settings: &Settings, out: &Output) -> Result<i32> {
             runtime.block_on(async move {
                 match command {
                     Command::Refresh(args) => refresh::run(&args, settings, out).await,
-                    Command::Enter(args) => enter::run(&args, settings).await,
+                    Command::Enter(args) => enter::run(&args, settings, out).await,
                     Command::Verify(args) => verify::run(&args, settings, out).await,
                     Command::List => list::run(settings, out).await,
                     Command::Status => status::run(settings, out).await,

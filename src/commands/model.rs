@@ -6,11 +6,12 @@ use crate::cli::ModelCommand;
 use crate::cluster::model::{model_list, model_pull, ModelListReport, ModelPullReport, ModelPullRequest, NodeModels};
 use crate::error::Result;
 use crate::model::hub_env::forwarded_hub_env;
+use crate::model::list::ModelList;
 use crate::model::repo_id::RepoId;
 use crate::model::revision::Revision;
 use crate::node::Node;
-use crate::ops::model::list::ModelList;
-use crate::output::{Output, Render, Style};
+use crate::output::{Output, Render, Row, Style};
+use crate::reporter::Bytes;
 
 /// A model command, its arguments checked (before any node is asked).
 pub enum ModelRequest {
@@ -72,10 +73,6 @@ pub async fn run(
     }
 }
 
-fn bytes(count: u64) -> String {
-    indicatif::HumanBytes(count).to_string()
-}
-
 impl Render for ModelPullReport {
     fn render(&self, out: &Output) {
         out.line(&format!(
@@ -85,7 +82,7 @@ impl Render for ModelPullReport {
             self.commit,
             self.revision,
             self.files,
-            bytes(self.bytes)
+            Bytes(self.bytes)
         ));
         let head = &self.head;
         let repaired = |files: &[String]| {
@@ -98,7 +95,7 @@ impl Render for ModelPullReport {
         out.line(&format!(
             "  {}  {} from the Hub (huggingface_hub {}), every file verified{}",
             out.paint(&head.node, Style::Bold),
-            bytes(head.downloaded_bytes),
+            Bytes(head.downloaded_bytes),
             head.hub_version,
             repaired(&head.repaired)
         ));
@@ -106,7 +103,7 @@ impl Render for ModelPullReport {
             out.line(&format!(
                 "  {}  {} over the cluster link ({} file(s)), {} kept{}",
                 out.paint(&node.node, Style::Bold),
-                bytes(node.fetched_bytes),
+                Bytes(node.fetched_bytes),
                 node.fetched,
                 node.kept,
                 repaired(&node.repaired)
@@ -114,8 +111,8 @@ impl Render for ModelPullReport {
         }
         out.line(&format!(
             "Hub: {} once; cluster link: {}; {:.0} s. vLLM finds it offline (HF_HUB_OFFLINE=1) with --revision {}",
-            bytes(self.head.downloaded_bytes),
-            bytes(self.link_bytes),
+            Bytes(self.head.downloaded_bytes),
+            Bytes(self.link_bytes),
             self.seconds,
             self.commit
         ));
@@ -148,7 +145,7 @@ impl Render for ModelListReport {
         if rows.is_empty() {
             out.line("no model in any node's Hugging Face cache");
         }
-        let table: Vec<super::cluster::Row> = rows
+        let table: Vec<Row> = rows
             .iter()
             .map(|(repo, commit, refs)| {
                 let label = format!(
@@ -161,7 +158,7 @@ impl Render for ModelListReport {
             })
             .collect();
         if !table.is_empty() {
-            super::cluster::table(out, &names, &table);
+            out.node_table(&names, &table);
         }
         for node in &self.nodes {
             if let Some(error) = &node.error {
@@ -202,7 +199,7 @@ fn cell(node: &NodeModels, repo: &str, commit: &str) -> (Option<Status>, String)
         .flat_map(|r| &r.revisions)
         .find(|r| r.commit.as_str() == commit);
     let Some(revision) = found else { return (None, "-".into()) };
-    let size = format!("{} file(s), {}", revision.files, bytes(revision.bytes));
+    let size = format!("{} file(s), {}", revision.files, Bytes(revision.bytes));
     match (revision.complete, revision.verified) {
         (_, Some(false)) => (Some(Status::Fail), format!("{} bad: {size}", revision.bad.len())),
         (false, _) => (Some(Status::Warn), format!("incomplete: {size}")),

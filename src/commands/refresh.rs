@@ -5,9 +5,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::cli::{RefreshArgs, RefreshOptions};
-use crate::cluster::ssh::shell_quote;
 use crate::error::{Error, Result};
 use crate::image::reference::{default_name, parse_channel};
+use crate::node::ssh::shell_quote;
 use crate::ops::refresh::{refresh, ImageSource, RefreshReport, RefreshRequest};
 use crate::output::{Output, Render, Style};
 use crate::settings::Settings;

@@ -96,7 +96,7 @@ impl Engine for AbsentEngine {
         _command: &[String],
         _env: &[String],
         _user: Option<&str>,
-        _io: ExecIo,
+        _io: ExecIo<'_>,
     ) -> Result<ExecOutcome> {
         self.refuse(&format!("run a command in {name_or_id}"))
     }

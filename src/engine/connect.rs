@@ -6,7 +6,7 @@ use super::endpoint;
 use super::podman::PodmanEngine;
 use super::service::TemporaryService;
 use super::{Engine, EngineKind};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::host::installed::Installed;
 
 /// A live connection to an engine. Holds the podman service it had to start, if any, so the
@@ -34,15 +34,13 @@ pub async fn connect(kind: EngineKind, installed: &Installed) -> Result<Connecti
                 return Ok(Connection { engine: Box::new(PodmanEngine::new(socket)?), _service: None });
             }
             if let Some(host) = env("CONTAINER_HOST").filter(|h| !h.is_empty()) {
-                return Err(unavailable(
-                    EngineKind::Podman,
+                return Err(EngineKind::Podman.unavailable(
                     format!("nothing answers at CONTAINER_HOST={host}"),
                     format!("start the service (`podman system service --time=0 {host} &`) or unset CONTAINER_HOST"),
                 ));
             }
             let Some(program) = podman_program else {
-                return Err(unavailable(
-                    EngineKind::Podman,
+                return Err(EngineKind::Podman.unavailable(
                     "podman is not installed and no podman socket answers",
                     "install podman, or use --engine docker",
                 ));
@@ -54,8 +52,7 @@ pub async fn connect(kind: EngineKind, installed: &Installed) -> Result<Connecti
         EngineKind::Docker => {
             let socket = endpoint::docker_socket(&env)?;
             if !endpoint::answers(&socket) {
-                return Err(unavailable(
-                    EngineKind::Docker,
+                return Err(EngineKind::Docker.unavailable(
                     format!("docker does not answer at {}", socket.display()),
                     "start it (`sudo systemctl start docker`) or set DOCKER_HOST",
                 ));
@@ -63,9 +60,4 @@ pub async fn connect(kind: EngineKind, installed: &Installed) -> Result<Connecti
             Ok(Connection { engine: Box::new(DockerEngine::connect(&socket)?), _service: None })
         }
     }
-}
-
-/// No `kind` engine to talk to, and what to do about it.
-pub(super) fn unavailable(kind: EngineKind, message: impl Into<String>, fix: impl Into<String>) -> Error {
-    Error::EngineUnavailable { engine: kind.program(), message: message.into(), fix: Some(fix.into()) }
 }

@@ -31,8 +31,7 @@ impl DockerEngine {
     pub fn connect(socket: &Path) -> Result<DockerEngine> {
         let endpoint = format!("unix://{}", socket.display());
         let client = bollard::Docker::connect_with_unix(&endpoint, 600, bollard::API_DEFAULT_VERSION).map_err(|e| {
-            super::connect::unavailable(
-                EngineKind::Docker,
+            EngineKind::Docker.unavailable(
                 format!("cannot use the docker socket {endpoint}: {e}"),
                 "point DOCKER_HOST at docker's unix socket (unix:///run/docker.sock)",
             )
@@ -284,7 +283,7 @@ impl Engine for DockerEngine {
         command: &[String],
         env: &[String],
         user: Option<&str>,
-        io: ExecIo,
+        io: ExecIo<'_>,
     ) -> Result<ExecOutcome> {
         let action = || format!("exec in {name_or_id}");
         let config = CreateExecOptions {

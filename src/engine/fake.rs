@@ -368,7 +368,7 @@ impl Engine for FakeEngine {
         command: &[String],
         _env: &[String],
         _user: Option<&str>,
-        _io: ExecIo,
+        _io: ExecIo<'_>,
     ) -> Result<ExecOutcome> {
         self.run(Call::Exec { container: name_or_id.into(), command: command.to_vec() }, |state| {
             let running = state.container(name_or_id).is_some_and(|i| state.containers[i].running);

@@ -4,6 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::error::Error;
 use crate::host::installed::Installed;
 
 /// Which engine family; the container spec's rules depend on it.
@@ -21,6 +22,11 @@ impl EngineKind {
             EngineKind::Podman => "podman",
             EngineKind::Docker => "docker",
         }
+    }
+
+    /// No engine of this family to talk to, and what to do about it.
+    pub fn unavailable(self, message: impl Into<String>, fix: impl Into<String>) -> Error {
+        Error::EngineUnavailable { engine: self.program(), message: message.into(), fix: Some(fix.into()) }
     }
 }
 

@@ -14,6 +14,7 @@ pub mod docker;
 pub mod endpoint;
 #[cfg(test)]
 pub mod fake;
+pub mod find;
 pub mod kind;
 mod libpod_build;
 mod libpod_inspect;
@@ -139,12 +140,19 @@ pub struct BuildJob<'a> {
 pub const ARCHIVE_LIMIT: usize = 4 << 30;
 
 /// Where an exec's output goes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ExecIo {
-    /// To our stdout and stderr, as it arrives.
-    Inherit,
+#[derive(Clone, Copy)]
+pub enum ExecIo<'a> {
+    /// Passed through as it arrives, to the command's own output (`enter NAME -- CMD`).
+    PassThrough(&'a dyn ExecSink),
     /// Into [`ExecOutcome`], for the caller to read.
     Capture,
+}
+
+/// Who takes an exec's output as it arrives: the command's output (`crate::output::Output`),
+/// which owns stdout and stderr, so a reader that goes away ends it quietly.
+pub trait ExecSink: Send + Sync {
+    fn stdout(&self, bytes: &[u8]);
+    fn stderr(&self, bytes: &[u8]);
 }
 
 /// The result of a command run in a container.
@@ -200,6 +208,6 @@ pub trait Engine: Send + Sync {
         command: &[String],
         env: &[String],
         user: Option<&str>,
-        io: ExecIo,
+        io: ExecIo<'_>,
     ) -> Result<ExecOutcome>;
 }

@@ -1,8 +1,7 @@
-//! An exec's demultiplexed output: passed through to our stdout and stderr as it arrives (`enter`),
+//! An exec's demultiplexed output: passed through to the command's output as it arrives (`enter`),
 //! or captured (`verify` reads what its checks print).
 
 use futures_util::{Stream, StreamExt};
-use tokio::io::AsyncWriteExt;
 
 use super::ExecIo;
 
@@ -17,23 +16,15 @@ const CAPTURE_LIMIT: usize = 8 << 20;
 
 /// Pass every chunk through as it arrives (no buffering), or capture them; returns what was
 /// captured (stdout, stderr), empty when passed through.
-pub async fn route_chunks<S: Stream<Item = Chunk> + Unpin>(mut chunks: S, io: ExecIo) -> (Vec<u8>, Vec<u8>) {
-    let mut stdout = tokio::io::stdout();
-    let mut stderr = tokio::io::stderr();
+pub async fn route_chunks<S: Stream<Item = Chunk> + Unpin>(mut chunks: S, io: ExecIo<'_>) -> (Vec<u8>, Vec<u8>) {
     let (mut captured_out, mut captured_err) = (Vec::new(), Vec::new());
     while let Some(chunk) = chunks.next().await {
-        let _ = match (io, chunk) {
-            (ExecIo::Inherit, Chunk::Stdout(bytes)) => stdout.write_all(&bytes).await.and(stdout.flush().await),
-            (ExecIo::Inherit, Chunk::Stderr(bytes)) => stderr.write_all(&bytes).await.and(stderr.flush().await),
-            (ExecIo::Capture, Chunk::Stdout(bytes)) => {
-                keep(&mut captured_out, &bytes);
-                Ok(())
-            }
-            (ExecIo::Capture, Chunk::Stderr(bytes)) => {
-                keep(&mut captured_err, &bytes);
-                Ok(())
-            }
-        };
+        match (io, chunk) {
+            (ExecIo::PassThrough(sink), Chunk::Stdout(bytes)) => sink.stdout(&bytes),
+            (ExecIo::PassThrough(sink), Chunk::Stderr(bytes)) => sink.stderr(&bytes),
+            (ExecIo::Capture, Chunk::Stdout(bytes)) => keep(&mut captured_out, &bytes),
+            (ExecIo::Capture, Chunk::Stderr(bytes)) => keep(&mut captured_err, &bytes),
+        }
     }
     (captured_out, captured_err)
 }
@@ -44,7 +35,7 @@ fn keep(buffer: &mut Vec<u8>, bytes: &[u8]) {
 }
 
 /// podman-api's exec output.
-pub async fn route_exec_output(output: &mut containers_api::conn::Multiplexer, io: ExecIo) -> (Vec<u8>, Vec<u8>) {
+pub async fn route_exec_output(output: &mut containers_api::conn::Multiplexer, io: ExecIo<'_>) -> (Vec<u8>, Vec<u8>) {
     use containers_api::conn::TtyChunk;
     let chunks = output.filter_map(|chunk| async move {
         match chunk {

@@ -33,8 +33,7 @@ impl PodmanEngine {
         let endpoint = format!("unix://{}", socket.display());
         let compat =
             bollard::Docker::connect_with_unix(&endpoint, 600, &super::compat_pull::COMPAT_API).map_err(|e| {
-                super::connect::unavailable(
-                    EngineKind::Podman,
+                EngineKind::Podman.unavailable(
                     format!("cannot use the podman socket {endpoint}: {e}"),
                     "point CONTAINER_HOST at podman's unix socket, or unset it",
                 )
@@ -285,7 +284,7 @@ impl Engine for PodmanEngine {
         command: &[String],
         env: &[String],
         user: Option<&str>,
-        io: ExecIo,
+        io: ExecIo<'_>,
     ) -> Result<ExecOutcome> {
         let action = || format!("exec in {name_or_id}");
         let vars: Vec<(String, String)> =

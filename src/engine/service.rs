@@ -5,7 +5,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::connect::unavailable;
 use super::endpoint::answers;
 use super::EngineKind;
 use crate::error::{Error, Result};
@@ -37,8 +36,7 @@ impl TemporaryService {
             .stderr(Stdio::null())
             .spawn()
             .map_err(|e| {
-                unavailable(
-                    EngineKind::Podman,
+                EngineKind::Podman.unavailable(
                     format!("cannot start `{} system service`: {e}", podman.display()),
                     "check that podman runs (`podman info`), or enable its socket \
                      (`systemctl --user enable --now podman.socket`)",
@@ -48,15 +46,13 @@ impl TemporaryService {
         let deadline = Instant::now() + Duration::from_secs(15);
         while !answers(&service.socket) {
             if let Ok(Some(status)) = service.child.try_wait() {
-                return Err(unavailable(
-                    EngineKind::Podman,
+                return Err(EngineKind::Podman.unavailable(
                     format!("`podman system service` exited ({status}) before answering"),
                     "run `podman info` to see why, or enable the socket (`systemctl --user enable --now podman.socket`)",
                 ));
             }
             if Instant::now() > deadline {
-                return Err(unavailable(
-                    EngineKind::Podman,
+                return Err(EngineKind::Podman.unavailable(
                     "`podman system service` did not answer within 15 s",
                     "enable the socket (`systemctl --user enable --now podman.socket`)",
                 ));

@@ -1,7 +1,6 @@
-//! Images: references, date pins, and the build that bakes a custom RCCL into one.
+//! Images by name: references (one parser for every way an image is named) and digests as people
+//! read them.
 
-pub mod build;
-pub mod pin;
 pub mod reference;
 
 /// A digest or an id as people read it: without `sha256:`, at most 12 characters (cut on a

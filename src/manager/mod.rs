@@ -63,11 +63,7 @@ impl ManagerKind {
 
     /// Which manager made a container (native when it carries no label of ours).
     pub fn of(container: &crate::engine::ContainerInfo) -> ManagerKind {
-        container
-            .labels
-            .get(crate::plan::labels::MANAGER)
-            .and_then(|k| ManagerKind::parse(k))
-            .unwrap_or(ManagerKind::Native)
+        container.labels.get(crate::labels::MANAGER).and_then(|k| ManagerKind::parse(k)).unwrap_or(ManagerKind::Native)
     }
 
     /// Who commands run as in this manager's containers: Toolbx and Distrobox run as root and

@@ -1,15 +1,23 @@
-//! Models, fetched once per cluster: the Hugging Face cache as huggingface_hub lays it out
-//! ([`cache`]), the ids and revisions that name what is in it, the hashes its blob names are
+//! Models, fetched once per cluster. The domain: the Hugging Face cache as huggingface_hub lays it
+//! out ([`cache`]), the ids and revisions that name what is in it, the hashes its blob names are
 //! ([`blob`]), the list of a snapshot's files ([`manifest`]), and the transfer of blobs from the
-//! head to the other nodes over the cluster link ([`serve`], [`fetch`]). The node's calls are in
-//! `ops::model`, the head's orchestration in `cluster::model`.
+//! head to the other nodes over the cluster link ([`blob_server`], [`blob_fetch`]). The node's
+//! side, each one call from the head: the head's download through huggingface_hub in its toolbox
+//! ([`download`]), its blob server on the cluster link ([`serve`]), every other node's fetch from
+//! it ([`fetch`]), and what each node's cache holds ([`list`]). The head's orchestration is in
+//! `cluster::model`.
 
 pub(crate) mod blob;
+pub(crate) mod blob_fetch;
+pub(crate) mod blob_server;
 pub(crate) mod cache;
+pub(crate) mod download;
 pub(crate) mod fetch;
 pub(crate) mod http1;
 pub(crate) mod hub_env;
+pub(crate) mod list;
 pub(crate) mod manifest;
 pub(crate) mod repo_id;
 pub(crate) mod revision;
 pub(crate) mod serve;
+mod snapshot;

@@ -1,215 +1,123 @@
-//! The head's side of spreading a snapshot: its verified blobs over HTTP, on the cluster link's
-//! address only, to the nodes holding the pull's access key. A request names a blob by its hash
-//! and nothing else: the name is checked against the snapshot's own list, so no path from the
-//! network ever reaches the file system. It runs as a task of the head's agent for the length of
-//! the pull, and stops by itself when nobody has asked for a while.
+//! The head's blob server as node calls: `ModelServe` starts it for one snapshot on the cluster
+//! link's address and returns at once; `ModelServeStop` stops it and says what it sent. It is a
+//! task of this agent process, so it also ends with the cluster command's channel, and by itself
+//! after [`IDLE_LIMIT`] without a request.
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
-use tokio::task::JoinSet;
 
-use super::blob::BlobName;
-use super::http1::read_head;
+use super::snapshot::manifest_here;
+use crate::error::{Error, Result};
+use crate::host::HostFacts;
+use crate::link::read_link;
+use crate::model::blob_server::{BlobServer, ServeStats};
+use crate::model::cache::HubCache;
+use crate::model::repo_id::RepoId;
+use crate::model::revision::Commit;
 use crate::serving::secret::Secret;
+use crate::settings::Settings;
+use crate::spec::Transport;
 
-/// How long a client may take to send its request.
-const REQUEST_LIMIT: Duration = Duration::from_secs(10);
-/// How long one write may wait for a receiver that stopped reading.
-const WRITE_LIMIT: Duration = Duration::from_secs(60);
-/// One read of a blob file.
-const CHUNK: usize = 1 << 20;
+/// A server nobody asks for this long stops (a head that never sent the stop).
+const IDLE_LIMIT: Duration = Duration::from_secs(600);
 
-/// What the server did, read by the head when it stops it.
-#[derive(Debug, Default)]
-pub struct ServeStats {
-    pub requests: AtomicU64,
-    /// Body bytes sent: what crossed the cluster link.
-    pub bytes: AtomicU64,
-    /// Requests answered with anything but the blob.
-    pub refused: AtomicU64,
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelServe {
+    pub repo: RepoId,
+    pub commit: Commit,
+    /// The pull's key: a fetch without it is refused.
+    pub access: Secret,
 }
 
-pub struct BlobServer {
-    listener: TcpListener,
-    blobs: Arc<BTreeMap<BlobName, PathBuf>>,
-    access: Arc<Secret>,
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelServing {
+    /// What `ModelServeStop` names.
+    pub id: u64,
+    /// On the cluster link.
+    pub address: SocketAddr,
+    pub blobs: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelServeStop {
+    pub id: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelServeStopped {
+    pub requests: u64,
+    /// Blob bytes sent over the link.
+    pub bytes: u64,
+    pub refused: u64,
+}
+
+/// The servers this process runs, by id.
+static RUNNING: Mutex<BTreeMap<u64, Running>> = Mutex::new(BTreeMap::new());
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+struct Running {
+    stop: oneshot::Sender<()>,
     stats: Arc<ServeStats>,
+    task: tokio::task::JoinHandle<()>,
 }
 
-impl BlobServer {
-    /// Listen on `address` (port 0: any) for `blobs`, each at its file.
-    pub async fn bind(
-        address: SocketAddr,
-        blobs: BTreeMap<BlobName, PathBuf>,
-        access: Secret,
-    ) -> std::io::Result<BlobServer> {
-        let listener = TcpListener::bind(address).await?;
-        Ok(BlobServer { listener, blobs: Arc::new(blobs), access: Arc::new(access), stats: Arc::default() })
-    }
-
-    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
-        self.listener.local_addr()
-    }
-
-    pub fn stats(&self) -> Arc<ServeStats> {
-        self.stats.clone()
-    }
-
-    /// Serve until `stop` fires, or until `idle` passes with no connection open or coming.
-    /// Connections still open then are cut.
-    pub async fn run(self, mut stop: oneshot::Receiver<()>, idle: Duration) {
-        let open = Arc::new(AtomicUsize::new(0));
-        let mut connections = JoinSet::new();
-        loop {
-            tokio::select! {
-                _ = &mut stop => break,
-                accepted = tokio::time::timeout(idle, self.listener.accept()) => match accepted {
-                    Err(_) if open.load(Ordering::SeqCst) == 0 => break,
-                    Err(_) => continue,
-                    Ok(Err(_)) => tokio::time::sleep(Duration::from_millis(50)).await,
-                    Ok(Ok((socket, _))) => {
-                        let (blobs, access, stats, open) =
-                            (self.blobs.clone(), self.access.clone(), self.stats.clone(), open.clone());
-                        open.fetch_add(1, Ordering::SeqCst);
-                        connections.spawn(async move {
-                            answer(socket, &blobs, &access, &stats).await;
-                            open.fetch_sub(1, Ordering::SeqCst);
-                        });
-                    }
-                },
-            }
-            while connections.try_join_next().is_some() {}
-        }
-        connections.shutdown().await;
-    }
+pub async fn model_serve(settings: &Settings, request: &ModelServe) -> Result<ModelServing> {
+    let repo = HubCache::of_this_process()?.repo(&request.repo);
+    let manifest = manifest_here(&repo, &request.commit)?;
+    let blobs: BTreeMap<_, _> = manifest.blobs().into_keys().map(|name| (name.clone(), repo.blob(&name))).collect();
+    let address = SocketAddr::from((link_address(settings).await?, 0));
+    let server = BlobServer::bind(address, blobs.clone(), request.access.clone()).await.map_err(|e| Error::Host {
+        what: "the cluster link".into(),
+        message: format!("cannot listen on {address} for the other nodes: {e}"),
+        fix: Some("check the cluster link's address (`strix-toolbox doctor`)".into()),
+    })?;
+    let address = server.local_addr().map_err(|e| Error::Internal(format!("a listener without an address: {e}")))?;
+    let (stop, stopped) = oneshot::channel();
+    let stats = server.stats();
+    let task = tokio::spawn(server.run(stopped, IDLE_LIMIT));
+    let id = NEXT_ID.fetch_add(1, Ordering::SeqCst);
+    running().insert(id, Running { stop, stats, task });
+    Ok(ModelServing { id, address, blobs: blobs.len() })
 }
 
-/// One connection: one request, one answer, then close.
-async fn answer(mut socket: TcpStream, blobs: &BTreeMap<BlobName, PathBuf>, access: &Secret, stats: &ServeStats) {
-    stats.requests.fetch_add(1, Ordering::SeqCst);
-    let Ok((head, _)) = read_head(&mut socket, REQUEST_LIMIT).await else {
-        stats.refused.fetch_add(1, Ordering::SeqCst);
-        return;
+pub async fn model_serve_stop(request: &ModelServeStop) -> Result<ModelServeStopped> {
+    let Some(server) = running().remove(&request.id) else {
+        return Err(Error::Internal(format!("no blob server {} runs on this node", request.id)));
     };
-    let wanted = match head.first_line.as_slice() {
-        [method, target, _] if method == "GET" => target.strip_prefix("/blobs/").and_then(BlobName::parse),
-        [_, _, _] => return refuse(&mut socket, stats, "405 Method Not Allowed").await,
-        _ => return refuse(&mut socket, stats, "400 Bad Request").await,
-    };
-    let bearer = head.header("authorization").and_then(|value| value.strip_prefix("Bearer "));
-    if !bearer.is_some_and(|given| same(given.as_bytes(), access.expose().as_bytes())) {
-        return refuse(&mut socket, stats, "401 Unauthorized").await;
-    }
-    let Some(path) = wanted.and_then(|name| blobs.get(&name)) else {
-        return refuse(&mut socket, stats, "404 Not Found").await;
-    };
-    let Ok(mut file) = tokio::fs::File::open(path).await else {
-        return refuse(&mut socket, stats, "404 Not Found").await;
-    };
-    let Ok(size) = file.metadata().await.map(|m| m.len()) else {
-        return refuse(&mut socket, stats, "500 Internal Server Error").await;
-    };
-    let head = format!(
-        "HTTP/1.1 200 OK\r\nContent-Length: {size}\r\nContent-Type: application/octet-stream\r\nConnection: close\r\n\r\n"
-    );
-    if write_bounded(&mut socket, head.as_bytes()).await.is_err() {
-        return;
-    }
-    let mut buffer = vec![0u8; CHUNK];
-    let mut left = size;
-    while left > 0 {
-        let want = buffer.len().min(usize::try_from(left).unwrap_or(usize::MAX));
-        let read = match file.read(&mut buffer[..want]).await {
-            Ok(0) | Err(_) => return,
-            Ok(read) => read,
-        };
-        if write_bounded(&mut socket, &buffer[..read]).await.is_err() {
-            return;
-        }
-        stats.bytes.fetch_add(read as u64, Ordering::SeqCst);
-        left -= read as u64;
-    }
-    let _ = socket.shutdown().await;
+    let _ = server.stop.send(());
+    let _ = tokio::time::timeout(Duration::from_secs(10), server.task).await;
+    let count = |counter: &AtomicU64| counter.load(Ordering::SeqCst);
+    Ok(ModelServeStopped {
+        requests: count(&server.stats.requests),
+        bytes: count(&server.stats.bytes),
+        refused: count(&server.stats.refused),
+    })
 }
 
-async fn refuse(socket: &mut TcpStream, stats: &ServeStats, status: &str) {
-    stats.refused.fetch_add(1, Ordering::SeqCst);
-    let text = format!("HTTP/1.1 {status}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
-    let _ = write_bounded(socket, text.as_bytes()).await;
-    let _ = socket.shutdown().await;
+fn running() -> std::sync::MutexGuard<'static, BTreeMap<u64, Running>> {
+    RUNNING.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-async fn write_bounded(socket: &mut (impl AsyncWrite + Unpin), bytes: &[u8]) -> std::io::Result<()> {
-    tokio::time::timeout(WRITE_LIMIT, socket.write_all(bytes))
-        .await
-        .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "the receiver stopped reading"))?
-}
-
-/// Equal, in a time that does not depend on where they differ.
-fn same(given: &[u8], expected: &[u8]) -> bool {
-    given.len() == expected.len() && given.iter().zip(expected).fold(0u8, |diff, (a, b)| diff | (a ^ b)) == 0
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::model::http1::read_head;
-
-    const GIT_HELLO: &str = "ce013625030ba8dba906f756967f9e9ca394464a";
-
-    async fn ask(address: SocketAddr, request: &str) -> (u16, Vec<u8>) {
-        let mut socket = TcpStream::connect(address).await.unwrap();
-        socket.write_all(request.as_bytes()).await.unwrap();
-        let (head, mut body) = read_head(&mut socket, Duration::from_secs(5)).await.unwrap();
-        socket.read_to_end(&mut body).await.unwrap();
-        (head.status().unwrap(), body)
-    }
-
-    #[tokio::test]
-    async fn only_listed_blobs_by_name_and_only_with_the_key() {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join(GIT_HELLO);
-        std::fs::write(&file, "hello\n").unwrap();
-        std::fs::write(dir.path().join("secret"), "not a blob").unwrap();
-        let blobs = [(BlobName::parse(GIT_HELLO).unwrap(), file)].into_iter().collect();
-        let server = BlobServer::bind("127.0.0.1:0".parse().unwrap(), blobs, Secret::new("k3y".into())).await.unwrap();
-        let address = server.local_addr().unwrap();
-        let stats = server.stats();
-        let (stop, stopped) = oneshot::channel();
-        let running = tokio::spawn(server.run(stopped, Duration::from_secs(30)));
-
-        let get = |target: &str, key: &str| {
-            format!("GET {target} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {key}\r\n\r\n")
-        };
-        assert_eq!(ask(address, &get(&format!("/blobs/{GIT_HELLO}"), "k3y")).await, (200, b"hello\n".to_vec()));
-        assert_eq!(ask(address, &get(&format!("/blobs/{GIT_HELLO}"), "k3x")).await.0, 401);
-        assert_eq!(ask(address, &format!("GET /blobs/{GIT_HELLO} HTTP/1.1\r\n\r\n")).await.0, 401);
-        assert_eq!(ask(address, &get("/blobs/../secret", "k3y")).await.0, 404);
-        assert_eq!(ask(address, &get(&format!("/blobs/{}", "0".repeat(64)), "k3y")).await.0, 404);
-        assert_eq!(ask(address, &get("/secret", "k3y")).await.0, 404);
-        let post = format!("POST /blobs/{GIT_HELLO} HTTP/1.1\r\nAuthorization: Bearer k3y\r\n\r\n");
-        assert_eq!(ask(address, &post).await.0, 405);
-
-        stop.send(()).unwrap();
-        tokio::time::timeout(Duration::from_secs(5), running).await.unwrap().unwrap();
-        assert_eq!(stats.bytes.load(Ordering::SeqCst), 6);
-        assert_eq!((stats.requests.load(Ordering::SeqCst), stats.refused.load(Ordering::SeqCst)), (7, 6));
-        assert!(TcpStream::connect(address).await.is_err(), "stopped means no longer listening");
-    }
-
-    #[tokio::test]
-    async fn an_idle_server_stops_by_itself() {
-        let server =
-            BlobServer::bind("127.0.0.1:0".parse().unwrap(), BTreeMap::new(), Secret::new("k".into())).await.unwrap();
-        let (_stop, stopped) = oneshot::channel();
-        tokio::time::timeout(Duration::from_secs(5), server.run(stopped, Duration::from_millis(100))).await.unwrap();
-    }
+/// This node's address on the cluster link: the only one the server listens on.
+async fn link_address(settings: &Settings) -> Result<Ipv4Addr> {
+    let facts = HostFacts::read(&settings.open_host_root()?)?;
+    let transport = Transport::of(&facts);
+    let no_link = |message: String| Error::Host {
+        what: "the cluster link".into(),
+        message,
+        fix: Some("`strix-toolbox doctor` names what the cluster link lacks".into()),
+    };
+    let netdev = transport
+        .netdev()
+        .ok_or_else(|| no_link("this node has no cluster link (no ACTIVE RoCE port, no thunderbolt0 up)".into()))?;
+    read_link(netdev)
+        .await?
+        .and_then(|link| link.address)
+        .ok_or_else(|| no_link(format!("the cluster link {netdev} has no IPv4 address")))
 }

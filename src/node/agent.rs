@@ -14,8 +14,8 @@ use super::call::{Call, NodeCall};
 use super::wire::{line, Hello, Outcome, Request, Response};
 use crate::error::{Error, Result};
 use crate::ops;
-use crate::ops::{model, serving, spread};
 use crate::settings::Settings;
+use crate::{link, model, serving, spread};
 
 /// Answer calls read from `input` on `output` until `input` ends.
 pub async fn run_agent(
@@ -102,8 +102,8 @@ pub async fn dispatch(settings: &Settings, call: NodeCall) -> Result<serde_json:
         NodeCall::Detect(c) => reply(&c, ops::detect::detect(settings)),
         NodeCall::Status(c) => reply(&c, ops::status::status(settings).await),
         NodeCall::Verify(c) => reply(&c, ops::verify::verify(settings, &c.name).await),
-        NodeCall::Link(c) => reply(&c, ops::link::read_link(&c.netdev).await),
-        NodeCall::Ping(c) => reply(&c, ops::link::ping(&c.netdev, c.address, c.size).await),
+        NodeCall::Link(c) => reply(&c, link::read_link(&c.netdev).await),
+        NodeCall::Ping(c) => reply(&c, link::ping(&c.netdev, c.address, c.size).await),
         NodeCall::Exec(c) => reply(&c, ops::exec::exec_in_toolbox(settings, &c.toolbox, &c.argv).await),
         NodeCall::ServeCheck(c) => reply(&c, serving::state::serve_check(settings, &c).await),
         NodeCall::RayStart(c) => reply(&c, serving::ray::ray_start(settings, &c).await),

@@ -8,31 +8,31 @@ use std::net::Ipv4Addr;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use crate::link::{ClusterLink, PingReport};
+use crate::model::download::{ModelDownload, ModelDownloaded};
+use crate::model::fetch::{ModelFetch, ModelFetched};
+use crate::model::list::{ModelCacheReport, ModelList};
+use crate::model::serve::{ModelServe, ModelServeStop, ModelServeStopped, ModelServing};
 use crate::ops::detect::DetectReport;
 use crate::ops::doctor::DoctorReport;
-use crate::ops::exec::ExecReport;
-use crate::ops::link::{ClusterLink, PingReport};
-use crate::ops::model::download::{ModelDownload, ModelDownloaded};
-use crate::ops::model::fetch::{ModelFetch, ModelFetched};
-use crate::ops::model::list::{ModelCacheReport, ModelList};
-use crate::ops::model::serve::{ModelServe, ModelServeStop, ModelServeStopped, ModelServing};
 use crate::ops::phase::{PhaseReport, PhaseRequest};
 use crate::ops::refresh::{RefreshReport, RefreshRequest};
 use crate::ops::resolve::ResolveReport;
-use crate::ops::serving::logs::{LogTail, ServeLogs};
-use crate::ops::serving::probe::{ServeProbe, ServeProbeReport};
-use crate::ops::serving::ray::{RayNode, RayNodes, RayStart, RayStarted};
-use crate::ops::serving::state::{ServeCheck, ServeCheckReport};
-use crate::ops::serving::stop::{ServeStop, ServeStopped};
-use crate::ops::serving::vllm::{VllmStart, VllmStarted};
-use crate::ops::spread::copy::{SpreadCopied, SpreadCopy};
-use crate::ops::spread::prune::{SpreadPrune, SpreadPruned};
-use crate::ops::spread::pull::ImageDigests;
-use crate::ops::spread::registry::{SpreadServe, SpreadServed};
-use crate::ops::spread::resolve::{SpreadResolve, UpstreamDigest};
-use crate::ops::spread::status::{RegistryStatus, SpreadStatus};
-use crate::ops::spread::trust::{SpreadTrust, SpreadTrusted};
 use crate::ops::status::StatusReport;
+use crate::ops::toolbox::ExecReport;
+use crate::serving::logs::{LogTail, ServeLogs};
+use crate::serving::probe::{ServeProbe, ServeProbeReport};
+use crate::serving::ray::{RayNode, RayNodes, RayStart, RayStarted};
+use crate::serving::state::{ServeCheck, ServeCheckReport};
+use crate::serving::stop::{ServeStop, ServeStopped};
+use crate::serving::vllm::{VllmStart, VllmStarted};
+use crate::spread::copy::{SpreadCopied, SpreadCopy};
+use crate::spread::prune::{SpreadPrune, SpreadPruned};
+use crate::spread::pull::ImageDigests;
+use crate::spread::registry::{SpreadServe, SpreadServed};
+use crate::spread::resolve::{SpreadResolve, UpstreamDigest};
+use crate::spread::status::{RegistryStatus, SpreadStatus};
+use crate::spread::trust::{SpreadTrust, SpreadTrusted};
 use crate::verify::VerifyReport;
 
 /// A question with its answer's type: `node.call(Resolve { .. })` returns a `ResolveReport`.
@@ -173,16 +173,16 @@ mod tests {
     use super::*;
     use crate::manager::ManagerChoice;
     use crate::model::blob::BlobName;
-    use crate::model::fetch::BlobSource;
+    use crate::model::blob_fetch::BlobSource;
     use crate::model::manifest::{SnapshotFile, SnapshotManifest};
     use crate::model::repo_id::RepoId;
     use crate::model::revision::{Commit, Revision};
     use crate::ops::phase::Phase;
     use crate::ops::refresh::ImageSource;
-    use crate::ops::serving::ray::RayRole;
-    use crate::ops::serving::stop::StopPart;
+    use crate::serving::ray::RayRole;
     use crate::serving::record::{Role, ServingRecord};
     use crate::serving::secret::Secret;
+    use crate::serving::stop::StopPart;
 
     fn record() -> ServingRecord {
         ServingRecord {
@@ -231,7 +231,7 @@ mod tests {
                 stage_only: true,
                 verify: false,
                 lock_wait_seconds: 0,
-                spread: Some(crate::ops::spread::pull::SpreadSource {
+                spread: Some(crate::spread::pull::SpreadSource {
                     registry: "192.168.100.1:5443".into(),
                     ca_pem: "-----BEGIN CERTIFICATE-----\n".into(),
                 }),

@@ -1,12 +1,15 @@
 //! The head and its nodes: what the head asks a node ([`call::NodeCall`]), how it travels
 //! ([`wire`]), and the node's side ([`agent`]: `strix-toolbox agent`, which ssh starts once per
 //! node for a whole cluster command). A [`Node`] is anything that answers calls: a node over ssh
-//! (`cluster::remote::RemoteNode`), or this machine ([`local::LocalNode`]), so that `launch` on
-//! one box and `cluster launch` run the same code.
+//! ([`remote::RemoteNode`], through the system's OpenSSH: [`ssh`]), or this machine
+//! ([`local::LocalNode`]), so that `launch` on one box and `cluster launch` run the same code.
 
 pub(crate) mod agent;
 pub(crate) mod call;
 pub(crate) mod local;
+pub(crate) mod remote;
+pub mod ssh;
+mod ssh_mux;
 pub(crate) mod wire;
 
 use async_trait::async_trait;

@@ -2,7 +2,7 @@
 //! engine's API; an interactive shell is a program that takes over the terminal, which the
 //! command then executes (after this operation has let go of the engine).
 
-use crate::engine::{Engine, ExecIo};
+use crate::engine::{Engine, ExecIo, ExecSink};
 use crate::error::{Error, Result};
 use crate::image::reference::validate_container_name;
 use crate::manager::login_shell::login_shell;
@@ -19,7 +19,8 @@ pub enum Entry {
     Ran(i32),
 }
 
-pub async fn enter(settings: &Settings, name: &str, command: &[String]) -> Result<Entry> {
+/// Enter toolbox `name`: a command's output goes to `output` as it arrives.
+pub async fn enter(settings: &Settings, name: &str, command: &[String], output: &dyn ExecSink) -> Result<Entry> {
     validate_container_name(name)?;
     let connection = settings.connect().await?;
     let engine = connection.engine();
@@ -42,7 +43,7 @@ pub async fn enter(settings: &Settings, name: &str, command: &[String]) -> Resul
     }
 
     let user = kind.exec_user();
-    let outcome = engine.exec(name, command, &[], user.as_deref(), ExecIo::Inherit).await?;
+    let outcome = engine.exec(name, command, &[], user.as_deref(), ExecIo::PassThrough(output)).await?;
     Ok(Entry::Ran(outcome.exit_code.clamp(0, 255) as i32))
 }
 

@@ -10,7 +10,7 @@ use crate::apply::{prune, remove_parked, swap_in};
 use crate::engine::{ContainerInfo, Engine};
 use crate::error::{Error, Result};
 use crate::image::reference::{validate_container_name, ImageRef};
-use crate::plan::labels;
+use crate::labels;
 use crate::plan::{old_name, pins_to_prune, temp_name};
 use crate::settings::Settings;
 

@@ -8,16 +8,16 @@ use serde::{Deserialize, Serialize};
 use crate::apply::lock::ToolboxLock;
 use crate::apply::{apply, interruptible};
 use crate::engine::absent::AbsentEngine;
+use crate::engine::find::{find_image, not_present_after_pull};
 use crate::engine::{CreateRequest, Engine, EngineInfo, EngineKind, ImageInfo};
 use crate::error::{Error, Result};
 use crate::host::{HostFacts, HostRoot};
-use crate::image::build::{build_image, BuildRequest, Provenance};
-use crate::image::pin::pin_tag;
 use crate::image::reference::{validate_container_name, ImageRef};
+use crate::labels;
 use crate::manager::{self, Manager, ManagerChoice, ManagerKind};
+use crate::ops::build::{build_image, BuildRequest, Provenance};
 use crate::ops::rccl::check_against;
-use crate::ops::spread::pull::{pull_through_head, PulledFrom, SpreadSource};
-use crate::plan::labels;
+use crate::plan::pin::pin_tag;
 use crate::plan::{
     old_name, plan_refresh, provenance_labels, spec_hash, temp_name, Action, CurrentState, DesiredToolbox, RefreshPlan,
 };
@@ -25,6 +25,7 @@ use crate::rccl;
 use crate::reporter::Reporter;
 use crate::settings::Settings;
 use crate::spec::{parse_env, SpecOptions, ToolboxSpec};
+use crate::spread::pull::{pull_through_head, PulledFrom, SpreadSource};
 use crate::verify::Expected;
 
 /// Where the image comes from.
@@ -270,40 +271,6 @@ fn report(
     }
 }
 
-/// An image the engine has, and a reference the engine resolves to it.
-pub struct FoundImage {
-    pub info: ImageInfo,
-    /// `reference` itself, else the image's id.
-    pub engine_ref: String,
-}
-
-/// `reference` as the engine has it. Named by digest, an image of that repository that carries
-/// the digest under another registry's name counts too: docker keeps a digest only for the name
-/// it pulled, which for a spread image is the head registry's (see `ops::spread::pull`).
-pub async fn find_image(engine: &dyn Engine, reference: &str) -> Result<Option<FoundImage>> {
-    if let Some(info) = engine.image_inspect(reference).await? {
-        return Ok(Some(FoundImage { info, engine_ref: reference.to_string() }));
-    }
-    let wanted = ImageRef::parse(reference)?;
-    let Some(digest) = wanted.digest.as_deref() else { return Ok(None) };
-    let path = wanted.path();
-    let listed = engine.image_list(&wanted.repository).await?;
-    let carrier = listed.into_iter().find(|image| carried_digests(image, &path).any(|carried| carried == digest));
-    let Some(id) = carrier.map(|image| image.id) else { return Ok(None) };
-    Ok(engine.image_inspect(&id).await?.map(|info| FoundImage { info, engine_ref: id }))
-}
-
-/// The digests `image` carries under a name whose repository path is `path`, whatever the
-/// registry (the head's, for a spread image on docker).
-pub fn carried_digests<'a>(image: &'a ImageInfo, path: &'a str) -> impl Iterator<Item = String> + 'a {
-    image
-        .repo_digests
-        .iter()
-        .filter_map(|name| ImageRef::parse(name).ok())
-        .filter(move |named| named.path() == path)
-        .filter_map(|named| named.digest)
-}
-
 fn desired_toolbox(
     name: &str,
     image_ref: &str,
@@ -366,16 +333,6 @@ fn local_build_tag(base: &str) -> Result<String> {
     let base_name = ImageRef::parse(base)?;
     let short_name = base_name.repository.rsplit('/').next().unwrap_or("image");
     Ok(format!("localhost/{short_name}:{}-rccl", base_name.tag.as_deref().unwrap_or("latest")))
-}
-
-/// The engine pulled `reference` without error, yet does not have it (removed meanwhile).
-pub(crate) fn not_present_after_pull(engine: &'static str, reference: &str) -> Error {
-    Error::Engine {
-        engine,
-        action: format!("pull {reference}"),
-        message: format!("{reference} is not present after pulling it"),
-        fix: Some(format!("pull it again; `{engine} images` shows what is there")),
-    }
 }
 
 /// RDMA pins memory: with a rootless engine the container inherits the hard memlock limit and

@@ -4,8 +4,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::image::reference::validate_container_name;
+use crate::labels;
 use crate::ops::find_toolbox;
-use crate::plan::labels;
 use crate::settings::Settings;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

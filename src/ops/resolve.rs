@@ -3,9 +3,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::engine::find::not_present_after_pull;
 use crate::error::{Error, Result};
 use crate::image::reference::ImageRef;
-use crate::ops::refresh::not_present_after_pull;
 use crate::plan::registry_digest;
 use crate::settings::Settings;
 

@@ -2,12 +2,12 @@
 
 use crate::apply::lock::DEFAULT_WAIT;
 use crate::error::{Error, Result};
-use crate::image::pin::pins_in;
 use crate::image::reference::{validate_container_name, ImageRef};
+use crate::labels;
 use crate::manager::ManagerKind;
 use crate::ops::find_toolbox;
 use crate::ops::refresh::{read_gpu_node, refresh_with, ImageSource, RefreshReport, RefreshRequest};
-use crate::plan::labels;
+use crate::plan::pin::pins_in;
 use crate::settings::Settings;
 
 pub async fn rollback(settings: &Settings, name: &str, dry_run: bool) -> Result<RefreshReport> {

@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::engine::{ContainerInfo, Engine, EngineKind};
 use crate::error::Result;
-use crate::plan::labels;
+use crate::labels;
 use crate::settings::Settings;
 
 /// One managed toolbox.

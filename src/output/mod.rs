@@ -6,6 +6,7 @@ mod checks;
 mod progress;
 mod stream;
 mod style;
+mod table;
 
 use std::io::{IsTerminal, Write};
 use std::sync::Arc;
@@ -13,8 +14,10 @@ use std::sync::Arc;
 use serde::Serialize;
 
 pub use style::Style;
+pub use table::Row;
 
 use crate::check::Status;
+use crate::engine::ExecSink;
 use crate::reporter::Reporter;
 use progress::{Bars, Lines, Quiet};
 use stream::Stream;
@@ -159,6 +162,17 @@ impl Output {
             }
             None => code,
         }
+    }
+}
+
+/// `enter NAME -- CMD`: the command's output, as it arrives, on ours.
+impl ExecSink for Output {
+    fn stdout(&self, bytes: &[u8]) {
+        self.stdout.write(bytes);
+    }
+
+    fn stderr(&self, bytes: &[u8]) {
+        self.stderr.write(bytes);
     }
 }
 

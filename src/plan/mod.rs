@@ -1,7 +1,7 @@
 //! The refresh plan: desired state (spec + image) against what the engine reports → steps.
 //! Pure data; `--dry-run` prints exactly what `apply` would run. An empty plan is a no-op.
 
-pub mod labels;
+pub mod pin;
 
 use std::collections::BTreeMap;
 
@@ -9,11 +9,12 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::engine::{ContainerInfo, CreateRequest, EngineKind, ImageInfo};
-use crate::image::pin::pins_in;
 use crate::image::reference::ImageRef;
 use crate::image::short_digest;
+use crate::labels;
 use crate::manager::{Manager, ManagerKind};
 use crate::verify::Expected;
+use pin::pins_in;
 
 /// The toolbox as it should be.
 #[derive(Debug, Clone)]
@@ -251,7 +252,7 @@ pub fn pins_to_prune(images: &[ImageInfo], repository: &str, current_image_id: &
 }
 
 /// The digest-only names an image has for the same repository path in another registry: what a
-/// spread leaves on docker (`HEAD:PORT/PATH@sha256:…`, see `ops::spread::pull`), which would keep
+/// spread leaves on docker (`HEAD:PORT/PATH@sha256:…`, see `spread::pull`), which would keep
 /// a pruned image alive once its pins are gone.
 fn spread_names(image: &ImageInfo, repository: &str) -> Vec<String> {
     let Ok(canonical) = ImageRef::parse(repository) else { return Vec::new() };

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use strix_toolbox::cluster::ssh::{NodeSession, RemoteOutput, SshOptions};
+use strix_toolbox::node::ssh::{NodeSession, RemoteOutput, SshOptions};
 
 use crate::support::cluster::{TestCluster, JUMBO_MTU, ROCE_NETDEV};
 use crate::support::registry::Registry;

@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use strix_toolbox::cluster::ssh::{NodeSession, SshOptions};
+use strix_toolbox::node::ssh::{NodeSession, SshOptions};
 
 use crate::support::cli::stderr;
 use crate::support::cluster::{Link, TestCluster, THUNDERBOLT_MTU, THUNDERBOLT_NETDEV};

@@ -4,7 +4,7 @@
 use chrono::{DateTime, Utc};
 
 use crate::engine::ImageInfo;
-use crate::plan::labels;
+use crate::labels;
 
 /// The pin tag for an image: its `org.opencontainers.image.created` label, else its creation time.
 pub fn pin_tag(image: &ImageInfo) -> Option<String> {

@@ -16,7 +16,7 @@ use crate::engine::{CreateRequest, Engine, Mount};
 use crate::error::{Error, Result};
 use crate::host::netdev::THUNDERBOLT;
 use crate::host::HostFacts;
-use crate::ops::link::read_link;
+use crate::link::read_link;
 use crate::registry::RegistryClient;
 use crate::reporter::Reporter;
 use crate::settings::Settings;

@@ -5,8 +5,8 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use super::toolbox::RunningToolbox;
 use crate::error::Result;
+use crate::ops::toolbox::RunningToolbox;
 use crate::serving::commands::{kill, pid_alive, process_alive, ray_stop};
 use crate::serving::record::{ServingFiles, ServingRecord};
 use crate::settings::Settings;

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::toolbox::RunningToolbox;
 use crate::error::Result;
+use crate::ops::toolbox::RunningToolbox;
 use crate::serving::commands::pid_alive;
 use crate::serving::http::{get, HttpAnswer};
 use crate::serving::record::ServingFiles;

@@ -6,8 +6,8 @@ use std::io::{Read, Seek, SeekFrom};
 
 use serde::{Deserialize, Serialize};
 
-use super::toolbox::RunningToolbox;
 use crate::error::Result;
+use crate::ops::toolbox::RunningToolbox;
 use crate::serving::commands::RAY_LOGS;
 use crate::serving::record::ServingFiles;
 use crate::settings::Settings;

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::toolbox::RunningToolbox;
 use crate::error::{Error, Result};
+use crate::ops::toolbox::RunningToolbox;
 use crate::serving::commands::{ray_head, ray_nodes, ray_worker, RAY_PORT};
 use crate::serving::record::{ServingFiles, ServingRecord};
 use crate::settings::Settings;

@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::toolbox::RunningToolbox;
 use crate::error::{Error, Result};
+use crate::ops::toolbox::RunningToolbox;
 use crate::serving::commands::detached;
 use crate::serving::record::{Role, ServingFiles, ServingRecord};
 use crate::serving::secret::Secret;

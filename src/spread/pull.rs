@@ -14,11 +14,11 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::engine::find::{carried_digests, not_present_after_pull};
 use crate::engine::{Engine, EngineKind};
 use crate::error::{Error, Result};
-use crate::image::pin::pin_tag;
 use crate::image::reference::ImageRef;
-use crate::ops::refresh::{carried_digests, not_present_after_pull};
+use crate::plan::pin::pin_tag;
 use crate::registry::RegistryClient;
 use crate::reporter::Reporter;
 use crate::settings::Settings;

@@ -1,13 +1,15 @@
 //! `build --rccl FILE`: overlay a gfx1151 RCCL on an image through the engine's build API.
 //! The artifact is inspected first; a rejected one never reaches the engine.
 
+mod overlay;
+
 use std::path::PathBuf;
 
 use crate::error::Result;
-use crate::image::build::{self, BuildOutcome, BuildRequest, Provenance};
 use crate::ops::rccl::check_against;
 use crate::rccl;
 use crate::settings::Settings;
+pub use overlay::{build_image, BuildOutcome, BuildRequest, Provenance};
 
 /// What to build, resolved from the command line.
 #[derive(Debug, Clone)]
@@ -24,7 +26,7 @@ pub struct BuildOptions {
 }
 
 pub async fn build(settings: &Settings, options: &BuildOptions) -> Result<BuildOutcome> {
-    build::check_references(&options.base, &options.tags)?;
+    overlay::check_references(&options.base, &options.tags)?;
     let mut report = rccl::inspect_artifact(&options.rccl)?;
     report.ensure_gfx1151()?;
     let connection = settings.connect().await?;
@@ -45,5 +47,5 @@ pub async fn build(settings: &Settings, options: &BuildOptions) -> Result<BuildO
         &options.rccl,
     );
     let request = BuildRequest::new(&report, &provenance, &options.base, &options.tags, options.push)?;
-    build::build_image(connection.engine(), &report, &request, settings.reporter.as_ref()).await
+    build_image(connection.engine(), &report, &request, settings.reporter.as_ref()).await
 }

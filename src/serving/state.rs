@@ -3,10 +3,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::toolbox::RunningToolbox;
 use crate::error::Result;
 use crate::host::HostFacts;
-use crate::ops::link::{read_link, ClusterLink};
+use crate::link::{read_link, ClusterLink};
+use crate::ops::toolbox::RunningToolbox;
 use crate::serving::commands::launch_alive;
 use crate::serving::record::{ServingFiles, ServingRecord};
 use crate::settings::Settings;

@@ -13,12 +13,12 @@ use walkdir::WalkDir;
 use crate::engine::{BuildJob, Engine};
 use crate::error::{Error, Result};
 use crate::image::reference::ImageRef;
-use crate::plan::labels;
+use crate::labels;
 use crate::rccl::RcclReport;
 use crate::reporter::Reporter;
 
 /// The overlay recipe, compiled in so the binary needs no repository checkout.
-pub const OVERLAY_CONTAINERFILE: &str = include_str!("../../containerfiles/rccl-overlay.Containerfile");
+pub const OVERLAY_CONTAINERFILE: &str = include_str!("../../../containerfiles/rccl-overlay.Containerfile");
 /// Name of the Containerfile inside the build context.
 pub const CONTAINERFILE_NAME: &str = "Containerfile";
 /// Name of the library inside the build context (the Containerfile COPYs it).

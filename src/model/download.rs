@@ -17,8 +17,8 @@ use crate::model::cache::{HubCache, RepoDir};
 use crate::model::manifest::{SnapshotManifest, SnapshotRecords};
 use crate::model::repo_id::RepoId;
 use crate::model::revision::{Commit, Revision};
-use crate::ops::exec::ExecReport;
-use crate::ops::serving::toolbox::RunningToolbox;
+use crate::ops::toolbox::ExecReport;
+use crate::ops::toolbox::RunningToolbox;
 use crate::serving::secret::Secret;
 use crate::settings::Settings;
 
