@@ -193,8 +193,8 @@ impl ApiClient {
             Ok(body) => body,
             Err(e) => return StreamedCompletion::failed(Instant::now(), format!("cannot encode the request: {e}")),
         };
-        let sent = Instant::now();
-        let mut response = match self.post_json(&url, body).send().await {
+        let (sent, answer) = send(self.post_json(&url, body)).await;
+        let mut response = match answer {
             Ok(response) => response,
             Err(error) => return StreamedCompletion::failed(sent, self.transport_failure(&url, &error)),
         };
@@ -249,7 +249,8 @@ impl ApiClient {
     /// Send, and read the whole answer of a 200; anything else is an error naming the answer.
     async fn read_whole(&self, request: reqwest::RequestBuilder, method_url: &str, what: &str) -> Result<Vec<u8>> {
         let url = method_url.split_once(' ').map_or(method_url, |(_, url)| url);
-        let response = request.send().await.map_err(|error| {
+        let (_, answer) = send(request).await;
+        let response = answer.map_err(|error| {
             super::error::endpoint(method_url, what, &self.transport_failure(url, &error), &self.reach_fix())
         })?;
         let status = response.status();
@@ -291,6 +292,19 @@ impl ApiClient {
             source = cause.source();
         }
         why
+    }
+}
+
+/// Send `request`; when the connection fails before any answer (a kept-alive connection the
+/// server had just closed: llama.cpp's server does that now and then), send it once more on a new
+/// one. Returns when the answered attempt was sent, so a retried request's clock starts at its
+/// retry.
+async fn send(request: reqwest::RequestBuilder) -> (Instant, reqwest::Result<Response>) {
+    let again = request.try_clone();
+    let sent = Instant::now();
+    match (request.send().await, again) {
+        (Err(error), Some(again)) if !error.is_timeout() => (Instant::now(), again.send().await),
+        (answer, _) => (sent, answer),
     }
 }
 
