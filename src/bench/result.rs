@@ -7,7 +7,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::key::{short, BenchKey};
+use super::key::BenchKey;
 use super::load::LevelResult;
 
 /// The format of a kept result; a reader refuses a newer one rather than misread it.
@@ -79,7 +79,7 @@ impl BenchResult {
 
     /// How a plot's legend names it: `1a2b3c4d · image 0123abcd · TP2`.
     pub fn label(&self) -> String {
-        format!("{} · image {} · TP{}", self.id, short(&self.key.image, 8), self.key.tensor_parallel)
+        format!("{} · image {} · TP{}", self.id, self.key.short_image(), self.key.tensor_parallel)
     }
 }
 

@@ -20,7 +20,9 @@ use super::model::{cached_everywhere, ensure_everywhere, CachedEverywhere, Model
 use super::stop::stop_serving;
 use crate::error::{Error, MultiError, Result};
 use crate::model::repo_id::RepoId;
+use crate::model::identity::ModelIdentity;
 use crate::model::revision::{Commit, Revision};
+use crate::serving::engine::ServingEngine;
 use crate::node::{Node, NodeCalls};
 use crate::reporter::Reporter;
 use crate::serving::commands::{ray_head, ray_worker, vllm_serve};
@@ -385,6 +387,11 @@ async fn start_and_prove(
         started: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
         ray: launched.role != Role::Single,
         vllm_pid: None,
+        engine: ServingEngine::Vllm,
+        // The commit every node's cache has, which vLLM loads offline.
+        identity: plan.hub_model.as_ref().and_then(|hub| {
+            hub.commit.as_ref().map(|commit| ModelIdentity::Hub { repo: hub.repo.to_string(), commit: commit.to_string() })
+        }),
     };
     if nodes.len() > 1 {
         let ray_start = |launched: &LaunchedNode, role: RayRole| RayStart {

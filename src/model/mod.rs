@@ -15,6 +15,7 @@ pub(crate) mod download;
 pub(crate) mod fetch;
 pub(crate) mod http1;
 pub(crate) mod hub_env;
+pub(crate) mod identity;
 pub(crate) mod list;
 pub(crate) mod manifest;
 pub(crate) mod repo_id;

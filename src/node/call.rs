@@ -200,6 +200,8 @@ mod tests {
             started: "2026-11-23T12:00:00Z".into(),
             ray: true,
             vllm_pid: None,
+            engine: crate::serving::engine::ServingEngine::Vllm,
+            identity: Some(crate::model::identity::ModelIdentity::Gguf { name: "m.gguf".into(), sha256: "ab".repeat(32) }),
         }
     }
 

@@ -7,6 +7,7 @@
 //! the logs and the stop. The head orchestrates in `cluster::launch`.
 
 pub(crate) mod commands;
+pub(crate) mod engine;
 pub(crate) mod environment;
 pub(crate) mod http;
 pub(crate) mod logs;

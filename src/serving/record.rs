@@ -9,6 +9,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::model::identity::ModelIdentity;
+use crate::serving::engine::ServingEngine;
 
 /// The node's part in the serving cluster.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -46,6 +48,13 @@ pub struct ServingRecord {
     pub ray: bool,
     /// `vllm serve`'s pid inside the toolbox (head or single node).
     pub vllm_pid: Option<u32>,
+    /// What serves (a record from before engines were recorded: vLLM).
+    #[serde(default)]
+    pub engine: ServingEngine,
+    /// Which weights serve: the Hub commit, or the GGUF by its content; none for a model given as
+    /// a path (nothing names its weights) and in records from before identities were recorded.
+    #[serde(default)]
+    pub identity: Option<ModelIdentity>,
 }
 
 impl ServingRecord {
@@ -177,6 +186,8 @@ mod tests {
             started: "2026-11-23T12:00:00Z".into(),
             ray: true,
             vllm_pid: Some(42),
+            engine: ServingEngine::Vllm,
+            identity: Some(ModelIdentity::Hub { repo: "org/model".into(), commit: "c12a728b".into() }),
         }
     }
 
@@ -191,6 +202,16 @@ mod tests {
         files.remove().unwrap();
         files.remove().unwrap();
         assert_eq!(files.read().unwrap(), None);
+    }
+
+    #[test]
+    fn a_record_from_before_engines_and_identities_reads_as_vllm_unidentified() {
+        let mut old = serde_json::to_value(record()).unwrap();
+        let object = old.as_object_mut().unwrap();
+        object.remove("engine");
+        object.remove("identity");
+        let read: ServingRecord = serde_json::from_value(old).unwrap();
+        assert_eq!((read.engine, read.identity), (ServingEngine::Vllm, None));
     }
 
     #[test]
