@@ -1,9 +1,9 @@
 //! The load: at each concurrency level, `requests` streamed completions with fixed input and
 //! output lengths, at most `concurrency` in flight at once, all queued at once (vLLM's
-//! `--request-rate inf` with `--max-concurrency`). One untimed request goes first, as vLLM's
-//! "initial test run" does: a server that cannot answer fails the bench there, with its answer,
-//! instead of producing a level of failures. Each level is timed from queueing its first request
-//! to the end of its last answer.
+//! `--request-rate inf` with `--max-concurrency`). One untimed request goes first ([`warm_up`]),
+//! as vLLM's "initial test run" does: a server that cannot answer fails the bench there, with its
+//! answer, instead of producing a level of failures. Each level is timed from queueing its first
+//! request to the end of its last answer.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -23,14 +23,11 @@ use crate::reporter::Reporter;
 /// How many distinct failure reasons a level keeps.
 const KEPT_ERRORS: usize = 5;
 
-/// What to send.
+/// What each request sends.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LoadSpec {
     /// The model as the server names it (`/v1/models`).
     pub model: String,
-    pub concurrency: Vec<u32>,
-    /// Per level.
-    pub requests: u32,
     pub input_len: u32,
     pub output_len: u32,
     /// Generate exactly `output_len` tokens (vLLM's bench sets it for its random prompts).
@@ -42,16 +39,6 @@ pub struct LoadSpec {
 }
 
 impl LoadSpec {
-    fn check(&self) -> Result<()> {
-        if self.concurrency.is_empty() || self.concurrency.contains(&0) {
-            return Err(Error::Usage("--concurrency needs levels of 1 or more. Fix: e.g. --concurrency 1,4,16".into()));
-        }
-        if self.requests == 0 || self.output_len == 0 || self.input_len == 0 {
-            return Err(Error::Usage("--requests, --input-len and --output-len must be 1 or more".into()));
-        }
-        Ok(())
-    }
-
     fn request(&self, prompt: Vec<u32>) -> CompletionRequest {
         CompletionRequest {
             model: self.model.clone(),
@@ -79,40 +66,44 @@ pub struct LevelResult {
     pub errors: Vec<String>,
 }
 
-/// Run every level, in the order given.
-pub async fn run(
-    client: &ApiClient,
-    prompts: &PromptTokens,
-    spec: &LoadSpec,
-    reporter: &dyn Reporter,
-) -> Result<Vec<LevelResult>> {
-    spec.check()?;
+/// The untimed first request (prompt index 0): a server that cannot answer fails here, with its
+/// answer.
+pub async fn warm_up(client: &ApiClient, prompts: &PromptTokens, spec: &LoadSpec) -> Result<()> {
     let input_len = spec.input_len as usize;
-    reporter.step_started("bench", "a first request, untimed");
     let first = client.stream(&spec.request(prompts.prompt(0, input_len)?)).await;
-    if let Some(error) = &first.error {
-        return Err(super::error::endpoint(
+    match &first.error {
+        None => Ok(()),
+        Some(error) => Err(super::error::endpoint(
             &format!("POST {}/completions", client.endpoint().base()),
             &format!("a first streamed completion of {} tokens from {input_len} prompt tokens", spec.output_len),
             error,
             "check that the server serves this model and answers /v1/completions (`strix-toolbox logs`)",
-        ));
+        )),
     }
-    reporter.step_finished("bench", "the endpoint answers");
-    let mut next_index = 1;
-    let mut levels = Vec::new();
-    for &concurrency in &spec.concurrency {
-        let mut requests = Vec::with_capacity(spec.requests as usize);
-        for _ in 0..spec.requests {
-            requests.push(spec.request(prompts.prompt(next_index, input_len)?));
-            next_index += 1;
-        }
-        levels.push(level(client, concurrency, requests, reporter).await);
-    }
-    Ok(levels)
 }
 
-async fn level(
+/// One level: `requests` requests (prompt indices from `first_index` on, so no two requests of a
+/// run share a prompt), at most `concurrency` in flight.
+pub async fn level(
+    client: &ApiClient,
+    prompts: &PromptTokens,
+    spec: &LoadSpec,
+    concurrency: u32,
+    requests: u32,
+    first_index: usize,
+    reporter: &dyn Reporter,
+) -> Result<LevelResult> {
+    if concurrency == 0 || requests == 0 || spec.output_len == 0 || spec.input_len == 0 {
+        return Err(Error::Usage("--concurrency, --requests, --input-len and --output-len must be 1 or more".into()));
+    }
+    let mut sent = Vec::with_capacity(requests as usize);
+    for index in first_index..first_index + requests as usize {
+        sent.push(spec.request(prompts.prompt(index, spec.input_len as usize)?));
+    }
+    Ok(run_level(client, concurrency, sent, reporter).await)
+}
+
+async fn run_level(
     client: &ApiClient,
     concurrency: u32,
     requests: Vec<CompletionRequest>,
@@ -120,7 +111,6 @@ async fn level(
 ) -> LevelResult {
     let total = requests.len() as u64;
     let subject = format!("concurrency {concurrency}");
-    reporter.step_started("bench", &format!("{subject}: {total} requests"));
     let gate = Arc::new(Semaphore::new(concurrency as usize));
     let origin = Instant::now();
     let mut tasks = JoinSet::new();
@@ -159,12 +149,5 @@ async fn level(
             errors.push(error.clone());
         }
     }
-    reporter.step_finished(
-        "bench",
-        &format!(
-            "{subject}: {:.1} output tok/s, {} completed, {} failed",
-            figures.output_throughput, figures.completed, figures.failed
-        ),
-    );
     LevelResult { concurrency, requests: total as u32, figures, errors }
 }

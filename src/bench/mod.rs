@@ -1,5 +1,6 @@
-//! Proof of service: how fast an OpenAI-compatible endpoint serves ([`measure`]), and whether it
-//! answers right ([`gate`]), kept per image and compared.
+//! Proof of service: how fast an OpenAI-compatible endpoint serves ([`load`]), and whether it
+//! answers right ([`gate`]), kept per image and compared; [`op`] is the operation behind `bench`
+//! and `cluster bench`, whose requests run on the node that reaches the endpoint ([`node`]).
 //!
 //! # The figures, as `vllm bench serve` defines them
 //!
@@ -44,10 +45,12 @@ pub mod figures;
 pub mod gate;
 pub mod key;
 pub mod load;
-pub mod measure;
+pub mod node;
+pub mod op;
 pub mod plot;
 pub mod prompt;
 pub mod result;
+pub mod served_model;
 pub mod sse;
 pub mod stats;
 pub mod store;
@@ -57,6 +60,6 @@ pub use compare::{compare, Comparison};
 pub use figures::Figures;
 pub use key::{BenchKey, LinkTransport, ModelIdentity, ServingEngine};
 pub use load::LevelResult;
-pub use measure::{measure, served_model, MeasureSpec};
+pub use op::{bench, BenchReport, BenchRequest, GateReference, Serving};
 pub use result::{BenchResult, Verdict};
 pub use store::{BenchStore, History, HistoryFilter};

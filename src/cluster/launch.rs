@@ -19,13 +19,13 @@ use super::interrupt::Interrupt;
 use super::model::{cached_everywhere, ensure_everywhere, CachedEverywhere, ModelPullReport, ModelPullRequest};
 use super::stop::stop_serving;
 use crate::error::{Error, MultiError, Result};
-use crate::model::repo_id::RepoId;
 use crate::model::identity::ModelIdentity;
+use crate::model::repo_id::RepoId;
 use crate::model::revision::{Commit, Revision};
-use crate::serving::engine::ServingEngine;
 use crate::node::{Node, NodeCalls};
 use crate::reporter::Reporter;
 use crate::serving::commands::{ray_head, ray_worker, vllm_serve};
+use crate::serving::engine::ServingEngine;
 use crate::serving::environment::serving_env;
 use crate::serving::http::HttpAnswer;
 use crate::serving::logs::ServeLogs;
@@ -390,7 +390,9 @@ async fn start_and_prove(
         engine: ServingEngine::Vllm,
         // The commit every node's cache has, which vLLM loads offline.
         identity: plan.hub_model.as_ref().and_then(|hub| {
-            hub.commit.as_ref().map(|commit| ModelIdentity::Hub { repo: hub.repo.to_string(), commit: commit.to_string() })
+            hub.commit
+                .as_ref()
+                .map(|commit| ModelIdentity::Hub { repo: hub.repo.to_string(), commit: commit.to_string() })
         }),
     };
     if nodes.len() > 1 {

@@ -15,7 +15,7 @@ use super::wire::{line, Hello, Outcome, Request, Response};
 use crate::error::{Error, Result};
 use crate::ops;
 use crate::settings::Settings;
-use crate::{link, model, serving, spread};
+use crate::{bench, link, model, serving, spread};
 
 /// Answer calls read from `input` on `output` until `input` ends.
 pub async fn run_agent(
@@ -124,6 +124,8 @@ pub async fn dispatch(settings: &Settings, call: NodeCall) -> Result<serde_json:
         NodeCall::SpreadTrust(c) => reply(&c, spread::trust::spread_trust(&c).await),
         NodeCall::SpreadPrune(c) => reply(&c, spread::prune::spread_prune(settings, &c).await),
         NodeCall::SpreadStatus(c) => reply(&c, spread::status::spread_status(settings).await),
+        NodeCall::BenchLevel(c) => reply(&c, bench::node::bench_level(settings, &c).await),
+        NodeCall::GateAsk(c) => reply(&c, bench::node::gate_ask(settings, &c).await),
     }
 }
 

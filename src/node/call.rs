@@ -8,6 +8,9 @@ use std::net::Ipv4Addr;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use crate::bench::gate::GateRun;
+use crate::bench::load::LevelResult;
+use crate::bench::node::{BenchLevel, GateAsk};
 use crate::link::{ClusterLink, PingReport};
 use crate::model::download::{ModelDownload, ModelDownloaded};
 use crate::model::fetch::{ModelFetch, ModelFetched};
@@ -124,6 +127,10 @@ node_calls! {
     SpreadPrune(SpreadPrune) -> SpreadPruned;
     /// The head's registry: its size, what it serves, whether it runs.
     SpreadStatus(SpreadStatus) -> Option<RegistryStatus>;
+    /// One concurrency level of a bench against the endpoint, from the node that reaches it.
+    BenchLevel(BenchLevel) -> LevelResult;
+    /// The gate's prompt set asked of the endpoint, token by token.
+    GateAsk(GateAsk) -> GateRun;
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -171,14 +178,17 @@ pub struct Exec {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bench::node::EndpointAccess;
     use crate::manager::ManagerChoice;
     use crate::model::blob::BlobName;
     use crate::model::blob_fetch::BlobSource;
+    use crate::model::identity::ModelIdentity;
     use crate::model::manifest::{SnapshotFile, SnapshotManifest};
     use crate::model::repo_id::RepoId;
     use crate::model::revision::{Commit, Revision};
     use crate::ops::phase::Phase;
     use crate::ops::refresh::ImageSource;
+    use crate::serving::engine::ServingEngine;
     use crate::serving::ray::RayRole;
     use crate::serving::record::{Role, ServingRecord};
     use crate::serving::secret::Secret;
@@ -200,8 +210,8 @@ mod tests {
             started: "2026-11-23T12:00:00Z".into(),
             ray: true,
             vllm_pid: None,
-            engine: crate::serving::engine::ServingEngine::Vllm,
-            identity: Some(crate::model::identity::ModelIdentity::Gguf { name: "m.gguf".into(), sha256: "ab".repeat(32) }),
+            engine: ServingEngine::Vllm,
+            identity: Some(ModelIdentity::Gguf { name: "m.gguf".into(), sha256: "ab".repeat(32) }),
         }
     }
 
@@ -305,6 +315,30 @@ mod tests {
             }
             .into(),
             SpreadStatus {}.into(),
+            BenchLevel {
+                endpoint: EndpointAccess {
+                    url: "http://192.168.2.1:8000/v1".into(),
+                    api_key: Some(Secret::new("sk-'quoted' $KEY".into())),
+                },
+                engine: ServingEngine::LlamaCpp,
+                served_model: "tiny.gguf".into(),
+                input_len: 128,
+                output_len: 64,
+                concurrency: 4,
+                requests: 16,
+                first_index: 17,
+                warm_up: false,
+            }
+            .into(),
+            GateAsk {
+                endpoint: EndpointAccess { url: "http://127.0.0.1:8080/v1".into(), api_key: None },
+                engine: ServingEngine::Vllm,
+                served_model: "org/model".into(),
+                model: ModelIdentity::Hub { repo: "org/model".into(), commit: "c12a728b".into() },
+                image: "docker.io/kyuz0/vllm@sha256:ab".into(),
+                layout: "one node alone".into(),
+            }
+            .into(),
         ]
     }
 
@@ -340,6 +374,8 @@ mod tests {
             NodeCall::SpreadTrust(_) => 26,
             NodeCall::SpreadPrune(_) => 27,
             NodeCall::SpreadStatus(_) => 28,
+            NodeCall::BenchLevel(_) => 29,
+            NodeCall::GateAsk(_) => 30,
         }
     }
 

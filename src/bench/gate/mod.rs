@@ -14,4 +14,4 @@ pub use answer::{GateAnswer, GateRun, GateToken};
 pub use diff::{GateVerdict, Mismatch, MismatchKind, DEFAULT_LOGPROB_TOLERANCE};
 pub use prompts::{PromptSet, PROMPT_SET};
 pub use references::ReferenceStore;
-pub use run::{ask, check, GateReport, GateTarget, ReferenceSource};
+pub use run::{ask, judge, GateReport, GateTarget};

@@ -1,6 +1,6 @@
 //! Running the gate: the prompt set sent to an endpoint (one prompt at a time, so batching can
-//! change nothing), its answers held against the reference, the stored one or one node serving
-//! alone.
+//! change nothing: [`ask`], on the node that reaches it), its answers held against the reference,
+//! the stored one or one node serving alone ([`judge`], where the command runs).
 
 use chrono::{SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
@@ -26,15 +26,6 @@ pub struct GateTarget {
     pub image: String,
     /// "TP2 PP1 on 2 nodes over RoCE", "one node alone".
     pub layout: String,
-}
-
-/// What the candidate is held against.
-#[derive(Debug, Clone)]
-pub enum ReferenceSource {
-    /// The model's first accepted run, kept beside the results; without one, this run becomes it.
-    Stored,
-    /// One node serving the same model alone (the caller launched it), asked now.
-    SingleNode(Box<GateTarget>),
 }
 
 /// What `bench --gate` reports.
@@ -105,54 +96,41 @@ pub async fn ask(target: &GateTarget, set: &PromptSet, reporter: &dyn Reporter) 
     })
 }
 
-/// Ask `candidate`, and hold its answers against `source`. With the stored source and no
-/// reference yet, the run becomes the reference (the first accepted run: a plain `bench --gate`
-/// accepts what it measures). A single-node reference is never stored here: the caller records
-/// the candidate (`ReferenceStore::record_first`) once it accepts it.
-pub async fn check(
-    candidate: &GateTarget,
-    source: &ReferenceSource,
+/// Hold `candidate`'s answers against a reference: `single_node`'s answers when given (never
+/// stored here: the caller records the candidate with [`ReferenceStore::record_first`] once it
+/// accepts it), else the model's stored reference; without one, the candidate becomes it (the
+/// first accepted run: a plain `bench --gate` accepts what it measures).
+pub fn judge(
+    candidate: GateRun,
+    single_node: Option<GateRun>,
     references: &ReferenceStore,
     set: &PromptSet,
     logprob_tolerance: f64,
-    reporter: &dyn Reporter,
 ) -> Result<GateReport> {
-    reporter.step_started("gate", &format!("prompt set v{} on {}", set.version, candidate.layout));
-    let (reference, described) = match source {
-        ReferenceSource::Stored => match references.get(&candidate.model, set)? {
+    let (reference, described) = match single_node {
+        Some(single) => {
+            let described = format!("{} at {}", single.layout, single.endpoint);
+            (Some(single), described)
+        }
+        None => match references.get(&candidate.model, set)? {
             Some(stored) => {
                 let described = format!("the stored reference from image {} ({})", stored.image, stored.layout);
                 (Some(stored), described)
             }
             None => (None, "none yet: this run is the reference".to_string()),
         },
-        ReferenceSource::SingleNode(single) => {
-            let single = GateTarget { model: candidate.model.clone(), ..(**single).clone() };
-            (
-                Some(ask(&single, set, reporter).await?),
-                format!("{} at {}", single.layout, single.client.endpoint().base()),
-            )
-        }
     };
-    let run = ask(candidate, set, reporter).await?;
     let verdict = match &reference {
-        Some(reference) => Some(compare(reference, &run, logprob_tolerance)?),
+        Some(reference) => Some(compare(reference, &candidate, logprob_tolerance)?),
         None => None,
     };
-    let became_reference = reference.is_none() && references.record_first(&run)?;
-    let report = GateReport {
+    let became_reference = reference.is_none() && references.record_first(&candidate)?;
+    Ok(GateReport {
         prompt_set: set.version,
         model: candidate.model.clone(),
         reference: described,
         became_reference,
         verdict,
-        candidate: run,
-    };
-    let outcome = match &report.verdict {
-        None => "recorded as the reference".to_string(),
-        Some(verdict) if verdict.passed => format!("passed ({} tokens the same)", verdict.compared_tokens),
-        Some(verdict) => format!("failed ({} prompts differ)", verdict.mismatches.len()),
-    };
-    reporter.step_finished("gate", &outcome);
-    Ok(report)
+        candidate,
+    })
 }
