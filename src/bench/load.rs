@@ -18,7 +18,6 @@ use super::exchange::RequestOutcome;
 use super::figures::Figures;
 use super::prompt::PromptTokens;
 use crate::error::{Error, Result};
-use crate::reporter::Reporter;
 
 /// How many distinct failure reasons a level keeps.
 const KEPT_ERRORS: usize = 5;
@@ -91,7 +90,6 @@ pub async fn level(
     concurrency: u32,
     requests: u32,
     first_index: usize,
-    reporter: &dyn Reporter,
 ) -> Result<LevelResult> {
     if concurrency == 0 || requests == 0 || spec.output_len == 0 || spec.input_len == 0 {
         return Err(Error::Usage("--concurrency, --requests, --input-len and --output-len must be 1 or more".into()));
@@ -100,17 +98,11 @@ pub async fn level(
     for index in first_index..first_index + requests as usize {
         sent.push(spec.request(prompts.prompt(index, spec.input_len as usize)?));
     }
-    Ok(run_level(client, concurrency, sent, reporter).await)
+    Ok(run_level(client, concurrency, sent).await)
 }
 
-async fn run_level(
-    client: &ApiClient,
-    concurrency: u32,
-    requests: Vec<CompletionRequest>,
-    reporter: &dyn Reporter,
-) -> LevelResult {
+async fn run_level(client: &ApiClient, concurrency: u32, requests: Vec<CompletionRequest>) -> LevelResult {
     let total = requests.len() as u64;
-    let subject = format!("concurrency {concurrency}");
     let gate = Arc::new(Semaphore::new(concurrency as usize));
     let origin = Instant::now();
     let mut tasks = JoinSet::new();
@@ -138,10 +130,8 @@ async fn run_level(
             prompt_tokens: 0,
             error: Some(format!("the request's task ended: {error}")),
         }));
-        reporter.layer(&subject, "requests", outcomes.len() as u64, total);
     }
     let duration = origin.elapsed().as_secs_f64();
-    reporter.layer_done(&subject, "done");
     let figures = Figures::of(&outcomes, duration);
     let mut errors: Vec<String> = Vec::new();
     for error in outcomes.iter().filter_map(|outcome| outcome.error.as_ref()) {

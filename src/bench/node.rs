@@ -12,7 +12,6 @@ use super::load::{self, LevelResult, LoadSpec};
 use super::prompt::PromptTokens;
 use crate::error::Result;
 use crate::serving::secret::Secret;
-use crate::settings::Settings;
 
 /// Where the API is, as the node reaches it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -57,7 +56,7 @@ pub struct GateAsk {
     pub layout: String,
 }
 
-pub async fn bench_level(settings: &Settings, call: &BenchLevel) -> Result<LevelResult> {
+pub async fn bench_level(call: &BenchLevel) -> Result<LevelResult> {
     let client = call.endpoint.client()?;
     let prompts = PromptTokens::from_server(&client, call.engine, &call.served_model).await?;
     let spec = LoadSpec {
@@ -72,11 +71,10 @@ pub async fn bench_level(settings: &Settings, call: &BenchLevel) -> Result<Level
     if call.warm_up {
         load::warm_up(&client, &prompts, &spec).await?;
     }
-    load::level(&client, &prompts, &spec, call.concurrency, call.requests, call.first_index, settings.reporter.as_ref())
-        .await
+    load::level(&client, &prompts, &spec, call.concurrency, call.requests, call.first_index).await
 }
 
-pub async fn gate_ask(settings: &Settings, call: &GateAsk) -> Result<GateRun> {
+pub async fn gate_ask(call: &GateAsk) -> Result<GateRun> {
     let target = GateTarget {
         client: call.endpoint.client()?,
         served_model: call.served_model.clone(),
@@ -85,5 +83,5 @@ pub async fn gate_ask(settings: &Settings, call: &GateAsk) -> Result<GateRun> {
         image: call.image.clone(),
         layout: call.layout.clone(),
     };
-    gate::ask(&target, &PROMPT_SET, settings.reporter.as_ref()).await
+    gate::ask(&target, &PROMPT_SET).await
 }

@@ -83,6 +83,21 @@ pub async fn run(args: &ClusterArgs, settings: &Settings, out: &Output) -> Resul
             close_all(nodes).await;
             result.map(|code| code.max(i32::from(!unreachable.is_empty())))
         }
+        ClusterCommand::Bench(bench) => {
+            if bench.endpoint.is_some() {
+                return Err(Error::Usage(
+                    "cluster bench measures what the cluster serves; for another endpoint use `strix-toolbox bench --endpoint URL`"
+                        .into(),
+                ));
+            }
+            // The head reaches the endpoint on the cluster link; the other nodes have no part.
+            let mut cluster = cluster;
+            cluster.nodes.truncate(1);
+            let nodes = connect_ours(&cluster, "nothing was measured").await?;
+            let result = super::bench::run(bench, &nodes[0], out).await;
+            close_all(nodes).await;
+            result
+        }
         ClusterCommand::Install => {
             let report = cluster_install(&cluster).await?;
             out.report(&report);

@@ -124,8 +124,8 @@ pub async fn dispatch(settings: &Settings, call: NodeCall) -> Result<serde_json:
         NodeCall::SpreadTrust(c) => reply(&c, spread::trust::spread_trust(&c).await),
         NodeCall::SpreadPrune(c) => reply(&c, spread::prune::spread_prune(settings, &c).await),
         NodeCall::SpreadStatus(c) => reply(&c, spread::status::spread_status(settings).await),
-        NodeCall::BenchLevel(c) => reply(&c, bench::node::bench_level(settings, &c).await),
-        NodeCall::GateAsk(c) => reply(&c, bench::node::gate_ask(settings, &c).await),
+        NodeCall::BenchLevel(c) => reply(&c, bench::node::bench_level(&c).await),
+        NodeCall::GateAsk(c) => reply(&c, bench::node::gate_ask(&c).await),
     }
 }
 

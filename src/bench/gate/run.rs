@@ -13,7 +13,6 @@ use crate::bench::api::{CompletionRequest, Prompt};
 use crate::bench::client::ApiClient;
 use crate::bench::key::{ModelIdentity, ServingEngine};
 use crate::error::Result;
-use crate::reporter::Reporter;
 
 /// What serves, as the gate names it.
 #[derive(Debug, Clone)]
@@ -49,11 +48,9 @@ impl GateReport {
 }
 
 /// Send every prompt of `set` to `target`, greedy and seeded, and keep its tokens.
-pub async fn ask(target: &GateTarget, set: &PromptSet, reporter: &dyn Reporter) -> Result<GateRun> {
-    let subject = format!("gate on {}", target.layout);
+pub async fn ask(target: &GateTarget, set: &PromptSet) -> Result<GateRun> {
     let mut answers = Vec::with_capacity(set.prompts.len());
-    for (done, prompt) in set.prompts.iter().enumerate() {
-        reporter.layer(&subject, "prompts", done as u64, set.prompts.len() as u64);
+    for prompt in set.prompts {
         let request = CompletionRequest {
             model: target.served_model.clone(),
             prompt: Prompt::Text(prompt.text.to_string()),
@@ -81,7 +78,6 @@ pub async fn ask(target: &GateTarget, set: &PromptSet, reporter: &dyn Reporter) 
             tokens,
         });
     }
-    reporter.layer_done(&subject, "answered");
     Ok(GateRun {
         format: GATE_FORMAT,
         prompt_set: set.version,
