@@ -7,8 +7,9 @@
 //! the model's leading special tokens (its BOS, as tokenizing with special tokens shows them),
 //! then the passage's tokens from an offset that differs per request, repeated as needed. So
 //! each prompt is exactly `input_len` tokens as the engine counts them, and requests differ from
-//! each other within their first two tokens (for up to n² requests, n the passage's length in
-//! tokens), so no engine serves one request's prefill from another's prefix cache. The ids are the
+//! each other from their first token after the special ones (within two tokens for up to n²
+//! requests, n the passage's length in tokens), so no engine serves one request's prefill from
+//! another's prefix cache. The ids are the
 //! model's own, so they are valid for any model either server runs.
 
 use super::client::ApiClient;
@@ -68,8 +69,10 @@ impl PromptTokens {
             )));
         }
         let n = self.passage.len();
-        let offset = index % n;
-        let lead = self.passage[(index / n) % n];
+        // The first token after the prefix tells the first n requests apart; where the passage
+        // resumes after it tells apart the next (up to n²).
+        let lead = self.passage[index % n];
+        let offset = index / n;
         let mut tokens = self.prefix.clone();
         tokens.push(lead);
         tokens.extend((0..input_len - tokens.len()).map(|k| self.passage[(offset + k) % n]));
@@ -104,7 +107,10 @@ mod tests {
             assert_eq!(prompt[0], 1);
         }
         assert!(source.prompt(0, 1).is_err());
-        // 4 passage tokens: 16 requests all differ within the first two tokens after the BOS.
+        // 4 passage tokens: the first 4 requests differ in their first token after the BOS (nothing
+        // beyond it for an engine's prefix cache to share), and 16 differ within two.
+        let firsts: std::collections::BTreeSet<u32> = (0..4).map(|i| source.prompt(i, 6).unwrap()[1]).collect();
+        assert_eq!(firsts.len(), 4);
         let starts: std::collections::BTreeSet<Vec<u32>> =
             (0..16).map(|i| source.prompt(i, 6).unwrap()[1..3].to_vec()).collect();
         assert_eq!(starts.len(), 16);
