@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install what the test suite runs for real: podman (+runc), dockerd, a registry, Toolbx, distrobox,
 # debootstrap, busybox, dbus, the test cluster's sshd and uplink relays (socat), a firewall for the
-# launch tests (nftables), and the linters.
+# launch tests (nftables), what builds llama.cpp (scripts/llama-cpp.sh: cmake, g++, curl for the
+# pinned source), and the linters.
 # Idempotent; needs root (Debian 12).
 set -euo pipefail
 
@@ -10,7 +11,7 @@ packages=(
   docker.io docker-registry
   podman-toolbox distrobox dbus
   debootstrap busybox-static
-  gcc hyperfine shellcheck python3-venv
+  gcc g++ make cmake curl hyperfine shellcheck python3-venv
   openssh-server openssh-client iputils-ping iproute2 socat nftables
 )
 

@@ -21,6 +21,7 @@ mod examples;
 mod interrupt;
 mod launch;
 mod lint;
+mod llama_engine;
 mod model;
 mod patches;
 mod rccl_abi;

@@ -1,0 +1,135 @@
+//! Toolbox images with a real llama.cpp, pushed to the test's loopback registry, in three
+//! variants the serving and canary tests tell apart by what they serve:
+//! - [`llama_image`]: llama.cpp as built;
+//! - [`llama_image_rope`]: the same server and model, but the model's RoPE base overridden
+//!   (`--override-kv llama.rope.freq_base=float:100`), so the answers change: a "broken" build;
+//! - [`llama_image_slow`]: the same answers, served slowly (see [`LlamaVariant::Slow`]).
+//!
+//! The rootfs is Debian bookworm, the one Toolbx accepts (toolbox_image.rs: bash, sudo, and the
+//! glibc and libstdc++ of the Debian 12 machine that built the binaries), without apt's lists and
+//! caches, locales and docs (~120 MB less for every node to pull and, on vfs, copy per container: 94 MB), with
+//! llama.cpp: `/opt/llama.cpp/bin/{llama-server,ggml-rpc-server}` (static), `rpc-server` and
+//! `ggml-rpc-server` on PATH (links in /usr/local/bin), and `/usr/local/bin/llama-server`, a
+//! shell wrapper that runs the real one its variant's way (as built: `exec`, the same pid). One
+//! tarball per variant, cached under target/test-cache, imported with `podman import` (a `podman
+//! build` adding the wrapper as a layer took 15 s on vfs, an import 1-4 s), pushed, and removed
+//! from `podman` (image.rs).
+//!
+//! ```ignore
+//! let good = llama_image(podman, &registry, "llama:good", "2026-11-01T10:00:00Z");
+//! let broken = llama_image_rope(podman, &registry, "llama:broken", "2026-11-02T10:00:00Z");
+//! ```
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use super::image::push_rootfs_image;
+use super::llama_cpp::llama_cpp;
+use super::podman::PodmanService;
+use super::registry::Registry;
+use super::test_cache::{cached_file, recipe_hash};
+use super::toolbox_image::toolbox_rootfs_tar;
+
+const CREATED_LABEL: &str = "org.opencontainers.image.created";
+
+/// Where the image keeps the real binaries.
+pub const IMAGE_BIN_DIR: &str = "/opt/llama.cpp/bin";
+
+/// What an image's `llama-server` does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LlamaVariant {
+    /// The server as built.
+    AsBuilt,
+    /// The model's RoPE base overridden to 100 (the tiny model's is 10000): same weights, other
+    /// rotary angles from the second position on, so greedy answers differ.
+    RopeBase,
+    /// The server stopped four fifths of the time: SIGSTOP/SIGCONT in 10 ms on / 40 ms off from
+    /// the wrapper, as cpulimit does. Fewer threads cannot slow it (the tests run one already)
+    /// and taskset only pins it to a core; this slows every request about 5x (measured: 4 x 128
+    /// tokens in 0.73 s as built, 3.7-4.0 s slowed) whatever the machine's load, and changes no
+    /// answer.
+    Slow,
+}
+
+/// llama.cpp as built, imported through `podman` and pushed as `REGISTRY/name` (the local copy
+/// goes: a refresh must pull it), created at `created` (RFC 3339: the OCI created label; another
+/// date, another image digest). Returns the reference.
+pub fn llama_image(podman: &PodmanService, registry: &Registry, name: &str, created: &str) -> String {
+    push_rootfs_image(podman, registry, name, &llama_rootfs_tar(LlamaVariant::AsBuilt), &[(CREATED_LABEL, created)])
+}
+
+/// A `llama-server` with another RoPE base: the same model file, other answers.
+pub fn llama_image_rope(podman: &PodmanService, registry: &Registry, name: &str, created: &str) -> String {
+    push_rootfs_image(podman, registry, name, &llama_rootfs_tar(LlamaVariant::RopeBase), &[(CREATED_LABEL, created)])
+}
+
+/// A `llama-server` that answers the same, about 5x slower.
+pub fn llama_image_slow(podman: &PodmanService, registry: &Registry, name: &str, created: &str) -> String {
+    push_rootfs_image(podman, registry, name, &llama_rootfs_tar(LlamaVariant::Slow), &[(CREATED_LABEL, created)])
+}
+
+/// The `llama-server` wrapper of `variant` around the real binary `server` (the image's, or this
+/// machine's build to run the variant on loopback).
+pub fn llama_server_wrapper(variant: LlamaVariant, server: &Path) -> String {
+    let server = server.display();
+    match variant {
+        LlamaVariant::AsBuilt => format!("#!/bin/sh\nexec {server} \"$@\"\n"),
+        LlamaVariant::RopeBase => {
+            format!("#!/bin/sh\nexec {server} --override-kv llama.rope.freq_base=float:100 \"$@\"\n")
+        }
+        // Every STOP is followed by a CONT in the same turn, so the server is left running
+        // whenever the loop ends; SIGTERM/SIGINT are passed on, and the wrapper ends with the
+        // server (a signal interrupts `wait`: it waits again), with its status.
+        LlamaVariant::Slow => format!(
+            "#!/bin/sh\n\
+             {server} \"$@\" &\n\
+             server=$!\n\
+             trap 'stopping=1; kill -CONT \"$server\" 2>/dev/null; kill -TERM \"$server\" 2>/dev/null' TERM INT\n\
+             while [ -z \"$stopping\" ] && kill -0 \"$server\" 2>/dev/null; do\n\
+             \x20 sleep 0.01; kill -STOP \"$server\" 2>/dev/null\n\
+             \x20 sleep 0.04; kill -CONT \"$server\" 2>/dev/null\n\
+             done\n\
+             wait \"$server\"; status=$?\n\
+             while kill -0 \"$server\" 2>/dev/null; do wait \"$server\"; status=$?; done\n\
+             exit $status\n"
+        ),
+    }
+}
+
+/// The variant's rootfs tarball, made on first use from the cached bookworm rootfs, keyed by the
+/// llama.cpp build and the variant's wrapper.
+pub fn llama_rootfs_tar(variant: LlamaVariant) -> PathBuf {
+    let build = llama_cpp();
+    let wrapper = llama_server_wrapper(variant, &Path::new(IMAGE_BIN_DIR).join("llama-server"));
+    let recipe = recipe_hash(&format!("{} {UNNEEDED:?} {wrapper}", build.key()));
+    cached_file(&format!("llama-rootfs-{recipe}.tar"), |staging, tarball| {
+        let rootfs = staging.join("rootfs");
+        std::fs::create_dir_all(&rootfs).expect("mkdir rootfs");
+        run(Command::new("tar").arg("-C").arg(&rootfs).arg("-xf").arg(toolbox_rootfs_tar()));
+        for unneeded in UNNEEDED {
+            let _ = std::fs::remove_dir_all(rootfs.join(unneeded));
+        }
+        let bin = rootfs.join(IMAGE_BIN_DIR.trim_start_matches('/'));
+        std::fs::create_dir_all(&bin).expect("mkdir /opt/llama.cpp/bin");
+        for binary in [build.llama_server(), build.rpc_server()] {
+            std::fs::copy(&binary, bin.join(binary.file_name().expect("a binary"))).expect("copy a llama.cpp binary");
+        }
+        for name in ["rpc-server", "ggml-rpc-server"] {
+            let link = rootfs.join("usr/local/bin").join(name);
+            std::os::unix::fs::symlink(format!("{IMAGE_BIN_DIR}/ggml-rpc-server"), link).expect("link the RPC server");
+        }
+        let path = rootfs.join("usr/local/bin/llama-server");
+        std::fs::write(&path, wrapper).expect("write llama-server");
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod 755");
+        run(Command::new("tar").arg("-C").arg(&rootfs).arg("-cf").arg(tarball).arg("."));
+    })
+}
+
+/// What a serving image does without: apt's lists and caches, translations, documentation.
+const UNNEEDED: [&str; 6] =
+    ["var/lib/apt/lists", "var/cache/apt", "usr/share/locale", "usr/share/doc", "usr/share/man", "usr/share/info"];
+
+fn run(command: &mut Command) {
+    let output = command.stdin(Stdio::null()).output().expect("run a step of the llama image");
+    assert!(output.status.success(), "{command:?} failed: {}", String::from_utf8_lossy(&output.stderr));
+}
