@@ -6,7 +6,9 @@
 //!   logprobs: `logprobs.tokens` (each token's text; `token_id:N` when the server runs with
 //!   `--return-tokens-as-token-ids`) beside `logprobs.token_logprobs`;
 //! - llama.cpp's server: `logprobs.content[]`, one object per token with its `id`, `token` (text)
-//!   and `logprob` (its `n_probs`, which it reads from `logprobs`).
+//!   and `logprob` (its `n_probs`, which it reads from `logprobs`). It folds a token that ends
+//!   inside a UTF-8 character into the next entry, so there an index counts its entries: the same
+//!   in every run of the same model, so the comparison holds.
 //!
 //! So ids are compared wherever the server gives them, texts otherwise.
 
