@@ -189,6 +189,36 @@ fn two_nodes_serve_one_endpoint_with_a_rank_on_each_link_address() {
     assert_eq!(report["serving"]["ray_nodes_alive"], 2, "{report}");
     assert!(status.status.success(), "{}", stderr(&status));
 
+    // `cluster bench` from this machine, which cannot reach the link: the head sends the requests
+    // (the API key travels in its calls) and the result is kept here, keyed by the cluster's layout.
+    let operator_state = tempfile::tempdir().unwrap();
+    let operator = [
+        ("XDG_STATE_HOME".to_string(), operator_state.path().display().to_string()),
+        ("OPENAI_API_KEY".to_string(), "sk-bench-secret".to_string()),
+    ];
+    let lengths = ["--concurrency", "1,2", "--requests", "4", "--input-len", "16", "--output-len", "8"];
+    let benched = strix_cluster(cluster, &operator, &[&["bench", "--gate"][..], &lengths[..]].concat());
+    let said = format!("{}{}", stdout(&benched), stderr(&benched));
+    assert!(benched.status.success(), "{said}");
+    assert!(!said.contains("sk-bench-secret"), "{said}");
+    let report = json(&benched);
+    let key = &report["result"]["key"];
+    assert_eq!(
+        (key["engine"].as_str(), key["tensor_parallel"].as_u64(), key["nodes"].as_u64(), key["transport"].as_str()),
+        (Some("vllm"), Some(2), Some(2), Some("thunderbolt-tcp")),
+        "{key}"
+    );
+    assert_eq!(key["model"]["repo"], MODEL);
+    assert_eq!(report["result"]["endpoint"], format!("http://192.168.2.1:{port}/v1"));
+    assert_eq!(report["gate"]["became_reference"], true);
+    for level in report["result"]["levels"].as_array().unwrap() {
+        assert_eq!(
+            (level["figures"]["completed"].as_u64(), level["figures"]["total_output_tokens"].as_u64()),
+            (Some(4), Some(32))
+        );
+    }
+    assert!(report["saved"].as_str().unwrap().starts_with(&operator_state.path().display().to_string()));
+
     let logs = strix_cluster(cluster, &[], &["logs", "--lines", "200"]);
     let lines = stdout(&logs);
     assert!(logs.status.success(), "{}", stderr(&logs));
