@@ -10,7 +10,9 @@
 #      3 nodes each pulling it, --spread off); then a no-op 3-node `cluster refresh` against one
 #      node's refresh over ssh;
 #   6. `cluster launch` to serving on 3 nodes against the same steps typed by hand over ssh (Ray's
-#      head, each worker, `vllm serve`, polling /health): tests/testsuite/bench_launch.rs.
+#      head, each worker, `vllm serve`, polling /health): tests/testsuite/bench_launch.rs;
+#   7. `strix-toolbox bench` beside AIPerf (PyPI) on the same llama-server endpoint: output tokens/s
+#      within 10% (scripts/bench/bench-vs-aiperf.sh).
 # Everything runs against private podman API services and a registry started here in a namespace of
 # its own (the "upstream", reached as 127.0.0.1:PORT through relays), with fake host trees
 # (tests/fixtures/strix-thunderbolt-only) whose device nodes are made by mknod.
@@ -233,3 +235,7 @@ echo "== launch: cluster launch to serving vs the same steps by hand over ssh, 3
 # The test suite's cluster (Thunderbolt nodes, podman inside each, the node image with Ray and the
 # stand-in vLLM): the benchmark is an ignored test of the suite, so it shares that wiring.
 cargo test --release --quiet --test testsuite bench_launch -- --ignored --nocapture
+
+echo "== bench: strix-toolbox bench beside AIPerf on one llama-server (tiny llama model, CPU), output tokens/s"
+# Its own script: it needs no root and nothing above (scripts/bench/bench-vs-aiperf.sh).
+bash scripts/bench/bench-vs-aiperf.sh

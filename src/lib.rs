@@ -5,6 +5,7 @@
 //! (settings in, typed reports out); [`commands`] parse, call one operation and render.
 
 pub(crate) mod apply;
+pub mod bench;
 pub(crate) mod check;
 pub mod cli;
 pub mod cluster;

@@ -81,6 +81,21 @@ pub async fn run(args: &ClusterArgs, settings: &Settings, out: &Output) -> Resul
             })
             .await
         }
+        ClusterCommand::Bench(bench) => {
+            if bench.endpoint.is_some() {
+                return Err(Error::Usage(
+                    "cluster bench measures what the cluster serves; for another endpoint use `strix-toolbox bench --endpoint URL`"
+                        .into(),
+                ));
+            }
+            // The head reaches the endpoint on the cluster link; the other nodes have no part.
+            let mut cluster = cluster;
+            cluster.nodes.truncate(1);
+            with_our_nodes(&cluster, "nothing was measured", async |nodes| {
+                super::bench::run(bench, nodes[0], &settings.paths, out).await
+            })
+            .await
+        }
         ClusterCommand::Install => {
             let report = cluster_install(&cluster).await?;
             out.report(&report);

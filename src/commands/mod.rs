@@ -2,6 +2,7 @@
 //! its report as text or `--json`. Returns the process exit code.
 
 mod agent;
+mod bench;
 mod build;
 mod cluster;
 mod completions;
@@ -24,7 +25,7 @@ mod verify;
 
 use std::sync::Arc;
 
-use crate::cli::{Command, GlobalOptions, RcclCommand};
+use crate::cli::{BenchSubcommand, Command, GlobalOptions, RcclCommand};
 use crate::error::{Error, Result};
 use crate::node::local::LocalNode;
 use crate::output::Output;
@@ -62,6 +63,12 @@ pub fn run(command: Command, settings: &Settings, out: &Output) -> Result<i32> {
         Command::Detect => detect::run(settings, out),
         Command::Doctor => doctor::run(settings, out),
         Command::Completions(args) => completions::run(&args, out),
+        // The store alone: no runtime either.
+        Command::Bench(bench) if bench.command.is_some() => match &bench.command {
+            Some(BenchSubcommand::History(args)) => bench::history(args, &settings.paths, out),
+            Some(BenchSubcommand::Compare(args)) => bench::compare_results(args, &settings.paths, out),
+            None => unreachable!("matched on a subcommand"),
+        },
         command => {
             let runtime =
                 tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().map_err(|e| {
@@ -91,6 +98,9 @@ pub fn run(command: Command, settings: &Settings, out: &Output) -> Result<i32> {
                     Command::Model(command) => {
                         let request = model::ModelRequest::parse(&command)?;
                         model::run(&request, &[&LocalNode::new(settings)], Vec::new(), out).await
+                    }
+                    Command::Bench(bench) => {
+                        bench::run(&bench.run, &LocalNode::new(settings), &settings.paths, out).await
                     }
                     Command::Build(args) => build::run(&args, settings, out).await,
                     Command::Cluster(args) => cluster::run(&args, settings, out).await,

@@ -17,7 +17,7 @@ use super::wire::{
 use crate::error::{Error, Result};
 use crate::ops;
 use crate::settings::Settings;
-use crate::{link, model, serving, spread};
+use crate::{bench, link, model, serving, spread};
 
 /// Answer calls read from `input` on `output` until `input` ends.
 pub async fn run_agent(
@@ -169,6 +169,8 @@ pub async fn dispatch(settings: &Settings, call: NodeCall) -> Result<serde_json:
         NodeCall::SpreadTrust(c) => reply(&c, spread::trust::spread_trust(settings, &c).await),
         NodeCall::SpreadPrune(c) => reply(&c, spread::prune::spread_prune(settings, &c).await),
         NodeCall::SpreadStatus(c) => reply(&c, spread::status::spread_status(settings).await),
+        NodeCall::BenchLevel(c) => reply(&c, bench::node::bench_level(&c).await),
+        NodeCall::GateAsk(c) => reply(&c, bench::node::gate_ask(&c).await),
     }
 }
 

@@ -8,6 +8,9 @@ use std::net::Ipv4Addr;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use crate::bench::gate::GateRun;
+use crate::bench::load::LevelResult;
+use crate::bench::node::{BenchLevel, GateAsk};
 use crate::link::{ClusterLink, PingReport};
 use crate::model::download::{ModelDownload, ModelDownloaded};
 use crate::model::fetch::{ModelFetch, ModelFetched};
@@ -127,6 +130,10 @@ node_calls! {
     SpreadPrune(SpreadPrune) -> SpreadPruned;
     /// The head's registry: its size, what it serves, whether it runs.
     SpreadStatus(SpreadStatus) -> Option<RegistryStatus>;
+    /// One concurrency level of a bench against the endpoint, from the node that reaches it.
+    BenchLevel(BenchLevel) -> LevelResult;
+    /// The gate's prompt set asked of the endpoint, token by token.
+    GateAsk(GateAsk) -> GateRun;
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -174,9 +181,11 @@ pub struct Exec {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bench::node::EndpointAccess;
     use crate::manager::ManagerChoice;
     use crate::model::blob::BlobName;
     use crate::model::blob_fetch::BlobSource;
+    use crate::model::identity::ModelIdentity;
     use crate::model::manifest::{SnapshotFile, SnapshotManifest};
     use crate::model::repo_id::RepoId;
     use crate::model::revision::{Commit, Revision};
@@ -333,6 +342,30 @@ mod tests {
             }
             .into(),
             SpreadStatus {}.into(),
+            BenchLevel {
+                endpoint: EndpointAccess {
+                    url: "http://192.168.2.1:8000/v1".into(),
+                    api_key: Some(Secret::new("sk-'quoted' $KEY".into())),
+                },
+                engine: ServingEngine::LlamaCpp,
+                served_model: "tiny.gguf".into(),
+                input_len: 128,
+                output_len: 64,
+                concurrency: 4,
+                requests: 16,
+                first_index: 17,
+                warm_up: false,
+            }
+            .into(),
+            GateAsk {
+                endpoint: EndpointAccess { url: "http://127.0.0.1:8080/v1".into(), api_key: None },
+                engine: ServingEngine::Vllm,
+                served_model: "org/model".into(),
+                model: ModelIdentity::Hub { repo: "org/model".into(), commit: "c12a728b".into() },
+                image: "docker.io/kyuz0/vllm@sha256:ab".into(),
+                layout: "one node alone".into(),
+            }
+            .into(),
         ]
     }
 
@@ -369,6 +402,8 @@ mod tests {
             NodeCall::SpreadTrust(_) => 27,
             NodeCall::SpreadPrune(_) => 28,
             NodeCall::SpreadStatus(_) => 29,
+            NodeCall::BenchLevel(_) => 30,
+            NodeCall::GateAsk(_) => 31,
         }
     }
 

@@ -217,6 +217,36 @@ fn two_nodes_serve_one_endpoint_with_a_rank_on_each_link_address() {
     let keyless = json(&strix_cluster(cluster, &[], &["status"]));
     assert_eq!(keyless["serving"]["key_needed"], true, "{keyless}");
 
+    // `cluster bench` from this machine, which cannot reach the link: the head sends the requests
+    // (the API key travels in its calls) and the result is kept here, keyed by the cluster's layout.
+    let operator_state = tempfile::tempdir().unwrap();
+    let operator = [
+        ("XDG_STATE_HOME".to_string(), operator_state.path().display().to_string()),
+        ("OPENAI_API_KEY".to_string(), "sk-bench-secret".to_string()),
+    ];
+    let lengths = ["--concurrency", "1,2", "--requests", "4", "--input-len", "16", "--output-len", "8"];
+    let benched = strix_cluster(cluster, &operator, &[&["bench", "--gate"][..], &lengths[..]].concat());
+    let said = format!("{}{}", stdout(&benched), stderr(&benched));
+    assert!(benched.status.success(), "{said}");
+    assert!(!said.contains("sk-bench-secret"), "{said}");
+    let report = json(&benched);
+    let key = &report["result"]["key"];
+    assert_eq!(
+        (key["engine"].as_str(), key["tensor_parallel"].as_u64(), key["nodes"].as_u64(), key["transport"].as_str()),
+        (Some("vllm"), Some(2), Some(2), Some("thunderbolt-tcp")),
+        "{key}"
+    );
+    assert_eq!(key["model"]["repo"], MODEL);
+    assert_eq!(report["result"]["endpoint"], format!("http://192.168.2.1:{port}/v1"));
+    assert_eq!(report["gate"]["became_reference"], true);
+    for level in report["result"]["levels"].as_array().unwrap() {
+        assert_eq!(
+            (level["figures"]["completed"].as_u64(), level["figures"]["total_output_tokens"].as_u64()),
+            (Some(4), Some(32))
+        );
+    }
+    assert!(report["saved"].as_str().unwrap().starts_with(&operator_state.path().display().to_string()));
+
     let logs = strix_cluster(cluster, &[], &["logs", "--lines", "200"]);
     let lines = stdout(&logs);
     assert!(logs.status.success(), "{}", stderr(&logs));
@@ -331,6 +361,62 @@ fn one_node_serves_without_ray() {
     let ranks: serde_json::Value =
         serde_json::from_str(&http_get(Command::new("python3"), &format!("http://127.0.0.1:{port}/ranks"))).unwrap();
     assert!(ranks[0]["model"].as_str().unwrap_or_default().contains("/snapshots/"), "weights offline: {ranks}");
+
+    // What serves is measured as launched: vLLM, the Hub commit that was pulled, one node; the
+    // gate's first run becomes the model's reference.
+    let bench = ["--json", "--host-root", host, "bench", "--concurrency", "1,2", "--requests", "4"];
+    let lengths = ["--input-len", "16", "--output-len", "8"];
+    let benched = run_strix(&env, &[&bench[..], &lengths[..], &["--gate"]].concat());
+    assert!(benched.status.success(), "{}", stderr(&benched));
+    let report = json(&benched);
+    let key = &report["result"]["key"];
+    assert_eq!((key["engine"].as_str(), key["model"]["kind"].as_str()), (Some("vllm"), Some("hub")), "{key}");
+    assert_eq!(key["model"]["repo"], MODEL);
+    assert_eq!(key["model"]["commit"].as_str().map(str::len), Some(40), "{key}");
+    assert_eq!(
+        (key["tensor_parallel"].as_u64(), key["nodes"].as_u64(), key["transport"].as_str()),
+        (Some(1), Some(1), Some("local"))
+    );
+    assert!(key["image"].as_str().is_some_and(|image| image.contains("sha256:")), "{key}");
+    assert_eq!(report["gate"]["became_reference"], true);
+    for level in report["result"]["levels"].as_array().unwrap() {
+        assert_eq!(
+            (level["figures"]["completed"].as_u64(), level["figures"]["total_output_tokens"].as_u64()),
+            (Some(4), Some(32))
+        );
+    }
+
+    // The same model served wrongly (an image that answers garbage from the 4th token on): the
+    // gate fails, naming that token in every prompt.
+    let stopped = run_strix(&env, &["--json", "stop"]);
+    assert!(stopped.status.success(), "{}", stderr(&stopped));
+    let relaunched = run_strix(
+        &with_token,
+        &[
+            "--json",
+            "--host-root",
+            host,
+            "launch",
+            MODEL,
+            "--port",
+            &port,
+            "--timeout",
+            "120",
+            "-e",
+            "STANDIN_WRONG_ANSWERS=3",
+        ],
+    );
+    assert!(relaunched.status.success(), "{}", stderr(&relaunched));
+    let gated = run_strix(&env, &[&bench[..], &lengths[..], &["--gate-only"]].concat());
+    assert_eq!(gated.status.code(), Some(1), "{}{}", stdout(&gated), stderr(&gated));
+    let verdict = &json(&gated)["gate"]["verdict"];
+    assert_eq!(verdict["passed"], false);
+    let mismatches = verdict["mismatches"].as_array().unwrap();
+    assert_eq!(mismatches.len(), 6, "every prompt of the set: {verdict}");
+    assert!(
+        mismatches.iter().all(|mismatch| mismatch["index"] == 3 && mismatch["kind"]["kind"] == "token"),
+        "{verdict}"
+    );
 
     let stopped = run_strix(&env, &["--json", "stop"]);
     assert!(stopped.status.success(), "{}", stderr(&stopped));

@@ -6,6 +6,7 @@
 
 mod support;
 
+mod bench;
 mod bench_launch;
 mod broken_pipe;
 mod build;

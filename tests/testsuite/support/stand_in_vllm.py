@@ -4,6 +4,12 @@ Ray executor asks (an existing Ray cluster, a placement group of N {"GPU": 1} bu
 N nodes, one actor per bundle), and serves /health and /v1/models only when all N actors answered.
 Anything else is an error, with the reason on its output, like vLLM's own.
 
+It answers completions as vLLM's OpenAI server does (POST /v1/completions, streamed or not, with
+`usage`, `logprobs`, `return_token_ids`; POST /tokenize), from a toy model: a word is a token, and
+the continuation of a prompt is a fixed function of its tokens, so the same prompt always gets the
+same answer. STANDIN_WRONG_ANSWERS=N makes every answer differ from its N-th token on: an image that
+serves garbage at full speed, for the gate to catch.
+
 Extra endpoint for the tests: GET /ranks lists what each actor saw (its node's address and the
 NCCL/Gloo/vLLM environment). The token itself is never printed: only whether it arrived, and its
 sha256 so a test can tell it is the right one; the same for the API key, which, as vLLM's, comes
@@ -93,6 +99,53 @@ def presence(value):
     return f"present (sha256 {hashlib.sha256(value.encode()).hexdigest()})" if value else "absent"
 
 
+BOS = 1
+FIRST_WORD_ID = 100
+WORDS = ("the", "harbour", "town", "woke", "slowly", "nets", "quay", "gulls", "baker", "bread", "hill",
+         "church", "bridge", "market", "wool", "copper", "apples", "salt", "light", "river", "winter", "long",
+         "swallows", "early", "low", "stone", "road", "sea", "wind", "boat")
+
+
+def word_id(word):
+    return FIRST_WORD_ID + int(hashlib.sha256(word.encode()).hexdigest(), 16) % len(WORDS)
+
+
+def tokenize(text, add_special):
+    return ([BOS] if add_special else []) + [word_id(word) for word in text.split()]
+
+
+def continuation(prompt_ids, count):
+    """The toy model's greedy answer: token k is a hash of the prompt and k; wrong from the N-th on."""
+    wrong_from = int(os.environ.get("STANDIN_WRONG_ANSWERS", "-1"))
+    seed = hashlib.sha256(json.dumps(prompt_ids).encode()).hexdigest()
+    tokens = []
+    for k in range(count):
+        index = int(hashlib.sha256(f"{seed}:{k}".encode()).hexdigest(), 16) % len(WORDS)
+        if 0 <= wrong_from <= k:
+            index = (index + 1) % len(WORDS)
+        tokens.append(FIRST_WORD_ID + index)
+    return tokens
+
+
+def piece(token):
+    return " " + WORDS[token - FIRST_WORD_ID]
+
+
+def logprob(k):
+    return -0.05 - 0.1 * (k % 7)
+
+
+def completion_logprobs(tokens):
+    """OpenAI's completion form, as vLLM fills it."""
+    offsets, at = [], 0
+    for token in tokens:
+        offsets.append(at)
+        at += len(piece(token))
+    return {"text_offset": offsets, "token_logprobs": [logprob(k) for k in range(len(tokens))],
+            "tokens": [piece(t) for t in tokens],
+            "top_logprobs": [{piece(t): logprob(k)} for k, t in enumerate(tokens)]}
+
+
 def main():
     args = parse(sys.argv[1:])
     log("INFO", "HF_TOKEN: " + presence(os.environ.get("HF_TOKEN")))
@@ -123,17 +176,62 @@ def main():
             if self.path not in bodies:
                 self.send_error(404)
                 return
-            # As vLLM's AuthenticationMiddleware: every /v1 path wants the key, /health does not.
-            if api_key and self.path.startswith("/v1") and self.headers.get("Authorization") != f"Bearer {api_key}":
-                body = json.dumps({"error": "Unauthorized"}).encode()
-                self.send_response(401)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-                return
+            if self.unauthorized():
+                return self.answer(401, {"error": "Unauthorized"})
             body = bodies[self.path]
             self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_POST(self):
+            try:
+                body = json.loads(self.rfile.read(int(self.headers.get("content-length", "0"))) or b"{}")
+            except ValueError as error:
+                return self.answer(400, {"object": "error", "message": f"not JSON: {error}"})
+            if self.path == "/tokenize":
+                tokens = tokenize(body.get("prompt", ""), body.get("add_special_tokens", True))
+                return self.answer(200, {"count": len(tokens), "max_model_len": 4096, "tokens": tokens})
+            if self.path != "/v1/completions":
+                return self.send_error(404)
+            if self.unauthorized():
+                return self.answer(401, {"error": "Unauthorized"})
+            if body.get("model") != name:
+                return self.answer(404, {"object": "error", "message": f"The model `{body.get('model')}` does not exist."})
+            prompt = body.get("prompt", "")
+            prompt_ids = prompt if isinstance(prompt, list) else tokenize(prompt, True)
+            tokens = continuation(prompt_ids, int(body.get("max_tokens", 16)))
+            usage = {"prompt_tokens": len(prompt_ids), "completion_tokens": len(tokens),
+                     "total_tokens": len(prompt_ids) + len(tokens)}
+            head = {"id": "cmpl-standin", "object": "text_completion", "created": int(time.time()), "model": name}
+            if not body.get("stream"):
+                choice = {"index": 0, "text": "".join(piece(t) for t in tokens), "finish_reason": "length",
+                          "stop_reason": None,
+                          "logprobs": completion_logprobs(tokens) if body.get("logprobs") is not None else None,
+                          "token_ids": tokens if body.get("return_token_ids") else None}
+                return self.answer(200, {**head, "choices": [choice], "usage": usage})
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream")
+            self.end_headers()
+            for k, token in enumerate(tokens):
+                last = k == len(tokens) - 1
+                choice = {"index": 0, "text": piece(token), "logprobs": None,
+                          "finish_reason": "length" if last else None, "stop_reason": None}
+                self.wfile.write(f"data: {json.dumps({**head, 'choices': [choice]})}\n\n".encode())
+                self.wfile.flush()
+            if (body.get("stream_options") or {}).get("include_usage"):
+                self.wfile.write(f"data: {json.dumps({**head, 'choices': [], 'usage': usage})}\n\n".encode())
+            self.wfile.write(b"data: [DONE]\n\n")
+            self.wfile.flush()
+
+        def unauthorized(self):
+            """As vLLM's AuthenticationMiddleware: every /v1 path wants the key, /health does not."""
+            return api_key and self.path.startswith("/v1") and self.headers.get("Authorization") != f"Bearer {api_key}"
+
+        def answer(self, status, value):
+            body = json.dumps(value).encode()
+            self.send_response(status)
             self.send_header("content-type", "application/json")
             self.send_header("content-length", str(len(body)))
             self.end_headers()

@@ -1,0 +1,235 @@
+//! The operation behind `bench` and `cluster bench`: find what serves and what decides its
+//! figures (from the launch's record on the head: endpoint, engine, model identity, image, TP,
+//! nodes, transport; or an endpoint named by hand), run the gate and the load there through the
+//! head's calls, and keep the result here. The same code serves one node (this machine as the
+//! head) and a cluster (the head over ssh).
+
+use std::path::PathBuf;
+
+use chrono::Utc;
+use serde::{Deserialize, Serialize};
+
+use super::gate::{judge, GateReport, ReferenceStore, PROMPT_SET};
+use super::key::{BenchKey, LinkTransport, ModelIdentity, ServingEngine};
+use super::node::{BenchLevel, EndpointAccess, GateAsk};
+use super::result::BenchResult;
+use super::store::BenchStore;
+use crate::error::{Error, Result};
+use crate::node::{Node, NodeCalls};
+use crate::reporter::Reporter;
+use crate::serving::secret::Secret;
+use crate::serving::state::ServeCheck;
+use crate::spec::Transport;
+
+/// What to measure.
+#[derive(Debug, Clone)]
+pub enum Serving {
+    /// What `launch` (or `cluster launch`) serves from this toolbox, as its record on the head says.
+    Launched { toolbox: String },
+    /// An endpoint strix-toolbox did not launch, described by the caller; keyed as one node.
+    Endpoint { url: String, engine: ServingEngine, model: ModelIdentity, image: String, served_model: Option<String> },
+}
+
+/// What the gate holds the answers against.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GateReference {
+    /// The model's first accepted run, kept beside the results.
+    Stored,
+    /// One node serving the same model alone, at this endpoint (the caller launched it).
+    SingleNode { url: String },
+}
+
+#[derive(Debug, Clone)]
+pub struct BenchRequest {
+    pub serving: Serving,
+    pub api_key: Option<Secret>,
+    pub concurrency: Vec<u32>,
+    pub requests: u32,
+    pub input_len: u32,
+    pub output_len: u32,
+    /// Run the gate first (and stop there when it fails).
+    pub gate: Option<GateReference>,
+    pub logprob_tolerance: f64,
+    /// Measure the load (false: the gate only).
+    pub load: bool,
+}
+
+/// What `bench` reports.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BenchReport {
+    pub gate: Option<GateReport>,
+    pub result: Option<BenchResult>,
+    /// Where the result was kept.
+    pub saved: Option<PathBuf>,
+}
+
+impl BenchReport {
+    /// The gate passed, or was not asked.
+    pub fn passed(&self) -> bool {
+        self.gate.as_ref().is_none_or(GateReport::passed)
+    }
+}
+
+/// What serves, found.
+struct Found {
+    key: BenchKey,
+    endpoint: String,
+    served_model: String,
+}
+
+pub async fn bench(
+    head: &dyn Node,
+    request: &BenchRequest,
+    store: &BenchStore,
+    reporter: &dyn Reporter,
+) -> Result<BenchReport> {
+    if request.load && (request.concurrency.is_empty() || request.concurrency.contains(&0) || request.requests == 0) {
+        return Err(Error::Usage("--concurrency needs levels of 1 or more and --requests 1 or more. Fix: e.g. --concurrency 1,4,16 --requests 16".into()));
+    }
+    if request.input_len == 0 || request.output_len == 0 {
+        return Err(Error::Usage("--input-len and --output-len must be 1 or more".into()));
+    }
+    let found = find(head, request, reporter).await?;
+    let access = |url: &str| EndpointAccess { url: url.to_string(), api_key: request.api_key.clone() };
+    let mut report = BenchReport { gate: None, result: None, saved: None };
+    if let Some(reference) = &request.gate {
+        reporter.step_started("gate", &format!("prompt set v{} on {}", PROMPT_SET.version, found.key.layout()));
+        let ask = |url: &str, layout: String| GateAsk {
+            endpoint: access(url),
+            engine: found.key.engine,
+            served_model: found.served_model.clone(),
+            model: found.key.model.clone(),
+            image: found.key.image.clone(),
+            layout,
+        };
+        let single = match reference {
+            GateReference::Stored => None,
+            GateReference::SingleNode { url } => Some(head.call(ask(url, "one node alone".into())).await?),
+        };
+        let candidate = head.call(ask(&found.endpoint, found.key.layout())).await?;
+        let references = ReferenceStore::in_bench_dir(store.dir());
+        let gate = judge(candidate, single, &references, &PROMPT_SET, request.logprob_tolerance)?;
+        reporter.step_finished("gate", &gate_outcome(&gate));
+        let passed = gate.passed();
+        report.gate = Some(gate);
+        if !passed {
+            return Ok(report);
+        }
+    }
+    if !request.load {
+        return Ok(report);
+    }
+    let mut levels = Vec::new();
+    for (index, &concurrency) in request.concurrency.iter().enumerate() {
+        let subject = format!("concurrency {concurrency}");
+        reporter.step_started(
+            "bench",
+            &format!(
+                "{subject}: {} requests of {} → {} tokens",
+                request.requests, request.input_len, request.output_len
+            ),
+        );
+        let level = head
+            .call(BenchLevel {
+                endpoint: access(&found.endpoint),
+                engine: found.key.engine,
+                served_model: found.served_model.clone(),
+                input_len: request.input_len,
+                output_len: request.output_len,
+                concurrency,
+                requests: request.requests,
+                first_index: 1 + index * request.requests as usize,
+                warm_up: index == 0,
+            })
+            .await?;
+        let figures = &level.figures;
+        reporter.step_finished(
+            "bench",
+            &format!(
+                "{subject}: {:.1} output tok/s, TTFT p50 {:.0} ms, {} failed",
+                figures.output_throughput, figures.ttft_ms.p50, figures.failed
+            ),
+        );
+        levels.push(level);
+    }
+    let result =
+        BenchResult::new(found.key, &found.endpoint, &found.served_model, request.requests, levels, Utc::now());
+    report.saved = Some(store.save(&result)?);
+    report.result = Some(result);
+    Ok(report)
+}
+
+fn gate_outcome(gate: &GateReport) -> String {
+    match &gate.verdict {
+        None => "recorded as the model's reference".to_string(),
+        Some(verdict) if verdict.passed => {
+            format!("passed: {} tokens the same as {}", verdict.compared_tokens, gate.reference)
+        }
+        Some(verdict) => format!("failed: {} prompt(s) answer differently", verdict.mismatches.len()),
+    }
+}
+
+async fn find(head: &dyn Node, request: &BenchRequest, reporter: &dyn Reporter) -> Result<Found> {
+    let key = |image: String, engine, model, tp: usize, nodes: usize, transport| BenchKey {
+        image,
+        engine,
+        model,
+        tensor_parallel: tp as u32,
+        pipeline_parallel: 1,
+        nodes: nodes as u32,
+        transport,
+        input_len: request.input_len,
+        output_len: request.output_len,
+    };
+    match &request.serving {
+        Serving::Endpoint { url, engine, model, image, served_model } => {
+            let client = super::client::ApiClient::new(
+                super::client::Endpoint::new(url, request.api_key.clone())?,
+                super::client::Timeouts::default(),
+            )?;
+            let served_model = super::served_model::served_model(&client, served_model.as_deref()).await?;
+            let endpoint = client.endpoint().base().to_string();
+            Ok(Found {
+                key: key(image.clone(), *engine, model.clone(), 1, 1, LinkTransport::Local),
+                endpoint,
+                served_model,
+            })
+        }
+        Serving::Launched { toolbox } => {
+            reporter.step_started(head.name(), &format!("what {toolbox} serves"));
+            let check = head.call(ServeCheck { toolbox: toolbox.clone(), ..ServeCheck::default() }).await?;
+            let not_serving = || {
+                Error::toolbox(
+                    toolbox.clone(),
+                    format!("{toolbox} on {} serves nothing now", head.name()),
+                    "launch a model first (`strix-toolbox launch MODEL`, or `cluster launch MODEL`)",
+                )
+            };
+            let state = check
+                .serving
+                .filter(|state| state.alive.iter().any(|process| process == state.record.engine.server()))
+                .ok_or_else(not_serving)?;
+            let record = state.record;
+            let model = record.identity.clone().ok_or_else(|| {
+                Error::toolbox(
+                    toolbox.clone(),
+                    format!(
+                        "the launch of {} does not say which weights serve (a model given as a path, or a launch by an older strix-toolbox), so its figures and answers could be held against another model's",
+                        record.model
+                    ),
+                    "launch a Hub model (its commit names its weights) or a GGUF file, with this strix-toolbox",
+                )
+            })?;
+            let image = check.image.unwrap_or(record.image.clone());
+            let transport = match (record.nodes, &check.cluster_link.transport) {
+                (1, _) => LinkTransport::Local,
+                (_, Transport::Roce { .. }) => LinkTransport::Roce,
+                (_, Transport::ThunderboltTcp { .. }) => LinkTransport::ThunderboltTcp,
+                (_, Transport::EthernetTcp) => LinkTransport::EthernetTcp,
+            };
+            let key = key(image, record.engine, model, record.tp.unwrap_or(1), record.nodes, transport);
+            reporter.step_finished(head.name(), &format!("{} with {} on {}", key.model, key.engine, key.layout()));
+            Ok(Found { key, endpoint: record.endpoint.clone(), served_model: record.served.clone() })
+        }
+    }
+}

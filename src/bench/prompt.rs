@@ -1,0 +1,119 @@
+//! Prompts of exactly `--input-len` tokens without a tokenizer on this side.
+//!
+//! vLLM's bench makes its random prompts with the model's tokenizer (token ids → text → token ids
+//! again, cut to length), so a prompt's length is only as exact as that round trip. Here the
+//! server tokenizes a fixed passage once (`POST /tokenize`, which vLLM and llama.cpp both have),
+//! and every request sends token ids (`prompt: [ids]`, which both take as given, adding nothing):
+//! the model's leading special tokens (its BOS, as tokenizing with special tokens shows them),
+//! then the passage's tokens from an offset that differs per request, repeated as needed. So
+//! each prompt is exactly `input_len` tokens as the engine counts them, and requests differ from
+//! each other from their first token after the special ones (within two tokens for up to n²
+//! requests, n the passage's length in tokens), so no engine serves one request's prefill from
+//! another's prefix cache. The ids are the
+//! model's own, so they are valid for any model either server runs.
+
+use super::client::ApiClient;
+use super::key::ServingEngine;
+use crate::error::{Error, Result};
+
+/// The passage the prompts are cut from: plain prose, any model's vocabulary has it.
+pub const PASSAGE: &str = "The harbour town woke slowly. Fishermen hauled their nets along the quay while gulls \
+argued over scraps, and the baker on the corner opened his shutters to let out the smell of bread. \
+Up the hill, the schoolmaster walked his usual route, counting the steps between the church and \
+the old stone bridge, a habit he had kept for thirty years. By noon the market square was full: \
+merchants sold wool, copper pots, apples from the valley and salt from the flats beyond the \
+lighthouse. Children ran between the stalls, and an old woman told anyone who would listen that \
+the winter would be long, because the swallows had left early and the river ran low.";
+
+/// The special tokens a prompt starts with, and the passage to fill it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PromptTokens {
+    prefix: Vec<u32>,
+    passage: Vec<u32>,
+}
+
+impl PromptTokens {
+    /// Ask the server: the passage with and without the model's special tokens.
+    pub async fn from_server(client: &ApiClient, engine: ServingEngine, model: &str) -> Result<PromptTokens> {
+        let with_special = client.tokenize(engine, model, PASSAGE, true).await?;
+        let plain = client.tokenize(engine, model, PASSAGE, false).await?;
+        PromptTokens::from_tokenized(&with_special, plain)
+    }
+
+    /// From the passage tokenized with special tokens and without: what the first has in front
+    /// of the second is the prefix every prompt of this model starts with.
+    pub fn from_tokenized(with_special: &[u32], plain: Vec<u32>) -> Result<PromptTokens> {
+        if plain.is_empty() {
+            return Err(Error::Internal("the server tokenized the passage into no tokens".into()));
+        }
+        let prefix = match with_special.len().checked_sub(plain.len()) {
+            Some(extra) if with_special[extra..] == plain[..] => with_special[..extra].to_vec(),
+            // Special tokens at the end only (or none): nothing in front.
+            _ => Vec::new(),
+        };
+        Ok(PromptTokens { prefix, passage: plain })
+    }
+
+    /// The fewest tokens a prompt can have: the prefix and one token of the passage.
+    pub fn shortest(&self) -> usize {
+        self.prefix.len() + 1
+    }
+
+    /// Request `index`'s prompt of exactly `input_len` tokens.
+    pub fn prompt(&self, index: usize, input_len: usize) -> Result<Vec<u32>> {
+        if input_len < self.shortest() {
+            return Err(Error::Usage(format!(
+                "--input-len {input_len} is too short: this model's prompts start with {} special token(s). Fix: use --input-len {} or more",
+                self.prefix.len(),
+                self.shortest()
+            )));
+        }
+        let n = self.passage.len();
+        // The first token after the prefix tells the first n requests apart; where the passage
+        // resumes after it tells apart the next (up to n²).
+        let lead = self.passage[index % n];
+        let offset = index / n;
+        let mut tokens = self.prefix.clone();
+        tokens.push(lead);
+        tokens.extend((0..input_len - tokens.len()).map(|k| self.passage[(offset + k) % n]));
+        Ok(tokens)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tokens() -> PromptTokens {
+        PromptTokens::from_tokenized(&[1, 10, 11, 12, 13], vec![10, 11, 12, 13]).unwrap()
+    }
+
+    #[test]
+    fn the_prefix_is_what_special_tokens_add_in_front() {
+        assert_eq!(tokens().prefix, vec![1]);
+        let no_bos = PromptTokens::from_tokenized(&[10, 11], vec![10, 11]).unwrap();
+        assert!(no_bos.prefix.is_empty());
+        let eos_after = PromptTokens::from_tokenized(&[10, 11, 2], vec![10, 11]).unwrap();
+        assert!(eos_after.prefix.is_empty());
+        assert!(PromptTokens::from_tokenized(&[1], vec![]).is_err());
+    }
+
+    #[test]
+    fn prompts_have_exactly_the_length_and_differ_early() {
+        let source = tokens();
+        for input_len in [2, 3, 4, 9, 100] {
+            let prompt = source.prompt(0, input_len).unwrap();
+            assert_eq!(prompt.len(), input_len);
+            assert_eq!(prompt[0], 1);
+        }
+        assert!(source.prompt(0, 1).is_err());
+        // 4 passage tokens: the first 4 requests differ in their first token after the BOS (nothing
+        // beyond it for an engine's prefix cache to share), and 16 differ within two.
+        let firsts: std::collections::BTreeSet<u32> = (0..4).map(|i| source.prompt(i, 6).unwrap()[1]).collect();
+        assert_eq!(firsts.len(), 4);
+        let starts: std::collections::BTreeSet<Vec<u32>> =
+            (0..16).map(|i| source.prompt(i, 6).unwrap()[1..3].to_vec()).collect();
+        assert_eq!(starts.len(), 16);
+        assert_eq!(source.prompt(5, 6).unwrap(), source.prompt(5, 6).unwrap());
+    }
+}

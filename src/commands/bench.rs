@@ -1,0 +1,321 @@
+//! `bench`, `cluster bench`, `bench history` and `bench compare A B`: parse, call the bench
+//! operation (or read the store), render. The figures are named and laid out as `vllm bench
+//! serve` prints them, one column per concurrency level.
+
+use std::io::Read;
+use std::path::Path;
+
+use sha2::{Digest, Sha256};
+
+use crate::bench::compare::{compare, named, Comparison};
+use crate::bench::gate::{GateReport, MismatchKind};
+use crate::bench::key::{ModelIdentity, ServingEngine};
+use crate::bench::op::{bench, BenchReport, BenchRequest, GateReference, Serving};
+use crate::bench::result::{BenchResult, Verdict};
+use crate::bench::store::{BenchStore, History, HistoryFilter};
+use crate::bench::{plot, LevelResult};
+use crate::cli::{BenchArgs, BenchCompareArgs, BenchHistoryArgs, GateReferenceArg, ServerArg};
+use crate::error::{Error, Result};
+use crate::node::Node;
+use crate::output::{Output, Render, Row, Style};
+use crate::paths::Paths;
+use crate::serving::secret::Secret;
+
+/// The most results a `bench --plot` draws beside this one.
+const PLOT_OTHERS: usize = 9;
+
+/// `bench` (head: this machine) or `cluster bench` (head: the cluster's first node).
+pub async fn run(args: &BenchArgs, head: &dyn Node, paths: &Paths, out: &Output) -> Result<i32> {
+    let request = request(args)?;
+    let store = BenchStore::open(paths)?;
+    let report = bench(head, &request, &store, out.reporter().as_ref()).await?;
+    out.reporter().finish();
+    if let (Some(path), Some(result)) = (&args.plot, &report.result) {
+        let mut results = vec![result.clone()];
+        let same_setup =
+            |other: &BenchResult| other.id != result.id && other.key.on_image(&result.key.image) == result.key;
+        let history = store.list(&HistoryFilter { accepted_only: true, ..HistoryFilter::default() })?;
+        results.extend(history.results.into_iter().filter(same_setup).take(PLOT_OTHERS));
+        plot::write(path, &results)?;
+    }
+    out.report(&report);
+    Ok(if report.passed() { 0 } else { 1 })
+}
+
+pub fn history(args: &BenchHistoryArgs, paths: &Paths, out: &Output) -> Result<i32> {
+    let filter = HistoryFilter {
+        image: args.image.clone(),
+        engine: args.server.map(engine),
+        model: args.model.clone(),
+        concurrency: args.concurrency,
+        accepted_only: args.accepted,
+        limit: args.limit,
+    };
+    let history = BenchStore::open(paths)?.list(&filter)?;
+    if let Some(path) = &args.plot {
+        plot::write(path, &history.results)?;
+    }
+    out.report(&history);
+    Ok(0)
+}
+
+pub fn compare_results(args: &BenchCompareArgs, paths: &Paths, out: &Output) -> Result<i32> {
+    let store = BenchStore::open(paths)?;
+    let (a, b) = (store.find(&args.a)?, store.find(&args.b)?);
+    if let Some(path) = &args.plot {
+        plot::write(path, &[a.clone(), b.clone()])?;
+    }
+    out.report(&compare(&a, &b));
+    Ok(0)
+}
+
+fn request(args: &BenchArgs) -> Result<BenchRequest> {
+    let serving = match (&args.endpoint, args.server) {
+        (Some(url), Some(server)) => Serving::Endpoint {
+            url: url.clone(),
+            engine: engine(server),
+            model: identity(args)?,
+            image: args.image.clone().unwrap_or_else(|| "none".into()),
+            served_model: args.served_model.clone(),
+        },
+        (Some(_), None) => return Err(Error::Usage("--endpoint needs --server vllm or --server llama.cpp".into())),
+        (None, _) => Serving::Launched { toolbox: args.name.clone() },
+    };
+    let gate = (args.gate || args.gate_only).then(|| match (args.reference, &args.single_node_endpoint) {
+        (GateReferenceArg::SingleNode, Some(url)) => GateReference::SingleNode { url: url.clone() },
+        _ => GateReference::Stored,
+    });
+    Ok(BenchRequest {
+        serving,
+        api_key: api_key(args.api_key_file.as_deref())?,
+        concurrency: args.concurrency.clone(),
+        requests: args.requests,
+        input_len: args.input_len,
+        output_len: args.output_len,
+        gate,
+        logprob_tolerance: args.logprob_tolerance,
+        load: !args.gate_only,
+    })
+}
+
+fn engine(server: ServerArg) -> ServingEngine {
+    match server {
+        ServerArg::Vllm => ServingEngine::Vllm,
+        ServerArg::LlamaCpp => ServingEngine::LlamaCpp,
+    }
+}
+
+/// The model behind `--endpoint`: a GGUF by its content, or a Hub repo at a commit.
+fn identity(args: &BenchArgs) -> Result<ModelIdentity> {
+    if let Some(path) = &args.gguf {
+        return Ok(ModelIdentity::Gguf {
+            name: path
+                .file_name()
+                .map_or_else(|| path.display().to_string(), |name| name.to_string_lossy().into_owned()),
+            sha256: sha256_of(path)?,
+        });
+    }
+    match args.hub_model.as_deref().and_then(|model| model.split_once('@')) {
+        Some((repo, commit)) if !repo.is_empty() && !commit.is_empty() => {
+            Ok(ModelIdentity::Hub { repo: repo.to_string(), commit: commit.to_string() })
+        }
+        _ => Err(Error::Usage(
+            "--endpoint needs the model's identity: --gguf FILE (the file it serves) or --hub-model ORG/NAME@COMMIT"
+                .into(),
+        )),
+    }
+}
+
+fn sha256_of(path: &Path) -> Result<String> {
+    let mut file = std::fs::File::open(path).map_err(|e| Error::read(path, e))?;
+    let mut hasher = Sha256::new();
+    let mut buffer = vec![0u8; 1 << 20];
+    loop {
+        let read = file.read(&mut buffer).map_err(|e| Error::read(path, e))?;
+        if read == 0 {
+            break;
+        }
+        hasher.update(&buffer[..read]);
+    }
+    Ok(hasher.finalize().iter().map(|byte| format!("{byte:02x}")).collect())
+}
+
+/// `--api-key-file FILE`, else `OPENAI_API_KEY` (what vLLM's bench reads); never an argument.
+fn api_key(file: Option<&Path>) -> Result<Option<Secret>> {
+    let key = match file {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(|e| Error::read(path, e))?;
+            let key = text.trim().to_string();
+            if key.is_empty() {
+                return Err(Error::Usage(format!("{} holds no API key", path.display())));
+            }
+            Some(key)
+        }
+        None => std::env::var("OPENAI_API_KEY").ok().filter(|key| !key.trim().is_empty()),
+    };
+    Ok(key.map(Secret::new))
+}
+
+/// One column per level, one row per figure, as vLLM names them.
+fn figures_table(out: &Output, levels: &[LevelResult]) {
+    let columns: Vec<String> = levels.iter().map(|level| format!("concurrency {}", level.concurrency)).collect();
+    let Some(first) = levels.first() else { return };
+    let rows: Vec<Row> = named(&first.figures)
+        .iter()
+        .enumerate()
+        .map(|(index, (name, _, _))| {
+            let cells = levels.iter().map(|level| (None, number(named(&level.figures)[index].1))).collect();
+            (name.to_string(), cells)
+        })
+        .collect();
+    out.node_table(&columns, &rows);
+}
+
+fn number(value: f64) -> String {
+    if value.fract() == 0.0 && value.abs() < 1e12 {
+        format!("{value:.0}")
+    } else {
+        format!("{value:.2}")
+    }
+}
+
+impl Render for BenchReport {
+    fn render(&self, out: &Output) {
+        if let Some(gate) = &self.gate {
+            render_gate(gate, out);
+        }
+        if let Some(result) = &self.result {
+            out.line(&format!(
+                "{} {}: {} with {} on {}, image {}, {} → {} tokens, {} requests per level",
+                out.paint("bench", Style::Bold),
+                result.id,
+                result.key.model,
+                result.key.engine,
+                result.key.layout(),
+                result.key.image,
+                result.key.input_len,
+                result.key.output_len,
+                result.requests
+            ));
+            figures_table(out, &result.levels);
+            for level in result.levels.iter().filter(|level| !level.errors.is_empty()) {
+                out.warn(&format!("concurrency {}: {}", level.concurrency, level.errors.join("; ")));
+            }
+        }
+        if let Some(path) = &self.saved {
+            out.line(&format!("kept in {}", path.display()));
+        }
+    }
+}
+
+fn render_gate(gate: &GateReport, out: &Output) {
+    let head = format!("gate (prompt set v{}, {})", gate.prompt_set, gate.model);
+    match &gate.verdict {
+        None => out.line(&format!(
+            "{} {head}: no reference yet; these answers are now the model's reference",
+            out.paint("✓", Style::Ok)
+        )),
+        Some(verdict) if verdict.passed => out.line(&format!(
+            "{} {head}: {} tokens the same as {}{}",
+            out.paint("✓", Style::Ok),
+            verdict.compared_tokens,
+            gate.reference,
+            verdict.max_logprob_delta.map_or(String::new(), |delta| format!(
+                " (log-probabilities within {delta:.4} nats, tolerance {})",
+                verdict.logprob_tolerance
+            ))
+        )),
+        Some(verdict) => {
+            out.line(&format!("{} {head}: answers differ from {}", out.paint("✗", Style::Fail), gate.reference));
+            for mismatch in &verdict.mismatches {
+                let what = match mismatch.kind {
+                    MismatchKind::Token => format!("token {} differs", mismatch.index),
+                    MismatchKind::Length => format!("ends differently at token {}", mismatch.index),
+                    MismatchKind::Logprob { delta } => format!("token {} moved {delta:.3} nats", mismatch.index),
+                };
+                out.line(&format!("  prompt {:?}: {what}", mismatch.prompt));
+                out.line(&format!(
+                    "    reference (image {}): {:?}",
+                    mismatch.reference_image, mismatch.reference_context
+                ));
+                out.line(&format!(
+                    "    this      (image {}): {:?}",
+                    mismatch.candidate_image, mismatch.candidate_context
+                ));
+            }
+        }
+    }
+}
+
+impl Render for History {
+    fn render(&self, out: &Output) {
+        if self.results.is_empty() {
+            out.line("no bench results kept yet (`strix-toolbox bench` keeps one per run)");
+        }
+        for result in &self.results {
+            let verdict = match &result.verdict {
+                Verdict::Accepted => out.paint("accepted", Style::Ok),
+                Verdict::Rejected { reason } => out.paint(&format!("rejected: {reason}"), Style::Fail),
+            };
+            let levels: Vec<String> = result
+                .levels
+                .iter()
+                .map(|level| {
+                    format!(
+                        "c={} {:.1} tok/s TTFT p50 {:.0} ms",
+                        level.concurrency, level.figures.output_throughput, level.figures.ttft_ms.p50
+                    )
+                })
+                .collect();
+            out.line(&format!(
+                "{}  {}  image {}  {} {}  {}  in {} out {}  {}",
+                out.paint(&result.id, Style::Bold),
+                result.taken_at,
+                result.key.short_image(),
+                result.key.engine,
+                result.key.model,
+                result.key.layout(),
+                result.key.input_len,
+                result.key.output_len,
+                verdict
+            ));
+            out.line(&format!("          {}", levels.join(" · ")));
+        }
+        for file in &self.unreadable {
+            out.warn(&format!("{}: {}", file.path.display(), file.why));
+        }
+    }
+}
+
+impl Render for Comparison {
+    fn render(&self, out: &Output) {
+        out.line(&format!("{} B = {} against A = {} (ratio B/A)", out.paint("compare", Style::Bold), self.b, self.a));
+        for difference in &self.differences {
+            out.line(&format!("  {difference}"));
+        }
+        for level in &self.levels {
+            out.line(&out.paint(&format!("concurrency {}", level.concurrency), Style::Bold));
+            let width = level.figures.iter().map(|figure| figure.name.len()).max().unwrap_or(0);
+            for figure in &level.figures {
+                let ratio = figure.ratio.map_or("—".to_string(), |ratio| format!("{ratio:.3}×"));
+                let style = match (figure.ratio, figure.improved()) {
+                    (Some(ratio), _) if (ratio - 1.0).abs() < 1e-9 => Style::Dim,
+                    (_, true) => Style::Ok,
+                    (Some(_), false) => Style::Warn,
+                    (None, false) => Style::Dim,
+                };
+                out.line(&format!(
+                    "  {:<width$}  {:>12}  {:>12}  {}",
+                    figure.name,
+                    number(figure.a),
+                    number(figure.b),
+                    out.paint(&ratio, style)
+                ));
+            }
+        }
+        if !self.unmatched.is_empty() {
+            let levels: Vec<String> = self.unmatched.iter().map(u32::to_string).collect();
+            out.warn(&format!("concurrency levels only one of them has: {}", levels.join(", ")));
+        }
+    }
+}
