@@ -439,7 +439,8 @@ pub struct BenchArgs {
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<PathBuf>,
 
-    /// Read the endpoint's API key from FILE [default: the OPENAI_API_KEY environment variable].
+    /// Read the endpoint's API key from FILE [default: the STRIX_API_KEY environment variable, as
+    /// `launch` and `status` read it].
     /// It travels only in the Authorization header, never a command line, a log or a report.
     #[arg(long, value_name = "FILE")]
     pub api_key_file: Option<PathBuf>,

@@ -19,7 +19,6 @@ use crate::error::{Error, Result};
 use crate::node::Node;
 use crate::output::{Output, Render, Row, Style};
 use crate::paths::Paths;
-use crate::serving::secret::Secret;
 
 /// The most results a `bench --plot` draws beside this one.
 const PLOT_OTHERS: usize = 9;
@@ -87,7 +86,7 @@ fn request(args: &BenchArgs) -> Result<BenchRequest> {
     });
     Ok(BenchRequest {
         serving,
-        api_key: api_key(args.api_key_file.as_deref())?,
+        api_key: super::launch::secret_from("the API key", args.api_key_file.as_deref(), "STRIX_API_KEY")?,
         concurrency: args.concurrency.clone(),
         requests: args.requests,
         input_len: args.input_len,
@@ -138,22 +137,6 @@ fn sha256_of(path: &Path) -> Result<String> {
         hasher.update(&buffer[..read]);
     }
     Ok(hasher.finalize().iter().map(|byte| format!("{byte:02x}")).collect())
-}
-
-/// `--api-key-file FILE`, else `OPENAI_API_KEY` (what vLLM's bench reads); never an argument.
-fn api_key(file: Option<&Path>) -> Result<Option<Secret>> {
-    let key = match file {
-        Some(path) => {
-            let text = std::fs::read_to_string(path).map_err(|e| Error::read(path, e))?;
-            let key = text.trim().to_string();
-            if key.is_empty() {
-                return Err(Error::Usage(format!("{} holds no API key", path.display())));
-            }
-            Some(key)
-        }
-        None => std::env::var("OPENAI_API_KEY").ok().filter(|key| !key.trim().is_empty()),
-    };
-    Ok(key.map(Secret::new))
 }
 
 /// One column per level, one row per figure, as vLLM names them.

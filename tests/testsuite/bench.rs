@@ -18,7 +18,7 @@ use crate::support::tiny_llama::TinyLlama;
 fn bench(state: &Path, server: &LlamaServer, model: &Path, args: &[&str]) -> (Output, Value) {
     let output = strix()
         .env("XDG_STATE_HOME", state)
-        .env_remove("OPENAI_API_KEY")
+        .env_remove("STRIX_API_KEY")
         .args(["--json", "bench", "--endpoint", &server.url(), "--server", "llama.cpp", "--gguf"])
         .arg(model)
         .args(args)

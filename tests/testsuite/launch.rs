@@ -222,13 +222,13 @@ fn two_nodes_serve_one_endpoint_with_a_rank_on_each_link_address() {
     let operator_state = tempfile::tempdir().unwrap();
     let operator = [
         ("XDG_STATE_HOME".to_string(), operator_state.path().display().to_string()),
-        ("OPENAI_API_KEY".to_string(), "sk-bench-secret".to_string()),
+        ("STRIX_API_KEY".to_string(), API_KEY.to_string()),
     ];
     let lengths = ["--concurrency", "1,2", "--requests", "4", "--input-len", "16", "--output-len", "8"];
     let benched = strix_cluster(cluster, &operator, &[&["bench", "--gate"][..], &lengths[..]].concat());
     let said = format!("{}{}", stdout(&benched), stderr(&benched));
     assert!(benched.status.success(), "{said}");
-    assert!(!said.contains("sk-bench-secret"), "{said}");
+    assert!(!said.contains(API_KEY), "{said}");
     let report = json(&benched);
     let key = &report["result"]["key"];
     assert_eq!(
