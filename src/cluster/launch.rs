@@ -23,6 +23,7 @@ use crate::model::repo_id::RepoId;
 use crate::model::revision::{Commit, Revision};
 use crate::node::{Node, NodeCalls};
 use crate::reporter::Reporter;
+use crate::secret::Secret;
 use crate::serving::commands::{ray_head, ray_worker, vllm_serve};
 use crate::serving::environment::serving_env;
 use crate::serving::http::HttpAnswer;
@@ -30,7 +31,6 @@ use crate::serving::logs::ServeLogs;
 use crate::serving::probe::{ServeProbe, ServeProbeReport};
 use crate::serving::ray::{RayNode, RayNodes, RayRole, RayStart};
 use crate::serving::record::{Role, ServingRecord};
-use crate::serving::secret::Secret;
 use crate::serving::state::{ServeCheck, ServeCheckReport};
 use crate::serving::vllm::VllmStart;
 

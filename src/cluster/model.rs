@@ -23,7 +23,7 @@ use crate::model::revision::{Commit, Revision};
 use crate::model::serve::{ModelServe, ModelServeStop};
 use crate::node::{Node, NodeCalls};
 use crate::reporter::{Bytes, Reporter};
-use crate::serving::secret::Secret;
+use crate::secret::Secret;
 
 /// Between two looks at how far a transfer is.
 const PROGRESS_INTERVAL: Duration = Duration::from_secs(2);

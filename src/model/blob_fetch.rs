@@ -14,7 +14,7 @@ use super::blob::{BlobHasher, BlobName};
 use super::cache::{cache_error, RepoDir};
 use super::http1::read_head;
 use crate::error::{Error, Result};
-use crate::serving::secret::Secret;
+use crate::secret::Secret;
 
 /// Connecting to the head over the link.
 const CONNECT_LIMIT: Duration = Duration::from_secs(10);

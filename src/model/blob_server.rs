@@ -18,7 +18,7 @@ use tokio::task::JoinSet;
 
 use super::blob::BlobName;
 use super::http1::read_head;
-use crate::serving::secret::Secret;
+use crate::secret::Secret;
 
 /// How long a client may take to send its request.
 const REQUEST_LIMIT: Duration = Duration::from_secs(10);

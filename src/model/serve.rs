@@ -19,7 +19,7 @@ use crate::model::blob_server::{BlobServer, ServeStats};
 use crate::model::cache::HubCache;
 use crate::model::repo_id::RepoId;
 use crate::model::revision::Commit;
-use crate::serving::secret::Secret;
+use crate::secret::Secret;
 use crate::settings::Settings;
 
 /// A server nobody asks for this long stops (a head that never sent the stop).

@@ -32,7 +32,7 @@ use crate::spread::pull::ImageDigests;
 use crate::spread::registry::{SpreadServe, SpreadServed};
 use crate::spread::resolve::{SpreadResolve, UpstreamDigest};
 use crate::spread::status::{RegistryStatus, SpreadStatus};
-use crate::spread::trust::{SpreadTrust, SpreadTrusted};
+use crate::spread::trust::{SpreadSign, SpreadSigned, SpreadTrust, SpreadTrusted};
 use crate::verify::VerifyReport;
 
 /// A question with its answer's type: `node.call(Resolve { .. })` returns a `ResolveReport`.
@@ -118,8 +118,11 @@ node_calls! {
     SpreadServe(SpreadServe) -> SpreadServed;
     /// An image copied from upstream into the head's registry, byte for byte.
     SpreadCopy(SpreadCopy) -> SpreadCopied;
-    /// The cluster CA installed where the node's engines look for it.
+    /// The cluster CA and the node's client certificate installed where its engines look for
+    /// them (the node's signing request back when it has no valid certificate).
     SpreadTrust(SpreadTrust) -> SpreadTrusted;
+    /// The nodes' signing requests signed with the cluster CA (the head, where its key is).
+    SpreadSign(SpreadSign) -> SpreadSigned;
     /// The head's registry pruned to what it serves.
     SpreadPrune(SpreadPrune) -> SpreadPruned;
     /// The head's registry: its size, what it serves, whether it runs.
@@ -179,9 +182,9 @@ mod tests {
     use crate::model::revision::{Commit, Revision};
     use crate::ops::phase::Phase;
     use crate::ops::refresh::ImageSource;
+    use crate::secret::Secret;
     use crate::serving::ray::RayRole;
     use crate::serving::record::{Role, ServingRecord};
-    use crate::serving::secret::Secret;
     use crate::serving::stop::StopPart;
 
     fn record() -> ServingRecord {
@@ -293,7 +296,12 @@ mod tests {
                 toolbox: "vllm".into(),
             }
             .into(),
-            SpreadTrust { registry: "192.168.100.1:5443".into(), ca_pem: "-----BEGIN CERTIFICATE-----".into() }.into(),
+            SpreadTrust {
+                registry: "192.168.100.1:5443".into(),
+                ca_pem: "-----BEGIN CERTIFICATE-----".into(),
+                certificate: Some("-----BEGIN CERTIFICATE-----".into()),
+            }
+            .into(),
             SpreadPrune {
                 registry: "192.168.100.1:5443".into(),
                 toolbox: "vllm".into(),
@@ -303,6 +311,13 @@ mod tests {
             }
             .into(),
             SpreadStatus {}.into(),
+            SpreadSign {
+                requests: vec![crate::spread::trust::SigningRequest {
+                    node: "node2".into(),
+                    csr_pem: "-----BEGIN CERTIFICATE REQUEST-----".into(),
+                }],
+            }
+            .into(),
         ]
     }
 
@@ -338,6 +353,7 @@ mod tests {
             NodeCall::SpreadTrust(_) => 26,
             NodeCall::SpreadPrune(_) => 27,
             NodeCall::SpreadStatus(_) => 28,
+            NodeCall::SpreadSign(_) => 29,
         }
     }
 

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use reqwest::header::{ACCEPT, CONTENT_LENGTH, CONTENT_TYPE, LOCATION, WWW_AUTHENTICATE};
-use reqwest::{Body, Certificate, Client, RequestBuilder, Response, StatusCode};
+use reqwest::{Body, Certificate, Client, Identity, RequestBuilder, Response, StatusCode};
 use serde::Deserialize;
 use tokio::sync::Mutex;
 
@@ -18,6 +18,7 @@ use super::{certs, config};
 use crate::engine::auth::{login_for, Secret};
 use crate::error::{Error, Result};
 use crate::image::reference::{ImageRef, DOCKER_HUB};
+use crate::tls::TlsIdentity;
 
 /// How long connecting to a registry may take.
 const CONNECT_LIMIT: Duration = Duration::from_secs(10);
@@ -95,17 +96,22 @@ impl RegistryClient {
     }
 
     /// The cluster's registry at `address` (`IP:PORT`): TLS checked against the cluster CA
-    /// `ca_pem` alone, never through a proxy, no login.
-    pub fn cluster(address: &str, ca_pem: &str) -> Result<RegistryClient> {
+    /// `ca_pem` alone, `identity` presented to it (it refuses a client without one), never
+    /// through a proxy, no login.
+    pub fn cluster(address: &str, ca_pem: &str, identity: Option<&TlsIdentity>) -> Result<RegistryClient> {
         let ca = Certificate::from_pem(ca_pem.as_bytes())
             .map_err(|e| Error::Internal(format!("the cluster registry's CA is not a PEM certificate: {e}")))?;
-        let http = builder()
+        let mut builder = builder()
             .connect_timeout(CLUSTER_CONNECT_LIMIT)
             .tls_built_in_root_certs(false)
             .add_root_certificate(ca)
-            .no_proxy()
-            .build()
-            .map_err(|e| Error::Internal(format!("cannot make an HTTP client: {e}")))?;
+            .no_proxy();
+        if let Some(identity) = identity {
+            let identity = Identity::from_pem(&identity.pem_bundle())
+                .map_err(|e| Error::Internal(format!("a client certificate for the cluster registry: {e}")))?;
+            builder = builder.identity(identity);
+        }
+        let http = builder.build().map_err(|e| Error::Internal(format!("cannot make an HTTP client: {e}")))?;
         Ok(RegistryClient {
             registry: address.to_string(),
             base: format!("https://{address}"),
