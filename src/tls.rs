@@ -1,15 +1,17 @@
 //! TLS between the head and its nodes, all of it anchored in the cluster CA (`spread::ca`): a
-//! certificate with its key ([`TlsIdentity`]), and the check that a client certificate is one the
-//! cluster's registry accepts. rustls on ring, as reqwest already builds it.
+//! certificate with its key ([`TlsIdentity`]), the server side of the head's blob server, the
+//! client side that trusts the cluster CA alone, and the check that a client certificate is one
+//! the cluster's registry accepts. rustls on ring, as reqwest already builds it.
 
 use std::sync::Arc;
 
+use rustls::client::WebPkiServerVerifier;
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
 use rustls::server::WebPkiClientVerifier;
 use rustls::sign::CertifiedKey;
-use rustls::RootCertStore;
+use rustls::{ClientConfig, RootCertStore, ServerConfig};
 
 use crate::secret::Secret;
 
@@ -53,6 +55,32 @@ impl TlsIdentity {
             .map_err(|e| format!("the key is not PEM: {e}"))?;
         CertifiedKey::from_der(certs, key, provider).map_err(|e| e.to_string())
     }
+}
+
+/// A TLS server presenting `identity`, asking no client certificate (the blob server: its clients
+/// hold the pull's key).
+pub fn server_config(identity: &TlsIdentity) -> Result<ServerConfig, String> {
+    let provider = provider();
+    let certified = identity.certified_key(&provider)?;
+    certified.keys_match().map_err(|e| format!("the key is not the certificate's: {e}"))?;
+    Ok(ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_no_client_auth()
+        .with_cert_resolver(Arc::new(rustls::sign::SingleCertAndKey::from(certified))))
+}
+
+/// A TLS client that trusts the cluster CA `ca_pem` and nothing else (not the system's roots).
+pub fn client_config(ca_pem: &str) -> Result<ClientConfig, String> {
+    let provider = provider();
+    let verifier = WebPkiServerVerifier::builder_with_provider(roots(ca_pem)?, provider.clone())
+        .build()
+        .map_err(|e| e.to_string())?;
+    Ok(ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_webpki_verifier(verifier)
+        .with_no_client_auth())
 }
 
 fn provider() -> Arc<CryptoProvider> {

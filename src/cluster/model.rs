@@ -136,7 +136,7 @@ pub async fn model_pull(
             .call(serve)
             .await
             .map_err(|error| MultiError::one("the head could not serve the model", head.name(), error))?;
-        let source = BlobSource { address: serving.address, access };
+        let source = BlobSource { address: serving.address, ca_pem: serving.ca_pem.clone(), access };
         let fetch = ModelFetch { manifest: manifest.clone(), revision: downloaded.revision, source };
         let fetches = nodes[1..].iter().map(|node| {
             reporter.step_started(node.name(), &format!("receiving {} from {}", request.repo, serving.address));

@@ -284,7 +284,11 @@ mod tests {
             ModelFetch {
                 manifest: manifest(),
                 revision: Revision::main(),
-                source: BlobSource { address: "192.168.2.1:40123".parse().unwrap(), access: Secret::new("k".into()) },
+                source: BlobSource {
+                    address: "192.168.2.1:40123".parse().unwrap(),
+                    ca_pem: "-----BEGIN CERTIFICATE-----".into(),
+                    access: Secret::new("k".into()),
+                },
             }
             .into(),
             SpreadResolve { image: "docker.io/kyuz0/vllm-therock-gfx1151:latest".into() }.into(),
@@ -415,7 +419,12 @@ mod tests {
         round_trip(&probe, probed);
         let table = vec![RayNode { ip: "192.168.2.2".into(), alive: true, gpus: 1.0 }];
         round_trip(&RayNodes { toolbox: "vllm".into() }, table);
-        let served = ModelServing { id: 1, address: "192.168.2.1:40123".parse().unwrap(), blobs: 3 };
+        let served = ModelServing {
+            id: 1,
+            address: "192.168.2.1:40123".parse().unwrap(),
+            ca_pem: "-----BEGIN CERTIFICATE-----".into(),
+            blobs: 3,
+        };
         round_trip(
             &ModelServe { repo: manifest().repo, commit: manifest().commit, access: Secret::new("k".into()) },
             served,
@@ -427,7 +436,11 @@ mod tests {
             kept: 2,
             repaired: vec!["model.safetensors".into()],
         };
-        let source = BlobSource { address: "192.168.2.1:1".parse().unwrap(), access: Secret::new("k".into()) };
+        let source = BlobSource {
+            address: "192.168.2.1:1".parse().unwrap(),
+            ca_pem: "-----BEGIN CERTIFICATE-----".into(),
+            access: Secret::new("k".into()),
+        };
         round_trip(&ModelFetch { manifest: manifest(), revision: Revision::main(), source }, fetched);
     }
 }

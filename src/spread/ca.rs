@@ -166,6 +166,29 @@ fn damaged(home: &RegistryHome, error: rcgen::Error) -> Error {
     )
 }
 
+/// A cluster CA in a directory of its own, and a server certificate from it for 127.0.0.1.
+#[cfg(test)]
+pub mod testing {
+    use super::*;
+
+    pub struct ClusterTls {
+        pub ca_pem: String,
+        pub server: TlsIdentity,
+        _dir: tempfile::TempDir,
+    }
+
+    impl ClusterTls {
+        pub fn new() -> ClusterTls {
+            let dir = tempfile::tempdir().unwrap();
+            let home = RegistryHome { dir: dir.path().join("registry") };
+            home.create().unwrap();
+            let ca = load_or_make(&home).unwrap();
+            let server = server_identity(&home, &ca, Ipv4Addr::LOCALHOST).unwrap();
+            ClusterTls { ca_pem: ca.cert_pem, server, _dir: dir }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::os::unix::fs::MetadataExt;
