@@ -23,7 +23,7 @@ use crate::model::repo_id::RepoId;
 use crate::model::revision::{Commit, Revision};
 use crate::node::{Node, NodeCalls};
 use crate::reporter::Reporter;
-use crate::secret::Secret;
+use crate::secret::{shown_env, Secret};
 use crate::serving::commands::{ray_head, ray_worker, vllm_serve};
 use crate::serving::environment::serving_env;
 use crate::serving::http::HttpAnswer;
@@ -109,6 +109,15 @@ pub struct HubModel {
 }
 
 impl LaunchReport {
+    /// The report as it may be shown: the value of every `-e` naming a secret redacted (the nodes
+    /// got it; the terminal, `--json` and logs do not).
+    fn shown(mut self) -> LaunchReport {
+        for command in self.nodes.iter_mut().flat_map(|node| node.commands.iter_mut()) {
+            command.env = shown_env(&command.env);
+        }
+        self
+    }
+
     /// `curl http://HEAD:PORT/v1/models`: the first request to try.
     pub fn curl_example(&self) -> String {
         format!(
@@ -146,7 +155,7 @@ pub async fn launch(nodes: &[&dyn Node], request: &LaunchRequest, reporter: &dyn
     let cached = model_in_every_cache(nodes, request, model, reporter).await?;
     let mut plan = plan(nodes, &checks, request, tp, cached.as_ref())?;
     if request.dry_run {
-        return Ok(plan);
+        return Ok(plan.shown());
     }
     if !active.is_empty() {
         reporter.step_started(nodes[0].name(), "stopping what serves now (--replace)");
@@ -161,7 +170,7 @@ pub async fn launch(nodes: &[&dyn Node], request: &LaunchRequest, reporter: &dyn
     match outcome {
         Ok(()) => {
             plan.seconds_to_serve = Some(started.elapsed().as_secs_f64());
-            Ok(plan)
+            Ok(plan.shown())
         }
         Err(error) => {
             reporter.warning("the launch failed: stopping what it started on every node");
@@ -683,6 +692,21 @@ mod tests {
             assert!(!plan.nodes[0].commands[0].env.contains_key("HF_HUB_OFFLINE"));
             assert!(!plan.nodes[0].commands.last().unwrap().argv.contains(&"--revision".to_string()));
         }
+    }
+
+    #[test]
+    fn a_secret_given_with_e_reaches_the_nodes_and_no_report() {
+        let (head, worker) = (Named("node1"), Named("node2"));
+        let nodes: [&dyn Node; 2] = [&head, &worker];
+        let checks = [check([192, 168, 2, 1]), check([192, 168, 2, 2])];
+        let asked = request("/models/tiny", &[], &[("HF_TOKEN", "hf_s3cret"), ("TOKENIZERS_PARALLELISM", "false")]);
+        let plan = plan(&nodes, &checks, &asked, 2, None).unwrap();
+        assert!(plan.nodes.iter().all(|node| node.commands.iter().all(|c| c.env["HF_TOKEN"] == "hf_s3cret")));
+        let shown = plan.shown();
+        let json = serde_json::to_string(&shown).unwrap();
+        assert!(!json.contains("hf_s3cret") && !format!("{shown:?}").contains("hf_s3cret"), "{json}");
+        assert_eq!(shown.nodes[1].commands[0].env["HF_TOKEN"], crate::secret::REDACTED);
+        assert_eq!(shown.nodes[1].commands[0].env["TOKENIZERS_PARALLELISM"], "false");
     }
 
     #[test]
