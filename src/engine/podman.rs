@@ -374,6 +374,9 @@ fn create_opts(request: &CreateRequest) -> ContainerCreateOpts {
     if request.keep_id {
         builder = builder.user_namespace(namespace("keep-id"));
     }
+    if request.init {
+        builder = builder.init(true);
+    }
     if let Some(dir) = &request.workdir {
         builder = builder.work_dir(dir.display().to_string());
     }
