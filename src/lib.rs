@@ -27,10 +27,12 @@ pub(crate) mod plan;
 pub(crate) mod rccl;
 pub(crate) mod registry;
 pub mod reporter;
+pub(crate) mod secret;
 pub(crate) mod serving;
 pub(crate) mod settings;
 pub(crate) mod spec;
 pub(crate) mod spread;
+pub(crate) mod tls;
 pub(crate) mod verify;
 
 /// The image the cluster runs; channels are its tags.

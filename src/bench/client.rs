@@ -16,7 +16,7 @@ use super::exchange::StreamedCompletion;
 use super::key::ServingEngine;
 use super::sse::SseParser;
 use crate::error::{Error, Result};
-use crate::serving::secret::Secret;
+use crate::secret::Secret;
 
 /// The most of an error answer read, to quote it.
 const ERROR_BODY_LIMIT: usize = 4096;

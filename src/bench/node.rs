@@ -11,7 +11,7 @@ use super::key::{ModelIdentity, ServingEngine};
 use super::load::{self, LevelResult, LoadSpec};
 use super::prompt::PromptTokens;
 use crate::error::Result;
-use crate::serving::secret::Secret;
+use crate::secret::Secret;
 
 /// Where the API is, as the node reaches it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -17,7 +17,7 @@ use super::store::BenchStore;
 use crate::error::{Error, Result};
 use crate::node::{Node, NodeCalls};
 use crate::reporter::Reporter;
-use crate::serving::secret::Secret;
+use crate::secret::Secret;
 use crate::serving::state::ServeCheck;
 use crate::spec::Transport;
 

@@ -25,13 +25,13 @@ use crate::model::repo_id::RepoId;
 use crate::model::revision::{Commit, Revision};
 use crate::node::{Node, NodeCalls};
 use crate::reporter::Reporter;
+use crate::secret::{shown_env, Secret};
 use crate::serving::engine::{Backend, ServingEngine};
 use crate::serving::llama::{gguf_parts, RPC_PROGRAMS};
 use crate::serving::plan::{flag_value, LaunchPlan, NodeFacts, NodePlan, PlanRequest, PlannedCommand, Start, Step};
 use crate::serving::process::ProcessStart;
 use crate::serving::ray::{RayStart, AUTH_TOKEN};
 use crate::serving::record::{Role, ServingRecord};
-use crate::serving::secret::Secret;
 use crate::serving::state::{ServeCheck, ServeCheckReport};
 use crate::serving::{llama, vllm};
 
@@ -126,6 +126,15 @@ pub struct HubModel {
 }
 
 impl LaunchReport {
+    /// The report as it may be shown: the value of every `-e` naming a secret redacted (the nodes
+    /// got it; the terminal, `--json` and logs do not).
+    fn shown(mut self) -> LaunchReport {
+        for command in self.nodes.iter_mut().flat_map(|node| node.commands.iter_mut()) {
+            command.env = shown_env(&command.env);
+        }
+        self
+    }
+
     /// A first request to try, naming the model as the server does; the key as a variable.
     pub fn curl_example(&self) -> String {
         let key = if self.api_key { " -H \"Authorization: Bearer $STRIX_API_KEY\"" } else { "" };
@@ -149,7 +158,7 @@ pub async fn launch(nodes: &[&dyn Node], request: &LaunchRequest, reporter: &dyn
     let hub = model_in_every_cache(nodes, request, model, reporter).await?;
     let mut report = plan(nodes, &checks, request, backend, tp, hub.as_ref())?;
     if request.dry_run {
-        return Ok(report);
+        return Ok(report.shown());
     }
     if checks.iter().any(|c| c.serving.as_ref().is_some_and(|s| s.active())) {
         reporter.step_started(nodes[0].name(), "stopping what serves now (--replace)");
@@ -165,7 +174,7 @@ pub async fn launch(nodes: &[&dyn Node], request: &LaunchRequest, reporter: &dyn
         Ok(served) => {
             report.served = served;
             report.seconds_to_serve = Some(started.elapsed().as_secs_f64());
-            Ok(report)
+            Ok(report.shown())
         }
         Err(error) => {
             reporter.warning("the launch failed: stopping what it started on every node");
@@ -672,5 +681,51 @@ mod tests {
         let mut vllm = request(ServingEngine::Vllm, None);
         vllm.source = ModelSource::Path("/models/tiny".into());
         assert_eq!(model_paths(&vllm, 2).unwrap(), ["/models/tiny"], "every vLLM rank reads it");
+    }
+
+    #[test]
+    fn a_secret_given_with_e_reaches_the_nodes_and_no_report() {
+        let nodes = [NodeFacts {
+            node: "node1".into(),
+            link_ip: Ipv4Addr::new(192, 168, 2, 1),
+            transport: crate::spec::Transport::ThunderboltTcp { netdev: "thunderbolt0".into() },
+            hub_cache: None,
+            programs: vec!["vllm".into()],
+        }];
+        let asked = PlanRequest {
+            model: "/models/tiny".into(),
+            served: "/models/tiny".into(),
+            tp: Some(1),
+            host: "0.0.0.0".into(),
+            port: 8000,
+            extra: Vec::new(),
+            hub_commit: None,
+            env: [("HF_TOKEN", "hf_s3cret"), ("TOKENIZERS_PARALLELISM", "false")]
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .into(),
+            secrets: Vec::new(),
+        };
+        let plan = vllm::plan(&nodes, &asked, Backend::Single, 1);
+        assert_eq!(plan.nodes[0].commands[0].env["HF_TOKEN"], "hf_s3cret", "the node gets it");
+        let report = LaunchReport {
+            engine: plan.engine,
+            backend: plan.backend,
+            model: asked.model.clone(),
+            served: asked.served.clone(),
+            endpoint: "http://192.168.2.1:8000/v1".into(),
+            tp: Some(1),
+            nodes: plan.nodes,
+            steps: plan.steps,
+            dry_run: true,
+            api_key: false,
+            replaced: false,
+            seconds_to_serve: None,
+            hub_model: None,
+        };
+        let shown = report.shown();
+        let json = serde_json::to_string(&shown).unwrap();
+        assert!(!json.contains("hf_s3cret") && !format!("{shown:?}").contains("hf_s3cret"), "{json}");
+        assert_eq!(shown.nodes[0].commands[0].env["HF_TOKEN"], crate::secret::REDACTED);
+        assert_eq!(shown.nodes[0].commands[0].env["TOKENIZERS_PARALLELISM"], "false");
     }
 }

@@ -12,13 +12,13 @@ use super::launch::LaunchReport;
 use crate::error::{Error, MultiError, Result};
 use crate::node::{Node, NodeCalls};
 use crate::reporter::Reporter;
+use crate::secret::Secret;
 use crate::serving::http::HttpAnswer;
 use crate::serving::logs::ServeLogs;
 use crate::serving::plan::Proof;
 use crate::serving::probe::{ServeProbe, ServeProbeReport};
 use crate::serving::ray::{RayNode, RayNodes};
 use crate::serving::reach::{Reach, Reached};
-use crate::serving::secret::Secret;
 
 /// How long every node gets to appear in Ray's node table after its `ray start` returned.
 const RAY_JOIN_LIMIT: Duration = Duration::from_secs(60);

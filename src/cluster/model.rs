@@ -22,7 +22,7 @@ use crate::model::revision::{Commit, Revision};
 use crate::model::serve::{ModelServe, ModelServeStop};
 use crate::node::{Node, NodeCalls};
 use crate::reporter::{Bytes, Reporter};
-use crate::serving::secret::Secret;
+use crate::secret::Secret;
 
 /// Between two looks at how far a transfer is.
 const PROGRESS_INTERVAL: Duration = Duration::from_secs(2);
@@ -135,7 +135,7 @@ pub async fn model_pull(
             .call(serve)
             .await
             .map_err(|error| MultiError::one("the head could not serve the model", head.name(), error))?;
-        let source = BlobSource { address: serving.address, access };
+        let source = BlobSource { address: serving.address, ca_pem: serving.ca_pem.clone(), access };
         let fetch = ModelFetch { manifest: manifest.clone(), revision: downloaded.revision, source };
         let fetches = nodes[1..].iter().map(|node| {
             reporter.step_started(node.name(), &format!("receiving {} from {}", request.repo, serving.address));

@@ -1,7 +1,8 @@
 //! The spread, head side: bytes from outside cross the uplink once. The nodes that lack the image
 //! are found; the head starts its registry on the cluster link and copies the image into it from
-//! upstream, once; those nodes install the cluster CA where their engines look, then stage from
-//! the head's registry (`spread::pull`). A node whose engine cannot be made to trust the
+//! upstream, once; those nodes install the cluster CA where their engines look, with a client
+//! certificate the head signs for each (`spread::trust`), then stage from the head's registry
+//! (`spread::pull`). A node whose engine cannot be made to trust the
 //! registry pulls from upstream itself, and the report says why. Any other failure of the spread
 //! stops the refresh before any node is staged: a failed spread is a failed stage.
 
@@ -14,7 +15,7 @@ use crate::reporter::{Bytes, Reporter};
 use crate::spread::copy::SpreadCopy;
 use crate::spread::pull::{PulledFrom, SpreadSource};
 use crate::spread::registry::SpreadServe;
-use crate::spread::trust::SpreadTrust;
+use crate::spread::trust::{SigningRequest, SpreadSign, SpreadTrust, SpreadTrusted};
 
 /// The port the head's registry listens on by default, on its cluster-link address.
 pub const DEFAULT_PORT: u16 = 5443;
@@ -131,19 +132,49 @@ pub async fn prepare(
         ..std::mem::take(&mut prepared.report)
     };
 
-    let trust = &SpreadTrust { registry: served.address.clone(), ca_pem: served.ca_pem.clone() };
-    let trusting = nodes.iter().zip(lacking).map(|(node, lacks)| async move {
-        if *lacks {
-            Some(node.call(trust.clone()).await)
-        } else {
-            None
+    // The CA and each node's key; a node without a valid certificate asks, the head signs, the
+    // node installs it. A node whose engines cannot be made to trust the registry pulls upstream.
+    let ca_pem = &served.ca_pem;
+    let trust = SpreadTrust { registry: served.address.clone(), ca_pem: ca_pem.clone(), certificate: None };
+    let mut trusted = join_all(nodes.iter().zip(lacking).map(|(node, lacks)| {
+        let trust = trust.clone();
+        async move {
+            if *lacks {
+                Some(node.call(trust).await)
+            } else {
+                None
+            }
         }
-    });
-    for (index, trusted) in join_all(trusting).await.into_iter().enumerate() {
+    }))
+    .await;
+    let asking: Vec<usize> = (0..nodes.len())
+        .filter(|index| matches!(&trusted[*index], Some(Ok(SpreadTrusted { signing_request: Some(_), .. }))))
+        .collect();
+    if !asking.is_empty() {
+        let requests = asking
+            .iter()
+            .map(|index| SigningRequest {
+                node: nodes[*index].name().to_string(),
+                csr_pem: match &trusted[*index] {
+                    Some(Ok(SpreadTrusted { signing_request: Some(csr), .. })) => csr.clone(),
+                    _ => String::new(),
+                },
+            })
+            .collect();
+        let signed = head.call(SpreadSign { requests }).await?;
+        let installs = asking.iter().zip(signed.certificates).map(|(index, certificate)| {
+            let trust = SpreadTrust { certificate: Some(certificate), ..trust.clone() };
+            async move { (*index, nodes[*index].call(trust).await) }
+        });
+        for (index, installed) in join_all(installs).await {
+            trusted[index] = Some(installed);
+        }
+    }
+    for (index, trusted) in trusted.into_iter().enumerate() {
         match trusted {
             Some(Ok(_)) => {
                 prepared.sources[index] =
-                    Some(SpreadSource { registry: served.address.clone(), ca_pem: served.ca_pem.clone() })
+                    Some(SpreadSource { registry: served.address.clone(), ca_pem: ca_pem.clone() })
             }
             Some(Err(error)) => {
                 let warning = format!(

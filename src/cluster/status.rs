@@ -14,13 +14,13 @@ use crate::node::call::Status;
 use crate::node::remote::RemoteNode;
 use crate::node::NodeCalls;
 use crate::ops::status::{StatusReport, ToolboxStatus};
+use crate::secret::Secret;
 use crate::serving::engine::ServingEngine;
 use crate::serving::http::HttpAnswer;
 use crate::serving::probe::ServeProbe;
 use crate::serving::ray::RayNodes;
 use crate::serving::reach::{Reach, Reached};
 use crate::serving::record::Role;
-use crate::serving::secret::Secret;
 use crate::serving::state::{ServeCheck, ServingState};
 use crate::spread::status::{RegistryStatus, SpreadStatus};
 

@@ -12,8 +12,8 @@ use crate::node::ssh::shell_quote;
 use crate::node::Node;
 use crate::output::{Output, Render, Style};
 use crate::reporter::Bytes;
+use crate::secret::Secret;
 use crate::serving::engine::ServingEngine;
-use crate::serving::secret::Secret;
 use crate::spec::parse_env;
 
 /// Launch on `nodes` and render the report; the exit code.

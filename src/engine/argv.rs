@@ -77,6 +77,9 @@ pub fn create_flags(engine: EngineKind, request: &CreateRequest) -> Vec<String> 
             }
         }
     }
+    if request.init {
+        flags.push("--init".into());
+    }
     flags
 }
 

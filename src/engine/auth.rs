@@ -14,10 +14,11 @@ use base64::Engine as _;
 use serde::Deserialize;
 
 use super::credential_helper::Helper;
-pub use super::credential_helper::Secret;
+pub use super::credential_helper::Login;
 use super::endpoint::process_env;
 use crate::error::{Error, Result};
 use crate::image::reference::{ImageRef, DOCKER_HUB};
+use crate::secret::Secret;
 
 /// The hosts Docker Hub goes by in auth files.
 const DOCKER_HUB_HOSTS: [&str; 3] = ["docker.io", "index.docker.io", "registry-1.docker.io"];
@@ -29,7 +30,7 @@ const DOCKER_HUB_SERVER: &str = "https://index.docker.io/v1/";
 pub struct Credentials {
     /// The server the login is for, as the engine's API takes it.
     pub server: String,
-    pub secret: Secret,
+    pub login: Login,
 }
 
 /// The auth files to read, most specific first.
@@ -60,12 +61,12 @@ async fn credentials_in(files: &[PathBuf], engine: &str, registry: &str) -> Resu
     for path in files {
         let Some(file) = AuthFile::read(path)? else { continue };
         if let Some((helper, server)) = file.helper_for(registry, path) {
-            if let Some(secret) = helper.get(&server, registry, engine).await? {
-                return Ok(Some(Credentials { server, secret }));
+            if let Some(login) = helper.get(&server, registry, engine).await? {
+                return Ok(Some(Credentials { server, login }));
             }
         }
-        if let Some(secret) = file.inline_login(registry) {
-            return Ok(Some(Credentials { server: registry.to_string(), secret }));
+        if let Some(login) = file.inline_login(registry) {
+            return Ok(Some(Credentials { server: registry.to_string(), login }));
         }
     }
     Ok(None)
@@ -135,14 +136,14 @@ impl AuthFile {
     }
 
     /// The login stored in the file itself (`auths`).
-    fn inline_login(&self, registry: &str) -> Option<Secret> {
+    fn inline_login(&self, registry: &str) -> Option<Login> {
         self.auths.iter().filter(|(key, _)| names_registry(key, registry)).find_map(|(_, entry)| {
             if let Some(token) = entry.identitytoken.clone().filter(|t| !t.is_empty()) {
-                return Some(Secret::IdentityToken(token));
+                return Some(Login::IdentityToken(Secret::new(token)));
             }
             let decoded = base64::engine::general_purpose::STANDARD.decode(entry.auth.as_ref()?).ok()?;
             let (username, password) = std::str::from_utf8(&decoded).ok()?.split_once(':')?;
-            Some(Secret::Password { username: username.into(), password: password.into() })
+            Some(Login::Password { username: username.into(), password: Secret::new(password.into()) })
         })
     }
 }
@@ -213,12 +214,12 @@ mod tests {
         let json = r#"{"auths":{"https://index.docker.io/v1/":{"auth":"YWxpY2U6czNjcjN0"},"127.0.0.1:5000":{"auth":"Ym9iOnB3"},
             "ghcr.io":{"identitytoken":"tok"},"quay.io":{}}}"#;
         let file = AuthFile::parse(json).unwrap();
-        let alice = Secret::Password { username: "alice".into(), password: "s3cr3t".into() };
+        let alice = Login::Password { username: "alice".into(), password: Secret::new("s3cr3t".into()) };
         assert_eq!(file.inline_login("docker.io"), Some(alice));
         assert!(
-            matches!(file.inline_login("127.0.0.1:5000"), Some(Secret::Password { username, .. }) if username == "bob")
+            matches!(file.inline_login("127.0.0.1:5000"), Some(Login::Password { username, .. }) if username == "bob")
         );
-        assert_eq!(file.inline_login("ghcr.io"), Some(Secret::IdentityToken("tok".into())));
+        assert_eq!(file.inline_login("ghcr.io"), Some(Login::IdentityToken(Secret::new("tok".into()))));
         assert_eq!(file.inline_login("quay.io"), None, "an empty entry (docker login with a credsStore) is no login");
         assert_eq!(file.inline_login("io"), None);
         assert!(AuthFile::parse("not json").is_err());

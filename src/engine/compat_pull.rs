@@ -6,7 +6,7 @@ use bollard::auth::DockerCredentials;
 use bollard::query_parameters::CreateImageOptionsBuilder;
 use futures_util::StreamExt;
 
-use super::auth::{login_for, registry_refused, Secret};
+use super::auth::{login_for, registry_refused, Login};
 use crate::error::Result;
 use crate::image::reference::ImageRef;
 use crate::reporter::Reporter;
@@ -18,12 +18,12 @@ pub const COMPAT_API: bollard::ClientVersion = bollard::ClientVersion { major_ve
 pub async fn docker_credentials(engine: &str, image: &ImageRef) -> Result<Option<DockerCredentials>> {
     let Some(login) = login_for(engine, image).await? else { return Ok(None) };
     let mut credentials = DockerCredentials { serveraddress: Some(login.server), ..Default::default() };
-    match login.secret {
-        Secret::Password { username, password } => {
+    match login.login {
+        Login::Password { username, password } => {
             credentials.username = Some(username);
-            credentials.password = Some(password);
+            credentials.password = Some(password.expose().to_string());
         }
-        Secret::IdentityToken(token) => credentials.identitytoken = Some(token),
+        Login::IdentityToken(token) => credentials.identitytoken = Some(token.expose().to_string()),
     }
     Ok(Some(credentials))
 }

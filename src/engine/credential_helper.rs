@@ -10,19 +10,20 @@ use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
 
 use crate::error::{Error, Result};
+use crate::secret::Secret;
 
 /// What helpers print (and exit non-zero with) when they hold no login for the server.
 const NOT_FOUND: &str = "credentials not found";
 
-/// A helper's answer for one server.
+/// A helper's answer for one server: its secret part redacted wherever it is shown.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Secret {
+pub enum Login {
     Password {
         username: String,
-        password: String,
+        password: Secret,
     },
     /// An OAuth identity token the engine exchanges for access itself.
-    IdentityToken(String),
+    IdentityToken(Secret),
 }
 
 #[derive(Deserialize)]
@@ -50,7 +51,7 @@ impl Helper {
 
     /// Ask the helper for `server`'s login; None when it holds none. `registry` and `engine` only
     /// shape the messages.
-    pub async fn get(&self, server: &str, registry: &str, engine: &str) -> Result<Option<Secret>> {
+    pub async fn get(&self, server: &str, registry: &str, engine: &str) -> Result<Option<Login>> {
         let program = self.program();
         let relogin = format!("log in again (`{engine} login {registry}`)");
         let failed = |message: String, fix: String| Error::Command {
@@ -111,15 +112,15 @@ impl Helper {
                 format!("check that {program} is a docker credential helper, or {relogin}"),
             )
         })?;
-        Ok(secret_of(answer))
+        Ok(login_of(answer))
     }
 }
 
-fn secret_of(answer: Answer) -> Option<Secret> {
+fn login_of(answer: Answer) -> Option<Login> {
     match (answer.username.as_str(), answer.secret) {
         (_, secret) if secret.is_empty() => None,
-        ("<token>", token) => Some(Secret::IdentityToken(token)),
-        (_, password) => Some(Secret::Password { username: answer.username, password }),
+        ("<token>", token) => Some(Login::IdentityToken(Secret::new(token))),
+        (_, password) => Some(Login::Password { username: answer.username, password: Secret::new(password) }),
     }
 }
 
@@ -127,16 +128,19 @@ fn secret_of(answer: Answer) -> Option<Secret> {
 mod tests {
     use super::*;
 
-    fn answer(json: &str) -> Option<Secret> {
-        secret_of(serde_json::from_str(json).unwrap())
+    fn answer(json: &str) -> Option<Login> {
+        login_of(serde_json::from_str(json).unwrap())
     }
 
     #[test]
     fn reads_passwords_and_identity_tokens() {
         let password = answer(r#"{"ServerURL":"127.0.0.1:5000","Username":"strix","Secret":"s3cret"}"#);
-        assert_eq!(password, Some(Secret::Password { username: "strix".into(), password: "s3cret".into() }));
+        assert_eq!(
+            password,
+            Some(Login::Password { username: "strix".into(), password: Secret::new("s3cret".into()) })
+        );
         let token = answer(r#"{"ServerURL":"https://index.docker.io/v1/","Username":"<token>","Secret":"eyJ"}"#);
-        assert_eq!(token, Some(Secret::IdentityToken("eyJ".into())));
+        assert_eq!(token, Some(Login::IdentityToken(Secret::new("eyJ".into()))));
         assert_eq!(answer(r#"{"ServerURL":"x","Username":"","Secret":""}"#), None);
     }
 }

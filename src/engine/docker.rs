@@ -344,6 +344,7 @@ fn create_body(request: &CreateRequest) -> ContainerCreateBody {
         binds: Some(binds),
         network_mode: request.host_network.then(|| "host".to_string()),
         ipc_mode: request.host_ipc.then(|| "host".to_string()),
+        init: request.init.then_some(true),
         annotations: (!request.annotations.is_empty())
             .then(|| request.annotations.iter().map(|(k, v)| (k.clone(), v.clone())).collect()),
         ..Default::default()

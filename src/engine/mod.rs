@@ -120,6 +120,9 @@ pub struct CreateRequest {
     pub hostname: Option<String>,
     /// Command to keep the container alive (e.g. ["sleep", "infinity"]).
     pub command: Vec<String>,
+    /// An init as PID 1 (`--init`: podman's catatonit, docker's tini) that reaps what exits in the
+    /// container: `sleep` as PID 1 never does, so every process a launch leaves stays a zombie.
+    pub init: bool,
     pub entrypoint: Option<Vec<String>>,
 }
 

@@ -12,7 +12,7 @@ use podman_api::opts::{
 };
 use podman_api::Podman;
 
-use super::auth::{login_for, registry_refused, Secret};
+use super::auth::{login_for, registry_refused, Login};
 use super::{BuildJob, ContainerInfo, CreateRequest, Engine, EngineInfo, EngineKind, ExecIo, ExecOutcome, ImageInfo};
 use crate::error::{Error, Result};
 use crate::image::reference::ImageRef;
@@ -76,11 +76,11 @@ fn is_not_found(error: &podman_api::Error) -> bool {
 
 /// The login for `image`'s registry, as libpod takes it.
 async fn registry_auth(image: &ImageRef) -> Result<Option<RegistryAuth>> {
-    Ok(login_for("podman", image).await?.map(|login| match login.secret {
-        Secret::Password { username, password } => {
-            RegistryAuth::builder().username(username).password(password).server_address(login.server).build()
+    Ok(login_for("podman", image).await?.map(|login| match login.login {
+        Login::Password { username, password } => {
+            RegistryAuth::builder().username(username).password(password.expose()).server_address(login.server).build()
         }
-        Secret::IdentityToken(token) => RegistryAuth::token(token),
+        Login::IdentityToken(token) => RegistryAuth::token(token.expose()),
     }))
 }
 
@@ -373,6 +373,9 @@ fn create_opts(request: &CreateRequest) -> ContainerCreateOpts {
     }
     if request.keep_id {
         builder = builder.user_namespace(namespace("keep-id"));
+    }
+    if request.init {
+        builder = builder.init(true);
     }
     if let Some(dir) = &request.workdir {
         builder = builder.work_dir(dir.display().to_string());

@@ -33,9 +33,11 @@ impl Manager for Native {
             request.env.insert("HOME".into(), home.display().to_string());
             request.workdir = Some(home);
         }
-        // The image's own entrypoint would start a server; a toolbox just stays up.
+        // The image's own entrypoint would start a server; a toolbox just stays up, under an init
+        // that reaps what Ray and vLLM leave (a node serves for weeks).
         request.entrypoint = Some(vec!["sleep".into()]);
         request.command = vec!["infinity".into()];
+        request.init = true;
     }
 
     fn describe_create(&self, engine: EngineKind, request: &CreateRequest) -> Vec<Vec<String>> {
@@ -48,5 +50,22 @@ impl Manager for Native {
 
     fn enter_argv(&self, engine: EngineKind, name: &str, shell: &str) -> Vec<String> {
         [engine.program(), "exec", "-it", name, shell, "-l"].map(String::from).to_vec()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_toolbox_runs_an_init_that_reaps_on_either_engine() {
+        for kind in [EngineKind::Podman, EngineKind::Docker] {
+            let engine = EngineInfo { kind, rootless: false, runtime: "crun".into(), version: String::new() };
+            let mut request = CreateRequest { name: "vllm".into(), image: "img".into(), ..Default::default() };
+            Native { home: None }.complete(&mut request, &engine);
+            assert!(request.init, "{kind:?}");
+            let argv = Native { home: None }.describe_create(kind, &request).remove(0);
+            assert!(argv.contains(&"--init".to_string()), "{argv:?}");
+        }
     }
 }

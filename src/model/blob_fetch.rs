@@ -1,20 +1,26 @@
-//! A node's side of spreading a snapshot: one blob from the head's blob server, streamed into
+//! A node's side of spreading a snapshot: one blob from the head's blob server over TLS, the
+//! head's certificate checked against the cluster CA alone, streamed into
 //! `blobs/<hash>.incomplete` and hashed as it is written, renamed into place only when its hash
 //! is its name. A partial or wrong blob never takes a blob's name.
 
 use std::net::SocketAddr;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
+
+use rustls::pki_types::ServerName;
 
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
 
 use super::blob::{BlobHasher, BlobName};
 use super::cache::{cache_error, RepoDir};
 use super::http1::read_head;
 use crate::error::{Error, Result};
-use crate::serving::secret::Secret;
+use crate::secret::Secret;
+use crate::tls::client_config;
 
 /// Connecting to the head over the link.
 const CONNECT_LIMIT: Duration = Duration::from_secs(10);
@@ -25,10 +31,12 @@ const STALL_LIMIT: Duration = Duration::from_secs(60);
 /// One read from the socket.
 const CHUNK: usize = 1 << 20;
 
-/// Where the blobs come from: the head's blob server, and the key of this pull.
+/// Where the blobs come from: the head's blob server, the CA its certificate is checked
+/// against, and the key of this pull.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BlobSource {
     pub address: SocketAddr,
+    pub ca_pem: String,
     pub access: Secret,
 }
 
@@ -49,10 +57,17 @@ pub async fn fetch_blob(source: &BlobSource, repo: &RepoDir, name: &BlobName, si
 /// The exchange: request, head, then the body into `partial` while hashing it.
 async fn receive(source: &BlobSource, partial: &Path, name: &BlobName, size: u64) -> Result<()> {
     let link = |why: String| link_error(source.address, name, why);
-    let mut socket = tokio::time::timeout(CONNECT_LIMIT, TcpStream::connect(source.address))
+    let config = client_config(&source.ca_pem).map_err(|why| link(format!("the cluster CA: {why}")))?;
+    let connecting = async {
+        let socket = TcpStream::connect(source.address).await.map_err(|e| link(e.to_string()))?;
+        TlsConnector::from(Arc::new(config))
+            .connect(ServerName::IpAddress(source.address.ip().into()), socket)
+            .await
+            .map_err(|e| link(format!("no TLS with the head as the cluster CA signed it: {e}")))
+    };
+    let mut socket = tokio::time::timeout(CONNECT_LIMIT, connecting)
         .await
-        .map_err(|_| link(format!("no connection within {} s", CONNECT_LIMIT.as_secs())))?
-        .map_err(|e| link(e.to_string()))?;
+        .map_err(|_| link(format!("no connection within {} s", CONNECT_LIMIT.as_secs())))??;
     let request = format!(
         "GET /blobs/{name} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\nConnection: close\r\n\r\n",
         source.address,
@@ -122,6 +137,7 @@ mod tests {
     use crate::model::blob_server::BlobServer;
     use crate::model::cache::HubCache;
     use crate::model::repo_id::RepoId;
+    use crate::spread::ca::testing::ClusterTls;
 
     const GIT_HELLO: &str = "ce013625030ba8dba906f756967f9e9ca394464a";
 
@@ -135,8 +151,10 @@ mod tests {
         let blobs: BTreeMap<_, _> =
             [(good.clone(), head.path().join("good")), (liar.clone(), head.path().join("liar"))].into_iter().collect();
         let access = Secret::new("key".into());
-        let server = BlobServer::bind("127.0.0.1:0".parse().unwrap(), blobs, access.clone()).await.unwrap();
-        let source = BlobSource { address: server.local_addr().unwrap(), access };
+        let tls = ClusterTls::new();
+        let server =
+            BlobServer::bind("127.0.0.1:0".parse().unwrap(), blobs, access.clone(), &tls.server).await.unwrap();
+        let source = BlobSource { address: server.local_addr().unwrap(), ca_pem: tls.ca_pem.clone(), access };
         let (stop, stopped) = oneshot::channel();
         let running = tokio::spawn(server.run(stopped, Duration::from_secs(30)));
 
@@ -155,6 +173,9 @@ mod tests {
         let other = BlobSource { access: Secret::new("other".into()), ..source.clone() };
         let refused = fetch_blob(&other, &repo, &good, 6).await.unwrap_err();
         assert!(refused.to_string().contains("refused"), "{refused}");
+        let impostor = BlobSource { ca_pem: ClusterTls::new().ca_pem, ..source.clone() };
+        let distrusted = fetch_blob(&impostor, &repo, &good, 6).await.unwrap_err();
+        assert!(distrusted.to_string().contains("no TLS with the head"), "{distrusted}");
 
         stop.send(()).unwrap();
         running.await.unwrap();

@@ -19,7 +19,7 @@ use crate::model::repo_id::RepoId;
 use crate::model::revision::{Commit, Revision};
 use crate::ops::toolbox::ExecReport;
 use crate::ops::toolbox::RunningToolbox;
-use crate::serving::secret::Secret;
+use crate::secret::Secret;
 use crate::settings::Settings;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -1,5 +1,7 @@
 //! The head's blob server as node calls: `ModelServe` starts it for one snapshot on the cluster
-//! link's address and returns at once; `ModelServeStop` stops it and says what it sent. It is a
+//! link's address, over TLS with the head's certificate from the cluster CA (the registry's: one
+//! CA, one certificate for the link address), and returns at once with that CA for the nodes to
+//! check it against; `ModelServeStop` ends the pull's key, stops it and says what it sent. It is a
 //! task of this agent process, so it also ends with the cluster command's channel, and by itself
 //! after [`IDLE_LIMIT`] without a request.
 
@@ -19,8 +21,10 @@ use crate::model::blob_server::{BlobServer, ServeStats};
 use crate::model::cache::HubCache;
 use crate::model::repo_id::RepoId;
 use crate::model::revision::Commit;
-use crate::serving::secret::Secret;
+use crate::secret::Secret;
 use crate::settings::Settings;
+use crate::spread::ca;
+use crate::spread::home::RegistryHome;
 
 /// A server nobody asks for this long stops (a head that never sent the stop).
 const IDLE_LIMIT: Duration = Duration::from_secs(600);
@@ -39,6 +43,8 @@ pub struct ModelServing {
     pub id: u64,
     /// On the cluster link.
     pub address: SocketAddr,
+    /// The cluster CA, which signed the server's certificate.
+    pub ca_pem: String,
     pub blobs: usize,
 }
 
@@ -70,19 +76,25 @@ pub async fn model_serve(settings: &Settings, request: &ModelServe) -> Result<Mo
     let manifest = manifest_here(&repo, &request.commit)?;
     let blobs: BTreeMap<_, _> = manifest.blobs().into_keys().map(|name| (name.clone(), repo.blob(&name))).collect();
     // The cluster link's address alone: nothing off the link reaches the blobs.
-    let address = SocketAddr::from((cluster_link(settings).await?.address()?, 0));
-    let server = BlobServer::bind(address, blobs.clone(), request.access.clone()).await.map_err(|e| Error::Host {
-        what: "the cluster link".into(),
-        message: format!("cannot listen on {address} for the other nodes: {e}"),
-        fix: Some("check the cluster link's address (`strix-toolbox doctor`)".into()),
-    })?;
+    let ip = cluster_link(settings).await?.address()?;
+    let home = RegistryHome::locate(&settings.paths)?;
+    home.create()?;
+    let ca = ca::load_or_make(&home)?;
+    let identity = ca::server_identity(&home, &ca, ip)?;
+    let address = SocketAddr::from((ip, 0));
+    let server =
+        BlobServer::bind(address, blobs.clone(), request.access.clone(), &identity).await.map_err(|e| Error::Host {
+            what: "the cluster link".into(),
+            message: format!("cannot listen on {address} for the other nodes: {e}"),
+            fix: Some("check the cluster link's address (`strix-toolbox doctor`)".into()),
+        })?;
     let address = server.local_addr().map_err(|e| Error::Internal(format!("a listener without an address: {e}")))?;
     let (stop, stopped) = oneshot::channel();
     let stats = server.stats();
     let task = tokio::spawn(server.run(stopped, IDLE_LIMIT));
     let id = NEXT_ID.fetch_add(1, Ordering::SeqCst);
     running().insert(id, Running { stop, stats, task });
-    Ok(ModelServing { id, address, blobs: blobs.len() })
+    Ok(ModelServing { id, address, ca_pem: ca.cert_pem, blobs: blobs.len() })
 }
 
 pub async fn model_serve_stop(request: &ModelServeStop) -> Result<ModelServeStopped> {

@@ -167,6 +167,7 @@ pub async fn dispatch(settings: &Settings, call: NodeCall) -> Result<serde_json:
         NodeCall::SpreadServe(c) => reply(&c, spread::registry::spread_serve(settings, &c).await),
         NodeCall::SpreadCopy(c) => reply(&c, spread::copy::spread_copy(settings, &c).await),
         NodeCall::SpreadTrust(c) => reply(&c, spread::trust::spread_trust(settings, &c).await),
+        NodeCall::SpreadSign(c) => reply(&c, spread::trust::spread_sign(settings, &c).await),
         NodeCall::SpreadPrune(c) => reply(&c, spread::prune::spread_prune(settings, &c).await),
         NodeCall::SpreadStatus(c) => reply(&c, spread::status::spread_status(settings).await),
         NodeCall::BenchLevel(c) => reply(&c, bench::node::bench_level(&c).await),

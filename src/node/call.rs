@@ -36,7 +36,7 @@ use crate::spread::pull::ImageDigests;
 use crate::spread::registry::{SpreadServe, SpreadServed};
 use crate::spread::resolve::{SpreadResolve, UpstreamDigest};
 use crate::spread::status::{RegistryStatus, SpreadStatus};
-use crate::spread::trust::{SpreadTrust, SpreadTrusted};
+use crate::spread::trust::{SpreadSign, SpreadSigned, SpreadTrust, SpreadTrusted};
 use crate::verify::VerifyReport;
 
 /// A question with its answer's type: `node.call(Resolve { .. })` returns a `ResolveReport`.
@@ -124,8 +124,11 @@ node_calls! {
     SpreadServe(SpreadServe) -> SpreadServed;
     /// An image copied from upstream into the head's registry, byte for byte.
     SpreadCopy(SpreadCopy) -> SpreadCopied;
-    /// The cluster CA installed where the node's engines look for it.
+    /// The cluster CA and the node's client certificate installed where its engines look for
+    /// them (the node's signing request back when it has no valid certificate).
     SpreadTrust(SpreadTrust) -> SpreadTrusted;
+    /// The nodes' signing requests signed with the cluster CA (the head, where its key is).
+    SpreadSign(SpreadSign) -> SpreadSigned;
     /// The head's registry pruned to what it serves.
     SpreadPrune(SpreadPrune) -> SpreadPruned;
     /// The head's registry: its size, what it serves, whether it runs.
@@ -191,10 +194,10 @@ mod tests {
     use crate::model::revision::{Commit, Revision};
     use crate::ops::phase::Phase;
     use crate::ops::refresh::ImageSource;
+    use crate::secret::Secret;
     use crate::serving::engine::{Backend, ServingEngine};
     use crate::serving::ray::RayRole;
     use crate::serving::record::{Role, ServedProcess, ServingRecord};
-    use crate::serving::secret::Secret;
     use crate::serving::stop::StopPart;
 
     fn record() -> ServingRecord {
@@ -320,7 +323,11 @@ mod tests {
             ModelFetch {
                 manifest: manifest(),
                 revision: Revision::main(),
-                source: BlobSource { address: "192.168.2.1:40123".parse().unwrap(), access: Secret::new("k".into()) },
+                source: BlobSource {
+                    address: "192.168.2.1:40123".parse().unwrap(),
+                    ca_pem: "-----BEGIN CERTIFICATE-----".into(),
+                    access: Secret::new("k".into()),
+                },
             }
             .into(),
             SpreadResolve { image: "docker.io/kyuz0/vllm-therock-gfx1151:latest".into() }.into(),
@@ -332,7 +339,12 @@ mod tests {
                 toolbox: "vllm".into(),
             }
             .into(),
-            SpreadTrust { registry: "192.168.100.1:5443".into(), ca_pem: "-----BEGIN CERTIFICATE-----".into() }.into(),
+            SpreadTrust {
+                registry: "192.168.100.1:5443".into(),
+                ca_pem: "-----BEGIN CERTIFICATE-----".into(),
+                certificate: Some("-----BEGIN CERTIFICATE-----".into()),
+            }
+            .into(),
             SpreadPrune {
                 registry: "192.168.100.1:5443".into(),
                 toolbox: "vllm".into(),
@@ -364,6 +376,13 @@ mod tests {
                 model: ModelIdentity::Hub { repo: "org/model".into(), commit: "c12a728b".into() },
                 image: "docker.io/kyuz0/vllm@sha256:ab".into(),
                 layout: "one node alone".into(),
+            }
+            .into(),
+            SpreadSign {
+                requests: vec![crate::spread::trust::SigningRequest {
+                    node: "node2".into(),
+                    csr_pem: "-----BEGIN CERTIFICATE REQUEST-----".into(),
+                }],
             }
             .into(),
         ]
@@ -404,6 +423,7 @@ mod tests {
             NodeCall::SpreadStatus(_) => 29,
             NodeCall::BenchLevel(_) => 30,
             NodeCall::GateAsk(_) => 31,
+            NodeCall::SpreadSign(_) => 32,
         }
     }
 
@@ -473,7 +493,12 @@ mod tests {
         round_trip(&reach, vec![Reached::Answers, Reached::Silent, Reached::Failed("no route".into())]);
         let table = vec![RayNode { ip: "192.168.2.2".into(), alive: true, gpus: 1.0 }];
         round_trip(&RayNodes { toolbox: "vllm".into() }, table);
-        let served = ModelServing { id: 1, address: "192.168.2.1:40123".parse().unwrap(), blobs: 3 };
+        let served = ModelServing {
+            id: 1,
+            address: "192.168.2.1:40123".parse().unwrap(),
+            ca_pem: "-----BEGIN CERTIFICATE-----".into(),
+            blobs: 3,
+        };
         round_trip(
             &ModelServe { repo: manifest().repo, commit: manifest().commit, access: Secret::new("k".into()) },
             served,
@@ -485,7 +510,11 @@ mod tests {
             kept: 2,
             repaired: vec!["model.safetensors".into()],
         };
-        let source = BlobSource { address: "192.168.2.1:1".parse().unwrap(), access: Secret::new("k".into()) };
+        let source = BlobSource {
+            address: "192.168.2.1:1".parse().unwrap(),
+            ca_pem: "-----BEGIN CERTIFICATE-----".into(),
+            access: Secret::new("k".into()),
+        };
         round_trip(&ModelFetch { manifest: manifest(), revision: Revision::main(), source }, fetched);
     }
 }

@@ -206,7 +206,7 @@ pub async fn refresh_with(
     if !request.dry_run && pulls {
         let pulling = async {
             match &request.spread {
-                Some(source) => pull_through_head(engine, &request.image_ref, source, reporter).await,
+                Some(source) => pull_through_head(&settings.paths, engine, &request.image_ref, source, reporter).await,
                 None => engine.pull(&request.image_ref, reporter).await.map(|()| (PulledFrom::Upstream, None)),
             }
         };

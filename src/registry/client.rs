@@ -8,16 +8,17 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use reqwest::header::{ACCEPT, CONTENT_LENGTH, CONTENT_TYPE, LOCATION, WWW_AUTHENTICATE};
-use reqwest::{Body, Certificate, Client, RequestBuilder, Response, StatusCode};
+use reqwest::{Body, Certificate, Client, Identity, RequestBuilder, Response, StatusCode};
 use serde::Deserialize;
 use tokio::sync::Mutex;
 
 use super::challenge::{self, Challenge};
 use super::manifest::{self, Manifest};
 use super::{certs, config};
-use crate::engine::auth::{login_for, Secret};
+use crate::engine::auth::{login_for, Login};
 use crate::error::{Error, Result};
 use crate::image::reference::{ImageRef, DOCKER_HUB};
+use crate::tls::TlsIdentity;
 
 /// How long connecting to a registry may take.
 const CONNECT_LIMIT: Duration = Duration::from_secs(10);
@@ -43,7 +44,7 @@ pub struct RegistryClient {
     /// `https://registry-1.docker.io`, `http://127.0.0.1:5000`.
     base: String,
     http: Client,
-    login: Option<Secret>,
+    login: Option<Login>,
     auth: Mutex<Auth>,
 }
 
@@ -67,7 +68,7 @@ impl RegistryClient {
     /// program a login fix mentions (`podman login …`).
     pub async fn upstream(image: &ImageRef, engine: &str) -> Result<RegistryClient> {
         let registry = image.registry().to_string();
-        let login = login_for(engine, image).await?.map(|credentials| credentials.secret);
+        let login = login_for(engine, image).await?.map(|credentials| credentials.login);
         let insecure = config::is_insecure(&registry);
         let mut builder = builder().tls_built_in_root_certs(true);
         for (path, pem) in certs::cas_for(&registry) {
@@ -95,17 +96,22 @@ impl RegistryClient {
     }
 
     /// The cluster's registry at `address` (`IP:PORT`): TLS checked against the cluster CA
-    /// `ca_pem` alone, never through a proxy, no login.
-    pub fn cluster(address: &str, ca_pem: &str) -> Result<RegistryClient> {
+    /// `ca_pem` alone, `identity` presented to it (it refuses a client without one), never
+    /// through a proxy, no login.
+    pub fn cluster(address: &str, ca_pem: &str, identity: Option<&TlsIdentity>) -> Result<RegistryClient> {
         let ca = Certificate::from_pem(ca_pem.as_bytes())
             .map_err(|e| Error::Internal(format!("the cluster registry's CA is not a PEM certificate: {e}")))?;
-        let http = builder()
+        let mut builder = builder()
             .connect_timeout(CLUSTER_CONNECT_LIMIT)
             .tls_built_in_root_certs(false)
             .add_root_certificate(ca)
-            .no_proxy()
-            .build()
-            .map_err(|e| Error::Internal(format!("cannot make an HTTP client: {e}")))?;
+            .no_proxy();
+        if let Some(identity) = identity {
+            let identity = Identity::from_pem(&identity.pem_bundle())
+                .map_err(|e| Error::Internal(format!("a client certificate for the cluster registry: {e}")))?;
+            builder = builder.identity(identity);
+        }
+        let http = builder.build().map_err(|e| Error::Internal(format!("cannot make an HTTP client: {e}")))?;
         Ok(RegistryClient {
             registry: address.to_string(),
             base: format!("https://{address}"),
@@ -282,7 +288,9 @@ impl RegistryClient {
             return request.bearer_auth(token);
         }
         match &self.login {
-            Some(Secret::Password { username, password }) if auth.basic => request.basic_auth(username, Some(password)),
+            Some(Login::Password { username, password }) if auth.basic => {
+                request.basic_auth(username, Some(password.expose()))
+            }
             _ => request,
         }
     }
@@ -291,7 +299,7 @@ impl RegistryClient {
     async fn answer(&self, challenge: Challenge, scope: &str) -> Result<()> {
         match challenge {
             Challenge::Basic => {
-                if !matches!(self.login, Some(Secret::Password { .. })) {
+                if !matches!(self.login, Some(Login::Password { .. })) {
                     return Err(self.login_needed("it wants a login, and this node has none for it".into()));
                 }
                 self.auth.lock().await.basic = true;
@@ -310,18 +318,18 @@ impl RegistryClient {
         let mut query = vec![("scope", scope)];
         query.extend(service.map(|service| ("service", service)));
         let request = match &self.login {
-            Some(Secret::IdentityToken(token)) => {
+            Some(Login::IdentityToken(token)) => {
                 let mut form = vec![
                     ("grant_type", "refresh_token"),
-                    ("refresh_token", token.as_str()),
+                    ("refresh_token", token.expose()),
                     ("client_id", "strix-toolbox"),
                     ("scope", scope),
                 ];
                 form.extend(service.map(|service| ("service", service)));
                 self.http.post(realm).form(&form)
             }
-            Some(Secret::Password { username, password }) => {
-                self.http.get(realm).query(&query).basic_auth(username, Some(password))
+            Some(Login::Password { username, password }) => {
+                self.http.get(realm).query(&query).basic_auth(username, Some(password.expose()))
             }
             None => self.http.get(realm).query(&query),
         };
@@ -524,7 +532,10 @@ mod tests {
             registry: registry.clone(),
             base: format!("http://{registry}"),
             http: builder().no_proxy().build().unwrap(),
-            login: Some(Secret::Password { username: "alice".into(), password: "s3cret".into() }),
+            login: Some(Login::Password {
+                username: "alice".into(),
+                password: crate::secret::Secret::new("s3cret".into()),
+            }),
             auth: Mutex::default(),
         };
 

@@ -18,8 +18,8 @@ pub fn kill(signal: &str, pid: u32) -> Vec<String> {
     vec!["kill".into(), format!("-{signal}"), pid.to_string()]
 }
 
-/// Exits 0 while process `$1` runs. A toolbox's PID 1 (`sleep infinity`, Toolbx's init) does not
-/// reap what a detached command leaves, so an exited process can linger as a zombie that
+/// Exits 0 while process `$1` runs. A toolbox's PID 1 may not reap (`sleep infinity` in a native
+/// toolbox made before `--init`, Toolbx's init), and it may not have reaped yet what a detached command leaves, so an exited process can linger as a zombie that
 /// `kill -0` still finds: its state in /proc says.
 const PID_ALIVE: &str =
     r#"s=$(cat "/proc/$1/stat" 2>/dev/null) || exit 1; s=${s##*) }; case $s in Z*|X*) exit 1;; esac"#;

@@ -19,7 +19,6 @@ pub(crate) mod process;
 pub(crate) mod ray;
 pub(crate) mod reach;
 pub(crate) mod record;
-pub(crate) mod secret;
 pub(crate) mod state;
 pub(crate) mod stop;
 pub(crate) mod vllm;

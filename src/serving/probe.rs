@@ -11,10 +11,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
 use crate::ops::toolbox::RunningToolbox;
+use crate::secret::Secret;
 use crate::serving::commands::pid_alive;
 use crate::serving::http::{get, HttpAnswer};
 use crate::serving::record::ServingFiles;
-use crate::serving::secret::Secret;
 use crate::settings::Settings;
 
 /// The most of a log's end read for its latest line.

@@ -11,9 +11,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::ops::toolbox::RunningToolbox;
+use crate::secret::Secret;
 use crate::serving::commands::detached;
 use crate::serving::record::{ServedProcess, ServingFiles, ServingRecord};
-use crate::serving::secret::Secret;
 use crate::settings::Settings;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -15,9 +15,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::ops::toolbox::RunningToolbox;
+use crate::secret::Secret;
 use crate::serving::commands::words;
 use crate::serving::record::{ServingFiles, ServingRecord, RAY_TOKEN};
-use crate::serving::secret::Secret;
 use crate::settings::Settings;
 
 /// Ray's GCS port on the head.
@@ -139,7 +139,7 @@ pub async fn ray_start(settings: &Settings, request: &RayStart) -> Result<RaySta
     let ray = match &request.role {
         RayRole::Head => ray_head(link_ip),
         RayRole::Worker { head_ip } => {
-            reach_head(*head_ip, link_ip).await?;
+            reach_head(SocketAddr::from((*head_ip, RAY_PORT)), link_ip).await?;
             ray_worker(*head_ip, link_ip)
         }
     };
@@ -165,8 +165,7 @@ pub async fn ray_start(settings: &Settings, request: &RayStart) -> Result<RaySta
 
 /// A worker first knocks on the head's GCS port from its own network (the toolbox's, the host's):
 /// a blocked port fails in seconds with the likely reason instead of Ray's twelve minutes of retries.
-async fn reach_head(head_ip: Ipv4Addr, link_ip: Ipv4Addr) -> Result<()> {
-    let address = SocketAddr::from((head_ip, RAY_PORT));
+async fn reach_head(address: SocketAddr, link_ip: Ipv4Addr) -> Result<()> {
     let outcome = tokio::time::timeout(Duration::from_secs(5), tokio::net::TcpStream::connect(address)).await;
     let (why, fix) = match outcome {
         Ok(Ok(_)) => return Ok(()),
@@ -174,7 +173,8 @@ async fn reach_head(head_ip: Ipv4Addr, link_ip: Ipv4Addr) -> Result<()> {
             "nothing answered within 5 s: a firewall drops it (firewalld on the head, or on this node)".to_string(),
             format!(
                 "trust the cluster link on both nodes (`sudo firewall-cmd --zone=trusted --change-interface=IFACE \
-                 --permanent && sudo firewall-cmd --reload`), or open port {RAY_PORT} and Ray's ports"
+                 --permanent && sudo firewall-cmd --reload`), or open port {} and Ray's ports",
+                address.port()
             ),
         ),
         Ok(Err(error)) if error.kind() == std::io::ErrorKind::ConnectionRefused => (
@@ -251,11 +251,12 @@ mod tests {
 
     #[tokio::test]
     async fn a_head_nobody_listens_at_is_named_with_the_reason() {
-        let error = reach_head(Ipv4Addr::LOCALHOST, Ipv4Addr::LOCALHOST).await;
-        // Nothing listens on 127.0.0.1:6379 on a test machine; if something does, it is reached.
-        if let Err(error) = error {
-            let error = error.to_string();
-            assert!(error.contains("127.0.0.1:6379") && error.contains("refused"), "{error}");
-        }
+        // A port of our own: reached while it listens, refused with its address once it is closed.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        reach_head(address, Ipv4Addr::LOCALHOST).await.unwrap();
+        drop(listener);
+        let error = reach_head(address, Ipv4Addr::LOCALHOST).await.unwrap_err().to_string();
+        assert!(error.contains(&address.to_string()) && error.contains("refused"), "{error}");
     }
 }

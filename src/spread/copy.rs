@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
 use super::home::{now_as_pin, RegistryHome, ServedImage};
+use super::registry::writer_client;
 use crate::error::{Error, Result};
 use crate::image::reference::ImageRef;
 use crate::registry::client::error_chain;
@@ -55,9 +56,8 @@ pub async fn spread_copy(settings: &Settings, request: &SpreadCopy) -> Result<Sp
         .clone()
         .ok_or_else(|| Error::Internal(format!("the spread copies an image by digest, not {}", request.image)))?;
     let home = RegistryHome::locate(&settings.paths)?;
-    let ca_pem = std::fs::read_to_string(home.ca_cert()).map_err(|e| Error::read(home.ca_cert(), e))?;
     let _lock = home.lock().await?;
-    let head = RegistryClient::cluster(&request.registry, &ca_pem)?;
+    let head = writer_client(&home, &request.registry)?;
     let path = image.path();
     let copied = if head.has_manifest(&path, &digest).await? {
         SpreadCopied { digest: digest.clone(), ..Default::default() }

@@ -1,7 +1,8 @@
 //! Where the head keeps its registry: `$XDG_DATA_HOME/strix-toolbox/registry`, else
-//! `~/.local/share/strix-toolbox/registry` ([`Paths::data_dir`]). It holds the cluster CA and the server certificate,
-//! the registry's configuration, its storage, and a record of what it serves; it outlives every
-//! refresh, which is why prune keeps it in bounds and `cluster status` shows its size.
+//! `~/.local/share/strix-toolbox/registry` ([`Paths::data_dir`]), 0700. It holds the cluster CA,
+//! the certificates it signed for the head (`certs/`), the configurations of the registry's two
+//! listeners, its storage, and a record of what it serves; it outlives every refresh, which is why
+//! prune keeps it in bounds and `cluster status` shows its size.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -85,13 +86,38 @@ impl RegistryHome {
         self.dir.join("ca.name")
     }
 
-    /// The server certificate and key, mounted into the registry.
+    /// The certificates the CA signed for the head.
     pub fn certs(&self) -> PathBuf {
         self.dir.join("certs")
     }
 
+    /// The head's server certificate (its link address and 127.0.0.1), and its key (0600).
+    pub fn server_cert(&self) -> PathBuf {
+        self.certs().join("server.crt")
+    }
+
+    pub fn server_key(&self) -> PathBuf {
+        self.certs().join("server.key")
+    }
+
+    /// The head's own client certificate, the only one the registry's writer accepts, and its key
+    /// (0600).
+    pub fn head_cert(&self) -> PathBuf {
+        self.certs().join("head.crt")
+    }
+
+    pub fn head_key(&self) -> PathBuf {
+        self.certs().join("head.key")
+    }
+
+    /// The configuration of the registry the nodes read from, on the link.
     pub fn config(&self) -> PathBuf {
         self.dir.join("config.yml")
+    }
+
+    /// The configuration of the head's writer, on 127.0.0.1.
+    pub fn writer_config(&self) -> PathBuf {
+        self.dir.join("writer.yml")
     }
 
     /// The registry's storage (`/var/lib/registry` in its container).

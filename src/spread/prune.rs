@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 use serde::{Deserialize, Serialize};
 
 use super::home::{now_as_pin, RegistryHome, ServedImage};
-use super::registry::{CONFIG_IN_CONTAINER, CONTAINER};
+use super::registry::{writer_client, CONFIG_IN_CONTAINER, WRITER};
 use crate::engine::ExecIo;
 use crate::error::{Error, Result};
 use crate::image::reference::ImageRef;
@@ -45,7 +45,6 @@ pub async fn spread_prune(settings: &Settings, request: &SpreadPrune) -> Result<
     let image = ImageRef::parse(&request.image)?;
     let digest = image.digest.clone().ok_or_else(|| Error::Internal(format!("{} has no digest", request.image)))?;
     let home = RegistryHome::locate(&settings.paths)?;
-    let ca_pem = std::fs::read_to_string(home.ca_cert()).map_err(|e| Error::read(home.ca_cert(), e))?;
     let _lock = home.lock().await?;
     let mut served = home.served()?;
     match served.iter_mut().find(|s| s.toolbox == request.toolbox && s.digest == digest) {
@@ -59,7 +58,7 @@ pub async fn spread_prune(settings: &Settings, request: &SpreadPrune) -> Result<
         }),
     }
     let (kept, dropped) = select(served, &request.toolbox, &digest, request.keep);
-    let head = RegistryClient::cluster(&request.registry, &ca_pem)?;
+    let head = writer_client(&home, &request.registry)?;
     let mut still_listed = BTreeSet::new();
     for image in &kept {
         still_listed.insert((image.path.clone(), image.digest.clone()));
@@ -111,7 +110,7 @@ async fn listed_by(head: &RegistryClient, image: &ServedImage) -> Result<Vec<Str
     })
 }
 
-/// `registry garbage-collect` in the registry's container: the blobs no manifest refers to go.
+/// `registry garbage-collect` in the writer's container (the nodes' has the storage read-only): the blobs no manifest refers to go.
 /// A warning when it fails (the refresh is done; the space is freed next time).
 async fn garbage_collect(settings: &Settings) -> Option<String> {
     let connection = match settings.connect().await {
@@ -119,7 +118,7 @@ async fn garbage_collect(settings: &Settings) -> Option<String> {
         Err(error) => return Some(format!("the head's registry was not garbage-collected: {error}")),
     };
     let argv: Vec<String> = ["/bin/registry", "garbage-collect", CONFIG_IN_CONTAINER].map(String::from).to_vec();
-    match connection.engine().exec(CONTAINER, &argv, &[], None, ExecIo::Capture).await {
+    match connection.engine().exec(WRITER, &argv, &[], None, ExecIo::Capture).await {
         Ok(outcome) if outcome.exit_code == 0 => None,
         Ok(outcome) => {
             let said =

@@ -9,8 +9,9 @@
 //!   RepoDigests). Looking the image up by `REPO@X` therefore also accepts an image of `REPO`
 //!   that carries digest X under another registry's name ([`carried_digests`]).
 //!
-//! A node that cannot reach the head's registry (no route, refused, TLS it cannot check) pulls
-//! from upstream itself and says why; any other failure fails its stage.
+//! A node that cannot reach the head's registry (no route, refused, TLS it cannot check, no client
+//! certificate the registry accepts) pulls from upstream itself and says why; any other failure
+//! fails its stage.
 
 use serde::{Deserialize, Serialize};
 
@@ -18,10 +19,12 @@ use crate::engine::find::{carried_digests, not_present_after_pull};
 use crate::engine::{Engine, EngineKind};
 use crate::error::{Error, Result};
 use crate::image::reference::ImageRef;
+use crate::paths::Paths;
 use crate::plan::pin::pin_tag;
 use crate::registry::RegistryClient;
 use crate::reporter::Reporter;
 use crate::settings::Settings;
+use crate::spread::trust::client_identity;
 
 /// Where a node's stage pulls from instead of upstream.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -65,6 +68,7 @@ pub async fn image_digests(settings: &Settings, request: &ImageDigests) -> Resul
 /// upstream when the head's registry cannot be reached. Where it came from, and the warning that
 /// says why when it was not the head.
 pub async fn pull_through_head(
+    paths: &Paths,
     engine: &dyn Engine,
     pinned: &str,
     source: &SpreadSource,
@@ -75,7 +79,9 @@ pub async fn pull_through_head(
         .digest
         .as_deref()
         .ok_or_else(|| Error::Internal(format!("a node pulls from the head's registry by digest, not {pinned}")))?;
-    if let Err(unreachable) = RegistryClient::cluster(&source.registry, &source.ca_pem)?.ping().await {
+    let identity = client_identity(paths, &source.registry);
+    let head = RegistryClient::cluster(&source.registry, &source.ca_pem, identity.as_ref())?;
+    if let Err(unreachable) = head.ping().await {
         engine.pull(pinned, reporter).await?;
         let why = unreachable.report().message;
         let warning = format!("cannot reach the head's registry ({why}): pulled the image from upstream instead");

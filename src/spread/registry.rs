@@ -1,16 +1,26 @@
 //! The head's registry: the CNCF distribution registry (`registry:2`, configurable) run by the
-//! head's own engine, `--network host` yet bound only to the cluster-link address
-//! ([`cluster_link`]: never the management network), TLS from the cluster CA, its
-//! storage in the registry home so that it outlives the container and every refresh. The
-//! container is made again only when its configuration changes (another address, port or image).
+//! head's own engine, `--network host`, its storage in the registry home so that it outlives the
+//! containers and every refresh. The registry cannot tell one client certificate from another, so
+//! it runs twice over the one storage:
+//! - [`CONTAINER`], for the nodes: bound to the cluster-link address alone ([`cluster_link`]:
+//!   never the management network), read-only (`maintenance.readonly`: a push or a delete is
+//!   refused with 405), its storage mounted read-only, and mutual TLS: a client without a
+//!   certificate the cluster CA signed is refused in the handshake.
+//! - [`WRITER`], for the head's copies and prunes: bound to 127.0.0.1 on the same port, mutual
+//!   TLS that accepts one client certificate, the head's own (its `clientcas` holds that
+//!   certificate alone, so no node's certificate verifies there).
+//!
+//! Each container is made again only when what it was made with changes (another address, port,
+//! image or certificate).
 
 use std::net::{Ipv4Addr, SocketAddrV4};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
-use super::ca::{self, ClusterCa};
+use super::ca;
 use super::home::RegistryHome;
 use crate::engine::{CreateRequest, Engine, Mount};
 use crate::error::{Error, Result};
@@ -18,23 +28,29 @@ use crate::link::cluster_link;
 use crate::registry::RegistryClient;
 use crate::reporter::Reporter;
 use crate::settings::Settings;
+use crate::tls::TlsIdentity;
 
-/// The registry container's name on the head.
+/// The container of the registry the nodes pull from, on the link.
 pub const CONTAINER: &str = "strix-toolbox-registry";
-/// On the registry container: "true".
+/// The container of the head's writer, on 127.0.0.1.
+pub const WRITER: &str = "strix-toolbox-registry-writer";
+/// On both containers: "true".
 pub const LABEL: &str = "io.github.strix-toolbox.registry";
-/// On the registry container: sha256 of what it was made with.
+/// On each container: sha256 of what it was made with.
 const LABEL_CONFIG: &str = "io.github.strix-toolbox.registry-config";
 /// Where `registry:2` reads its configuration (and where `garbage-collect` is pointed).
 pub const CONFIG_IN_CONTAINER: &str = "/etc/docker/registry/config.yml";
-const CERTS_IN_CONTAINER: &str = "/certs";
+const SERVER_CERT_IN_CONTAINER: &str = "/certs/server.crt";
+const SERVER_KEY_IN_CONTAINER: &str = "/certs/server.key";
+/// The certificates its clients' must chain to.
+const CLIENTS_IN_CONTAINER: &str = "/certs/clients.crt";
 const STORAGE_IN_CONTAINER: &str = "/var/lib/registry";
 /// How long a started registry may take to answer.
 const START_LIMIT: Duration = Duration::from_secs(20);
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SpreadServe {
-    /// The port on the link address.
+    /// The port on the link address (and the writer's on 127.0.0.1).
     pub port: u16,
     /// The registry image (`docker.io/library/registry:2`).
     pub image: String,
@@ -52,6 +68,60 @@ pub struct SpreadServed {
     pub started: bool,
 }
 
+/// One of the registry's two containers.
+struct Listener {
+    container: &'static str,
+    address: SocketAddrV4,
+    /// Its configuration, in the home.
+    config: PathBuf,
+    /// What `clientcas` holds: the cluster CA (any node), or the head's certificate alone.
+    clients: PathBuf,
+    writes: bool,
+}
+
+impl Listener {
+    fn both(home: &RegistryHome, link: SocketAddrV4) -> [Listener; 2] {
+        [
+            Listener {
+                container: CONTAINER,
+                address: link,
+                config: home.config(),
+                clients: home.ca_cert(),
+                writes: false,
+            },
+            Listener {
+                container: WRITER,
+                address: SocketAddrV4::new(Ipv4Addr::LOCALHOST, link.port()),
+                config: home.writer_config(),
+                clients: home.head_cert(),
+                writes: true,
+            },
+        ]
+    }
+
+    /// distribution's configuration: bound to its address alone, mutual TLS, quiet; the nodes'
+    /// read-only (no upload purging either: it writes), the writer's with deletes (for prune).
+    fn config(&self) -> String {
+        let storage = if self.writes {
+            "  delete:\n    enabled: true\n".to_string()
+        } else {
+            "  maintenance:\n    readonly:\n      enabled: true\n    uploadpurging:\n      enabled: false\n".to_string()
+        };
+        format!(
+            "# Written by strix-toolbox: {}.\nversion: 0.1\nlog:\n  level: warn\n  accesslog:\n    disabled: \
+             true\nstorage:\n  filesystem:\n    rootdirectory: {STORAGE_IN_CONTAINER}\n{storage}http:\n  addr: {}\n  \
+             tls:\n    certificate: {SERVER_CERT_IN_CONTAINER}\n    key: {SERVER_KEY_IN_CONTAINER}\n    clientcas:\n      \
+             - {CLIENTS_IN_CONTAINER}\n",
+            if self.writes {
+                "the head's writer into the cluster registry, for the head alone"
+            } else {
+                "the cluster registry the nodes pull the image from, read-only"
+            },
+            self.address
+        )
+    }
+}
+
 pub async fn spread_serve(settings: &Settings, request: &SpreadServe) -> Result<SpreadServed> {
     let link = cluster_link(settings).await?;
     let ip = link.address()?;
@@ -60,74 +130,68 @@ pub async fn spread_serve(settings: &Settings, request: &SpreadServe) -> Result<
     let home = RegistryHome::locate(&settings.paths)?;
     home.create()?;
     let ca = ca::load_or_make(&home)?;
-    let server_pem = server_certificate(&home, &ca, ip)?;
-    let config = registry_config(address);
-    if std::fs::read_to_string(home.config()).ok().as_deref() != Some(config.as_str()) {
-        home.write(&home.config(), config.as_bytes(), 0o644)?;
-    }
-    let made_with = format!("{:x}", Sha256::digest(format!("{config}\n{}\n{server_pem}", request.image)));
+    let server = ca::server_identity(&home, &ca, ip)?;
+    let head = ca::head_identity(&home, &ca)?;
     let connection = settings.connect().await?;
-    let started = run(connection.engine(), &home, &request.image, &made_with, settings.reporter.as_ref()).await?;
-    let address = address.to_string();
-    wait_until_it_answers(connection.engine(), &address, &ca.cert_pem).await?;
-    Ok(SpreadServed { address, netdev, ca_pem: ca.cert_pem, started })
-}
-
-/// The server certificate for `ip` in the home's `certs/` (made again when the address changed);
-/// its PEM.
-fn server_certificate(home: &RegistryHome, ca: &ClusterCa, ip: Ipv4Addr) -> Result<String> {
-    let (cert, key, made_for) =
-        (home.certs().join("server.crt"), home.certs().join("server.key"), home.certs().join("ip"));
-    let current = std::fs::read_to_string(&made_for).ok().filter(|made| made.trim() == ip.to_string());
-    if let (Some(_), Ok(pem), true) = (current, std::fs::read_to_string(&cert), key.exists()) {
-        return Ok(pem);
+    let engine = connection.engine();
+    let mut started = false;
+    for listener in Listener::both(&home, address) {
+        let config = listener.config();
+        if std::fs::read_to_string(&listener.config).ok().as_deref() != Some(config.as_str()) {
+            home.write(&listener.config, config.as_bytes(), 0o644)?;
+        }
+        let clients =
+            std::fs::read_to_string(&listener.clients).map_err(|e| Error::read(listener.clients.clone(), e))?;
+        let made_with =
+            format!("{:x}", Sha256::digest(format!("{config}\n{}\n{}\n{clients}", request.image, server.cert_pem)));
+        started |= run(engine, &home, &listener, &request.image, &made_with, settings.reporter.as_ref()).await?;
     }
-    let server = ca::server_certificate(ca, ip)?;
-    // Only its owner reads the key: the registry runs as root in its container, which is this
-    // user (rootless podman maps it so) or root.
-    home.write(&key, server.key_pem.as_bytes(), 0o600)?;
-    home.write(&cert, server.cert_pem.as_bytes(), 0o644)?;
-    home.write(&made_for, ip.to_string().as_bytes(), 0o644)?;
-    Ok(server.cert_pem)
+    for listener in Listener::both(&home, address) {
+        wait_until_it_answers(engine, listener.container, &listener.address.to_string(), &ca.cert_pem, &head).await?;
+    }
+    Ok(SpreadServed { address: address.to_string(), netdev, ca_pem: ca.cert_pem, started })
 }
 
-/// distribution's configuration: bound to `address` alone, TLS, deletes allowed (for prune), quiet.
-fn registry_config(address: SocketAddrV4) -> String {
-    format!(
-        "# Written by strix-toolbox: the cluster registry the nodes pull the image from.\nversion: 0.1\nlog:\n  \
-         level: warn\n  accesslog:\n    disabled: true\nstorage:\n  filesystem:\n    rootdirectory: \
-         {STORAGE_IN_CONTAINER}\n  delete:\n    enabled: true\nhttp:\n  addr: {address}\n  tls:\n    certificate: \
-         {CERTS_IN_CONTAINER}/server.crt\n    key: {CERTS_IN_CONTAINER}/server.key\n"
-    )
+/// The head's client of its writer (`registry` is the registry's `IP:PORT` on the link): to copy
+/// into it and prune it.
+pub fn writer_client(home: &RegistryHome, registry: &str) -> Result<RegistryClient> {
+    let link: SocketAddrV4 = registry
+        .parse()
+        .map_err(|_| Error::Internal(format!("{registry:?} is not the IP:PORT of the cluster registry")))?;
+    let ca = ca::load_or_make(home)?;
+    let head = ca::head_identity(home, &ca)?;
+    RegistryClient::cluster(&SocketAddrV4::new(Ipv4Addr::LOCALHOST, link.port()).to_string(), &ca.cert_pem, Some(&head))
 }
 
-/// The container as `made_with` says, running; true when this started it.
+/// The listener's container as `made_with` says, running; true when this started it.
 async fn run(
     engine: &dyn Engine,
     home: &RegistryHome,
+    listener: &Listener,
     image: &str,
     made_with: &str,
     reporter: &dyn Reporter,
 ) -> Result<bool> {
-    match engine.container_inspect(CONTAINER).await? {
+    match engine.container_inspect(listener.container).await? {
         Some(container) if container.labels.get(LABEL_CONFIG).map(String::as_str) == Some(made_with) => {
             if container.running {
                 return Ok(false);
             }
         }
         Some(_) => {
-            engine.container_remove(CONTAINER, true).await?;
-            create(engine, home, image, made_with, reporter).await?;
+            engine.container_remove(listener.container, true).await?;
+            create(engine, home, listener, image, made_with, reporter).await?;
         }
-        None => create(engine, home, image, made_with, reporter).await?,
+        None => create(engine, home, listener, image, made_with, reporter).await?,
     }
-    engine.container_start(CONTAINER).await?;
+    engine.container_start(listener.container).await?;
     Ok(true)
 }
 
 async fn create(
     engine: &dyn Engine,
     home: &RegistryHome,
+    listener: &Listener,
     image: &str,
     made_with: &str,
     reporter: &dyn Reporter,
@@ -135,16 +199,18 @@ async fn create(
     if engine.image_inspect(image).await?.is_none() {
         engine.pull(image, reporter).await?;
     }
-    let mount =
-        |source: std::path::PathBuf, target: &str, read_only| Mount { source, target: target.into(), read_only };
+    let mount = |source: PathBuf, target: &str, read_only| Mount { source, target: target.into(), read_only };
+    // Files, not the certs directory: neither container sees the head's client key.
     let request = CreateRequest {
-        name: CONTAINER.to_string(),
+        name: listener.container.to_string(),
         image: image.to_string(),
         host_network: true,
         mounts: vec![
-            mount(home.config(), CONFIG_IN_CONTAINER, true),
-            mount(home.certs(), CERTS_IN_CONTAINER, true),
-            mount(home.storage(), STORAGE_IN_CONTAINER, false),
+            mount(listener.config.clone(), CONFIG_IN_CONTAINER, true),
+            mount(home.server_cert(), SERVER_CERT_IN_CONTAINER, true),
+            mount(home.server_key(), SERVER_KEY_IN_CONTAINER, true),
+            mount(listener.clients.clone(), CLIENTS_IN_CONTAINER, true),
+            mount(home.storage(), STORAGE_IN_CONTAINER, !listener.writes),
         ],
         // `registry:2`'s entrypoint runs `registry serve FILE`; an entrypoint of `/bin/registry` runs the same.
         command: vec!["serve".into(), CONFIG_IN_CONTAINER.into()],
@@ -156,22 +222,28 @@ async fn create(
     engine.container_create(&request).await.map(drop)
 }
 
-/// Until the registry answers over TLS checked against the cluster CA (bounded).
-async fn wait_until_it_answers(engine: &dyn Engine, address: &str, ca_pem: &str) -> Result<()> {
-    let client = RegistryClient::cluster(address, ca_pem)?;
+/// Until `container`'s registry answers at `address` over mutual TLS, checked against the
+/// cluster CA, the head's certificate presented (bounded).
+async fn wait_until_it_answers(
+    engine: &dyn Engine,
+    container: &str,
+    address: &str,
+    ca_pem: &str,
+    head: &TlsIdentity,
+) -> Result<()> {
+    let client = RegistryClient::cluster(address, ca_pem, Some(head))?;
     let deadline = Instant::now() + START_LIMIT;
     loop {
         let answer = client.ping().await;
         let Err(error) = answer else { return Ok(()) };
-        let running = engine.container_inspect(CONTAINER).await?.is_some_and(|c| c.running);
+        let running = engine.container_inspect(container).await?.is_some_and(|c| c.running);
         if !running || Instant::now() >= deadline {
             let program = engine.kind().program();
             return Err(Error::Engine {
                 engine: program,
                 action: format!("serve the cluster registry at {address}"),
                 message: format!(
-                    "{} {}: {}",
-                    CONTAINER,
+                    "{container} {}: {}",
                     if running {
                         format!("does not answer after {} s", START_LIMIT.as_secs())
                     } else {
@@ -180,8 +252,8 @@ async fn wait_until_it_answers(engine: &dyn Engine, address: &str, ca_pem: &str)
                     error.report().message
                 ),
                 fix: Some(format!(
-                    "`{program} logs {CONTAINER}` on the head says why (a port in use: --spread-port); or refresh with \
-                     --spread off"
+                    "`{program} logs {container}` on the head says why (a port in use: --spread-port); or refresh \
+                     with --spread off"
                 )),
             });
         }
@@ -194,24 +266,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_registry_listens_on_the_link_address_alone_with_tls_and_deletes() {
-        let config = registry_config(SocketAddrV4::new(Ipv4Addr::new(192, 168, 100, 1), 5443));
+    fn the_nodes_read_on_the_link_and_the_head_alone_writes_on_loopback() {
+        let home = RegistryHome { dir: "/home/alice/.local/share/strix-toolbox/registry".into() };
+        let [nodes, writer] = Listener::both(&home, SocketAddrV4::new(Ipv4Addr::new(192, 168, 100, 1), 5443));
+        let config = nodes.config();
         assert!(config.contains("\n  addr: 192.168.100.1:5443\n"), "{config}");
-        assert!(config.contains("certificate: /certs/server.crt") && config.contains("key: /certs/server.key"));
-        assert!(config.contains("delete:\n    enabled: true"), "{config}");
-    }
-
-    #[test]
-    fn the_server_key_is_its_owner_s_alone() {
-        use std::os::unix::fs::MetadataExt;
-        let dir = tempfile::tempdir().unwrap();
-        let home = RegistryHome { dir: dir.path().join("registry") };
-        home.create().unwrap();
-        let ca = ca::load_or_make(&home).unwrap();
-        let pem = server_certificate(&home, &ca, Ipv4Addr::new(192, 168, 100, 1)).unwrap();
-        assert!(pem.starts_with("-----BEGIN CERTIFICATE-----"), "{pem}");
-        let mode = |name: &str| std::fs::metadata(home.certs().join(name)).unwrap().mode() & 0o777;
-        assert_eq!(mode("server.key"), 0o600);
-        assert_eq!(mode("server.crt"), 0o644);
+        assert!(config.contains("readonly:\n      enabled: true"), "{config}");
+        assert!(!config.contains("delete:"), "{config}");
+        assert_eq!(nodes.clients, home.ca_cert(), "any node the cluster CA signed");
+        let config = writer.config();
+        assert!(config.contains("\n  addr: 127.0.0.1:5443\n"), "{config}");
+        assert!(config.contains("delete:\n    enabled: true") && !config.contains("readonly"), "{config}");
+        assert_eq!(writer.clients, home.head_cert(), "the head's certificate alone");
+        for config in [nodes.config(), writer.config()] {
+            assert!(config.contains("certificate: /certs/server.crt") && config.contains("key: /certs/server.key"));
+            assert!(config.contains("clientcas:\n      - /certs/clients.crt\n"), "{config}");
+        }
     }
 }

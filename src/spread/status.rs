@@ -1,12 +1,12 @@
 //! The head's registry as `cluster status` shows it: its size on disk, what it serves, whether its
-//! container runs.
+//! containers run.
 
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
 use super::home::{RegistryHome, ServedImage};
-use super::registry::CONTAINER;
+use super::registry::{CONTAINER, WRITER};
 use crate::error::Result;
 use crate::settings::Settings;
 
@@ -20,7 +20,7 @@ pub struct RegistryStatus {
     /// What that storage takes on disk.
     pub disk_bytes: u64,
     pub images: Vec<ServedImage>,
-    /// Its container runs (None: the engine did not answer).
+    /// Its containers run, the nodes' and the head's writer (None: the engine did not answer).
     pub running: Option<bool>,
 }
 
@@ -32,7 +32,13 @@ pub async fn spread_status(settings: &Settings) -> Result<Option<RegistryStatus>
     }
     let running = match settings.connect().await {
         Ok(connection) => {
-            connection.engine().container_inspect(CONTAINER).await.ok().map(|c| c.is_some_and(|c| c.running))
+            let mut running = Some(true);
+            for container in [CONTAINER, WRITER] {
+                let runs =
+                    connection.engine().container_inspect(container).await.ok().map(|c| c.is_some_and(|c| c.running));
+                running = running.zip(runs).map(|(all, this)| all && this);
+            }
+            running
         }
         Err(_) => None,
     };

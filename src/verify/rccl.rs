@@ -19,24 +19,44 @@ use crate::rccl::{inspect_library, sha256_hex, ArtifactFormat};
 const NAME: &str = "rccl";
 /// Where the image's stack finds RCCL (as the overlay Containerfile replaces it).
 pub const RCCL_ROOTS: [&str; 2] = ["/opt/rocm/lib", "/opt/venv"];
+/// torch built for ROCm, the vLLM image's stack: it loads RCCL for every collective, so an image
+/// that has it and no RCCL cannot serve across nodes, and its verification fails.
+const NEEDS_RCCL: &str = "libtorch_hip.so";
 
 pub async fn checks(probe: &Probe<'_>, expected: &Expected) -> Vec<Check> {
     // Through the roots when they are links (TheRock's /opt/rocm points into the venv); each
     // file itself (the archive API copies a link as a link), each soname link's target among them.
-    let copies: Vec<String> = match shared_libraries_under(probe, &RCCL_ROOTS).await {
-        Ok(libraries) => libraries.into_iter().filter(|path| is_rccl_copy(path)).collect(),
-        Err(Unlooked::Missing(why)) => {
+    let libraries = match shared_libraries_under(probe, &RCCL_ROOTS).await {
+        Ok(libraries) => libraries,
+        // An image whose label records its RCCL must show it; another may lack the shell.
+        Err(Unlooked::Missing(why)) if expected.rccl_label.is_none() => {
             return vec![Check::new(NAME, Status::Skipped, format!("cannot look for librccl: {why}"), None)]
         }
-        Err(Unlooked::Failed(why)) => return vec![fail(format!("cannot look for librccl: {why}"))],
+        Err(Unlooked::Missing(why) | Unlooked::Failed(why)) => {
+            return vec![fail(format!("cannot look for librccl: {why}"))]
+        }
     };
+    let needed_by = libraries.iter().find(|path| file_name(path) == NEEDS_RCCL);
+    let copies: Vec<String> = libraries.iter().filter(|path| is_rccl_copy(path)).cloned().collect();
     if copies.is_empty() {
-        return vec![Check::new(
-            NAME,
-            Status::Skipped,
-            format!("no librccl.so* under {}: the image carries no RCCL to check", RCCL_ROOTS.join(" or ")),
-            None,
-        )];
+        let nowhere = format!("no librccl.so* under {}", RCCL_ROOTS.join(" or "));
+        return vec![match (needed_by, &expected.rccl_label) {
+            (Some(torch), _) => Check::new(
+                NAME,
+                Status::Fail,
+                format!("{nowhere}, and {torch} loads it for every collective: vLLM cannot serve across nodes"),
+                Some("use an image that carries the gfx1151 RCCL (`strix-toolbox build --rccl FILE`)".into()),
+            ),
+            (None, Some(label)) => Check::new(
+                NAME,
+                Status::Fail,
+                format!("{nowhere}, and the image label records RCCL {}", short_digest(label)),
+                Some("rebuild the image with `strix-toolbox build --rccl FILE`".into()),
+            ),
+            (None, None) => {
+                Check::new(NAME, Status::Skipped, format!("{nowhere}: the image carries no RCCL to check"), None)
+            }
+        }];
     }
 
     // Copy each out once per distinct library (copies are usually one file and its links).
@@ -129,7 +149,11 @@ pub async fn checks(probe: &Probe<'_>, expected: &Expected) -> Vec<Check> {
 
 /// `librccl.so`, `librccl.so.1`, `librccl.so.1.0`: a copy of RCCL itself.
 pub fn is_rccl_copy(path: &str) -> bool {
-    path.rsplit('/').next().is_some_and(|name| name.starts_with("librccl.so"))
+    file_name(path).starts_with("librccl.so")
+}
+
+fn file_name(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
 }
 
 fn fail(message: String) -> Check {

@@ -47,6 +47,30 @@ fn passes_output_and_exit_codes_and_shares_the_host_ipc_and_network() {
 }
 
 #[test]
+fn what_a_command_leaves_behind_is_reaped_not_a_zombie() {
+    let (_registry, podman, _host) = toolbox_vllm();
+    // `sleep 1` outlives its shell, so PID 1 inherits it (as it inherits Ray's and vLLM's processes).
+    let output = run_strix(&podman.env(), &["enter", "vllm", "--", "sh", "-c", "sleep 1 & exit 0"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        // Every process's /proc/PID/stat: `PID (NAME) STATE ...`.
+        let output = run_strix(&podman.env(), &["enter", "vllm", "--", "sh", "-c", "cat /proc/[0-9]*/stat"]);
+        let stats = String::from_utf8_lossy(&output.stdout).into_owned();
+        let state = |line: &str| line.rsplit_once(") ").map(|(_, rest)| rest.chars().next());
+        let sleeps = stats.lines().filter(|line| line.contains("(sleep)")).count();
+        let zombies = stats.lines().filter(|line| state(line) == Some(Some('Z'))).count();
+        // Left: the toolbox's own `sleep infinity`, no zombie.
+        if sleeps == 1 && zombies == 0 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the orphan stays, or a zombie:\n{stats}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(podman.inspect("vllm")["HostConfig"]["Init"], true);
+}
+
+#[test]
 fn a_missing_toolbox_says_how_to_make_it() {
     let registry = Registry::start();
     let podman = PodmanService::start(&registry);

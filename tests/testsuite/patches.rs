@@ -8,6 +8,9 @@
 //! - every patched path is recorded in `paths.txt` with its blob id at the pinned commit, and each
 //!   patch's `index <old>..` pre-image matches that blob (or the previous patch's result).
 //!
+//! The series is empty at this pin, so every check also runs on a two-patch fixture series made
+//! by the test, and on broken copies of it, each of which the check must refuse.
+//!
 //! That `git apply --check` passes against the real upstream tree is checked when the series is
 //! refreshed (patches/rccl/README.md) and by .github/workflows/build-rccl.yml, which applies it.
 
@@ -39,7 +42,11 @@ struct Upstream {
 }
 
 fn upstream() -> Upstream {
-    let text = read(&patches_dir().join("UPSTREAM"));
+    upstream_in(&patches_dir())
+}
+
+fn upstream_in(dir: &Path) -> Upstream {
+    let text = read(&dir.join("UPSTREAM"));
     let mut keys = BTreeMap::new();
     for line in content_lines(&text) {
         let (key, value) = line.split_once('=').unwrap_or_else(|| panic!("UPSTREAM: not key=value: {line:?}"));
@@ -53,8 +60,8 @@ fn upstream() -> Upstream {
     Upstream { repo, path, commit }
 }
 
-fn series() -> Vec<String> {
-    content_lines(&read(&patches_dir().join("series"))).map(str::to_string).collect()
+fn series(dir: &Path) -> Vec<String> {
+    content_lines(&read(&dir.join("series"))).map(str::to_string).collect()
 }
 
 #[test]
@@ -116,9 +123,13 @@ fn the_workflow_reads_the_pin_and_the_series() {
 
 #[test]
 fn series_lists_exactly_the_patches_in_numeric_order() {
-    let listed = series();
+    check_series_order(&patches_dir());
+}
 
-    let mut present: Vec<String> = std::fs::read_dir(patches_dir())
+fn check_series_order(dir: &Path) {
+    let listed = series(dir);
+
+    let mut present: Vec<String> = std::fs::read_dir(dir)
         .expect("read patches/rccl")
         .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
         .filter(|name| name.ends_with(".patch"))
@@ -289,11 +300,11 @@ fn check_hunk_body(lines: &[&str], start: usize, old_count: usize, new_count: us
     }
 }
 
-fn parsed_series() -> Vec<(String, Patch)> {
-    series()
+fn parsed_series(dir: &Path) -> Vec<(String, Patch)> {
+    series(dir)
         .into_iter()
         .map(|name| {
-            let text = read(&patches_dir().join(&name));
+            let text = read(&dir.join(&name));
             let patch = parse_patch(&name, &text).unwrap_or_else(|e| panic!("{name}: {e}"));
             (name, patch)
         })
@@ -302,7 +313,11 @@ fn parsed_series() -> Vec<(String, Patch)> {
 
 #[test]
 fn every_patch_is_a_format_patch_mail_with_consistent_hunks() {
-    let patches = parsed_series();
+    check_mails(&patches_dir());
+}
+
+fn check_mails(dir: &Path) {
+    let patches = parsed_series(dir);
     let total = patches.len();
     for (index, (name, patch)) in patches.iter().enumerate() {
         let want = format!("[PATCH {}/{}] ", index + 1, total);
@@ -317,8 +332,8 @@ fn every_patch_is_a_format_patch_mail_with_consistent_hunks() {
 }
 
 /// `paths.txt`: `<40-hex blob>  <path>` for every upstream path the series touches.
-fn recorded_paths() -> BTreeMap<String, String> {
-    let text = read(&patches_dir().join("paths.txt"));
+fn recorded_paths(dir: &Path) -> BTreeMap<String, String> {
+    let text = read(&dir.join("paths.txt"));
     let mut paths = BTreeMap::new();
     for line in content_lines(&text) {
         let (blob, path) = line.split_once(char::is_whitespace).unwrap_or_else(|| panic!("paths.txt: {line:?}"));
@@ -332,11 +347,15 @@ fn recorded_paths() -> BTreeMap<String, String> {
 
 #[test]
 fn patches_touch_only_recorded_upstream_paths_at_matching_preimages() {
-    let recorded = recorded_paths();
+    check_preimages(&patches_dir());
+}
+
+fn check_preimages(dir: &Path) {
+    let recorded = recorded_paths(dir);
     // The blob each path has after the patches so far (starts at the upstream blob).
     let mut current: BTreeMap<String, String> = recorded.clone();
     let mut touched = BTreeSet::new();
-    for (name, patch) in parsed_series() {
+    for (name, patch) in parsed_series(dir) {
         for file in &patch.files {
             touched.insert(file.path.clone());
             if file.new_file {
@@ -359,7 +378,7 @@ fn patches_touch_only_recorded_upstream_paths_at_matching_preimages() {
             current.insert(file.path.clone(), new);
         }
     }
-    let rccl_dir = format!("{}/", upstream().path);
+    let rccl_dir = format!("{}/", upstream_in(dir).path);
     let outside: Vec<&String> = touched.iter().filter(|p| !p.starts_with(&rccl_dir)).collect();
     assert!(outside.is_empty(), "the series touches paths outside {rccl_dir}: {outside:?}");
     let stale: Vec<&String> = recorded.keys().filter(|p| !touched.contains(*p)).collect();
@@ -385,4 +404,71 @@ fn the_hunk_checker_catches_miscounted_hunks() {
     assert_eq!(parse_hunk_header("@@ -7 +7,2 @@ ctx"), Some((1, 2)));
     assert_eq!(parse_hunk_header("@@ -0,0 +1 @@"), Some((0, 1)));
     assert_eq!(parse_hunk_header("@@ bogus @@"), None);
+}
+
+const OLD_BLOB: &str = "1111111111111111111111111111111111111111";
+
+/// A patch of `projects/rccl/src/a.cc` from blob `old` to blob `new`, number `n` of `total`.
+fn fixture_patch(n: usize, total: usize, old: &str, new: &str, path: &str) -> String {
+    format!(
+        "From {commit} Mon Sep 17 00:00:00 2001\nFrom: a <a@example.com>\nSubject: [PATCH {n}/{total}] rccl: step {n}\n\n\
+         body\n---\ndiff --git a/{path} b/{path}\nindex {old}..{new} 100644\n--- a/{path}\n+++ b/{path}\n\
+         @@ -1,3 +1,3 @@\n a\n-b{n}\n+c{n}\n d\n-- \n2.47.3\n",
+        commit = "0".repeat(40)
+    )
+}
+
+/// A well-formed two-patch series in a directory of its own, the second patch on the first's result.
+fn fixture_series() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let path = "projects/rccl/src/a.cc";
+    let write = |name: &str, text: &str| std::fs::write(dir.path().join(name), text).unwrap();
+    write(
+        "UPSTREAM",
+        &format!("repo=https://github.com/ROCm/rocm-systems\npath=projects/rccl\ncommit={}\n", "ab".repeat(20)),
+    );
+    write("series", "# fixture\n0001-first.patch\n0002-second.patch\n");
+    write("paths.txt", &format!("{OLD_BLOB}  {path}\n"));
+    write("0001-first.patch", &fixture_patch(1, 2, &OLD_BLOB[..7], "2222222", path));
+    write("0002-second.patch", &fixture_patch(2, 2, "2222222", "3333333", path));
+    dir
+}
+
+/// True when `check` refuses the series in `dir` (panics, as the tests above fail).
+fn refuses(check: fn(&Path), dir: &Path) -> bool {
+    std::panic::catch_unwind(|| check(dir)).is_err()
+}
+
+#[test]
+fn the_checks_pass_a_good_fixture_series_and_refuse_each_defect() {
+    let good = fixture_series();
+    let _ = upstream_in(good.path());
+    check_series_order(good.path());
+    check_mails(good.path());
+    check_preimages(good.path());
+    assert_eq!(parsed_series(good.path()).len(), 2, "the fixture's patches were not all read");
+
+    let broken = |name: &str, edit: &dyn Fn(&str) -> String| {
+        let dir = fixture_series();
+        let file = dir.path().join(name);
+        std::fs::write(&file, edit(&read(&file))).unwrap();
+        dir
+    };
+    // A patch on disk that the series does not list; the series out of order.
+    let unlisted = broken("series", &|text| text.replace("0002-second.patch\n", ""));
+    assert!(refuses(check_series_order, unlisted.path()));
+    let swapped = broken("series", &|_| "0002-second.patch\n0001-first.patch\n".into());
+    assert!(refuses(check_series_order, swapped.path()));
+    // A subject numbered for another series; a hunk whose header miscounts.
+    let misnumbered = broken("0002-second.patch", &|text| text.replace("[PATCH 2/2]", "[PATCH 2/3]"));
+    assert!(refuses(check_mails, misnumbered.path()));
+    let miscounted = broken("0001-first.patch", &|text| text.replace("@@ -1,3 +1,3 @@", "@@ -1,2 +1,3 @@"));
+    assert!(refuses(check_mails, miscounted.path()));
+    // The second patch not on the first's result; a path upstream does not have; paths.txt stale.
+    let off_base = broken("0002-second.patch", &|text| text.replace("index 2222222..", "index 4444444.."));
+    assert!(refuses(check_preimages, off_base.path()));
+    let unknown = broken("0001-first.patch", &|text| text.replace("src/a.cc", "src/b.cc"));
+    assert!(refuses(check_preimages, unknown.path()));
+    let stale = broken("paths.txt", &|text| format!("{text}{}  projects/rccl/src/c.cc\n", "5".repeat(40)));
+    assert!(refuses(check_preimages, stale.path()));
 }

@@ -235,6 +235,62 @@ fn three_nodes_fetch_the_image_once_and_get_it_over_the_link() {
     assert!(text.contains("head registry on node1:") && text.contains("2 image(s), running"), "{text}");
 }
 
+/// `skopeo ARGS` on node `index` (its network namespace: it reaches what the node reaches).
+fn skopeo(bed: &TestCluster, index: usize, args: &[&str]) -> Output {
+    let mut command = bed.node(index).netns().enter("skopeo");
+    command.arg("--insecure-policy").args(args).stdin(Stdio::null());
+    command.output().expect("run skopeo")
+}
+
+/// Only the cluster's nodes read the head's registry, and only the head writes: a client without
+/// a certificate is refused in the TLS handshake; a node's certificate, as its engines find it in
+/// certs.d, pulls but neither pushes nor deletes; the head's writer on its loopback accepts the
+/// head's own certificate alone.
+#[test]
+fn only_the_cluster_s_nodes_pull_from_the_head_and_only_the_head_writes() {
+    use std::os::unix::fs::MetadataExt;
+    let registry = Registry::start();
+    let bed = TestCluster::start_with(&registry, 2, Link::Roce);
+    let registry_image = publish_registry_image(&registry);
+    let v1 = publish(&registry, &toolbox_image("vllm:latest", CREATED_V1, 1, OWN_LAYER));
+    let report = refresh(&bed, &v1.reference, &registry_image, &[]);
+    assert_eq!(report["spread"]["from_head"], json!(["node1", "node2"]), "{report}");
+    let head = format!("{}:{}", bed.node(1).link_address, bed.spread_port());
+    let trust = std::path::PathBuf::from("/etc/containers/certs.d").join(&head);
+    let mode =
+        |name: &str| std::fs::metadata(trust.join(name)).unwrap_or_else(|e| panic!("{name}: {e}")).mode() & 0o777;
+    assert_eq!((mode("ca.crt"), mode("client.cert"), mode("client.key")), (0o644, 0o644, 0o600));
+    let cert_dir = trust.to_str().unwrap();
+    let image = format!("docker://{head}/vllm@{}", v1.digest);
+
+    // A node's certificate pulls.
+    let pulled = skopeo(&bed, 2, &["inspect", "--raw", "--cert-dir", cert_dir, &image]);
+    assert!(pulled.status.success(), "{}", stderr(&pulled));
+    // Without one, the handshake fails.
+    let stranger = tempfile::tempdir().unwrap();
+    std::fs::copy(trust.join("ca.crt"), stranger.path().join("ca.crt")).unwrap();
+    let refused = skopeo(&bed, 2, &["inspect", "--raw", "--cert-dir", stranger.path().to_str().unwrap(), &image]);
+    assert!(!refused.status.success(), "a client without a certificate pulled");
+    assert!(stderr(&refused).contains("tls: "), "refused in the handshake: {}", stderr(&refused));
+    // It can neither push nor delete.
+    let stolen = format!("docker://{head}/stolen:1");
+    let pushed = skopeo(&bed, 2, &["copy", "--src-cert-dir", cert_dir, "--dest-cert-dir", cert_dir, &image, &stolen]);
+    assert!(!pushed.status.success(), "a node pushed");
+    let deleted = skopeo(&bed, 2, &["delete", "--cert-dir", cert_dir, &image]);
+    assert!(!deleted.status.success(), "a node deleted");
+    println!("push: {}\ndelete: {}", stderr(&pushed), stderr(&deleted));
+    for said in [stderr(&pushed), stderr(&deleted)] {
+        assert!(said.contains("405") || said.to_lowercase().contains("unsupported"), "read-only: {said}");
+    }
+    let still = skopeo(&bed, 2, &["inspect", "--raw", "--cert-dir", cert_dir, &image]);
+    assert!(still.status.success(), "the image is still there: {}", stderr(&still));
+    // The writer, on the head's loopback, takes the head's certificate alone: not a node's.
+    let writer = format!("docker://127.0.0.1:{}/vllm@{}", bed.spread_port(), v1.digest);
+    let at_writer = skopeo(&bed, 1, &["delete", "--cert-dir", cert_dir, &writer]);
+    assert!(!at_writer.status.success(), "a node's certificate reached the writer");
+    assert!(stderr(&at_writer).contains("tls: "), "refused in the handshake: {}", stderr(&at_writer));
+}
+
 #[test]
 fn a_spread_that_fails_midway_changes_no_node() {
     let registry = Registry::start();
@@ -276,7 +332,8 @@ fn a_spread_that_fails_midway_changes_no_node() {
         assert_eq!(podman.inspect("vllm"), before[index - 1], "node{index}'s toolbox changed");
         let mut names = podman.container_names();
         names.sort();
-        let expected: &[&str] = if index == 1 { &["strix-toolbox-registry", "vllm"] } else { &["vllm"] };
+        let expected: &[&str] =
+            if index == 1 { &["strix-toolbox-registry", "strix-toolbox-registry-writer", "vllm"] } else { &["vllm"] };
         assert_eq!(names, expected, "node{index}: nothing staged");
         assert!(podman_image(&bed, index, &v2.pinned()).is_none(), "node{index} has the new image");
     }

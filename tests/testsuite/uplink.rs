@@ -127,13 +127,13 @@ fn the_rate_limit_is_shared_by_every_connection() {
     let capped = both_at_once(&routes);
     // 800 kB at 400 kB/s: 2 s, less the bucket's 100 ms of burst; more on a busy machine.
     println!("two downloads of {EACH} bytes at {RATE} B/s took {capped:?}");
+    // Only the lower bound: a cap cannot be beaten, but a busy machine may be slower than it.
     assert!(capped >= Duration::from_millis(1800), "faster than the cap: {capped:?}");
-    assert!(capped <= Duration::from_millis(3500), "far slower than the cap: {capped:?}");
 
     uplink.set_rate_limit(None);
     let free = both_at_once(&routes);
     println!("the same without a cap took {free:?}");
-    assert!(free < Duration::from_secs(1), "{free:?}");
+    assert!(free < Duration::from_millis(1800), "still capped: {free:?}");
 }
 
 #[test]
@@ -148,20 +148,17 @@ fn a_node_cut_off_loses_its_connections_and_the_others_go_on() {
     wait_until("node2's request upstream", Duration::from_secs(2), || uplink.node_bytes_up(2) == 7);
 
     uplink.cut_off(2);
-    let started = Instant::now();
     let mut rest = Vec::new();
     let ended = open.read_to_end(&mut rest);
-    assert!(started.elapsed() < Duration::from_secs(1), "the open connection lingered {:?}", started.elapsed());
+    assert!(!timed_out(&ended), "the open connection lingered until the read timeout ({IO_LIMIT:?})");
     assert!(rest.is_empty(), "{ended:?}: {} bytes after the cut", rest.len());
-    // New connections are closed at once: no answer, no waiting.
-    let started = Instant::now();
+    // New connections are closed at once: no answer, no waiting (a wait ends in a timeout error).
     match exchange(routes[1], b"again") {
         Ok(answer) => assert!(answer.is_empty(), "node2 got {} bytes while cut off", answer.len()),
         Err(error) => {
             assert!(matches!(error.kind(), ErrorKind::ConnectionReset | ErrorKind::BrokenPipe), "unexpected {error}")
         }
     }
-    assert!(started.elapsed() < Duration::from_secs(1), "{:?}", started.elapsed());
     assert_eq!(exchange(routes[0], b"node1").expect("node1 still has its uplink"), pattern(1000));
 
     uplink.reconnect(2);
@@ -177,10 +174,14 @@ fn dropping_the_uplink_ends_every_connection_at_once() {
     let download = std::thread::spawn(move || exchange(routes[0], b"GET"));
     wait_until("the download to start", Duration::from_secs(5), || uplink.bytes_down() > 0);
 
-    let started = Instant::now();
     drop(uplink);
-    assert!(started.elapsed() < Duration::from_secs(1), "drop took {:?}", started.elapsed());
-    let received = download.join().expect("download thread").map(|answer| answer.len());
-    assert!(received.as_ref().map_or(true, |len| *len < 1 << 20), "{received:?}");
-    assert!(started.elapsed() < Duration::from_secs(2), "the client waited {:?}", started.elapsed());
+    // The download ends because its connection went, not because its read timed out.
+    let received = download.join().expect("download thread");
+    assert!(!timed_out(&received), "the client waited out its read timeout ({IO_LIMIT:?})");
+    assert!(received.as_ref().map_or(true, |answer| answer.len() < 1 << 20), "{:?}", received.map(|a| a.len()));
+}
+
+/// A blocking read or write that gave up on its timeout (std reports it as either kind).
+fn timed_out<T>(result: &std::io::Result<T>) -> bool {
+    result.as_ref().is_err_and(|e| matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut))
 }

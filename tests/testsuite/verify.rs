@@ -153,6 +153,37 @@ fn a_new_image_with_a_mixed_rccl_is_refused_and_the_old_toolbox_stays() {
     assert_eq!(podman.container_names(), ["vllm"], "the staged toolbox must be gone");
 }
 
+/// The vLLM image's stack (torch for ROCm) without RCCL cannot serve across nodes: its verification
+/// fails, so the gate before a swap refuses it; with a gfx1151 RCCL, RCCL and the devices pass.
+#[test]
+fn an_image_with_torch_for_rocm_must_carry_a_gfx1151_rccl() {
+    let registry = Registry::start();
+    let podman = PodmanService::start(&registry);
+    let artifacts = tempfile::tempdir().unwrap();
+    let good = std::fs::read(rccl_fixtures::gfx1151_library(artifacts.path(), "good.so", "verify-torch")).unwrap();
+    let torch_hip: (&str, &[u8]) = ("/opt/venv/lib/python3.12/site-packages/torch/lib/libtorch_hip.so", b"\x7fELF");
+    let host = materialize("strix-thunderbolt-only");
+    let host_arg = host.path().to_str().unwrap();
+
+    let image = stand_in_image_with(&podman, &registry, "vllm:latest", CREATED, &[torch_hip]);
+    let refused = run_strix(&podman.env(), &refresh_vllm(host_arg, &image, &[]));
+    assert_eq!(refused.status.code(), Some(1), "{}", stderr(&refused));
+    let message = stderr(&refused);
+    assert!(message.contains("failed verification") && message.contains("no librccl.so"), "{message}");
+    assert!(message.contains("libtorch_hip.so"), "{message}");
+    assert!(podman.container_names().is_empty(), "nothing is left of the refused toolbox");
+
+    let rccl: (&str, &[u8]) = ("/opt/rocm/lib/librccl.so.1", &good);
+    stand_in_image_with(&podman, &registry, "vllm:latest", "2026-11-08T10:00:00Z", &[torch_hip, rccl]);
+    let created = run_strix(&podman.env(), &refresh_vllm(host_arg, &image, &[]));
+    assert!(created.status.success(), "{}", stderr(&created));
+    let report = json(&run_strix(&podman.env(), &["--host-root", host_arg, "--json", "verify", "vllm"]));
+    assert_eq!(report["ok"], true, "{report}");
+    for name in ["rccl:same", "rccl:gfx1151", "device:/dev/kfd", "device:/dev/dri/renderD128"] {
+        assert_eq!(check(&report, name)["status"], "pass", "{name}: {report}");
+    }
+}
+
 /// An RDMA toolbox with memlock unlimited cannot start here (TESTBED.md), so the test makes the
 /// spec's container without its `--ulimit memlock=-1:-1`, with the engine directly: it starts, its
 /// RDMA devices open, and verify fails it on memlock alone, with the limit it found.

@@ -240,7 +240,9 @@ fn head_registry<'a>(head: &'a dyn Node, digit: char, copy_fails: bool) -> Scrip
 /// anything to this machine's /etc.
 fn trusting(call: &NodeCall) -> Option<Result<serde_json::Value>> {
     match call {
-        NodeCall::SpreadTrust(_) => crate::cluster::testing::answer(SpreadTrusted { files: Vec::new(), changed: true }),
+        NodeCall::SpreadTrust(_) => {
+            crate::cluster::testing::answer(SpreadTrusted { files: Vec::new(), changed: true, signing_request: None })
+        }
         _ => None,
     }
 }
