@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Benchmarks, side by side in one run (hyperfine), on this machine:
-#   1. a no-op `strix-toolbox refresh` against the seed script's podman-CLI sequence;
+#   1. a no-op `strix-toolbox refresh` against the seed script's podman-CLI sequence, and against
+#      the API floor (the registry's manifest HEAD and the toolbox's inspect, each by curl);
 #   2. `strix-toolbox enter NAME -- true` against `podman exec NAME true`;
 #   3. `strix-toolbox detect` (it runs on every refresh), and `verify` on the running toolbox;
 #   4. a no-op `cluster refresh` over 1, 2 and 3 nodes against the same refresh run node after node
@@ -138,6 +139,18 @@ mkdir -p target/bench
 echo "== refresh: no-op strix-toolbox vs the seed's podman CLI sequence"
 hyperfine --warmup 2 --runs "$runs" --export-markdown target/bench/refresh.md \
   -n "seed script sequence (podman CLI)" "bash scripts/bench/seed-refresh.sh seed $ref $repo ${flags[*]}" \
+  -n "strix-toolbox refresh (no-op)" "$strix --host-root $host refresh --image $ref --name bench --manager native"
+
+# The floor a no-op refresh cannot go under: what it must learn, asked by curl (the tag's digest
+# from the registry, the toolbox from the API service).
+manifest_types="application/vnd.oci.image.index.v1+json,application/vnd.oci.image.manifest.v1+json"
+manifest_types+=",application/vnd.docker.distribution.manifest.list.v2+json"
+manifest_types+=",application/vnd.docker.distribution.manifest.v2+json"
+floor="curl -sfI -o /dev/null -H 'Accept: $manifest_types' http://127.0.0.1:$port/v2/bench/vllm/manifests/latest"
+floor+=" && curl -sf -o /dev/null --unix-socket $work/podman.sock http://d/v4.0.0/libpod/containers/bench/json"
+echo "== refresh: no-op strix-toolbox vs the API floor (a manifest HEAD and a container inspect, by curl)"
+hyperfine --warmup 2 --runs "$runs" --export-markdown target/bench/refresh-floor.md \
+  -n "API floor (curl)" "$floor" \
   -n "strix-toolbox refresh (no-op)" "$strix --host-root $host refresh --image $ref --name bench --manager native"
 
 echo "== enter: strix-toolbox enter -- true vs podman exec"

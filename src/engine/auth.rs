@@ -9,6 +9,8 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use serde::Deserialize;
@@ -50,10 +52,32 @@ pub fn auth_files(env: &dyn Fn(&str) -> Option<String>) -> Vec<PathBuf> {
     files
 }
 
+/// How long this process keeps a login it read: a refresh needs it for the registry's digest and
+/// again for its pull, and a credential helper may be slow or prompt (gpg), so it is asked once;
+/// briefly, so that a process that lives on (a node's agent) soon sees a new `login`.
+const LOGIN_KEPT: Duration = Duration::from_secs(30);
+
+/// Logins read lately: the auth files and registry they were read for, when, and the answer.
+type ReadLogins = Vec<(Vec<PathBuf>, String, Instant, Option<Credentials>)>;
+static READ_LOGINS: Mutex<ReadLogins> = Mutex::new(Vec::new());
+
 /// The login for `image`'s registry from this process's auth files, asking credential helpers
-/// where a file names them. `engine` only shapes the messages.
+/// where a file names them (once in `LOGIN_KEPT`). `engine` only shapes the messages.
 pub async fn login_for(engine: &str, image: &ImageRef) -> Result<Option<Credentials>> {
-    credentials_in(&auth_files(&process_env), engine, image.registry()).await
+    let (files, registry) = (auth_files(&process_env), image.registry().to_string());
+    let kept = |logins: &mut ReadLogins| {
+        logins.retain(|(_, _, read, _)| read.elapsed() < LOGIN_KEPT);
+        logins.iter().find(|(f, r, _, _)| *f == files && *r == registry).map(|(_, _, _, login)| login.clone())
+    };
+    if let Some(login) = kept(&mut READ_LOGINS.lock().unwrap_or_else(PoisonError::into_inner)) {
+        return Ok(login);
+    }
+    let login = credentials_in(&files, engine, &registry).await?;
+    let mut logins = READ_LOGINS.lock().unwrap_or_else(PoisonError::into_inner);
+    if kept(&mut logins).is_none() {
+        logins.push((files, registry, Instant::now(), login.clone()));
+    }
+    Ok(login)
 }
 
 /// The login for `registry` from the first of `files` that has one.

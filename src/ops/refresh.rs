@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::apply::lock::ToolboxLock;
 use crate::apply::{apply, interruptible};
 use crate::engine::absent::AbsentEngine;
-use crate::engine::find::{find_image, not_present_after_pull};
+use crate::engine::find::{carried_digests, find_image, not_present_after_pull, FoundImage};
 use crate::engine::{CreateRequest, Engine, EngineInfo, EngineKind, ImageInfo};
 use crate::error::{Error, Result};
 use crate::host::{HostFacts, HostRoot};
@@ -26,6 +26,7 @@ use crate::reporter::Reporter;
 use crate::settings::Settings;
 use crate::spec::{parse_env, SpecOptions, ToolboxSpec};
 use crate::spread::pull::{pull_through_head, PulledFrom, SpreadSource};
+use crate::spread::resolve::resolve_upstream;
 use crate::verify::Expected;
 
 /// Where the image comes from.
@@ -143,13 +144,15 @@ pub struct PlannedStep {
 
 pub async fn refresh(settings: &Settings, request: &RefreshRequest) -> Result<RefreshReport> {
     request.validate()?;
+    // Asked first: the registry answers while the node's facts are read and its engine reached.
+    let upstream = AskedDigest::ask(settings, request);
     let node = read_gpu_node(settings)?;
     match settings.connect().await {
-        Ok(connection) => refresh_with(settings, &node, connection.engine(), request).await,
+        Ok(connection) => refresh_with(settings, &node, connection.engine(), request, upstream).await,
         // A dry run changes nothing, so it can plan without an engine: against an empty one.
         Err(Error::EngineUnavailable { message, .. }) if request.dry_run => {
             let engine = AbsentEngine::guessed(settings.engine);
-            let mut report = refresh_with(settings, &node, &engine, request).await?;
+            let mut report = refresh_with(settings, &node, &engine, request, upstream).await?;
             report.engine_guessed = Some(format!("{message}: planned for {}", engine.describe()));
             Ok(report)
         }
@@ -166,11 +169,13 @@ pub fn read_gpu_node(settings: &Settings) -> Result<(HostRoot, HostFacts)> {
 }
 
 /// The pipeline on an engine already connected: facts → spec → (pull) → plan → apply.
+/// `upstream` is the registry's digest for the tag asked for, when it was asked.
 pub async fn refresh_with(
     settings: &Settings,
     (root, facts): &(HostRoot, HostFacts),
     engine: &dyn Engine,
     request: &RefreshRequest,
+    upstream: AskedDigest,
 ) -> Result<RefreshReport> {
     let reporter = settings.reporter.as_ref();
     let extra_env = parse_env(&request.env)?;
@@ -193,13 +198,21 @@ pub async fn refresh_with(
         Some(interruptible(&format!("waiting for the other refresh of {}", request.name), waiting).await?)
     };
 
-    // Pull first (the newest base, for a local build too); a dry run only looks. An image named
-    // by digest that is already here cannot be newer upstream: no pull (cluster nodes get
-    // `repo@sha256:…`, so a no-op cluster refresh asks the registry once, on the head).
-    let pinned_here = match ImageRef::parse(&request.image_ref)?.digest {
-        Some(_) => find_image(engine, &request.image_ref).await?,
-        None => None,
-    };
+    // Pull first (the newest base, for a local build too); a dry run only looks. An image that
+    // is already here as its registry names it now cannot be newer upstream: no pull. Named by
+    // digest (cluster nodes get `repo@sha256:…`, so a no-op cluster refresh asks the registry
+    // once, on the head), or by a tag whose digest the registry gives now; meanwhile the engine
+    // says what the toolbox is (a no-op is then a manifest HEAD beside a few inspects).
+    let asked = ImageRef::parse(&request.image_ref)?;
+    let early_state = matches!(request.source, ImageSource::Pull);
+    let (pinned_here, current_early) =
+        tokio::try_join!(image_here(engine, &asked, &request.image_ref, upstream), async {
+            if early_state {
+                current_state(engine, &request.name, &asked).await.map(Some)
+            } else {
+                Ok(None)
+            }
+        })?;
     let pulls = !matches!(request.source, ImageSource::Local) && pinned_here.is_none();
     let mut pulled = None;
     let mut pull_warning = None;
@@ -243,7 +256,12 @@ pub async fn refresh_with(
     desired.request.image = engine_ref;
     desired.verify = request.verify.then(|| Expected::new(facts, &spec, rccl_label));
     desired.request.labels.extend(labels::encode_user_env(&request.env).map(|env| (labels::USER_ENV.to_string(), env)));
-    let current = current_state(engine, &request.name, &image_name).await?;
+    // Read again when a pull changed what is here (a tag moved back by `image_here` changes no
+    // pin, which is what the image list is read for).
+    let current = match current_early {
+        Some(current) if pulled.is_none() => current,
+        _ => current_state(engine, &request.name, &image_name).await?,
+    };
     let mut plan = plan_refresh(&desired, &current, request.keep, request.force);
     if request.stage_only {
         plan = plan.staging_only();
@@ -265,6 +283,84 @@ pub async fn refresh_with(
         report.warnings.push(format!("{} was running: replacing it {tense} its processes", desired.name));
     }
     Ok(report)
+}
+
+/// The image `asked` (`reference`) names, when this node has it already: named by digest and
+/// here, or named by a tag whose digest in its registry now (`upstream`) an image here carries.
+/// The tag is moved to that image if it named another, as a pull would. None: pull it (the
+/// registry did not answer either: the engine's pull then decides, as it always did).
+async fn image_here(
+    engine: &dyn Engine,
+    asked: &ImageRef,
+    reference: &str,
+    upstream: AskedDigest,
+) -> Result<Option<FoundImage>> {
+    if asked.digest.is_some() {
+        return find_image(engine, reference).await;
+    }
+    if !upstream.asked() {
+        return Ok(None);
+    }
+    let (tagged, digest) = tokio::join!(engine.image_inspect(reference), upstream.digest());
+    let Some(digest) = digest else { return Ok(None) };
+    let path = asked.path();
+    let carries = |image: &ImageInfo| carried_digests(image, &path).any(|carried| carried == digest);
+    if let Some(info) = tagged?.filter(|info| carries(info)) {
+        return Ok(Some(FoundImage { info, engine_ref: reference.to_string() }));
+    }
+    let Some(found) = find_image(engine, &format!("{}@{digest}", asked.repository)).await? else { return Ok(None) };
+    if let Some(tag) = &asked.tag {
+        engine.image_tag(&found.info.id, &asked.repository, tag).await?;
+    }
+    Ok(Some(FoundImage { engine_ref: reference.to_string(), ..found }))
+}
+
+/// The registry's digest for the tag a refresh pulls, asked ahead of everything else (its own
+/// task), through the registry API with this node's login: a manifest HEAD, where a pull
+/// through the engine costs its whole pull machinery for the same answer.
+pub struct AskedDigest(Option<tokio::task::JoinHandle<Result<String>>>);
+
+impl AskedDigest {
+    /// Nothing asked: the engine's pull finds out.
+    pub fn not_asked() -> AskedDigest {
+        AskedDigest(None)
+    }
+
+    /// Asked when `request` pulls a tag from its registry (not a dry run, not from the head's
+    /// registry, not a reference by digest).
+    pub fn ask(settings: &Settings, request: &RefreshRequest) -> AskedDigest {
+        let by_tag = ImageRef::parse(&request.image_ref).is_ok_and(|image| image.digest.is_none());
+        if !by_tag || request.dry_run || request.spread.is_some() || request.source != ImageSource::Pull {
+            return AskedDigest::not_asked();
+        }
+        let (settings, reference) = (settings.clone(), request.image_ref.clone());
+        AskedDigest(Some(tokio::spawn(async move {
+            resolve_upstream(&settings, &reference).await.map(|upstream| upstream.digest)
+        })))
+    }
+
+    /// A digest already known (a unit test's registry).
+    #[cfg(test)]
+    pub fn known(answer: Result<String>) -> AskedDigest {
+        AskedDigest(Some(tokio::spawn(async move { answer })))
+    }
+
+    fn asked(&self) -> bool {
+        self.0.is_some()
+    }
+
+    /// The answer; None when the registry could not give it.
+    async fn digest(mut self) -> Option<String> {
+        self.0.take()?.await.ok()?.ok()
+    }
+}
+
+impl Drop for AskedDigest {
+    fn drop(&mut self) {
+        if let Some(asking) = self.0.take() {
+            asking.abort();
+        }
+    }
 }
 
 fn report(
@@ -450,10 +546,15 @@ mod tests {
             (dir, (root, HostFacts::default()))
         }
 
-        /// Refresh toolbox `name` from `LATEST` as published now.
+        /// Refresh toolbox `name` from `LATEST` as published now, through the engine's pull.
         async fn refresh(engine: &FakeEngine, request: &RefreshRequest) -> RefreshReport {
+            refresh_asking(engine, request, AskedDigest::not_asked()).await
+        }
+
+        /// The same, the registry having said `upstream` for the tag.
+        async fn refresh_asking(engine: &FakeEngine, request: &RefreshRequest, upstream: AskedDigest) -> RefreshReport {
             let (dir, node) = node();
-            refresh_with(&Settings::for_tests(dir.path()), &node, engine, request).await.unwrap()
+            refresh_with(&Settings::for_tests(dir.path()), &node, engine, request, upstream).await.unwrap()
         }
 
         /// The calls that changed a container.
@@ -480,6 +581,86 @@ mod tests {
             let calls = engine.calls();
             assert_eq!(calls[before..], [Call::Pull(LATEST.into())], "only the pull");
             assert_eq!(image_id_of(&engine, name).as_deref(), Some("sha256:one"));
+        }
+
+        #[tokio::test]
+        async fn the_registry_s_digest_already_here_is_a_no_op_without_a_pull() {
+            let engine = FakeEngine::new();
+            engine.publish(LATEST, published("sha256:one", '1', "2026-11-01T10:00:00Z"));
+            let name = "fake-refresh-digest-here";
+            refresh(&engine, &request(name)).await;
+            let before = engine.calls().len();
+
+            let report = refresh_asking(&engine, &request(name), AskedDigest::known(Ok(digest('1')))).await;
+            assert_eq!((report.action, report.pull), (Action::Unchanged, false), "{}", report.reason);
+            assert_eq!(engine.calls()[before..], [], "no pull, no change");
+            assert_eq!(report.image, LATEST, "the toolbox is still made from the tag");
+        }
+
+        #[tokio::test]
+        async fn a_new_digest_in_the_registry_is_pulled_and_recreates_the_toolbox() {
+            let engine = FakeEngine::new();
+            engine.publish(LATEST, published("sha256:one", '1', "2026-11-01T10:00:00Z"));
+            let name = "fake-refresh-digest-new";
+            refresh(&engine, &request(name)).await;
+            engine.publish(LATEST, published("sha256:two", '2', "2026-11-02T10:00:00Z"));
+            let before = engine.calls().len();
+
+            let report = refresh_asking(&engine, &request(name), AskedDigest::known(Ok(digest('2')))).await;
+            assert_eq!(report.action, Action::Recreated, "{}", report.reason);
+            assert_eq!(engine.calls()[before], Call::Pull(LATEST.into()));
+            assert_eq!(image_id_of(&engine, name).as_deref(), Some("sha256:two"));
+        }
+
+        #[tokio::test]
+        async fn a_registry_that_does_not_answer_leaves_it_to_the_engine_s_pull() {
+            let engine = FakeEngine::new();
+            engine.publish(LATEST, published("sha256:one", '1', "2026-11-01T10:00:00Z"));
+            let name = "fake-refresh-registry-down";
+            refresh(&engine, &request(name)).await;
+            let before = engine.calls().len();
+            let down = Error::Registry { reference: LATEST.into(), message: "unreachable".into(), fix: None };
+
+            let report = refresh_asking(&engine, &request(name), AskedDigest::known(Err(down))).await;
+            assert_eq!(report.action, Action::Unchanged, "{}", report.reason);
+            assert_eq!(engine.calls()[before..], [Call::Pull(LATEST.into())], "the engine was asked instead");
+        }
+
+        #[tokio::test]
+        async fn the_digest_here_under_another_tag_is_used_and_the_tag_moved_to_it() {
+            let engine = FakeEngine::new();
+            engine.publish(LATEST, published("sha256:one", '1', "2026-11-01T10:00:00Z"));
+            let name = "fake-refresh-tag-moved";
+            refresh(&engine, &request(name)).await;
+            // The tag was moved here to another image; the registry's digest is still the first's.
+            engine.add_image(ImageInfo { id: "sha256:local".into(), ..Default::default() });
+            engine.image_tag("sha256:local", "registry.test/vllm", "latest").await.unwrap();
+            let before = engine.calls().len();
+
+            let report = refresh_asking(&engine, &request(name), AskedDigest::known(Ok(digest('1')))).await;
+            assert_eq!(report.action, Action::Unchanged, "{}", report.reason);
+            let tag_back = Call::ImageTag { id: "sha256:one".into(), reference: LATEST.into() };
+            assert_eq!(engine.calls()[before..], [tag_back], "no pull; the tag names the registry's image again");
+            assert_eq!(engine.image(LATEST).map(|image| image.id).as_deref(), Some("sha256:one"));
+        }
+
+        #[tokio::test]
+        async fn a_missing_toolbox_or_a_changed_spec_is_still_seen_without_a_pull() {
+            let engine = FakeEngine::new();
+            engine.publish(LATEST, published("sha256:one", '1', "2026-11-01T10:00:00Z"));
+            let name = "fake-refresh-digest-spec";
+            refresh(&engine, &request(name)).await;
+            let before = engine.calls().len();
+            let with_env = RefreshRequest { env: vec!["A=b".into()], ..request(name) };
+            let report = refresh_asking(&engine, &with_env, AskedDigest::known(Ok(digest('1')))).await;
+            assert_eq!(report.action, Action::Recreated, "{}", report.reason);
+            assert!(report.reason.contains("spec changed"), "{}", report.reason);
+
+            let missing = "fake-refresh-digest-missing";
+            let report = refresh_asking(&engine, &request(missing), AskedDigest::known(Ok(digest('1')))).await;
+            assert_eq!(report.action, Action::Created, "{}", report.reason);
+            let pulls = engine.calls()[before..].iter().filter(|call| matches!(call, Call::Pull(_))).count();
+            assert_eq!(pulls, 0, "the image was here both times");
         }
 
         #[tokio::test]
@@ -547,7 +728,10 @@ mod tests {
             let (dir, node) = node();
             let engine = AbsentEngine::guessed(EngineKind::Podman);
             let request = RefreshRequest { dry_run: true, ..request("absent-engine-dry") };
-            let report = refresh_with(&Settings::for_tests(dir.path()), &node, &engine, &request).await.unwrap();
+            let report =
+                refresh_with(&Settings::for_tests(dir.path()), &node, &engine, &request, AskedDigest::not_asked())
+                    .await
+                    .unwrap();
             assert_eq!((report.action, report.pull), (Action::Created, true));
             let create = &report.steps[0].commands[0];
             assert_eq!(create[..4], ["podman", "create", "--name", "absent-engine-dry-strix-new"]);

@@ -6,7 +6,7 @@ use crate::image::reference::{validate_container_name, ImageRef};
 use crate::labels;
 use crate::manager::ManagerKind;
 use crate::ops::find_toolbox;
-use crate::ops::refresh::{read_gpu_node, refresh_with, ImageSource, RefreshReport, RefreshRequest};
+use crate::ops::refresh::{read_gpu_node, refresh_with, AskedDigest, ImageSource, RefreshReport, RefreshRequest};
 use crate::plan::pin::pins_in;
 use crate::settings::Settings;
 
@@ -62,5 +62,5 @@ pub async fn rollback(settings: &Settings, name: &str, dry_run: bool) -> Result<
         lock_wait_seconds: DEFAULT_WAIT.as_secs(),
         spread: None,
     };
-    refresh_with(settings, &node, engine, &request).await
+    refresh_with(settings, &node, engine, &request, AskedDigest::not_asked()).await
 }

@@ -1,11 +1,14 @@
 //! `refresh` end to end on a real podman API service with a loopback registry and a fake host
 //! tree whose device nodes are real (mknod).
 
+use std::time::Duration;
+
 use crate::support::cli::{json, refresh_vllm, run_strix, stderr};
 use crate::support::host_tree::materialize;
 use crate::support::image::stand_in_image;
 use crate::support::podman::PodmanService;
 use crate::support::registry::Registry;
+use crate::support::wait_until;
 
 const CREATED: &str = "2026-11-01T10:00:00Z";
 
@@ -51,7 +54,7 @@ impl Bed {
 
 #[test]
 fn creates_the_right_container_then_a_second_refresh_is_a_no_op() {
-    let Bed { registry: _registry, podman, host, image } = Bed::new("strix-e810-healthy");
+    let Bed { registry, podman, host, image } = Bed::new("strix-e810-healthy");
 
     let output = refresh(&podman, host.path(), &image, &[]);
     assert!(output.status.success(), "{}", stderr(&output));
@@ -94,10 +97,20 @@ fn creates_the_right_container_then_a_second_refresh_is_a_no_op() {
     podman.podman_ok(&["image", "exists", &format!("{repository}:20261101-100000")]);
 
     let id = inspect["Id"].clone();
+    let answered_before = registry.requests().len();
     let output = refresh(&podman, host.path(), &image, &[]);
     assert!(output.status.success(), "{}", stderr(&output));
     let summary = json(&output);
     assert_eq!(summary["action"], "unchanged", "{summary:#}");
+    // The no-op asked the registry for the tag's digest (a manifest HEAD); the engine pulled nothing.
+    assert_eq!(summary["pull"], false, "{summary:#}");
+    let manifest = "/v2/kyuz0/vllm/manifests/latest";
+    let asked = || registry.requests()[answered_before..].to_vec();
+    wait_until("the registry's log of the HEAD", Duration::from_secs(5), || {
+        asked().contains(&format!("HEAD {manifest}"))
+    });
+    let fetched = asked().into_iter().filter(|request| request.starts_with("GET ") && request.contains("/manifests/"));
+    assert_eq!(fetched.collect::<Vec<_>>(), Vec::<String>::new(), "no pull by the engine");
     assert_eq!(summary["steps"], serde_json::json!([]));
     assert_eq!(podman.inspect("vllm")["Id"], id);
     assert_eq!(podman.container_names(), ["vllm"]);

@@ -54,17 +54,43 @@ impl Registry {
     }
 
     fn spawn(&mut self) {
+        let log = std::fs::File::options().create(true).append(true).open(self.log_path()).expect("registry log");
         let child = Command::new("docker-registry")
             .arg("serve")
             .arg(self.dir.path().join("config.yml"))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(log)
             .spawn()
             .expect("start docker-registry (scripts/test-deps.sh installs it)");
         self.child = Some(child);
         let port = self.port;
         wait_until("registry", Duration::from_secs(10), || TcpStream::connect(("127.0.0.1", port)).is_ok());
+    }
+
+    fn log_path(&self) -> std::path::PathBuf {
+        self.dir.path().join("registry.log")
+    }
+
+    /// The requests the registry answered so far, one `METHOD URI` a line, oldest first (from its
+    /// access log: what a client asked of it, whoever the client was).
+    pub fn requests(&self) -> Vec<String> {
+        let log = std::fs::read_to_string(self.log_path()).unwrap_or_default();
+        // logrus fields: `name=value`, the value in quotes when it holds a space or a quote.
+        let field = |line: &str, name: &str| {
+            let value = &line[line.find(&format!(" {name}="))? + name.len() + 2..];
+            match value.strip_prefix('"') {
+                Some(quoted) => quoted.split('"').next(),
+                None => value.split_whitespace().next(),
+            }
+            .map(str::to_string)
+        };
+        log.lines()
+            .filter(|line| line.contains("response completed"))
+            .filter_map(|line| {
+                Some(format!("{} {}", field(line, "http.request.method")?, field(line, "http.request.uri")?))
+            })
+            .collect()
     }
 
     /// `127.0.0.1:PORT`
