@@ -40,9 +40,16 @@ fn llama_cluster() -> LlamaBed {
     let registry = Registry::start();
     let cluster = TestCluster::start_with(&registry, 3, Link::Thunderbolt);
     let image = llama_image(cluster.node(1).podman(), &registry, "llama-node:latest", "2026-11-01T10:00:00Z");
-    let refresh = ["refresh", "--image", &image, "--name", "llama", "--manager", "native", "--spread", "off"];
+    // The llama.cpp profile: the toolbox `llama`, its servers proven runnable before the swap.
+    let refresh = ["refresh", "--engine", "llama.cpp", "--image", &image, "--manager", "native", "--spread", "off"];
     let refreshed = strix_cluster(&cluster, &refresh);
     assert!(refreshed.status.success(), "{}", stderr(&refreshed));
+    for index in 1..=3 {
+        let label = "{{index .Config.Labels \"io.github.strix-toolbox.engine\"}}";
+        let inspected = cluster.node(index).podman().remote(&["inspect", "llama", "--format", label]);
+        let engine = String::from_utf8_lossy(&inspected.stdout).trim().to_string();
+        assert_eq!(engine, "llama.cpp", "node{index}'s toolbox llama: {}", String::from_utf8_lossy(&inspected.stderr));
+    }
     let model = cluster.node(1).home.join("models/tiny-llama.gguf");
     std::fs::create_dir_all(model.parent().expect("a directory")).expect("mkdir models");
     std::fs::copy(TinyLlama::default().gguf(), &model).expect("the model on the head");
