@@ -210,6 +210,12 @@ fn three_nodes_serve_a_gguf_over_rpc_as_one_node_would() {
     nft(&node2, &["add", "table", "inet", "strix_test"]);
     nft(&node2, &["add", "chain", "inet", "strix_test", "in", "{ type filter hook input priority 0; }"]);
     nft(&node2, &["add", "rule", "inet", "strix_test", "in", "tcp", "dport", &RPC_PORT.to_string(), "drop"]);
+    // `cluster doctor` names it before any launch: the head's connection gets no answer.
+    let doctor = json(&strix_cluster(cluster, &["doctor", "--engine", "llama.cpp"]));
+    let rpc = doctor["checks"].as_array().expect("checks").iter().find(|c| c["name"] == "rpc port").cloned();
+    let rpc = rpc.unwrap_or_else(|| panic!("no rpc port row: {doctor}"));
+    let named: Vec<&str> = rpc["problems"].as_array().unwrap().iter().filter_map(|p| p["node"].as_str()).collect();
+    assert_eq!(named, ["node2"], "{rpc}");
     let blocked = launch(&bed, &port);
     let said = stderr(&blocked);
     assert_eq!(blocked.status.code(), Some(1), "{said}");
