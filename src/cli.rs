@@ -212,19 +212,26 @@ pub enum Command {
 /// What a refresh makes, and how: shared by `refresh` and `cluster refresh`.
 #[derive(Debug, Clone, Args)]
 pub struct RefreshOptions {
-    /// Image channel: latest or dev. Asked on a terminal when omitted; latest otherwise.
+    /// Image channel: vLLM's latest or dev (asked on a terminal when omitted; latest otherwise);
+    /// llama.cpp's are the tags of kyuz0/amd-strix-halo-toolboxes [default: vulkan-radv].
     #[arg(value_name = "CHANNEL")]
     pub channel: Option<String>,
 
-    /// Image repository (the channel becomes its tag).
-    #[arg(long, env = "IMAGE_REPO", default_value = crate::DEFAULT_IMAGE_REPO)]
-    pub image_repo: String,
+    /// The serving engine the toolbox is for: its image, channels, devices and checks.
+    #[arg(long, value_enum, value_name = "ENGINE", default_value_t = ServingEngine::Vllm)]
+    pub engine: ServingEngine,
+
+    /// Image repository (the channel becomes its tag) [default: the engine's:
+    /// docker.io/kyuz0/vllm-therock-gfx1151, or docker.io/kyuz0/amd-strix-halo-toolboxes].
+    #[arg(long, env = "IMAGE_REPO")]
+    pub image_repo: Option<String>,
 
     /// Full image reference; overrides --image-repo and the channel's tag.
     #[arg(long, value_name = "REF")]
     pub image: Option<String>,
 
-    /// Toolbox name (default: vllm for latest, vllm-dev for dev).
+    /// Toolbox name [default: vllm for latest, vllm-dev for dev; llama for vulkan-radv,
+    /// llama-CHANNEL for another channel].
     #[arg(long, env = "TOOLBOX_NAME")]
     pub name: Option<String>,
 

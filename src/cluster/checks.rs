@@ -11,6 +11,7 @@ use super::facts::NodeFacts;
 use crate::doctor::Status;
 use crate::image::short_digest;
 use crate::ops::status::ToolboxStatus;
+use crate::serving::reach::Reached;
 use crate::spec::transport::Transport;
 
 /// One cell of the table: a node's value for a check; no status when it was not checked there.
@@ -106,7 +107,8 @@ fn rank(status: Status) -> u8 {
 }
 
 pub fn cluster_checks(facts: &[NodeFacts], toolbox: &str) -> Vec<ClusterCheck> {
-    vec![
+    let rpc = facts.iter().any(|f| f.rpc_port.is_some()).then(|| rpc_port(facts));
+    let mut checks = vec![
         reachable(facts),
         node_doctor(facts),
         transport(facts),
@@ -117,7 +119,42 @@ pub fn cluster_checks(facts: &[NodeFacts], toolbox: &str) -> Vec<ClusterCheck> {
         // A locally built image has no registry digest; its id is the same on every node too.
         same_value(facts, "image", toolbox, |t| Some(t.image_identity().to_string()), "image"),
         same_value(facts, "rccl", toolbox, |t| t.rccl_sha256.clone(), "RCCL (sha256)"),
-    ]
+    ];
+    checks.extend(rpc);
+    checks
+}
+
+/// Every worker's llama.cpp RPC port reachable from the head on the link (a refusal counts:
+/// nothing listens before a launch, but nothing drops the connection either).
+fn rpc_port(facts: &[NodeFacts]) -> ClusterCheck {
+    let mut row = Row::new("rpc port", facts);
+    row.set(0, Status::Pass, "head");
+    for (i, node) in facts.iter().enumerate() {
+        let Some(reached) = &node.rpc_port else { continue };
+        match reached {
+            Reached::Answers | Reached::Refused => row.set(i, Status::Pass, "reachable"),
+            Reached::Silent => row.problem(
+                i,
+                Status::Fail,
+                format!(
+                    "the head's connection to its RPC port {} got no answer in 3 s: a firewall drops it",
+                    crate::serving::llama::RPC_PORT
+                ),
+                Some(
+                    "let the port in on the link only: `sudo firewall-cmd --permanent --zone=trusted \
+                     --change-interface=LINK && sudo firewall-cmd --reload` (or remove the rule that drops it)"
+                        .into(),
+                ),
+            ),
+            Reached::Failed(why) => row.problem(
+                i,
+                Status::Fail,
+                format!("the head cannot connect to its RPC port {}: {why}", crate::serving::llama::RPC_PORT),
+                Some("a firewall rejecting it, or the link down: `strix-toolbox cluster doctor`'s link rows".into()),
+            ),
+        }
+    }
+    row.check
 }
 
 fn reachable(facts: &[NodeFacts]) -> ClusterCheck {
@@ -475,6 +512,7 @@ mod tests {
         let mut two = node("node2", [192, 168, 100, 2], 9000, "sha256:aaa");
         one.probes = vec![probe("node2", true)];
         two.probes = vec![probe("node1", true)];
+        two.rpc_port = Some(Reached::Refused);
         let report = ClusterDoctorReport::new("vllm", vec![one, two]);
         assert!(report.ok, "{report:#?}");
         for check in report.checks.iter().filter(|c| c.name != "rccl") {
@@ -483,6 +521,22 @@ mod tests {
         // No node records an RCCL: nothing was compared, so nothing passes.
         let rccl = report.checks.iter().find(|c| c.name == "rccl").unwrap();
         assert!(rccl.cells.iter().all(|c| c.status.is_none()), "{rccl:?}");
+    }
+
+    #[test]
+    fn a_worker_whose_rpc_port_is_dropped_is_named() {
+        let one = node("node1", [192, 168, 100, 1], 9000, "sha256:aaa");
+        let mut two = node("node2", [192, 168, 100, 2], 9000, "sha256:aaa");
+        let mut three = node("node3", [192, 168, 100, 3], 9000, "sha256:aaa");
+        two.rpc_port = Some(Reached::Silent);
+        three.rpc_port = Some(Reached::Answers);
+        let report = ClusterDoctorReport::new("llama", vec![one, two, three]);
+        assert!(!report.ok);
+        let rpc = problems(&report, "rpc port");
+        assert_eq!((rpc.len(), rpc[0].node.as_str()), (1, "node2"), "{rpc:?}");
+        assert!(rpc[0].message.contains("50052") && rpc[0].fix.as_deref().unwrap().contains("zone=trusted"));
+        let without = ClusterDoctorReport::new("vllm", vec![node("node1", [192, 168, 100, 1], 9000, "sha256:aaa")]);
+        assert!(!without.checks.iter().any(|c| c.name == "rpc port"), "one node: no row");
     }
 
     #[test]

@@ -11,6 +11,9 @@ use crate::link::jumbo_payload;
 use crate::node::call::{Detect, Doctor, Link, Ping, Status};
 use crate::node::remote::RemoteNode;
 use crate::node::NodeCalls;
+use crate::serving::llama::RPC_PORT;
+use crate::serving::reach::{Reach, Reached};
+use std::net::SocketAddr;
 
 pub async fn cluster_doctor(settings: &ClusterSettings, toolbox: &str) -> Result<ClusterDoctorReport> {
     let (connected, unreachable) = connect_all(settings).await;
@@ -23,6 +26,7 @@ pub async fn cluster_doctor(settings: &ClusterSettings, toolbox: &str) -> Result
     in_cluster_order(settings, &mut facts, |f| &f.node);
 
     probe_paths(&connected, &mut facts).await;
+    probe_rpc_ports(&connected, &mut facts).await;
     close_all(connected).await;
     Ok(ClusterDoctorReport::new(toolbox, facts))
 }
@@ -46,6 +50,29 @@ async fn node_facts(remote: &RemoteNode) -> NodeFacts {
         }
     }
     facts
+}
+
+/// From the head, a connection to every worker's llama.cpp RPC port on its link address: what
+/// the head's `llama-server --rpc` will do. One call, the connections at once, each bounded.
+async fn probe_rpc_ports(connected: &[RemoteNode], facts: &mut [NodeFacts]) {
+    let Some(head) = facts.first().and_then(|head| connected.iter().find(|r| r.name == head.node)) else { return };
+    let workers: Vec<(usize, SocketAddr)> = facts
+        .iter()
+        .enumerate()
+        .skip(1)
+        .filter_map(|(index, f)| Some((index, SocketAddr::from((f.roce.as_ref()?.address?, RPC_PORT)))))
+        .collect();
+    if workers.is_empty() {
+        return;
+    }
+    let addresses = workers.iter().map(|(_, address)| *address).collect();
+    let answers = match head.call(Reach { addresses }).await {
+        Ok(answers) => answers,
+        Err(error) => vec![Reached::Failed(format!("the head could not try: {error}")); workers.len()],
+    };
+    for ((index, _), reached) in workers.into_iter().zip(answers) {
+        facts[index].rpc_port = Some(reached);
+    }
 }
 
 /// From every node to every peer's RoCE address, a don't-fragment ping as large as the largest

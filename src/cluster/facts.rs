@@ -9,6 +9,7 @@ use crate::link::ClusterLink;
 use crate::ops::detect::DetectReport;
 use crate::ops::doctor::DoctorReport;
 use crate::ops::status::StatusReport;
+use crate::serving::reach::Reached;
 
 /// One node, as far as the head could learn it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -23,6 +24,10 @@ pub struct NodeFacts {
     pub status: Option<StatusReport>,
     pub roce: Option<ClusterLink>,
     pub probes: Vec<PathProbe>,
+    /// A worker's llama.cpp RPC port on its link address, as the head's connection found it
+    /// (nothing need listen: a refusal proves the port reachable, silence a firewall dropping it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rpc_port: Option<Reached>,
     /// Reports the node could not give, and why.
     pub errors: Vec<String>,
 }

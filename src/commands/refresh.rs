@@ -9,11 +9,11 @@ use crate::cli::{RefreshArgs, RefreshOptions};
 use crate::cluster::refresh::refresh_nodes;
 use crate::cluster::spread::SpreadSettings;
 use crate::error::{Error, Result};
-use crate::image::reference::{default_name, parse_channel};
 use crate::node::ssh::shell_quote;
 use crate::node::Node;
 use crate::ops::refresh::{ImageSource, RefreshReport, RefreshRequest};
 use crate::output::{Output, Render, Style};
+use crate::serving::engine::ServingEngine;
 
 pub async fn run(args: &RefreshArgs, node: &dyn Node, out: &Output) -> Result<i32> {
     let lock_wait = if args.no_wait { Duration::ZERO } else { Duration::from_secs(args.wait) };
@@ -47,6 +47,7 @@ pub fn request(
         verify: !options.no_verify,
         lock_wait_seconds: lock_wait.as_secs(),
         spread: None,
+        serving: options.engine,
     };
     request.validate()?;
     Ok(request)
@@ -54,14 +55,16 @@ pub fn request(
 
 /// The toolbox's name and image reference; the channel is asked on a terminal when not given.
 fn target(options: &RefreshOptions, out: &Output) -> Result<(String, String)> {
+    let engine = options.engine;
     let channel = match &options.channel {
-        Some(channel) => parse_channel(channel)?,
-        // A full --image names its own tag: nothing to ask.
-        None if options.image.is_some() => "latest",
+        Some(channel) => engine.parse_channel(channel)?,
+        // A full --image names its own tag, and llama.cpp has one recommended tag: nothing to ask.
+        None if options.image.is_some() || engine != ServingEngine::Vllm => engine.channels()[0],
         None => ask_channel(out)?,
     };
-    let name = options.name.clone().unwrap_or_else(|| default_name(channel));
-    let image_ref = options.image.clone().unwrap_or_else(|| format!("{}:{channel}", options.image_repo));
+    let name = options.name.clone().unwrap_or_else(|| engine.toolbox_for(channel));
+    let repo = options.image_repo.as_deref().unwrap_or(engine.image_repo());
+    let image_ref = options.image.clone().unwrap_or_else(|| format!("{repo}:{channel}"));
     Ok((name, image_ref))
 }
 
@@ -81,7 +84,7 @@ fn ask_channel(out: &Output) -> Result<&'static str> {
     })?;
     match answer.trim() {
         "" => Ok("latest"),
-        other => parse_channel(other),
+        other => ServingEngine::Vllm.parse_channel(other),
     }
 }
 

@@ -259,6 +259,7 @@ mod tests {
                     registry: "192.168.100.1:5443".into(),
                     ca_pem: "-----BEGIN CERTIFICATE-----\n".into(),
                 }),
+                serving: crate::serving::engine::ServingEngine::LlamaCpp,
             }
             .into(),
             PhaseRequest { phase: Phase::Undo, name: "vllm".into(), keep: 3, image_id: Some("sha256:01".into()) }

@@ -9,6 +9,7 @@ use crate::engine::probe::guessed_info;
 use crate::engine::EngineKind;
 use crate::error::Result;
 use crate::host::{FirewalldFacts, GpuFacts, HostFacts, Memlock, Netdev, OsFacts, RdmaFacts};
+use crate::serving::engine::ServingEngine;
 use crate::settings::Settings;
 use crate::spec::{SpecOptions, ToolboxSpec, Transport};
 
@@ -43,7 +44,14 @@ pub struct DetectReport {
 /// Spec options guessed without asking the engine, so detect stays millisecond-fast.
 fn guess_spec_options(engine: EngineKind) -> SpecOptions {
     let info = guessed_info(engine);
-    SpecOptions { engine, rootless: info.rootless, runtime: info.runtime, extra_env: Default::default() }
+    SpecOptions {
+        engine,
+        rootless: info.rootless,
+        runtime: info.runtime,
+        extra_env: Default::default(),
+        serving: ServingEngine::Vllm,
+        kfd: true,
+    }
 }
 
 pub fn detect(settings: &Settings) -> Result<DetectReport> {

@@ -23,6 +23,7 @@ use crate::plan::{
 };
 use crate::rccl;
 use crate::reporter::Reporter;
+use crate::serving::engine::ServingEngine;
 use crate::settings::Settings;
 use crate::spec::{parse_env, SpecOptions, ToolboxSpec};
 use crate::spread::pull::{pull_through_head, PulledFrom, SpreadSource};
@@ -69,6 +70,10 @@ pub struct RefreshRequest {
     /// cluster refresh's spread; the image must be named by digest).
     #[serde(default)]
     pub spread: Option<SpreadSource>,
+    /// The serving engine the toolbox is for: its spec, and its ENGINE label (a head from before
+    /// profiles sends none: vLLM).
+    #[serde(default)]
+    pub serving: ServingEngine,
 }
 
 impl RefreshRequest {
@@ -98,6 +103,7 @@ impl RefreshRequest {
             verify: false,
             lock_wait_seconds: 0,
             spread: None,
+            serving: ServingEngine::Vllm,
         }
     }
 }
@@ -185,7 +191,14 @@ pub async fn refresh_with(
     let spec = ToolboxSpec::new(
         root,
         facts,
-        &SpecOptions { engine: info.kind, rootless: info.rootless, runtime: info.runtime.clone(), extra_env },
+        &SpecOptions {
+            engine: info.kind,
+            rootless: info.rootless,
+            runtime: info.runtime.clone(),
+            extra_env,
+            serving: request.serving,
+            kfd: request.serving.needs_kfd(&request.image_ref),
+        },
     );
     check_memlock(facts, &info)?;
 
@@ -254,8 +267,9 @@ pub async fn refresh_with(
     // The engine is given a reference it resolves (docker: the image's id, when only another
     // registry's name carries its digest); the labels keep the one asked for.
     desired.request.image = engine_ref;
-    desired.verify = request.verify.then(|| Expected::new(facts, &spec, rccl_label));
+    desired.verify = request.verify.then(|| Expected::new(facts, &spec, rccl_label, request.serving));
     desired.request.labels.extend(labels::encode_user_env(&request.env).map(|env| (labels::USER_ENV.to_string(), env)));
+    desired.request.labels.insert(labels::ENGINE.to_string(), request.serving.name().to_string());
     // Read again when a pull changed what is here (a tag moved back by `image_here` changes no
     // pin, which is what the image list is read for).
     let current = match current_early {

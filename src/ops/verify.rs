@@ -7,6 +7,7 @@ use crate::image::reference::validate_container_name;
 use crate::labels;
 use crate::ops::find_toolbox;
 use crate::ops::refresh::read_gpu_node;
+use crate::serving::engine::ServingEngine;
 use crate::settings::Settings;
 use crate::spec::{parse_env, SpecOptions, ToolboxSpec};
 use crate::verify::{verify_started, Expected, VerifyReport};
@@ -29,11 +30,19 @@ pub async fn expectation(
 ) -> Result<Expected> {
     let info = engine.info().await?;
     let extra_env = parse_env(&labels::decode_user_env(&container.labels))?;
+    let serving = ServingEngine::of_label(container.labels.get(labels::ENGINE).map(String::as_str));
     let spec = ToolboxSpec::new(
         root,
         facts,
-        &SpecOptions { engine: info.kind, rootless: info.rootless, runtime: info.runtime, extra_env },
+        &SpecOptions {
+            engine: info.kind,
+            rootless: info.rootless,
+            runtime: info.runtime,
+            extra_env,
+            serving,
+            kfd: serving.needs_kfd(container.labels.get(labels::IMAGE_REF).map_or("", String::as_str)),
+        },
     );
     // A container carries its image's labels: the RCCL the image was built with.
-    Ok(Expected::new(facts, &spec, container.labels.get(labels::RCCL_SHA256).cloned()))
+    Ok(Expected::new(facts, &spec, container.labels.get(labels::RCCL_SHA256).cloned(), serving))
 }

@@ -192,6 +192,7 @@ fn a_verified_refresh_checks_the_replacement_between_create_and_swap() {
         nccl_env: vec![],
         rccl_label: None,
         rdma_port: None,
+        serving: Default::default(),
     };
     let mut wanted = desired("sha256:a", "h");
     wanted.verify = Some(expected);

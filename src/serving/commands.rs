@@ -13,9 +13,12 @@ pub fn detached(log: &str, command: &[String]) -> Vec<String> {
     argv
 }
 
-/// `kill -SIGNAL PID`.
+/// `kill -SIGNAL PID`, the shell's builtin: a toolbox image need not have procps' `kill` (the
+/// llama.cpp images have none), and a missing program would leave the process running.
 pub fn kill(signal: &str, pid: u32) -> Vec<String> {
-    vec!["kill".into(), format!("-{signal}"), pid.to_string()]
+    let mut argv = words(&["sh", "-c", r#"kill -"$1" "$2""#, "sh", signal]);
+    argv.push(pid.to_string());
+    argv
 }
 
 /// Exits 0 while process `$1` runs. A toolbox's PID 1 may not reap (`sleep infinity` in a native
@@ -94,6 +97,14 @@ mod tests {
         sleeper.kill().unwrap();
         sleeper.wait().unwrap();
         assert!(!exits_zero(&process_alive("strix-no-such-process")));
+    }
+
+    #[test]
+    fn kill_is_the_shells_own() {
+        let mut sleeper = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        assert!(exits_zero(&kill("TERM", sleeper.id())));
+        assert!(!sleeper.wait().unwrap().success(), "TERM ended it");
+        assert!(!exits_zero(&kill("TERM", sleeper.id())), "no such process any more");
     }
 
     #[test]

@@ -77,6 +77,74 @@ impl ServingEngine {
         }
     }
 
+    /// The image repository its toolbox comes from; the channels are its tags.
+    pub fn image_repo(self) -> &'static str {
+        match self {
+            ServingEngine::Vllm => crate::DEFAULT_IMAGE_REPO,
+            ServingEngine::LlamaCpp => "docker.io/kyuz0/amd-strix-halo-toolboxes",
+        }
+    }
+
+    /// The channels (tags) it is refreshed from, the default first. kyuz0's llama.cpp toolboxes:
+    /// `vulkan-radv` is the one its README recommends for most users and all models; the active
+    /// ROCm tags need /dev/kfd (see [`ServingEngine::needs_kfd`]).
+    pub fn channels(self) -> &'static [&'static str] {
+        match self {
+            ServingEngine::Vllm => &crate::image::reference::CHANNELS,
+            ServingEngine::LlamaCpp => &[
+                "vulkan-radv",
+                "vulkan-amdvlk",
+                "rocm-6.4.4",
+                "rocm-6.4.4-rocwmma",
+                "rocm-7.1.1",
+                "rocm-7.1.1-rocwmma",
+                "rocm-7rc",
+                "rocm-7rc-rocwmma",
+                "rocm-7alpha",
+                "rocm-7alpha-rocwmma",
+                "rocm-7alpha-rocwmma-improved",
+            ],
+        }
+    }
+
+    /// `channel` if it is one of its channels.
+    pub fn parse_channel(self, channel: &str) -> Result<&'static str> {
+        self.channels().iter().copied().find(|c| *c == channel).ok_or_else(|| {
+            Error::Usage(format!(
+                "unknown channel {channel:?} for {self}: expected one of {}",
+                self.channels().join(", ")
+            ))
+        })
+    }
+
+    /// The toolbox a refresh of `channel` makes when no `--name` is given: the default channel's
+    /// is the engine's toolbox, another channel's carries its name.
+    pub fn toolbox_for(self, channel: &str) -> String {
+        if channel == self.channels()[0] {
+            self.default_toolbox().to_string()
+        } else {
+            format!("{}-{channel}", self.default_toolbox())
+        }
+    }
+
+    /// Whether its toolbox from `image_ref` needs ROCm's /dev/kfd: vLLM's always; llama.cpp's for
+    /// a ROCm build (its tag says so: `rocm-…`), not for Vulkan, which needs /dev/dri alone.
+    pub fn needs_kfd(self, image_ref: &str) -> bool {
+        match self {
+            ServingEngine::Vllm => true,
+            ServingEngine::LlamaCpp => {
+                let tag = crate::image::reference::ImageRef::parse(image_ref).ok().map(|r| r.tag);
+                tag.flatten().is_some_and(|tag| tag.starts_with("rocm"))
+            }
+        }
+    }
+
+    /// Whether its toolbox gets the node's RDMA devices, memlock and NCCL's transport: vLLM's
+    /// (RCCL over RoCE); llama.cpp's RPC is plain TCP.
+    pub fn uses_rdma(self) -> bool {
+        self == ServingEngine::Vllm
+    }
+
     /// How it spans more than one node.
     pub fn cluster_backend(self) -> Backend {
         match self {
@@ -140,6 +208,20 @@ mod tests {
         assert!(matches!(ServingEngine::parse("tgi"), Err(Error::Usage(_))));
         assert_eq!(ServingEngine::of_label(None), ServingEngine::Vllm, "a toolbox from before profiles");
         assert_eq!(serde_json::to_string(&ServingEngine::LlamaCpp).unwrap(), "\"llama.cpp\"");
+    }
+
+    #[test]
+    fn llama_cpp_toolboxes_are_kyuz0s_with_its_tags_as_channels() {
+        let llama = ServingEngine::LlamaCpp;
+        assert_eq!(llama.image_repo(), "docker.io/kyuz0/amd-strix-halo-toolboxes");
+        assert_eq!(llama.channels()[0], "vulkan-radv", "its README's recommendation");
+        assert_eq!(llama.toolbox_for("vulkan-radv"), "llama");
+        assert_eq!(llama.toolbox_for("rocm-7.1.1"), "llama-rocm-7.1.1");
+        assert_eq!(ServingEngine::Vllm.toolbox_for("dev"), "vllm-dev");
+        assert!(llama.parse_channel("latest").unwrap_err().to_string().contains("vulkan-radv"));
+        assert!(llama.needs_kfd("docker.io/kyuz0/amd-strix-halo-toolboxes:rocm-7.1.1-rocwmma"));
+        assert!(!llama.needs_kfd("docker.io/kyuz0/amd-strix-halo-toolboxes:vulkan-radv"));
+        assert!(ServingEngine::Vllm.needs_kfd("x/y:latest") && !llama.uses_rdma());
     }
 
     #[test]

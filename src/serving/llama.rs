@@ -26,14 +26,26 @@ pub const RPC_PROGRAMS: [&str; 2] = ["ggml-rpc-server", "rpc-server"];
 /// (192.168.2.2:50052) …` names a worker by its endpoint.
 pub const DEVICE_LINE: &str = "using device";
 
+/// The head's environment. No mmap: on Strix Halo's unified memory a mapped multi-GB file makes
+/// loading crawl (kyuz0's toolboxes say to always turn it off). The devices it loads onto in its
+/// log: the launch's proof reads them, and builds since `--load-mode` log them at verbosity 4
+/// only. Variables, not flags: each llama.cpp generation spells these flags its own way
+/// (`--no-mmap`, `--mmap/--no-mmap`, `--load-mode`), and a build refuses a flag it does not know
+/// but ignores a variable it does not read. `-e` overrides any of them.
+pub const HEAD_ENV: [(&str, &str); 4] = [
+    ("LLAMA_ARG_NO_MMAP", "1"),
+    ("LLAMA_ARG_MMAP", "0"),
+    ("LLAMA_ARG_LOAD_MODE", "none"),
+    ("LLAMA_ARG_LOG_VERBOSITY", "4"),
+];
+
 /// `rpc-server` on a worker: bound to its link address, with its local cache.
 pub fn rpc_server(program: &str, listen: SocketAddr) -> Vec<String> {
     vec![program.to_string(), "-H".into(), listen.ip().to_string(), "-p".into(), listen.port().to_string(), "-c".into()]
 }
 
 /// `llama-server` on the head: the model, every worker's RPC server, all layers offloaded, the
-/// name it serves the model under, on `host:port`. `--no-mmap`: on Strix Halo's unified memory a
-/// mapped multi-GB file makes loading crawl (kyuz0's toolboxes say to always pass it).
+/// name it serves the model under, on `host:port`. (No mmap: see [`HEAD_ENV`].)
 pub fn llama_server(
     gguf: &str,
     workers: &[SocketAddr],
@@ -47,7 +59,7 @@ pub fn llama_server(
         let list: Vec<String> = workers.iter().map(SocketAddr::to_string).collect();
         argv.extend(["--rpc".to_string(), list.join(",")]);
     }
-    argv.extend(["-ngl", "999", "--no-mmap"].map(String::from));
+    argv.extend(["-ngl", "999"].map(String::from));
     if let Some(alias) = alias {
         argv.extend(["--alias".to_string(), alias.to_string()]);
     }
@@ -75,6 +87,8 @@ pub fn plan(nodes: &[NodeFacts], request: &PlanRequest, backend: Backend) -> Lau
         let (role, command) = match (backend, index) {
             (Backend::Rpc, 0) | (_, 0) => {
                 let argv = llama_server(&request.model, &workers, alias, &request.host, request.port, &request.extra);
+                let head_env = HEAD_ENV.iter().map(|(key, value)| (key.to_string(), value.to_string()));
+                let env = with_overrides(head_env.collect(), request);
                 let role = if backend == Backend::Rpc { Role::Head } else { Role::Single };
                 let secrets = [ServingEngine::LlamaCpp.api_key_env()];
                 (role, PlannedCommand::process(SERVER, argv, env).with_secrets(&secrets, request))
@@ -178,10 +192,12 @@ mod tests {
         let head = &plan.nodes[0].commands[0];
         assert_eq!(
             head.argv.join(" "),
-            "llama-server -m /models/tiny.gguf --rpc 192.168.2.2:50052,192.168.2.3:50052 -ngl 999 --no-mmap \
+            "llama-server -m /models/tiny.gguf --rpc 192.168.2.2:50052,192.168.2.3:50052 -ngl 999 \
              --alias /models/tiny.gguf --host 0.0.0.0 --port 8080"
         );
         assert_eq!(head.secret_env, ["LLAMA_API_KEY"], "the key, and no HF token: the head has the file");
+        assert_eq!(head.env["LLAMA_ARG_LOAD_MODE"], "none", "no mmap, in a variable every build reads or ignores");
+        assert!(plan.nodes[1].commands[0].env.is_empty(), "{:?}", plan.nodes[1].commands[0].env);
         assert_eq!(plan.steps[0].starts, [(1, 0), (2, 0)], "the workers first, at once");
         assert!(matches!(&plan.steps[0].proofs[0], Proof::Reachable { listeners } if listeners.len() == 2));
         assert!(

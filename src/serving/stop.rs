@@ -1,5 +1,5 @@
 //! Stop what a launch started on this node, whatever the engine: its recorded processes (TERM,
-//! then KILL, bounded), then Ray where the launch started it (`ray stop`, then `--force`), then
+//! then KILL, each wait bounded), then Ray where the launch started it (`ray stop`, then `--force`), then
 //! its record. Idempotent: nothing running is nothing to do.
 
 use std::time::{Duration, Instant};
@@ -15,6 +15,8 @@ use crate::settings::Settings;
 
 /// How long a process gets to exit after SIGTERM (vLLM frees the GPU memory and its Ray actors).
 const GRACE: Duration = Duration::from_secs(30);
+/// How long the kernel gets to end it after SIGKILL (freeing a large model's memory takes a while).
+const KILL_GRACE: Duration = Duration::from_secs(10);
 /// `ray stop`'s own grace is 16 s; beyond this it is forced.
 const RAY_STOP_SECONDS: &str = "30";
 
@@ -84,7 +86,7 @@ async fn stop_processes(
             running.push(process.pid);
         }
     }
-    let deadline = Instant::now() + GRACE;
+    let mut deadline = Instant::now() + GRACE;
     while !running.is_empty() {
         let mut still = Vec::new();
         for pid in running {
@@ -93,7 +95,7 @@ async fn stop_processes(
             }
         }
         running = still;
-        if running.is_empty() {
+        if running.is_empty() || (stopped.forced && Instant::now() >= deadline) {
             break;
         }
         if Instant::now() >= deadline {
@@ -101,7 +103,7 @@ async fn stop_processes(
             for pid in &running {
                 toolbox.run(&kill("KILL", *pid), &no_env).await?;
             }
-            break;
+            deadline = Instant::now() + KILL_GRACE;
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }

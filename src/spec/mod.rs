@@ -1,8 +1,10 @@
 //! The toolbox spec: a pure function of (host facts, engine, options) → what the container needs.
 //!
 //! Rules, from what the stack needs on a Strix Halo node:
-//! - always /dev/kfd and /dev/dri and `seccomp=unconfined` (ROCm's KFD ioctls and RCCL's
-//!   process_vm_readv are blocked by default profiles); never `--privileged`;
+//! - always /dev/dri and `seccomp=unconfined` (ROCm's KFD ioctls and RCCL's process_vm_readv
+//!   are blocked by default profiles); /dev/kfd for ROCm (vLLM; llama.cpp's ROCm tags, not its
+//!   Vulkan ones); never `--privileged`;
+//! - llama.cpp's toolbox: no RDMA devices, memlock or NCCL transport (its RPC is TCP);
 //! - RDMA devices present → /dev/infiniband and memlock unlimited (verbs pin memory); else neither;
 //! - groups: rootless podman on crun keeps the user's host groups (crun's
 //!   `run.oci.keep_original_groups=1`); elsewhere a named `--group-add rdma` would resolve inside
@@ -21,6 +23,7 @@ use serde::{Deserialize, Serialize};
 use crate::engine::{EngineKind, Ulimit};
 use crate::error::{Error, Result};
 use crate::host::{HostFacts, HostRoot};
+use crate::serving::engine::ServingEngine;
 pub use transport::Transport;
 
 /// crun's annotation behind podman's `--group-add keep-groups`.
@@ -36,6 +39,11 @@ pub struct SpecOptions {
     pub runtime: String,
     /// Extra environment from the user (`--env`), applied last.
     pub extra_env: BTreeMap<String, String>,
+    /// The serving engine the toolbox is for: llama.cpp's gets no RDMA devices, memlock or NCCL
+    /// transport (its RPC is plain TCP).
+    pub serving: ServingEngine,
+    /// ROCm's /dev/kfd (`ServingEngine::needs_kfd`: not for a Vulkan llama.cpp image).
+    pub kfd: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -63,13 +71,13 @@ impl ToolboxSpec {
         let mut spec = ToolboxSpec { security_opt: vec!["seccomp=unconfined".to_string()], ..Default::default() };
 
         let mut device_dirs = Vec::new();
-        if facts.gpu.kfd.is_some() {
+        if options.kfd && facts.gpu.kfd.is_some() {
             device_dirs.push("/dev/kfd");
         }
         if !facts.gpu.dri.is_empty() {
             device_dirs.push("/dev/dri");
         }
-        let rdma = facts.rdma.present();
+        let rdma = options.serving.uses_rdma() && facts.rdma.present();
         if rdma {
             device_dirs.push("/dev/infiniband");
             spec.ulimits.push(Ulimit { name: "memlock".into(), soft: None, hard: None });
@@ -87,7 +95,9 @@ impl ToolboxSpec {
                 wanted.iter().filter_map(|name| facts.groups.gids.get(*name)).map(|gid| gid.to_string()).collect();
         }
 
-        spec.env = Transport::of(facts).env();
+        if options.serving.uses_rdma() {
+            spec.env = Transport::of(facts).env();
+        }
         spec.env.extend(options.extra_env.clone());
         spec
     }

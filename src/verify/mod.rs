@@ -12,6 +12,7 @@ pub mod image_files;
 mod memlock;
 pub mod probe;
 mod proc_self;
+mod programs;
 pub mod rccl;
 
 use serde::{Deserialize, Serialize};
@@ -23,6 +24,7 @@ use crate::engine::{ContainerInfo, Engine};
 use crate::error::Result;
 use crate::host::HostFacts;
 use crate::manager::ManagerKind;
+use crate::serving::engine::ServingEngine;
 use crate::spec::{ToolboxSpec, KEEP_GROUPS_ANNOTATION};
 
 /// What the toolbox should be, from the same facts and spec a refresh uses.
@@ -41,17 +43,22 @@ pub struct Expected {
     pub rccl_label: Option<String>,
     /// The RDMA port whose state `ibv_devinfo` must show, e.g. ("rocep194s0f0", 1).
     pub rdma_port: Option<(String, u32)>,
+    /// The engine the toolbox is for: llama.cpp's must run its servers (`programs`).
+    pub serving: ServingEngine,
 }
 
 impl Expected {
-    pub fn new(facts: &HostFacts, spec: &ToolboxSpec, rccl_label: Option<String>) -> Expected {
-        let mut devices: Vec<String> = facts.gpu.kfd.iter().map(|p| p.display().to_string()).collect();
+    pub fn new(facts: &HostFacts, spec: &ToolboxSpec, rccl_label: Option<String>, serving: ServingEngine) -> Expected {
+        // What the spec maps, not all the node has: a Vulkan llama.cpp toolbox gets no /dev/kfd.
+        let maps = |node: &str| spec.devices.iter().any(|d| d.container == std::path::Path::new(node));
+        let kfd = facts.gpu.kfd.iter().filter(|_| maps("/dev/kfd"));
+        let mut devices: Vec<String> = kfd.map(|p| p.display().to_string()).collect();
         let node_name =
             |p: &std::path::Path| p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         devices.extend(
             facts.gpu.dri.iter().filter(|p| node_name(p).starts_with("renderD")).map(|p| p.display().to_string()),
         );
-        let rdma = facts.rdma.present();
+        let rdma = facts.rdma.present() && maps("/dev/infiniband");
         if rdma {
             devices.extend(
                 facts
@@ -82,8 +89,8 @@ impl Expected {
             .filter(|(key, _)| key.starts_with("NCCL_") || key.starts_with("GLOO_"))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
-        let rdma_port = facts.rdma.nccl_port().map(|port| (port.device.clone(), port.port));
-        Expected { devices, rdma, gids, keep_groups, nccl_env, rccl_label, rdma_port }
+        let rdma_port = facts.rdma.nccl_port().filter(|_| rdma).map(|port| (port.device.clone(), port.port));
+        Expected { devices, rdma, gids, keep_groups, nccl_env, rccl_label, rdma_port, serving }
     }
 }
 
@@ -166,11 +173,12 @@ pub async fn verify_container(
 ) -> VerifyReport {
     let probe = Probe::new(engine, container, user);
     // Independent probes, run together: each is an exec (or a copy) the engine serves on its own.
-    let (devices, proc_self, rccl, hardware) = tokio::join!(
+    let (devices, proc_self, rccl, hardware, programs) = tokio::join!(
         devices::checks(&probe, expected),
         probe.run(&proc_self::COMMAND),
         rccl::checks(&probe, expected),
         hardware::checks(&probe, expected),
+        programs::checks(&probe, expected),
     );
     let proc_self = proc_self::read(proc_self);
     let mut checks = devices;
@@ -179,6 +187,7 @@ pub async fn verify_container(
     checks.push(environment::check(&proc_self, expected));
     checks.extend(rccl);
     checks.extend(hardware);
+    checks.extend(programs);
     VerifyReport::new(container, checks)
 }
 

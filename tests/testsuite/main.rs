@@ -23,6 +23,7 @@ mod interrupt;
 mod launch;
 mod lint;
 mod llama_engine;
+mod llama_launch;
 mod model;
 mod patches;
 mod rccl_abi;
