@@ -147,13 +147,18 @@ pub fn plan(nodes: &[NodeFacts], request: &PlanRequest, backend: Backend, split:
             Step { starts: (1..nodes.len()).map(|node| (node, 0)).collect(), proofs: vec![Proof::RayJoined] },
             Step { starts: vec![(0, 1)], proofs: vec![Proof::Endpoint] },
         ],
-        Backend::Mp => vec![Step {
-            starts: (0..nodes.len()).map(|node| (node, 0)).collect(),
-            proofs: vec![
-                Proof::RanksJoined { rendezvous: SocketAddr::from((head_ip, RENDEZVOUS_PORT)) },
-                Proof::Endpoint,
-            ],
-        }],
+        Backend::Mp => {
+            // RCCL's start-up lines are the ranks' proof; an operator's `-e NCCL_DEBUG=WARN` leaves
+            // the endpoint alone to prove it (vLLM serves only once every rank joined).
+            let rccl_speaks =
+                request.env.get("NCCL_DEBUG").is_none_or(|level| matches!(level.as_str(), "INFO" | "TRACE"));
+            let rendezvous = SocketAddr::from((head_ip, RENDEZVOUS_PORT));
+            let ranks = rccl_speaks.then_some(Proof::RanksJoined { rendezvous });
+            vec![Step {
+                starts: (0..nodes.len()).map(|node| (node, 0)).collect(),
+                proofs: ranks.into_iter().chain([Proof::Endpoint]).collect(),
+            }]
+        }
         Backend::Single | Backend::Rpc => vec![Step { starts: vec![(0, 0)], proofs: vec![Proof::Endpoint] }],
     };
     LaunchPlan { engine: ServingEngine::Vllm, backend, nodes: planned, steps }
@@ -243,6 +248,9 @@ mod tests {
         assert_eq!(plan.steps.len(), 1);
         assert_eq!(plan.steps[0].starts, [(0, 0), (1, 0)]);
         assert!(matches!(plan.steps[0].proofs[..], [Proof::RanksJoined { .. }, Proof::Endpoint]));
+        let quiet = request("/models/tiny", &[], &[("NCCL_DEBUG", "WARN")], None);
+        let plan = super::plan(&nodes, &quiet, Backend::Mp, &split(1, 2));
+        assert_eq!(plan.steps[0].proofs, [Proof::Endpoint], "no RCCL lines to read: the endpoint proves it");
     }
 
     fn split(tp: usize, pp: usize) -> Parallelism {
