@@ -10,8 +10,9 @@
 #      a 3-node `cluster refresh` of a new image against one node pulling it alone (and against the
 #      3 nodes each pulling it, --spread off); then a no-op 3-node `cluster refresh` against one
 #      node's refresh over ssh;
-#   6. `cluster launch` to serving on 3 nodes against the same steps typed by hand over ssh (Ray's
-#      head, each worker, `vllm serve`, polling /health): tests/testsuite/bench_launch.rs;
+#   6. `cluster launch` to serving on 3 nodes, without Ray (the default) and with `--backend ray`,
+#      against the same Ray steps typed by hand over ssh (Ray's head, each worker, `vllm serve`,
+#      polling /health): tests/testsuite/bench_launch.rs;
 #   7. `strix-toolbox bench` beside AIPerf (PyPI) on the same llama-server endpoint: output tokens/s
 #      within 10% (scripts/bench/bench-vs-aiperf.sh).
 # Everything runs against private podman API services and a registry started here in a namespace of
@@ -244,7 +245,7 @@ hyperfine --warmup 2 --runs "$runs" --export-markdown target/bench/spread-noop.m
   -n "cluster refresh, 3 nodes (no-op)" "$new_cluster" \
   -n "cluster refresh, 3 nodes (no-op), --spread off" "$new_cluster --spread off"
 
-echo "== launch: cluster launch to serving vs the same steps by hand over ssh, 3 nodes, real Ray"
+echo "== launch: cluster launch to serving without Ray and over Ray vs the Ray steps by hand over ssh, 3 nodes"
 # The test suite's cluster (Thunderbolt nodes, podman inside each, the node image with Ray and the
 # stand-in vLLM): the benchmark is an ignored test of the suite, so it shares that wiring.
 cargo test --release --quiet --test testsuite bench_launch -- --ignored --nocapture

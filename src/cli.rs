@@ -7,7 +7,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::engine::kind::EngineChoice;
 use crate::manager::ManagerChoice;
-use crate::serving::engine::ServingEngine;
+use crate::serving::engine::{Backend, ServingEngine};
 
 /// Create and refresh vLLM toolboxes with a gfx1151 RCCL on AMD Strix Halo RDMA clusters.
 ///
@@ -127,11 +127,27 @@ impl ValueEnum for ServingEngine {
 
     fn to_possible_value(&self) -> Option<PossibleValue> {
         Some(match self {
-            ServingEngine::Vllm => PossibleValue::new("vllm")
-                .help("vLLM: tensor parallel across the nodes (Ray), safetensors models from the Hub or a directory"),
+            ServingEngine::Vllm => PossibleValue::new("vllm").help(
+                "vLLM: tensor or pipeline parallel across the nodes, safetensors models from the Hub or a directory",
+            ),
             ServingEngine::LlamaCpp => PossibleValue::new("llama.cpp")
                 .help("llama.cpp: the layers split over the nodes (rpc-server on each worker), GGUF models"),
         })
+    }
+}
+
+/// `--backend`: how vLLM spans the nodes.
+impl ValueEnum for Backend {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[Backend::Mp, Backend::Ray]
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        match self {
+            Backend::Mp => Some(PossibleValue::new("mp").help("vLLM's multiprocessing executor: no Ray anywhere")),
+            Backend::Ray => Some(PossibleValue::new("ray").help("Ray on every node, vLLM's Ray executor on the head")),
+            Backend::Single | Backend::Rpc => None,
+        }
     }
 }
 
@@ -364,7 +380,8 @@ pub enum ClusterCommand {
     Verify(ToolboxArgs),
     /// Copy this strix-toolbox to ~/.local/bin on every node that lacks it or runs another version.
     Install,
-    /// Serve MODEL across every node, all or nothing: vLLM with tensor parallelism over Ray, or
+    /// Serve MODEL across every node, all or nothing: vLLM (its own executor, or Ray's; tensor
+    /// parallel over RoCE, pipeline parallel over TCP), or
     /// llama.cpp with the layers split over rpc-server on every worker (a GGUF); every process on
     /// the cluster link; prints the OpenAI-compatible endpoint once it answers.
     Launch(LaunchArgs),
@@ -595,9 +612,19 @@ pub struct LaunchArgs {
     #[arg(long, value_enum, value_name = "ENGINE")]
     pub engine: Option<ServingEngine>,
 
-    /// vLLM's tensor-parallel size, one rank per node's GPU [default: the number of nodes].
+    /// How vLLM spans the nodes [default: mp, or ray when the image's vLLM has no --nnodes].
+    #[arg(long, value_enum, value_name = "BACKEND")]
+    pub backend: Option<Backend>,
+
+    /// vLLM's tensor-parallel size, one rank per node's GPU [default: the number of nodes on a
+    /// RoCE link, else 1].
     #[arg(long, value_name = "N", value_parser = bounded::<usize>(1, MAX_TP))]
     pub tp: Option<usize>,
+
+    /// vLLM's pipeline-parallel size (the layers split over the nodes) [default: the number of
+    /// nodes on a TCP link (Thunderbolt, Ethernet), else 1].
+    #[arg(long, value_name = "N", value_parser = bounded::<usize>(1, MAX_TP))]
+    pub pp: Option<usize>,
 
     /// The address the endpoint listens on [default: every interface, as vLLM does].
     #[arg(long, value_name = "ADDRESS")]

@@ -28,12 +28,14 @@ use crate::reporter::Reporter;
 use crate::secret::{shown_env, Secret};
 use crate::serving::engine::{Backend, ServingEngine};
 use crate::serving::llama::{gguf_parts, RPC_PROGRAMS};
+use crate::serving::parallelism::Parallelism;
 use crate::serving::plan::{flag_value, LaunchPlan, NodeFacts, NodePlan, PlanRequest, PlannedCommand, Start, Step};
 use crate::serving::process::ProcessStart;
 use crate::serving::ray::{RayStart, AUTH_TOKEN};
 use crate::serving::record::{Role, ServingRecord};
-use crate::serving::state::{ServeCheck, ServeCheckReport};
+use crate::serving::state::{FlagQuestion, ServeCheck, ServeCheckReport};
 use crate::serving::{llama, vllm};
+use crate::spec::Transport;
 
 /// What to serve, and how.
 #[derive(Debug, Clone)]
@@ -43,8 +45,12 @@ pub struct LaunchRequest {
     /// The model as the operator gave it.
     pub model: String,
     pub source: ModelSource,
-    /// vLLM's tensor-parallel size; None: one rank per node.
+    /// How vLLM spans the nodes; None: its multiprocessing executor when the image's vLLM has
+    /// one across nodes, else Ray.
+    pub backend: Option<Backend>,
+    /// vLLM's tensor- and pipeline-parallel sizes; neither: chosen by the link.
     pub tp: Option<usize>,
+    pub pp: Option<usize>,
     /// The address the endpoint listens on; None: every interface (as vLLM does by default).
     pub host: Option<Ipv4Addr>,
     pub port: u16,
@@ -100,6 +106,15 @@ pub struct LaunchReport {
     /// vLLM's tensor-parallel size.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tp: Option<usize>,
+    /// vLLM's pipeline-parallel size.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pp: Option<usize>,
+    /// What the launch chose that the operator did not say, and why (the backend, the parallelism).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub why: Vec<String>,
+    /// What the launch found wrong without failing (RCCL over sockets on a RoCE link).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
     pub nodes: Vec<NodePlan>,
     /// The order the commands start in, and what proves each step.
     pub steps: Vec<Step>,
@@ -146,19 +161,34 @@ impl LaunchReport {
     }
 }
 
+/// The flag of vLLM's that says its multiprocessing executor spans nodes.
+const NNODES: &str = "--nnodes";
+
 /// Launch on `nodes` (the first is the head). A failure or a signal stops what was started.
 pub async fn launch(nodes: &[&dyn Node], request: &LaunchRequest, reporter: &dyn Reporter) -> Result<LaunchReport> {
-    let backend = if nodes.len() == 1 { Backend::Single } else { request.engine.cluster_backend() };
-    let tp = parallelism(request, nodes.len())?;
+    let backend = first_backend(request, nodes.len())?;
+    let asked = parallelism_asked(request, nodes.len())?;
     // Both only look: asked together, they cost one round trip.
-    let (checks, model) =
-        tokio::join!(check_every_node(nodes, request, backend), look_up_model(nodes, request, backend));
-    let (checks, model) = (checks?, model?);
+    let (checks, model) = tokio::join!(check_every_node(nodes, request, backend), look_up_model(nodes, request));
+    let ((checks, backend, mut why), model) = (checks?, model?);
     refuse_when_serving(nodes, request, &checks)?;
+    let split = (request.engine == ServingEngine::Vllm).then(|| {
+        asked.unwrap_or_else(|| {
+            let chosen = Parallelism::by_link(nodes.len(), &checks[0].cluster_link.transport);
+            if nodes.len() > 1 {
+                why.push(chosen.why.clone());
+            }
+            chosen
+        })
+    });
     let hub = model_in_every_cache(nodes, request, model, reporter).await?;
-    let mut report = plan(nodes, &checks, request, backend, tp, hub.as_ref())?;
+    let mut report = plan(nodes, &checks, request, backend, split.as_ref(), hub.as_ref())?;
+    report.why = why;
     if request.dry_run {
         return Ok(report.shown());
+    }
+    for reason in &report.why {
+        reporter.step_finished(nodes[0].name(), reason);
     }
     if checks.iter().any(|c| c.serving.as_ref().is_some_and(|s| s.active())) {
         reporter.step_started(nodes[0].name(), "stopping what serves now (--replace)");
@@ -168,11 +198,13 @@ pub async fn launch(nodes: &[&dyn Node], request: &LaunchRequest, reporter: &dyn
 
     let interrupt = Interrupt::watch();
     let started = Instant::now();
-    let outcome = carry_out(nodes, request, &report, &interrupt, reporter).await;
+    let link = &checks[0].cluster_link.transport;
+    let outcome = carry_out(nodes, request, &report, link, &interrupt, reporter).await;
     reporter.finish();
     match outcome {
-        Ok(served) => {
+        Ok((served, warnings)) => {
             report.served = served;
+            report.warnings = warnings;
             report.seconds_to_serve = Some(started.elapsed().as_secs_f64());
             Ok(report.shown())
         }
@@ -190,21 +222,52 @@ pub async fn launch(nodes: &[&dyn Node], request: &LaunchRequest, reporter: &dyn
     }
 }
 
-/// vLLM's `--tp` defaults to one rank per node, and more ranks than nodes (one GPU each) cannot
-/// be placed; llama.cpp splits layers, not tensors.
-fn parallelism(request: &LaunchRequest, nodes: usize) -> Result<Option<usize>> {
-    match (request.engine, request.tp) {
+/// The backend a launch starts from: one node needs none; `--backend` is vLLM's; vLLM's default
+/// across nodes is confirmed by the image (`settle_backend`).
+fn first_backend(request: &LaunchRequest, nodes: usize) -> Result<Backend> {
+    match (request.engine, request.backend) {
         (ServingEngine::LlamaCpp, Some(_)) => {
-            Err(Error::Usage("--tp is vLLM's: llama.cpp splits the model's layers over every node's GPU".into()))
+            Err(Error::Usage("--backend is vLLM's: llama.cpp spans the nodes with its RPC backend".into()))
         }
-        (ServingEngine::LlamaCpp, None) => Ok(None),
-        (ServingEngine::Vllm, None) => Ok(Some(nodes)),
-        (ServingEngine::Vllm, Some(0)) => Err(Error::Usage("--tp 0: the tensor-parallel size is at least 1".into())),
-        (ServingEngine::Vllm, Some(tp)) if tp > nodes => Err(Error::Usage(format!(
-            "--tp {tp} needs {tp} GPUs, one per node, and the cluster has {nodes} node(s). Fix: --tp {nodes} or \
-             less, or add nodes"
-        ))),
-        (ServingEngine::Vllm, Some(tp)) => Ok(Some(tp)),
+        _ if nodes == 1 => Ok(Backend::Single),
+        (_, Some(backend)) => Ok(backend),
+        (engine, None) => Ok(engine.cluster_backend()),
+    }
+}
+
+/// `--tp`/`--pp` as asked (None: the link decides); llama.cpp splits layers its own way.
+fn parallelism_asked(request: &LaunchRequest, nodes: usize) -> Result<Option<Parallelism>> {
+    match request.engine {
+        ServingEngine::LlamaCpp if request.tp.is_some() || request.pp.is_some() => Err(Error::Usage(
+            "--tp and --pp are vLLM's: llama.cpp splits the model's layers over every node's GPU".into(),
+        )),
+        ServingEngine::LlamaCpp => Ok(None),
+        ServingEngine::Vllm => Parallelism::asked(request.tp, request.pp, nodes),
+    }
+}
+
+/// vLLM's multiprocessing executor spans nodes from the version that has `--nnodes`: the
+/// default backend is kept when the image's vLLM names it (or could not be asked: a dry run of a
+/// stopped toolbox), else Ray's executor takes over, and the report says so.
+fn settle_backend(request: &LaunchRequest, backend: Backend, checks: &[ServeCheckReport]) -> (Backend, Vec<String>) {
+    if backend != Backend::Mp || request.backend.is_some() {
+        return (backend, Vec::new());
+    }
+    match checks.first().and_then(|head| head.flags.as_ref()) {
+        Some(found) if !found.iter().any(|flag| flag == NNODES) => (
+            Backend::Ray,
+            vec![format!(
+                "backend ray: the image's vLLM has no {NNODES} (its own executor spans one node only), so Ray's \
+                 executor spans the nodes; a newer image runs without Ray"
+            )],
+        ),
+        Some(_) => (Backend::Mp, vec!["backend mp: vLLM's own executor across the nodes, no Ray".into()]),
+        None => (
+            Backend::Mp,
+            vec!["backend mp: vLLM's own executor across the nodes, no Ray (the stopped toolbox's vLLM was not \
+                  asked whether it has --nnodes)"
+                .into()],
+        ),
     }
 }
 
@@ -221,7 +284,7 @@ fn role_of(backend: Backend, index: usize) -> Role {
 /// do (llama.cpp's RPC server was renamed).
 fn programs_needed(engine: ServingEngine, backend: Backend, role: Role) -> Vec<&'static [&'static str]> {
     match (engine, role) {
-        (ServingEngine::Vllm, Role::Worker) => vec![&["ray"]],
+        (ServingEngine::Vllm, Role::Worker) if backend.runs_ray() => vec![&["ray"]],
         (ServingEngine::Vllm, _) if backend.runs_ray() => vec![&["vllm"], &["ray"]],
         (ServingEngine::Vllm, _) => vec![&["vllm"]],
         (ServingEngine::LlamaCpp, Role::Worker) => vec![&RPC_PROGRAMS],
@@ -239,34 +302,56 @@ fn model_paths(request: &LaunchRequest, index: usize) -> Result<Vec<String>> {
     }
 }
 
-/// Every node's check, refusing the launch on the first problem anywhere (nothing started yet).
+/// Every node's check, refusing the launch on the first problem anywhere (nothing started yet);
+/// the backend as the image settles it, and why.
 async fn check_every_node(
     nodes: &[&dyn Node],
     request: &LaunchRequest,
     backend: Backend,
-) -> Result<Vec<ServeCheckReport>> {
+) -> Result<(Vec<ServeCheckReport>, Backend, Vec<String>)> {
+    // vLLM's default backend may turn out to be Ray: what both need is asked at once.
+    let unsettled = backend == Backend::Mp && request.backend.is_none();
     let mut asks = Vec::new();
     for index in 0..nodes.len() {
-        let programs = programs_needed(request.engine, backend, role_of(backend, index));
+        let mut programs: Vec<String> = Vec::new();
+        let backends: &[Backend] = if unsettled { &[Backend::Mp, Backend::Ray] } else { &[backend] };
+        for backend in backends {
+            for names in programs_needed(request.engine, *backend, role_of(*backend, index)) {
+                for name in names.iter().map(|n| n.to_string()) {
+                    if !programs.contains(&name) {
+                        programs.push(name);
+                    }
+                }
+            }
+        }
         asks.push(ServeCheck {
             toolbox: request.toolbox.clone(),
             start: !request.dry_run,
-            programs: programs.iter().flat_map(|names| names.iter().map(|n| n.to_string())).collect(),
+            programs,
             paths: model_paths(request, index)?,
+            flags: (unsettled && index == 0).then(|| FlagQuestion {
+                help: ["vllm", "serve", "--help=all"].map(String::from).to_vec(),
+                flags: vec![NNODES.to_string()],
+            }),
         });
     }
     let results = join_all(nodes.iter().zip(asks).map(|(node, ask)| node.call(ask))).await;
     let mut problems = MultiError::new("nothing was started");
-    let mut checks = Vec::new();
-    for (index, (node, result)) in nodes.iter().zip(results).enumerate() {
+    let mut answered = Vec::new();
+    for (node, result) in nodes.iter().zip(results) {
         match result {
-            Ok(check) => {
-                for error in node_problems(request, backend, index, &check, nodes.len()) {
-                    problems.push(node.name(), error);
-                }
-                checks.push(check);
-            }
+            Ok(check) => answered.push(check),
             Err(error) => problems.push(node.name(), error),
+        }
+    }
+    let (backend, why) = settle_backend(request, backend, &answered);
+    let mut checks = Vec::new();
+    if problems.is_empty() {
+        for (index, (node, check)) in nodes.iter().zip(answered).enumerate() {
+            for error in node_problems(request, backend, index, &check, nodes.len()) {
+                problems.push(node.name(), error);
+            }
+            checks.push(check);
         }
     }
     if problems.is_empty() {
@@ -288,7 +373,7 @@ async fn check_every_node(
         }
     }
     if problems.is_empty() {
-        Ok(checks)
+        Ok((checks, backend, why))
     } else {
         Err(problems.into())
     }
@@ -387,9 +472,8 @@ struct ModelLookup {
     cached: Option<CachedEverywhere>,
 }
 
-async fn look_up_model(nodes: &[&dyn Node], request: &LaunchRequest, backend: Backend) -> Result<Option<ModelLookup>> {
+async fn look_up_model(nodes: &[&dyn Node], request: &LaunchRequest) -> Result<Option<ModelLookup>> {
     let ModelSource::Hub(repo) = &request.source else { return Ok(None) };
-    let _ = backend;
     let revision = flag_value(&request.extra, "--revision").map(Revision::parse).transpose()?;
     let cached = cached_everywhere(nodes, repo, revision.as_ref().unwrap_or(&Revision::main())).await?;
     Ok(Some(ModelLookup { repo: repo.clone(), revision, cached }))
@@ -423,7 +507,7 @@ fn plan(
     checks: &[ServeCheckReport],
     request: &LaunchRequest,
     backend: Backend,
-    tp: Option<usize>,
+    split: Option<&Parallelism>,
     hub_model: Option<&(RepoId, Option<CachedEverywhere>)>,
 ) -> Result<LaunchReport> {
     let cached = hub_model.and_then(|(_, cached)| cached.as_ref());
@@ -459,7 +543,7 @@ fn plan(
     let asked = PlanRequest {
         model: request.model.clone(),
         served: served.clone(),
-        tp,
+        tp: split.map(|s| s.tp),
         host: request.host.unwrap_or(Ipv4Addr::UNSPECIFIED).to_string(),
         port: request.port,
         extra: request.extra.clone(),
@@ -468,7 +552,9 @@ fn plan(
         secrets,
     };
     let LaunchPlan { engine, backend, nodes: planned, steps } = match request.engine {
-        ServingEngine::Vllm => vllm::plan(&facts, &asked, backend, tp.unwrap_or(1)),
+        ServingEngine::Vllm => {
+            vllm::plan(&facts, &asked, backend, split.unwrap_or(&Parallelism::by_link(1, &facts[0].transport)))
+        }
         ServingEngine::LlamaCpp => llama::plan(&facts, &asked, backend),
     };
     let probe = request.host.filter(|host| !host.is_unspecified()).unwrap_or(facts[0].link_ip);
@@ -478,7 +564,10 @@ fn plan(
         model: request.model.clone(),
         served,
         endpoint: ServingRecord::endpoint_of(probe, request.port),
-        tp,
+        tp: split.map(|s| s.tp),
+        pp: split.map(|s| s.pp),
+        why: Vec::new(),
+        warnings: Vec::new(),
         nodes: planned,
         steps,
         dry_run: request.dry_run,
@@ -493,14 +582,16 @@ fn plan(
     })
 }
 
-/// The plan's steps in order, each proven before the next; the name the endpoint serves under.
+/// The plan's steps in order, each proven before the next; the name the endpoint serves under,
+/// and what the proofs found wrong without failing.
 async fn carry_out(
     nodes: &[&dyn Node],
     request: &LaunchRequest,
     plan: &LaunchReport,
+    transport: &Transport,
     interrupt: &Interrupt,
     reporter: &dyn Reporter,
-) -> Result<String> {
+) -> Result<(String, Vec<String>)> {
     let mut secrets: BTreeMap<String, Secret> = BTreeMap::new();
     if let Some(token) = &request.hf_token {
         secrets.insert("HF_TOKEN".into(), token.clone());
@@ -528,6 +619,8 @@ async fn carry_out(
         interrupt,
         reporter,
         served: plan.served.clone(),
+        transport: transport.clone(),
+        warnings: Vec::new(),
     };
     for step in &plan.steps {
         let starts = step.starts.iter().map(|(node, command)| {
@@ -548,6 +641,8 @@ async fn carry_out(
                 &plan.endpoint,
             );
             record.tp = plan.tp;
+            record.pp = plan.pp;
+            record.transport = (plan.nodes.len() > 1).then(|| transport.clone());
             record.api_key = plan.api_key;
             record.started = started.clone();
             record.identity = identity.clone();
@@ -567,7 +662,7 @@ async fn carry_out(
             prove(&mut proving, proof).await?;
         }
     }
-    Ok(proving.served)
+    Ok((proving.served, proving.warnings))
 }
 
 /// One planned command, started on its node through the call its kind takes.
@@ -635,7 +730,9 @@ mod tests {
             toolbox: "vllm".into(),
             model: "acme/tiny".into(),
             source: ModelSource::of("acme/tiny"),
+            backend: None,
             tp,
+            pp: None,
             host: None,
             port: 8000,
             timeout: Duration::from_secs(60),
@@ -650,14 +747,40 @@ mod tests {
     }
 
     #[test]
-    fn tp_defaults_to_the_nodes_and_never_exceeds_them() {
-        assert_eq!(parallelism(&request(ServingEngine::Vllm, None), 4).unwrap(), Some(4));
-        assert_eq!(parallelism(&request(ServingEngine::Vllm, Some(2)), 4).unwrap(), Some(2));
-        let error = parallelism(&request(ServingEngine::Vllm, Some(3)), 2).unwrap_err();
-        assert!(matches!(error, Error::Usage(_)) && error.to_string().contains("--tp 2"), "{error}");
-        assert!(matches!(parallelism(&request(ServingEngine::Vllm, Some(0)), 2), Err(Error::Usage(_))));
-        assert_eq!(parallelism(&request(ServingEngine::LlamaCpp, None), 3).unwrap(), None);
-        assert!(matches!(parallelism(&request(ServingEngine::LlamaCpp, Some(2)), 3), Err(Error::Usage(_))));
+    fn tp_and_pp_are_vllms_and_fill_the_nodes() {
+        assert_eq!(parallelism_asked(&request(ServingEngine::Vllm, None), 4).unwrap(), None, "the link decides");
+        assert_eq!(parallelism_asked(&request(ServingEngine::Vllm, Some(2)), 4).unwrap().map(|p| p.pp), Some(2));
+        let error = parallelism_asked(&request(ServingEngine::Vllm, Some(3)), 2).unwrap_err();
+        assert!(matches!(error, Error::Usage(_)) && error.to_string().contains("--tp 3"), "{error}");
+        assert_eq!(parallelism_asked(&request(ServingEngine::LlamaCpp, None), 3).unwrap(), None);
+        assert!(matches!(parallelism_asked(&request(ServingEngine::LlamaCpp, Some(2)), 3), Err(Error::Usage(_))));
+    }
+
+    #[test]
+    fn the_image_says_whether_vllm_spans_nodes_without_ray() {
+        let vllm = request(ServingEngine::Vllm, None);
+        assert_eq!(first_backend(&vllm, 3).unwrap(), Backend::Mp);
+        assert_eq!(first_backend(&vllm, 1).unwrap(), Backend::Single);
+        let mut llama = request(ServingEngine::LlamaCpp, None);
+        llama.backend = Some(Backend::Ray);
+        assert!(matches!(first_backend(&llama, 2), Err(Error::Usage(_))));
+
+        let answered = |flags: Option<Vec<String>>| {
+            let mut check: ServeCheckReport = serde_json::from_value(serde_json::json!({
+                "toolbox": "vllm", "image": null, "started": false, "serving": null, "transport": {"kind": "ethernet_tcp"}
+            }))
+            .unwrap();
+            check.flags = flags;
+            vec![check]
+        };
+        let (backend, why) = settle_backend(&vllm, Backend::Mp, &answered(Some(Vec::new())));
+        assert_eq!(backend, Backend::Ray);
+        assert!(why[0].contains("no --nnodes"), "{why:?}");
+        assert_eq!(settle_backend(&vllm, Backend::Mp, &answered(Some(vec![NNODES.into()]))).0, Backend::Mp);
+        assert_eq!(settle_backend(&vllm, Backend::Mp, &answered(None)).0, Backend::Mp, "not asked: kept");
+        let mut asked = vllm.clone();
+        asked.backend = Some(Backend::Mp);
+        assert_eq!(settle_backend(&asked, Backend::Mp, &answered(Some(Vec::new()))), (Backend::Mp, Vec::new()));
     }
 
     #[test]
@@ -705,7 +828,8 @@ mod tests {
                 .into(),
             secrets: Vec::new(),
         };
-        let plan = vllm::plan(&nodes, &asked, Backend::Single, 1);
+        let one = Parallelism { tp: 1, pp: 1, why: String::new() };
+        let plan = vllm::plan(&nodes, &asked, Backend::Single, &one);
         assert_eq!(plan.nodes[0].commands[0].env["HF_TOKEN"], "hf_s3cret", "the node gets it");
         let report = LaunchReport {
             engine: plan.engine,
@@ -714,6 +838,9 @@ mod tests {
             served: asked.served.clone(),
             endpoint: "http://192.168.2.1:8000/v1".into(),
             tp: Some(1),
+            pp: None,
+            why: Vec::new(),
+            warnings: Vec::new(),
             nodes: plan.nodes,
             steps: plan.steps,
             dry_run: true,

@@ -7,6 +7,8 @@
 use std::net::{Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
+use futures_util::future::join_all;
+
 use super::interrupt::Interrupt;
 use super::launch::LaunchReport;
 use crate::error::{Error, MultiError, Result};
@@ -18,7 +20,10 @@ use crate::serving::logs::ServeLogs;
 use crate::serving::plan::Proof;
 use crate::serving::probe::{ServeProbe, ServeProbeReport};
 use crate::serving::ray::{RayNode, RayNodes};
+use crate::serving::rccl_log::{joined as rank_joined, RcclNet};
 use crate::serving::reach::{Reach, Reached};
+use crate::serving::vllm::SERVER;
+use crate::spec::Transport;
 
 /// How long every node gets to appear in Ray's node table after its `ray start` returned.
 const RAY_JOIN_LIMIT: Duration = Duration::from_secs(60);
@@ -30,6 +35,10 @@ const PROBE_INTERVAL: Duration = Duration::from_millis(500);
 const LOOK_INSIDE: Duration = Duration::from_secs(3);
 /// The least time between two reports of what the server is doing.
 const STATUS_INTERVAL: Duration = Duration::from_secs(10);
+/// How much of each rank's log is read for RCCL's start-up lines.
+const RANK_LOG_LINES: usize = 2000;
+/// Between two reads of every rank's log (an exec on each node).
+const RANK_LOOK_INTERVAL: Duration = Duration::from_secs(2);
 /// How much of the head's log is read for the devices it names.
 const HEAD_LOG_LINES: usize = 5000;
 
@@ -46,6 +55,10 @@ pub struct Proving<'a> {
     pub reporter: &'a dyn Reporter,
     /// The name the endpoint serves the model under: as asked, then as `/v1/models` says.
     pub served: String,
+    /// The cluster link's transport (the head's), which RCCL should use.
+    pub transport: Transport,
+    /// What the proofs found wrong without failing the launch.
+    pub warnings: Vec<String>,
 }
 
 impl Proving<'_> {
@@ -73,6 +86,7 @@ impl Proving<'_> {
 pub async fn prove(proving: &mut Proving<'_>, proof: &Proof) -> Result<()> {
     match proof {
         Proof::RayJoined => ray_joined(proving).await,
+        Proof::RanksJoined { rendezvous } => ranks_joined(proving, *rendezvous).await,
         Proof::Reachable { listeners } => reachable(proving, listeners).await,
         Proof::Endpoint => endpoint(proving).await,
         Proof::HeadLog { prefix, mentions } => head_log(proving, prefix, mentions).await,
@@ -127,6 +141,99 @@ async fn ray_joined(proving: &Proving<'_>) -> Result<()> {
 
 fn joined(table: &[RayNode], ip: Ipv4Addr) -> bool {
     table.iter().any(|node| node.alive && node.gpus >= 1.0 && node.ip == ip.to_string())
+}
+
+/// Until every node's rank says (RCCL's `Init COMPLETE`) it joined; then which network RCCL took,
+/// a warning when it is sockets on a RoCE link. A rank whose process ended, or every rank still
+/// out at the timeout, is named with its log's end and the likely reason.
+async fn ranks_joined(proving: &mut Proving<'_>, rendezvous: SocketAddr) -> Result<()> {
+    let started = Instant::now();
+    let nodes = proving.nodes;
+    loop {
+        let logs = join_all(nodes.iter().map(|node| rank_log(*node, proving.toolbox))).await;
+        let waiting: Vec<usize> = (0..nodes.len()).filter(|index| !rank_joined(&logs[*index])).collect();
+        if waiting.is_empty() {
+            for (node, lines) in nodes.iter().zip(&logs) {
+                if let Some(warning) = RcclNet::warning(RcclNet::of(lines), &proving.transport, node.name()) {
+                    proving.reporter.warning(&warning);
+                    proving.warnings.push(warning);
+                }
+            }
+            let net = match logs.iter().find_map(|lines| RcclNet::of(lines)) {
+                Some(RcclNet::Ib) => "; RCCL over NET/IB (RDMA)",
+                Some(RcclNet::Socket) => "; RCCL over NET/Socket (TCP)",
+                None => "",
+            };
+            let said = format!("{} ranks joined at {rendezvous}{net}", nodes.len());
+            proving.reporter.step_finished(proving.head().name(), &said);
+            return Ok(());
+        }
+        proving.stopped("the wait for vLLM's ranks")?;
+        let alive = join_all(waiting.iter().map(|index| rank_alive(proving, *index))).await;
+        let ended: Vec<usize> =
+            waiting.iter().zip(alive).filter(|(_, alive)| !alive).map(|(index, _)| *index).collect();
+        let timed_out = started.elapsed() >= proving.timeout;
+        if !ended.is_empty() || timed_out {
+            let mut failed = MultiError::new(format!("vLLM's ranks did not all join at {rendezvous}"));
+            for index in if ended.is_empty() { waiting } else { ended.clone() } {
+                let node = nodes[index];
+                let tail = log_tail(node, proving.toolbox, SERVER).await;
+                let (why, fix) = likely_reason(&tail, rendezvous, ended.contains(&index));
+                let error = Error::Node {
+                    node: node.name().to_string(),
+                    message: format!("its rank {index} never joined: {why}; its log ends: {tail}"),
+                    fix: Some(fix),
+                };
+                failed.push(node.name(), error);
+            }
+            return Err(failed.into());
+        }
+        tokio::time::sleep(RANK_LOOK_INTERVAL).await;
+    }
+}
+
+/// The last lines of a node's `vllm serve` log (none yet: empty).
+async fn rank_log(node: &dyn Node, toolbox: &str) -> Vec<String> {
+    let ask = ServeLogs { toolbox: toolbox.to_string(), lines: RANK_LOG_LINES, seen: Vec::new() };
+    let tails = node.call(ask).await.unwrap_or_default();
+    tails.into_iter().find(|tail| tail.file == SERVER).map(|tail| tail.lines).unwrap_or_default()
+}
+
+/// Whether node `index`'s `vllm serve` still runs (its pid, looked up in its toolbox).
+async fn rank_alive(proving: &Proving<'_>, index: usize) -> bool {
+    let address = SocketAddr::from((proving.plan.nodes[index].link_ip, proving.probe.port()));
+    let probe = ServeProbe {
+        toolbox: proving.toolbox.to_string(),
+        server: SERVER.to_string(),
+        address: if index == 0 { proving.probe } else { address },
+        api_key: None,
+        look_inside: true,
+    };
+    proving.nodes[index].call(probe).await.map_or(true, |report| report.server_alive)
+}
+
+/// Why a rank likely never joined, from its log's end, and the fix.
+fn likely_reason(tail: &str, rendezvous: SocketAddr, ended: bool) -> (String, String) {
+    let firewall = format!(
+        "trust the cluster link on every node (`sudo firewall-cmd --zone=trusted --change-interface=IFACE \
+         --permanent`), or open TCP {} on the head; `strix-toolbox cluster doctor` checks the link",
+        rendezvous.port()
+    );
+    let logs = "`strix-toolbox cluster logs` shows every rank's log".to_string();
+    if ["timed out", "No route to host"].iter().any(|said| tail.contains(said)) {
+        (format!("it could not reach the head's rendezvous at {rendezvous}: a firewall dropping the port"), firewall)
+    } else if tail.contains("Connection refused") {
+        (format!("nothing listens at {rendezvous}: the head's vLLM did not start there"), logs)
+    } else if tail.contains("Cannot assign requested address") {
+        (
+            "its address is not on this node (VLLM_HOST_IP, --master-addr): a wrong address".into(),
+            "check every node's cluster-link address with `strix-toolbox cluster doctor`".into(),
+        )
+    } else if ended {
+        ("its vLLM exited before joining".into(), logs)
+    } else {
+        (format!("it did not join at {rendezvous} in time: a dropped rendezvous port, or a wrong address"), firewall)
+    }
 }
 
 /// Until every listener answers a connection from the head.
@@ -299,6 +406,17 @@ pub async fn log_tail(node: &dyn Node, toolbox: &str, file: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_rank_that_never_joined_gets_its_likely_reason() {
+        let at = SocketAddr::from(([192, 168, 2, 1], 29501));
+        let (why, fix) = likely_reason("torch.distributed.DistNetworkError: The client socket has timed out", at, true);
+        assert!(why.contains("firewall") && why.contains("192.168.2.1:29501") && fix.contains("29501"), "{why}");
+        assert!(likely_reason("Connection refused", at, true).0.contains("nothing listens"));
+        assert!(likely_reason("error: Cannot assign requested address", at, true).0.contains("wrong address"));
+        assert!(likely_reason("Traceback", at, true).0.contains("exited"));
+        assert!(likely_reason("loading", at, false).0.contains("in time"));
+    }
 
     #[test]
     fn a_node_joined_when_alive_with_a_gpu_on_its_link_address() {

@@ -17,10 +17,12 @@ use crate::ops::status::{StatusReport, ToolboxStatus};
 use crate::secret::Secret;
 use crate::serving::engine::ServingEngine;
 use crate::serving::http::HttpAnswer;
+use crate::serving::logs::ServeLogs;
 use crate::serving::probe::ServeProbe;
 use crate::serving::ray::RayNodes;
+use crate::serving::rccl_log::RcclNet;
 use crate::serving::reach::{Reach, Reached};
-use crate::serving::record::Role;
+use crate::serving::record::{Role, ServingRecord};
 use crate::serving::state::{ServeCheck, ServingState};
 use crate::spread::status::{RegistryStatus, SpreadStatus};
 
@@ -97,6 +99,9 @@ pub struct ServingSummary {
     /// `/v1/models` wants the API key, which this status was not given (`STRIX_API_KEY`).
     #[serde(default)]
     pub key_needed: bool,
+    /// What is wrong while it serves: RCCL over sockets on a RoCE link (read from each rank's log).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// One worker's server, as the head reaches it.
@@ -241,6 +246,12 @@ async fn serving_summary(
         }
         Err(error) => (HttpAnswer::Failed(error.to_string()), false, false),
     };
+    let warnings = match &record.transport {
+        Some(link @ crate::spec::Transport::Roce { .. }) => {
+            rccl_warnings(connected, nodes, record, link, toolbox).await
+        }
+        _ => Vec::new(),
+    };
     Some(ServingSummary {
         engine: record.engine,
         model: record.model.clone(),
@@ -254,7 +265,30 @@ async fn serving_summary(
         health,
         serves,
         key_needed,
+        warnings,
     })
+}
+
+/// Each node of this launch whose vLLM log says RCCL took sockets on the RoCE `link`.
+async fn rccl_warnings(
+    connected: &[RemoteNode],
+    nodes: &[NodeStatus],
+    record: &ServingRecord,
+    link: &crate::spec::Transport,
+    toolbox: &str,
+) -> Vec<String> {
+    let ours = nodes
+        .iter()
+        .filter(|n| n.serving.as_ref().is_some_and(|s| s.record.started == record.started))
+        .filter_map(|n| connected.iter().find(|r| r.name == n.node));
+    let ask = ServeLogs { toolbox: toolbox.to_string(), lines: 2000, seen: Vec::new() };
+    let logs = join_all(ours.map(|remote| async { (remote.name.clone(), remote.call(ask.clone()).await) })).await;
+    logs.into_iter()
+        .filter_map(|(node, tails)| {
+            let lines = tails.ok()?.into_iter().find(|t| t.file == record.engine.server())?.lines;
+            RcclNet::warning(RcclNet::of(&lines), link, &node)
+        })
+        .collect()
 }
 
 async fn node_status(remote: &RemoteNode, toolbox: &str) -> NodeStatus {

@@ -267,6 +267,9 @@ impl Render for ClusterStatusReport {
                 };
                 out.line(&format!("  {} {} at {}: {answer}", worker.node, worker.process, worker.address));
             }
+            for warning in &serving.warnings {
+                out.warn(warning);
+            }
         }
         if let Some(registry) = &self.registry {
             let running = match registry.status.running {

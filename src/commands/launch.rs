@@ -39,7 +39,9 @@ fn request(args: &LaunchArgs) -> Result<LaunchRequest> {
         toolbox: args.name.clone().unwrap_or_else(|| engine.default_toolbox().to_string()),
         model: args.model.clone(),
         source: ModelSource::of(&args.model),
+        backend: args.backend,
         tp: args.tp,
+        pp: args.pp,
         host: args.host,
         port: args.port,
         timeout: Duration::from_secs(args.timeout),
@@ -98,6 +100,9 @@ impl Render for LaunchReport {
                 )),
                 None => {}
             }
+            for reason in &self.why {
+                out.line(&format!("chosen: {reason}"));
+            }
             out.line(&format!("endpoint would be {}", self.endpoint));
             return;
         }
@@ -111,10 +116,13 @@ impl Render for LaunchReport {
             ));
         }
         let nodes = self.nodes.len();
-        let how = match self.tp {
-            Some(tp) => format!("{} tensor parallel {tp}", self.engine),
-            None if nodes > 1 => format!("{}, the layers split", self.engine),
-            None => self.engine.to_string(),
+        let how = match (self.tp, self.pp) {
+            (Some(tp), Some(pp)) if nodes > 1 => {
+                format!("{} over {}, TP {tp} × PP {pp}", self.engine, self.backend.name())
+            }
+            (Some(tp), _) => format!("{} tensor parallel {tp}", self.engine),
+            (None, _) if nodes > 1 => format!("{}, the layers split", self.engine),
+            (None, _) => self.engine.to_string(),
         };
         out.line(&format!(
             "{} serving {} at {} ({how} over {nodes} node{}, {:.0} s)",
@@ -124,6 +132,9 @@ impl Render for LaunchReport {
             if nodes == 1 { "" } else { "s" },
             self.seconds_to_serve.unwrap_or_default()
         ));
+        for warning in &self.warnings {
+            out.line(&format!("{} {warning}", out.paint("!", Style::Warn)));
+        }
         out.line(&format!("  try: {}", self.curl_example()));
     }
 }

@@ -276,6 +276,10 @@ mod tests {
                 start: true,
                 programs: vec!["ggml-rpc-server".into(), "rpc-server".into()],
                 paths: vec!["/m/x-00001-of-00002.gguf".into()],
+                flags: Some(crate::serving::state::FlagQuestion {
+                    help: vec!["vllm".into(), "serve".into(), "--help=all".into()],
+                    flags: vec!["--nnodes".into()],
+                }),
             }
             .into(),
             RayStart {

@@ -12,8 +12,8 @@ use crate::error::{Error, Result};
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum ServingEngine {
-    /// `vllm serve`: tensor parallelism across the nodes' GPUs (RCCL), Ray as the control plane.
-    /// Also what a record from before engines were recorded stands for.
+    /// `vllm serve`: tensor or pipeline parallelism across the nodes' GPUs (RCCL), its own
+    /// multiprocessing executor across nodes (or Ray's). Also what a record from before engines were recorded stands for.
     #[default]
     #[serde(rename = "vllm")]
     Vllm,
@@ -32,6 +32,9 @@ pub enum Backend {
     Single,
     /// vLLM's Ray executor: Ray on every node, `vllm serve` on the head.
     Ray,
+    /// vLLM's multiprocessing executor across nodes: `vllm serve --nnodes N --node-rank 0` on the
+    /// head (the API, and the rendezvous on its link address), `--headless` ranks on the others.
+    Mp,
     /// llama.cpp's RPC backend: `rpc-server` on every other node, `llama-server` on the head.
     Rpc,
 }
@@ -148,7 +151,7 @@ impl ServingEngine {
     /// How it spans more than one node.
     pub fn cluster_backend(self) -> Backend {
         match self {
-            ServingEngine::Vllm => Backend::Ray,
+            ServingEngine::Vllm => Backend::Mp,
             ServingEngine::LlamaCpp => Backend::Rpc,
         }
     }
@@ -181,6 +184,16 @@ impl ServingEngine {
 }
 
 impl Backend {
+    /// As the command line and the report spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Single => "single",
+            Backend::Ray => "ray",
+            Backend::Mp => "mp",
+            Backend::Rpc => "rpc",
+        }
+    }
+
     /// Ray runs in the toolbox: started by `ray start`, stopped by `ray stop`.
     pub fn runs_ray(self) -> bool {
         self == Backend::Ray
@@ -229,5 +242,13 @@ mod tests {
         assert_eq!(serde_json::to_value(ServingEngine::LlamaCpp).unwrap(), "llama.cpp");
         assert_eq!(serde_json::from_str::<ServingEngine>("\"vllm\"").unwrap(), ServingEngine::Vllm);
         assert_eq!(ServingEngine::default(), ServingEngine::Vllm);
+    }
+
+    #[test]
+    fn vllm_spans_nodes_without_ray_unless_asked() {
+        assert_eq!(ServingEngine::Vllm.cluster_backend(), Backend::Mp);
+        for backend in [Backend::Single, Backend::Ray, Backend::Mp, Backend::Rpc] {
+            assert_eq!(serde_json::to_value(backend).unwrap(), backend.name());
+        }
     }
 }

@@ -99,6 +99,9 @@ pub struct Step {
 pub enum Proof {
     /// Ray's own node table lists every node alive with its GPU, on its link address.
     RayJoined,
+    /// Every node's rank says (its RCCL start-up, `NCCL_DEBUG=INFO`) it joined the others, who
+    /// met at the head's `rendezvous`; what transport RCCL took is read from the same lines.
+    RanksJoined { rendezvous: SocketAddr },
     /// Each of these (node index, address) answers a TCP connection from the head.
     Reachable { listeners: Vec<(usize, SocketAddr)> },
     /// `/health` answers 200 and `/v1/models` lists the model.

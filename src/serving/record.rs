@@ -45,6 +45,12 @@ pub struct ServingRecord {
     /// vLLM's tensor-parallel size (llama.cpp splits layers instead).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tp: Option<usize>,
+    /// vLLM's pipeline-parallel size.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pp: Option<usize>,
+    /// The cluster link's transport at the launch (what RCCL should use between the nodes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transport: Option<crate::spec::Transport>,
     pub port: u16,
     /// This node's cluster-link address, and the head's.
     pub link_ip: Ipv4Addr,
@@ -102,6 +108,8 @@ impl ServingRecord {
             role,
             nodes,
             tp: None,
+            pp: None,
+            transport: None,
             port,
             link_ip,
             head_ip,

@@ -26,6 +26,16 @@ pub struct ServeCheck {
     /// Files or directories (as the toolbox sees them) that must be there and readable.
     #[serde(default)]
     pub paths: Vec<String>,
+    /// Ask the image what its engine can do: run this help command in the toolbox and say which
+    /// of these flags it names (vLLM's `--nnodes`: a version question answered by the version).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flags: Option<FlagQuestion>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlagQuestion {
+    pub help: Vec<String>,
+    pub flags: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -51,6 +61,10 @@ pub struct ServeCheckReport {
     /// Of the paths asked about, those that are not there (or not readable).
     #[serde(default)]
     pub missing: Vec<String>,
+    /// Of the flags asked about, those the help names; None: not asked, or the toolbox does not
+    /// run (a dry run starts none).
+    #[serde(default)]
+    pub flags: Option<Vec<String>>,
 }
 
 /// A launch's record on this node, and what of it still runs.
@@ -120,6 +134,10 @@ pub async fn serve_check(settings: &Settings, check: &ServeCheck) -> Result<Serv
             }
         }
     }
+    let flags = match (&toolbox, &check.flags) {
+        (Some(toolbox), Some(question)) => Some(flags_named(toolbox, question).await?),
+        _ => None,
+    };
     Ok(ServeCheckReport {
         toolbox: check.toolbox.clone(),
         image: toolbox.as_ref().map(RunningToolbox::image),
@@ -133,7 +151,17 @@ pub async fn serve_check(settings: &Settings, check: &ServeCheck) -> Result<Serv
         looked: look.is_some(),
         programs,
         missing,
+        flags,
     })
+}
+
+/// The flags of `question` its help names (a help that fails names none: an engine too old to
+/// take the question, or none at all).
+async fn flags_named(toolbox: &RunningToolbox, question: &FlagQuestion) -> Result<Vec<String>> {
+    let said = toolbox.run(&question.help, &Default::default()).await?;
+    let named =
+        |flag: &String| said.stdout.split(|c: char| c.is_whitespace() || c == ',' || c == '=').any(|word| word == flag);
+    Ok(if said.success() { question.flags.iter().filter(|flag| named(flag)).cloned().collect() } else { Vec::new() })
 }
 
 /// The record in a running toolbox, with what of it is alive (one exec).

@@ -1,5 +1,6 @@
-//! A benchmark, not a test (ignored; `scripts/bench.sh` runs it): `cluster launch` to serving,
-//! against the same steps typed by hand over ssh one after another (Ray's head, each worker,
+//! A benchmark, not a test (ignored; `scripts/bench.sh` runs it): `cluster launch` to serving
+//! without Ray (vLLM's multiprocessing executor, the default) and over Ray (`--backend ray`),
+//! against the same Ray steps typed by hand over ssh one after another (Ray's head, each worker,
 //! `vllm serve`, then polling /health), on three Thunderbolt nodes with real Ray and the stand-in
 //! vLLM, side by side in one hyperfine run. Every run starts from freshly restarted toolboxes.
 
@@ -69,10 +70,12 @@ fn launch_against_the_same_steps_by_hand() {
     let restart: Vec<String> = (1..=nodes).map(|node| ssh(node, "podman restart -t 0 vllm >/dev/null")).collect();
     let prepare = restart.join(" && ");
     let launch = format!(
-        "{STRIX} cluster --ssh-config {config} --nodes {} launch {MODEL} --port {port} --timeout 300 -e \
-         RAY_DEFAULT_OBJECT_STORE_MEMORY_PROPORTION=0.01",
+        "{STRIX} cluster --ssh-config {config} --nodes {} launch {MODEL} --port {port} --timeout 300",
         cluster.nodes_arg()
     );
+    // Over Ray as by hand: tensor parallel across the nodes.
+    let launch_over_ray =
+        format!("{launch} --backend ray --tp {nodes} -e RAY_DEFAULT_OBJECT_STORE_MEMORY_PROPORTION=0.01");
     let report = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench/launch.md");
     std::fs::create_dir_all(report.parent().unwrap()).expect("mkdir target/bench");
     let status = Command::new("hyperfine")
@@ -81,7 +84,9 @@ fn launch_against_the_same_steps_by_hand() {
         .arg(&report)
         .args(["-n", "by hand over ssh (ray head, each worker, vllm serve, poll /health)"])
         .arg(format!("bash {}", by_hand_script.display()))
-        .args(["-n", "strix-toolbox cluster launch"])
+        .args(["-n", "strix-toolbox cluster launch --backend ray"])
+        .arg(&launch_over_ray)
+        .args(["-n", "strix-toolbox cluster launch (mp: no Ray)"])
         .arg(&launch)
         .env("NO_COLOR", "1")
         .envs(crate::launch::hub_env(&bed.hub))

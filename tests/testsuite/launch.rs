@@ -1,5 +1,6 @@
-//! Serving one model across the cluster, end to end: real Ray (the version the image pins) in
-//! the nodes' toolboxes, on Thunderbolt nodes in network namespaces (an RDMA toolbox cannot start
+//! Serving one model across the cluster, end to end: vLLM's multiprocessing executor across the
+//! nodes (the default: no Ray anywhere), and real Ray (the version the image pins) in the nodes'
+//! toolboxes (`--backend ray`), on Thunderbolt nodes in network namespaces (an RDMA toolbox cannot start
 //! here: memlock), each node's podman inside its namespace so `--network host` is the node's own
 //! network. The model comes from a stand-in Hub behind the cluster's uplink (support/hub.rs): the
 //! launch pulls it once and spreads it. vLLM is the stand-in (support/stand_in_vllm.py): it asks
@@ -73,11 +74,16 @@ fn strix_cluster(cluster: &TestCluster, env: &[(String, String)], args: &[&str])
     cluster_command(cluster, env, args).stdin(Stdio::null()).output().expect("run strix-toolbox")
 }
 
-/// `cluster launch MODEL` with a small object store and a bounded wait, then `extra`.
+/// `cluster launch MODEL` with a bounded wait, then `extra`.
 fn launch_args<'a>(port: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
-    let mut args = vec!["launch", MODEL, "--port", port, "--timeout", "120", "-e", SMALL_OBJECT_STORE];
+    let mut args = vec!["launch", MODEL, "--port", port, "--timeout", "120"];
     args.extend_from_slice(extra);
     args
+}
+
+/// `cluster launch MODEL` over Ray, tensor parallel across two nodes, with a small object store.
+fn ray_launch_args<'a>(port: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    launch_args(port, &[&["--backend", "ray", "--tp", "2", "-e", SMALL_OBJECT_STORE], extra].concat())
 }
 
 /// Where node `index` records what a launch started.
@@ -137,12 +143,12 @@ fn two_nodes_serve_one_endpoint_with_a_rank_on_each_link_address() {
     let (cluster, env) = (&bed.cluster, hub_env(&bed.hub));
     let port = crate::support::free_port().to_string();
 
-    let too_many = strix_cluster(cluster, &env, &launch_args(&port, &["--tp", "3"]));
+    let too_many = strix_cluster(cluster, &env, &launch_args(&port, &["--backend", "ray", "--tp", "3"]));
     assert_eq!(too_many.status.code(), Some(2), "{}", stderr(&too_many));
     assert!(stderr(&too_many).contains("--tp 3"), "{}", stderr(&too_many));
     assert_nothing_serves(cluster, 2, "--tp 3 is refused before anything starts");
 
-    let plan = strix_cluster(cluster, &env, &launch_args(&port, &["--dry-run"]));
+    let plan = strix_cluster(cluster, &env, &ray_launch_args(&port, &["--dry-run"]));
     assert!(plan.status.success(), "{}", stderr(&plan));
     let plan = json(&plan);
     let commands = |node: usize| plan["nodes"][node]["commands"].as_array().expect("commands").clone();
@@ -159,7 +165,7 @@ fn two_nodes_serve_one_endpoint_with_a_rank_on_each_link_address() {
     let node2_upstream = cluster.uplink().node_bytes_down(2);
     let mut with_key = env.clone();
     with_key.push(("STRIX_API_KEY".into(), API_KEY.into()));
-    let launched = strix_cluster(cluster, &with_key, &launch_args(&port, &["--", "--served-model-name", "tiny"]));
+    let launched = strix_cluster(cluster, &with_key, &ray_launch_args(&port, &["--", "--served-model-name", "tiny"]));
     let said = format!("{}{}", stdout(&launched), stderr(&launched));
     assert!(launched.status.success(), "{said}");
     assert!(!said.contains(TOKEN) && !said.contains(API_KEY), "a secret showed in the launch's output: {said}");
@@ -255,7 +261,7 @@ fn two_nodes_serve_one_endpoint_with_a_rank_on_each_link_address() {
     assert!(has("node1", "vllm") && has("node2", "raylet.out"), "{lines}");
     assert!(!lines.contains(TOKEN), "the token is in the logs");
 
-    let again = strix_cluster(cluster, &env, &launch_args(&port, &[]));
+    let again = strix_cluster(cluster, &env, &ray_launch_args(&port, &[]));
     assert_eq!(again.status.code(), Some(1), "{}", stderr(&again));
     assert!(stderr(&again).contains("already serve"), "{}", stderr(&again));
 
@@ -283,7 +289,7 @@ fn a_failed_launch_stops_everything_it_started_on_every_node() {
     nft(&node2, &["add", "table", "inet", "strix_test"]);
     nft(&node2, &["add", "chain", "inet", "strix_test", "out", "{ type filter hook output priority 0; }"]);
     nft(&node2, &["add", "rule", "inet", "strix_test", "out", "tcp", "dport", "6379", "drop"]);
-    let blocked = strix_cluster(cluster, &env, &launch_args(&port, &[]));
+    let blocked = strix_cluster(cluster, &env, &ray_launch_args(&port, &[]));
     let said = stderr(&blocked);
     assert_eq!(blocked.status.code(), Some(1), "{said}");
     assert!(said.contains("node2") && said.contains("cannot reach the Ray head at 192.168.2.1:6379"), "{said}");
@@ -292,14 +298,14 @@ fn a_failed_launch_stops_everything_it_started_on_every_node() {
     nft(&node2, &["delete", "table", "inet", "strix_test"]);
 
     // vLLM refuses a flag: its own words come back, and Ray is stopped on both nodes.
-    let refused = strix_cluster(cluster, &env, &launch_args(&port, &["--", "--no-such-vllm-flag"]));
+    let refused = strix_cluster(cluster, &env, &ray_launch_args(&port, &["--", "--no-such-vllm-flag"]));
     let said = stderr(&refused);
     assert_eq!(refused.status.code(), Some(1), "{said}");
     assert!(said.contains("unrecognized arguments: --no-such-vllm-flag"), "{said}");
     assert_nothing_serves(cluster, 2, "after vLLM refused its arguments");
 
     // Ctrl-C while the weights "load": 130, and nothing left running.
-    let mut child = cluster_command(cluster, &env, &launch_args(&port, &["-e", "STANDIN_LOAD_SECONDS=300"]))
+    let mut child = cluster_command(cluster, &env, &ray_launch_args(&port, &["-e", "STANDIN_LOAD_SECONDS=300"]))
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -324,7 +330,7 @@ fn a_failed_launch_stops_everything_it_started_on_every_node() {
 
     // A node down before the launch: nothing starts anywhere.
     cluster.node_mut(2).stop_sshd();
-    let down = strix_cluster(cluster, &env, &launch_args(&port, &[]));
+    let down = strix_cluster(cluster, &env, &ray_launch_args(&port, &[]));
     let said = stderr(&down);
     assert_eq!(down.status.code(), Some(1), "{said}");
     assert!(said.contains("nothing was started") && said.contains("node2"), "{said}");
@@ -439,4 +445,89 @@ fn assert_no_argv_holds(secrets: &[&str]) {
 fn nft(netns: &str, args: &[&str]) {
     let output = crate::support::netns::enter(netns, "nft").args(args).output().expect("nft (nftables)");
     assert!(output.status.success(), "nft {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+}
+
+#[test]
+fn three_thunderbolt_nodes_serve_without_ray_split_by_layers() {
+    let bed = serving_cluster(3);
+    let (cluster, env) = (&bed.cluster, hub_env(&bed.hub));
+    let port = crate::support::free_port().to_string();
+
+    let launched = strix_cluster(cluster, &env, &launch_args(&port, &[]));
+    assert!(launched.status.success(), "{}{}", stdout(&launched), stderr(&launched));
+    let report = json(&launched);
+    assert_eq!(report["backend"], "mp", "{report}");
+    assert_eq!((report["tp"].as_u64(), report["pp"].as_u64()), (Some(1), Some(3)), "{report}");
+    let why = report["why"].to_string();
+    assert!(why.contains("pipeline parallel 3") && why.contains("Thunderbolt TCP"), "{why}");
+    for (index, node) in report["nodes"].as_array().unwrap().iter().enumerate() {
+        let argv: Vec<&str> =
+            node["commands"][0]["argv"].as_array().unwrap().iter().filter_map(|a| a.as_str()).collect();
+        let at = |flag: &str| argv.iter().position(|a| *a == flag).map(|i| argv[i + 1]);
+        assert_eq!((at("--nnodes"), at("--node-rank")), (Some("3"), Some(index.to_string().as_str())), "{argv:?}");
+        assert_eq!((at("--master-addr"), at("--master-port")), (Some("192.168.2.1"), Some("29501")), "{argv:?}");
+        assert_eq!(argv.contains(&"--headless"), index > 0, "{argv:?}");
+        assert_eq!(node["commands"].as_array().unwrap().len(), 1, "one process per node, no Ray: {node}");
+    }
+
+    // One rank on each link address, each with the environment that pins it there.
+    let ranks: serde_json::Value =
+        serde_json::from_str(&get_on_node(cluster, 2, &format!("http://192.168.2.1:{port}/ranks"))).unwrap();
+    let ips: Vec<&str> = ranks.as_array().unwrap().iter().map(|r| r["ip"].as_str().unwrap()).collect();
+    assert_eq!(ips, ["192.168.2.1", "192.168.2.2", "192.168.2.3"], "rank R on node R+1: {ranks}");
+    for rank in ranks.as_array().unwrap() {
+        let env = &rank["env"];
+        assert_eq!(env["VLLM_HOST_IP"], rank["ip"], "{rank}");
+        assert_eq!(env["GLOO_SOCKET_IFNAME"], "thunderbolt0", "{rank}");
+        assert_eq!(env["NCCL_DEBUG"], "INFO", "{rank}");
+        assert!(env.get("RAY_EXPERIMENTAL_NOSET_ROCR_VISIBLE_DEVICES").is_none(), "{rank}");
+        assert!(rank["model"].as_str().unwrap_or_default().contains("/snapshots/"), "weights offline: {rank}");
+    }
+    for index in 1..=3 {
+        let running = running_in_toolbox(cluster, index);
+        assert!(running.iter().any(|name| name.starts_with("vllm")), "node{index} runs no vLLM rank: {running:?}");
+        assert!(
+            !running.iter().any(|name| name.starts_with("ray") || name == "raylet" || name == "gcs_server"),
+            "node{index} runs Ray: {running:?}"
+        );
+    }
+    let status = json(&strix_cluster(cluster, &[], &["status"]));
+    assert_eq!(status["serving"]["serves"], true, "{status}");
+    assert!(status["serving"]["ray_nodes_alive"].is_null(), "{status}");
+    assert!(status["serving"].get("warnings").is_none(), "TCP on a TCP link is no warning: {status}");
+    let stopped = strix_cluster(cluster, &[], &["stop"]);
+    assert!(stopped.status.success(), "{}", stderr(&stopped));
+    assert_nothing_serves(cluster, 3, "after cluster stop");
+
+    // A node whose network drops the rendezvous port: its rank is named, with why; nothing runs.
+    let node3 = cluster.node(3).netns().name().to_string();
+    nft(&node3, &["add", "table", "inet", "strix_test"]);
+    nft(&node3, &["add", "chain", "inet", "strix_test", "out", "{ type filter hook output priority 0; }"]);
+    nft(&node3, &["add", "rule", "inet", "strix_test", "out", "tcp", "dport", "29501", "drop"]);
+    let blocked = strix_cluster(cluster, &env, &launch_args(&port, &["-e", "STANDIN_RENDEZVOUS_SECONDS=5"]));
+    nft(&node3, &["delete", "table", "inet", "strix_test"]);
+    let said = stderr(&blocked);
+    assert_eq!(blocked.status.code(), Some(1), "{said}");
+    assert!(said.contains("node3") && said.contains("never joined"), "{said}");
+    assert!(said.contains("192.168.2.1:29501") && said.contains("firewall"), "{said}");
+    assert!(said.contains("timed out"), "the rank's own words: {said}");
+    assert_nothing_serves(cluster, 3, "after a rank could not join");
+}
+
+#[test]
+fn an_e810_cluster_is_planned_tensor_parallel() {
+    let registry = Registry::start();
+    let cluster = TestCluster::start_with(&registry, 2, Link::Roce);
+    let planned = strix_cluster(&cluster, &[], &["launch", "/models/tiny", "--dry-run"]);
+    assert!(planned.status.success(), "{}", stderr(&planned));
+    let plan = json(&planned);
+    assert_eq!(plan["backend"], "mp", "{plan}");
+    assert_eq!((plan["tp"].as_u64(), plan["pp"].as_u64()), (Some(2), Some(1)), "{plan}");
+    assert!(plan["why"].to_string().contains("tensor parallel 2: the link is RoCE"), "{plan}");
+    let head = &plan["nodes"][0]["commands"][0];
+    let argv: Vec<&str> = head["argv"].as_array().unwrap().iter().filter_map(|a| a.as_str()).collect();
+    assert_eq!(argv[3..5], ["--tensor-parallel-size", "2"], "{argv:?}");
+    assert!(!argv.contains(&"--pipeline-parallel-size"), "{argv:?}");
+    assert_eq!(head["env"]["NCCL_IB_TIMEOUT"], "23", "{head}");
+    assert_eq!(head["env"]["NCCL_DEBUG"], "INFO", "{head}");
 }

@@ -1,6 +1,13 @@
 #!/opt/venv/bin/python3
-"""A stand-in for `vllm serve`, named as such: no model, no GPU. It asks of the cluster what vLLM's
-Ray executor asks (an existing Ray cluster, a placement group of N {"GPU": 1} bundles spread over
+"""A stand-in for `vllm serve`, named as such: no model, no GPU, one GPU per node as a Strix Halo
+has. Across nodes it runs as vLLM's multiprocessing executor does (`--nnodes N --node-rank R
+--master-addr A --master-port P`, `--headless` on every rank but 0): rank 0 listens on A:P and
+serves the API only once every headless rank connected; a headless rank that cannot reach A:P
+gives up with torch's own words. With NCCL_DEBUG=INFO each rank logs RCCL's start-up lines (its
+channels `via NET/Socket`: no RDMA here, and `Init COMPLETE`). Its help answers `--help[=all]`
+and names every flag it takes; any other flag is refused, as vLLM's argparse does.
+
+Over Ray it asks of the cluster what vLLM's Ray executor asks (an existing Ray cluster, a placement group of N {"GPU": 1} bundles spread over
 N nodes, one actor per bundle), and serves /health and /v1/models only when all N actors answered.
 Anything else is an error, with the reason on its output, like vLLM's own.
 
@@ -22,13 +29,14 @@ import http.server
 import json
 import os
 import signal
+import socket
 import socketserver
 import sys
 import time
 
 SEEN_ENV = ("VLLM_HOST_IP", "NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "NCCL_IB_DISABLE", "NCCL_NET_GDR_LEVEL",
             "NCCL_IB_TIMEOUT", "NCCL_IB_RETRY_CNT", "RAY_EXPERIMENTAL_NOSET_ROCR_VISIBLE_DEVICES",
-            "RAY_memory_monitor_refresh_ms", "HF_HUB_OFFLINE")
+            "RAY_memory_monitor_refresh_ms", "HF_HUB_OFFLINE", "NCCL_DEBUG")
 
 
 def log(level, message):
@@ -39,9 +47,17 @@ def log(level, message):
 def parse(argv):
     parser = argparse.ArgumentParser(prog="vllm")
     commands = parser.add_subparsers(dest="command", required=True)
-    serve = commands.add_parser("serve")
-    serve.add_argument("model")
+    serve = commands.add_parser("serve", add_help=False)
+    # As vLLM's: `--help` alone, or `--help=all` (or a group, or a keyword).
+    serve.add_argument("--help", "-h", nargs="?", const="", default=None, metavar="GROUP")
+    serve.add_argument("model", nargs="?")
     serve.add_argument("--tensor-parallel-size", type=int, default=1)
+    serve.add_argument("--pipeline-parallel-size", type=int, default=1)
+    serve.add_argument("--nnodes", type=int, default=1)
+    serve.add_argument("--node-rank", type=int, default=0)
+    serve.add_argument("--master-addr", default="127.0.0.1")
+    serve.add_argument("--master-port", type=int, default=29501)
+    serve.add_argument("--headless", action="store_true")
     serve.add_argument("--distributed-executor-backend", choices=["ray", "mp"], default=None)
     serve.add_argument("--host", default="0.0.0.0")
     serve.add_argument("--port", type=int, default=8000)
@@ -51,7 +67,13 @@ def parse(argv):
     serve.add_argument("--enforce-eager", action="store_true")
     serve.add_argument("--gpu-memory-utilization", type=float, default=None)
     serve.add_argument("--api-key", default=None)
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.help is not None:
+        print(serve.format_help())
+        sys.exit(0)
+    if args.model is None:
+        serve.error("the following arguments are required: model")
+    return args
 
 
 def find_model(model, revision):
@@ -93,6 +115,77 @@ def ranks_over_ray(size, model, revision):
     actors = [Rank.options(scheduling_strategy=PlacementGroupSchedulingStrategy(
         placement_group=group, placement_group_bundle_index=i)).remote() for i in range(size)]
     return ray.get([a.report.remote() for a in actors], timeout=60)
+
+
+def seen_here(model, revision, ip):
+    return {"ip": ip, "env": {k: os.environ[k] for k in SEEN_ENV if k in os.environ},
+            "model": find_model(model, revision)}
+
+
+def rccl_started(rank, size):
+    """RCCL's start-up lines, as NCCL_DEBUG=INFO prints them (sockets: this machine has no RDMA)."""
+    if os.environ.get("NCCL_DEBUG") != "INFO":
+        return
+    where = f"{socket.gethostname()}:{os.getpid()}:{os.getpid()} [0]"
+    print(f"{where} NCCL INFO NET/Socket : Using [0]{os.environ.get('NCCL_SOCKET_IFNAME', 'eth0')}", flush=True)
+    for peer in ((rank + 1) % size, (rank - 1) % size):
+        print(f"{where} NCCL INFO Channel 00/0 : {rank}[0] -> {peer}[0] [send] via NET/Socket/0", flush=True)
+    print(f"{where} NCCL INFO comm 0x5a rank {rank} nranks {size} cudaDev 0 busId c1000 - Init COMPLETE", flush=True)
+
+
+def rendezvous_head(args):
+    """Rank 0: every headless rank connects to --master-addr:--master-port and says what it saw."""
+    ip = os.environ.get("VLLM_HOST_IP", args.master_addr)
+    ranks = {0: seen_here(args.model, args.revision, ip)}
+    listener = socket.create_server((args.master_addr, args.master_port))
+    listener.settimeout(float(os.environ.get("STANDIN_HEAD_WAIT_SECONDS", "600")))
+    log("INFO", f"rank 0 waits for {args.nnodes - 1} headless rank(s) at {args.master_addr}:{args.master_port}")
+    peers = []
+    while len(ranks) < args.nnodes:
+        try:
+            peer, (peer_ip, _) = listener.accept()
+        except socket.timeout:
+            missing = sorted(set(range(args.nnodes)) - set(ranks))
+            raise SystemExit(f"ERROR ranks {missing} never connected to {args.master_addr}:{args.master_port}")
+        said = json.loads(peer.makefile().readline())
+        ranks[said["rank"]] = {**said["seen"], "ip": peer_ip}
+        log("INFO", f"rank {said['rank']} joined from {peer_ip}")
+        peer.sendall(b"ok\n")
+        peers.append(peer)
+    rccl_started(0, args.nnodes)
+    return [ranks[rank] for rank in sorted(ranks)], peers
+
+
+def headless_rank(args):
+    """Rank R: connect to rank 0 (retrying while it starts), say what this node saw, stay until it goes."""
+    limit = float(os.environ.get("STANDIN_RENDEZVOUS_SECONDS", "30"))
+    deadline = time.monotonic() + limit
+    while True:
+        try:
+            connection = socket.create_connection((args.master_addr, args.master_port), timeout=3)
+            break
+        except ConnectionRefusedError:
+            if time.monotonic() >= deadline:
+                raise SystemExit(f"ERROR torch.distributed.DistNetworkError: Connection refused by "
+                                 f"({args.master_addr}, {args.master_port})")
+            time.sleep(0.5)
+        except OSError:
+            if time.monotonic() >= deadline:
+                raise SystemExit(f"ERROR torch.distributed.DistNetworkError: The client socket has timed out after "
+                                 f"{int(limit * 1000)}ms while trying to connect to "
+                                 f"({args.master_addr}, {args.master_port}).")
+    ip = connection.getsockname()[0]
+    seen = seen_here(args.model, args.revision, ip)
+    connection.sendall((json.dumps({"rank": args.node_rank, "seen": seen}) + "\n").encode())
+    connection.settimeout(None)
+    reader = connection.makefile()
+    if reader.readline().strip() != "ok":
+        raise SystemExit("ERROR rank 0 did not take this rank in")
+    log("INFO", f"headless rank {args.node_rank} on {ip} joined rank 0 at {args.master_addr}:{args.master_port}")
+    rccl_started(args.node_rank, args.nnodes)
+    reader.readline()  # until rank 0 goes
+    log("INFO", "rank 0 went away: shutting down")
+    sys.exit(0)
 
 
 def presence(value):
@@ -151,16 +244,27 @@ def main():
     log("INFO", "HF_TOKEN: " + presence(os.environ.get("HF_TOKEN")))
     api_key = args.api_key or os.environ.get("VLLM_API_KEY")
     log("INFO", "API key: " + presence(api_key))
-    log("INFO", f"args: model={args.model} tp={args.tensor_parallel_size} "
-                f"backend={args.distributed_executor_backend} port={args.port}")
+    world = args.tensor_parallel_size * args.pipeline_parallel_size
+    log("INFO", f"args: model={args.model} tp={args.tensor_parallel_size} pp={args.pipeline_parallel_size} "
+                f"backend={args.distributed_executor_backend} nnodes={args.nnodes} rank={args.node_rank} "
+                f"port={args.port}")
+    signal.signal(signal.SIGTERM, lambda *_: (log("INFO", "Shutting down"), os._exit(0)))
+    peers = []
     if args.distributed_executor_backend == "ray":
-        ranks = ranks_over_ray(args.tensor_parallel_size, args.model, args.revision)
-    elif args.tensor_parallel_size == 1:
-        ranks = [{"ip": os.environ.get("VLLM_HOST_IP", ""),
-                  "env": {k: os.environ[k] for k in SEEN_ENV if k in os.environ},
-                  "model": find_model(args.model, args.revision)}]
+        ranks = ranks_over_ray(world, args.model, args.revision)
+    elif args.nnodes > 1:
+        if world != args.nnodes:
+            raise SystemExit(f"ERROR world size {world} over {args.nnodes} nodes needs {world / args.nnodes:g} "
+                             f"GPU(s) per node: this node has one")
+        if args.headless != (args.node_rank > 0):
+            raise SystemExit("ERROR every node but rank 0 runs --headless")
+        if args.headless:
+            headless_rank(args)
+        ranks, peers = rendezvous_head(args)
+    elif world == 1:
+        ranks = [seen_here(args.model, args.revision, os.environ.get("VLLM_HOST_IP", ""))]
     else:
-        raise SystemExit("ERROR tensor parallelism across GPUs of one node needs that many GPUs: this node has one")
+        raise SystemExit("ERROR parallelism across GPUs of one node needs that many GPUs: this node has one")
     for rank, seen in enumerate(ranks):
         log("INFO", f"rank {rank} on {seen['ip']}: {json.dumps(seen['env'], sort_keys=True)} model: {seen['model']}")
     load = float(os.environ.get("STANDIN_LOAD_SECONDS", "0"))
@@ -245,7 +349,6 @@ def main():
         allow_reuse_address = True
 
     server = Server((args.host, args.port), Handler)
-    signal.signal(signal.SIGTERM, lambda *_: (log("INFO", "Shutting down"), os._exit(0)))
     log("INFO", f"Starting vLLM API server on http://{args.host}:{args.port}")
     server.serve_forever()
 
