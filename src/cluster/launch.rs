@@ -612,7 +612,8 @@ async fn carry_out(
     let mut proving = Proving {
         nodes,
         toolbox: &request.toolbox,
-        plan,
+        engine: plan.engine,
+        planned: &plan.nodes,
         probe,
         api_key: request.api_key.as_ref(),
         timeout: request.timeout,

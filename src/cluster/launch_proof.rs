@@ -10,14 +10,14 @@ use std::time::{Duration, Instant};
 use futures_util::future::join_all;
 
 use super::interrupt::Interrupt;
-use super::launch::LaunchReport;
 use crate::error::{Error, MultiError, Result};
 use crate::node::{Node, NodeCalls};
 use crate::reporter::Reporter;
 use crate::secret::Secret;
+use crate::serving::engine::ServingEngine;
 use crate::serving::http::HttpAnswer;
 use crate::serving::logs::ServeLogs;
-use crate::serving::plan::Proof;
+use crate::serving::plan::{NodePlan, Proof};
 use crate::serving::probe::{ServeProbe, ServeProbeReport};
 use crate::serving::ray::{RayNode, RayNodes};
 use crate::serving::rccl_log::{joined as rank_joined, RcclNet};
@@ -46,7 +46,9 @@ const HEAD_LOG_LINES: usize = 5000;
 pub struct Proving<'a> {
     pub nodes: &'a [&'a dyn Node],
     pub toolbox: &'a str,
-    pub plan: &'a LaunchReport,
+    pub engine: ServingEngine,
+    /// What each node was planned to run, where (the launch's plan).
+    pub planned: &'a [NodePlan],
     /// Where the endpoint is asked, on the head.
     pub probe: SocketAddr,
     pub api_key: Option<&'a Secret>,
@@ -76,7 +78,7 @@ impl Proving<'_> {
 
     /// The engine's server, as messages name it.
     fn server(&self) -> &'static str {
-        match self.plan.engine {
+        match self.engine {
             crate::serving::engine::ServingEngine::Vllm => "vLLM",
             crate::serving::engine::ServingEngine::LlamaCpp => "llama-server",
         }
@@ -97,26 +99,25 @@ pub async fn prove(proving: &mut Proving<'_>, proof: &Proof) -> Result<()> {
 async fn ray_joined(proving: &Proving<'_>) -> Result<()> {
     let deadline = Instant::now() + RAY_JOIN_LIMIT;
     let ask = RayNodes { toolbox: proving.toolbox.to_string() };
-    let plan = proving.plan;
+    let planned = proving.planned;
     loop {
         let table: Vec<RayNode> = proving
             .head()
             .call(ask.clone())
             .await
             .map_err(|e| MultiError::one("Ray's head does not answer", proving.head().name(), e))?;
-        let missing: Vec<usize> = (0..plan.nodes.len()).filter(|i| !joined(&table, plan.nodes[*i].link_ip)).collect();
+        let missing: Vec<usize> = (0..planned.len()).filter(|i| !joined(&table, planned[*i].link_ip)).collect();
         if missing.is_empty() {
-            proving.reporter.step_finished(
-                &plan.nodes[0].node,
-                &format!("Ray: {} node(s) alive with a GPU each", plan.nodes.len()),
-            );
+            proving
+                .reporter
+                .step_finished(&planned[0].node, &format!("Ray: {} node(s) alive with a GPU each", planned.len()));
             return Ok(());
         }
         proving.stopped("the wait for Ray's nodes")?;
         if Instant::now() >= deadline {
             let mut failed = MultiError::new(format!("nodes never joined Ray within {} s", RAY_JOIN_LIMIT.as_secs()));
             for index in missing {
-                let launched = &plan.nodes[index];
+                let launched = &planned[index];
                 let tail = log_tail(proving.nodes[index], proving.toolbox, "raylet.out").await;
                 let error = Error::Node {
                     node: launched.node.clone(),
@@ -201,7 +202,7 @@ async fn rank_log(node: &dyn Node, toolbox: &str) -> Vec<String> {
 
 /// Whether node `index`'s `vllm serve` still runs (its pid, looked up in its toolbox).
 async fn rank_alive(proving: &Proving<'_>, index: usize) -> bool {
-    let address = SocketAddr::from((proving.plan.nodes[index].link_ip, proving.probe.port()));
+    let address = SocketAddr::from((proving.planned[index].link_ip, proving.probe.port()));
     let probe = ServeProbe {
         toolbox: proving.toolbox.to_string(),
         server: SERVER.to_string(),
@@ -287,7 +288,7 @@ async fn reachable(proving: &Proving<'_>, listeners: &[(usize, SocketAddr)]) -> 
 /// fails with its last log lines. What the server calls the model is kept.
 async fn endpoint(proving: &mut Proving<'_>) -> Result<()> {
     let head = proving.head();
-    let server = proving.plan.engine.server();
+    let server = proving.engine.server();
     let started = Instant::now();
     let mut said: Option<(String, Instant)> = None;
     let mut looked = Instant::now();
@@ -334,7 +335,7 @@ async fn endpoint(proving: &mut Proving<'_>) -> Result<()> {
         if matches!(report.health, HttpAnswer::Status(200, _)) && !report.models.is_empty() {
             return Err(failed(
                 format!("it serves {} instead of {}", report.models.join(", "), proving.served),
-                format!("check {} among the server's arguments", proving.plan.engine.name_flags().join(" or ")),
+                format!("check {} among the server's arguments", proving.engine.name_flags().join(" or ")),
             ));
         }
         proving.stopped(&format!("the wait for {}", proving.server()))?;
@@ -359,7 +360,7 @@ async fn endpoint(proving: &mut Proving<'_>) -> Result<()> {
 /// The head's server log has, for each worker, a line with `prefix` naming it.
 async fn head_log(proving: &Proving<'_>, prefix: &str, mentions: &[(usize, String)]) -> Result<()> {
     let head = proving.head();
-    let server = proving.plan.engine.server();
+    let server = proving.engine.server();
     let ask = ServeLogs { toolbox: proving.toolbox.to_string(), lines: HEAD_LOG_LINES, seen: Vec::new() };
     let tails =
         head.call(ask).await.map_err(|e| MultiError::one("the head's log could not be read", head.name(), e))?;

@@ -8,6 +8,7 @@
 //! out in `cluster::launch`, the same way for every engine.
 
 pub(crate) mod commands;
+pub(crate) mod compile_cache;
 pub(crate) mod engine;
 pub(crate) mod environment;
 pub(crate) mod http;
