@@ -26,14 +26,21 @@ pub const RPC_PROGRAMS: [&str; 2] = ["ggml-rpc-server", "rpc-server"];
 /// (192.168.2.2:50052) …` names a worker by its endpoint.
 pub const DEVICE_LINE: &str = "using device";
 
+/// The model file read, not memory-mapped: on Strix Halo's unified memory a mapped multi-GB file
+/// makes loading crawl (kyuz0's toolboxes say to always pass `--no-mmap`). Said through the
+/// environment because llama.cpp replaced the flag (`--no-mmap` in older builds, `--load-mode
+/// none` in newer ones; a build rejects the flag it does not know) while each build reads its
+/// own variable and ignores the other's.
+pub const NO_MMAP_ENV: [(&str, &str); 2] = [("LLAMA_ARG_NO_MMAP", "1"), ("LLAMA_ARG_LOAD_MODE", "none")];
+
 /// `rpc-server` on a worker: bound to its link address, with its local cache.
 pub fn rpc_server(program: &str, listen: SocketAddr) -> Vec<String> {
     vec![program.to_string(), "-H".into(), listen.ip().to_string(), "-p".into(), listen.port().to_string(), "-c".into()]
 }
 
 /// `llama-server` on the head: the model, every worker's RPC server, all layers offloaded, the
-/// name it serves the model under, on `host:port`. `--no-mmap`: on Strix Halo's unified memory a
-/// mapped multi-GB file makes loading crawl (kyuz0's toolboxes say to always pass it).
+/// name it serves the model under, on `host:port`. Not mapped ([`NO_MMAP_ENV`]) through the
+/// environment, not a flag.
 pub fn llama_server(
     gguf: &str,
     workers: &[SocketAddr],
@@ -47,7 +54,7 @@ pub fn llama_server(
         let list: Vec<String> = workers.iter().map(SocketAddr::to_string).collect();
         argv.extend(["--rpc".to_string(), list.join(",")]);
     }
-    argv.extend(["-ngl", "999", "--no-mmap"].map(String::from));
+    argv.extend(["-ngl", "999"].map(String::from));
     if let Some(alias) = alias {
         argv.extend(["--alias".to_string(), alias.to_string()]);
     }
@@ -71,15 +78,17 @@ pub fn plan(nodes: &[NodeFacts], request: &PlanRequest, backend: Backend) -> Lau
         .then_some(request.served.as_str());
     let mut planned = Vec::new();
     for (index, facts) in nodes.iter().enumerate() {
-        let env = with_overrides(BTreeMap::new(), request);
         let (role, command) = match (backend, index) {
             (Backend::Rpc, 0) | (_, 0) => {
+                let defaults = NO_MMAP_ENV.iter().map(|(key, value)| (key.to_string(), value.to_string())).collect();
+                let env = with_overrides(defaults, request);
                 let argv = llama_server(&request.model, &workers, alias, &request.host, request.port, &request.extra);
                 let role = if backend == Backend::Rpc { Role::Head } else { Role::Single };
                 let secrets = [ServingEngine::LlamaCpp.api_key_env()];
                 (role, PlannedCommand::process(SERVER, argv, env).with_secrets(&secrets, request))
             }
             _ => {
+                let env = with_overrides(BTreeMap::new(), request);
                 let program =
                     RPC_PROGRAMS.iter().find(|p| facts.programs.iter().any(|f| f == *p)).unwrap_or(&RPC_PROGRAMS[0]);
                 let argv = rpc_server(program, listen(facts));
@@ -178,10 +187,16 @@ mod tests {
         let head = &plan.nodes[0].commands[0];
         assert_eq!(
             head.argv.join(" "),
-            "llama-server -m /models/tiny.gguf --rpc 192.168.2.2:50052,192.168.2.3:50052 -ngl 999 --no-mmap \
-             --alias /models/tiny.gguf --host 0.0.0.0 --port 8080"
+            "llama-server -m /models/tiny.gguf --rpc 192.168.2.2:50052,192.168.2.3:50052 -ngl 999 --alias /models/tiny.gguf --host 0.0.0.0 --port 8080"
         );
         assert_eq!(head.secret_env, ["LLAMA_API_KEY"], "the key, and no HF token: the head has the file");
+        let env: Vec<(&str, &str)> = head.env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        assert_eq!(
+            env,
+            [("LLAMA_ARG_LOAD_MODE", "none"), ("LLAMA_ARG_NO_MMAP", "1")],
+            "read, not mapped, by any build"
+        );
+        assert!(plan.nodes[1].commands[0].env.is_empty(), "an RPC server loads no file");
         assert_eq!(plan.steps[0].starts, [(1, 0), (2, 0)], "the workers first, at once");
         assert!(matches!(&plan.steps[0].proofs[0], Proof::Reachable { listeners } if listeners.len() == 2));
         assert!(
