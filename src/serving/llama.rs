@@ -33,6 +33,11 @@ pub const DEVICE_LINE: &str = "using device";
 /// own variable and ignores the other's.
 pub const NO_MMAP_ENV: [(&str, &str); 2] = [("LLAMA_ARG_NO_MMAP", "1"), ("LLAMA_ARG_LOAD_MODE", "none")];
 
+/// With workers, the head logs at verbosity 4: at the default (3) llama.cpp no longer logs the
+/// devices it loads the model onto (`using device RPC0 (…)`), which is what proves every worker
+/// joined ([`DEVICE_LINE`]).
+pub const DEVICE_LOG_ENV: (&str, &str) = ("LLAMA_ARG_LOG_VERBOSITY", "4");
+
 /// `rpc-server` on a worker: bound to its link address, with its local cache.
 pub fn rpc_server(program: &str, listen: SocketAddr) -> Vec<String> {
     vec![program.to_string(), "-H".into(), listen.ip().to_string(), "-p".into(), listen.port().to_string(), "-c".into()]
@@ -80,8 +85,9 @@ pub fn plan(nodes: &[NodeFacts], request: &PlanRequest, backend: Backend) -> Lau
     for (index, facts) in nodes.iter().enumerate() {
         let (role, command) = match (backend, index) {
             (Backend::Rpc, 0) | (_, 0) => {
-                let defaults = NO_MMAP_ENV.iter().map(|(key, value)| (key.to_string(), value.to_string())).collect();
-                let env = with_overrides(defaults, request);
+                let with_workers = (backend == Backend::Rpc).then_some(DEVICE_LOG_ENV);
+                let defaults = NO_MMAP_ENV.into_iter().chain(with_workers).map(|(k, v)| (k.to_string(), v.to_string()));
+                let env = with_overrides(defaults.collect(), request);
                 let argv = llama_server(&request.model, &workers, alias, &request.host, request.port, &request.extra);
                 let role = if backend == Backend::Rpc { Role::Head } else { Role::Single };
                 let secrets = [ServingEngine::LlamaCpp.api_key_env()];
@@ -193,8 +199,8 @@ mod tests {
         let env: Vec<(&str, &str)> = head.env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
         assert_eq!(
             env,
-            [("LLAMA_ARG_LOAD_MODE", "none"), ("LLAMA_ARG_NO_MMAP", "1")],
-            "read, not mapped, by any build"
+            [("LLAMA_ARG_LOAD_MODE", "none"), ("LLAMA_ARG_LOG_VERBOSITY", "4"), ("LLAMA_ARG_NO_MMAP", "1")],
+            "read, not mapped, by any build; the devices in the log"
         );
         assert!(plan.nodes[1].commands[0].env.is_empty(), "an RPC server loads no file");
         assert_eq!(plan.steps[0].starts, [(1, 0), (2, 0)], "the workers first, at once");
