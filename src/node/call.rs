@@ -272,6 +272,7 @@ mod tests {
                 start: true,
                 programs: vec!["ggml-rpc-server".into(), "rpc-server".into()],
                 paths: vec!["/m/x-00001-of-00002.gguf".into()],
+                sha256_of: Some("/m/x-00001-of-00002.gguf".into()),
             }
             .into(),
             RayStart {

@@ -26,6 +26,10 @@ pub struct ServeCheck {
     /// Files or directories (as the toolbox sees them) that must be there and readable.
     #[serde(default)]
     pub paths: Vec<String>,
+    /// A file (as the toolbox sees it) whose SHA-256 to report: the GGUF a llama.cpp launch
+    /// serves, so its figures and answers are kept under the weights, not the file's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256_of: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -51,6 +55,9 @@ pub struct ServeCheckReport {
     /// Of the paths asked about, those that are not there (or not readable).
     #[serde(default)]
     pub missing: Vec<String>,
+    /// The SHA-256 of `sha256_of` (None: not asked, or it is missing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
 }
 
 /// A launch's record on this node, and what of it still runs.
@@ -120,6 +127,14 @@ pub async fn serve_check(settings: &Settings, check: &ServeCheck) -> Result<Serv
             }
         }
     }
+    let mut sha256 = None;
+    if let (Some(toolbox), Some(path)) = (&toolbox, &check.sha256_of) {
+        if !missing.contains(path) {
+            let argv = words(&["sha256sum", "--", path]);
+            let said = toolbox.run_ok(&format!("hashing {path}"), &argv, &Default::default()).await?;
+            sha256 = said.stdout.split_whitespace().next().filter(|hex| hex.len() == 64).map(str::to_string);
+        }
+    }
     Ok(ServeCheckReport {
         toolbox: check.toolbox.clone(),
         image: toolbox.as_ref().map(RunningToolbox::image),
@@ -133,6 +148,7 @@ pub async fn serve_check(settings: &Settings, check: &ServeCheck) -> Result<Serv
         looked: look.is_some(),
         programs,
         missing,
+        sha256,
     })
 }
 
