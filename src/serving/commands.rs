@@ -13,9 +13,12 @@ pub fn detached(log: &str, command: &[String]) -> Vec<String> {
     argv
 }
 
-/// `kill -SIGNAL PID`.
+/// `kill -s SIGNAL PID`, the shell's own: an image need not have procps' `/bin/kill` (the
+/// llama.cpp toolbox images have none, and a launch's processes outlived every stop).
 pub fn kill(signal: &str, pid: u32) -> Vec<String> {
-    vec!["kill".into(), format!("-{signal}"), pid.to_string()]
+    let mut argv = words(&["sh", "-c", r#"kill -s "$1" "$2""#, "sh", signal]);
+    argv.push(pid.to_string());
+    argv
 }
 
 /// Exits 0 while process `$1` runs. A toolbox's PID 1 (`sleep infinity`, Toolbx's init) does not
@@ -73,6 +76,17 @@ mod tests {
         assert_eq!(said(launch_alive(&[me, u32::MAX - 1], false)), format!("{me}\n"), "this test's own process runs");
         assert_eq!(said(launch_alive(&[], true)), "", "no raylet on a test machine");
         assert_eq!(said(launch_alive(&[u32::MAX - 1], true)), "");
+    }
+
+    #[test]
+    fn kill_is_the_shells_own_and_needs_no_kill_program() {
+        let mut sleeper = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let argv = kill("TERM", sleeper.id());
+        // A PATH without procps' `kill`: the toolbox images without it.
+        let empty = tempfile::tempdir().unwrap();
+        let status = std::process::Command::new("/bin/sh").args(&argv[1..]).env("PATH", empty.path()).status().unwrap();
+        assert!(status.success());
+        assert_eq!(std::os::unix::process::ExitStatusExt::signal(&sleeper.wait().unwrap()), Some(15));
     }
 
     #[test]
