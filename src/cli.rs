@@ -317,9 +317,9 @@ pub struct ClusterRefreshArgs {
     #[arg(long, value_name = "MODEL")]
     pub canary: Option<String>,
 
-    /// The canary's least output tokens/s, as a share of the previous image's [default: the
-    /// cluster file's `canary.min_ratio`, else 0.9].
-    #[arg(long, value_name = "RATIO", requires = "canary")]
+    /// The canary's least output tokens/s, as a share of the previous image's [default: for the
+    /// cluster file's canary, its `min_ratio`; else 0.9].
+    #[arg(long, value_name = "RATIO")]
     pub min_ratio: Option<f64>,
 
     /// The canary's endpoint port on the head.

@@ -8,9 +8,9 @@ use crate::bench::store::BenchStore;
 use crate::cli::ClusterRefreshArgs;
 use crate::cluster::canary::{canary_refresh, CanaryOutcome, CanaryReport, CanaryRequest, DEFAULT_MIN_RATIO};
 use crate::cluster::launch::{LaunchRequest, ModelSource};
-use crate::cluster::nodes::CanaryEntry;
+use crate::cluster::nodes::{CanaryEntry, ClusterFile};
 use crate::cluster::spread::SpreadSettings;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::model::hub_env::forwarded_hub_env;
 use crate::node::Node;
 use crate::ops::refresh::RefreshRequest;
@@ -47,13 +47,30 @@ pub async fn run(
         api_key: super::launch::secret_from("the API key", None, "STRIX_API_KEY")?,
         hub_env: forwarded_hub_env(std::env::vars()),
     };
-    let canary = CanaryRequest { launch, min_ratio: args.min_ratio.or(entry.min_ratio).unwrap_or(DEFAULT_MIN_RATIO) };
+    let canary = CanaryRequest { launch, min_ratio: entry.min_ratio.unwrap_or(DEFAULT_MIN_RATIO) };
     let store = BenchStore::open(paths)?;
     let reporter = out.reporter();
     let report = canary_refresh(nodes, request, spread, &canary, &store, reporter.as_ref()).await?;
     reporter.finish();
     out.report(&report);
     Ok(i32::from(matches!(report.outcome, CanaryOutcome::RolledBack | CanaryOutcome::Refused)))
+}
+
+/// The canary: `--canary MODEL`, else the cluster file's `[canary]`; `--min-ratio` wins over the
+/// file's.
+pub(super) fn entry(args: &ClusterRefreshArgs, file: Option<ClusterFile>) -> Result<Option<CanaryEntry>> {
+    let entry = match &args.canary {
+        Some(model) => Some(CanaryEntry { model: model.clone(), min_ratio: None }),
+        None => file.and_then(|file| file.canary),
+    };
+    match (entry, args.min_ratio) {
+        (None, Some(_)) => Err(Error::Usage(
+            "--min-ratio is the canary's: give --canary MODEL, or `[canary]` with `model = \"…\"` in the cluster file"
+                .into(),
+        )),
+        (Some(entry), Some(ratio)) => Ok(Some(CanaryEntry { min_ratio: Some(ratio), ..entry })),
+        (entry, None) => Ok(entry),
+    }
 }
 
 impl Render for CanaryReport {
@@ -102,5 +119,50 @@ impl Render for CanaryReport {
                 if result.accepted() { "accepted" } else { "rejected" }
             ));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::cli::{Cli, ClusterCommand, Command};
+
+    fn refresh_args(args: &[&str]) -> ClusterRefreshArgs {
+        let cli = Cli::try_parse_from(["strix-toolbox", "cluster", "refresh"].iter().chain(args)).unwrap();
+        match cli.command {
+            Command::Cluster(cluster) => match cluster.command {
+                ClusterCommand::Refresh(refresh) => refresh,
+                _ => unreachable!(),
+            },
+            _ => unreachable!(),
+        }
+    }
+
+    fn file(text: &str) -> ClusterFile {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cluster.toml");
+        std::fs::write(&path, text).unwrap();
+        ClusterFile::read(&path).unwrap()
+    }
+
+    #[test]
+    fn the_canary_comes_from_the_command_line_else_the_cluster_file() {
+        let with = file("nodes = [\"a\", \"b\"]\n[canary]\nmodel = \"/m/tiny.gguf\"\nmin_ratio = 0.8\n");
+        let without = file("nodes = [\"a\"]\n");
+        let from_file = CanaryEntry { model: "/m/tiny.gguf".into(), min_ratio: Some(0.8) };
+        assert_eq!(entry(&refresh_args(&[]), Some(with.clone())).unwrap(), Some(from_file.clone()));
+        assert_eq!(entry(&refresh_args(&[]), Some(without.clone())).unwrap(), None, "a plain refresh");
+        let ratio = entry(&refresh_args(&["--min-ratio", "0.5"]), Some(with.clone())).unwrap();
+        assert_eq!(ratio, Some(CanaryEntry { min_ratio: Some(0.5), ..from_file }), "--min-ratio wins");
+        let given = entry(&refresh_args(&["--canary", "org/model"]), Some(with)).unwrap();
+        assert_eq!(
+            given,
+            Some(CanaryEntry { model: "org/model".into(), min_ratio: None }),
+            "the file's ratio is its model's"
+        );
+        let error = entry(&refresh_args(&["--min-ratio", "0.5"]), Some(without)).unwrap_err();
+        assert!(error.to_string().contains("--min-ratio is the canary's"), "{error}");
     }
 }

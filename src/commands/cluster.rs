@@ -7,10 +7,10 @@ use serde::{Deserialize, Serialize};
 
 use super::model::ModelRequest;
 use crate::check::{Check, Status};
-use crate::cli::{ClusterArgs, ClusterCommand, ClusterRefreshArgs, SpreadMode};
+use crate::cli::{ClusterArgs, ClusterCommand, SpreadMode};
 use crate::cluster::checks::ClusterDoctorReport;
 use crate::cluster::install::{cluster_install, InstallAction, InstallReport};
-use crate::cluster::nodes::{parse_node_list, CanaryEntry, ClusterFile};
+use crate::cluster::nodes::{parse_node_list, ClusterFile};
 use crate::cluster::refresh::{refresh_nodes, ClusterOutcome, ClusterRefreshReport};
 use crate::cluster::spread::{SpreadReport, SpreadSettings};
 use crate::cluster::status::{cluster_status, ClusterStatusReport, NodeStatus};
@@ -125,7 +125,7 @@ pub async fn run(args: &ClusterArgs, settings: &Settings, out: &Output) -> Resul
                 port: args.spread_port,
                 registry_image: args.spread_registry_image.clone(),
             };
-            if let Some(entry) = canary_entry(args, cluster_args_file(cluster_args, settings)?) {
+            if let Some(entry) = super::canary::entry(args, cluster_args_file(cluster_args, settings)?)? {
                 return with_our_nodes(&cluster, "nothing was changed", async |nodes| {
                     super::canary::run(args, &entry, nodes, &request, &spread, &settings.paths, out).await
                 })
@@ -139,14 +139,6 @@ pub async fn run(args: &ClusterArgs, settings: &Settings, out: &Output) -> Resul
             out.report(&refreshed);
             Ok(0)
         }
-    }
-}
-
-/// The canary: `--canary MODEL` (with `--min-ratio`), else the cluster file's `[canary]`.
-fn canary_entry(args: &ClusterRefreshArgs, file: Option<ClusterFile>) -> Option<CanaryEntry> {
-    match &args.canary {
-        Some(model) => Some(CanaryEntry { model: model.clone(), min_ratio: args.min_ratio }),
-        None => file.and_then(|file| file.canary),
     }
 }
 
