@@ -331,6 +331,27 @@ pub struct ClusterRefreshArgs {
         default_value = crate::cluster::spread::DEFAULT_REGISTRY_IMAGE
     )]
     pub spread_registry_image: String,
+
+    /// Prove the new image before keeping it: after the swap, launch MODEL on every node, run the
+    /// gate and a short bench; keep the image only if the gate passes and output tokens/s is at
+    /// least --min-ratio of the last accepted result on the previous image, else every node goes
+    /// back to the previous image and what served before serves again [default: the cluster
+    /// file's `canary.model`].
+    #[arg(long, value_name = "MODEL")]
+    pub canary: Option<String>,
+
+    /// The canary's least output tokens/s, as a share of the previous image's [default: for the
+    /// cluster file's canary, its `min_ratio`; else 0.9].
+    #[arg(long, value_name = "RATIO")]
+    pub min_ratio: Option<f64>,
+
+    /// The canary's endpoint port on the head.
+    #[arg(long, value_name = "PORT", default_value_t = 8000, value_parser = bounded::<u16>(1, 65535))]
+    pub canary_port: u16,
+
+    /// Seconds the canary's model may take to serve.
+    #[arg(long, value_name = "SECONDS", default_value_t = 1800, value_parser = bounded::<u64>(1, MAX_SECONDS))]
+    pub canary_timeout: u64,
 }
 
 /// `--spread`.

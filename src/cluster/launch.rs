@@ -127,6 +127,9 @@ pub struct LaunchReport {
     pub seconds_to_serve: Option<f64>,
     /// The model from the Hub, in the cache of every node that loads it; None for a path.
     pub hub_model: Option<HubModel>,
+    /// A GGUF model by its content (llama.cpp; a Hub model's weights are `hub_model`'s commit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gguf: Option<ModelIdentity>,
 }
 
 /// A Hub model as the launch found or pulled it.
@@ -302,6 +305,16 @@ fn model_paths(request: &LaunchRequest, index: usize) -> Result<Vec<String>> {
     }
 }
 
+/// The GGUF file whose content names the weights a llama.cpp launch serves: the head's (the first
+/// part of a split model), hashed where it is read; none in a dry run (nothing is started to read
+/// it with).
+fn gguf_to_identify(request: &LaunchRequest, index: usize) -> Option<String> {
+    match (&request.source, request.engine) {
+        (ModelSource::Path(path), ServingEngine::LlamaCpp) if index == 0 && !request.dry_run => Some(path.clone()),
+        _ => None,
+    }
+}
+
 /// Every node's check, refusing the launch on the first problem anywhere (nothing started yet);
 /// the backend as the image settles it, and why.
 async fn check_every_node(
@@ -333,6 +346,7 @@ async fn check_every_node(
                 help: ["vllm", "serve", "--help=all"].map(String::from).to_vec(),
                 flags: vec![NNODES.to_string()],
             }),
+            sha256_of: gguf_to_identify(request, index),
         });
     }
     let results = join_all(nodes.iter().zip(asks).map(|(node, ask)| node.call(ask))).await;
@@ -579,6 +593,12 @@ fn plan(
             commit: found.as_ref().map(|c| c.commit.clone()),
             pulled: found.as_ref().and_then(|c| c.pull.clone()),
         }),
+        gguf: checks[0].sha256.clone().map(|sha256| ModelIdentity::Gguf {
+            name: std::path::Path::new(&request.model)
+                .file_name()
+                .map_or_else(|| request.model.clone(), |name| name.to_string_lossy().into_owned()),
+            sha256,
+        }),
     })
 }
 
@@ -604,9 +624,13 @@ async fn carry_out(
     }
     let started = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     // The commit every node's cache has, which the engine loads offline.
-    let identity = plan.hub_model.as_ref().and_then(|hub| {
-        Some(ModelIdentity::Hub { repo: hub.repo.to_string(), commit: hub.commit.as_ref()?.to_string() })
-    });
+    let identity = plan
+        .hub_model
+        .as_ref()
+        .and_then(|hub| {
+            Some(ModelIdentity::Hub { repo: hub.repo.to_string(), commit: hub.commit.as_ref()?.to_string() })
+        })
+        .or_else(|| plan.gguf.clone());
     let probe =
         SocketAddr::from((request.host.filter(|h| !h.is_unspecified()).unwrap_or(plan.nodes[0].link_ip), request.port));
     let mut proving = Proving {
@@ -849,6 +873,7 @@ mod tests {
             replaced: false,
             seconds_to_serve: None,
             hub_model: None,
+            gguf: None,
         };
         let shown = report.shown();
         let json = serde_json::to_string(&shown).unwrap();

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::node::ssh::validate_destination;
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ClusterFile {
     /// ssh destinations, head first.
@@ -23,12 +23,24 @@ pub struct ClusterFile {
     /// An ssh config file used instead of ~/.ssh/config (`ssh -F`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ssh_config: Option<PathBuf>,
+    /// What `cluster refresh` proves a new image with (`--canary`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub canary: Option<CanaryEntry>,
+}
+
+/// `[canary]` in the cluster file: `model = "…"`, and optionally `min_ratio = 0.9`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CanaryEntry {
+    pub model: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_ratio: Option<f64>,
 }
 
 impl ClusterFile {
     pub fn new(nodes: Vec<String>, ssh_config: Option<PathBuf>) -> Result<ClusterFile> {
         validate_nodes(&nodes)?;
-        Ok(ClusterFile { nodes, ssh_config })
+        Ok(ClusterFile { nodes, ssh_config, canary: None })
     }
 
     pub fn read(path: &Path) -> Result<ClusterFile> {

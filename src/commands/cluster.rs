@@ -27,6 +27,7 @@ use crate::serving::http::HttpAnswer;
 use crate::settings::Settings;
 
 pub async fn run(args: &ClusterArgs, settings: &Settings, out: &Output) -> Result<i32> {
+    let cluster_args = args;
     if let ClusterCommand::Init = args.command {
         return init(args, settings, out);
     }
@@ -124,6 +125,12 @@ pub async fn run(args: &ClusterArgs, settings: &Settings, out: &Output) -> Resul
                 port: args.spread_port,
                 registry_image: args.spread_registry_image.clone(),
             };
+            if let Some(entry) = super::canary::entry(args, cluster_args_file(cluster_args, settings)?)? {
+                return with_our_nodes(&cluster, "nothing was changed", async |nodes| {
+                    super::canary::run(args, &entry, nodes, &request, &spread, &settings.paths, out).await
+                })
+                .await;
+            }
             let reporter = out.reporter();
             let refreshed = with_our_nodes(&cluster, "nothing was changed", async |nodes| {
                 refresh_nodes(nodes, &request, &spread, reporter.as_ref()).await
@@ -132,6 +139,14 @@ pub async fn run(args: &ClusterArgs, settings: &Settings, out: &Output) -> Resul
             out.report(&refreshed);
             Ok(0)
         }
+    }
+}
+
+/// The cluster file, when the nodes come from it (not --nodes).
+fn cluster_args_file(args: &ClusterArgs, settings: &Settings) -> Result<Option<ClusterFile>> {
+    match &args.nodes {
+        Some(_) => Ok(None),
+        None => ClusterFile::read(&cluster_file_path(args, settings)?).map(Some),
     }
 }
 

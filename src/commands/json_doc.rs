@@ -8,6 +8,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::cluster::canary::CanaryReport;
 use crate::cluster::checks::ClusterDoctorReport;
 use crate::cluster::install::InstallReport;
 use crate::cluster::launch::LaunchReport;
@@ -72,6 +73,7 @@ fn every_example_is_what_its_command_prints() {
     check::<super::cluster::Initialized>(&mut examples, "cluster-init");
     check::<ClusterDoctorReport>(&mut examples, "cluster-doctor");
     check::<ClusterRefreshReport>(&mut examples, "cluster-refresh");
+    check::<CanaryReport>(&mut examples, "cluster-refresh-canary");
     check::<ClusterVerifyReport>(&mut examples, "cluster-verify");
     check::<ClusterStatusReport>(&mut examples, "cluster-status");
     check::<InstallReport>(&mut examples, "cluster-install");

@@ -4,6 +4,7 @@
 mod agent;
 mod bench;
 mod build;
+mod canary;
 mod cluster;
 mod completions;
 mod detect;

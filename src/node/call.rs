@@ -280,6 +280,7 @@ mod tests {
                     help: vec!["vllm".into(), "serve".into(), "--help=all".into()],
                     flags: vec!["--nnodes".into()],
                 }),
+                sha256_of: Some("/m/x-00001-of-00002.gguf".into()),
             }
             .into(),
             RayStart {

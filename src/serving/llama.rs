@@ -83,7 +83,6 @@ pub fn plan(nodes: &[NodeFacts], request: &PlanRequest, backend: Backend) -> Lau
         .then_some(request.served.as_str());
     let mut planned = Vec::new();
     for (index, facts) in nodes.iter().enumerate() {
-        let env = with_overrides(BTreeMap::new(), request);
         let (role, command) = match (backend, index) {
             (Backend::Rpc, 0) | (_, 0) => {
                 let argv = llama_server(&request.model, &workers, alias, &request.host, request.port, &request.extra);
@@ -94,6 +93,7 @@ pub fn plan(nodes: &[NodeFacts], request: &PlanRequest, backend: Backend) -> Lau
                 (role, PlannedCommand::process(SERVER, argv, env).with_secrets(&secrets, request))
             }
             _ => {
+                let env = with_overrides(BTreeMap::new(), request);
                 let program =
                     RPC_PROGRAMS.iter().find(|p| facts.programs.iter().any(|f| f == *p)).unwrap_or(&RPC_PROGRAMS[0]);
                 let argv = rpc_server(program, listen(facts));

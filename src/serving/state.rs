@@ -30,6 +30,10 @@ pub struct ServeCheck {
     /// of these flags it names (vLLM's `--nnodes`: a version question answered by the version).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flags: Option<FlagQuestion>,
+    /// A file (as the toolbox sees it) whose SHA-256 to report: the GGUF a llama.cpp launch
+    /// serves, so its figures and answers are kept under the weights, not the file's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256_of: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -65,6 +69,9 @@ pub struct ServeCheckReport {
     /// run (a dry run starts none).
     #[serde(default)]
     pub flags: Option<Vec<String>>,
+    /// The SHA-256 of `sha256_of` (None: not asked, or it is missing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
 }
 
 /// A launch's record on this node, and what of it still runs.
@@ -138,6 +145,14 @@ pub async fn serve_check(settings: &Settings, check: &ServeCheck) -> Result<Serv
         (Some(toolbox), Some(question)) => Some(flags_named(toolbox, question).await?),
         _ => None,
     };
+    let mut sha256 = None;
+    if let (Some(toolbox), Some(path)) = (&toolbox, &check.sha256_of) {
+        if !missing.contains(path) {
+            let argv = words(&["sha256sum", "--", path]);
+            let said = toolbox.run_ok(&format!("hashing {path}"), &argv, &Default::default()).await?;
+            sha256 = said.stdout.split_whitespace().next().filter(|hex| hex.len() == 64).map(str::to_string);
+        }
+    }
     Ok(ServeCheckReport {
         toolbox: check.toolbox.clone(),
         image: toolbox.as_ref().map(RunningToolbox::image),
@@ -152,6 +167,7 @@ pub async fn serve_check(settings: &Settings, check: &ServeCheck) -> Result<Serv
         programs,
         missing,
         flags,
+        sha256,
     })
 }
 

@@ -11,6 +11,7 @@ mod bench_launch;
 mod broken_pipe;
 mod build;
 mod build_cli;
+mod canary;
 mod cluster;
 mod cluster_ssh;
 mod cluster_wiring;

@@ -1,0 +1,131 @@
+//! The canary's decision on measured results, and its rollback on in-process nodes over
+//! in-memory engines: every node back on the previous image through the refresh pipeline, or
+//! none. (`tests/testsuite/canary.rs` runs the whole canary over ssh with llama.cpp.)
+
+use super::*;
+use crate::bench::result::tests::result;
+use crate::cluster::testing::{as_nodes, digest, failing, nodes, publish, TestNode, REPO};
+use crate::engine::fake::Call;
+use crate::error::ErrorKind;
+use crate::node::call::NodeCall;
+use crate::reporter::Silent;
+
+const NAME: &str = "vllm";
+
+fn request() -> RefreshRequest {
+    RefreshRequest::for_tests(NAME, &format!("{REPO}:latest"))
+}
+
+fn spread_off() -> SpreadSettings {
+    SpreadSettings { enabled: false, ..SpreadSettings::default() }
+}
+
+fn baseline(throughput: f64) -> Baseline {
+    Baseline { id: "0123abcd".into(), image: "sha256:old".into(), output_throughput: throughput }
+}
+
+fn measured(throughput: f64) -> BenchResult {
+    result("sha256:new", "2026-11-24T10:00:00Z", &[(BENCH_CONCURRENCY, throughput)])
+}
+
+#[test]
+fn the_gate_decides_first_then_the_ratio_to_the_previous_image() {
+    let failed = judge(Some("the gate failed: prompt \"p1\"".into()), &measured(100.0), Some(&baseline(50.0)), 0.9);
+    assert_eq!(failed, Judgement { ratio: None, reason: Some("the gate failed: prompt \"p1\"".into()) });
+
+    let kept = judge(None, &measured(95.0), Some(&baseline(100.0)), 0.9);
+    assert_eq!(kept, Judgement { ratio: Some(0.95), reason: None });
+
+    let slow = judge(None, &measured(20.0), Some(&baseline(100.0)), 0.9);
+    assert_eq!(slow.ratio, Some(0.2));
+    let reason = slow.reason.expect("refused");
+    for part in
+        ["20.0 on image sha256:new", "0.20 of the 100.0 on image sha256:old", "result 0123abcd", "--min-ratio 0.9"]
+    {
+        assert!(reason.contains(part), "{part:?} in {reason}");
+    }
+}
+
+#[test]
+fn without_a_previous_result_the_gate_alone_decides() {
+    assert_eq!(judge(None, &measured(1.0), None, 0.9), Judgement { ratio: None, reason: None });
+    // A baseline that measured nothing holds nothing back.
+    assert_eq!(judge(None, &measured(1.0), Some(&baseline(0.0)), 0.9).reason, None);
+}
+
+/// Every node on version 1, then refreshed to version 2: what the canary's swap leaves.
+async fn swapped_to_2() -> (Vec<TestNode>, String) {
+    let cluster = nodes(&["a", "b", "c"]);
+    publish(&cluster, '1');
+    refresh_nodes(&as_nodes(&cluster), &request(), &spread_off(), &Silent).await.unwrap();
+    publish(&cluster, '2');
+    let forward = refresh_nodes(&as_nodes(&cluster), &request(), &spread_off(), &Silent).await.unwrap();
+    let previous = forward.nodes[0].report.previous.clone().expect("the image it replaced");
+    assert_eq!(previous, format!("{REPO}@{}", digest('1')));
+    (cluster, previous)
+}
+
+fn images(cluster: &[TestNode]) -> Vec<Option<String>> {
+    cluster.iter().map(|test| test.runs(NAME)).collect()
+}
+
+#[tokio::test]
+async fn the_rollback_takes_every_node_back_without_pulling() {
+    let (cluster, previous) = swapped_to_2().await;
+    let pulls = |test: &TestNode| test.engine.calls().iter().filter(|c| matches!(c, Call::Pull(_))).count();
+    let before: Vec<usize> = cluster.iter().map(pulls).collect();
+    let back = roll_back(&as_nodes(&cluster), &request(), &previous, &spread_off(), &Silent).await.unwrap();
+    assert_eq!(back.outcome, ClusterOutcome::Refreshed);
+    assert_eq!(back.pinned, previous);
+    assert_eq!(images(&cluster), vec![Some("sha256:id1".to_string()); 3]);
+    assert_eq!(cluster.iter().map(pulls).collect::<Vec<_>>(), before, "the previous image was on every node");
+}
+
+#[tokio::test]
+async fn a_rollback_one_node_cannot_stage_leaves_every_node_on_the_new_image() {
+    let (cluster, previous) = swapped_to_2().await;
+    let lost = failing(&cluster[2].node, |call| matches!(call, NodeCall::Refresh(_)));
+    let error = roll_back(&[&cluster[0].node, &cluster[1].node, &lost], &request(), &previous, &spread_off(), &Silent)
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Nodes, "{error}");
+    assert!(error.to_string().contains("c: the connection was lost. Every node is as it was"), "{error}");
+    assert_eq!(images(&cluster), vec![Some("sha256:id2".to_string()); 3], "all or nothing: none went back");
+}
+
+#[tokio::test]
+async fn a_dry_run_or_a_ratio_of_nothing_is_refused_before_any_change() {
+    let cluster = nodes(&["a", "b"]);
+    publish(&cluster, '1');
+    let store = BenchStore::at(tempfile::tempdir().unwrap().path());
+    let launch = LaunchRequest {
+        engine: crate::serving::engine::ServingEngine::LlamaCpp,
+        toolbox: NAME.into(),
+        model: "/models/tiny.gguf".into(),
+        source: ModelSource::of("/models/tiny.gguf"),
+        backend: None,
+        tp: None,
+        pp: None,
+        host: None,
+        port: 8000,
+        timeout: std::time::Duration::from_secs(1),
+        replace: false,
+        dry_run: false,
+        extra: Vec::new(),
+        env: Default::default(),
+        hf_token: None,
+        api_key: None,
+        hub_env: Default::default(),
+    };
+    let dry = RefreshRequest { dry_run: true, ..request() };
+    let canary = CanaryRequest { launch: launch.clone(), min_ratio: DEFAULT_MIN_RATIO };
+    let error = canary_refresh(&as_nodes(&cluster), &dry, &spread_off(), &canary, &store, &Silent).await.unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Usage, "{error}");
+    for min_ratio in [0.0, -1.0, f64::NAN] {
+        let canary = CanaryRequest { launch: launch.clone(), min_ratio };
+        let error =
+            canary_refresh(&as_nodes(&cluster), &request(), &spread_off(), &canary, &store, &Silent).await.unwrap_err();
+        assert!(error.to_string().contains("--min-ratio"), "{error}");
+    }
+    assert_eq!(images(&cluster), vec![None, None], "nothing was refreshed");
+}

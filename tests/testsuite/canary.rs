@@ -1,0 +1,147 @@
+//! `cluster refresh --canary MODEL` end to end, with llama.cpp serving the tiny llama GGUF over
+//! RPC on two Thunderbolt nodes in network namespaces (toolboxes made by `cluster refresh` from
+//! the llama.cpp images of support/llama_image.rs), the bench store in a private state directory.
+//! One cluster, four refreshes: a good image kept (no earlier result: one node alone is the
+//! reference), an image with another RoPE base rolled back on every node by the gate, a slowed
+//! image rolled back by the ratio, and each time what served before serves again.
+
+use std::path::Path;
+use std::process::{Output, Stdio};
+
+use serde_json::Value;
+
+use crate::support::cli::{stderr, strix_command};
+use crate::support::cluster::{Link, TestCluster};
+use crate::support::llama_image::{llama_image, llama_image_rope, llama_image_slow};
+use crate::support::registry::Registry;
+use crate::support::tiny_llama::TinyLlama;
+
+const TOOLBOX: &str = "llama";
+
+/// `strix-toolbox --json cluster … refresh --image IMAGE … ARGS`, the bench store under `state`.
+fn refresh(cluster: &TestCluster, state: &Path, image: &str, args: &[&str]) -> (Output, Value) {
+    let config = cluster.ssh_config();
+    let nodes = cluster.nodes_arg();
+    let mut argv = vec!["--json", "cluster", "--ssh-config", config.to_str().expect("utf-8"), "--nodes", &nodes];
+    argv.extend(["--connect-timeout", "3", "refresh", "--image", image, "--name", TOOLBOX, "--manager", "native"]);
+    argv.extend(["--spread", "off"]);
+    argv.extend_from_slice(args);
+    let output = strix_command(&[("XDG_STATE_HOME".to_string(), state.display().to_string())], &argv)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run strix-toolbox");
+    let report = serde_json::from_slice(&output.stdout).unwrap_or(Value::Null);
+    (output, report)
+}
+
+/// The image id every node's toolbox runs.
+fn images(cluster: &TestCluster, nodes: usize) -> Vec<String> {
+    (1..=nodes)
+        .map(|index| {
+            let output = cluster.node(index).podman().remote(&["inspect", "--format", "{{.Image}}", TOOLBOX]);
+            String::from_utf8_lossy(&output.stdout).trim().to_string()
+        })
+        .collect()
+}
+
+fn image_id(cluster: &TestCluster, image: &str) -> String {
+    let output = cluster.node(1).podman().remote(&["image", "inspect", "--format", "{{.Id}}", image]);
+    String::from_utf8_lossy(&output.stdout).trim().to_string()
+}
+
+/// What the head's toolbox serves now (its record), as `status` would find it: the model, or None.
+fn served(cluster: &TestCluster) -> Option<String> {
+    let record = cluster.node(1).home.join(format!(".local/state/strix-toolbox/serving/{TOOLBOX}.json"));
+    let record: Value = serde_json::from_str(&std::fs::read_to_string(record).ok()?).ok()?;
+    // The processes' names, zombies excluded (the image has no pgrep).
+    let listing = "for f in /proc/[0-9]*/stat; do s=$(cat \"$f\" 2>/dev/null) || continue; \
+                   case $s in *\") \"[ZX]*) ;; *) c=${s#*\\(}; echo \"${c%%)*}\";; esac; done";
+    let running = cluster.node(1).podman().remote(&["exec", TOOLBOX, "sh", "-c", listing]);
+    let running = String::from_utf8_lossy(&running.stdout).into_owned();
+    running.lines().any(|name| name == "llama-server").then(|| record["model"].as_str().unwrap_or_default().to_string())
+}
+
+/// The head's serving logs (what the engine said), for a failure's message.
+fn head_logs(cluster: &TestCluster) -> String {
+    let dir = cluster.node(1).home.join(".local/state/strix-toolbox/serving");
+    let mut text = String::new();
+    for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+        if entry.path().extension().is_some_and(|extension| extension == "log") {
+            let log = std::fs::read_to_string(entry.path()).unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(40).collect();
+            text.push_str(&format!("--- {} ---\n", entry.path().display()));
+            text.extend(tail.into_iter().rev().map(|line| format!("{line}\n")));
+        }
+    }
+    text
+}
+
+#[test]
+fn a_canary_keeps_a_good_image_and_rolls_every_node_back_from_a_wrong_or_slow_one() {
+    let nodes = 2;
+    let registry = Registry::start();
+    let cluster = TestCluster::start_with(&registry, nodes, Link::Thunderbolt);
+    let podman = cluster.node(1).podman();
+    let good = llama_image(podman, &registry, "llama:good", "2026-11-01T10:00:00Z");
+    let newer = llama_image(podman, &registry, "llama:newer", "2026-11-02T10:00:00Z");
+    let rope = llama_image_rope(podman, &registry, "llama:rope", "2026-11-03T10:00:00Z");
+    let slow = llama_image_slow(podman, &registry, "llama:slow", "2026-11-04T10:00:00Z");
+    let model = cluster.node(1).home.join("tiny.gguf");
+    std::fs::copy(TinyLlama::default().gguf(), &model).expect("the model on the head");
+    let model = model.display().to_string();
+    let state = tempfile::tempdir().expect("tempdir");
+    let port = crate::support::free_port().to_string();
+    let canary = ["--canary", &model, "--canary-port", &port, "--canary-timeout", "120", "--min-ratio", "0.5"];
+
+    let (output, _) = refresh(&cluster, state.path(), &good, &[]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let good_id = image_id(&cluster, &good);
+
+    // No result on the previous image: one node alone is the reference, this run the first result.
+    let (output, report) = refresh(&cluster, state.path(), &newer, &canary);
+    assert!(output.status.success(), "{}\n{report:#}\n{}", stderr(&output), head_logs(&cluster));
+    assert_eq!(report["outcome"], "kept", "{report:#}");
+    assert_eq!(report["single_node_gate"]["became_reference"], true, "{report:#}");
+    assert_eq!(report["gate"]["verdict"]["passed"], true, "{report:#}");
+    assert_eq!(report["result"]["verdict"]["state"], "accepted", "{report:#}");
+    let newer_id = image_id(&cluster, &newer);
+    assert_ne!(newer_id, good_id);
+    assert_eq!(images(&cluster, nodes), vec![newer_id.clone(); nodes]);
+    assert_eq!(served(&cluster).as_deref(), Some(model.as_str()), "the canary's model serves on the kept image");
+    let newer_digest = report["image"].as_str().unwrap().to_string();
+
+    // Another RoPE base: other answers. The gate names the prompt, the token and both images.
+    let (output, report) = refresh(&cluster, state.path(), &rope, &canary);
+    assert_eq!(output.status.code(), Some(1), "{}\n{report:#}", stderr(&output));
+    assert_eq!(report["outcome"], "rolled-back", "{report:#}");
+    assert_eq!(report["previous"], newer_digest.as_str(), "{report:#}");
+    let reason = report["reason"].as_str().unwrap();
+    let rope_digest = report["image"].as_str().unwrap();
+    let short = |image: &str| image.rsplit_once('@').unwrap().1.to_string();
+    for part in ["the gate failed", "prompt", "token", &short(rope_digest), &short(&newer_digest)] {
+        assert!(reason.contains(part), "{part:?} in {reason}");
+    }
+    assert_eq!(report["rollback"]["pinned"], newer_digest.as_str(), "{report:#}");
+    assert_eq!(images(&cluster, nodes), vec![newer_id.clone(); nodes], "every node back on the kept image");
+    assert_eq!(report["relaunched"], model.as_str(), "{report:#}");
+    assert_eq!(served(&cluster).as_deref(), Some(model.as_str()), "what served before serves again");
+    let text = String::from_utf8_lossy(&output.stderr);
+    assert!(text.contains("the canary refused"), "{text}");
+
+    // Slowed about 5x: the same answers, below half the last accepted output tokens/s.
+    let (output, report) = refresh(&cluster, state.path(), &slow, &canary);
+    assert_eq!(output.status.code(), Some(1), "{}\n{report:#}", stderr(&output));
+    assert_eq!(report["outcome"], "rolled-back", "{report:#}");
+    assert_eq!(report["gate"]["verdict"]["passed"], true, "{report:#}");
+    let ratio = report["ratio"].as_f64().unwrap();
+    assert!(ratio < 0.5, "{report:#}");
+    let reason = report["reason"].as_str().unwrap();
+    for part in ["output tokens/s", "--min-ratio 0.5", &short(&newer_digest)] {
+        assert!(reason.contains(part), "{part:?} in {reason}");
+    }
+    assert_eq!(report["result"]["verdict"]["state"], "rejected", "{report:#}");
+    assert_eq!(images(&cluster, nodes), vec![newer_id; nodes], "every node back on the kept image");
+    assert_eq!(served(&cluster).as_deref(), Some(model.as_str()));
+    eprintln!("the slowed image served {ratio:.2} of the kept image's output tokens/s");
+}
