@@ -298,7 +298,8 @@ fn relaunch(record: &ServingRecord, canary: &LaunchRequest) -> LaunchRequest {
         engine: record.engine,
         model: record.model.clone(),
         source: ModelSource::of(&record.model),
-        backend: (record.backend != Backend::Single).then_some(record.backend),
+        // vLLM's executor as it ran (llama.cpp has one way across nodes, and one node none).
+        backend: matches!(record.backend, Backend::Mp | Backend::Ray).then_some(record.backend),
         tp: record.tp,
         pp: record.pp,
         port: record.port,

@@ -16,7 +16,6 @@ use crate::node::Node;
 use crate::ops::refresh::RefreshRequest;
 use crate::output::{Output, Render, Style};
 use crate::paths::Paths;
-use crate::serving::engine::ServingEngine;
 
 /// The canary of `entry` (`--canary`, else the cluster file's) over `nodes`; the exit code.
 pub async fn run(
@@ -29,7 +28,7 @@ pub async fn run(
     out: &Output,
 ) -> Result<i32> {
     let model = entry.model.clone();
-    let engine = ModelSource::implied_engine(&model).unwrap_or(ServingEngine::Vllm);
+    let engine = ModelSource::implied_engine(&model).unwrap_or(request.serving);
     let launch = LaunchRequest {
         engine,
         toolbox: request.name.clone(),

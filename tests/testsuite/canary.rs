@@ -23,7 +23,8 @@ fn refresh(cluster: &TestCluster, state: &Path, image: &str, args: &[&str]) -> (
     let config = cluster.ssh_config();
     let nodes = cluster.nodes_arg();
     let mut argv = vec!["--json", "cluster", "--ssh-config", config.to_str().expect("utf-8"), "--nodes", &nodes];
-    argv.extend(["--connect-timeout", "3", "refresh", "--image", image, "--name", TOOLBOX, "--manager", "native"]);
+    argv.extend(["--connect-timeout", "3", "refresh", "--engine", "llama.cpp", "--image", image]);
+    argv.extend(["--name", TOOLBOX, "--manager", "native"]);
     argv.extend(["--spread", "off"]);
     argv.extend_from_slice(args);
     let output = strix_command(&[("XDG_STATE_HOME".to_string(), state.display().to_string())], &argv)

@@ -129,3 +129,50 @@ async fn a_dry_run_or_a_ratio_of_nothing_is_refused_before_any_change() {
     }
     assert_eq!(images(&cluster), vec![None, None], "nothing was refreshed");
 }
+
+#[test]
+fn what_served_before_is_relaunched_with_its_engine_and_executor() {
+    let head = std::net::Ipv4Addr::new(192, 168, 2, 1);
+    let record = |engine, backend| {
+        let mut record = ServingRecord::new(
+            NAME,
+            "m",
+            "m",
+            engine,
+            backend,
+            crate::serving::record::Role::Head,
+            2,
+            8001,
+            head,
+            head,
+            "http://192.168.2.1:8001/v1",
+        );
+        record.pp = Some(2);
+        record
+    };
+    let canary = LaunchRequest {
+        engine: crate::serving::engine::ServingEngine::LlamaCpp,
+        toolbox: NAME.into(),
+        model: "/models/canary.gguf".into(),
+        source: ModelSource::of("/models/canary.gguf"),
+        backend: None,
+        tp: None,
+        pp: None,
+        host: None,
+        port: 8000,
+        timeout: std::time::Duration::from_secs(1),
+        replace: false,
+        dry_run: false,
+        extra: Vec::new(),
+        env: Default::default(),
+        hf_token: None,
+        api_key: None,
+        hub_env: Default::default(),
+    };
+    use crate::serving::engine::ServingEngine::{LlamaCpp, Vllm};
+    let llama = relaunch(&record(LlamaCpp, Backend::Rpc), &canary);
+    assert_eq!((llama.engine, llama.backend, llama.port, llama.replace), (LlamaCpp, None, 8001, true));
+    let vllm = relaunch(&record(Vllm, Backend::Ray), &canary);
+    assert_eq!((vllm.engine, vllm.backend, vllm.pp), (Vllm, Some(Backend::Ray), Some(2)));
+    assert_eq!(vllm.model, "m");
+}
