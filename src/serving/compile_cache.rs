@@ -6,7 +6,20 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
+use crate::ops::toolbox::RunningToolbox;
 use crate::serving::record::ServingFiles;
+use crate::settings::Settings;
+
+/// Before a launch's first vLLM process on a node (Ray's start, or `vllm serve` alone): the cache
+/// of the toolbox's home, unless it was filled from the image the toolbox runs now.
+pub(super) fn clear_before_launch(
+    settings: &Settings,
+    toolbox: &RunningToolbox,
+    files: &ServingFiles,
+    env: &BTreeMap<String, String>,
+) -> Result<()> {
+    clear_stale_compile_cache(files, &toolbox.image(), env, settings.paths.cache_home())
+}
 
 /// vLLM's compiled graphs are only valid for the image that compiled them: when the toolbox runs
 /// another image than at the last launch, its compile cache goes first (a stale one crashes).

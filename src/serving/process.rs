@@ -46,12 +46,7 @@ pub async fn process_start(settings: &Settings, request: &ProcessStart) -> Resul
     let toolbox = RunningToolbox::open(settings, &request.toolbox).await?;
     let files = ServingFiles::of(&settings.paths, &toolbox.name)?;
     if request.fresh_compile_cache {
-        super::compile_cache::clear_stale_compile_cache(
-            &files,
-            &toolbox.image(),
-            &request.env,
-            settings.paths.cache_home(),
-        )?;
+        super::compile_cache::clear_before_launch(settings, &toolbox, &files, &request.env)?;
     }
     // The same launch's record (another of its processes, or Ray, started here first) gains
     // this process; another launch's is replaced.

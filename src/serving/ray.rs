@@ -127,12 +127,7 @@ pub async fn ray_start(settings: &Settings, request: &RayStart) -> Result<RaySta
     let toolbox = RunningToolbox::open(settings, &request.toolbox).await?;
     let files = ServingFiles::of(&settings.paths, &toolbox.name)?;
     if request.fresh_compile_cache {
-        super::compile_cache::clear_stale_compile_cache(
-            &files,
-            &toolbox.image(),
-            &request.env,
-            settings.paths.cache_home(),
-        )?;
+        super::compile_cache::clear_before_launch(settings, &toolbox, &files, &request.env)?;
     }
     files.write(&ServingRecord { image: toolbox.image(), ..request.record.clone() })?;
     let token_file = files.secret_file(RAY_TOKEN);

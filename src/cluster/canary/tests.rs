@@ -98,25 +98,7 @@ async fn a_dry_run_or_a_ratio_of_nothing_is_refused_before_any_change() {
     let cluster = nodes(&["a", "b"]);
     publish(&cluster, '1');
     let store = BenchStore::at(tempfile::tempdir().unwrap().path());
-    let launch = LaunchRequest {
-        engine: crate::serving::engine::ServingEngine::LlamaCpp,
-        toolbox: NAME.into(),
-        model: "/models/tiny.gguf".into(),
-        source: ModelSource::of("/models/tiny.gguf"),
-        backend: None,
-        tp: None,
-        pp: None,
-        host: None,
-        port: 8000,
-        timeout: std::time::Duration::from_secs(1),
-        replace: false,
-        dry_run: false,
-        extra: Vec::new(),
-        env: Default::default(),
-        hf_token: None,
-        api_key: None,
-        hub_env: Default::default(),
-    };
+    let launch = llama_launch("/models/tiny.gguf");
     let dry = RefreshRequest { dry_run: true, ..request() };
     let canary = CanaryRequest { launch: launch.clone(), min_ratio: DEFAULT_MIN_RATIO };
     let error = canary_refresh(&as_nodes(&cluster), &dry, &spread_off(), &canary, &store, &Silent).await.unwrap_err();
@@ -150,11 +132,22 @@ fn what_served_before_is_relaunched_with_its_engine_and_executor() {
         record.pp = Some(2);
         record
     };
-    let canary = LaunchRequest {
+    let canary = llama_launch("/models/canary.gguf");
+    use crate::serving::engine::ServingEngine::{LlamaCpp, Vllm};
+    let llama = relaunch(&record(LlamaCpp, Backend::Rpc), &canary);
+    assert_eq!((llama.engine, llama.backend, llama.port, llama.replace), (LlamaCpp, None, 8001, true));
+    let vllm = relaunch(&record(Vllm, Backend::Ray), &canary);
+    assert_eq!((vllm.engine, vllm.backend, vllm.pp), (Vllm, Some(Backend::Ray), Some(2)));
+    assert_eq!(vllm.model, "m");
+}
+
+/// A llama.cpp launch of `model` on the test toolbox, as the canary asks for one.
+fn llama_launch(model: &str) -> LaunchRequest {
+    LaunchRequest {
         engine: crate::serving::engine::ServingEngine::LlamaCpp,
         toolbox: NAME.into(),
-        model: "/models/canary.gguf".into(),
-        source: ModelSource::of("/models/canary.gguf"),
+        model: model.into(),
+        source: ModelSource::of(model),
         backend: None,
         tp: None,
         pp: None,
@@ -168,11 +161,5 @@ fn what_served_before_is_relaunched_with_its_engine_and_executor() {
         hf_token: None,
         api_key: None,
         hub_env: Default::default(),
-    };
-    use crate::serving::engine::ServingEngine::{LlamaCpp, Vllm};
-    let llama = relaunch(&record(LlamaCpp, Backend::Rpc), &canary);
-    assert_eq!((llama.engine, llama.backend, llama.port, llama.replace), (LlamaCpp, None, 8001, true));
-    let vllm = relaunch(&record(Vllm, Backend::Ray), &canary);
-    assert_eq!((vllm.engine, vllm.backend, vllm.pp), (Vllm, Some(Backend::Ray), Some(2)));
-    assert_eq!(vllm.model, "m");
+    }
 }
