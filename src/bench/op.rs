@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use super::gate::{judge, GateReport, ReferenceStore, PROMPT_SET};
 use super::key::{BenchKey, LinkTransport, ModelIdentity, ServingEngine};
 use super::node::{BenchLevel, EndpointAccess, GateAsk};
+use super::prompt;
 use super::result::BenchResult;
 use super::store::BenchStore;
 use crate::error::{Error, Result};
@@ -120,6 +121,7 @@ pub async fn bench(
         return Ok(report);
     }
     let mut levels = Vec::new();
+    let run_start = prompt::run_start();
     for (index, &concurrency) in request.concurrency.iter().enumerate() {
         let subject = format!("concurrency {concurrency}");
         reporter.step_started(
@@ -138,7 +140,7 @@ pub async fn bench(
                 output_len: request.output_len,
                 concurrency,
                 requests: request.requests,
-                first_index: 1 + index * request.requests as usize,
+                first_index: run_start + 1 + index * request.requests as usize,
                 warm_up: index == 0,
             })
             .await?;

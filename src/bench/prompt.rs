@@ -12,6 +12,8 @@
 //! another's prefix cache. The ids are the
 //! model's own, so they are valid for any model either server runs.
 
+use std::time::{SystemTime, UNIX_EPOCH};
+
 use super::client::ApiClient;
 use super::key::ServingEngine;
 use crate::error::{Error, Result};
@@ -80,6 +82,14 @@ impl PromptTokens {
     }
 }
 
+/// Where a run's prompt indices start: from the clock's nanoseconds. Prompts repeat every n²
+/// indices (n: the passage's length in tokens, ~130), so two runs of r requests share a prompt
+/// only when their starts come within r of each other modulo n²: for 32, about 1 in 260.
+pub fn run_start() -> usize {
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    (now.as_nanos() % (1 << 30)) as usize
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -115,5 +125,17 @@ mod tests {
             (0..16).map(|i| source.prompt(i, 6).unwrap()[1..3].to_vec()).collect();
         assert_eq!(starts.len(), 16);
         assert_eq!(source.prompt(5, 6).unwrap(), source.prompt(5, 6).unwrap());
+    }
+
+    #[test]
+    fn a_run_from_another_start_sends_other_prompts() {
+        let source = tokens();
+        let start = run_start();
+        assert!(start < 1 << 30);
+        let earlier: Vec<Vec<u32>> = (1..4).map(|i| source.prompt(i, 6).unwrap()).collect();
+        // 4 passage tokens: indices 16 apart are the first that repeat a prompt.
+        let later: Vec<Vec<u32>> = (5..8).map(|i| source.prompt(i, 6).unwrap()).collect();
+        assert!(later.iter().all(|prompt| !earlier.contains(prompt)));
+        assert_eq!(source.prompt(start + 3, 6).unwrap().len(), 6);
     }
 }
