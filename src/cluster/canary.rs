@@ -305,7 +305,8 @@ fn relaunch(record: &ServingRecord, canary: &LaunchRequest) -> LaunchRequest {
         port: record.port,
         replace: true,
         dry_run: false,
-        extra: Vec::new(),
+        extra: record.extra.clone(),
+        env: record.env.clone(),
         ..canary.clone()
     }
 }

@@ -32,7 +32,7 @@ use crate::serving::parallelism::Parallelism;
 use crate::serving::plan::{flag_value, LaunchPlan, NodeFacts, NodePlan, PlanRequest, PlannedCommand, Start, Step};
 use crate::serving::process::ProcessStart;
 use crate::serving::ray::{RayStart, AUTH_TOKEN};
-use crate::serving::record::{Role, ServingRecord};
+use crate::serving::record::{recorded_env, Role, ServingRecord};
 use crate::serving::state::{FlagQuestion, ServeCheck, ServeCheckReport};
 use crate::serving::{llama, vllm};
 use crate::spec::Transport;
@@ -671,6 +671,8 @@ async fn carry_out(
             record.api_key = plan.api_key;
             record.started = started.clone();
             record.identity = identity.clone();
+            record.extra = request.extra.clone();
+            record.env = recorded_env(&request.env);
             start(nodes[*node], request, command, record, &secrets)
         });
         let mut failed = MultiError::new("the launch could not start everything");

@@ -3,6 +3,7 @@
 //! directory is under the home the toolbox mounts at the same path, so vLLM inside the toolbox
 //! writes its log beside the record and the node reads both directly.
 
+use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 
@@ -11,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::model::identity::ModelIdentity;
 use crate::paths::Paths;
+use crate::secret::names_a_secret;
 use crate::serving::engine::{Backend, ServingEngine};
 
 /// The node's part in the serving cluster.
@@ -67,6 +69,19 @@ pub struct ServingRecord {
     /// The processes this launch started here, detached, each with its log.
     #[serde(default)]
     pub processes: Vec<ServedProcess>,
+    /// The operator's arguments for the engine's server (after `--`), as given: a canary's
+    /// rollback serves again what served, as it served.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub extra: Vec<String>,
+    /// The operator's `-e KEY=VALUE` settings, those whose names say no secret ([`recorded_env`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+}
+
+/// What of the operator's `-e` settings a record keeps: a value whose name says it is a secret
+/// (`*_TOKEN`, `*_KEY`…) is never written down; the API key and the Hub token have their own ways.
+pub fn recorded_env(env: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    env.iter().filter(|(name, _)| !names_a_secret(name)).map(|(name, value)| (name.clone(), value.clone())).collect()
 }
 
 /// One process a launch started on the node.
@@ -118,6 +133,8 @@ impl ServingRecord {
             image: String::new(),
             started: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
             processes: Vec::new(),
+            extra: Vec::new(),
+            env: BTreeMap::new(),
         }
     }
 
@@ -287,6 +304,12 @@ mod tests {
         );
         record.tp = Some(2);
         record.started = "2026-11-23T12:00:00Z".into();
+        record.extra = vec!["--max-model-len".into(), "4096".into()];
+        record.env = recorded_env(
+            &[("VLLM_LOGGING_LEVEL", "DEBUG"), ("WANDB_API_KEY", "s3cret")]
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .into(),
+        );
         record.processes.push(ServedProcess {
             name: "vllm".into(),
             pid: 42,
@@ -303,6 +326,11 @@ mod tests {
         assert_eq!(files.read().unwrap(), None);
         files.write(&record()).unwrap();
         assert_eq!(files.read().unwrap(), Some(record()));
+        let text = std::fs::read_to_string(files.record()).unwrap();
+        assert!(
+            text.contains("VLLM_LOGGING_LEVEL") && !text.contains("s3cret"),
+            "a secret's value is never written: {text}"
+        );
         assert_eq!(record().endpoint, "http://192.168.2.1:8000/v1");
         files.remove().unwrap();
         files.remove().unwrap();

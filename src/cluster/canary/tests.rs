@@ -130,6 +130,8 @@ fn what_served_before_is_relaunched_with_its_engine_and_executor() {
             "http://192.168.2.1:8001/v1",
         );
         record.pp = Some(2);
+        record.extra = vec!["--max-model-len".into(), "4096".into()];
+        record.env = [("VLLM_LOGGING_LEVEL".to_string(), "DEBUG".to_string())].into();
         record
     };
     let canary = llama_launch("/models/canary.gguf");
@@ -139,6 +141,11 @@ fn what_served_before_is_relaunched_with_its_engine_and_executor() {
     let vllm = relaunch(&record(Vllm, Backend::Ray), &canary);
     assert_eq!((vllm.engine, vllm.backend, vllm.pp), (Vllm, Some(Backend::Ray), Some(2)));
     assert_eq!(vllm.model, "m");
+    assert_eq!(
+        (vllm.extra.as_slice(), vllm.env.get("VLLM_LOGGING_LEVEL")),
+        (["--max-model-len", "4096"].map(String::from).as_slice(), Some(&"DEBUG".to_string())),
+        "as it served: not the canary's"
+    );
 }
 
 /// A llama.cpp launch of `model` on the test toolbox, as the canary asks for one.
