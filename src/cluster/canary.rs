@@ -13,6 +13,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::interrupt::Interrupt;
 use super::launch::{launch, LaunchRequest, ModelSource};
 use super::refresh::{refresh_nodes, ClusterOutcome, ClusterRefreshReport};
 use super::spread::SpreadSettings;
@@ -21,7 +22,7 @@ use crate::bench::gate::{GateReport, DEFAULT_LOGPROB_TOLERANCE};
 use crate::bench::op::{bench, BenchRequest, GateReference, Serving};
 use crate::bench::result::{BenchResult, Verdict};
 use crate::bench::store::BenchStore;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Signal};
 use crate::node::{Node, NodeCalls};
 use crate::ops::refresh::RefreshRequest;
 use crate::reporter::Reporter;
@@ -95,6 +96,10 @@ pub struct CanaryReport {
     pub rollback: Option<ClusterRefreshReport>,
     /// The model launched again after the rollback (what served before the refresh).
     pub relaunched: Option<String>,
+    /// Ctrl-C (or SIGTERM) came before the new image was proven: refused and rolled back as a
+    /// failed proof is, and the command exits 130 (143).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interrupted: Option<Signal>,
 }
 
 /// What the gate and the bench say of the new image.
@@ -163,15 +168,22 @@ pub async fn canary_refresh(
         reason: None,
         rollback: None,
         relaunched: None,
+        interrupted: None,
     };
     if report.refresh.outcome == ClusterOutcome::Unchanged {
         report.outcome = CanaryOutcome::Unchanged;
         return Ok(report);
     }
 
-    match prove(nodes, canary, previous.as_deref(), store, reporter, &mut report).await {
+    // From here a signal refuses the image: the cluster goes back to what it ran and served.
+    let interrupt = Interrupt::watch();
+    match prove(nodes, canary, previous.as_deref(), store, reporter, &mut report, &interrupt).await {
         Ok(None) => return Ok(report),
         Ok(Some(reason)) => report.reason = Some(reason),
+        Err(Error::Interrupted { signal, .. }) => {
+            report.interrupted = Some(signal);
+            report.reason = Some(format!("{} before image {} was proven", signal.stopped(), report.image));
+        }
         Err(error) => {
             report.reason = Some(format!("{} could not be proven on image {}: {error}", report.model, report.image))
         }
@@ -230,6 +242,7 @@ async fn prove(
     store: &BenchStore,
     reporter: &dyn Reporter,
     report: &mut CanaryReport,
+    interrupt: &Interrupt,
 ) -> Result<Option<String>> {
     let previous_digest = previous.map(|image| image.rsplit_once('@').map_or(image, |(_, digest)| digest));
     let launched = LaunchRequest { replace: true, dry_run: false, ..canary.launch.clone() };
@@ -248,8 +261,12 @@ async fn prove(
     };
     let toolbox = &canary.launch.toolbox;
 
+    // Each launch stops what it started on a signal itself; a bench is dropped where it stands.
+    let measure = |request: BenchRequest| async move {
+        interrupt.unless_it_comes("the canary's bench", bench(nodes[0], &request, store, reporter)).await
+    };
     launch(nodes, &launched, reporter).await?;
-    let measured = bench(nodes[0], &request(false), store, reporter).await?;
+    let measured = measure(request(false)).await?;
     let result = measured.result.ok_or_else(|| Error::Internal("the canary's bench kept no result".into()))?;
     report.baseline = match previous_digest {
         Some(digest) => store.last_accepted(&result.key.on_image(digest))?.map(|found| Baseline {
@@ -266,7 +283,7 @@ async fn prove(
         stop_serving(nodes, toolbox).await.into_result()?;
         let alone = LaunchRequest { tp: None, pp: None, backend: None, ..launched.clone() };
         launch(&nodes[..1], &alone, reporter).await?;
-        let single = bench(nodes[0], &request(true), store, reporter).await;
+        let single = measure(request(true)).await;
         stop_serving(&nodes[..1], toolbox).await.into_result()?;
         report.single_node_gate = single?.gate;
         if let Some(failure) = gate_failure(report.single_node_gate.as_ref()) {
@@ -274,7 +291,7 @@ async fn prove(
         }
         launch(nodes, &launched, reporter).await?;
     }
-    report.gate = bench(nodes[0], &request(true), store, reporter).await?.gate;
+    report.gate = measure(request(true)).await?.gate;
     let result = report.result.as_ref().ok_or_else(|| Error::Internal("the canary's bench kept no result".into()))?;
     let judgement = judge(gate_failure(report.gate.as_ref()), result, report.baseline.as_ref(), canary.min_ratio);
     report.ratio = judgement.ratio;

@@ -3,12 +3,14 @@
 //! their own process group, so the terminal's SIGINT does not reach them). The command asks after
 //! each step whether it came, and undoes what it did.
 
+use std::future::Future;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::signal::unix::{signal, SignalKind};
 
-use crate::error::Signal;
+use crate::error::{Error, Result, Signal};
 
 /// Which signal came (none yet: 0), and the task that watches for one.
 pub struct Interrupt(Arc<AtomicU8>, Option<tokio::task::JoinHandle<()>>);
@@ -42,6 +44,26 @@ impl Interrupt {
     #[cfg(test)]
     pub fn raise(&self, signal: Signal) {
         self.0.store(if signal == Signal::Interrupt { 1 } else { 2 }, Ordering::SeqCst);
+    }
+
+    /// `step`'s result, unless the signal comes first: then [`Error::Interrupted`] during `during`,
+    /// and `step` is dropped where it stands. Only for steps that change nothing (a bench's
+    /// requests): a step that starts or stops things checks [`came`](Interrupt::came) itself.
+    pub async fn unless_it_comes<T>(&self, during: &str, step: impl Future<Output = Result<T>>) -> Result<T> {
+        tokio::select! {
+            done = step => done,
+            signal = self.arrival() => Err(Error::Interrupted { during: during.to_string(), signal }),
+        }
+    }
+
+    /// When the signal comes (asked every 50 ms: the flag is what the watching task sets).
+    async fn arrival(&self) -> Signal {
+        loop {
+            if let Some(signal) = self.came() {
+                return signal;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 
     /// The signal, once one came.

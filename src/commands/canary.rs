@@ -1,5 +1,6 @@
 //! `cluster refresh --canary MODEL`: the refresh proven by serving MODEL from it
-//! ([`crate::cluster::canary`]); exit 1 when the new image was refused.
+//! ([`crate::cluster::canary`]); exit 1 when the new image was refused, 130 (143) when Ctrl-C
+//! (SIGTERM) refused it.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -54,7 +55,10 @@ pub async fn run(
     let report = canary_refresh(nodes, request, spread, &canary, &store, reporter.as_ref()).await?;
     reporter.finish();
     out.report(&report);
-    Ok(i32::from(matches!(report.outcome, CanaryOutcome::RolledBack | CanaryOutcome::Refused)))
+    Ok(match report.interrupted {
+        Some(signal) => signal.exit_code(),
+        None => i32::from(matches!(report.outcome, CanaryOutcome::RolledBack | CanaryOutcome::Refused)),
+    })
 }
 
 /// The canary: `--canary MODEL`, else the cluster file's `[canary]`; `--min-ratio` wins over the

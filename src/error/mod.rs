@@ -46,7 +46,7 @@ impl Signal {
     }
 
     /// How the message says what stopped us.
-    fn stopped(self) -> &'static str {
+    pub fn stopped(self) -> &'static str {
         match self {
             Signal::Interrupt => "interrupted",
             Signal::Terminate => "interrupted by SIGTERM",

@@ -1,12 +1,14 @@
 //! `cluster refresh --canary MODEL` end to end, with llama.cpp serving the tiny llama GGUF over
 //! RPC on two Thunderbolt nodes in network namespaces (toolboxes made by `cluster refresh` from
 //! the llama.cpp images of support/llama_image.rs), the bench store in a private state directory.
-//! One cluster, four refreshes: a good image kept (no earlier result: one node alone is the
+//! One cluster, five refreshes: a good image kept (no earlier result: one node alone is the
 //! reference), an image with another RoPE base rolled back on every node by the gate, a slowed
-//! image rolled back by the ratio, and each time what served before serves again.
+//! image rolled back by the ratio, and each time what served before serves again; then Ctrl-C
+//! while the canary serves refuses the image the same way, exit 130.
 
 use std::path::Path;
-use std::process::{Output, Stdio};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -15,11 +17,18 @@ use crate::support::cluster::{Link, TestCluster};
 use crate::support::llama_image::{llama_image, llama_image_rope, llama_image_slow};
 use crate::support::registry::Registry;
 use crate::support::tiny_llama::TinyLlama;
+use crate::support::wait_until;
 
 const TOOLBOX: &str = "llama";
 
 /// `strix-toolbox --json cluster … refresh --image IMAGE … ARGS`, the bench store under `state`.
 fn refresh(cluster: &TestCluster, state: &Path, image: &str, args: &[&str]) -> (Output, Value) {
+    let output = refresh_command(cluster, state, image, args).stdin(Stdio::null()).output().expect("run strix-toolbox");
+    let report = serde_json::from_slice(&output.stdout).unwrap_or(Value::Null);
+    (output, report)
+}
+
+fn refresh_command(cluster: &TestCluster, state: &Path, image: &str, args: &[&str]) -> Command {
     let config = cluster.ssh_config();
     let nodes = cluster.nodes_arg();
     let mut argv = vec!["--json", "cluster", "--ssh-config", config.to_str().expect("utf-8"), "--nodes", &nodes];
@@ -27,13 +36,9 @@ fn refresh(cluster: &TestCluster, state: &Path, image: &str, args: &[&str]) -> (
     argv.extend(["--name", TOOLBOX, "--manager", "native"]);
     argv.extend(["--spread", "off"]);
     argv.extend_from_slice(args);
-    let output = strix_command(&[("XDG_STATE_HOME".to_string(), state.display().to_string())], &argv)
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .output()
-        .expect("run strix-toolbox");
-    let report = serde_json::from_slice(&output.stdout).unwrap_or(Value::Null);
-    (output, report)
+    let mut command = strix_command(&[("XDG_STATE_HOME".to_string(), state.display().to_string())], &argv);
+    command.env("NO_COLOR", "1").stdin(Stdio::null());
+    command
 }
 
 /// The image id every node's toolbox runs.
@@ -142,7 +147,40 @@ fn a_canary_keeps_a_good_image_and_rolls_every_node_back_from_a_wrong_or_slow_on
         assert!(reason.contains(part), "{part:?} in {reason}");
     }
     assert_eq!(report["result"]["verdict"]["state"], "rejected", "{report:#}");
-    assert_eq!(images(&cluster, nodes), vec![newer_id; nodes], "every node back on the kept image");
+    assert_eq!(images(&cluster, nodes), vec![newer_id.clone(); nodes], "every node back on the kept image");
     assert_eq!(served(&cluster).as_deref(), Some(model.as_str()));
     eprintln!("the slowed image served {ratio:.2} of the kept image's output tokens/s");
+
+    // Ctrl-C once the canary serves from the new image (its launch's last proofs, or the bench):
+    // refused as an unproven image is, every node back on the kept image, serving again, 130.
+    let before = launch_started(&cluster);
+    let mut child = refresh_command(&cluster, state.path(), &slow, &canary)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run strix-toolbox");
+    wait_until("the canary to serve from the new image", Duration::from_secs(240), || {
+        launch_started(&cluster).is_some_and(|started| Some(&started) != before.as_ref()) && served(&cluster).is_some()
+    });
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    wait_until("the interrupted canary to exit", Duration::from_secs(240), || matches!(child.try_wait(), Ok(Some(_))));
+    let output = child.wait_with_output().expect("the canary's output");
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap_or(Value::Null);
+    assert_eq!(output.status.code(), Some(130), "{}\n{report:#}", stderr(&output));
+    assert_eq!(
+        (&report["outcome"], &report["interrupted"]),
+        (&"rolled-back".into(), &"interrupt".into()),
+        "{report:#}"
+    );
+    assert!(report["reason"].as_str().unwrap().starts_with("interrupted before image"), "{report:#}");
+    assert_eq!(images(&cluster, nodes), vec![newer_id; nodes], "every node back on the kept image");
+    assert_eq!(served(&cluster).as_deref(), Some(model.as_str()), "what served before serves again");
+}
+
+/// When the head's current launch started (its record's `started`), if it recorded one.
+fn launch_started(cluster: &TestCluster) -> Option<String> {
+    let record = cluster.node(1).home.join(format!(".local/state/strix-toolbox/serving/{TOOLBOX}.json"));
+    let record: Value = serde_json::from_str(&std::fs::read_to_string(record).ok()?).ok()?;
+    record["started"].as_str().map(String::from)
 }
