@@ -624,12 +624,20 @@ pub struct ModelListArgs {
 /// A model to serve, and how.
 #[derive(Debug, Clone, Args)]
 pub struct LaunchArgs {
-    /// The model: a Hugging Face repository (`org/name`), a directory inside the toolbox (vLLM), or
-    /// a GGUF file on the head (llama.cpp; of a split model, the first part).
+    /// The model: a Hugging Face repository (`org/name`), a directory inside the toolbox (vLLM), a
+    /// GGUF file on the head (llama.cpp; of a split model, the first part), or a Hub repository's
+    /// GGUF by its quant (`org/name:Q4_K_M`, as `llama-server -hf` takes it; llama.cpp: only those
+    /// files are downloaded, on the head only).
     #[arg(value_name = "MODEL")]
     pub model: String,
 
-    /// The serving engine [default: llama.cpp for a .gguf MODEL, else vllm].
+    /// The GGUF file of the Hub repository MODEL to serve, by its path in the repository (of a
+    /// split model, the first part); llama.cpp [default: the quant after MODEL's ':', else the
+    /// repository's only GGUF].
+    #[arg(long, value_name = "NAME.gguf")]
+    pub file: Option<String>,
+
+    /// The serving engine [default: llama.cpp for a .gguf MODEL, REPO:QUANT or --file, else vllm].
     #[arg(long, value_enum, value_name = "ENGINE")]
     pub engine: Option<ServingEngine>,
 

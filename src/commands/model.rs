@@ -29,6 +29,7 @@ impl ModelRequest {
                 revision: args.revision.as_deref().map(Revision::parse).transpose()?,
                 hub_env: forwarded_hub_env(std::env::vars()),
                 hf_token: super::launch::hf_token(args.hf_token_file.as_deref())?,
+                gguf: None,
             }),
             ModelCommand::List(args) => ModelRequest::List(ModelList {
                 repo: args.model.as_deref().map(RepoId::parse).transpose()?,
