@@ -592,9 +592,14 @@ pub enum ModelCommand {
 
 #[derive(Debug, Clone, Args)]
 pub struct ModelPullArgs {
-    /// The model's Hugging Face id (`org/name`).
+    /// The model's Hugging Face id (`org/name`); `org/name:QUANT` pulls only that GGUF's file(s),
+    /// picked as `llama-server -hf` picks them.
     #[arg(value_name = "MODEL")]
     pub model: String,
+
+    /// Only this GGUF file of the repository (its path there; of a split model, the first part).
+    #[arg(long, value_name = "NAME.gguf")]
+    pub file: Option<String>,
 
     /// A branch, tag or commit [default: main].
     #[arg(long, value_name = "REVISION")]
