@@ -1,12 +1,15 @@
 //! `launch REPO:QUANT` with llama.cpp: a Hub repository's GGUF by its quant, as `llama-server -hf`
-//! takes it. One node (the cluster's wiring is the same call on the head only: unit tests in
-//! src/cluster/hub_gguf.rs), its toolbox from llama.cpp on the node image's Python with
-//! huggingface_hub, the Hub stand-in (support/hub.rs) serving a repository with the tiny llama
-//! under two quants, a split model and a projector: only the quant's file is downloaded, and
-//! what serves answers as the tiny llama does.
+//! takes it. On one node, and on two Thunderbolt nodes over RPC with the Hub behind the cluster's
+//! uplink; the toolboxes run llama.cpp on the node image's Python with huggingface_hub, and the Hub
+//! stand-in (support/hub.rs) serves a repository with the tiny llama under two quants, a split
+//! model and a projector: only the quant's file is downloaded, on the head only, and what serves
+//! answers as the tiny llama does.
+
+use std::process::{Output, Stdio};
 
 use crate::launch::hub_env;
-use crate::support::cli::{json, run_strix, stderr, stdout};
+use crate::support::cli::{json, run_strix, stderr, stdout, strix_command};
+use crate::support::cluster::{Link, TestCluster};
 use crate::support::hub::{HubFile, HubStandIn};
 use crate::support::llama_image::llama_hub_image;
 use crate::support::llama_server::{greedy_completion, LlamaServer};
@@ -110,5 +113,53 @@ fn a_hub_gguf_by_its_quant_downloads_that_file_alone_and_serves_it() {
     assert!(again.status.success(), "{}{}", stdout(&again), stderr(&again));
     assert_eq!(json(&again)["hub_model"]["pulled"]["head"]["downloaded_bytes"], 0, "the cache had it");
     let stopped = run_strix(&env, &["--json", "stop", "--engine", "llama.cpp"]);
+    assert!(stopped.status.success(), "{}", stderr(&stopped));
+}
+
+/// `strix-toolbox --json cluster … ARGS` with `env`.
+fn strix_cluster(cluster: &TestCluster, env: &[(String, String)], args: &[&str]) -> Output {
+    let config = cluster.ssh_config();
+    let nodes = cluster.nodes_arg();
+    let mut argv = vec!["--json", "cluster"];
+    argv.extend(["--ssh-config", config.to_str().expect("utf-8"), "--nodes", &nodes, "--connect-timeout", "3"]);
+    argv.extend_from_slice(args);
+    strix_command(env, &argv).stdin(Stdio::null()).output().expect("run strix-toolbox")
+}
+
+#[test]
+fn two_nodes_serve_a_hub_gguf_downloaded_once_on_the_head_alone() {
+    let single = LlamaServer::builder(&TinyLlama::default().gguf()).start().greedy(PROMPT, TOKENS);
+    let registry = Registry::start();
+    let cluster = TestCluster::start_with(&registry, 2, Link::Thunderbolt);
+    let image = llama_hub_image(cluster.node(1).podman(), &registry, "llama-hub:latest", "2026-11-01T10:00:00Z");
+    let refresh = ["refresh", "--engine", "llama.cpp", "--image", &image, "--manager", "native", "--spread", "off"];
+    let refreshed = strix_cluster(&cluster, &[], &refresh);
+    assert!(refreshed.status.success(), "{}", stderr(&refreshed));
+    let hub = gguf_hub();
+    cluster.uplink().forward(hub.port);
+    let port = crate::support::free_port().to_string();
+    let model = format!("{REPO}:Q8_0");
+    let before: Vec<u64> = (1..=2).map(|i| cluster.uplink().node_bytes_down(i)).collect();
+    let args = ["launch", &model, "--port", &port, "--timeout", "120", "--", "--threads", "1", "--ctx-size", "2048"];
+    let launched = strix_cluster(&cluster, &hub_env(&hub), &args);
+    let said = format!("{}{}", stdout(&launched), stderr(&launched));
+    assert!(launched.status.success(), "{said}");
+    let down: Vec<u64> = (1..=2).map(|i| cluster.uplink().node_bytes_down(i) - before[i - 1]).collect();
+    let report = json(&launched);
+    assert_eq!((report["engine"].as_str(), report["backend"].as_str()), (Some("llama.cpp"), Some("rpc")), "{report}");
+    assert_eq!(downloaded(&hub), ["tiny-llama-Q8_0.gguf"], "only the quant's file");
+    let size = std::fs::metadata(TinyLlama::default().gguf()).expect("the model").len();
+    eprintln!("uplink bytes down: {down:?} (the file: {size})");
+    assert!(down[0] >= size && down[0] < size + size / 10, "the head took the file once: {down:?}, {size}");
+    assert_eq!(down[1], 0, "the worker took nothing from the Hub: {down:?}");
+    let pulled = &report["hub_model"]["pulled"];
+    assert_eq!(pulled["nodes"].as_array().map(Vec::len), Some(0), "no copy to the worker: {report}");
+    assert_eq!(pulled["link_bytes"], 0, "{report}");
+    let worker_cache = cluster.node(2).home.join(".cache/huggingface/hub/models--acme--tiny-llama-GGUF");
+    assert!(!worker_cache.exists(), "the worker has a copy at {}", worker_cache.display());
+    let url = format!("http://{}:{port}", cluster.node(1).link_address);
+    let answer = greedy_completion(Some(cluster.node(2).netns().name()), &url, PROMPT, TOKENS).expect("a completion");
+    assert_eq!(answer, single, "two nodes answer as the tiny llama does on one");
+    let stopped = strix_cluster(&cluster, &[], &["stop", "--engine", "llama.cpp"]);
     assert!(stopped.status.success(), "{}", stderr(&stopped));
 }
