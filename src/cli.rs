@@ -592,9 +592,14 @@ pub enum ModelCommand {
 
 #[derive(Debug, Clone, Args)]
 pub struct ModelPullArgs {
-    /// The model's Hugging Face id (`org/name`).
+    /// The model's Hugging Face id (`org/name`); `org/name:QUANT` pulls only that GGUF's file(s),
+    /// picked as `llama-server -hf` picks them.
     #[arg(value_name = "MODEL")]
     pub model: String,
+
+    /// Only this GGUF file of the repository (its path there; of a split model, the first part).
+    #[arg(long, value_name = "NAME.gguf")]
+    pub file: Option<String>,
 
     /// A branch, tag or commit [default: main].
     #[arg(long, value_name = "REVISION")]
@@ -624,12 +629,20 @@ pub struct ModelListArgs {
 /// A model to serve, and how.
 #[derive(Debug, Clone, Args)]
 pub struct LaunchArgs {
-    /// The model: a Hugging Face repository (`org/name`), a directory inside the toolbox (vLLM), or
-    /// a GGUF file on the head (llama.cpp; of a split model, the first part).
+    /// The model: a Hugging Face repository (`org/name`), a directory inside the toolbox (vLLM), a
+    /// GGUF file on the head (llama.cpp; of a split model, the first part), or a Hub repository's
+    /// GGUF by its quant (`org/name:Q4_K_M`, as `llama-server -hf` takes it; llama.cpp: only those
+    /// files are downloaded, on the head only).
     #[arg(value_name = "MODEL")]
     pub model: String,
 
-    /// The serving engine [default: llama.cpp for a .gguf MODEL, else vllm].
+    /// The GGUF file of the Hub repository MODEL to serve, by its path in the repository (of a
+    /// split model, the first part); llama.cpp [default: the quant after MODEL's ':', else the
+    /// repository's only GGUF].
+    #[arg(long, value_name = "NAME.gguf")]
+    pub file: Option<String>,
+
+    /// The serving engine [default: llama.cpp for a .gguf MODEL, REPO:QUANT or --file, else vllm].
     #[arg(long, value_enum, value_name = "ENGINE")]
     pub engine: Option<ServingEngine>,
 

@@ -15,9 +15,11 @@ use std::time::{Duration, Instant};
 use futures_util::future::join_all;
 use serde::{Deserialize, Serialize};
 
+use super::hub_gguf::{gguf_on_head, HeadGguf};
 use super::interrupt::Interrupt;
 use super::launch_proof::{prove, Proving};
 use super::model::{cached_everywhere, ensure_everywhere, CachedEverywhere, ModelPullReport, ModelPullRequest};
+pub use super::model_source::ModelSource;
 use super::stop::stop_serving;
 use crate::error::{Error, MultiError, Result};
 use crate::model::identity::ModelIdentity;
@@ -68,30 +70,6 @@ pub struct LaunchRequest {
     pub api_key: Option<Secret>,
     /// The operator's `HF_*` settings, for a pull of the model (`model::hub_env`).
     pub hub_env: BTreeMap<String, String>,
-}
-
-/// Where the model comes from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ModelSource {
-    /// A directory (vLLM) or GGUF file (llama.cpp) on the nodes that load it.
-    Path(String),
-    /// A Hub repository, every file of one revision (vLLM).
-    Hub(RepoId),
-}
-
-impl ModelSource {
-    /// MODEL as given: a `.gguf` file or anything that is no Hub id is a path.
-    pub fn of(model: &str) -> ModelSource {
-        match RepoId::parse(model) {
-            Ok(repo) if !model.ends_with(".gguf") => ModelSource::Hub(repo),
-            _ => ModelSource::Path(model.to_string()),
-        }
-    }
-
-    /// The serving engine MODEL implies, if it implies one (a GGUF is llama.cpp's).
-    pub fn implied_engine(model: &str) -> Option<ServingEngine> {
-        model.ends_with(".gguf").then_some(ServingEngine::LlamaCpp)
-    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -185,7 +163,8 @@ pub async fn launch(nodes: &[&dyn Node], request: &LaunchRequest, reporter: &dyn
         })
     });
     let hub = model_in_every_cache(nodes, request, model, reporter).await?;
-    let mut report = plan(nodes, &checks, request, backend, split.as_ref(), hub.as_ref())?;
+    let gguf = gguf_on_head(nodes[0], request, reporter).await?;
+    let mut report = plan(nodes, &checks, request, backend, split.as_ref(), hub.as_ref(), gguf.as_ref())?;
     report.why = why;
     if request.dry_run {
         return Ok(report.shown());
@@ -511,6 +490,7 @@ async fn model_in_every_cache(
         revision,
         hub_env: request.hub_env.clone(),
         hf_token: request.hf_token.clone(),
+        gguf: None,
     };
     Ok(Some((repo, Some(ensure_everywhere(nodes, &pull, reporter).await?))))
 }
@@ -523,6 +503,7 @@ fn plan(
     backend: Backend,
     split: Option<&Parallelism>,
     hub_model: Option<&(RepoId, Option<CachedEverywhere>)>,
+    gguf: Option<&HeadGguf>,
 ) -> Result<LaunchReport> {
     let cached = hub_model.and_then(|(_, cached)| cached.as_ref());
     let facts: Vec<NodeFacts> = nodes
@@ -555,7 +536,8 @@ fn plan(
         secrets.push(AUTH_TOKEN.to_string());
     }
     let asked = PlanRequest {
-        model: request.model.clone(),
+        // A Hub GGUF is read from the head's cache; anything else as given.
+        model: gguf.map_or_else(|| request.model.clone(), |gguf| gguf.path.clone()),
         served: served.clone(),
         tp: split.map(|s| s.tp),
         host: request.host.unwrap_or(Ipv4Addr::UNSPECIFIED).to_string(),
@@ -588,16 +570,30 @@ fn plan(
         api_key: request.api_key.is_some(),
         replaced: false,
         seconds_to_serve: None,
-        hub_model: hub_model.map(|(repo, found)| HubModel {
-            repo: repo.clone(),
-            commit: found.as_ref().map(|c| c.commit.clone()),
-            pulled: found.as_ref().and_then(|c| c.pull.clone()),
-        }),
-        gguf: checks[0].sha256.clone().map(|sha256| ModelIdentity::Gguf {
-            name: std::path::Path::new(&request.model)
-                .file_name()
-                .map_or_else(|| request.model.clone(), |name| name.to_string_lossy().into_owned()),
-            sha256,
+        hub_model: match (hub_model, gguf, &request.source) {
+            (Some((repo, found)), _, _) => Some(HubModel {
+                repo: repo.clone(),
+                commit: found.as_ref().map(|c| c.commit.clone()),
+                pulled: found.as_ref().and_then(|c| c.pull.clone()),
+            }),
+            (None, Some(gguf), _) => Some(HubModel {
+                repo: gguf.repo.clone(),
+                commit: Some(gguf.pull.commit.clone()),
+                pulled: Some(gguf.pull.clone()),
+            }),
+            // A dry run: the head would pull it first.
+            (None, None, ModelSource::HubGguf { repo, .. }) => {
+                Some(HubModel { repo: repo.clone(), commit: None, pulled: None })
+            }
+            (None, None, _) => None,
+        },
+        gguf: gguf.map(|gguf| gguf.identity.clone()).or_else(|| {
+            checks[0].sha256.clone().map(|sha256| ModelIdentity::Gguf {
+                name: std::path::Path::new(&request.model)
+                    .file_name()
+                    .map_or_else(|| request.model.clone(), |name| name.to_string_lossy().into_owned()),
+                sha256,
+            })
         }),
     })
 }
@@ -623,14 +619,13 @@ async fn carry_out(
         secrets.insert(AUTH_TOKEN.into(), Secret::random()?);
     }
     let started = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-    // The commit every node's cache has, which the engine loads offline.
-    let identity = plan
-        .hub_model
-        .as_ref()
-        .and_then(|hub| {
+    // A GGUF by its content (a Hub GGUF's commit holds every quant); else the commit every
+    // node's cache has, which the engine loads offline.
+    let identity = plan.gguf.clone().or_else(|| {
+        plan.hub_model.as_ref().and_then(|hub| {
             Some(ModelIdentity::Hub { repo: hub.repo.to_string(), commit: hub.commit.as_ref()?.to_string() })
         })
-        .or_else(|| plan.gguf.clone());
+    });
     let probe =
         SocketAddr::from((request.host.filter(|h| !h.is_unspecified()).unwrap_or(plan.nodes[0].link_ip), request.port));
     let mut proving = Proving {
@@ -808,15 +803,6 @@ mod tests {
         let mut asked = vllm.clone();
         asked.backend = Some(Backend::Mp);
         assert_eq!(settle_backend(&asked, Backend::Mp, &answered(Some(Vec::new()))), (Backend::Mp, Vec::new()));
-    }
-
-    #[test]
-    fn a_gguf_or_a_path_is_a_path_and_a_gguf_implies_llama_cpp() {
-        assert_eq!(ModelSource::of("acme/tiny"), ModelSource::Hub(RepoId::parse("acme/tiny").unwrap()));
-        assert_eq!(ModelSource::of("/models/tiny"), ModelSource::Path("/models/tiny".into()));
-        assert_eq!(ModelSource::of("models/tiny.gguf"), ModelSource::Path("models/tiny.gguf".into()));
-        assert_eq!(ModelSource::implied_engine("/m/x-00001-of-00002.gguf"), Some(ServingEngine::LlamaCpp));
-        assert_eq!(ModelSource::implied_engine("acme/tiny"), None);
     }
 
     #[test]

@@ -27,7 +27,8 @@ use crate::spec::Transport;
 
 /// How long every node gets to appear in Ray's node table after its `ray start` returned.
 const RAY_JOIN_LIMIT: Duration = Duration::from_secs(60);
-/// How long every worker's server gets to answer on its link address after it started.
+/// How long every worker's server gets to answer on its link address after it started, while it
+/// refuses (still starting); silence fails at once.
 const LISTEN_LIMIT: Duration = Duration::from_secs(60);
 /// Between two readiness probes (of Ray's node table, of the workers, of the endpoint).
 const PROBE_INTERVAL: Duration = Duration::from_millis(500);
@@ -259,11 +260,15 @@ async fn reachable(proving: &Proving<'_>, listeners: &[(usize, SocketAddr)]) -> 
             return Ok(());
         }
         proving.stopped("the wait for the workers")?;
-        if Instant::now() >= deadline {
-            let mut failed = MultiError::new(format!(
-                "workers did not answer on the cluster link within {} s",
-                LISTEN_LIMIT.as_secs()
-            ));
+        // A refusal may be a server still starting; silence is a firewall or a lost link, which
+        // waiting does not mend: it fails at once (each connection is bounded by `reach`'s limit).
+        let any_silent = silent.iter().any(|(_, _, reached)| *reached == Reached::Silent);
+        if any_silent || Instant::now() >= deadline {
+            let mut failed = MultiError::new(if any_silent {
+                "workers did not answer on the cluster link".to_string()
+            } else {
+                format!("workers did not answer on the cluster link within {} s", LISTEN_LIMIT.as_secs())
+            });
             for (index, address, reached) in silent {
                 let node = proving.nodes[index];
                 let (why, fix) = reached.why();

@@ -16,7 +16,9 @@ use crate::error::{Error, MultiError, Result};
 use crate::model::blob_fetch::BlobSource;
 use crate::model::download::ModelDownload;
 use crate::model::fetch::ModelFetch;
+use crate::model::gguf_pick::GgufPick;
 use crate::model::list::{ModelCacheReport, ModelList};
+use crate::model::manifest::SnapshotFile;
 use crate::model::repo_id::RepoId;
 use crate::model::revision::{Commit, Revision};
 use crate::model::serve::{ModelServe, ModelServeStop};
@@ -38,6 +40,8 @@ pub struct ModelPullRequest {
     /// The operator's `HF_*` settings for the head's download (`model::hub_env`).
     pub hub_env: BTreeMap<String, String>,
     pub hf_token: Option<Secret>,
+    /// Only this GGUF's file(s), onto the head only (llama.cpp: the workers get tensors over RPC).
+    pub gguf: Option<GgufPick>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -53,6 +57,9 @@ pub struct ModelPullReport {
     /// Blob bytes the head sent over the cluster link.
     pub link_bytes: u64,
     pub seconds: f64,
+    /// The GGUF file(s) pulled (a GGUF pick), the model's first part first: each blob is its sha256.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gguf_files: Vec<SnapshotFile>,
 }
 
 /// The head's part: the one copy that came from the Hub.
@@ -93,12 +100,18 @@ pub async fn model_pull(
         revision: request.revision.clone(),
         hub_env: request.hub_env.clone(),
         hf_token: request.hf_token.clone(),
+        gguf: request.gguf.clone(),
     };
     reporter.step_started(head.name(), &format!("downloading {} from the Hub", request.repo));
     let downloaded = download_news(head, head.call(download), &request.repo, reporter).await.map_err(|error| {
         MultiError::one("the head could not download the model; no node changed", head.name(), error)
     })?;
     let manifest = downloaded.manifest;
+    let gguf_files = downloaded
+        .gguf_files
+        .iter()
+        .filter_map(|path| manifest.files.iter().find(|file| &file.path == path).cloned())
+        .collect();
     let bytes = manifest.blob_bytes();
     reporter.step_finished(
         head.name(),
@@ -127,6 +140,7 @@ pub async fn model_pull(
         nodes: Vec::new(),
         link_bytes: 0,
         seconds: 0.0,
+        gguf_files,
     };
     if nodes.len() > 1 {
         let access = Secret::random()?;

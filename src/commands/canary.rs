@@ -29,11 +29,11 @@ pub async fn run(
     out: &Output,
 ) -> Result<i32> {
     let model = entry.model.clone();
-    let engine = ModelSource::implied_engine(&model).unwrap_or(request.serving);
+    let engine = ModelSource::implied_engine(&model, None).unwrap_or(request.serving);
     let launch = LaunchRequest {
         engine,
         toolbox: request.name.clone(),
-        source: ModelSource::of(&model),
+        source: ModelSource::for_engine(&model, engine, None)?,
         model,
         backend: None,
         tp: None,

@@ -25,10 +25,13 @@ pub async fn run(args: &LaunchArgs, nodes: &[&dyn Node], out: &Output) -> Result
 
 fn request(args: &LaunchArgs) -> Result<LaunchRequest> {
     let env = parse_env(&args.env)?;
-    let implied = ModelSource::implied_engine(&args.model);
+    let implied = ModelSource::implied_engine(&args.model, args.file.as_deref());
     let engine = match (args.engine, implied) {
         (Some(ServingEngine::Vllm), Some(implied)) => {
-            return Err(Error::Usage(format!("{}: a GGUF model is served by {implied}, not vLLM", args.model)))
+            return Err(Error::Usage(format!(
+                "{}: a GGUF model (a .gguf path, REPO:QUANT or --file) is served by {implied}, not vLLM",
+                args.model
+            )))
         }
         (Some(engine), _) => engine,
         (None, Some(implied)) => implied,
@@ -38,7 +41,7 @@ fn request(args: &LaunchArgs) -> Result<LaunchRequest> {
         engine,
         toolbox: args.name.clone().unwrap_or_else(|| engine.default_toolbox().to_string()),
         model: args.model.clone(),
-        source: ModelSource::of(&args.model),
+        source: ModelSource::for_engine(&args.model, engine, args.file.as_deref())?,
         backend: args.backend,
         tp: args.tp,
         pp: args.pp,

@@ -4,7 +4,9 @@
 use crate::check::Status;
 use crate::cli::ModelCommand;
 use crate::cluster::model::{model_list, model_pull, ModelListReport, ModelPullReport, ModelPullRequest, NodeModels};
+use crate::cluster::model_source::ModelSource;
 use crate::error::Result;
+use crate::model::gguf_pick::GgufPick;
 use crate::model::hub_env::forwarded_hub_env;
 use crate::model::list::ModelList;
 use crate::model::repo_id::RepoId;
@@ -12,6 +14,7 @@ use crate::model::revision::Revision;
 use crate::node::Node;
 use crate::output::{Output, Render, Row, Style};
 use crate::reporter::Bytes;
+use crate::serving::engine::ServingEngine;
 
 /// A model command, its arguments checked (before any node is asked).
 pub enum ModelRequest {
@@ -23,18 +26,33 @@ impl ModelRequest {
     /// MODEL is checked as huggingface_hub's `validate_repo_id` would, and so is `--revision`.
     pub fn parse(command: &ModelCommand) -> Result<ModelRequest> {
         Ok(match command {
-            ModelCommand::Pull(args) => ModelRequest::Pull(ModelPullRequest {
-                toolbox: args.name.clone(),
-                repo: RepoId::parse(&args.model)?,
-                revision: args.revision.as_deref().map(Revision::parse).transpose()?,
-                hub_env: forwarded_hub_env(std::env::vars()),
-                hf_token: super::launch::hf_token(args.hf_token_file.as_deref())?,
-            }),
+            ModelCommand::Pull(args) => {
+                let (repo, gguf) = repo_and_gguf(&args.model, args.file.as_deref())?;
+                ModelRequest::Pull(ModelPullRequest {
+                    toolbox: args.name.clone(),
+                    repo,
+                    revision: args.revision.as_deref().map(Revision::parse).transpose()?,
+                    hub_env: forwarded_hub_env(std::env::vars()),
+                    hf_token: super::launch::hf_token(args.hf_token_file.as_deref())?,
+                    gguf,
+                })
+            }
             ModelCommand::List(args) => ModelRequest::List(ModelList {
                 repo: args.model.as_deref().map(RepoId::parse).transpose()?,
                 verify: args.verify,
             }),
         })
+    }
+}
+
+/// The repository MODEL names, and the GGUF of it (`:QUANT`, `--file`) when only that is wanted.
+fn repo_and_gguf(model: &str, file: Option<&str>) -> Result<(RepoId, Option<GgufPick>)> {
+    let engine = if file.is_some() { ServingEngine::LlamaCpp } else { ServingEngine::Vllm };
+    match ModelSource::for_engine(model, engine, file)? {
+        ModelSource::HubGguf { repo, pick } => Ok((repo, Some(pick))),
+        ModelSource::Hub(repo) => Ok((repo, None)),
+        // Not a Hub id: the id's own error says why.
+        ModelSource::Path(_) => Ok((RepoId::parse(model)?, None)),
     }
 }
 
@@ -99,6 +117,14 @@ impl Render for ModelPullReport {
             head.hub_version,
             repaired(&head.repaired)
         ));
+        if let Some(first) = self.gguf_files.first() {
+            let parts = if self.gguf_files.len() > 1 {
+                format!(" (and {} more part(s))", self.gguf_files.len() - 1)
+            } else {
+                String::new()
+            };
+            out.line(&format!("  GGUF {}{parts}: llama.cpp serves it from the head's cache", first.path));
+        }
         for node in &self.nodes {
             out.line(&format!(
                 "  {}  {} over the cluster link ({} file(s)), {} kept{}",
@@ -205,5 +231,20 @@ fn cell(node: &NodeModels, repo: &str, commit: &str) -> (Option<Status>, String)
         (false, _) => (Some(Status::Warn), format!("incomplete: {size}")),
         (true, Some(true)) => (Some(Status::Pass), format!("verified: {size}")),
         (true, None) => (Some(Status::Pass), size),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pull_of_a_quant_or_a_file_is_only_that_gguf() {
+        let (repo, gguf) = repo_and_gguf("acme/tiny-GGUF:Q8_0", None).unwrap();
+        assert_eq!((repo.as_str(), gguf), ("acme/tiny-GGUF", Some(GgufPick::Quant("Q8_0".into()))));
+        let (_, gguf) = repo_and_gguf("acme/tiny-GGUF", Some("t-F16.gguf")).unwrap();
+        assert_eq!(gguf, Some(GgufPick::File("t-F16.gguf".into())));
+        assert_eq!(repo_and_gguf("acme/tiny", None).unwrap().1, None, "the whole repository");
+        assert!(repo_and_gguf("/models/x", None).is_err(), "no Hub id");
     }
 }

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use super::snapshot::{bad_blobs, files_here, manifest_here, paths_of};
 use crate::error::{Error, Result};
 use crate::model::cache::{HubCache, RepoDir};
+use crate::model::gguf_pick::{pick_gguf, GgufPick};
 use crate::model::manifest::{SnapshotManifest, SnapshotRecords};
 use crate::model::repo_id::RepoId;
 use crate::model::revision::{Commit, Revision};
@@ -31,6 +32,10 @@ pub struct ModelDownload {
     /// The operator's `HF_*` settings (`HF_ENDPOINT`...): `model::hub_env`.
     pub hub_env: BTreeMap<String, String>,
     pub hf_token: Option<Secret>,
+    /// Only the GGUF file(s) this names (llama.cpp), not the whole repository: the Hub's file
+    /// list is read first, the pick made here, and the revision pinned to the listed commit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gguf: Option<GgufPick>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -46,6 +51,9 @@ pub struct ModelDownloaded {
     pub downloaded_bytes: u64,
     /// Files whose blob was wrong here and was downloaded again.
     pub repaired: Vec<String>,
+    /// The GGUF file(s) `gguf` picked, the model's first part first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gguf_files: Vec<String>,
 }
 
 /// Runs `snapshot_download` with what its environment says; prints one JSON line: the snapshot's
@@ -58,18 +66,46 @@ except ImportError as error:
     print(json.dumps({"error": "ImportError", "message": str(error)}))
     sys.exit(3)
 try:
-    path = snapshot_download(os.environ["STRIX_MODEL_REPO"], revision=os.environ.get("STRIX_MODEL_REVISION") or None)
+    import glob
+    only = json.loads(os.environ.get("STRIX_MODEL_FILES") or "null")
+    allow = [glob.escape(name) for name in only] if only is not None else None
+    path = snapshot_download(os.environ["STRIX_MODEL_REPO"], revision=os.environ.get("STRIX_MODEL_REVISION") or None,
+                             allow_patterns=allow)
 except Exception as error:
     print(json.dumps({"error": type(error).__name__, "message": str(error)}))
     sys.exit(2)
 print(json.dumps({"snapshot": path, "version": huggingface_hub.__version__}))
 "#;
 
+/// Lists the repository's files at the revision, and the commit it resolved to; prints one JSON
+/// line as [`DOWNLOAD`] does.
+const LIST: &str = r#"import json, os, sys
+try:
+    import huggingface_hub
+    from huggingface_hub import HfApi
+except ImportError as error:
+    print(json.dumps({"error": "ImportError", "message": str(error)}))
+    sys.exit(3)
+try:
+    info = HfApi().model_info(os.environ["STRIX_MODEL_REPO"], revision=os.environ.get("STRIX_MODEL_REVISION") or "main")
+except Exception as error:
+    print(json.dumps({"error": type(error).__name__, "message": str(error)}))
+    sys.exit(2)
+print(json.dumps({"commit": info.sha, "files": [s.rfilename for s in info.siblings or []]}))
+"#;
+
+/// The call each script makes, as an error names it.
+const DOWNLOADING: &str = "huggingface_hub.snapshot_download";
+const LISTING: &str = "huggingface_hub.model_info";
+
 /// What the script printed last.
 #[derive(Debug, Deserialize)]
 struct ScriptAnswer {
     snapshot: Option<String>,
     version: Option<String>,
+    /// [`LIST`]'s answer.
+    commit: Option<String>,
+    files: Option<Vec<String>>,
     error: Option<String>,
     message: Option<String>,
 }
@@ -80,7 +116,20 @@ pub async fn model_download(settings: &Settings, request: &ModelDownload) -> Res
     let revision = request.revision.clone().unwrap_or_else(Revision::main);
     let before = repo.bytes_on_disk();
     let toolbox = RunningToolbox::open(settings, &request.toolbox).await?;
-    let (commit, hub_version) = run_download(&toolbox, &cache, &repo, request).await?;
+    // A GGUF pick: only its files, at the commit the listing saw (so a push between the two
+    // cannot mix revisions).
+    let (request, gguf_files) = match &request.gguf {
+        Some(pick) => {
+            let (commit, files) = list_repo(&toolbox, &cache, request).await?;
+            let chosen = pick_gguf(request.repo.as_str(), &files, pick)?;
+            let pinned = ModelDownload { revision: Some(Revision::parse(commit.as_str())?), ..request.clone() };
+            (pinned, chosen)
+        }
+        None => (request.clone(), Vec::new()),
+    };
+    let request = &request;
+    let only = (!gguf_files.is_empty()).then_some(gguf_files.as_slice());
+    let (commit, hub_version) = run_download(&toolbox, &cache, &repo, request, only).await?;
 
     let (files, missing) = files_here(&repo, &commit)?;
     let bad = bad_blobs(&repo, files.iter().map(|f| (f.blob.clone(), f.size)).collect()).await?;
@@ -94,7 +143,7 @@ pub async fn model_download(settings: &Settings, request: &ModelDownload) -> Res
         for path in &repaired {
             repo.remove_entry(&commit, path)?;
         }
-        run_download(&toolbox, &cache, &repo, request).await?;
+        run_download(&toolbox, &cache, &repo, request, only).await?;
     }
     let manifest = manifest_here(&repo, &commit)?;
     if !repaired.is_empty() {
@@ -123,6 +172,7 @@ pub async fn model_download(settings: &Settings, request: &ModelDownload) -> Res
         hub_version,
         downloaded_bytes: repo.bytes_on_disk().saturating_sub(before),
         repaired,
+        gguf_files,
     })
 }
 
@@ -132,9 +182,10 @@ async fn run_download(
     cache: &HubCache,
     repo: &RepoDir,
     request: &ModelDownload,
+    only: Option<&[String]>,
 ) -> Result<(Commit, String)> {
     let argv: Vec<String> = ["python3", "-c", DOWNLOAD].map(String::from).to_vec();
-    let report = toolbox.run(&argv, &download_env(cache, request)).await?;
+    let report = toolbox.run(&argv, &download_env(cache, request, only)).await?;
     let answer = last_answer(&report);
     let secret = request.hf_token.as_ref();
     let (snapshot, version) = match answer {
@@ -142,7 +193,13 @@ async fn run_download(
             (snapshot, version.unwrap_or_default())
         }
         Some(ScriptAnswer { error: Some(class), message, .. }) => {
-            return Err(hub_error(&request.repo, &class, &redact(&message.unwrap_or_default(), secret), request));
+            return Err(hub_error(
+                DOWNLOADING,
+                &request.repo,
+                &class,
+                &redact(&message.unwrap_or_default(), secret),
+                request,
+            ));
         }
         _ => {
             return Err(Error::Command {
@@ -177,8 +234,43 @@ async fn run_download(
     Ok((commit, version))
 }
 
-/// The script's environment: the operator's Hub settings, then what this download needs.
-fn download_env(cache: &HubCache, request: &ModelDownload) -> BTreeMap<String, String> {
+/// The repository's file list at the revision asked for, and its commit ([`LIST`]).
+async fn list_repo(
+    toolbox: &RunningToolbox,
+    cache: &HubCache,
+    request: &ModelDownload,
+) -> Result<(Commit, Vec<String>)> {
+    let argv: Vec<String> = ["python3", "-c", LIST].map(String::from).to_vec();
+    let report = toolbox.run(&argv, &download_env(cache, request, None)).await?;
+    let secret = request.hf_token.as_ref();
+    match last_answer(&report) {
+        Some(ScriptAnswer { commit: Some(commit), files: Some(files), .. }) if report.success() => {
+            let commit = Commit::parse(&commit).ok_or_else(|| Error::Command {
+                program: LISTING.into(),
+                message: format!("{}: the Hub named no commit ({commit:?})", request.repo),
+                fix: Some("check HF_ENDPOINT: it must be the Hub or a faithful mirror".into()),
+            })?;
+            Ok((commit, files))
+        }
+        Some(ScriptAnswer { error: Some(class), message, .. }) => {
+            Err(hub_error(LISTING, &request.repo, &class, &redact(&message.unwrap_or_default(), secret), request))
+        }
+        _ => Err(Error::Command {
+            program: "python3 (huggingface_hub.model_info)".into(),
+            message: format!(
+                "in toolbox {} (exit {}): {}",
+                toolbox.name,
+                report.exit_code,
+                redact(&report.last_lines(3).join(" | "), secret)
+            ),
+            fix: Some("check that the toolbox has python3 with huggingface_hub (`strix-toolbox enter -- python3 -c 'import huggingface_hub'`)".into()),
+        }),
+    }
+}
+
+/// The script's environment: the operator's Hub settings, then what this download needs (`only`
+/// these files, by their exact paths, when given).
+fn download_env(cache: &HubCache, request: &ModelDownload, only: Option<&[String]>) -> BTreeMap<String, String> {
     let mut env = request.hub_env.clone();
     let fixed = [
         ("HF_HUB_CACHE", cache.root().display().to_string()),
@@ -194,6 +286,9 @@ fn download_env(cache: &HubCache, request: &ModelDownload) -> BTreeMap<String, S
     env.extend(fixed.into_iter().map(|(k, v)| (k.to_string(), v)));
     if let Some(token) = &request.hf_token {
         env.insert("HF_TOKEN".into(), token.expose().to_string());
+    }
+    if let Some(files) = only {
+        env.insert("STRIX_MODEL_FILES".into(), serde_json::to_string(files).unwrap_or_default());
     }
     env
 }
@@ -211,7 +306,7 @@ fn redact(text: &str, secret: Option<&Secret>) -> String {
 }
 
 /// huggingface_hub's error, by its class, with what fixes it.
-fn hub_error(repo: &RepoId, class: &str, message: &str, request: &ModelDownload) -> Error {
+fn hub_error(program: &str, repo: &RepoId, class: &str, message: &str, request: &ModelDownload) -> Error {
     let endpoint = request.hub_env.get("HF_ENDPOINT").map_or("https://huggingface.co", String::as_str);
     let fix = match class {
         "RepositoryNotFoundError" | "GatedRepoError" => format!(
@@ -229,7 +324,7 @@ fn hub_error(repo: &RepoId, class: &str, message: &str, request: &ModelDownload)
         _ => format!("see the message; the Hub is {endpoint}"),
     };
     Error::Command {
-        program: "huggingface_hub.snapshot_download".into(),
+        program: program.into(),
         message: format!("{repo}: {class}: {}", message.lines().next().unwrap_or_default()),
         fix: Some(fix),
     }
@@ -246,13 +341,15 @@ mod tests {
             revision: Some(Revision::parse("v1").unwrap()),
             hub_env: [("HF_ENDPOINT".to_string(), "http://127.0.0.1:9".to_string())].into_iter().collect(),
             hf_token: token.map(|t| Secret::new(t.into())),
+            gguf: None,
         }
     }
 
     #[test]
     fn the_script_gets_everything_from_its_environment() {
         assert!(!DOWNLOAD.contains("acme") && DOWNLOAD.contains("os.environ[\"STRIX_MODEL_REPO\"]"));
-        let env = download_env(&HubCache::at("/home/me/.cache/huggingface/hub"), &request(Some("hf_s3cret")));
+        let env = download_env(&HubCache::at("/home/me/.cache/huggingface/hub"), &request(Some("hf_s3cret")), None);
+        assert!(!env.contains_key("STRIX_MODEL_FILES"), "the whole repository");
         assert_eq!(env["HF_HUB_CACHE"], "/home/me/.cache/huggingface/hub");
         assert_eq!(env["STRIX_MODEL_REPO"], "acme/tiny");
         assert_eq!(env["STRIX_MODEL_REVISION"], "v1");
@@ -263,14 +360,24 @@ mod tests {
     }
 
     #[test]
+    fn a_gguf_pick_downloads_only_its_files_by_their_exact_names() {
+        assert!(DOWNLOAD.contains("allow_patterns=allow") && DOWNLOAD.contains("glob.escape"));
+        let only = ["Q2_K/t-Q2_K-00001-of-00002.gguf".to_string(), "Q2_K/t-Q2_K-00002-of-00002.gguf".to_string()];
+        let env = download_env(&HubCache::at("/c"), &request(None), Some(&only));
+        let files: Vec<String> = serde_json::from_str(&env["STRIX_MODEL_FILES"]).unwrap();
+        assert_eq!(files, only);
+        assert!(!LIST.contains("acme") && LIST.contains("model_info(os.environ[\"STRIX_MODEL_REPO\"]"));
+    }
+
+    #[test]
     fn the_hubs_errors_say_what_fixes_them_without_the_token() {
         let request = request(Some("hf_s3cret"));
         let said = redact("401 for http://x?token=hf_s3cret\nmore", request.hf_token.as_ref());
-        let error = hub_error(&request.repo, "RepositoryNotFoundError", &said, &request);
+        let error = hub_error(DOWNLOADING, &request.repo, "RepositoryNotFoundError", &said, &request);
         let text = error.to_string();
         assert!(!text.contains("hf_s3cret") && text.contains("<redacted>"), "{text}");
         assert!(error.fix().unwrap().contains("does it have access"), "{text}");
-        let offline = hub_error(&request.repo, "LocalEntryNotFoundError", "x", &request);
+        let offline = hub_error(DOWNLOADING, &request.repo, "LocalEntryNotFoundError", "x", &request);
         assert!(offline.fix().unwrap().contains("http://127.0.0.1:9"));
     }
 

@@ -321,6 +321,7 @@ mod tests {
                 revision: Some(Revision::parse("refs/pr/1").unwrap()),
                 hub_env: [("HF_ENDPOINT".to_string(), "http://127.0.0.1:8080".to_string())].into_iter().collect(),
                 hf_token: Some(Secret::new("hf_secret".into())),
+                gguf: Some(crate::model::gguf_pick::GgufPick::Quant("Q4_K_M".into())),
             }
             .into(),
             ModelList { repo: None, verify: true }.into(),

@@ -432,7 +432,7 @@ fn one_node_serves_without_ray() {
 
 /// No process on this machine (every node's included: they are namespaces of it) has any of
 /// `secrets` in its argv.
-fn assert_no_argv_holds(secrets: &[&str]) {
+pub(crate) fn assert_no_argv_holds(secrets: &[&str]) {
     for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
         let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else { continue };
         let cmdline = String::from_utf8_lossy(&cmdline);

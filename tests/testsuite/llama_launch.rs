@@ -9,9 +9,11 @@
 use std::net::SocketAddrV4;
 use std::path::PathBuf;
 use std::process::{Output, Stdio};
+use std::time::{Duration, Instant};
 
 use crate::support::cli::{json, stderr, stdout, strix_command};
 use crate::support::cluster::{Link, TestCluster};
+use crate::support::http;
 use crate::support::llama_image::llama_image;
 use crate::support::llama_server::{greedy_completion, Completion, LlamaServer};
 use crate::support::proc_net::{tcp_sockets, TcpState};
@@ -26,6 +28,11 @@ const RPC_PORT: u16 = 50052;
 const CACHED_TENSOR: u64 = 32000 * 96 * 4;
 /// What the test servers run with (support/llama_server.rs says why): the same for the reference.
 const SERVER_ARGS: [&str; 4] = ["--threads", "1", "--ctx-size", "2048"];
+/// The endpoint's API key: in no argv, log or report.
+const API_KEY: &str = "sk-TESTllamaKEYthatMUSTneverSHOW24680";
+/// Within this a launch whose worker's RPC port is dropped fails (a bound, not a benchmark: the
+/// head's connection gives up after 3 s; the wait for a starting server is 60 s).
+const BLOCKED_LIMIT: Duration = Duration::from_secs(20);
 
 /// A cluster of three Thunderbolt nodes whose toolbox `llama` runs the llama image, and the tiny
 /// model in the head's home.
@@ -67,7 +74,14 @@ fn strix_cluster(cluster: &TestCluster, args: &[&str]) -> Output {
 
 /// `cluster launch MODEL --port PORT` (the engine implied by the .gguf), the test servers' flags.
 fn launch(bed: &LlamaBed, port: &str) -> Output {
-    let mut args = vec!["launch", &bed.model, "--port", port, "--timeout", "120", "--"];
+    launch_with(bed, port, &[])
+}
+
+/// [`launch`] with the launch's own `options` too.
+fn launch_with(bed: &LlamaBed, port: &str, options: &[&str]) -> Output {
+    let mut args = vec!["launch", &bed.model, "--port", port, "--timeout", "120"];
+    args.extend_from_slice(options);
+    args.push("--");
     args.extend(SERVER_ARGS);
     strix_cluster(&bed.cluster, &args)
 }
@@ -216,12 +230,51 @@ fn three_nodes_serve_a_gguf_over_rpc_as_one_node_would() {
     let rpc = rpc.unwrap_or_else(|| panic!("no rpc port row: {doctor}"));
     let named: Vec<&str> = rpc["problems"].as_array().unwrap().iter().filter_map(|p| p["node"].as_str()).collect();
     assert_eq!(named, ["node2"], "{rpc}");
+    let asked = Instant::now();
     let blocked = launch(&bed, &port);
+    let took = asked.elapsed();
     let said = stderr(&blocked);
     assert_eq!(blocked.status.code(), Some(1), "{said}");
     assert!(said.contains("node2") && said.contains(&format!("192.168.2.2:{RPC_PORT}")), "{said}");
+    // Silence is a firewall, not a server still starting: no waiting out the 60 s for one.
+    assert!(took < BLOCKED_LIMIT, "the blocked launch failed after {took:?}, not within {BLOCKED_LIMIT:?}: {said}");
     assert_nothing_serves(cluster, "after a worker's RPC port was dropped");
     nft(&node2, &["delete", "table", "inet", "strix_test"]);
+
+    // With an API key (--api-key-file): a request without it is refused, with it answered; the
+    // key is in no argv, log or report.
+    let secrets = tempfile::tempdir().expect("tempdir");
+    let key_file = secrets.path().join("api-key");
+    std::fs::write(&key_file, format!("{API_KEY}\n")).expect("write the key file");
+    let keyed = launch_with(&bed, &port, &["--api-key-file", key_file.to_str().expect("utf-8")]);
+    let said = format!("{}{}", stdout(&keyed), stderr(&keyed));
+    assert!(keyed.status.success(), "{said}");
+    assert!(!said.contains(API_KEY), "the key in the launch's output: {said}");
+    assert_eq!(json(&keyed)["api_key"], true, "{said}");
+    assert_eq!(completion_status(cluster, &port, None), 401, "no key");
+    assert_eq!(completion_status(cluster, &port, Some("sk-not-the-key")), 401, "a wrong key");
+    assert_eq!(completion_status(cluster, &port, Some(API_KEY)), 200, "the key");
+    crate::launch::assert_no_argv_holds(&[API_KEY]);
+    let logs = strix_cluster(cluster, &["logs", "--engine", "llama.cpp", "-n", "5000"]);
+    let said = format!("{}{}", stdout(&logs), stderr(&logs));
+    assert!(logs.status.success() && said.contains("llama-server"), "{said}");
+    assert!(!said.contains(API_KEY), "the key in a log: {said}");
+    let status = strix_cluster(cluster, &["status", "--engine", "llama.cpp"]);
+    assert!(!format!("{}{}", stdout(&status), stderr(&status)).contains(API_KEY), "the key in status");
+    let stopped = strix_cluster(cluster, &["stop", "--engine", "llama.cpp"]);
+    assert!(stopped.status.success(), "{}", stderr(&stopped));
+    assert_nothing_serves(cluster, "after the keyed launch was stopped");
+}
+
+/// The status of a one-token completion at the head's endpoint from node2, with `key` as its
+/// bearer token when given (llama-server lets /health and /v1/models through without one).
+fn completion_status(cluster: &TestCluster, port: &str, key: Option<&str>) -> u16 {
+    let url = format!("http://{}:{port}/v1/completions", cluster.node(1).link_address);
+    let body = r#"{"prompt": "Hello", "max_tokens": 1}"#;
+    let netns = Some(cluster.node(2).netns().name());
+    http::request_with_key(netns, "POST", &url, Some(body), key, Duration::from_secs(30))
+        .unwrap_or_else(|error| panic!("POST {url}: {error}"))
+        .status
 }
 
 fn nft(netns: &str, args: &[&str]) {

@@ -24,6 +24,7 @@ mod interrupt;
 mod launch;
 mod lint;
 mod llama_engine;
+mod llama_hub;
 mod llama_launch;
 mod model;
 mod patches;

@@ -24,10 +24,25 @@ pub fn request(
     json: Option<&str>,
     limit: Duration,
 ) -> Result<Response, String> {
+    request_with_key(netns, method, url, json, None, limit)
+}
+
+/// [`request`] with `key` as its bearer token (`Authorization: Bearer KEY`), when given.
+pub fn request_with_key(
+    netns: Option<&str>,
+    method: &str,
+    url: &str,
+    json: Option<&str>,
+    key: Option<&str>,
+    limit: Duration,
+) -> Result<Response, String> {
     let rest = url.strip_prefix("http://").ok_or_else(|| format!("{url}: only http:// URLs"))?;
     let (authority, path) = rest.split_once('/').map_or((rest, "/".to_string()), |(a, p)| (a, format!("/{p}")));
     let address: SocketAddr = authority.parse().map_err(|e| format!("{url}: {authority} is no IP:PORT ({e})"))?;
     let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n");
+    if let Some(key) = key {
+        head.push_str(&format!("Authorization: Bearer {key}\r\n"));
+    }
     if let Some(json) = json {
         head.push_str(&format!("Content-Type: application/json\r\nContent-Length: {}\r\n", json.len()));
     }

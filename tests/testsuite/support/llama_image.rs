@@ -25,6 +25,7 @@ use std::process::{Command, Stdio};
 
 use super::image::push_rootfs_image;
 use super::llama_cpp::llama_cpp;
+use super::node_image::node_rootfs_tar;
 use super::podman::PodmanService;
 use super::registry::Registry;
 use super::test_cache::{cached_file, recipe_hash};
@@ -109,20 +110,44 @@ pub fn llama_rootfs_tar(variant: LlamaVariant) -> PathBuf {
         for unneeded in UNNEEDED {
             let _ = std::fs::remove_dir_all(rootfs.join(unneeded));
         }
-        let bin = rootfs.join(IMAGE_BIN_DIR.trim_start_matches('/'));
-        std::fs::create_dir_all(&bin).expect("mkdir /opt/llama.cpp/bin");
-        for binary in [build.llama_server(), build.rpc_server()] {
-            std::fs::copy(&binary, bin.join(binary.file_name().expect("a binary"))).expect("copy a llama.cpp binary");
-        }
-        for name in ["rpc-server", "ggml-rpc-server"] {
-            let link = rootfs.join("usr/local/bin").join(name);
-            std::os::unix::fs::symlink(format!("{IMAGE_BIN_DIR}/ggml-rpc-server"), link).expect("link the RPC server");
-        }
-        let path = rootfs.join("usr/local/bin/llama-server");
-        std::fs::write(&path, wrapper).expect("write llama-server");
-        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod 755");
+        add_llama_cpp(&rootfs, &wrapper);
         run(Command::new("tar").arg("-C").arg(&rootfs).arg("-cf").arg(tarball).arg("."));
     })
+}
+
+/// llama.cpp as built on the node image's rootfs (node_image.rs: Python with huggingface_hub), so
+/// the head's toolbox can download a Hub GGUF.
+pub fn llama_hub_image(podman: &PodmanService, registry: &Registry, name: &str, created: &str) -> String {
+    let build = llama_cpp();
+    let base = node_rootfs_tar();
+    let wrapper = llama_server_wrapper(LlamaVariant::AsBuilt, &Path::new(IMAGE_BIN_DIR).join("llama-server"));
+    let recipe = recipe_hash(&format!("{} {} {wrapper}", build.key(), base.display()));
+    let tar = cached_file(&format!("llama-hub-rootfs-{recipe}.tar"), |staging, tarball| {
+        let rootfs = staging.join("rootfs");
+        std::fs::create_dir_all(&rootfs).expect("mkdir rootfs");
+        run(Command::new("tar").arg("-C").arg(&rootfs).arg("-xf").arg(&base));
+        add_llama_cpp(&rootfs, &wrapper);
+        run(Command::new("tar").arg("-C").arg(&rootfs).arg("-cf").arg(tarball).arg("."));
+    });
+    push_rootfs_image(podman, registry, name, &tar, &[(CREATED_LABEL, created)])
+}
+
+/// The build's servers into `rootfs`: the binaries in [`IMAGE_BIN_DIR`], the RPC server on PATH
+/// by both its names, and `llama-server` as `wrapper`.
+fn add_llama_cpp(rootfs: &Path, wrapper: &str) {
+    let build = llama_cpp();
+    let bin = rootfs.join(IMAGE_BIN_DIR.trim_start_matches('/'));
+    std::fs::create_dir_all(&bin).expect("mkdir /opt/llama.cpp/bin");
+    for binary in [build.llama_server(), build.rpc_server()] {
+        std::fs::copy(&binary, bin.join(binary.file_name().expect("a binary"))).expect("copy a llama.cpp binary");
+    }
+    for name in ["rpc-server", "ggml-rpc-server"] {
+        let link = rootfs.join("usr/local/bin").join(name);
+        std::os::unix::fs::symlink(format!("{IMAGE_BIN_DIR}/ggml-rpc-server"), link).expect("link the RPC server");
+    }
+    let path = rootfs.join("usr/local/bin/llama-server");
+    std::fs::write(&path, wrapper).expect("write llama-server");
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod 755");
 }
 
 /// What a serving image does without: apt's lists and caches, translations, documentation.
