@@ -315,7 +315,7 @@ fn relaunch(record: &ServingRecord, canary: &LaunchRequest) -> LaunchRequest {
         engine: record.engine,
         model: record.model.clone(),
         // A plain Hub id served by llama.cpp is one GGUF of it, as the first launch took it.
-        source: ModelSource::for_engine(&record.model, record.engine, None)
+        source: ModelSource::for_engine(&record.model, record.engine, record.file.as_deref())
             .unwrap_or_else(|_| ModelSource::of(&record.model)),
         // vLLM's executor as it ran (llama.cpp has one way across nodes, and one node none).
         backend: matches!(record.backend, Backend::Mp | Backend::Ray).then_some(record.backend),

@@ -22,6 +22,7 @@ use super::model::{cached_everywhere, ensure_everywhere, CachedEverywhere, Model
 pub use super::model_source::ModelSource;
 use super::stop::stop_serving;
 use crate::error::{Error, MultiError, Result};
+use crate::model::gguf_pick::GgufPick;
 use crate::model::identity::ModelIdentity;
 use crate::model::repo_id::RepoId;
 use crate::model::revision::{Commit, Revision};
@@ -668,6 +669,10 @@ async fn carry_out(
             record.identity = identity.clone();
             record.extra = request.extra.clone();
             record.env = recorded_env(&request.env);
+            record.file = match &request.source {
+                ModelSource::HubGguf { pick: GgufPick::File(name), .. } => Some(name.clone()),
+                _ => None,
+            };
             start(nodes[*node], request, command, record, &secrets)
         });
         let mut failed = MultiError::new("the launch could not start everything");

@@ -76,6 +76,9 @@ pub struct ServingRecord {
     /// The operator's `-e KEY=VALUE` settings, those whose names say no secret ([`recorded_env`]).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
+    /// The GGUF file of the Hub repository `model` it was launched with (`--file`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
 }
 
 /// What of the operator's `-e` settings a record keeps: a value whose name says it is a secret
@@ -135,6 +138,7 @@ impl ServingRecord {
             processes: Vec::new(),
             extra: Vec::new(),
             env: BTreeMap::new(),
+            file: None,
         }
     }
 

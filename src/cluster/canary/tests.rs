@@ -141,6 +141,10 @@ fn what_served_before_is_relaunched_with_its_engine_and_executor() {
     let vllm = relaunch(&record(Vllm, Backend::Ray), &canary);
     assert_eq!((vllm.engine, vllm.backend, vllm.pp), (Vllm, Some(Backend::Ray), Some(2)));
     assert_eq!(vllm.model, "m");
+    let mut from_file = record(LlamaCpp, Backend::Rpc);
+    (from_file.model, from_file.file) = ("org/repo-GGUF".into(), Some("q8/m-Q8_0.gguf".into()));
+    let pick = crate::model::gguf_pick::GgufPick::File("q8/m-Q8_0.gguf".into());
+    assert!(matches!(relaunch(&from_file, &canary).source, ModelSource::HubGguf { pick: p, .. } if p == pick));
     assert_eq!(
         (vllm.extra.as_slice(), vllm.env.get("VLLM_LOGGING_LEVEL")),
         (["--max-model-len", "4096"].map(String::from).as_slice(), Some(&"DEBUG".to_string())),
