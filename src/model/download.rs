@@ -210,7 +210,7 @@ async fn run_download(
                     report.exit_code,
                     redact(&report.last_lines(3).join(" | "), secret)
                 ),
-                fix: Some("check that the toolbox has python3 with huggingface_hub (`strix-toolbox enter -- python3 -c 'import huggingface_hub'`)".into()),
+                fix: Some("check that the toolbox has python3 with huggingface_hub (`strix-toolbox enter -- python3 -c 'import huggingface_hub'`); kyuz0's llama.cpp images have no Python: download the GGUF yourself and give its path".into()),
             })
         }
     };
@@ -316,7 +316,9 @@ fn hub_error(program: &str, repo: &RepoId, class: &str, message: &str, request: 
         ),
         "RevisionNotFoundError" => "check --revision: a branch, tag or commit of the repository".into(),
         "ImportError" | "ModuleNotFoundError" => {
-            "the toolbox's python3 lacks huggingface_hub: use the vLLM toolbox image (it has it)".into()
+            "the toolbox's python3 lacks huggingface_hub (the vLLM image has it; kyuz0's llama.cpp images have no \
+             Python): install it in the toolbox, or download the model yourself and give its path"
+                .into()
         }
         "LocalEntryNotFoundError" | "ConnectionError" | "ConnectTimeout" | "ReadTimeout" | "OfflineModeIsEnabled" => {
             format!("the head must reach {endpoint}: check its network, proxies and HF_ENDPOINT")
