@@ -14,7 +14,7 @@ use sha2::{Digest, Sha256};
 
 use super::identity::NodeIdentity;
 use crate::error::{Error, Result};
-use crate::paths::private_dir;
+use crate::paths::{open_lock_file, private_dir};
 
 /// Hex digits of the hash that names a master's directory: 96 bits, no collision in practice.
 const NAME_DIGITS: usize = 24;
@@ -64,11 +64,11 @@ impl MasterHome {
     /// another command that is starting or replacing it.
     pub async fn lock(&self, limit: Duration) -> Result<File> {
         let path = self.dir.join("lock");
-        let file = File::options().create(true).truncate(false).write(true).open(&path).map_err(|e| {
+        let file = open_lock_file(&path).map_err(|e| {
             Error::host(
                 path.display().to_string(),
-                format!("cannot open the ssh master's lock: {e}"),
-                "check the runtime directory",
+                format!("cannot open the ssh master's lock {}: {e}", path.display()),
+                "remove it (it is remade), or set XDG_RUNTIME_DIR to a private directory of yours",
             )
         })?;
         let started = Instant::now();
