@@ -283,8 +283,8 @@ echo "== launch: cluster launch to serving without Ray and over Ray vs the Ray s
 cargo test --release --quiet --test testsuite bench_launch -- --ignored --nocapture
 fi
 
+if wanted aiperf; then
 echo "== bench: strix-toolbox bench beside AIPerf on one llama-server (tiny llama model, CPU), output tokens/s"
 # Its own script: it needs no root and nothing above (scripts/bench/bench-vs-aiperf.sh).
-if wanted aiperf; then
 bash scripts/bench/bench-vs-aiperf.sh
 fi

@@ -93,8 +93,10 @@ enum Master {
     /// the session (the directory is held for its drop, which removes it).
     Own { _control_dir: tempfile::TempDir },
     /// Shared by the commands of the next `persist` seconds; `reused` when an earlier command
-    /// opened it (what the node says over it is then checked before any call).
-    Persistent { home: MasterHome, reused: bool },
+    /// opened it (what the node says over it is then checked before any call). A new one is
+    /// `locked` until what the node says over it is recorded: another command never takes it
+    /// for one whose node said nothing yet.
+    Persistent { home: MasterHome, reused: bool, locked: Option<std::fs::File> },
     /// None to close (a session made up by a unit test).
     #[cfg(test)]
     Nothing,
@@ -125,15 +127,16 @@ impl NodeSession {
     async fn connect_persistent(destination: &str, options: &SshOptions) -> Result<NodeSession> {
         let home = MasterHome::of(&options.runtime_dir, destination, options.config_file.as_deref());
         home.prepare()?;
-        let _lock = home.lock(options.login_limit()).await?;
+        let lock = home.lock(options.login_limit()).await?;
         let control_path = home.control_path();
         // The mux protocol's alive check: no `ssh -O check` process.
         let reused = super::ssh_mux::alive(&control_path);
+        let locked = (!reused).then_some(lock);
         let session = NodeSession {
             destination: destination.to_string(),
             options: options.clone(),
             control_path,
-            master: Master::Persistent { home, reused },
+            master: Master::Persistent { home, reused, locked },
         };
         if !reused {
             session.start_persistent_master().await?;
@@ -150,11 +153,11 @@ impl NodeSession {
     /// longer carries a channel) and open a new one: its login verifies the host key against
     /// known_hosts again, exactly as a first connection does.
     pub async fn replace_master(&mut self) -> Result<()> {
-        let Master::Persistent { home, reused } = &mut self.master else {
+        let Master::Persistent { home, reused, locked } = &mut self.master else {
             return Ok(());
         };
         *reused = false;
-        let _lock = home.lock(self.options.login_limit()).await?;
+        *locked = Some(home.lock(self.options.login_limit()).await?);
         super::ssh_mux::terminate(&self.control_path);
         self.start_persistent_master().await
     }
@@ -167,10 +170,12 @@ impl NodeSession {
         }
     }
 
-    /// Keep what the node says over a persistent master just opened, for the next command.
-    pub fn record_identity(&self, identity: Option<&NodeIdentity>) {
-        if let Master::Persistent { home, reused: false } = &self.master {
+    /// Keep what the node says over a persistent master just opened, for the next command
+    /// (which may take the master from then on).
+    pub fn record_identity(&mut self, identity: Option<&NodeIdentity>) {
+        if let Master::Persistent { home, reused: false, locked } = &mut self.master {
             home.record_identity(identity);
+            locked.take();
         }
     }
 
