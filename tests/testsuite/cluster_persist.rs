@@ -191,3 +191,19 @@ fn a_live_master_never_hides_a_changed_host_key() {
     head.wait_for_no_master("after the refused login");
     assert_eq!(logins(&cluster, 1), 1, "nothing logged in with the new key:\n{}", cluster.node(1).sshd_log());
 }
+
+/// Two commands that start at the same moment: one opens the master, the other waits for it to
+/// be recorded and rides it (never a second master fighting over the same socket).
+#[test]
+fn two_commands_at_once_share_one_master() {
+    let cluster = TestCluster::start_network_only(1);
+    let head = Head::new();
+    std::thread::scope(|scope| {
+        let runs: Vec<_> = (0..2).map(|_| scope.spawn(|| head.list_models(&cluster, &[], &[]))).collect();
+        for run in runs {
+            run.join().expect("a command failed");
+        }
+    });
+    assert_eq!(head.master_pids().len(), 1, "one master for the node");
+    assert_eq!(logins(&cluster, 1), 1, "{}", cluster.node(1).sshd_log());
+}
