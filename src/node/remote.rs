@@ -66,7 +66,11 @@ impl RemoteNode {
     pub async fn connect(name: &str, ssh: &SshOptions) -> Result<RemoteNode> {
         let mut session = NodeSession::connect(name, ssh).await?;
         let limit = ssh.login_limit();
-        let mut agent = Channel::open(&session, name, limit).await;
+        // Over a reused master the hello needs no login: one that does not come within the
+        // connect timeout is a connection that died unseen (a node unplugged), and a new login
+        // then fails as fast as a first one would.
+        let hello_limit = if session.reused() { ssh.connect_timeout.max(Duration::from_secs(1)) } else { limit };
+        let mut agent = Channel::open(&session, name, hello_limit).await;
         if session.reused() && !vouched_for(&session, &agent) {
             // Rebooted, other host keys, or a master that no longer carries a channel: no call
             // goes over it. The new master's login checks the host key as a first one does.

@@ -207,3 +207,28 @@ fn two_commands_at_once_share_one_master() {
     assert_eq!(head.master_pids().len(), 1, "one master for the node");
     assert_eq!(logins(&cluster, 1), 1, "{}", cluster.node(1).sshd_log());
 }
+
+/// A master whose connection died unseen (the node's answers vanish: no packet says so) still
+/// answers on its control socket but carries nothing: the next command gives up on it within the
+/// connect timeout and fails as a first login to a node that is down does.
+#[test]
+fn a_master_whose_node_went_silent_fails_within_the_connect_timeout() {
+    let cluster = TestCluster::start_network_only(1);
+    let head = Head::new();
+    head.list_models(&cluster, &[], &[]);
+    let before = head.master_pids();
+    let node = cluster.node(1);
+    let head_address = format!("{}/32", node.gateway);
+    node.netns().ip(&["route", "add", "blackhole", &head_address]);
+    assert_eq!(head.master_pids(), before, "the master has not noticed");
+    let started = Instant::now();
+    let failed = head.cluster(&cluster, &[], &["model", "list"]);
+    let took = started.elapsed();
+    node.netns().ip(&["route", "del", "blackhole", &head_address]);
+    let said = format!("{}{}", String::from_utf8_lossy(&failed.stdout), stderr(&failed));
+    assert!(!failed.status.success(), "{said}");
+    assert!(said.contains("cannot reach node node1"), "named as down: {said}");
+    // --connect-timeout 3: 3 s for the hello over the old master, 3 s for the new login.
+    assert!(took < Duration::from_secs(12), "took {took:?}: {said}");
+    assert!(head.master_pids().is_disjoint(&before), "the silent master was closed");
+}
