@@ -224,7 +224,8 @@ hyperfine --warmup 2 --runs "$runs" --export-markdown target/bench/cluster.md \
   -n "ssh refresh node after node, 3 nodes" "for n in node1 node2 node3; do ssh -F $work/ssh_config \$n $node_refresh; done" \
   -n "cluster refresh, 1 node" "$cluster node1" \
   -n "cluster refresh, 2 nodes" "$cluster node1,node2" \
-  -n "cluster refresh, 3 nodes" "$cluster node1,node2,node3"
+  -n "cluster refresh, 3 nodes" "$cluster node1,node2,node3" \
+  -n "cluster refresh, 3 nodes, new ssh logins" "$cluster node1,node2,node3 --ssh-persist 0"
 fi
 
 # The spread. A new image: the stand-in's root and BENCH_IMAGE_MIB of random bytes (one layer that
