@@ -9,7 +9,8 @@
 #   5. the spread, with the upstream registry behind a rate-limited uplink (BENCH_UPLINK, tc tbf):
 #      a 3-node `cluster refresh` of a new image against one node pulling it alone (and against the
 #      3 nodes each pulling it, --spread off); then a no-op 3-node `cluster refresh` against one
-#      node's refresh over ssh;
+#      node's refresh over ssh; the cluster commands each with a new ssh login (--ssh-persist 0) and
+#      over the masters an earlier command left up (the default; the warm-up runs open them);
 #   6. `cluster launch` to serving on 3 nodes, without Ray (the default) and with `--backend ray`,
 #      against the same Ray steps typed by hand over ssh (Ray's head, each worker, `vllm serve`,
 #      polling /health): tests/testsuite/bench_launch.rs;
@@ -19,6 +20,8 @@
 # its own (the "upstream", reached as 127.0.0.1:PORT through relays), with fake host trees
 # (tests/fixtures/strix-thunderbolt-only) whose device nodes are made by mknod.
 # Needs root and scripts/test-deps.sh. Results: stdout and target/bench/*.md.
+# BENCH_ONLY="cluster spread-noop" runs only those parts (refresh, floor, enter, verify, detect,
+# cluster, spread-new, spread-noop, launch, aiperf); the setup they need always runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo_root=$PWD
@@ -28,12 +31,20 @@ spread_runs=${BENCH_SPREAD_RUNS:-5}
 uplink_rate=${BENCH_UPLINK:-40mbit}
 new_image_mib=${BENCH_IMAGE_MIB:-32}
 
+# The part NAME is to run.
+wanted() { [ -z "${BENCH_ONLY:-}" ] || [[ " $BENCH_ONLY " == *" $1 "* ]]; }
+
 work=$(mktemp -d /tmp/strix-bench.XXXXXX)
 pids=()
 WORK=$work
 source scripts/bench/cluster-nodes.sh
 spread_port=$((14000 + RANDOM % 900))
 cleanup() {
+  # The ssh masters the cluster commands left up for the next one.
+  if [ -f "$work/ssh_config" ]; then
+    "$repo_root/target/release/strix-toolbox" cluster disconnect --ssh-config "$work/ssh_config" \
+      --nodes node1,node2,node3 >/dev/null 2>&1 || true
+  fi
   stop_cluster_nodes
   # The cluster CA a spread installed for its registry (this run's port alone).
   rm -rf /etc/containers/certs.d/192.168.2.1:"$spread_port" /etc/docker/certs.d/192.168.2.1:"$spread_port"
@@ -137,10 +148,12 @@ flags=(--device "$host/dev/kfd:/dev/kfd" --device "$host/dev/dri:/dev/dri" --gro
 $strix --host-root "$host" refresh --image "$ref" --name bench --manager native
 mkdir -p target/bench
 
+if wanted refresh; then
 echo "== refresh: no-op strix-toolbox vs the seed's podman CLI sequence"
 hyperfine --warmup 2 --runs "$runs" --export-markdown target/bench/refresh.md \
   -n "seed script sequence (podman CLI)" "bash scripts/bench/seed-refresh.sh seed $ref $repo ${flags[*]}" \
   -n "strix-toolbox refresh (no-op)" "$strix --host-root $host refresh --image $ref --name bench --manager native"
+fi
 
 # The floor a no-op refresh cannot go under: what it must learn, asked by curl (the tag's digest
 # from the registry, the toolbox from the API service).
@@ -149,26 +162,34 @@ manifest_types+=",application/vnd.docker.distribution.manifest.list.v2+json"
 manifest_types+=",application/vnd.docker.distribution.manifest.v2+json"
 floor="curl -sfI -o /dev/null -H 'Accept: $manifest_types' http://127.0.0.1:$port/v2/bench/vllm/manifests/latest"
 floor+=" && curl -sf -o /dev/null --unix-socket $work/podman.sock http://d/v4.0.0/libpod/containers/bench/json"
+if wanted floor; then
 echo "== refresh: no-op strix-toolbox vs the API floor (a manifest HEAD and a container inspect, by curl)"
 hyperfine --warmup 2 --runs "$runs" --export-markdown target/bench/refresh-floor.md \
   -n "API floor (curl)" "$floor" \
   -n "strix-toolbox refresh (no-op)" "$strix --host-root $host refresh --image $ref --name bench --manager native"
+fi
 
+if wanted enter; then
 echo "== enter: strix-toolbox enter -- true vs podman exec"
 $strix enter bench -- true
 hyperfine --warmup 3 --runs "$runs" --export-markdown target/bench/enter.md \
   -n "podman exec bench true" "podman exec bench true" \
   -n "strix-toolbox enter bench -- true" "$strix enter bench -- true"
+fi
 
+if wanted verify; then
 echo "== verify a running toolbox (every check it has: devices open, limits, groups, env, RCCL search)"
 hyperfine -N --warmup 2 --runs "$runs" --export-markdown target/bench/verify.md \
   -n "strix-toolbox verify bench" "$strix --host-root $host verify bench"
+fi
 
+if wanted detect; then
 echo "== detect"
 # -N: no shell in between; detect takes less time than hyperfine can calibrate a shell away.
 hyperfine -N --warmup 3 --runs "$runs" --export-markdown target/bench/detect.md \
   -n "strix-toolbox detect" "$strix --host-root $host detect" \
   -n "strix-toolbox detect --json" "$strix --host-root $host detect --json"
+fi
 
 # The spread's registry: a stand-in for registry:2 made of Debian's docker-registry (TESTBED.md),
 # pushed upstream like any image; the head pulls it once, before the timed runs.
@@ -196,13 +217,16 @@ node_podman 1 pull -q "$registry_image" >/dev/null
 cluster="$repo_root/target/release/strix-toolbox cluster refresh --ssh-config $work/ssh_config $spread_flags --image $ref --name bench --manager native --nodes"
 node_refresh="strix-toolbox refresh --image $ref --name bench --manager native"
 $cluster node1,node2,node3 >/dev/null
+if wanted cluster; then
 hyperfine --warmup 2 --runs "$runs" --export-markdown target/bench/cluster.md \
   -n "ssh refresh, 1 node" "ssh -F $work/ssh_config node1 $node_refresh" \
   -n "ssh refresh node after node, 2 nodes" "for n in node1 node2; do ssh -F $work/ssh_config \$n $node_refresh; done" \
   -n "ssh refresh node after node, 3 nodes" "for n in node1 node2 node3; do ssh -F $work/ssh_config \$n $node_refresh; done" \
   -n "cluster refresh, 1 node" "$cluster node1" \
   -n "cluster refresh, 2 nodes" "$cluster node1,node2" \
-  -n "cluster refresh, 3 nodes" "$cluster node1,node2,node3"
+  -n "cluster refresh, 3 nodes" "$cluster node1,node2,node3" \
+  -n "cluster refresh, 3 nodes, new ssh logins" "$cluster node1,node2,node3 --ssh-persist 0"
+fi
 
 # The spread. A new image: the stand-in's root and BENCH_IMAGE_MIB of random bytes (one layer that
 # compresses to itself). Before each timed run, the nodes it goes to lose it again (toolbox and
@@ -232,24 +256,36 @@ strix=$repo_root/target/release/strix-toolbox
 new_cluster="$strix cluster refresh --ssh-config $work/ssh_config $spread_flags --image $new_ref --name bench --manager native --nodes node1,node2,node3"
 new_single="ssh -F $work/ssh_config node1 strix-toolbox refresh --image $new_ref --name bench --manager native"
 
+if wanted spread-new; then
 echo "== spread: a new image (${new_image_mib} MiB) to 3 nodes vs one node pulling it alone, upstream at $uplink_rate"
 hyperfine --warmup 1 --runs "$spread_runs" --export-markdown target/bench/spread-new-image.md \
   --prepare "$work/forget 1" -n "one node pulls it alone (refresh over ssh)" "$new_single" \
   --prepare "$work/forget 1 2 3" -n "cluster refresh, 3 nodes, spread from the head" "$new_cluster" \
   --prepare "$work/forget 1 2 3" -n "cluster refresh, 3 nodes, --spread off" "$new_cluster --spread off"
+fi
 
+if wanted spread-noop; then
 echo "== spread: no-op 3-node cluster refresh vs one node's refresh over ssh, upstream at $uplink_rate"
 $new_cluster >/dev/null
+# Each cluster command with a new ssh login per node (--ssh-persist 0), and over the masters the
+# warm-up runs left up (the default: what every command after the first gets).
 hyperfine --warmup 2 --runs "$runs" --export-markdown target/bench/spread-noop.md \
   -n "ssh refresh, 1 node (no-op)" "$new_single" \
-  -n "cluster refresh, 3 nodes (no-op)" "$new_cluster" \
-  -n "cluster refresh, 3 nodes (no-op), --spread off" "$new_cluster --spread off"
+  -n "cluster refresh, 3 nodes (no-op), new ssh logins" "$new_cluster --ssh-persist 0" \
+  -n "cluster refresh, 3 nodes (no-op), masters reused" "$new_cluster" \
+  -n "cluster refresh, 3 nodes (no-op), --spread off, new ssh logins" "$new_cluster --spread off --ssh-persist 0" \
+  -n "cluster refresh, 3 nodes (no-op), --spread off, masters reused" "$new_cluster --spread off"
+fi
 
+if wanted launch; then
 echo "== launch: cluster launch to serving without Ray and over Ray vs the Ray steps by hand over ssh, 3 nodes"
 # The test suite's cluster (Thunderbolt nodes, podman inside each, the node image with Ray and the
 # stand-in vLLM): the benchmark is an ignored test of the suite, so it shares that wiring.
 cargo test --release --quiet --test testsuite bench_launch -- --ignored --nocapture
+fi
 
+if wanted aiperf; then
 echo "== bench: strix-toolbox bench beside AIPerf on one llama-server (tiny llama model, CPU), output tokens/s"
 # Its own script: it needs no root and nothing above (scripts/bench/bench-vs-aiperf.sh).
 bash scripts/bench/bench-vs-aiperf.sh
+fi

@@ -18,6 +18,8 @@ use crate::serving::engine::{Backend, ServingEngine};
 /// The longest wait a flag takes, in seconds: a week, the longest a refresh waits for another
 /// (more means a mistake).
 const MAX_SECONDS: u64 = crate::apply::lock::MAX_WAIT.as_secs();
+/// The longest an idle ssh master may wait for the next cluster command: a day.
+const MAX_SSH_PERSIST: u64 = 24 * 3600;
 /// The most older pins `--keep` keeps.
 const MAX_KEEP: u64 = 1000;
 /// The largest `--tp`: one rank per node's GPU, far past any cluster's size.
@@ -380,6 +382,19 @@ pub struct ClusterArgs {
     #[arg(long, global = true, value_name = "SECONDS", default_value_t = 10, value_parser = bounded::<u64>(1, 3600))]
     pub connect_timeout: u64,
 
+    /// Seconds each node's ssh connection stays up after the command, for the next cluster
+    /// command to reuse without a new ssh login (checked first: a node that rebooted or changed
+    /// its host key gets a new connection); 0 closes them when the command ends. `cluster
+    /// disconnect` closes them now [default: the cluster file's `ssh_persist`, else 60].
+    #[arg(
+        long,
+        global = true,
+        env = "STRIX_SSH_PERSIST",
+        value_name = "SECONDS",
+        value_parser = bounded::<u64>(0, MAX_SSH_PERSIST)
+    )]
+    pub ssh_persist: Option<u64>,
+
     #[command(subcommand)]
     pub command: ClusterCommand,
 }
@@ -401,6 +416,9 @@ pub enum ClusterCommand {
     Verify(ToolboxArgs),
     /// Copy this strix-toolbox to ~/.local/bin on every node that lacks it or runs another version.
     Install,
+    /// Close the ssh connections earlier cluster commands left up for reuse (--ssh-persist), one
+    /// per node; nothing to close is no failure.
+    Disconnect,
     /// Serve MODEL across every node, all or nothing: vLLM (its own executor, or Ray's; tensor
     /// parallel over RoCE, pipeline parallel over TCP), or
     /// llama.cpp with the layers split over rpc-server on every worker (a GGUF); every process on

@@ -46,6 +46,9 @@ start_cluster_nodes() {
     pids+=($!)
 
     cp -r "$fixture" "$node/host"
+    # A boot id of the node's own, as a real node's /proc has (the namespaces share the machine's).
+    mkdir -p "$node/host/proc/sys/kernel/random"
+    cat /proc/sys/kernel/random/uuid > "$node/host/proc/sys/kernel/random/boot_id"
     grep -v '^#' "$node/host/devices.txt" | while read -r kind major minor path mode gid; do
       mkdir -p "$(dirname "$node/host/$path")"
       mknod -m "$mode" "$node/host/$path" "$kind" "$major" "$minor"

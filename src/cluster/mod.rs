@@ -5,6 +5,7 @@
 
 pub(crate) mod canary;
 pub(crate) mod checks;
+pub(crate) mod disconnect;
 pub(crate) mod doctor;
 pub(crate) mod facts;
 pub(crate) mod hub_gguf;

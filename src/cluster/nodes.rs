@@ -23,6 +23,9 @@ pub struct ClusterFile {
     /// An ssh config file used instead of ~/.ssh/config (`ssh -F`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ssh_config: Option<PathBuf>,
+    /// Seconds an ssh master stays up after a command for the next to reuse (`--ssh-persist`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ssh_persist: Option<u64>,
     /// What `cluster refresh` proves a new image with (`--canary`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub canary: Option<CanaryEntry>,
@@ -40,7 +43,7 @@ pub struct CanaryEntry {
 impl ClusterFile {
     pub fn new(nodes: Vec<String>, ssh_config: Option<PathBuf>) -> Result<ClusterFile> {
         validate_nodes(&nodes)?;
-        Ok(ClusterFile { nodes, ssh_config, canary: None })
+        Ok(ClusterFile { nodes, ssh_config, ssh_persist: None, canary: None })
     }
 
     pub fn read(path: &Path) -> Result<ClusterFile> {

@@ -9,6 +9,7 @@ use super::model::ModelRequest;
 use crate::check::{Check, Status};
 use crate::cli::{ClusterArgs, ClusterCommand, SpreadMode};
 use crate::cluster::checks::ClusterDoctorReport;
+use crate::cluster::disconnect::{cluster_disconnect, DisconnectReport};
 use crate::cluster::install::{cluster_install, InstallAction, InstallReport};
 use crate::cluster::nodes::{parse_node_list, ClusterFile};
 use crate::cluster::refresh::{refresh_nodes, ClusterOutcome, ClusterRefreshReport};
@@ -97,6 +98,11 @@ pub async fn run(args: &ClusterArgs, settings: &Settings, out: &Output) -> Resul
             })
             .await
         }
+        ClusterCommand::Disconnect => {
+            let report = cluster_disconnect(&cluster).await?;
+            out.report(&report);
+            Ok(0)
+        }
         ClusterCommand::Install => {
             let report = cluster_install(&cluster).await?;
             out.report(&report);
@@ -162,19 +168,24 @@ fn cluster_file_path(args: &ClusterArgs, settings: &Settings) -> Result<PathBuf>
     })
 }
 
-/// Nodes from --nodes, else the cluster file; ssh config from --ssh-config, else the file's.
+/// How long a node's ssh master waits for the next cluster command, unless told otherwise.
+const DEFAULT_SSH_PERSIST: u64 = 60;
+
+/// Nodes from --nodes, else the cluster file; ssh config and persistence from the flags (or the
+/// environment), else the file's.
 fn cluster_settings(args: &ClusterArgs, settings: &Settings) -> Result<ClusterSettings> {
-    let (nodes, file_ssh_config) = match &args.nodes {
-        Some(list) => (parse_node_list(list)?, None),
+    let (nodes, file_ssh_config, file_ssh_persist) = match &args.nodes {
+        Some(list) => (parse_node_list(list)?, None, None),
         None => {
             let file = ClusterFile::read(&cluster_file_path(args, settings)?)?;
-            (file.nodes, file.ssh_config)
+            (file.nodes, file.ssh_config, file.ssh_persist)
         }
     };
     let ssh = SshOptions {
         config_file: args.ssh_config.clone().or(file_ssh_config),
         connect_timeout: Duration::from_secs(args.connect_timeout),
         runtime_dir: settings.paths.runtime_path().to_path_buf(),
+        persist: Duration::from_secs(args.ssh_persist.or(file_ssh_persist).unwrap_or(DEFAULT_SSH_PERSIST)),
     };
     Ok(ClusterSettings { nodes, ssh, reporter: settings.reporter.clone() })
 }
@@ -198,11 +209,22 @@ fn init(args: &ClusterArgs, settings: &Settings, out: &Output) -> Result<i32> {
         .nodes
         .as_deref()
         .ok_or_else(|| Error::Usage("`cluster init` needs --nodes NODE,NODE,... (the head first)".into()))?;
-    let cluster = ClusterFile::new(parse_node_list(list)?, args.ssh_config.clone())?;
+    let mut cluster = ClusterFile::new(parse_node_list(list)?, args.ssh_config.clone())?;
+    cluster.ssh_persist = args.ssh_persist;
     let path = cluster_file_path(args, settings)?;
     cluster.write(&path)?;
     out.report(&Initialized { path, cluster });
     Ok(0)
+}
+
+impl Render for DisconnectReport {
+    fn render(&self, out: &Output) {
+        for node in &self.nodes {
+            let state = if node.closed { "closed its ssh connection" } else { "no ssh connection was up" };
+            out.line(&format!("{}: {state}", node.node));
+        }
+        out.status(&format!("closed {} ssh connection(s) to {} node(s)", self.closed(), self.nodes.len()));
+    }
 }
 
 impl Render for ClusterDoctorReport {

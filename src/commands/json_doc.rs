@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use crate::cluster::canary::CanaryReport;
 use crate::cluster::checks::ClusterDoctorReport;
+use crate::cluster::disconnect::DisconnectReport;
 use crate::cluster::install::InstallReport;
 use crate::cluster::launch::LaunchReport;
 use crate::cluster::model::{ModelListReport, ModelPullReport};
@@ -77,6 +78,7 @@ fn every_example_is_what_its_command_prints() {
     check::<ClusterVerifyReport>(&mut examples, "cluster-verify");
     check::<ClusterStatusReport>(&mut examples, "cluster-status");
     check::<InstallReport>(&mut examples, "cluster-install");
+    check::<DisconnectReport>(&mut examples, "cluster-disconnect");
     check::<ErrorObject>(&mut examples, "error");
     assert!(examples.is_empty(), "docs/json.md: examples no test checks: {:?}", examples.keys());
 }

@@ -11,6 +11,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 use super::call::{Call, NodeCall};
+use super::identity::NodeIdentity;
 use super::wire::{
     line, read_line, HeadHello, Hello, LineError, Outcome, Request, Response, WireError, LINE_LIMIT, PROTOCOL,
 };
@@ -36,8 +37,9 @@ pub async fn run_agent(
             }
         }
     });
-    let hello =
-        line(&Hello::here(&settings.paths)).map_err(|e| Error::Internal(format!("cannot encode the hello: {e}")))?;
+    let identity = settings.open_host_root().ok().map(|root| NodeIdentity::here(&root));
+    let hello = line(&Hello::here(&settings.paths, identity))
+        .map_err(|e| Error::Internal(format!("cannot encode the hello: {e}")))?;
     let _ = answers.send(hello);
 
     let mut running = JoinSet::new();

@@ -6,10 +6,12 @@
 
 pub(crate) mod agent;
 pub(crate) mod call;
+pub(crate) mod identity;
 pub(crate) mod local;
 pub(crate) mod remote;
 pub mod ssh;
-mod ssh_mux;
+pub(crate) mod ssh_mux;
+pub mod ssh_persist;
 pub(crate) mod wire;
 
 use async_trait::async_trait;

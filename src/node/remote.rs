@@ -64,9 +64,27 @@ impl RemoteNode {
     /// Connect and open the channel to the node's strix-toolbox. An unreachable node is an error;
     /// a node without this version of strix-toolbox is connected, and says so on its first call.
     pub async fn connect(name: &str, ssh: &SshOptions) -> Result<RemoteNode> {
-        let session = NodeSession::connect(name, ssh).await?;
+        let mut session = NodeSession::connect(name, ssh).await?;
         let limit = ssh.login_limit();
-        let agent = Channel::open(&session, name, limit).await?;
+        // Over a reused master the hello needs no login: one that does not come within the
+        // connect timeout is a connection that died unseen (a node unplugged), and a new login
+        // then fails as fast as a first one would.
+        let hello_limit = if session.reused() { ssh.connect_timeout.max(Duration::from_secs(1)) } else { limit };
+        let mut agent = Channel::open(&session, name, hello_limit).await;
+        if session.reused() && !vouched_for(&session, &agent) {
+            // Rebooted, other host keys, or a master that no longer carries a channel: no call
+            // goes over it. The new master's login checks the host key as a first one does.
+            if let Ok(Agent::Ready(channel)) = agent {
+                channel.close().await;
+            }
+            session.replace_master().await?;
+            agent = Channel::open(&session, name, limit).await;
+        }
+        let agent = agent?;
+        session.record_identity(match &agent {
+            Agent::Ready(channel) => channel.hello.identity.as_ref(),
+            _ => None,
+        });
         Ok(RemoteNode { name: name.to_string(), session, agent })
     }
 
@@ -157,6 +175,16 @@ impl Node for RemoteNode {
             Some(Err(why)) => Err(unreadable_answer(&self.name, &why)),
             None => Err(channel.lost(&self.session, &self.name).await),
         }
+    }
+}
+
+/// A reused master may carry calls: this strix-toolbox answered over it, and the node says of
+/// itself what it said when the master was opened.
+fn vouched_for(session: &NodeSession, agent: &Result<Agent>) -> bool {
+    let Ok(Agent::Ready(channel)) = agent else { return false };
+    match (&channel.hello.identity, session.recorded_identity()) {
+        (Some(now), Some(then)) => now.vouches_for_reuse(&then),
+        _ => false,
     }
 }
 

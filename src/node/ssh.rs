@@ -16,12 +16,15 @@ use std::time::Duration;
 
 use tokio::io::AsyncWriteExt;
 
+use super::identity::NodeIdentity;
+use super::ssh_persist::MasterHome;
 use crate::error::{last_line, Error, Result};
 use crate::paths::{private_dir, Paths};
 
-/// How long an idle master outlives its last command: bounds what a crashed run leaves behind.
-/// A command after that opens a new master by itself (`ControlMaster=auto`).
-const CONTROL_PERSIST_SECONDS: u32 = 300;
+/// How long a command's own master outlives its last command when nothing closes it: bounds
+/// what a crashed run leaves behind. A command after that opens a new master by itself
+/// (`ControlMaster=auto`).
+const CONTROL_PERSIST_SECONDS: u64 = 300;
 /// Keepalives on the master: a node that dies mid-command fails it in ~45 s instead of hanging.
 const SERVER_ALIVE: [&str; 4] = ["-o", "ServerAliveInterval=15", "-o", "ServerAliveCountMax=3"];
 
@@ -34,6 +37,9 @@ pub struct SshOptions {
     pub connect_timeout: Duration,
     /// The private runtime directory the masters' control sockets go in ([`Paths::runtime_path`]).
     pub runtime_dir: PathBuf,
+    /// How long a master stays up after the command that opened it, for the next command to
+    /// reuse ([`ssh_persist`](super::ssh_persist)); zero: each command opens and closes its own.
+    pub persist: Duration,
 }
 
 impl SshOptions {
@@ -50,6 +56,7 @@ impl Default for SshOptions {
             config_file: None,
             connect_timeout: Duration::from_secs(10),
             runtime_dir: Paths::of_this_process().runtime_path().to_path_buf(),
+            persist: Duration::ZERO,
         }
     }
 }
@@ -69,33 +76,117 @@ impl RemoteOutput {
     }
 }
 
-/// An open master connection to one node. Dropping it closes the master too; `close` does the
-/// same without blocking the runtime.
+/// An open master connection to one node. A command's own master closes when the session is
+/// dropped (`close` does the same without blocking the runtime); a persistent one stays up.
 #[derive(Debug)]
 pub struct NodeSession {
     destination: String,
     options: SshOptions,
-    /// Private (0700) directory holding the control socket and the master's log.
-    control_dir: Option<tempfile::TempDir>,
+    master: Master,
     control_path: PathBuf,
 }
 
+/// Whose master a session rides on.
+#[derive(Debug)]
+enum Master {
+    /// This command's own, in a private (0700) temporary directory with its log; closed with
+    /// the session (the directory is held for its drop, which removes it).
+    Own { _control_dir: tempfile::TempDir },
+    /// Shared by the commands of the next `persist` seconds; `reused` when an earlier command
+    /// opened it (what the node says over it is then checked before any call). A new one is
+    /// `locked` until what the node says over it is recorded: another command never takes it
+    /// for one whose node said nothing yet.
+    Persistent { home: MasterHome, reused: bool, locked: Option<std::fs::File> },
+    /// None to close (a session made up by a unit test).
+    #[cfg(test)]
+    Nothing,
+}
+
 impl NodeSession {
-    /// Open the master connection to `destination` (`host`, `user@host` or a `Host` alias).
+    /// Open the master connection to `destination` (`host`, `user@host` or a `Host` alias), or
+    /// with `persist`, take the one an earlier command left running when it still answers.
     pub async fn connect(destination: &str, options: &SshOptions) -> Result<NodeSession> {
         validate_destination(destination)?;
         let parent = &options.runtime_dir;
         private_dir(parent)?;
+        if !options.persist.is_zero() {
+            return NodeSession::connect_persistent(destination, options).await;
+        }
         let control_dir =
             tempfile::Builder::new().prefix("ssh-").tempdir_in(parent).map_err(|e| control_dir_error(parent, e))?;
         let session = NodeSession {
             destination: destination.to_string(),
             options: options.clone(),
             control_path: control_dir.path().join("master"),
-            control_dir: Some(control_dir),
+            master: Master::Own { _control_dir: control_dir },
         };
         session.start_master().await?;
         Ok(session)
+    }
+
+    async fn connect_persistent(destination: &str, options: &SshOptions) -> Result<NodeSession> {
+        let home = MasterHome::of(&options.runtime_dir, destination, options.config_file.as_deref());
+        home.prepare()?;
+        let lock = home.lock(options.login_limit()).await?;
+        let control_path = home.control_path();
+        // The mux protocol's alive check: no `ssh -O check` process.
+        let reused = super::ssh_mux::alive(&control_path);
+        let locked = (!reused).then_some(lock);
+        let session = NodeSession {
+            destination: destination.to_string(),
+            options: options.clone(),
+            control_path,
+            master: Master::Persistent { home, reused, locked },
+        };
+        if !reused {
+            session.start_persistent_master().await?;
+        }
+        Ok(session)
+    }
+
+    /// A persistent master that an earlier command opened.
+    pub fn reused(&self) -> bool {
+        matches!(self.master, Master::Persistent { reused: true, .. })
+    }
+
+    /// Close a reused master (the node is not what it was when it was opened, or the master no
+    /// longer carries a channel) and open a new one: its login verifies the host key against
+    /// known_hosts again, exactly as a first connection does.
+    pub async fn replace_master(&mut self) -> Result<()> {
+        let Master::Persistent { home, reused, locked } = &mut self.master else {
+            return Ok(());
+        };
+        *reused = false;
+        *locked = Some(home.lock(self.options.login_limit()).await?);
+        super::ssh_mux::terminate(&self.control_path);
+        self.start_persistent_master().await
+    }
+
+    /// What the node said over this persistent master when it was opened.
+    pub fn recorded_identity(&self) -> Option<NodeIdentity> {
+        match &self.master {
+            Master::Persistent { home, .. } => home.recorded_identity(),
+            _ => None,
+        }
+    }
+
+    /// Keep what the node says over a persistent master just opened, for the next command
+    /// (which may take the master from then on).
+    pub fn record_identity(&mut self, identity: Option<&NodeIdentity>) {
+        if let Master::Persistent { home, reused: false, locked } = &mut self.master {
+            home.record_identity(identity);
+            locked.take();
+        }
+    }
+
+    /// A new persistent master, nothing of the last one kept (its caller holds the lock).
+    async fn start_persistent_master(&self) -> Result<()> {
+        if let Master::Persistent { home, .. } = &self.master {
+            home.forget_identity();
+            home.remove_socket();
+            let _ = std::fs::remove_file(home.log_path());
+        }
+        self.start_master().await
     }
 
     /// The destination this session was opened to.
@@ -177,12 +268,9 @@ impl NodeSession {
         super::ssh_mux::alive(&self.control_path)
     }
 
-    /// Close the master connection.
-    pub async fn close(mut self) {
-        if let Some(dir) = self.control_dir.take() {
-            super::ssh_mux::terminate(&self.control_path);
-            drop(dir);
-        }
+    /// End the session: a command's own master closes, a persistent one stays up for the next.
+    pub async fn close(self) {
+        drop(self);
     }
 
     /// `ssh -f -N -M`: returns once authenticated, leaving the master in the background.
@@ -249,11 +337,13 @@ impl NodeSession {
             args.push(file.into());
         }
         let seconds = self.options.connect_timeout.as_secs_f64().ceil().max(1.0) as u64;
-        for option in [
-            "BatchMode=yes".to_string(),
-            format!("ConnectTimeout={seconds}"),
-            format!("ControlPersist={CONTROL_PERSIST_SECONDS}"),
-        ] {
+        let persist = match self.master {
+            Master::Persistent { .. } => self.options.persist.as_secs().max(1),
+            _ => CONTROL_PERSIST_SECONDS,
+        };
+        for option in
+            ["BatchMode=yes".to_string(), format!("ConnectTimeout={seconds}"), format!("ControlPersist={persist}")]
+        {
             args.push("-o".into());
             args.push(option.into());
         }
@@ -343,7 +433,7 @@ impl NodeSession {
 
 impl Drop for NodeSession {
     fn drop(&mut self) {
-        if self.control_dir.is_some() {
+        if let Master::Own { .. } = self.master {
             super::ssh_mux::terminate(&self.control_path);
         }
     }
@@ -640,7 +730,7 @@ Host key verification failed.
         NodeSession {
             destination: "strix-b".into(),
             options: SshOptions { config_file: config_file.map(PathBuf::from), ..SshOptions::default() },
-            control_dir: None,
+            master: Master::Nothing,
             control_path: PathBuf::from("/run/strix-toolbox/ssh-x/master"),
         }
     }

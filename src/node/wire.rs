@@ -14,13 +14,14 @@ use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt};
 
 use super::call::NodeCall;
+use super::identity::NodeIdentity;
 use crate::error::{ErrorKind, ErrorReport, NodeErrorReport};
 use crate::paths::Paths;
 
 /// The protocol this build speaks; bumped whenever a message, a call or a reply changes shape.
 /// Both sides must speak the same: their strix-toolbox versions are the same too, so a mismatch
 /// means two builds of one version.
-pub const PROTOCOL: u32 = 2;
+pub const PROTOCOL: u32 = 3;
 
 /// The longest line either side sends or reads: an exec's captured output (8 MiB a stream) fits
 /// with room for JSON's escapes.
@@ -36,15 +37,20 @@ pub struct Hello {
     pub program: Option<String>,
     /// The node's `$HOME`, where `cluster install` puts the binary.
     pub home: Option<String>,
+    /// Its boot and sshd host keys: the head reuses a persistent ssh master only while they stay
+    /// what they were when the master was opened (protocol 3).
+    #[serde(default)]
+    pub identity: Option<NodeIdentity>,
 }
 
 impl Hello {
-    pub fn here(paths: &Paths) -> Hello {
+    pub fn here(paths: &Paths, identity: Option<NodeIdentity>) -> Hello {
         Hello {
             version: env!("CARGO_PKG_VERSION").to_string(),
             protocol: PROTOCOL,
             program: std::env::current_exe().ok().map(|path| path.display().to_string()),
             home: paths.home().map(|home| home.display().to_string()),
+            identity,
         }
     }
 }

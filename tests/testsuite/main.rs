@@ -13,6 +13,7 @@ mod build;
 mod build_cli;
 mod canary;
 mod cluster;
+mod cluster_persist;
 mod cluster_ssh;
 mod cluster_wiring;
 mod detect;

@@ -106,6 +106,8 @@ fn numbers_out_of_range() {
         (vec!["logs", "-n", huge], "not in 0..=1000000"),
         ([&["cluster", "--connect-timeout", huge, "status"][..], &cluster[..]].concat(), "not in 1..=3600"),
         ([&["cluster", "refresh", "--spread-port", "0"][..], &cluster[..]].concat(), "not in 1..=65535"),
+        ([&["cluster", "status", "--ssh-persist", "86401"][..], &cluster[..]].concat(), "not in 0..=86400"),
+        ([&["cluster", "disconnect", "--ssh-persist=-1"][..], &cluster[..]].concat(), "'--ssh-persist <SECONDS>'"),
         ([&["cluster", "refresh", "--wait", "5"][..], &cluster[..]].concat(), "unexpected argument '--wait'"),
     ];
     for (args, needle) in cases {

@@ -328,7 +328,25 @@ impl TestNode {
         };
         keygen(&node.host_key(), &format!("{}-host", node.name));
         node.write_sshd_config(authorized_keys);
+        node.new_boot_id();
         node
+    }
+
+    /// A boot id of its own in its host tree, as the kernel gives each boot (the namespaces share
+    /// the machine's /proc/sys/kernel/random/boot_id; the node's strix-toolbox reads its tree's).
+    pub fn new_boot_id(&self) {
+        let dir = self.host_tree.path().join("proc/sys/kernel/random");
+        std::fs::create_dir_all(&dir).expect("mkdir the tree's proc/sys/kernel/random");
+        let id = std::fs::read_to_string("/proc/sys/kernel/random/uuid").expect("a random uuid from the kernel");
+        std::fs::write(dir.join("boot_id"), id).expect("write the tree's boot id");
+    }
+
+    /// As if the node rebooted: every ssh session on it ends (their connections close), it gets
+    /// a new boot id, and its sshd starts again.
+    pub fn reboot(&mut self) {
+        self.stop_sshd();
+        self.new_boot_id();
+        self.start_sshd();
     }
 
     /// What the node's ssh sessions see (also usable to run strix-toolbox "on" the node locally).
@@ -423,6 +441,23 @@ impl TestNode {
             let _ = std::fs::remove_file(file);
         }
         keygen(&key, &format!("{}-host-reinstalled", self.name));
+        self.start_sshd();
+    }
+
+    /// A new host key, sshd restarted the way a service manager restarts it: only the listener
+    /// ends, the sessions it started (a head's master among them) keep running.
+    pub fn replace_host_key_keeping_sessions(&mut self) {
+        if let Some(mut listener) = self.sshd.take() {
+            let pid = i32::try_from(listener.id()).expect("pid");
+            // SAFETY: kill(2) on the sshd listener this node started.
+            unsafe { libc::kill(pid, libc::SIGTERM) };
+            let _ = listener.wait();
+        }
+        let key = self.host_key();
+        for file in [key.clone(), key.with_extension("pub")] {
+            let _ = std::fs::remove_file(file);
+        }
+        keygen(&key, &format!("{}-host-rekeyed", self.name));
         self.start_sshd();
     }
 
