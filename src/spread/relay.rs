@@ -225,46 +225,65 @@ async fn send_blob(
         let _ = write_bounded(stream, blob_head("200 OK", size, String::new()).as_bytes()).await;
         return;
     }
+    if let Arrival::Failed(_) = spool.arrival() {
+        return error(stream, stats, "404 Not Found", "BLOB_UNKNOWN").await;
+    }
+    let (start, end, head) = match wanted(request.header("range"), size) {
+        Wanted::Whole => (0, size, blob_head("200 OK", size, String::new())),
+        Wanted::Part { start, end } => {
+            let range = format!("Content-Range: bytes {start}-{}/{size}\r\n", end - 1);
+            (start, end, blob_head("206 Partial Content", end - start, range))
+        }
+        Wanted::Unsatisfiable => {
+            let text = format!(
+                "HTTP/1.1 416 Range Not Satisfiable\r\nContent-Range: bytes */{size}\r\n\
+                 Content-Length: 0\r\nConnection: close\r\n\r\n"
+            );
+            stats.refused.fetch_add(1, Ordering::SeqCst);
+            let _ = write_bounded(stream, text.as_bytes()).await;
+            return;
+        }
+    };
+    // The head goes out at once, wherever the copy is (the size and digest are the manifest's): a
+    // client may wait less for a response's head than for its bytes. A failure later cuts the body.
+    if write_bounded(stream, head.as_bytes()).await.is_err() {
+        return;
+    }
     match spool.settled().await {
-        Arrival::Failed(_) => error(stream, stats, "404 Not Found", "BLOB_UNKNOWN").await,
         Arrival::InRegistry => {
-            // The registry's copy is checked: passed on whole (a Range is answered with every byte).
-            let Ok(response) = image.registry.blob(&image.path, digest).await else {
-                return error(stream, stats, "502 Bad Gateway", "BLOB_UNKNOWN").await;
-            };
-            if write_bounded(stream, blob_head("200 OK", size, String::new()).as_bytes()).await.is_err() {
-                return;
-            }
-            let mut body = response.bytes_stream();
-            while let Some(Ok(chunk)) = body.next().await {
-                if write_bounded(stream, &chunk).await.is_err() {
-                    return;
-                }
-                stats.bytes.fetch_add(chunk.len() as u64, Ordering::SeqCst);
+            if let Ok(response) = image.registry.blob(&image.path, digest).await {
+                pass_on(response, start, end, stream, &stats.bytes).await;
             }
         }
-        Arrival::Waiting | Arrival::Arriving(_) | Arrival::Complete => {
-            let (start, end, head) = match wanted(request.header("range"), size) {
-                Wanted::Whole => (0, size, blob_head("200 OK", size, String::new())),
-                Wanted::Part { start, end } => {
-                    let range = format!("Content-Range: bytes {start}-{}/{size}\r\n", end - 1);
-                    (start, end, blob_head("206 Partial Content", end - start, range))
-                }
-                Wanted::Unsatisfiable => {
-                    let text = format!(
-                        "HTTP/1.1 416 Range Not Satisfiable\r\nContent-Range: bytes */{size}\r\n\
-                         Content-Length: 0\r\nConnection: close\r\n\r\n"
-                    );
-                    stats.refused.fetch_add(1, Ordering::SeqCst);
-                    let _ = write_bounded(stream, text.as_bytes()).await;
-                    return;
-                }
-            };
-            if write_bounded(stream, head.as_bytes()).await.is_err() {
-                return;
-            }
+        _ => {
             let _ = spool.send(start, end, stream, &stats.bytes).await;
         }
+    }
+}
+
+/// Bytes `start..end` of the head's registry's `response` to `out` (the registry checked them).
+async fn pass_on(
+    response: reqwest::Response,
+    start: u64,
+    end: u64,
+    out: &mut (impl AsyncWrite + Unpin),
+    sent: &AtomicU64,
+) {
+    let mut body = response.bytes_stream();
+    let mut at = 0u64;
+    while at < end {
+        let Some(Ok(chunk)) = body.next().await else { return };
+        let (from, to) = (at, at + chunk.len() as u64);
+        at = to;
+        let wanted = start.max(from)..end.min(to);
+        if wanted.is_empty() {
+            continue;
+        }
+        let part = &chunk[(wanted.start - from) as usize..(wanted.end - from) as usize];
+        if write_bounded(out, part).await.is_err() {
+            return;
+        }
+        sent.fetch_add(part.len() as u64, Ordering::SeqCst);
     }
 }
 
