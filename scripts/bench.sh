@@ -39,6 +39,7 @@ pids=()
 WORK=$work
 source scripts/bench/cluster-nodes.sh
 spread_port=$((14000 + RANDOM % 900))
+relay_port=$((spread_port + 1000))
 cleanup() {
   # The ssh masters the cluster commands left up for the next one.
   if [ -f "$work/ssh_config" ]; then
@@ -46,8 +47,11 @@ cleanup() {
       --nodes node1,node2,node3 >/dev/null 2>&1 || true
   fi
   stop_cluster_nodes
-  # The cluster CA a spread installed for its registry (this run's port alone).
-  rm -rf /etc/containers/certs.d/192.168.2.1:"$spread_port" /etc/docker/certs.d/192.168.2.1:"$spread_port"
+  # The cluster CA a spread installed for its registry and its relay (this run's ports alone).
+  local p
+  for p in "$spread_port" "$relay_port"; do
+    rm -rf /etc/containers/certs.d/192.168.2.1:"$p" /etc/docker/certs.d/192.168.2.1:"$p"
+  done
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
   wait 2>/dev/null || true
   podman rm -f bench seed >/dev/null 2>&1 || true
@@ -206,7 +210,7 @@ registry_image=127.0.0.1:$port/strix-bench/registry:2.8
 podman import -q --change 'ENTRYPOINT ["/bin/registry"]' --change 'CMD ["serve","/etc/docker/registry/config.yml"]' \
   "$work/registry-root.tar" "$registry_image" >/dev/null
 podman push -q "$registry_image"
-spread_flags="--spread-port $spread_port --spread-registry-image $registry_image"
+spread_flags="--spread-port $spread_port --spread-relay-port $relay_port --spread-registry-image $registry_image"
 
 echo "== cluster refresh (no-op) vs the same refresh node after node over ssh"
 mkdir -p "$work/bin"

@@ -325,6 +325,17 @@ pub struct ClusterRefreshArgs {
     )]
     pub spread_port: u16,
 
+    /// The port of the head's relay, on the same address: the nodes pull from it while the head
+    /// is still fetching the image.
+    #[arg(
+        long,
+        env = "STRIX_SPREAD_RELAY_PORT",
+        value_name = "PORT",
+        default_value_t = crate::cluster::spread::DEFAULT_RELAY_PORT,
+        value_parser = bounded::<u16>(1, 65535)
+    )]
+    pub spread_relay_port: u16,
+
     /// The registry image the head runs (the CNCF distribution registry).
     #[arg(
         long,

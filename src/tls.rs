@@ -70,6 +70,22 @@ pub fn server_config(identity: &TlsIdentity) -> Result<ServerConfig, String> {
         .with_cert_resolver(Arc::new(rustls::sign::SingleCertAndKey::from(certified))))
 }
 
+/// A TLS server presenting `identity` that answers only a client whose certificate `ca_pem`
+/// signed: what the cluster registry asks of its clients (the head's relay, `spread::relay`).
+pub fn mutual_server_config(identity: &TlsIdentity, ca_pem: &str) -> Result<ServerConfig, String> {
+    let provider = provider();
+    let certified = identity.certified_key(&provider)?;
+    certified.keys_match().map_err(|e| format!("the key is not the certificate's: {e}"))?;
+    let clients = WebPkiClientVerifier::builder_with_provider(roots(ca_pem)?, provider.clone())
+        .build()
+        .map_err(|e| e.to_string())?;
+    Ok(ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_client_cert_verifier(clients)
+        .with_cert_resolver(Arc::new(rustls::sign::SingleCertAndKey::from(certified))))
+}
+
 /// A TLS client that trusts the cluster CA `ca_pem` and nothing else (not the system's roots).
 pub fn client_config(ca_pem: &str) -> Result<ClientConfig, String> {
     let provider = provider();

@@ -169,9 +169,19 @@ async fn in_phases(
         async move { node.call(stage).await }
     })
     .await;
+    // The head's copy ran beside the stage: it must have completed too.
+    let copied = match prepared.as_mut() {
+        Some(prepared) => spread::finish(head, prepared, reporter, interrupt.came().is_some()).await,
+        None => Ok(()),
+    };
     reporter.finish();
     let staged_nodes: Vec<&dyn Node> =
         nodes.iter().zip(&staged).filter(|(_, r)| matches!(r, Ok(r) if r.staged.is_some())).map(|(n, _)| *n).collect();
+    // (Ctrl-C stopped the copy: the interrupt is what the error says, below.)
+    if let (Err(error), None) = (copied, interrupt.came()) {
+        let cleanup = run_phase(&staged_nodes, &phase(Phase::Abort, request)).await;
+        return Err(spread_failed_midway(head, error, cleanup));
+    }
     if staged.iter().any(Result::is_err) || interrupt.came().is_some() {
         let cleanup = run_phase(&staged_nodes, &phase(Phase::Abort, request)).await;
         return Err(stopped(
@@ -222,6 +232,25 @@ async fn in_phases(
         nodes,
         spread: prepared.map(|p| p.report),
     })
+}
+
+/// The head's copy failed while the nodes staged from its relay: their staged replacements are
+/// removed (`cleanup`), and the copy's error is the refresh's.
+fn spread_failed_midway(head: &dyn Node, error: Error, cleanup: Vec<(String, Result<()>)>) -> Error {
+    let failed =
+        MultiError::one("cluster refresh stopped before any node swapped: the spread failed", head.name(), error);
+    let Error::Nodes(failed) = failed else { return failed };
+    let left: Vec<String> =
+        cleanup.iter().filter_map(|(node, result)| result.as_ref().err().map(|e| format!("{node}: {e}"))).collect();
+    let outcome = if left.is_empty() {
+        "No node was changed (`--spread off` has every node pull from upstream itself)".to_string()
+    } else {
+        format!(
+            "Removing the staged replacements failed ({}). Fix: run `strix-toolbox cluster refresh` again",
+            left.join("; ")
+        )
+    };
+    failed.with_outcome(outcome).into()
 }
 
 /// The digest every node gets (`repo@sha256:…`), resolved on the head: through the registry API

@@ -129,6 +129,7 @@ pub async fn run(args: &ClusterArgs, settings: &Settings, out: &Output) -> Resul
             let spread = SpreadSettings {
                 enabled: args.spread == SpreadMode::On,
                 port: args.spread_port,
+                relay_port: args.spread_relay_port,
                 registry_image: args.spread_registry_image.clone(),
             };
             if let Some(entry) = super::canary::entry(args, cluster_args_file(cluster_args, settings)?)? {

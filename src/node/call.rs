@@ -30,10 +30,10 @@ use crate::serving::ray::{RayNode, RayNodes, RayStart, RayStarted};
 use crate::serving::reach::{Reach, Reached};
 use crate::serving::state::{ServeCheck, ServeCheckReport};
 use crate::serving::stop::{ServeStop, ServeStopped};
-use crate::spread::copy::{SpreadCopied, SpreadCopy};
 use crate::spread::prune::{SpreadPrune, SpreadPruned};
 use crate::spread::pull::ImageDigests;
 use crate::spread::registry::{SpreadServe, SpreadServed};
+use crate::spread::relay_serve::{SpreadRelay, SpreadRelayEnd, SpreadRelayEnded, SpreadRelaying};
 use crate::spread::resolve::{SpreadResolve, UpstreamDigest};
 use crate::spread::status::{RegistryStatus, SpreadStatus};
 use crate::spread::trust::{SpreadSign, SpreadSigned, SpreadTrust, SpreadTrusted};
@@ -122,8 +122,11 @@ node_calls! {
     ImageDigests(ImageDigests) -> Vec<String>;
     /// The head's registry on the cluster link, started or found running.
     SpreadServe(SpreadServe) -> SpreadServed;
-    /// An image copied from upstream into the head's registry, byte for byte.
-    SpreadCopy(SpreadCopy) -> SpreadCopied;
+    /// The image copied from upstream into the head's registry, byte for byte, and relayed to the
+    /// nodes on the cluster link meanwhile (the head, returning at once).
+    SpreadRelay(SpreadRelay) -> SpreadRelaying;
+    /// The copy waited for, the relay stopped.
+    SpreadRelayEnd(SpreadRelayEnd) -> SpreadRelayEnded;
     /// The cluster CA and the node's client certificate installed where its engines look for
     /// them (the node's signing request back when it has no valid certificate).
     SpreadTrust(SpreadTrust) -> SpreadTrusted;
@@ -340,12 +343,14 @@ mod tests {
             SpreadResolve { image: "docker.io/kyuz0/vllm-therock-gfx1151:latest".into() }.into(),
             ImageDigests { repository: "docker.io/kyuz0/vllm-therock-gfx1151".into() }.into(),
             SpreadServe { port: 5443, image: "docker.io/library/registry:2".into() }.into(),
-            SpreadCopy {
+            SpreadRelay {
                 image: format!("docker.io/kyuz0/vllm@sha256:{}", "a".repeat(64)),
                 registry: "192.168.100.1:5443".into(),
+                port: 5444,
                 toolbox: "vllm".into(),
             }
             .into(),
+            SpreadRelayEnd { id: 2, cancel: false }.into(),
             SpreadTrust {
                 registry: "192.168.100.1:5443".into(),
                 ca_pem: "-----BEGIN CERTIFICATE-----".into(),
@@ -424,13 +429,14 @@ mod tests {
             NodeCall::SpreadResolve(_) => 23,
             NodeCall::ImageDigests(_) => 24,
             NodeCall::SpreadServe(_) => 25,
-            NodeCall::SpreadCopy(_) => 26,
-            NodeCall::SpreadTrust(_) => 27,
-            NodeCall::SpreadPrune(_) => 28,
-            NodeCall::SpreadStatus(_) => 29,
-            NodeCall::BenchLevel(_) => 30,
-            NodeCall::GateAsk(_) => 31,
-            NodeCall::SpreadSign(_) => 32,
+            NodeCall::SpreadRelay(_) => 26,
+            NodeCall::SpreadRelayEnd(_) => 27,
+            NodeCall::SpreadTrust(_) => 28,
+            NodeCall::SpreadPrune(_) => 29,
+            NodeCall::SpreadStatus(_) => 30,
+            NodeCall::BenchLevel(_) => 31,
+            NodeCall::GateAsk(_) => 32,
+            NodeCall::SpreadSign(_) => 33,
         }
     }
 

@@ -174,6 +174,8 @@ pub mod testing {
     pub struct ClusterTls {
         pub ca_pem: String,
         pub server: TlsIdentity,
+        /// A node's client identity, signed by the CA.
+        pub client: TlsIdentity,
         _dir: tempfile::TempDir,
     }
 
@@ -184,7 +186,9 @@ pub mod testing {
             home.create().unwrap();
             let ca = load_or_make(&home).unwrap();
             let server = server_identity(&home, &ca, Ipv4Addr::LOCALHOST).unwrap();
-            ClusterTls { ca_pem: ca.cert_pem, server, _dir: dir }
+            let key = new_key().unwrap();
+            let cert_pem = sign_client(&ca, "node2", &signing_request(&key).unwrap()).unwrap();
+            ClusterTls { ca_pem: ca.cert_pem, server, client: TlsIdentity { cert_pem, key }, _dir: dir }
         }
     }
 }

@@ -2,7 +2,7 @@
 //! registry is reachable from the nodes only through the shared, byte-counting, rate-limited
 //! uplink; three nodes sit on a switch at MTU 9000, two on the direct cable. The head copies the
 //! image from upstream once into the registry it runs on the cluster link (a stand-in for
-//! `registry:2` built from Debian's docker-registry), and every node pulls it from there.
+//! `registry:2` built from Debian's docker-registry), relaying it to every node as it comes.
 
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -63,6 +63,7 @@ fn refresh_args(bed: &TestCluster, image: &str, registry: &Published, extra: &[&
         .map(String::from)
         .to_vec();
     args.extend(["--spread-port".into(), bed.spread_port().to_string()]);
+    args.extend(["--spread-relay-port".into(), bed.relay_port().to_string()]);
     args.extend(["--spread-registry-image".into(), registry.reference.clone()]);
     args.extend(extra.iter().map(|arg| arg.to_string()));
     args
@@ -149,6 +150,7 @@ fn three_nodes_fetch_the_image_once_and_get_it_over_the_link() {
     let pulled = bed.node(1).podman().remote(&["pull", "--quiet", &registry_image.reference]);
     assert!(pulled.status.success(), "{}", stderr(&pulled));
     let head = format!("{}:{}", bed.node(1).link_address, bed.spread_port());
+    let relay = format!("{}:{}", bed.node(1).link_address, bed.relay_port());
 
     // 1. A new image: one copy from upstream, through the head; the layers reach the others over the link.
     let v1 = publish(&registry, &toolbox_image("vllm:latest", CREATED_V1, 1, OWN_LAYER));
@@ -160,11 +162,13 @@ fn three_nodes_fetch_the_image_once_and_get_it_over_the_link() {
     assert_eq!(report["pinned"], v1.pinned());
     let spread = &report["spread"];
     assert_eq!(spread["registry"], head, "{report}");
+    assert_eq!(spread["relay"], relay, "{report}");
     assert_eq!(spread["from_head"], json!(["node1", "node2", "node3"]), "{report}");
+    let layers: u64 = v1.layers.iter().map(|(_, size)| size).sum();
+    assert!(spread["relayed"].as_u64().unwrap() >= 2 * layers, "relayed to the nodes: {report}");
     assert_eq!((spread["size"].as_u64(), spread["fetched"].as_u64()), (Some(v1.size), Some(v1.size)), "{report}");
     assert!(moved.upstream[0] >= v1.size && moved.upstream[0] as f64 <= 1.05 * v1.size as f64, "{:?}", moved.upstream);
     assert_eq!(moved.upstream[1..], [0, 0], "nodes 2 and 3 pulled nothing from upstream");
-    let layers: u64 = v1.layers.iter().map(|(_, size)| size).sum();
     assert!(moved.link[1] >= layers && moved.link[2] >= layers, "the layers crossed the link: {:?}", moved.link);
     same_image_everywhere(&bed, &v1, "20261101-100000");
     let state = status(&bed);
@@ -205,7 +209,7 @@ fn three_nodes_fetch_the_image_once_and_get_it_over_the_link() {
     assert_eq!(report["spread"]["from_upstream"], json!(["node3"]), "{report}");
     let warnings = warnings_of(&report, "node3");
     assert!(
-        warnings.iter().any(|w| w.contains("cannot reach the head's registry") && w.contains(&head)),
+        warnings.iter().any(|w| w.contains("cannot reach the head's registry") && w.contains(&relay)),
         "{warnings:?}"
     );
     assert!(moved.upstream[2] >= own && moved.upstream[1] == 0, "{:?}", moved.upstream);
@@ -256,7 +260,9 @@ fn only_the_cluster_s_nodes_pull_from_the_head_and_only_the_head_writes() {
     let report = refresh(&bed, &v1.reference, &registry_image, &[]);
     assert_eq!(report["spread"]["from_head"], json!(["node1", "node2"]), "{report}");
     let head = format!("{}:{}", bed.node(1).link_address, bed.spread_port());
-    let trust = std::path::PathBuf::from("/etc/containers/certs.d").join(&head);
+    // The nodes pulled from the relay: their trust is kept for its address, the same CA's.
+    let relay = format!("{}:{}", bed.node(1).link_address, bed.relay_port());
+    let trust = std::path::PathBuf::from("/etc/containers/certs.d").join(&relay);
     let mode =
         |name: &str| std::fs::metadata(trust.join(name)).unwrap_or_else(|e| panic!("{name}: {e}")).mode() & 0o777;
     assert_eq!((mode("ca.crt"), mode("client.cert"), mode("client.key")), (0o644, 0o644, 0o600));
@@ -345,12 +351,105 @@ fn a_spread_that_fails_midway_changes_no_node() {
     same_image_everywhere(&bed, &v2, "20261108-100000");
 }
 
+/// `cluster refresh` of `image` started in the background, its output captured.
+fn start_refresh(bed: &TestCluster, image: &str, registry: &Published) -> std::process::Child {
+    let args = refresh_args(bed, image, registry, &[]);
+    cluster_command(bed, &args.iter().map(String::as_str).collect::<Vec<_>>())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start cluster refresh")
+}
+
+/// The nodes pull while the head is still fetching: with the uplink slow, node2 has received a
+/// good part of the image over the link before the head has fetched all of it from upstream.
+#[test]
+fn the_nodes_pull_the_image_while_the_head_still_fetches_it() {
+    let registry = Registry::start();
+    let bed = TestCluster::start_with(&registry, 2, Link::Roce);
+    let registry_image = publish_registry_image(&registry);
+    let pulled = bed.node(1).podman().remote(&["pull", "--quiet", &registry_image.reference]);
+    assert!(pulled.status.success(), "{}", stderr(&pulled));
+    let v1 = publish(&registry, &toolbox_image("vllm:latest", CREATED_V1, 1, 3 << 20));
+    bed.uplink().set_rate_limit(Some(1_000_000));
+    let before = Traffic::now(&bed);
+    let mut child = start_refresh(&bed, &v1.reference, &registry_image);
+    // (head's bytes from upstream, node2's bytes over the link) once node2 had 1 MiB.
+    let mut seen = None;
+    let deadline = Instant::now() + Duration::from_secs(180);
+    while child.try_wait().expect("wait").is_none() {
+        assert!(Instant::now() < deadline, "the refresh did not end");
+        let moved = before.since(&bed);
+        if seen.is_none() && moved.link[1] >= 1 << 20 {
+            seen = Some((moved.upstream[0], moved.link[1]));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let output = child.wait_with_output().expect("output");
+    bed.uplink().set_rate_limit(None);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let report: Value = serde_json::from_slice(&output.stdout).expect("the report");
+    let moved = before.since(&bed);
+    println!("{} bytes; when node2 had received its first MiB: {seen:?}; in all {:?}", v1.size, moved.upstream);
+    let (head_fetched, _) = seen.expect("node2 received the image over the link");
+    assert!(
+        head_fetched + (1 << 20) < v1.size,
+        "node2 got 1 MiB only once the head had fetched {head_fetched} of {} bytes",
+        v1.size
+    );
+    assert_eq!(report["spread"]["from_head"], json!(["node1", "node2"]), "{report}");
+    assert!(moved.upstream[0] as f64 <= 1.05 * v1.size as f64, "once through the uplink: {:?}", moved.upstream);
+    assert_eq!(moved.upstream[1], 0, "node2 never went upstream");
+    same_image_everywhere(&bed, &v1, "20261101-100000");
+}
+
+/// Upstream sends other bytes in the middle of a layer the nodes are already receiving: the
+/// head's digest check fails, the nodes' downloads are cut, and no node changes.
+#[test]
+fn upstream_sending_wrong_bytes_midway_changes_no_node() {
+    let registry = Registry::start();
+    let bed = TestCluster::start_with(&registry, 2, Link::Roce);
+    let registry_image = publish_registry_image(&registry);
+    let v1 = publish(&registry, &toolbox_image("vllm:latest", CREATED_V1, 1, OWN_LAYER));
+    refresh(&bed, &v1.reference, &registry_image, &[]);
+    let before: Vec<Value> = (1..=2).map(|index| bed.node(index).podman().inspect("vllm")).collect();
+
+    let v2 = publish(&registry, &toolbox_image("vllm:latest", CREATED_V2, 2, 3 << 20));
+    let (own, size) = v2.layers[1].clone();
+    let file = registry.blob_file(&own);
+    let mut bytes = std::fs::read(&file).expect("the layer upstream");
+    assert_eq!(bytes.len() as u64, size);
+    let middle = bytes.len() / 2;
+    bytes[middle..middle + 4096].iter_mut().for_each(|byte| *byte = !*byte);
+    std::fs::write(&file, bytes).expect("spoil the layer upstream");
+    bed.uplink().set_rate_limit(Some(1_000_000));
+    let child = start_refresh(&bed, &v2.reference, &registry_image);
+    let failed = child.wait_with_output().expect("output");
+    bed.uplink().set_rate_limit(None);
+    assert_eq!(failed.status.code(), Some(1), "{}", stderr(&failed));
+    let message = stderr(&failed);
+    assert!(message.contains("the spread failed") && message.contains("not the blob"), "{message}");
+    assert!(message.contains("No node was changed"), "{message}");
+    for index in 1..=2 {
+        let podman = bed.node(index).podman();
+        assert_eq!(podman.inspect("vllm"), before[index - 1], "node{index}'s toolbox changed");
+        let mut names = podman.container_names();
+        names.sort();
+        let expected: &[&str] =
+            if index == 1 { &["strix-toolbox-registry", "strix-toolbox-registry-writer", "vllm"] } else { &["vllm"] };
+        assert_eq!(names, expected, "node{index}: nothing staged");
+        assert!(podman_image(&bed, index, &v2.pinned()).is_none(), "node{index} has the new image");
+    }
+    assert_eq!(bed.uplink().node_bytes_down(2), 0, "node2 never went upstream");
+}
+
 #[test]
 fn a_docker_node_gets_the_image_from_the_head_and_keeps_its_digest() {
     let registry = Registry::start();
     let bed = TestCluster::start_with_engines(&registry, &[NodeEngine::Podman, NodeEngine::Docker], Link::Roce);
     let registry_image = publish_registry_image(&registry);
-    let head = format!("{}:{}", bed.node(1).link_address, bed.spread_port());
+    let relay = format!("{}:{}", bed.node(1).link_address, bed.relay_port());
     let v1 = publish(&registry, &toolbox_image("vllm:latest", CREATED_V1, 1, OWN_LAYER));
     let docker_image = |reference: &str| {
         let output = bed.node(2).docker().cli(&["image", "inspect", reference]);
@@ -360,11 +459,11 @@ fn a_docker_node_gets_the_image_from_the_head_and_keeps_its_digest() {
     let report = refresh(&bed, &v1.reference, &registry_image, &[]);
     assert_eq!(report["spread"]["from_head"], json!(["node1", "node2"]), "{report}");
     assert_eq!(bed.uplink().node_bytes_down(2), 0, "node2 pulled nothing from upstream");
-    // Docker: the canonical pin, and the digest under the head registry's name (the only one it keeps).
+    // Docker: the canonical pin, and the digest under the relay's name (the only one it keeps).
     let node_id = &report["nodes"][1]["report"]["image_id"];
     let inspect = docker_image(node_id.as_str().unwrap()).expect("the image on node2");
     assert_eq!(inspect["RepoTags"], json!([format!("{}:20261101-100000", v1.repository)]), "{inspect}");
-    assert_eq!(inspect["RepoDigests"], json!([format!("{head}/vllm@{}", v1.digest)]), "{inspect}");
+    assert_eq!(inspect["RepoDigests"], json!([format!("{relay}/vllm@{}", v1.digest)]), "{inspect}");
     let state = status(&bed);
     assert_eq!(state["disagreements"], json!([]), "{state}");
     for node in 0..2 {

@@ -14,6 +14,7 @@ use crate::reporter::{Recorder, Silent};
 use crate::spread::copy::SpreadCopied;
 use crate::spread::prune::SpreadPruned;
 use crate::spread::registry::SpreadServed;
+use crate::spread::relay_serve::{SpreadRelayEnded, SpreadRelaying};
 use crate::spread::resolve::UpstreamDigest;
 use crate::spread::trust::SpreadTrusted;
 
@@ -195,9 +196,19 @@ async fn a_dry_run_changes_nothing_and_resolves_nothing() {
     assert_eq!(cluster.iter().map(|test| test.engine.calls()).collect::<Vec<_>>(), before);
 }
 
+/// Where the head's copy from upstream fails, if it does.
+#[derive(Clone, Copy, PartialEq)]
+enum CopyFails {
+    Never,
+    /// Before the relay starts (upstream has no manifest for it).
+    AtOnce,
+    /// Once the nodes have staged from the relay.
+    Midway,
+}
+
 /// The head's answers to the spread's calls, which need a registry: it resolves to version
-/// `digit`, serves on a port nothing listens on, copies, and prunes `pruned`.
-fn head_registry<'a>(head: &'a dyn Node, digit: char, copy_fails: bool) -> Scripted<'a> {
+/// `digit`, serves and relays on ports nothing listens on, copies, and prunes `pruned`.
+fn head_registry<'a>(head: &'a dyn Node, digit: char, fails: CopyFails) -> Scripted<'a> {
     let dir = tempfile::tempdir().unwrap();
     let home = crate::spread::home::RegistryHome { dir: dir.path().join("registry") };
     home.create().unwrap();
@@ -216,15 +227,27 @@ fn head_registry<'a>(head: &'a dyn Node, digit: char, copy_fails: bool) -> Scrip
                 ca_pem: ca_pem.clone(),
                 started: true,
             }),
-            NodeCall::SpreadCopy(_) if copy_fails => {
+            NodeCall::SpreadRelay(_) if fails == CopyFails::AtOnce => {
                 Some(Err(Error::Registry { reference: REPO.into(), message: "upstream is down".into(), fix: None }))
             }
-            NodeCall::SpreadCopy(c) => crate::cluster::testing::answer(SpreadCopied {
-                digest: c.image.rsplit_once('@').map(|(_, d)| d.to_string()).unwrap_or_default(),
-                size: 100,
-                fetched: 60,
-                blobs_copied: 2,
-                blobs_present: 1,
+            NodeCall::SpreadRelay(_) => {
+                crate::cluster::testing::answer(SpreadRelaying { id: 7, relay: Some("127.0.0.1:2".into()) })
+            }
+            NodeCall::SpreadRelayEnd(_) if fails == CopyFails::Midway => Some(Err(Error::Registry {
+                reference: REPO.into(),
+                message: "upstream sent other bytes".into(),
+                fix: None,
+            })),
+            NodeCall::SpreadRelayEnd(_) => crate::cluster::testing::answer(SpreadRelayEnded {
+                copied: SpreadCopied {
+                    digest: digest(digit),
+                    size: 100,
+                    fetched: 60,
+                    blobs_copied: 2,
+                    blobs_present: 1,
+                },
+                relayed: 0,
+                requests: 0,
             }),
             NodeCall::SpreadPrune(_) => crate::cluster::testing::answer(SpreadPruned {
                 deleted: vec![format!("kyuz0/vllm@{}", digest('0'))],
@@ -257,13 +280,14 @@ async fn the_spread_fills_the_head_once_for_the_nodes_that_lack_the_image() {
         repo_digests: vec![format!("{REPO}@{}", digest('2'))],
         ..Default::default()
     });
-    let head = head_registry(&cluster[0].node, '2', false);
+    let head = head_registry(&cluster[0].node, '2', CopyFails::Never);
     let b = Scripted { inner: &cluster[1].node, answer: Box::new(trusting) };
     let c = Scripted { inner: &cluster[2].node, answer: Box::new(trusting) };
     let recorder = Recorder::default();
     let report = refresh_nodes(&[&head, &b, &c], &request(), &SpreadSettings::default(), &recorder).await.unwrap();
     let spread = report.spread.expect("spread");
     assert_eq!(spread.registry.as_deref(), Some("127.0.0.1:1"));
+    assert_eq!(spread.relay.as_deref(), Some("127.0.0.1:2"), "the nodes pull from the relay");
     assert_eq!((spread.size, spread.fetched), (100, 60));
     assert_eq!(spread.had_it, ["c"]);
     // Nothing listens on the head's port here: the lacking nodes pull from upstream, and say why.
@@ -281,7 +305,7 @@ async fn the_spread_fills_the_head_once_for_the_nodes_that_lack_the_image() {
 async fn a_node_whose_engine_cannot_trust_the_head_pulls_from_upstream_and_says_why() {
     let cluster = on_version(&["a", "b"], '1').await;
     publish(&cluster, '2');
-    let head = head_registry(&cluster[0].node, '2', false);
+    let head = head_registry(&cluster[0].node, '2', CopyFails::Never);
     let distrusting = Scripted {
         inner: &cluster[1].node,
         answer: Box::new(|call| match call {
@@ -300,7 +324,7 @@ async fn a_node_whose_engine_cannot_trust_the_head_pulls_from_upstream_and_says_
 async fn a_spread_that_fails_stages_no_node() {
     let cluster = on_version(&["a", "b"], '1').await;
     publish(&cluster, '2');
-    let head = head_registry(&cluster[0].node, '2', true);
+    let head = head_registry(&cluster[0].node, '2', CopyFails::AtOnce);
     let b = Scripted { inner: &cluster[1].node, answer: Box::new(trusting) };
     let before = changes(&cluster[1]).len();
     let error = refresh_nodes(&[&head, &b], &request(), &SpreadSettings::default(), &Silent).await.unwrap_err();
@@ -311,10 +335,26 @@ async fn a_spread_that_fails_stages_no_node() {
     assert_eq!(state(&cluster), on('1', 2));
 }
 
+/// The nodes stage from the relay while the head copies; the copy then fails (upstream's bytes
+/// were not the blob): the staged replacements are removed and no node swaps.
+#[tokio::test]
+async fn a_copy_that_fails_after_the_nodes_staged_swaps_no_node() {
+    let cluster = on_version(&["a", "b"], '1').await;
+    publish(&cluster, '2');
+    let head = head_registry(&cluster[0].node, '2', CopyFails::Midway);
+    let b = Scripted { inner: &cluster[1].node, answer: Box::new(trusting) };
+    let error = refresh_nodes(&[&head, &b], &request(), &SpreadSettings::default(), &Silent).await.unwrap_err();
+    let message = error.to_string();
+    assert!(message.contains("the spread failed") && message.contains("upstream sent other bytes"), "{message}");
+    assert!(message.contains("No node was changed"), "{message}");
+    assert!(!changes(&cluster[1]).is_empty(), "b staged before the copy ended");
+    assert_eq!(state(&cluster), on('1', 2), "staged replacements removed");
+}
+
 #[tokio::test]
 async fn every_node_having_the_image_spreads_nothing() {
     let cluster = on_version(&["a", "b"], '1').await;
-    let head = head_registry(&cluster[0].node, '1', true);
+    let head = head_registry(&cluster[0].node, '1', CopyFails::AtOnce);
     let report =
         refresh_nodes(&[&head, &cluster[1].node], &request(), &SpreadSettings::default(), &Silent).await.unwrap();
     assert_eq!(report.outcome, ClusterOutcome::Unchanged);

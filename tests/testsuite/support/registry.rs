@@ -98,6 +98,13 @@ impl Registry {
         format!("127.0.0.1:{}", self.port)
     }
 
+    /// Where the registry keeps the blob `digest` (`sha256:…`): a test can spoil it, and the
+    /// registry serves what is there unchecked.
+    pub fn blob_file(&self, digest: &str) -> std::path::PathBuf {
+        let hex = digest.strip_prefix("sha256:").expect("a sha256 digest");
+        self.dir.path().join("data/docker/registry/v2/blobs/sha256").join(&hex[..2]).join(hex).join("data")
+    }
+
     /// Take the registry down (a "dead registry" for failure tests).
     pub fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {

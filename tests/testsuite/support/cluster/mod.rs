@@ -139,6 +139,7 @@ impl TestCluster {
         std::fs::create_dir_all("/run/sshd").expect("mkdir /run/sshd (sshd's privilege separation dir)");
         let slot = Slot::claim();
         remove_certs_d(spread_port_of(&slot));
+        remove_certs_d(relay_port_of(&slot));
         // Short path: it ends up in unix socket paths.
         let dir = tempfile::Builder::new().prefix("stx-").tempdir_in("/tmp").expect("cluster dir");
         let key = dir.path().join("id_ed25519");
@@ -176,6 +177,12 @@ impl TestCluster {
     /// The port of the head's registry (`--spread-port`): this slot's own.
     pub fn spread_port(&self) -> u16 {
         spread_port_of(&self.slot)
+    }
+
+    /// The port of the head's relay (`--spread-relay-port`): this slot's own, apart from every
+    /// slot's registry port (the nodes' trust is kept per address and port).
+    pub fn relay_port(&self) -> u16 {
+        relay_port_of(&self.slot)
     }
 
     /// For `ssh -F` / `--ssh-config`: `Host node1`... with the test key and the cluster's known_hosts.
@@ -229,12 +236,18 @@ impl TestCluster {
 impl Drop for TestCluster {
     fn drop(&mut self) {
         remove_certs_d(self.spread_port());
+        remove_certs_d(self.relay_port());
     }
 }
 
 /// Slot S's registry port.
 fn spread_port_of(slot: &Slot) -> u16 {
     15000 + u16::from(slot.number)
+}
+
+/// Slot S's relay port.
+fn relay_port_of(slot: &Slot) -> u16 {
+    16000 + u16::from(slot.number)
 }
 
 /// The cluster CAs a spread installed for registries on `port` (`/etc/*/certs.d/ADDRESS:PORT`).
