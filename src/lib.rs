@@ -6,6 +6,7 @@
 
 pub(crate) mod apply;
 pub mod bench;
+pub(crate) mod bounded_accept;
 pub(crate) mod check;
 pub mod cli;
 pub mod cluster;

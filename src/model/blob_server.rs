@@ -18,12 +18,12 @@ use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{oneshot, OwnedSemaphorePermit, Semaphore};
-use tokio::task::JoinSet;
+use tokio::sync::{oneshot, OwnedSemaphorePermit};
 use tokio_rustls::TlsAcceptor;
 
 use super::blob::BlobName;
 use super::http1::read_head;
+use crate::bounded_accept::accept_bounded;
 use crate::secret::Secret;
 use crate::tls::{server_config, TlsIdentity};
 
@@ -52,8 +52,7 @@ pub struct BlobServer {
     blobs: Arc<BTreeMap<BlobName, PathBuf>>,
     access: Arc<Access>,
     stats: Arc<ServeStats>,
-    /// One permit per connection served.
-    slots: Arc<Semaphore>,
+    /// Connections served at once.
     limit: usize,
 }
 
@@ -86,7 +85,6 @@ impl BlobServer {
             blobs: Arc::new(blobs),
             access: Arc::new(Access { key: access, ended: AtomicBool::new(false) }),
             stats: Arc::default(),
-            slots: Arc::new(Semaphore::new(MAX_CONNECTIONS)),
             limit: MAX_CONNECTIONS,
         })
     }
@@ -94,7 +92,6 @@ impl BlobServer {
     /// At most `connections` at once instead of [`MAX_CONNECTIONS`] (a test fills a small cap).
     #[cfg(test)]
     pub fn with_connection_limit(mut self, connections: usize) -> BlobServer {
-        self.slots = Arc::new(Semaphore::new(connections));
         self.limit = connections;
         self
     }
@@ -109,32 +106,14 @@ impl BlobServer {
 
     /// Serve until `stop` fires (the key is refused from then on), or until `idle` passes with no
     /// connection open or coming. Connections still open then are cut.
-    pub async fn run(self, mut stop: oneshot::Receiver<()>, idle: Duration) {
-        let mut connections = JoinSet::new();
-        loop {
-            tokio::select! {
-                _ = &mut stop => break,
-                accepted = tokio::time::timeout(idle, self.listener.accept()) => match accepted {
-                    Err(_) if self.slots.available_permits() == self.limit => break,
-                    Err(_) => continue,
-                    Ok(Err(_)) => tokio::time::sleep(Duration::from_millis(50)).await,
-                    Ok(Ok((socket, _))) => {
-                        let Ok(slot) = self.slots.clone().try_acquire_owned() else {
-                            // Over the cap: closed unanswered, at once.
-                            self.stats.refused.fetch_add(1, Ordering::SeqCst);
-                            drop(socket);
-                            continue;
-                        };
-                        let (tls, blobs, access, stats) =
-                            (self.tls.clone(), self.blobs.clone(), self.access.clone(), self.stats.clone());
-                        connections.spawn(answer(socket, slot, tls, blobs, access, stats));
-                    }
-                },
-            }
-            while connections.try_join_next().is_some() {}
-        }
-        self.access.ended.store(true, Ordering::SeqCst);
-        connections.shutdown().await;
+    pub async fn run(self, stop: oneshot::Receiver<()>, idle: Duration) {
+        let BlobServer { listener, tls, blobs, access, stats, limit } = self;
+        let refused = stats.clone();
+        accept_bounded(&listener, limit, stop, idle, &refused.refused, |socket, slot| {
+            answer(socket, slot, tls.clone(), blobs.clone(), access.clone(), stats.clone())
+        })
+        .await;
+        access.ended.store(true, Ordering::SeqCst);
     }
 }
 

@@ -17,12 +17,12 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{oneshot, OwnedSemaphorePermit, Semaphore};
-use tokio::task::JoinSet;
+use tokio::sync::{oneshot, OwnedSemaphorePermit};
 use tokio_rustls::TlsAcceptor;
 
 use super::range::{wanted, Wanted};
 use super::spool::{Arrival, Spool, Spools};
+use crate::bounded_accept::accept_bounded;
 use crate::model::http1::{read_head, Head};
 use crate::registry::manifest::Manifest;
 use crate::registry::RegistryClient;
@@ -61,7 +61,6 @@ pub struct Relay {
     tls: TlsAcceptor,
     image: Arc<RelayedImage>,
     stats: Arc<RelayStats>,
-    slots: Arc<Semaphore>,
 }
 
 impl Relay {
@@ -74,13 +73,7 @@ impl Relay {
     ) -> std::io::Result<Relay> {
         let config = mutual_server_config(identity, ca_pem).map_err(std::io::Error::other)?;
         let listener = TcpListener::bind(address).await?;
-        Ok(Relay {
-            listener,
-            tls: TlsAcceptor::from(Arc::new(config)),
-            image: Arc::new(image),
-            stats: Arc::default(),
-            slots: Arc::new(Semaphore::new(MAX_CONNECTIONS)),
-        })
+        Ok(Relay { listener, tls: TlsAcceptor::from(Arc::new(config)), image: Arc::new(image), stats: Arc::default() })
     }
 
     pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
@@ -93,28 +86,13 @@ impl Relay {
 
     /// Serve until `stop` fires, or until `idle` passes with no connection open or coming;
     /// connections still open then are cut.
-    pub async fn run(self, mut stop: oneshot::Receiver<()>, idle: Duration) {
-        let mut connections = JoinSet::new();
-        loop {
-            tokio::select! {
-                _ = &mut stop => break,
-                accepted = tokio::time::timeout(idle, self.listener.accept()) => match accepted {
-                    Err(_) if self.slots.available_permits() == MAX_CONNECTIONS => break,
-                    Err(_) => continue,
-                    Ok(Err(_)) => tokio::time::sleep(Duration::from_millis(50)).await,
-                    Ok(Ok((socket, _))) => {
-                        let Ok(slot) = self.slots.clone().try_acquire_owned() else {
-                            self.stats.refused.fetch_add(1, Ordering::SeqCst);
-                            continue;
-                        };
-                        let (tls, image, stats) = (self.tls.clone(), self.image.clone(), self.stats.clone());
-                        connections.spawn(answer(socket, slot, tls, image, stats));
-                    }
-                },
-            }
-            while connections.try_join_next().is_some() {}
-        }
-        connections.shutdown().await;
+    pub async fn run(self, stop: oneshot::Receiver<()>, idle: Duration) {
+        let Relay { listener, tls, image, stats } = self;
+        let refused = stats.clone();
+        accept_bounded(&listener, MAX_CONNECTIONS, stop, idle, &refused.refused, |socket, slot| {
+            answer(socket, slot, tls.clone(), image.clone(), stats.clone())
+        })
+        .await;
     }
 }
 
