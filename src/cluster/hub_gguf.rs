@@ -2,9 +2,7 @@
 //! once on the head by the model pull (its token handling, commit pinning and blob checks), and
 //! served from the head's cache. The workers get no copy: RPC sends them their tensors.
 
-use super::launch::LaunchRequest;
 use super::model::{model_pull, ModelPullReport, ModelPullRequest};
-use super::model_source::ModelSource;
 use crate::error::{Error, Result};
 use crate::model::cache::HubCache;
 use crate::model::identity::ModelIdentity;
@@ -23,27 +21,10 @@ pub struct HeadGguf {
     pub pull: ModelPullReport,
 }
 
-/// The Hub GGUF MODEL names, on the head; None for any other source, or in a dry run (which
-/// downloads nothing).
-pub async fn gguf_on_head(
-    head: &dyn Node,
-    request: &LaunchRequest,
-    reporter: &dyn Reporter,
-) -> Result<Option<HeadGguf>> {
-    let ModelSource::HubGguf { repo, pick } = &request.source else { return Ok(None) };
-    if request.dry_run {
-        return Ok(None);
-    }
-    let pull = ModelPullRequest {
-        toolbox: request.toolbox.clone(),
-        repo: repo.clone(),
-        revision: None,
-        hub_env: request.hub_env.clone(),
-        hf_token: request.hf_token.clone(),
-        gguf: Some(pick.clone()),
-    };
-    let pull = model_pull(&[head], &pull, reporter).await?;
-    Ok(Some(served_from(repo, pull)?))
+/// The GGUF `pull` names (its `gguf` pick), pulled on the head alone.
+pub async fn gguf_on_head(head: &dyn Node, pull: &ModelPullRequest, reporter: &dyn Reporter) -> Result<HeadGguf> {
+    let pulled = model_pull(&[head], pull, reporter).await?;
+    served_from(&pull.repo, pulled)
 }
 
 /// Where the pulled GGUF is, and what it is.

@@ -164,7 +164,21 @@ pub async fn launch(nodes: &[&dyn Node], request: &LaunchRequest, reporter: &dyn
         })
     });
     let hub = model_in_every_cache(nodes, request, model, reporter).await?;
-    let gguf = gguf_on_head(nodes[0], request, reporter).await?;
+    // A Hub GGUF: its file(s) alone, on the head alone (a dry run downloads nothing).
+    let gguf = match &request.source {
+        ModelSource::HubGguf { repo, pick } if !request.dry_run => {
+            let pull = ModelPullRequest {
+                toolbox: request.toolbox.clone(),
+                repo: repo.clone(),
+                revision: None,
+                hub_env: request.hub_env.clone(),
+                hf_token: request.hf_token.clone(),
+                gguf: Some(pick.clone()),
+            };
+            Some(gguf_on_head(nodes[0], &pull, reporter).await?)
+        }
+        _ => None,
+    };
     let mut report = plan(nodes, &checks, request, backend, split.as_ref(), hub.as_ref(), gguf.as_ref())?;
     report.why = why;
     if request.dry_run {
