@@ -6,7 +6,6 @@
 
 pub(crate) mod apply;
 pub mod bench;
-pub(crate) mod bounded_accept;
 pub(crate) mod check;
 pub mod cli;
 pub mod cluster;
@@ -18,6 +17,7 @@ pub(crate) mod host;
 pub(crate) mod image;
 pub(crate) mod labels;
 pub(crate) mod link;
+pub(crate) mod link_server;
 pub(crate) mod manager;
 pub(crate) mod model;
 pub mod node;

@@ -4,8 +4,8 @@
 //! and no one else can pose as the head. A request names a blob by its hash and nothing else: the
 //! name is checked against the snapshot's own list, so no path from the network ever reaches the
 //! file system. Bounded: at most [`MAX_CONNECTIONS`] at once (more are closed at once, counted as
-//! refused), the handshake and the request head within [`REQUEST_LIMIT`] and 16 KiB, each write
-//! within [`WRITE_LIMIT`]. It runs as a task of the head's agent for the length of the pull; when
+//! refused), the handshake and the request head within 10 s and 16 KiB, each write within 60 s
+//! ([`crate::link_server`]). It runs as a task of the head's agent for the length of the pull; when
 //! the pull ends its key is refused at once, its open connections are cut and it stops listening;
 //! it also stops by itself when nobody has asked for a while.
 
@@ -16,23 +16,18 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{oneshot, OwnedSemaphorePermit};
 use tokio_rustls::TlsAcceptor;
 
 use super::blob::BlobName;
-use super::http1::read_head;
-use crate::bounded_accept::accept_bounded;
+use crate::link_server::{accept_bounded, close, read_request, write_bounded};
 use crate::secret::Secret;
 use crate::tls::{server_config, TlsIdentity};
 
 /// Connections served at once: a few per node is more than a pull opens (one at a time each).
 pub const MAX_CONNECTIONS: usize = 32;
-/// How long a client may take to finish the handshake and send its request.
-const REQUEST_LIMIT: Duration = Duration::from_secs(10);
-/// How long one write may wait for a receiver that stopped reading.
-const WRITE_LIMIT: Duration = Duration::from_secs(60);
 /// One read of a blob file.
 const CHUNK: usize = 1 << 20;
 
@@ -127,15 +122,7 @@ async fn answer(
     stats: Arc<ServeStats>,
 ) {
     stats.requests.fetch_add(1, Ordering::SeqCst);
-    let Ok(Ok(mut stream)) = tokio::time::timeout(REQUEST_LIMIT, tls.accept(socket)).await else {
-        // Plain HTTP, another protocol, or a client that never finished.
-        stats.refused.fetch_add(1, Ordering::SeqCst);
-        return;
-    };
-    let Ok((head, _)) = read_head(&mut stream, REQUEST_LIMIT).await else {
-        stats.refused.fetch_add(1, Ordering::SeqCst);
-        return;
-    };
+    let Some((mut stream, head)) = read_request(socket, &tls, &stats.refused).await else { return };
     let wanted = match head.first_line.as_slice() {
         [method, target, _] if method == "GET" => target.strip_prefix("/blobs/").and_then(BlobName::parse),
         [_, _, _] => return refuse(&mut stream, &stats, "405 Method Not Allowed").await,
@@ -173,20 +160,14 @@ async fn answer(
         stats.bytes.fetch_add(read as u64, Ordering::SeqCst);
         left -= read as u64;
     }
-    let _ = tokio::time::timeout(WRITE_LIMIT, stream.shutdown()).await;
+    close(&mut stream).await;
 }
 
 async fn refuse(stream: &mut (impl AsyncRead + AsyncWrite + Unpin), stats: &ServeStats, status: &str) {
     stats.refused.fetch_add(1, Ordering::SeqCst);
     let text = format!("HTTP/1.1 {status}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
     let _ = write_bounded(stream, text.as_bytes()).await;
-    let _ = tokio::time::timeout(WRITE_LIMIT, stream.shutdown()).await;
-}
-
-async fn write_bounded(stream: &mut (impl AsyncWrite + Unpin), bytes: &[u8]) -> std::io::Result<()> {
-    tokio::time::timeout(WRITE_LIMIT, stream.write_all(bytes))
-        .await
-        .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "the receiver stopped reading"))?
+    close(stream).await;
 }
 
 /// Equal, in a time that does not depend on where they differ.
@@ -197,6 +178,7 @@ fn same(given: &[u8], expected: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use rustls::pki_types::ServerName;
+    use tokio::io::AsyncWriteExt;
     use tokio_rustls::TlsConnector;
 
     use super::*;

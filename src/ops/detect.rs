@@ -43,15 +43,7 @@ pub struct DetectReport {
 
 /// Spec options guessed without asking the engine, so detect stays millisecond-fast.
 fn guess_spec_options(engine: EngineKind) -> SpecOptions {
-    let info = guessed_info(engine);
-    SpecOptions {
-        engine,
-        rootless: info.rootless,
-        runtime: info.runtime,
-        extra_env: Default::default(),
-        serving: ServingEngine::Vllm,
-        kfd: true,
-    }
+    SpecOptions::new(&guessed_info(engine), ServingEngine::Vllm, "", Default::default())
 }
 
 pub fn detect(settings: &Settings) -> Result<DetectReport> {

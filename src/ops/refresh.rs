@@ -188,18 +188,7 @@ pub async fn refresh_with(
     let info = engine.info().await?;
     let manager = manager::choose(request.manager, info.kind, &settings.installed, settings.paths.home())?;
 
-    let spec = ToolboxSpec::new(
-        root,
-        facts,
-        &SpecOptions {
-            engine: info.kind,
-            rootless: info.rootless,
-            runtime: info.runtime.clone(),
-            extra_env,
-            serving: request.serving,
-            kfd: request.serving.needs_kfd(&request.image_ref),
-        },
-    );
+    let spec = ToolboxSpec::new(root, facts, &SpecOptions::new(&info, request.serving, &request.image_ref, extra_env));
     check_memlock(facts, &info)?;
 
     // A dry run changes nothing: it neither waits for another refresh nor holds one up.

@@ -31,18 +31,8 @@ pub async fn expectation(
     let info = engine.info().await?;
     let extra_env = parse_env(&labels::decode_user_env(&container.labels))?;
     let serving = ServingEngine::of_label(container.labels.get(labels::ENGINE).map(String::as_str));
-    let spec = ToolboxSpec::new(
-        root,
-        facts,
-        &SpecOptions {
-            engine: info.kind,
-            rootless: info.rootless,
-            runtime: info.runtime,
-            extra_env,
-            serving,
-            kfd: serving.needs_kfd(container.labels.get(labels::IMAGE_REF).map_or("", String::as_str)),
-        },
-    );
+    let image_ref = container.labels.get(labels::IMAGE_REF).map_or("", String::as_str);
+    let spec = ToolboxSpec::new(root, facts, &SpecOptions::new(&info, serving, image_ref, extra_env));
     // A container carries its image's labels: the RCCL the image was built with.
     Ok(Expected::new(facts, &spec, container.labels.get(labels::RCCL_SHA256).cloned(), serving))
 }

@@ -20,7 +20,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::engine::{EngineKind, Ulimit};
+use crate::engine::{EngineInfo, EngineKind, Ulimit};
 use crate::error::{Error, Result};
 use crate::host::{HostFacts, HostRoot};
 use crate::serving::engine::ServingEngine;
@@ -44,6 +44,26 @@ pub struct SpecOptions {
     pub serving: ServingEngine,
     /// ROCm's /dev/kfd (`ServingEngine::needs_kfd`: not for a Vulkan llama.cpp image).
     pub kfd: bool,
+}
+
+impl SpecOptions {
+    /// The options of a toolbox of `serving` from `image_ref` on the engine `info` describes: the
+    /// one way refresh makes a spec and verify and detect expect it.
+    pub fn new(
+        info: &EngineInfo,
+        serving: ServingEngine,
+        image_ref: &str,
+        extra_env: BTreeMap<String, String>,
+    ) -> Self {
+        SpecOptions {
+            engine: info.kind,
+            rootless: info.rootless,
+            runtime: info.runtime.clone(),
+            extra_env,
+            serving,
+            kfd: serving.needs_kfd(image_ref),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -4,8 +4,8 @@
 //! way is sent to every node as its bytes arrive ([`Spool`]); a blob the head's registry holds
 //! is passed on from there. It sits on the cluster link's address with mutual TLS: a client
 //! without a certificate the cluster CA signed is refused in the handshake, as the registry
-//! refuses it. Bounded like the model's blob server: [`MAX_CONNECTIONS`] at once, the handshake
-//! and request head within [`REQUEST_LIMIT`], each write within [`WRITE_LIMIT`]; one request per
+//! refuses it. Bounded like the model's blob server ([`crate::link_server`]): [`MAX_CONNECTIONS`]
+//! at once, the handshake and request head within 10 s, each write within 60 s; one request per
 //! connection. It runs as a task of the head's agent (`spread::relay_serve`).
 
 use std::collections::BTreeMap;
@@ -15,25 +15,21 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use tokio::io::{AsyncWrite, AsyncWriteExt};
+use tokio::io::AsyncWrite;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{oneshot, OwnedSemaphorePermit};
 use tokio_rustls::TlsAcceptor;
 
 use super::range::{wanted, Wanted};
 use super::spool::{Arrival, Spool, Spools};
-use crate::bounded_accept::accept_bounded;
-use crate::model::http1::{read_head, Head};
+use crate::link_server::{accept_bounded, close, read_request, write_bounded};
+use crate::model::http1::Head;
 use crate::registry::manifest::Manifest;
 use crate::registry::RegistryClient;
 use crate::tls::{mutual_server_config, TlsIdentity};
 
 /// Connections served at once: a pull opens a few at a time, and a cluster has a few nodes.
 pub const MAX_CONNECTIONS: usize = 64;
-/// How long a client may take to finish the handshake and send its request.
-const REQUEST_LIMIT: Duration = Duration::from_secs(10);
-/// How long one write may wait for a receiver that stopped reading.
-const WRITE_LIMIT: Duration = Duration::from_secs(60);
 
 /// What the relay did.
 #[derive(Debug, Default)]
@@ -130,15 +126,7 @@ async fn answer(
     stats: Arc<RelayStats>,
 ) {
     stats.requests.fetch_add(1, Ordering::SeqCst);
-    // No certificate the cluster CA signed, plain HTTP, or a client that never finished.
-    let Ok(Ok(mut stream)) = tokio::time::timeout(REQUEST_LIMIT, tls.accept(socket)).await else {
-        stats.refused.fetch_add(1, Ordering::SeqCst);
-        return;
-    };
-    let Ok((head, _)) = read_head(&mut stream, REQUEST_LIMIT).await else {
-        stats.refused.fetch_add(1, Ordering::SeqCst);
-        return;
-    };
+    let Some((mut stream, head)) = read_request(socket, &tls, &stats.refused).await else { return };
     let (method, target) = match head.first_line.as_slice() {
         [method, target, _] => (method.as_str(), target.replace("%3A", ":").replace("%3a", ":")),
         _ => return error(&mut stream, &stats, "400 Bad Request", "UNSUPPORTED").await,
@@ -168,7 +156,7 @@ async fn answer(
         }
         Asked::Other => return error(&mut stream, &stats, "404 Not Found", "UNSUPPORTED").await,
     }
-    let _ = tokio::time::timeout(WRITE_LIMIT, stream.shutdown()).await;
+    close(&mut stream).await;
 }
 
 async fn send_manifest(stream: &mut (impl AsyncWrite + Unpin), manifest: &Manifest, with_body: bool) {
@@ -274,13 +262,7 @@ async fn error(stream: &mut (impl AsyncWrite + Unpin), stats: &RelayStats, statu
         body.len()
     );
     let _ = write_bounded(stream, text.as_bytes()).await;
-    let _ = tokio::time::timeout(WRITE_LIMIT, stream.shutdown()).await;
-}
-
-async fn write_bounded(stream: &mut (impl AsyncWrite + Unpin), bytes: &[u8]) -> std::io::Result<()> {
-    tokio::time::timeout(WRITE_LIMIT, stream.write_all(bytes))
-        .await
-        .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "the receiver stopped reading"))?
+    close(stream).await;
 }
 
 #[cfg(test)]

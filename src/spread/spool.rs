@@ -11,18 +11,15 @@ use std::io::{SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWrite};
 use tokio::sync::watch;
 
+use crate::link_server::write_bounded;
 use crate::registry::manifest::Descriptor;
 
 /// One read of a spool file.
 const CHUNK: usize = 256 << 10;
-/// How long one write may wait for a receiver that stopped reading (waiting for the blob's bytes
-/// to arrive is bounded by the copy, which fails or completes it).
-const WRITE_LIMIT: Duration = Duration::from_secs(60);
 
 /// Where a blob stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -144,9 +141,8 @@ impl Spool {
                 if read == 0 {
                     return Err(std::io::Error::other("the spool file is shorter than what arrived"));
                 }
-                tokio::time::timeout(WRITE_LIMIT, out.write_all(&buffer[..read]))
-                    .await
-                    .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "the receiver stopped reading"))??;
+                // Waiting for the bytes to arrive is bounded by the copy, which fails or completes it.
+                write_bounded(out, &buffer[..read]).await?;
                 sent.fetch_add(read as u64, Ordering::SeqCst);
                 offset += read as u64;
             }
@@ -190,6 +186,8 @@ impl Spools {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
     use crate::registry::manifest::sha256_digest;
 
