@@ -15,6 +15,7 @@ pub(crate) mod engine;
 pub(crate) mod error;
 pub(crate) mod host;
 pub(crate) mod image;
+pub(crate) mod kept_tasks;
 pub(crate) mod labels;
 pub(crate) mod link;
 pub(crate) mod link_server;

@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -16,6 +16,7 @@ use tokio::sync::oneshot;
 
 use super::snapshot::manifest_here;
 use crate::error::{Error, Result};
+use crate::kept_tasks::KeptTasks;
 use crate::link::cluster_link;
 use crate::model::blob_server::{BlobServer, ServeStats};
 use crate::model::cache::HubCache;
@@ -62,8 +63,7 @@ pub struct ModelServeStopped {
 }
 
 /// The servers this process runs, by id.
-static RUNNING: Mutex<BTreeMap<u64, Running>> = Mutex::new(BTreeMap::new());
-static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+static RUNNING: KeptTasks<Running> = KeptTasks::new();
 
 struct Running {
     stop: oneshot::Sender<()>,
@@ -92,13 +92,12 @@ pub async fn model_serve(settings: &Settings, request: &ModelServe) -> Result<Mo
     let (stop, stopped) = oneshot::channel();
     let stats = server.stats();
     let task = tokio::spawn(server.run(stopped, IDLE_LIMIT));
-    let id = NEXT_ID.fetch_add(1, Ordering::SeqCst);
-    running().insert(id, Running { stop, stats, task });
+    let id = RUNNING.keep(Running { stop, stats, task });
     Ok(ModelServing { id, address, ca_pem: ca.cert_pem, blobs: blobs.len() })
 }
 
 pub async fn model_serve_stop(request: &ModelServeStop) -> Result<ModelServeStopped> {
-    let Some(server) = running().remove(&request.id) else {
+    let Some(server) = RUNNING.take(request.id) else {
         return Err(Error::Internal(format!("no blob server {} runs on this node", request.id)));
     };
     let _ = server.stop.send(());
@@ -109,8 +108,4 @@ pub async fn model_serve_stop(request: &ModelServeStop) -> Result<ModelServeStop
         bytes: count(&server.stats.bytes),
         refused: count(&server.stats.refused),
     })
-}
-
-fn running() -> std::sync::MutexGuard<'static, BTreeMap<u64, Running>> {
-    RUNNING.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }

@@ -7,10 +7,9 @@
 //! end with the cluster command's channel, and the relay by itself after [`IDLE_LIMIT`] without
 //! a request.
 
-use std::collections::BTreeMap;
 use std::net::{SocketAddr, SocketAddrV4};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -25,6 +24,7 @@ use super::relay::{Relay, RelayStats, RelayedImage};
 use super::spool::Spools;
 use crate::error::{Error, Result};
 use crate::image::reference::ImageRef;
+use crate::kept_tasks::KeptTasks;
 use crate::registry::RegistryClient;
 use crate::settings::Settings;
 
@@ -68,8 +68,7 @@ pub struct SpreadRelayEnded {
 }
 
 /// The relays this process runs, by id.
-static RUNNING: Mutex<BTreeMap<u64, Running>> = Mutex::new(BTreeMap::new());
-static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+static RUNNING: KeptTasks<Running> = KeptTasks::new();
 
 struct Running {
     copy: JoinHandle<Result<SpreadCopied>>,
@@ -91,7 +90,7 @@ pub async fn spread_relay(settings: &Settings, request: &SpreadRelay) -> Result<
     if head.has_manifest(&path, &digest).await? {
         record_served(&home, &path, &digest, &request.toolbox)?;
         let copied = SpreadCopied { digest, ..Default::default() };
-        let id = keep(Running { copy: tokio::spawn(async move { Ok(copied) }), relay: None });
+        let id = RUNNING.keep(Running { copy: tokio::spawn(async move { Ok(copied) }), relay: None });
         return Ok(SpreadRelaying { id, relay: None });
     }
     let upstream = RegistryClient::upstream(&image, settings.engine.program()).await?;
@@ -128,12 +127,12 @@ pub async fn spread_relay(settings: &Settings, request: &SpreadRelay) -> Result<
         record_served(&home, &path, &digest, &toolbox)?;
         Ok::<_, Error>(copied)
     });
-    let id = keep(Running { copy, relay: Some((stop, stats, serving)) });
+    let id = RUNNING.keep(Running { copy, relay: Some((stop, stats, serving)) });
     Ok(SpreadRelaying { id, relay: Some(address.to_string()) })
 }
 
 pub async fn spread_relay_end(request: &SpreadRelayEnd) -> Result<SpreadRelayEnded> {
-    let Some(running) = running().remove(&request.id) else {
+    let Some(running) = RUNNING.take(request.id) else {
         return Err(Error::Internal(format!("no image relay {} runs on this node", request.id)));
     };
     if request.cancel {
@@ -153,14 +152,4 @@ pub async fn spread_relay_end(request: &SpreadRelayEnd) -> Result<SpreadRelayEnd
     }
     ended.copied = copied?;
     Ok(ended)
-}
-
-fn keep(running: Running) -> u64 {
-    let id = NEXT_ID.fetch_add(1, Ordering::SeqCst);
-    self::running().insert(id, running);
-    id
-}
-
-fn running() -> std::sync::MutexGuard<'static, BTreeMap<u64, Running>> {
-    RUNNING.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }

@@ -304,19 +304,13 @@ fn a_spread_that_fails_midway_changes_no_node() {
     let registry_image = publish_registry_image(&registry);
     let v1 = publish(&registry, &toolbox_image("vllm:latest", CREATED_V1, 1, OWN_LAYER));
     refresh(&bed, &v1.reference, &registry_image, &[]);
-    let before: Vec<Value> = (1..=2).map(|index| bed.node(index).podman().inspect("vllm")).collect();
+    let before = toolboxes(&bed);
 
     // A new image with a big layer of its own, upstream crawling: the head's uplink goes mid-copy.
     let v2 = publish(&registry, &toolbox_image("vllm:latest", CREATED_V2, 2, 3 << 20));
     bed.uplink().set_rate_limit(Some(400_000));
     let started_with = bed.uplink().node_bytes_down(1);
-    let args = refresh_args(&bed, &v2.reference, &registry_image, &[]);
-    let mut child = cluster_command(&bed, &args.iter().map(String::as_str).collect::<Vec<_>>())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start cluster refresh");
+    let mut child = start_refresh(&bed, &v2.reference, &registry_image);
     wait_until("the copy to be under way", Duration::from_secs(60), || {
         bed.uplink().node_bytes_down(1) > started_with + 400_000
     });
@@ -329,9 +323,25 @@ fn a_spread_that_fails_midway_changes_no_node() {
     let failed = child.wait_with_output().expect("output");
     bed.uplink().reconnect(1);
     bed.uplink().set_rate_limit(None);
-    assert_eq!(failed.status.code(), Some(1), "{}", stderr(&failed));
-    let message = stderr(&failed);
-    assert!(message.contains("the spread failed") && message.contains("node1"), "{message}");
+    a_failed_spread_changed_no_node(&bed, &failed, "node1", &before, &v2);
+
+    // With the uplink back, the same refresh completes.
+    let report = refresh(&bed, &v2.reference, &registry_image, &[]);
+    assert_eq!(report["outcome"], "refreshed", "{report}");
+    same_image_everywhere(&bed, &v2, "20261108-100000");
+}
+
+/// Each node's toolbox as its engine shows it.
+fn toolboxes(bed: &TestCluster) -> Vec<Value> {
+    (1..=2).map(|index| bed.node(index).podman().inspect("vllm")).collect()
+}
+
+/// A refresh that `failed` in the spread (its message naming `why`) left each node as `before`:
+/// the same toolbox, nothing staged, no trace of `new`; only the head went upstream.
+fn a_failed_spread_changed_no_node(bed: &TestCluster, failed: &Output, why: &str, before: &[Value], new: &Published) {
+    assert_eq!(failed.status.code(), Some(1), "{}", stderr(failed));
+    let message = stderr(failed);
+    assert!(message.contains("the spread failed") && message.contains(why), "{message}");
     assert!(message.contains("No node was changed"), "{message}");
     for index in 1..=2 {
         let podman = bed.node(index).podman();
@@ -341,14 +351,9 @@ fn a_spread_that_fails_midway_changes_no_node() {
         let expected: &[&str] =
             if index == 1 { &["strix-toolbox-registry", "strix-toolbox-registry-writer", "vllm"] } else { &["vllm"] };
         assert_eq!(names, expected, "node{index}: nothing staged");
-        assert!(podman_image(&bed, index, &v2.pinned()).is_none(), "node{index} has the new image");
+        assert!(podman_image(bed, index, &new.pinned()).is_none(), "node{index} has the new image");
     }
     assert_eq!(bed.uplink().node_bytes_down(2), 0, "node2 never went upstream");
-
-    // With the uplink back, the same refresh completes.
-    let report = refresh(&bed, &v2.reference, &registry_image, &[]);
-    assert_eq!(report["outcome"], "refreshed", "{report}");
-    same_image_everywhere(&bed, &v2, "20261108-100000");
 }
 
 /// `cluster refresh` of `image` started in the background, its output captured.
@@ -413,7 +418,7 @@ fn upstream_sending_wrong_bytes_midway_changes_no_node() {
     let registry_image = publish_registry_image(&registry);
     let v1 = publish(&registry, &toolbox_image("vllm:latest", CREATED_V1, 1, OWN_LAYER));
     refresh(&bed, &v1.reference, &registry_image, &[]);
-    let before: Vec<Value> = (1..=2).map(|index| bed.node(index).podman().inspect("vllm")).collect();
+    let before = toolboxes(&bed);
 
     let v2 = publish(&registry, &toolbox_image("vllm:latest", CREATED_V2, 2, 3 << 20));
     let (own, size) = v2.layers[1].clone();
@@ -427,21 +432,7 @@ fn upstream_sending_wrong_bytes_midway_changes_no_node() {
     let child = start_refresh(&bed, &v2.reference, &registry_image);
     let failed = child.wait_with_output().expect("output");
     bed.uplink().set_rate_limit(None);
-    assert_eq!(failed.status.code(), Some(1), "{}", stderr(&failed));
-    let message = stderr(&failed);
-    assert!(message.contains("the spread failed") && message.contains("not the blob"), "{message}");
-    assert!(message.contains("No node was changed"), "{message}");
-    for index in 1..=2 {
-        let podman = bed.node(index).podman();
-        assert_eq!(podman.inspect("vllm"), before[index - 1], "node{index}'s toolbox changed");
-        let mut names = podman.container_names();
-        names.sort();
-        let expected: &[&str] =
-            if index == 1 { &["strix-toolbox-registry", "strix-toolbox-registry-writer", "vllm"] } else { &["vllm"] };
-        assert_eq!(names, expected, "node{index}: nothing staged");
-        assert!(podman_image(&bed, index, &v2.pinned()).is_none(), "node{index} has the new image");
-    }
-    assert_eq!(bed.uplink().node_bytes_down(2), 0, "node2 never went upstream");
+    a_failed_spread_changed_no_node(&bed, &failed, "not the blob", &before, &v2);
 }
 
 #[test]
