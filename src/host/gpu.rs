@@ -19,6 +19,12 @@ pub struct GpuFacts {
     pub gtt_bytes: Option<u64>,
     /// Total dedicated VRAM (the BIOS carve-out on an APU), summed over cards.
     pub vram_bytes: Option<u64>,
+    /// GTT in use now (`mem_info_gtt_used`), summed over cards: what a running model already holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gtt_used_bytes: Option<u64>,
+    /// VRAM in use now (`mem_info_vram_used`), summed over cards.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vram_used_bytes: Option<u64>,
 }
 
 const TOPOLOGY: &str = "/sys/class/kfd/kfd/topology/nodes";
@@ -39,10 +45,14 @@ pub fn read(root: &HostRoot, warnings: &mut Vec<String>) -> GpuFacts {
     }
     gfx_targets.sort();
 
-    let mut gtt_bytes = None;
-    let mut vram_bytes = None;
+    let (mut gtt_bytes, mut vram_bytes, mut gtt_used_bytes, mut vram_used_bytes) = (None, None, None, None);
     for card in root.list("/sys/class/drm").into_iter().filter(|c| is_card(c)) {
-        for (file, total) in [("mem_info_gtt_total", &mut gtt_bytes), ("mem_info_vram_total", &mut vram_bytes)] {
+        for (file, total) in [
+            ("mem_info_gtt_total", &mut gtt_bytes),
+            ("mem_info_vram_total", &mut vram_bytes),
+            ("mem_info_gtt_used", &mut gtt_used_bytes),
+            ("mem_info_vram_used", &mut vram_used_bytes),
+        ] {
             let path = format!("/sys/class/drm/{card}/device/{file}");
             let Some(text) = root.attribute(&path) else { continue };
             match text.parse::<u64>() {
@@ -51,7 +61,7 @@ pub fn read(root: &HostRoot, warnings: &mut Vec<String>) -> GpuFacts {
             }
         }
     }
-    GpuFacts { kfd, dri, gfx_targets, gtt_bytes, vram_bytes }
+    GpuFacts { kfd, dri, gfx_targets, gtt_bytes, vram_bytes, gtt_used_bytes, vram_used_bytes }
 }
 
 /// "card0" but not the connector entries like "card0-DP-1".
