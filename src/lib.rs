@@ -15,10 +15,8 @@ pub(crate) mod engine;
 pub(crate) mod error;
 pub(crate) mod host;
 pub(crate) mod image;
-pub(crate) mod kept_tasks;
 pub(crate) mod labels;
 pub(crate) mod link;
-pub(crate) mod link_server;
 pub(crate) mod manager;
 pub(crate) mod model;
 pub mod node;
@@ -34,7 +32,7 @@ pub(crate) mod serving;
 pub(crate) mod settings;
 pub(crate) mod spec;
 pub(crate) mod spread;
-pub(crate) mod tls;
+pub(crate) mod toolbox;
 pub(crate) mod verify;
 
 /// The image the cluster runs; channels are its tags.

@@ -1,6 +1,6 @@
 //! `cluster refresh --canary MODEL`: a refresh that proves the new image serves before keeping it.
 //! After the swap (the one pipeline, [`refresh_nodes`]), MODEL is launched on every node, the gate
-//! and a short bench run against it ([`crate::bench::op`]), and the new image is kept only when
+//! and a short bench run against it ([`crate::cluster::bench`]), and the new image is kept only when
 //! the gate passes and its output tokens/s is at least `min_ratio` of the last accepted result on
 //! the image the nodes ran before. Otherwise every node goes back to that image through the same
 //! pipeline (all or nothing; the image is still on every node, so nothing is pulled), what served
@@ -19,9 +19,9 @@ use super::refresh::{refresh_nodes, ClusterOutcome, ClusterRefreshReport};
 use super::spread::SpreadSettings;
 use super::stop::stop_serving;
 use crate::bench::gate::{GateReport, DEFAULT_LOGPROB_TOLERANCE};
-use crate::bench::op::{bench, BenchRequest, GateReference, Serving};
 use crate::bench::result::{BenchResult, Verdict};
 use crate::bench::store::BenchStore;
+use crate::cluster::bench::{bench, BenchRequest, GateReference, Serving};
 use crate::error::{Error, Result, Signal};
 use crate::node::{Node, NodeCalls};
 use crate::ops::refresh::RefreshRequest;

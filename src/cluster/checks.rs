@@ -10,9 +10,9 @@ use serde::{Deserialize, Serialize};
 use super::facts::NodeFacts;
 use crate::doctor::Status;
 use crate::image::short_digest;
-use crate::ops::status::ToolboxStatus;
 use crate::serving::reach::Reached;
 use crate::spec::transport::Transport;
+use crate::toolbox::status::ToolboxStatus;
 
 /// One cell of the table: a node's value for a check; no status when it was not checked there.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -416,7 +416,7 @@ mod tests {
     use crate::cluster::facts::PathProbe;
     use crate::doctor::Check;
     use crate::engine::EngineKind;
-    use crate::link::ClusterLink;
+    use crate::link::address::ClusterLink;
     use crate::ops::detect::DetectReport;
     use crate::ops::doctor::DoctorReport;
     use crate::ops::status::StatusReport;

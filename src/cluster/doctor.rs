@@ -7,7 +7,7 @@ use super::checks::ClusterDoctorReport;
 use super::facts::{NodeFacts, PathProbe};
 use super::{close_all, connect_all, in_cluster_order, ClusterSettings};
 use crate::error::Result;
-use crate::link::jumbo_payload;
+use crate::link::address::jumbo_payload;
 use crate::node::call::{Detect, Doctor, Link, Ping, Status};
 use crate::node::remote::RemoteNode;
 use crate::node::NodeCalls;

@@ -3,6 +3,7 @@
 //! all-or-nothing phases, the spread, the model's transfer, launch/stop/logs, and the cross-node
 //! checks.
 
+pub(crate) mod bench;
 pub(crate) mod canary;
 pub(crate) mod checks;
 pub(crate) mod disconnect;

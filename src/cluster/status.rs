@@ -13,7 +13,7 @@ use crate::error::Result;
 use crate::node::call::Status;
 use crate::node::remote::RemoteNode;
 use crate::node::NodeCalls;
-use crate::ops::status::{StatusReport, ToolboxStatus};
+use crate::ops::status::StatusReport;
 use crate::secret::Secret;
 use crate::serving::engine::ServingEngine;
 use crate::serving::http::HttpAnswer;
@@ -25,6 +25,7 @@ use crate::serving::reach::{Reach, Reached};
 use crate::serving::record::{Role, ServingRecord};
 use crate::serving::state::{ServeCheck, ServingState};
 use crate::spread::status::{RegistryStatus, SpreadStatus};
+use crate::toolbox::status::ToolboxStatus;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeStatus {

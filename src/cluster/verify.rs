@@ -15,8 +15,8 @@ use crate::check::Status;
 use crate::error::Result;
 use crate::node::call::{Detect, Exec, Link, Verify};
 use crate::node::{Node, NodeCalls};
-use crate::ops::toolbox::ExecReport;
 use crate::spec::transport::Transport;
+use crate::toolbox::running::ExecReport;
 use crate::verify::VerifyReport;
 
 /// Seconds a proof may run inside the toolbox (the `timeout` it runs under).

@@ -4,9 +4,9 @@ use crate::cli::EnterArgs;
 use crate::error::Result;
 use crate::manager::process::exec_replace;
 use crate::ops::enter::{enter, Entry};
-use crate::ops::DEFAULT_TOOLBOX;
 use crate::output::Output;
 use crate::settings::Settings;
+use crate::toolbox::running::DEFAULT_TOOLBOX;
 
 pub async fn run(args: &EnterArgs, settings: &Settings, out: &Output) -> Result<i32> {
     let name = args.name.as_deref().unwrap_or(DEFAULT_TOOLBOX);

@@ -24,8 +24,9 @@ use crate::ops::detect::DetectReport;
 use crate::ops::doctor::DoctorReport;
 use crate::ops::refresh::RefreshReport;
 use crate::ops::remove::RemoveReport;
-use crate::ops::status::{StatusReport, ToolboxStatus};
+use crate::ops::status::StatusReport;
 use crate::rccl::RcclReport;
+use crate::toolbox::status::ToolboxStatus;
 use crate::verify::VerifyReport;
 
 const PAGE: &str = include_str!("../../docs/json.md");

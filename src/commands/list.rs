@@ -4,9 +4,10 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use crate::error::Result;
-use crate::ops::status::{list_toolboxes, ToolboxStatus};
+use crate::ops::status::list_toolboxes;
 use crate::output::{Output, Render, Style};
 use crate::settings::Settings;
+use crate::toolbox::status::ToolboxStatus;
 
 pub async fn run(settings: &Settings, out: &Output) -> Result<i32> {
     let connection = settings.connect().await?;

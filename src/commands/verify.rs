@@ -3,9 +3,9 @@
 use crate::cli::VerifyArgs;
 use crate::error::Result;
 use crate::ops::verify::verify;
-use crate::ops::DEFAULT_TOOLBOX;
 use crate::output::{Output, Render, Style};
 use crate::settings::Settings;
+use crate::toolbox::running::DEFAULT_TOOLBOX;
 use crate::verify::VerifyReport;
 
 pub async fn run(args: &VerifyArgs, settings: &Settings, out: &Output) -> Result<i32> {

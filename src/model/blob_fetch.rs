@@ -17,10 +17,10 @@ use tokio_rustls::TlsConnector;
 
 use super::blob::{BlobHasher, BlobName};
 use super::cache::{cache_error, RepoDir};
-use super::http1::read_head;
 use crate::error::{Error, Result};
+use crate::link::http1::read_head;
+use crate::link::tls::client_config;
 use crate::secret::Secret;
-use crate::tls::client_config;
 
 /// Connecting to the head over the link.
 const CONNECT_LIMIT: Duration = Duration::from_secs(10);
@@ -134,10 +134,10 @@ mod tests {
     use tokio::sync::oneshot;
 
     use super::*;
+    use crate::link::ca::testing::ClusterTls;
     use crate::model::blob_server::BlobServer;
     use crate::model::cache::HubCache;
     use crate::model::repo_id::RepoId;
-    use crate::spread::ca::testing::ClusterTls;
 
     const GIT_HELLO: &str = "ce013625030ba8dba906f756967f9e9ca394464a";
 

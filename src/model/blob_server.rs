@@ -5,7 +5,7 @@
 //! name is checked against the snapshot's own list, so no path from the network ever reaches the
 //! file system. Bounded: at most [`MAX_CONNECTIONS`] at once (more are closed at once, counted as
 //! refused), the handshake and the request head within 10 s and 16 KiB, each write within 60 s
-//! ([`crate::link_server`]). It runs as a task of the head's agent for the length of the pull; when
+//! ([`crate::link::server`]). It runs as a task of the head's agent for the length of the pull; when
 //! the pull ends its key is refused at once, its open connections are cut and it stops listening;
 //! it also stops by itself when nobody has asked for a while.
 
@@ -22,9 +22,9 @@ use tokio::sync::{oneshot, OwnedSemaphorePermit};
 use tokio_rustls::TlsAcceptor;
 
 use super::blob::BlobName;
-use crate::link_server::{accept_bounded, close, read_request, write_bounded};
+use crate::link::server::{accept_bounded, close, read_request, write_bounded};
+use crate::link::tls::{server_config, TlsIdentity};
 use crate::secret::Secret;
-use crate::tls::{server_config, TlsIdentity};
 
 /// Connections served at once: a few per node is more than a pull opens (one at a time each).
 pub const MAX_CONNECTIONS: usize = 32;
@@ -182,14 +182,14 @@ mod tests {
     use tokio_rustls::TlsConnector;
 
     use super::*;
-    use crate::model::http1::read_head;
-    use crate::spread::ca::testing::ClusterTls;
+    use crate::link::ca::testing::ClusterTls;
+    use crate::link::http1::read_head;
 
     const GIT_HELLO: &str = "ce013625030ba8dba906f756967f9e9ca394464a";
 
     /// `request` over TLS, trusting `ca_pem`: the status and the body (None: no answer).
     async fn ask(address: SocketAddr, ca_pem: &str, request: &str) -> Option<(u16, Vec<u8>)> {
-        let connector = TlsConnector::from(Arc::new(crate::tls::client_config(ca_pem).unwrap()));
+        let connector = TlsConnector::from(Arc::new(crate::link::tls::client_config(ca_pem).unwrap()));
         let socket = TcpStream::connect(address).await.ok()?;
         let mut stream = connector.connect(ServerName::IpAddress(address.ip().into()), socket).await.ok()?;
         stream.write_all(request.as_bytes()).await.ok()?;

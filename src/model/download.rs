@@ -18,10 +18,10 @@ use crate::model::gguf_pick::{pick_gguf, GgufPick};
 use crate::model::manifest::{SnapshotManifest, SnapshotRecords};
 use crate::model::repo_id::RepoId;
 use crate::model::revision::{Commit, Revision};
-use crate::ops::toolbox::ExecReport;
-use crate::ops::toolbox::RunningToolbox;
 use crate::secret::Secret;
 use crate::settings::Settings;
+use crate::toolbox::running::ExecReport;
+use crate::toolbox::running::RunningToolbox;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ModelDownload {

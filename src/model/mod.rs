@@ -14,7 +14,6 @@ pub(crate) mod cache;
 pub(crate) mod download;
 pub(crate) mod fetch;
 pub(crate) mod gguf_pick;
-pub(crate) mod http1;
 pub(crate) mod hub_env;
 pub(crate) mod identity;
 pub(crate) mod list;

@@ -16,16 +16,16 @@ use tokio::sync::oneshot;
 
 use super::snapshot::manifest_here;
 use crate::error::{Error, Result};
-use crate::kept_tasks::KeptTasks;
-use crate::link::cluster_link;
+use crate::link::address::cluster_link;
+use crate::link::ca;
+use crate::link::home::RegistryHome;
+use crate::link::kept_tasks::KeptTasks;
 use crate::model::blob_server::{BlobServer, ServeStats};
 use crate::model::cache::HubCache;
 use crate::model::repo_id::RepoId;
 use crate::model::revision::Commit;
 use crate::secret::Secret;
 use crate::settings::Settings;
-use crate::spread::ca;
-use crate::spread::home::RegistryHome;
 
 /// A server nobody asks for this long stops (a head that never sent the stop).
 const IDLE_LIMIT: Duration = Duration::from_secs(600);

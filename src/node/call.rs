@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use crate::bench::gate::GateRun;
 use crate::bench::load::LevelResult;
 use crate::bench::node::{BenchLevel, GateAsk};
-use crate::link::{ClusterLink, PingReport};
+use crate::link::address::{ClusterLink, PingReport};
 use crate::model::download::{ModelDownload, ModelDownloaded};
 use crate::model::fetch::{ModelFetch, ModelFetched};
 use crate::model::list::{ModelCacheReport, ModelList};
@@ -22,7 +22,6 @@ use crate::ops::phase::{PhaseReport, PhaseRequest};
 use crate::ops::refresh::{RefreshReport, RefreshRequest};
 use crate::ops::resolve::ResolveReport;
 use crate::ops::status::StatusReport;
-use crate::ops::toolbox::ExecReport;
 use crate::serving::logs::{LogTail, ServeLogs};
 use crate::serving::probe::{ServeProbe, ServeProbeReport};
 use crate::serving::process::{ProcessStart, ProcessStarted};
@@ -37,6 +36,7 @@ use crate::spread::relay_serve::{SpreadRelay, SpreadRelayEnd, SpreadRelayEnded, 
 use crate::spread::resolve::{SpreadResolve, UpstreamDigest};
 use crate::spread::status::{RegistryStatus, SpreadStatus};
 use crate::spread::trust::{SpreadSign, SpreadSigned, SpreadTrust, SpreadTrusted};
+use crate::toolbox::running::ExecReport;
 use crate::verify::VerifyReport;
 
 /// A question with its answer's type: `node.call(Resolve { .. })` returns a `ResolveReport`.

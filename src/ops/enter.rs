@@ -8,8 +8,8 @@ use crate::image::reference::validate_container_name;
 use crate::manager::login_shell::login_shell;
 use crate::manager::process::ChildEnv;
 use crate::manager::{self, ManagerKind};
-use crate::ops::find_toolbox;
 use crate::settings::Settings;
+use crate::toolbox::running::find_toolbox;
 
 /// How to enter.
 pub enum Entry {

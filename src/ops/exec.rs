@@ -2,8 +2,8 @@
 //! (perftest, an RCCL all-reduce), asked over the node's channel instead of a second ssh.
 
 use crate::error::{Error, Result};
-use crate::ops::toolbox::{ExecReport, RunningToolbox};
 use crate::settings::Settings;
+use crate::toolbox::running::{ExecReport, RunningToolbox};
 
 /// Run `argv` in toolbox `name` as its user, starting the toolbox first when it is stopped.
 pub async fn exec_in_toolbox(settings: &Settings, name: &str, argv: &[String]) -> Result<ExecReport> {

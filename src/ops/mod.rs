@@ -15,7 +15,4 @@ pub mod remove;
 pub mod resolve;
 pub mod rollback;
 pub mod status;
-pub mod toolbox;
 pub mod verify;
-
-pub use toolbox::{find_toolbox, DEFAULT_TOOLBOX};

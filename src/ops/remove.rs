@@ -5,8 +5,8 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::image::reference::validate_container_name;
 use crate::labels;
-use crate::ops::find_toolbox;
 use crate::settings::Settings;
+use crate::toolbox::running::find_toolbox;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RemoveReport {

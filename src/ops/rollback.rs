@@ -5,11 +5,11 @@ use crate::error::{Error, Result};
 use crate::image::reference::{validate_container_name, ImageRef};
 use crate::labels;
 use crate::manager::ManagerKind;
-use crate::ops::find_toolbox;
 use crate::ops::refresh::{read_gpu_node, refresh_with, AskedDigest, ImageSource, RefreshReport, RefreshRequest};
 use crate::plan::pin::pins_in;
 use crate::serving::engine::ServingEngine;
 use crate::settings::Settings;
+use crate::toolbox::running::find_toolbox;
 
 pub async fn rollback(settings: &Settings, name: &str, dry_run: bool) -> Result<RefreshReport> {
     validate_container_name(name)?;

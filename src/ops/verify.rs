@@ -5,11 +5,11 @@ use crate::error::Result;
 use crate::host::{HostFacts, HostRoot};
 use crate::image::reference::validate_container_name;
 use crate::labels;
-use crate::ops::find_toolbox;
 use crate::ops::refresh::read_gpu_node;
 use crate::serving::engine::ServingEngine;
 use crate::settings::Settings;
 use crate::spec::{parse_env, SpecOptions, ToolboxSpec};
+use crate::toolbox::running::find_toolbox;
 use crate::verify::{verify_started, Expected, VerifyReport};
 
 pub async fn verify(settings: &Settings, name: &str) -> Result<VerifyReport> {

@@ -18,7 +18,7 @@ use super::{certs, config};
 use crate::engine::auth::{login_for, Login};
 use crate::error::{Error, Result};
 use crate::image::reference::{ImageRef, DOCKER_HUB};
-use crate::tls::TlsIdentity;
+use crate::link::tls::TlsIdentity;
 
 /// How long connecting to a registry may take.
 const CONNECT_LIMIT: Duration = Duration::from_secs(10);

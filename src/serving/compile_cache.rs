@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
-use crate::ops::toolbox::RunningToolbox;
 use crate::serving::record::ServingFiles;
 use crate::settings::Settings;
+use crate::toolbox::running::RunningToolbox;
 
 /// Before a launch's first vLLM process on a node (Ray's start, or `vllm serve` alone): the cache
 /// of the toolbox's home, unless it was filled from the image the toolbox runs now.

@@ -8,10 +8,10 @@ use std::io::{Read, Seek, SeekFrom};
 use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
-use crate::ops::toolbox::RunningToolbox;
 use crate::serving::ray::RAY_LOGS;
 use crate::serving::record::ServingFiles;
 use crate::settings::Settings;
+use crate::toolbox::running::RunningToolbox;
 
 /// The most read from one file per call.
 const READ_LIMIT: u64 = 1 << 20;

@@ -10,12 +10,12 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
-use crate::ops::toolbox::RunningToolbox;
 use crate::secret::Secret;
 use crate::serving::commands::pid_alive;
 use crate::serving::http::{get, HttpAnswer};
 use crate::serving::record::ServingFiles;
 use crate::settings::Settings;
+use crate::toolbox::running::RunningToolbox;
 
 /// The most of a log's end read for its latest line.
 const TAIL_BYTES: u64 = 64 << 10;

@@ -10,11 +10,11 @@ use std::net::SocketAddr;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::ops::toolbox::RunningToolbox;
 use crate::secret::Secret;
 use crate::serving::commands::detached;
 use crate::serving::record::{ServedProcess, ServingFiles, ServingRecord};
 use crate::settings::Settings;
+use crate::toolbox::running::RunningToolbox;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProcessStart {

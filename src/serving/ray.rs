@@ -14,11 +14,11 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::ops::toolbox::RunningToolbox;
 use crate::secret::Secret;
 use crate::serving::commands::words;
 use crate::serving::record::{ServingFiles, ServingRecord, RAY_TOKEN};
 use crate::settings::Settings;
+use crate::toolbox::running::RunningToolbox;
 
 /// Ray's GCS port on the head.
 pub const RAY_PORT: u16 = 6379;

@@ -8,12 +8,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
 use crate::labels;
-use crate::link::{cluster_link, NodeLink};
-use crate::ops::toolbox::RunningToolbox;
+use crate::link::address::{cluster_link, NodeLink};
 use crate::serving::commands::{launch_alive, words};
 use crate::serving::engine::ServingEngine;
 use crate::serving::record::{ServingFiles, ServingRecord};
 use crate::settings::Settings;
+use crate::toolbox::running::RunningToolbox;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ServeCheck {

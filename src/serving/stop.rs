@@ -7,11 +7,11 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
-use crate::ops::toolbox::RunningToolbox;
 use crate::serving::commands::{kill, pid_alive, process_alive};
 use crate::serving::ray::ray_stop;
 use crate::serving::record::{ServedProcess, ServingFiles, ServingRecord};
 use crate::settings::Settings;
+use crate::toolbox::running::RunningToolbox;
 
 /// How long a process gets to exit after SIGTERM (vLLM frees the GPU memory and its Ray actors).
 const GRACE: Duration = Duration::from_secs(30);

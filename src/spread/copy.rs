@@ -17,10 +17,10 @@ use futures_util::{Stream, StreamExt};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
-use super::home::{now_as_pin, RegistryHome, ServedImage};
 use super::spool::{Spool, Spools};
 use crate::error::{Error, Result};
 use crate::image::reference::ImageRef;
+use crate::link::home::{now_as_pin, RegistryHome, ServedImage};
 use crate::registry::client::error_chain;
 use crate::registry::manifest::{Contents, Descriptor, Manifest};
 use crate::registry::RegistryClient;

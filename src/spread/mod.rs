@@ -9,9 +9,7 @@
 //! the image then named as upstream names it. [`prune`] and [`status`]: what the head keeps.
 //! [`home`]: where the head keeps it.
 
-pub(crate) mod ca;
 pub(crate) mod copy;
-pub(crate) mod home;
 pub(crate) mod prune;
 pub(crate) mod pull;
 pub(crate) mod range;

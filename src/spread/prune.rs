@@ -9,11 +9,11 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
-use super::home::{now_as_pin, RegistryHome, ServedImage};
 use super::registry::{writer_client, CONFIG_IN_CONTAINER, WRITER};
 use crate::engine::ExecIo;
 use crate::error::{Error, Result};
 use crate::image::reference::ImageRef;
+use crate::link::home::{now_as_pin, RegistryHome, ServedImage};
 use crate::registry::manifest::Contents;
 use crate::registry::RegistryClient;
 use crate::settings::Settings;

@@ -20,15 +20,15 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
-use super::ca;
-use super::home::RegistryHome;
 use crate::engine::{CreateRequest, Engine, Mount};
 use crate::error::{Error, Result};
-use crate::link::cluster_link;
+use crate::link::address::cluster_link;
+use crate::link::ca;
+use crate::link::home::RegistryHome;
+use crate::link::tls::TlsIdentity;
 use crate::registry::RegistryClient;
 use crate::reporter::Reporter;
 use crate::settings::Settings;
-use crate::tls::TlsIdentity;
 
 /// The container of the registry the nodes pull from, on the link.
 pub const CONTAINER: &str = "strix-toolbox-registry";

@@ -4,7 +4,7 @@
 //! way is sent to every node as its bytes arrive ([`Spool`]); a blob the head's registry holds
 //! is passed on from there. It sits on the cluster link's address with mutual TLS: a client
 //! without a certificate the cluster CA signed is refused in the handshake, as the registry
-//! refuses it. Bounded like the model's blob server ([`crate::link_server`]): [`MAX_CONNECTIONS`]
+//! refuses it. Bounded like the model's blob server ([`crate::link::server`]): [`MAX_CONNECTIONS`]
 //! at once, the handshake and request head within 10 s, each write within 60 s; one request per
 //! connection. It runs as a task of the head's agent (`spread::relay_serve`).
 
@@ -22,11 +22,11 @@ use tokio_rustls::TlsAcceptor;
 
 use super::range::{wanted, Wanted};
 use super::spool::{Arrival, Spool, Spools};
-use crate::link_server::{accept_bounded, close, read_request, write_bounded};
-use crate::model::http1::Head;
+use crate::link::http1::Head;
+use crate::link::server::{accept_bounded, close, read_request, write_bounded};
+use crate::link::tls::{mutual_server_config, TlsIdentity};
 use crate::registry::manifest::Manifest;
 use crate::registry::RegistryClient;
-use crate::tls::{mutual_server_config, TlsIdentity};
 
 /// Connections served at once: a pull opens a few at a time, and a cluster has a few nodes.
 pub const MAX_CONNECTIONS: usize = 64;
@@ -268,8 +268,8 @@ async fn error(stream: &mut (impl AsyncWrite + Unpin), stats: &RelayStats, statu
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::link::ca::testing::ClusterTls;
     use crate::registry::manifest::{sha256_digest, Descriptor, OCI_MANIFEST};
-    use crate::spread::ca::testing::ClusterTls;
 
     const BLOB: &[u8] = b"the layer's bytes, arriving in two parts";
 

@@ -16,15 +16,15 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use super::ca;
 use super::copy::{copy_listed, list_image, pinned_digest, record_served, SpreadCopied};
-use super::home::RegistryHome;
 use super::registry::writer_client;
 use super::relay::{Relay, RelayStats, RelayedImage};
 use super::spool::Spools;
 use crate::error::{Error, Result};
 use crate::image::reference::ImageRef;
-use crate::kept_tasks::KeptTasks;
+use crate::link::ca;
+use crate::link::home::RegistryHome;
+use crate::link::kept_tasks::KeptTasks;
 use crate::registry::RegistryClient;
 use crate::settings::Settings;
 

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWrite};
 use tokio::sync::watch;
 
-use crate::link_server::write_bounded;
+use crate::link::server::write_bounded;
 use crate::registry::manifest::Descriptor;
 
 /// One read of a spool file.

@@ -5,9 +5,9 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use super::home::{RegistryHome, ServedImage};
 use super::registry::{CONTAINER, WRITER};
 use crate::error::Result;
+use crate::link::home::{RegistryHome, ServedImage};
 use crate::settings::Settings;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

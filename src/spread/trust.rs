@@ -19,14 +19,14 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::ca;
-use super::home::RegistryHome;
 use crate::error::{Error, Result};
+use crate::link::ca;
+use crate::link::home::RegistryHome;
+use crate::link::tls::TlsIdentity;
 use crate::paths::{open_lock_file, Paths};
 use crate::registry::certs::{user_certs_d, SYSTEM_CERTS_D};
 use crate::secret::Secret;
 use crate::settings::Settings;
-use crate::tls::TlsIdentity;
 
 const CA: &str = "ca.crt";
 const CLIENT_CERT: &str = "client.cert";

@@ -210,9 +210,9 @@ enum CopyFails {
 /// `digit`, serves and relays on ports nothing listens on, copies, and prunes `pruned`.
 fn head_registry<'a>(head: &'a dyn Node, digit: char, fails: CopyFails) -> Scripted<'a> {
     let dir = tempfile::tempdir().unwrap();
-    let home = crate::spread::home::RegistryHome { dir: dir.path().join("registry") };
+    let home = crate::link::home::RegistryHome { dir: dir.path().join("registry") };
     home.create().unwrap();
-    let ca_pem = crate::spread::ca::load_or_make(&home).unwrap().cert_pem;
+    let ca_pem = crate::link::ca::load_or_make(&home).unwrap().cert_pem;
     Scripted {
         inner: head,
         answer: Box::new(move |call| match call {

@@ -16,7 +16,7 @@ use tokio::task::JoinSet;
 use tokio_rustls::server::TlsStream;
 use tokio_rustls::TlsAcceptor;
 
-use crate::model::http1::{read_head, Head};
+use crate::link::http1::{read_head, Head};
 
 /// How long a client may take to finish the handshake and send its request.
 pub const REQUEST_LIMIT: Duration = Duration::from_secs(10);

@@ -17,8 +17,8 @@ use rcgen::{
 
 use super::home::RegistryHome;
 use crate::error::{Error, Result};
+use crate::link::tls::TlsIdentity;
 use crate::secret::Secret;
-use crate::tls::TlsIdentity;
 
 /// How long the certificates are valid: a cluster outlives a release.
 const VALID_YEARS: i32 = 10;

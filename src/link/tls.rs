@@ -1,4 +1,4 @@
-//! TLS between the head and its nodes, all of it anchored in the cluster CA (`spread::ca`): a
+//! TLS between the head and its nodes, all of it anchored in the cluster CA (`link::ca`): a
 //! certificate with its key ([`TlsIdentity`]), the server side of the head's blob server, the
 //! client side that trusts the cluster CA alone, and the check that a client certificate is one
 //! the cluster's registry accepts. rustls on ring, as reqwest already builds it.

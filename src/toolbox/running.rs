@@ -5,11 +5,11 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::status::ToolboxStatus;
 use crate::engine::{Connection, ContainerInfo, Engine, ExecIo};
 use crate::error::{Error, Result};
 use crate::image::reference::validate_container_name;
 use crate::manager::ManagerKind;
-use crate::ops::status::ToolboxStatus;
 use crate::settings::Settings;
 
 /// The toolbox `enter`, `rm`, `rollback` and `verify` act on when no name is given.

@@ -9,12 +9,12 @@ use std::path::PathBuf;
 use chrono::Utc;
 use serde::{Deserialize, Serialize};
 
-use super::gate::{judge, GateReport, ReferenceStore, PROMPT_SET};
-use super::key::{BenchKey, LinkTransport, ModelIdentity, ServingEngine};
-use super::node::{BenchLevel, EndpointAccess, GateAsk};
-use super::prompt;
-use super::result::BenchResult;
-use super::store::BenchStore;
+use crate::bench::gate::{judge, GateReport, ReferenceStore, PROMPT_SET};
+use crate::bench::key::{BenchKey, LinkTransport, ModelIdentity, ServingEngine};
+use crate::bench::node::{BenchLevel, EndpointAccess, GateAsk};
+use crate::bench::prompt;
+use crate::bench::result::BenchResult;
+use crate::bench::store::BenchStore;
 use crate::error::{Error, Result};
 use crate::node::{Node, NodeCalls};
 use crate::reporter::Reporter;
@@ -185,11 +185,11 @@ async fn find(head: &dyn Node, request: &BenchRequest, reporter: &dyn Reporter) 
     };
     match &request.serving {
         Serving::Endpoint { url, engine, model, image, served_model } => {
-            let client = super::client::ApiClient::new(
-                super::client::Endpoint::new(url, request.api_key.clone())?,
-                super::client::Timeouts::default(),
+            let client = crate::bench::client::ApiClient::new(
+                crate::bench::client::Endpoint::new(url, request.api_key.clone())?,
+                crate::bench::client::Timeouts::default(),
             )?;
-            let served_model = super::served_model::served_model(&client, served_model.as_deref()).await?;
+            let served_model = crate::bench::served_model::served_model(&client, served_model.as_deref()).await?;
             let endpoint = client.endpoint().base().to_string();
             Ok(Found {
                 key: key(image.clone(), *engine, model.clone(), 1, 1, LinkTransport::Local),

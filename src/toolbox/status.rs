@@ -1,0 +1,47 @@
+//! A toolbox's status: the image it runs (as every node names it), its RCCL, its pin and manager,
+//! read from its container's labels.
+
+use serde::{Deserialize, Serialize};
+
+use crate::engine::ContainerInfo;
+use crate::labels;
+
+/// One managed toolbox.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolboxStatus {
+    pub name: String,
+    /// The reference it was made from (`repo:channel` or `--image`).
+    pub image: String,
+    pub image_id: String,
+    /// Registry digest of that image (`sha256:…`), when it came from a registry.
+    pub image_digest: Option<String>,
+    /// sha256 of the RCCL baked into the image, when the image records it.
+    pub rccl_sha256: Option<String>,
+    pub pin: Option<String>,
+    pub manager: Option<String>,
+    pub running: bool,
+    pub created: Option<String>,
+}
+
+impl ToolboxStatus {
+    /// What says which image it runs, the same on every node: the registry digest, else (a local
+    /// build) the image id.
+    pub fn image_identity(&self) -> &str {
+        self.image_digest.as_deref().unwrap_or(&self.image_id)
+    }
+
+    pub fn of(container: ContainerInfo) -> ToolboxStatus {
+        let label = |key: &str| container.labels.get(key).cloned();
+        ToolboxStatus {
+            image: label(labels::IMAGE_REF).unwrap_or_else(|| container.image.clone()),
+            image_digest: label(labels::IMAGE_DIGEST),
+            rccl_sha256: label(labels::RCCL_SHA256),
+            pin: label(labels::PIN),
+            manager: label(labels::MANAGER),
+            image_id: container.image_id,
+            running: container.running,
+            created: container.created,
+            name: container.name,
+        }
+    }
+}
