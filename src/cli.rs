@@ -7,7 +7,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::engine::kind::EngineChoice;
 use crate::manager::ManagerChoice;
-use crate::serving::engine::{Backend, ServingEngine};
+use crate::serving::engine::{Backend, EngineRef, ENGINES};
 
 /// Create and refresh vLLM toolboxes with a gfx1151 RCCL on AMD Strix Halo RDMA clusters.
 ///
@@ -122,19 +122,13 @@ impl ValueEnum for EngineChoice {
 }
 
 /// `--engine`: the serving engine.
-impl ValueEnum for ServingEngine {
+impl ValueEnum for EngineRef {
     fn value_variants<'a>() -> &'a [Self] {
-        &ServingEngine::ALL
+        &ENGINES
     }
 
     fn to_possible_value(&self) -> Option<PossibleValue> {
-        Some(match self {
-            ServingEngine::Vllm => PossibleValue::new("vllm").help(
-                "vLLM: tensor or pipeline parallel across the nodes, safetensors models from the Hub or a directory",
-            ),
-            ServingEngine::LlamaCpp => PossibleValue::new("llama.cpp")
-                .help("llama.cpp: the layers split over the nodes (rpc-server on each worker), GGUF models"),
-        })
+        Some(PossibleValue::new(self.name()).aliases(self.aliases().iter().copied()).help(self.about()))
     }
 }
 
@@ -236,8 +230,8 @@ pub struct RefreshOptions {
     pub channel: Option<String>,
 
     /// The serving engine the toolbox is for: its image, channels, devices and checks.
-    #[arg(long, value_enum, value_name = "ENGINE", default_value_t = ServingEngine::Vllm)]
-    pub engine: ServingEngine,
+    #[arg(long, value_enum, value_name = "ENGINE", default_value_t = EngineRef::default())]
+    pub engine: EngineRef,
 
     /// Image repository (the channel becomes its tag) [default: the engine's:
     /// docker.io/kyuz0/vllm-therock-gfx1151, or docker.io/kyuz0/amd-strix-halo-toolboxes].
@@ -673,7 +667,7 @@ pub struct LaunchArgs {
 
     /// The serving engine [default: llama.cpp for a .gguf MODEL, REPO:QUANT or --file, else vllm].
     #[arg(long, value_enum, value_name = "ENGINE")]
-    pub engine: Option<ServingEngine>,
+    pub engine: Option<EngineRef>,
 
     /// How vLLM spans the nodes [default: mp, or ray when the image's vLLM has no --nnodes].
     #[arg(long, value_enum, value_name = "BACKEND")]
@@ -742,13 +736,13 @@ pub struct ToolboxArgs {
     pub name: Option<String>,
 
     /// The serving engine whose toolbox it is.
-    #[arg(long, value_enum, value_name = "ENGINE", default_value_t = ServingEngine::Vllm)]
-    pub engine: ServingEngine,
+    #[arg(long, value_enum, value_name = "ENGINE", default_value_t = EngineRef::default())]
+    pub engine: EngineRef,
 }
 
 impl ToolboxArgs {
     pub fn toolbox(&self) -> String {
-        self.name.clone().unwrap_or_else(|| self.engine.default_toolbox().to_string())
+        self.name.clone().unwrap_or_else(|| self.engine.toolbox().default_toolbox.to_string())
     }
 }
 

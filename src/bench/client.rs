@@ -9,11 +9,10 @@ use std::time::{Duration, Instant};
 
 use reqwest::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE};
 use reqwest::{Response, StatusCode};
-use serde::Serialize;
 
 use super::api::{Completion, CompletionRequest, ModelList, Tokenized};
 use super::exchange::StreamedCompletion;
-use super::key::ServingEngine;
+use super::key::EngineRef;
 use super::sse::SseParser;
 use crate::error::{Error, Result};
 use crate::secret::Secret;
@@ -120,32 +119,10 @@ impl ApiClient {
 
     /// The server's own tokens for `text`, with the model's special tokens (BOS) or without.
     /// vLLM and llama.cpp both answer `POST /tokenize` with `{"tokens": […]}`; their requests differ.
-    pub async fn tokenize(
-        &self,
-        engine: ServingEngine,
-        model: &str,
-        text: &str,
-        add_special: bool,
-    ) -> Result<Vec<u32>> {
-        #[derive(Serialize)]
-        struct VllmTokenize<'a> {
-            model: &'a str,
-            prompt: &'a str,
-            add_special_tokens: bool,
-        }
-        #[derive(Serialize)]
-        struct LlamaTokenize<'a> {
-            content: &'a str,
-            add_special: bool,
-        }
+    pub async fn tokenize(&self, engine: EngineRef, model: &str, text: &str, add_special: bool) -> Result<Vec<u32>> {
         let url = format!("{}/tokenize", self.endpoint.root());
-        let body = match engine {
-            ServingEngine::Vllm => {
-                serde_json::to_vec(&VllmTokenize { model, prompt: text, add_special_tokens: add_special })
-            }
-            ServingEngine::LlamaCpp => serde_json::to_vec(&LlamaTokenize { content: text, add_special }),
-        }
-        .map_err(|e| Error::Internal(format!("cannot encode a tokenize request: {e}")))?;
+        let body = serde_json::to_vec(&engine.tokenize_request(model, text, add_special))
+            .map_err(|e| Error::Internal(format!("cannot encode a tokenize request: {e}")))?;
         let what = format!("tokenize a {}-character text for {engine}", text.chars().count());
         let answer = self.read_whole(self.post_json(&url, body), &format!("POST {url}"), &what).await?;
         let tokenized: Tokenized = serde_json::from_slice(&answer).map_err(|e| {

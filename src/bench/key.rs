@@ -7,7 +7,7 @@
 use serde::{Deserialize, Serialize};
 
 pub use crate::model::identity::ModelIdentity;
-pub use crate::serving::engine::ServingEngine;
+pub use crate::serving::engine::EngineRef;
 
 /// The link tensors cross between nodes: what decides a multi-node figure most after the image.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -36,7 +36,7 @@ impl LinkTransport {
 pub struct BenchKey {
     /// The serving image (`repo@sha256:…`, else its id).
     pub image: String,
-    pub engine: ServingEngine,
+    pub engine: EngineRef,
     pub model: ModelIdentity,
     pub tensor_parallel: u32,
     pub pipeline_parallel: u32,
@@ -78,7 +78,7 @@ mod tests {
     fn the_layout_reads_as_people_say_it() {
         let key = BenchKey {
             image: "sha256:aa".into(),
-            engine: ServingEngine::Vllm,
+            engine: crate::serving::vllm::VLLM,
             model: ModelIdentity::Hub { repo: "m/m".into(), commit: "c".into() },
             tensor_parallel: 2,
             pipeline_parallel: 1,

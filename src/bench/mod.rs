@@ -57,7 +57,7 @@ pub mod store;
 pub use client::{ApiClient, Endpoint, Timeouts};
 pub use compare::{compare, Comparison};
 pub use figures::Figures;
-pub use key::{BenchKey, LinkTransport, ModelIdentity, ServingEngine};
+pub use key::{BenchKey, EngineRef, LinkTransport, ModelIdentity};
 pub use load::LevelResult;
 pub use result::{BenchResult, Verdict};
 pub use store::{BenchStore, History, HistoryFilter};

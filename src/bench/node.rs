@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::client::{ApiClient, Endpoint, Timeouts};
 use super::gate::{self, GateRun, GateTarget, PROMPT_SET};
-use super::key::{ModelIdentity, ServingEngine};
+use super::key::{EngineRef, ModelIdentity};
 use super::load::{self, LevelResult, LoadSpec};
 use super::prompt::PromptTokens;
 use crate::error::Result;
@@ -31,7 +31,7 @@ impl EndpointAccess {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BenchLevel {
     pub endpoint: EndpointAccess,
-    pub engine: ServingEngine,
+    pub engine: EngineRef,
     /// The model as the server names it.
     pub served_model: String,
     pub input_len: u32,
@@ -48,7 +48,7 @@ pub struct BenchLevel {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GateAsk {
     pub endpoint: EndpointAccess,
-    pub engine: ServingEngine,
+    pub engine: EngineRef,
     pub served_model: String,
     pub model: ModelIdentity,
     pub image: String,

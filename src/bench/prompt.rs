@@ -15,7 +15,7 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::client::ApiClient;
-use super::key::ServingEngine;
+use super::key::EngineRef;
 use crate::error::{Error, Result};
 
 /// The passage the prompts are cut from: plain prose, any model's vocabulary has it.
@@ -36,7 +36,7 @@ pub struct PromptTokens {
 
 impl PromptTokens {
     /// Ask the server: the passage with and without the model's special tokens.
-    pub async fn from_server(client: &ApiClient, engine: ServingEngine, model: &str) -> Result<PromptTokens> {
+    pub async fn from_server(client: &ApiClient, engine: EngineRef, model: &str) -> Result<PromptTokens> {
         let with_special = client.tokenize(engine, model, PASSAGE, true).await?;
         let plain = client.tokenize(engine, model, PASSAGE, false).await?;
         PromptTokens::from_tokenized(&with_special, plain)

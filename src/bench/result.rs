@@ -87,12 +87,12 @@ impl BenchResult {
 pub(crate) mod tests {
     use super::*;
     use crate::bench::figures::Figures;
-    use crate::bench::key::{LinkTransport, ModelIdentity, ServingEngine};
+    use crate::bench::key::{LinkTransport, ModelIdentity};
 
     pub fn key(image: &str) -> BenchKey {
         BenchKey {
             image: image.into(),
-            engine: ServingEngine::LlamaCpp,
+            engine: crate::serving::llama::LLAMA_CPP,
             model: ModelIdentity::Gguf { name: "tiny.gguf".into(), sha256: "ab".repeat(32) },
             tensor_parallel: 1,
             pipeline_parallel: 1,

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::key::{BenchKey, ServingEngine};
+use super::key::{BenchKey, EngineRef};
 use super::result::{BenchResult, Verdict, RESULT_FORMAT};
 use crate::error::{Error, Result};
 use crate::paths::Paths;
@@ -26,7 +26,7 @@ pub struct BenchStore {
 pub struct HistoryFilter {
     /// Part of the image reference or digest.
     pub image: Option<String>,
-    pub engine: Option<ServingEngine>,
+    pub engine: Option<EngineRef>,
     /// Part of the model's identity as shown (`repo@commit`, `file.gguf (sha256:…)`).
     pub model: Option<String>,
     /// Only results with this level.
@@ -216,8 +216,9 @@ mod tests {
         assert_eq!(at_four.results, vec![old.clone()]);
         let limited = store.list(&HistoryFilter { limit: Some(1), ..HistoryFilter::default() }).unwrap();
         assert_eq!(limited.results, vec![new.clone()]);
-        let vllm =
-            store.list(&HistoryFilter { engine: Some(ServingEngine::Vllm), ..HistoryFilter::default() }).unwrap();
+        let vllm = store
+            .list(&HistoryFilter { engine: Some(crate::serving::vllm::VLLM), ..HistoryFilter::default() })
+            .unwrap();
         assert!(vllm.results.is_empty());
 
         assert_eq!(store.find(&new.id[..5]).unwrap(), new);

@@ -10,7 +10,7 @@ use chrono::Utc;
 use serde::{Deserialize, Serialize};
 
 use crate::bench::gate::{judge, GateReport, ReferenceStore, PROMPT_SET};
-use crate::bench::key::{BenchKey, LinkTransport, ModelIdentity, ServingEngine};
+use crate::bench::key::{BenchKey, EngineRef, LinkTransport, ModelIdentity};
 use crate::bench::node::{BenchLevel, EndpointAccess, GateAsk};
 use crate::bench::prompt;
 use crate::bench::result::BenchResult;
@@ -28,7 +28,7 @@ pub enum Serving {
     /// What `launch` (or `cluster launch`) serves from this toolbox, as its record on the head says.
     Launched { toolbox: String },
     /// An endpoint strix-toolbox did not launch, described by the caller; keyed as one node.
-    Endpoint { url: String, engine: ServingEngine, model: ModelIdentity, image: String, served_model: Option<String> },
+    Endpoint { url: String, engine: EngineRef, model: ModelIdentity, image: String, served_model: Option<String> },
 }
 
 /// What the gate holds the answers against.

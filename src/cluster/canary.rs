@@ -26,7 +26,6 @@ use crate::error::{Error, Result, Signal};
 use crate::node::{Node, NodeCalls};
 use crate::ops::refresh::RefreshRequest;
 use crate::reporter::Reporter;
-use crate::serving::engine::Backend;
 use crate::serving::record::ServingRecord;
 use crate::serving::state::ServeCheck;
 
@@ -311,16 +310,20 @@ async fn serving(head: &dyn Node, toolbox: &str) -> Result<Option<ServingRecord>
 
 /// The launch of what `record` served, with the canary's settings for the rest.
 fn relaunch(record: &ServingRecord, canary: &LaunchRequest) -> LaunchRequest {
+    let asked_split = record.engine.parallelism_asked(record.tp, record.pp, record.nodes).is_ok();
     LaunchRequest {
         engine: record.engine,
         model: record.model.clone(),
-        // A plain Hub id served by llama.cpp is one GGUF of it, as the first launch took it.
-        source: ModelSource::for_engine(&record.model, record.engine, record.file.as_deref())
+        // The model as the first launch took it (a plain Hub id served by llama.cpp is one GGUF).
+        source: record
+            .engine
+            .source(&record.model, record.file.as_deref())
             .unwrap_or_else(|_| ModelSource::of(&record.model)),
-        // vLLM's executor as it ran (llama.cpp has one way across nodes, and one node none).
-        backend: matches!(record.backend, Backend::Mp | Backend::Ray).then_some(record.backend),
-        tp: record.tp,
-        pp: record.pp,
+        // The backend and the split as they ran, where the engine takes them asked (llama.cpp
+        // has one way across nodes).
+        backend: record.engine.backends(Some(record.backend), record.nodes).is_ok().then_some(record.backend),
+        tp: asked_split.then_some(record.tp).flatten(),
+        pp: asked_split.then_some(record.pp).flatten(),
         port: record.port,
         replace: true,
         dry_run: false,

@@ -19,7 +19,6 @@ use super::hub_gguf::{gguf_on_head, HeadGguf};
 use super::interrupt::Interrupt;
 use super::launch_proof::{prove, Proving};
 use super::model::{cached_everywhere, ensure_everywhere, CachedEverywhere, ModelPullReport, ModelPullRequest};
-pub use super::model_source::ModelSource;
 use super::stop::stop_serving;
 use crate::error::{Error, MultiError, Result};
 use crate::model::gguf_pick::GgufPick;
@@ -29,21 +28,20 @@ use crate::model::revision::{Commit, Revision};
 use crate::node::{Node, NodeCalls};
 use crate::reporter::Reporter;
 use crate::secret::{shown_env, Secret};
-use crate::serving::engine::{Backend, ServingEngine};
-use crate::serving::llama::{gguf_parts, RPC_PROGRAMS};
+use crate::serving::engine::{Backend, EngineRef};
+pub use crate::serving::model_source::ModelSource;
 use crate::serving::parallelism::Parallelism;
 use crate::serving::plan::{flag_value, LaunchPlan, NodeFacts, NodePlan, PlanRequest, PlannedCommand, Start, Step};
 use crate::serving::process::ProcessStart;
 use crate::serving::ray::{RayStart, AUTH_TOKEN};
-use crate::serving::record::{recorded_env, Role, ServingRecord};
-use crate::serving::state::{FlagQuestion, ServeCheck, ServeCheckReport};
-use crate::serving::{llama, vllm};
+use crate::serving::record::{recorded_env, ServingRecord};
+use crate::serving::state::{ServeCheck, ServeCheckReport};
 use crate::spec::Transport;
 
 /// What to serve, and how.
 #[derive(Debug, Clone)]
 pub struct LaunchRequest {
-    pub engine: ServingEngine,
+    pub engine: EngineRef,
     pub toolbox: String,
     /// The model as the operator gave it.
     pub model: String,
@@ -75,17 +73,17 @@ pub struct LaunchRequest {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LaunchReport {
-    pub engine: ServingEngine,
+    pub engine: EngineRef,
     pub backend: Backend,
     pub model: String,
     /// The name the endpoint serves it under: as `/v1/models` says, once it serves.
     pub served: String,
     /// `http://HEAD:PORT/v1`.
     pub endpoint: String,
-    /// vLLM's tensor-parallel size.
+    /// The tensor-parallel size.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tp: Option<usize>,
-    /// vLLM's pipeline-parallel size.
+    /// The pipeline-parallel size (llama.cpp's layers split over the nodes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pp: Option<usize>,
     /// What the launch chose that the operator did not say, and why (the backend, the parallelism).
@@ -143,25 +141,21 @@ impl LaunchReport {
     }
 }
 
-/// The flag of vLLM's that says its multiprocessing executor spans nodes.
-const NNODES: &str = "--nnodes";
-
 /// Launch on `nodes` (the first is the head). A failure or a signal stops what was started.
 pub async fn launch(nodes: &[&dyn Node], request: &LaunchRequest, reporter: &dyn Reporter) -> Result<LaunchReport> {
-    let backend = first_backend(request, nodes.len())?;
-    let asked = parallelism_asked(request, nodes.len())?;
+    let engine = request.engine;
+    let backends = engine.backends(request.backend, nodes.len())?;
+    let asked = engine.parallelism_asked(request.tp, request.pp, nodes.len())?;
     // Both only look: asked together, they cost one round trip.
-    let (checks, model) = tokio::join!(check_every_node(nodes, request, backend), look_up_model(nodes, request));
+    let (checks, model) = tokio::join!(check_every_node(nodes, request, &backends), look_up_model(nodes, request));
     let ((checks, backend, mut why), model) = (checks?, model?);
     refuse_when_serving(nodes, request, &checks)?;
-    let split = (request.engine == ServingEngine::Vllm).then(|| {
-        asked.unwrap_or_else(|| {
-            let chosen = Parallelism::by_link(nodes.len(), &checks[0].cluster_link.transport);
-            if nodes.len() > 1 {
-                why.push(chosen.why.clone());
-            }
-            chosen
-        })
+    let split = asked.unwrap_or_else(|| {
+        let chosen = engine.parallelism(nodes.len(), &checks[0].cluster_link.transport);
+        if nodes.len() > 1 {
+            why.push(chosen.why.clone());
+        }
+        chosen
     });
     let hub = model_in_every_cache(nodes, request, model, reporter).await?;
     // A Hub GGUF: its file(s) alone, on the head alone (a dry run downloads nothing).
@@ -179,7 +173,7 @@ pub async fn launch(nodes: &[&dyn Node], request: &LaunchRequest, reporter: &dyn
         }
         _ => None,
     };
-    let mut report = plan(nodes, &checks, request, backend, split.as_ref(), hub.as_ref(), gguf.as_ref())?;
+    let mut report = plan(nodes, &checks, request, backend, split, hub.as_ref(), gguf.as_ref())?;
     report.why = why;
     if request.dry_run {
         return Ok(report.shown());
@@ -219,111 +213,20 @@ pub async fn launch(nodes: &[&dyn Node], request: &LaunchRequest, reporter: &dyn
     }
 }
 
-/// The backend a launch starts from: one node needs none; `--backend` is vLLM's; vLLM's default
-/// across nodes is confirmed by the image (`settle_backend`).
-fn first_backend(request: &LaunchRequest, nodes: usize) -> Result<Backend> {
-    match (request.engine, request.backend) {
-        (ServingEngine::LlamaCpp, Some(_)) => {
-            Err(Error::Usage("--backend is vLLM's: llama.cpp spans the nodes with its RPC backend".into()))
-        }
-        _ if nodes == 1 => Ok(Backend::Single),
-        (_, Some(backend)) => Ok(backend),
-        (engine, None) => Ok(engine.cluster_backend()),
-    }
-}
-
-/// `--tp`/`--pp` as asked (None: the link decides); llama.cpp splits layers its own way.
-fn parallelism_asked(request: &LaunchRequest, nodes: usize) -> Result<Option<Parallelism>> {
-    match request.engine {
-        ServingEngine::LlamaCpp if request.tp.is_some() || request.pp.is_some() => Err(Error::Usage(
-            "--tp and --pp are vLLM's: llama.cpp splits the model's layers over every node's GPU".into(),
-        )),
-        ServingEngine::LlamaCpp => Ok(None),
-        ServingEngine::Vllm => Parallelism::asked(request.tp, request.pp, nodes),
-    }
-}
-
-/// vLLM's multiprocessing executor spans nodes from the version that has `--nnodes`: the
-/// default backend is kept when the image's vLLM names it (or could not be asked: a dry run of a
-/// stopped toolbox), else Ray's executor takes over, and the report says so.
-fn settle_backend(request: &LaunchRequest, backend: Backend, checks: &[ServeCheckReport]) -> (Backend, Vec<String>) {
-    if backend != Backend::Mp || request.backend.is_some() {
-        return (backend, Vec::new());
-    }
-    match checks.first().and_then(|head| head.flags.as_ref()) {
-        Some(found) if !found.iter().any(|flag| flag == NNODES) => (
-            Backend::Ray,
-            vec![format!(
-                "backend ray: the image's vLLM has no {NNODES} (its own executor spans one node only), so Ray's \
-                 executor spans the nodes; a newer image runs without Ray"
-            )],
-        ),
-        Some(_) => (Backend::Mp, vec!["backend mp: vLLM's own executor across the nodes, no Ray".into()]),
-        None => (
-            Backend::Mp,
-            vec!["backend mp: vLLM's own executor across the nodes, no Ray (the stopped toolbox's vLLM was not \
-                  asked whether it has --nnodes)"
-                .into()],
-        ),
-    }
-}
-
-/// The node's role in a launch over `backend`.
-fn role_of(backend: Backend, index: usize) -> Role {
-    match (backend, index) {
-        (Backend::Single, _) => Role::Single,
-        (_, 0) => Role::Head,
-        _ => Role::Worker,
-    }
-}
-
-/// The programs a node's toolbox needs for its role, each a list of names any one of which will
-/// do (llama.cpp's RPC server was renamed).
-fn programs_needed(engine: ServingEngine, backend: Backend, role: Role) -> Vec<&'static [&'static str]> {
-    match (engine, role) {
-        (ServingEngine::Vllm, Role::Worker) if backend.runs_ray() => vec![&["ray"]],
-        (ServingEngine::Vllm, _) if backend.runs_ray() => vec![&["vllm"], &["ray"]],
-        (ServingEngine::Vllm, _) => vec![&["vllm"]],
-        (ServingEngine::LlamaCpp, Role::Worker) => vec![&RPC_PROGRAMS],
-        (ServingEngine::LlamaCpp, _) => vec![&["llama-server"]],
-    }
-}
-
-/// The files of a model given by its path that node `index` reads: vLLM's ranks load it on every
-/// node; llama.cpp's head alone (the workers get tensors over RPC).
-fn model_paths(request: &LaunchRequest, index: usize) -> Result<Vec<String>> {
-    match (&request.source, request.engine) {
-        (ModelSource::Path(path), ServingEngine::Vllm) => Ok(vec![path.clone()]),
-        (ModelSource::Path(path), ServingEngine::LlamaCpp) if index == 0 => gguf_parts(path),
-        _ => Ok(Vec::new()),
-    }
-}
-
-/// The GGUF file whose content names the weights a llama.cpp launch serves: the head's (the first
-/// part of a split model), hashed where it is read; none in a dry run (nothing is started to read
-/// it with).
-fn gguf_to_identify(request: &LaunchRequest, index: usize) -> Option<String> {
-    match (&request.source, request.engine) {
-        (ModelSource::Path(path), ServingEngine::LlamaCpp) if index == 0 && !request.dry_run => Some(path.clone()),
-        _ => None,
-    }
-}
-
 /// Every node's check, refusing the launch on the first problem anywhere (nothing started yet);
 /// the backend as the image settles it, and why.
 async fn check_every_node(
     nodes: &[&dyn Node],
     request: &LaunchRequest,
-    backend: Backend,
+    backends: &[Backend],
 ) -> Result<(Vec<ServeCheckReport>, Backend, Vec<String>)> {
-    // vLLM's default backend may turn out to be Ray: what both need is asked at once.
-    let unsettled = backend == Backend::Mp && request.backend.is_none();
+    // When the image settles the backend, what every candidate needs is asked at once.
+    let engine = request.engine;
     let mut asks = Vec::new();
     for index in 0..nodes.len() {
         let mut programs: Vec<String> = Vec::new();
-        let backends: &[Backend] = if unsettled { &[Backend::Mp, Backend::Ray] } else { &[backend] };
         for backend in backends {
-            for names in programs_needed(request.engine, *backend, role_of(*backend, index)) {
+            for names in engine.programs(*backend, backend.role_of(index)) {
                 for name in names.iter().map(|n| n.to_string()) {
                     if !programs.contains(&name) {
                         programs.push(name);
@@ -331,16 +234,15 @@ async fn check_every_node(
                 }
             }
         }
+        // The role the model's files are read in does not depend on which candidate wins.
+        let role = backends[0].role_of(index);
         asks.push(ServeCheck {
             toolbox: request.toolbox.clone(),
             start: !request.dry_run,
             programs,
-            paths: model_paths(request, index)?,
-            flags: (unsettled && index == 0).then(|| FlagQuestion {
-                help: ["vllm", "serve", "--help=all"].map(String::from).to_vec(),
-                flags: vec![NNODES.to_string()],
-            }),
-            sha256_of: gguf_to_identify(request, index),
+            paths: engine.model_paths(&request.source, role)?,
+            flags: if index == 0 { engine.backend_question(backends) } else { None },
+            sha256_of: engine.identity_file(&request.source, role).filter(|_| !request.dry_run),
         });
     }
     let results = join_all(nodes.iter().zip(asks).map(|(node, ask)| node.call(ask))).await;
@@ -352,7 +254,8 @@ async fn check_every_node(
             Err(error) => problems.push(node.name(), error),
         }
     }
-    let (backend, why) = settle_backend(request, backend, &answered);
+    let head_flags = answered.first().and_then(|head| head.flags.as_deref());
+    let (backend, why) = engine.settle_backend(backends, head_flags);
     let mut checks = Vec::new();
     if problems.is_empty() {
         for (index, (node, check)) in nodes.iter().zip(answered).enumerate() {
@@ -403,18 +306,13 @@ fn node_problems(
             format!("`--engine {engine}`, or `--name` a toolbox made for {}", request.engine),
         ));
     }
-    let needed =
-        if check.looked { programs_needed(request.engine, backend, role_of(backend, index)) } else { Vec::new() };
+    let role = backend.role_of(index);
+    let needed = if check.looked { request.engine.programs(backend, role) } else { Vec::new() };
     for names in needed {
         if !names.iter().any(|name| check.programs.iter().any(|p| p == name)) {
             problems.push(Error::toolbox(
                 &request.toolbox,
-                format!(
-                    "toolbox {} has no {} (its role: {:?})",
-                    request.toolbox,
-                    names.join(" or "),
-                    role_of(backend, index)
-                ),
+                format!("toolbox {} has no {} (its role: {role:?})", request.toolbox, names.join(" or ")),
                 format!(
                     "refresh it from an image made for {} (`strix-toolbox cluster refresh --engine {}`)",
                     request.engine, request.engine
@@ -430,14 +328,7 @@ fn node_problems(
                 check.missing.join(", "),
                 request.toolbox
             ),
-            fix: Some(match request.engine {
-                ServingEngine::Vllm => "put the model at the same path on every node (or give its Hub id: the \
-                                        launch then pulls it once and spreads it)"
-                    .into(),
-                ServingEngine::LlamaCpp => "put every part of the GGUF at that path on the head (the workers need \
-                                            no copy)"
-                    .into(),
-            }),
+            fix: Some(request.engine.missing_model_fix().into()),
         });
     }
     if nodes > 1 {
@@ -516,7 +407,7 @@ fn plan(
     checks: &[ServeCheckReport],
     request: &LaunchRequest,
     backend: Backend,
-    split: Option<&Parallelism>,
+    split: Parallelism,
     hub_model: Option<&(RepoId, Option<CachedEverywhere>)>,
     gguf: Option<&HeadGguf>,
 ) -> Result<LaunchReport> {
@@ -533,13 +424,7 @@ fn plan(
             programs: check.programs.clone(),
         })
         .collect();
-    let served = request
-        .engine
-        .name_flags()
-        .iter()
-        .find_map(|flag| flag_value(&request.extra, flag))
-        .unwrap_or(&request.model)
-        .to_string();
+    let served = request.engine.served_name(&request.model, &request.extra);
     let mut secrets = Vec::new();
     if request.hf_token.is_some() {
         secrets.push("HF_TOKEN".to_string());
@@ -554,7 +439,7 @@ fn plan(
         // A Hub GGUF is read from the head's cache; anything else as given.
         model: gguf.map_or_else(|| request.model.clone(), |gguf| gguf.path.clone()),
         served: served.clone(),
-        tp: split.map(|s| s.tp),
+        split: split.clone(),
         host: request.host.unwrap_or(Ipv4Addr::UNSPECIFIED).to_string(),
         port: request.port,
         extra: request.extra.clone(),
@@ -562,12 +447,7 @@ fn plan(
         env: request.env.clone(),
         secrets,
     };
-    let LaunchPlan { engine, backend, nodes: planned, steps } = match request.engine {
-        ServingEngine::Vllm => {
-            vllm::plan(&facts, &asked, backend, split.unwrap_or(&Parallelism::by_link(1, &facts[0].transport)))
-        }
-        ServingEngine::LlamaCpp => llama::plan(&facts, &asked, backend),
-    };
+    let LaunchPlan { engine, backend, nodes: planned, steps } = request.engine.plan(&facts, &asked, backend);
     let probe = request.host.filter(|host| !host.is_unspecified()).unwrap_or(facts[0].link_ip);
     Ok(LaunchReport {
         engine,
@@ -575,8 +455,8 @@ fn plan(
         model: request.model.clone(),
         served,
         endpoint: ServingRecord::endpoint_of(probe, request.port),
-        tp: split.map(|s| s.tp),
-        pp: split.map(|s| s.pp),
+        tp: Some(split.tp),
+        pp: Some(split.pp),
         why: Vec::new(),
         warnings: Vec::new(),
         nodes: planned,
@@ -714,13 +594,7 @@ async fn start(
     record: ServingRecord,
     secrets: &BTreeMap<String, Secret>,
 ) -> Result<()> {
-    // vLLM's compile cache is cleared by what starts first on the node: Ray where it runs (its
-    // actors compile), else `vllm serve`.
-    let first_of_vllm = match command.start {
-        Start::Ray { .. } => true,
-        Start::Process { .. } => !record.backend.runs_ray(),
-    };
-    let fresh_compile_cache = record.engine == ServingEngine::Vllm && first_of_vllm;
+    let fresh_compile_cache = command.clears_compile_cache;
     match &command.start {
         Start::Ray { role } => {
             let token =
@@ -765,79 +639,6 @@ fn describe(command: &PlannedCommand, node: &NodePlan) -> String {
 mod tests {
     use super::*;
 
-    fn request(engine: ServingEngine, tp: Option<usize>) -> LaunchRequest {
-        LaunchRequest {
-            engine,
-            toolbox: "vllm".into(),
-            model: "acme/tiny".into(),
-            source: ModelSource::of("acme/tiny"),
-            backend: None,
-            tp,
-            pp: None,
-            host: None,
-            port: 8000,
-            timeout: Duration::from_secs(60),
-            replace: false,
-            dry_run: true,
-            extra: Vec::new(),
-            env: BTreeMap::new(),
-            hf_token: None,
-            api_key: None,
-            hub_env: BTreeMap::new(),
-        }
-    }
-
-    #[test]
-    fn tp_and_pp_are_vllms_and_fill_the_nodes() {
-        assert_eq!(parallelism_asked(&request(ServingEngine::Vllm, None), 4).unwrap(), None, "the link decides");
-        assert_eq!(parallelism_asked(&request(ServingEngine::Vllm, Some(2)), 4).unwrap().map(|p| p.pp), Some(2));
-        let error = parallelism_asked(&request(ServingEngine::Vllm, Some(3)), 2).unwrap_err();
-        assert!(matches!(error, Error::Usage(_)) && error.to_string().contains("--tp 3"), "{error}");
-        assert_eq!(parallelism_asked(&request(ServingEngine::LlamaCpp, None), 3).unwrap(), None);
-        assert!(matches!(parallelism_asked(&request(ServingEngine::LlamaCpp, Some(2)), 3), Err(Error::Usage(_))));
-    }
-
-    #[test]
-    fn the_image_says_whether_vllm_spans_nodes_without_ray() {
-        let vllm = request(ServingEngine::Vllm, None);
-        assert_eq!(first_backend(&vllm, 3).unwrap(), Backend::Mp);
-        assert_eq!(first_backend(&vllm, 1).unwrap(), Backend::Single);
-        let mut llama = request(ServingEngine::LlamaCpp, None);
-        llama.backend = Some(Backend::Ray);
-        assert!(matches!(first_backend(&llama, 2), Err(Error::Usage(_))));
-
-        let answered = |flags: Option<Vec<String>>| {
-            let mut check: ServeCheckReport = serde_json::from_value(serde_json::json!({
-                "toolbox": "vllm", "image": null, "started": false, "serving": null, "transport": {"kind": "ethernet_tcp"}
-            }))
-            .unwrap();
-            check.flags = flags;
-            vec![check]
-        };
-        let (backend, why) = settle_backend(&vllm, Backend::Mp, &answered(Some(Vec::new())));
-        assert_eq!(backend, Backend::Ray);
-        assert!(why[0].contains("no --nnodes"), "{why:?}");
-        assert_eq!(settle_backend(&vllm, Backend::Mp, &answered(Some(vec![NNODES.into()]))).0, Backend::Mp);
-        assert_eq!(settle_backend(&vllm, Backend::Mp, &answered(None)).0, Backend::Mp, "not asked: kept");
-        let mut asked = vllm.clone();
-        asked.backend = Some(Backend::Mp);
-        assert_eq!(settle_backend(&asked, Backend::Mp, &answered(Some(Vec::new()))), (Backend::Mp, Vec::new()));
-    }
-
-    #[test]
-    fn each_role_needs_its_programs_and_the_model_where_it_is_read() {
-        assert_eq!(programs_needed(ServingEngine::Vllm, Backend::Ray, Role::Head), [&["vllm"][..], &["ray"][..]]);
-        assert_eq!(programs_needed(ServingEngine::Vllm, Backend::Single, Role::Single), [&["vllm"][..]]);
-        assert_eq!(programs_needed(ServingEngine::LlamaCpp, Backend::Rpc, Role::Worker), [&RPC_PROGRAMS[..]]);
-        let mut llama = request(ServingEngine::LlamaCpp, None);
-        llama.source = ModelSource::Path("/m/q-00001-of-00002.gguf".into());
-        assert_eq!(model_paths(&llama, 0).unwrap().len(), 2, "every part, on the head");
-        assert!(model_paths(&llama, 1).unwrap().is_empty(), "the workers need no copy");
-        let mut vllm = request(ServingEngine::Vllm, None);
-        vllm.source = ModelSource::Path("/models/tiny".into());
-        assert_eq!(model_paths(&vllm, 2).unwrap(), ["/models/tiny"], "every vLLM rank reads it");
-    }
-
     #[test]
     fn a_secret_given_with_e_reaches_the_nodes_and_no_report() {
         let nodes = [NodeFacts {
@@ -850,7 +651,7 @@ mod tests {
         let asked = PlanRequest {
             model: "/models/tiny".into(),
             served: "/models/tiny".into(),
-            tp: Some(1),
+            split: Parallelism { tp: 1, pp: 1, why: String::new() },
             host: "0.0.0.0".into(),
             port: 8000,
             extra: Vec::new(),
@@ -860,8 +661,7 @@ mod tests {
                 .into(),
             secrets: Vec::new(),
         };
-        let one = Parallelism { tp: 1, pp: 1, why: String::new() };
-        let plan = vllm::plan(&nodes, &asked, Backend::Single, &one);
+        let plan = crate::serving::vllm::VLLM.plan(&nodes, &asked, Backend::Single);
         assert_eq!(plan.nodes[0].commands[0].env["HF_TOKEN"], "hf_s3cret", "the node gets it");
         let report = LaunchReport {
             engine: plan.engine,

@@ -14,7 +14,7 @@ use crate::error::{Error, MultiError, Result};
 use crate::node::{Node, NodeCalls};
 use crate::reporter::Reporter;
 use crate::secret::Secret;
-use crate::serving::engine::ServingEngine;
+use crate::serving::engine::EngineRef;
 use crate::serving::http::HttpAnswer;
 use crate::serving::logs::ServeLogs;
 use crate::serving::plan::{NodePlan, Proof};
@@ -47,7 +47,7 @@ const HEAD_LOG_LINES: usize = 5000;
 pub struct Proving<'a> {
     pub nodes: &'a [&'a dyn Node],
     pub toolbox: &'a str,
-    pub engine: ServingEngine,
+    pub engine: EngineRef,
     /// What each node was planned to run, where (the launch's plan).
     pub planned: &'a [NodePlan],
     /// Where the endpoint is asked, on the head.
@@ -75,14 +75,6 @@ impl Proving<'_> {
 
     fn head(&self) -> &dyn Node {
         self.nodes[0]
-    }
-
-    /// The engine's server, as messages name it.
-    fn server(&self) -> &'static str {
-        match self.engine {
-            crate::serving::engine::ServingEngine::Vllm => "vLLM",
-            crate::serving::engine::ServingEngine::LlamaCpp => "llama-server",
-        }
     }
 }
 
@@ -299,7 +291,7 @@ async fn endpoint(proving: &mut Proving<'_>) -> Result<()> {
     let mut looked = Instant::now();
     let failed = |message: String, fix: String| {
         let error = Error::Command { program: server.to_string(), message, fix: Some(fix) };
-        MultiError::one(format!("{} did not serve", proving.server()), head.name(), error)
+        MultiError::one(format!("{} did not serve", proving.engine.title()), head.name(), error)
     };
     loop {
         // Whether the server still runs costs an exec: asked every LOOK_INSIDE, and at the deadline.
@@ -343,7 +335,7 @@ async fn endpoint(proving: &mut Proving<'_>) -> Result<()> {
                 format!("check {} among the server's arguments", proving.engine.name_flags().join(" or ")),
             ));
         }
-        proving.stopped(&format!("the wait for {}", proving.server()))?;
+        proving.stopped(&format!("the wait for {}", proving.engine.title()))?;
         if started.elapsed() >= proving.timeout {
             let tail = log_tail(head, proving.toolbox, server).await;
             return Err(failed(
@@ -371,7 +363,7 @@ async fn head_log(proving: &Proving<'_>, prefix: &str, mentions: &[(usize, Strin
         head.call(ask).await.map_err(|e| MultiError::one("the head's log could not be read", head.name(), e))?;
     let lines: Vec<&String> =
         tails.iter().filter(|t| t.file == server).flat_map(|t| t.lines.iter()).filter(|l| l.contains(prefix)).collect();
-    let mut failed = MultiError::new(format!("{} does not use every worker", proving.server()));
+    let mut failed = MultiError::new(format!("{} does not use every worker", proving.engine.title()));
     for (index, text) in mentions {
         if !lines.iter().any(|line| line.contains(text.as_str())) {
             let node = proving.nodes[*index];

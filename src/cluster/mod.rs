@@ -16,7 +16,6 @@ pub(crate) mod launch;
 pub(crate) mod launch_proof;
 pub(crate) mod logs;
 pub(crate) mod model;
-pub(crate) mod model_source;
 pub(crate) mod nodes;
 pub(crate) mod proof;
 pub(crate) mod refresh;

@@ -15,7 +15,7 @@ use crate::node::remote::RemoteNode;
 use crate::node::NodeCalls;
 use crate::ops::status::StatusReport;
 use crate::secret::Secret;
-use crate::serving::engine::ServingEngine;
+use crate::serving::engine::EngineRef;
 use crate::serving::http::HttpAnswer;
 use crate::serving::logs::ServeLogs;
 use crate::serving::probe::ServeProbe;
@@ -75,7 +75,7 @@ pub struct HeadRegistry {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ServingSummary {
     #[serde(default)]
-    pub engine: ServingEngine,
+    pub engine: EngineRef,
     pub model: String,
     /// The name the endpoint serves it under.
     #[serde(default)]

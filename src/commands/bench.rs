@@ -9,7 +9,7 @@ use sha2::{Digest, Sha256};
 
 use crate::bench::compare::{compare, named, Comparison};
 use crate::bench::gate::{GateReport, MismatchKind};
-use crate::bench::key::{ModelIdentity, ServingEngine};
+use crate::bench::key::{EngineRef, ModelIdentity};
 use crate::bench::result::{BenchResult, Verdict};
 use crate::bench::store::{BenchStore, History, HistoryFilter};
 use crate::bench::{plot, LevelResult};
@@ -97,10 +97,10 @@ fn request(args: &BenchArgs) -> Result<BenchRequest> {
     })
 }
 
-fn engine(server: ServerArg) -> ServingEngine {
+fn engine(server: ServerArg) -> EngineRef {
     match server {
-        ServerArg::Vllm => ServingEngine::Vllm,
-        ServerArg::LlamaCpp => ServingEngine::LlamaCpp,
+        ServerArg::Vllm => crate::serving::vllm::VLLM,
+        ServerArg::LlamaCpp => crate::serving::llama::LLAMA_CPP,
     }
 }
 

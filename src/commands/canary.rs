@@ -8,7 +8,7 @@ use std::time::Duration;
 use crate::bench::store::BenchStore;
 use crate::cli::ClusterRefreshArgs;
 use crate::cluster::canary::{canary_refresh, CanaryOutcome, CanaryReport, CanaryRequest, DEFAULT_MIN_RATIO};
-use crate::cluster::launch::{LaunchRequest, ModelSource};
+use crate::cluster::launch::LaunchRequest;
 use crate::cluster::nodes::{CanaryEntry, ClusterFile};
 use crate::cluster::spread::SpreadSettings;
 use crate::error::{Error, Result};
@@ -17,6 +17,7 @@ use crate::node::Node;
 use crate::ops::refresh::RefreshRequest;
 use crate::output::{Output, Render, Style};
 use crate::paths::Paths;
+use crate::serving::engine::EngineRef;
 
 /// The canary of `entry` (`--canary`, else the cluster file's) over `nodes`; the exit code.
 pub async fn run(
@@ -29,11 +30,11 @@ pub async fn run(
     out: &Output,
 ) -> Result<i32> {
     let model = entry.model.clone();
-    let engine = ModelSource::implied_engine(&model, None).unwrap_or(request.serving);
+    let engine = EngineRef::claiming(&model, None).unwrap_or(request.serving);
     let launch = LaunchRequest {
         engine,
         toolbox: request.name.clone(),
-        source: ModelSource::for_engine(&model, engine, None)?,
+        source: engine.source(&model, None)?,
         model,
         backend: None,
         tp: None,

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::cli::LaunchArgs;
-use crate::cluster::launch::{launch, LaunchReport, LaunchRequest, ModelSource};
+use crate::cluster::launch::{launch, LaunchReport, LaunchRequest};
 use crate::error::{Error, Result};
 use crate::model::hub_env::forwarded_hub_env;
 use crate::node::ssh::shell_quote;
@@ -13,7 +13,7 @@ use crate::node::Node;
 use crate::output::{Output, Render, Style};
 use crate::reporter::Bytes;
 use crate::secret::Secret;
-use crate::serving::engine::ServingEngine;
+use crate::serving::engine::EngineRef;
 use crate::spec::parse_env;
 
 /// Launch on `nodes` and render the report; the exit code.
@@ -25,23 +25,12 @@ pub async fn run(args: &LaunchArgs, nodes: &[&dyn Node], out: &Output) -> Result
 
 fn request(args: &LaunchArgs) -> Result<LaunchRequest> {
     let env = parse_env(&args.env)?;
-    let implied = ModelSource::implied_engine(&args.model, args.file.as_deref());
-    let engine = match (args.engine, implied) {
-        (Some(ServingEngine::Vllm), Some(implied)) => {
-            return Err(Error::Usage(format!(
-                "{}: a GGUF model (a .gguf path, REPO:QUANT or --file) is served by {implied}, not vLLM",
-                args.model
-            )))
-        }
-        (Some(engine), _) => engine,
-        (None, Some(implied)) => implied,
-        (None, None) => ServingEngine::Vllm,
-    };
+    let engine = args.engine.or_else(|| EngineRef::claiming(&args.model, args.file.as_deref())).unwrap_or_default();
     Ok(LaunchRequest {
         engine,
-        toolbox: args.name.clone().unwrap_or_else(|| engine.default_toolbox().to_string()),
+        toolbox: args.name.clone().unwrap_or_else(|| engine.toolbox().default_toolbox.to_string()),
         model: args.model.clone(),
-        source: ModelSource::for_engine(&args.model, engine, args.file.as_deref())?,
+        source: engine.source(&args.model, args.file.as_deref())?,
         backend: args.backend,
         tp: args.tp,
         pp: args.pp,

@@ -4,7 +4,6 @@
 use crate::check::Status;
 use crate::cli::ModelCommand;
 use crate::cluster::model::{model_list, model_pull, ModelListReport, ModelPullReport, ModelPullRequest, NodeModels};
-use crate::cluster::model_source::ModelSource;
 use crate::error::Result;
 use crate::model::gguf_pick::GgufPick;
 use crate::model::hub_env::forwarded_hub_env;
@@ -14,7 +13,7 @@ use crate::model::revision::Revision;
 use crate::node::Node;
 use crate::output::{Output, Render, Row, Style};
 use crate::reporter::Bytes;
-use crate::serving::engine::ServingEngine;
+use crate::serving::model_source::ModelSource;
 
 /// A model command, its arguments checked (before any node is asked).
 pub enum ModelRequest {
@@ -47,8 +46,8 @@ impl ModelRequest {
 
 /// The repository MODEL names, and the GGUF of it (`:QUANT`, `--file`) when only that is wanted.
 fn repo_and_gguf(model: &str, file: Option<&str>) -> Result<(RepoId, Option<GgufPick>)> {
-    let engine = if file.is_some() { ServingEngine::LlamaCpp } else { ServingEngine::Vllm };
-    match ModelSource::for_engine(model, engine, file)? {
+    let source = if file.is_some() { ModelSource::gguf(model, file)? } else { ModelSource::of(model) };
+    match source {
         ModelSource::HubGguf { repo, pick } => Ok((repo, Some(pick))),
         ModelSource::Hub(repo) => Ok((repo, None)),
         // Not a Hub id: the id's own error says why.

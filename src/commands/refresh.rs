@@ -13,7 +13,7 @@ use crate::node::ssh::shell_quote;
 use crate::node::Node;
 use crate::ops::refresh::{ImageSource, RefreshReport, RefreshRequest};
 use crate::output::{Output, Render, Style};
-use crate::serving::engine::ServingEngine;
+use crate::serving::engine::EngineRef;
 
 pub async fn run(args: &RefreshArgs, node: &dyn Node, out: &Output) -> Result<i32> {
     let lock_wait = if args.no_wait { Duration::ZERO } else { Duration::from_secs(args.wait) };
@@ -58,33 +58,32 @@ fn target(options: &RefreshOptions, out: &Output) -> Result<(String, String)> {
     let engine = options.engine;
     let channel = match &options.channel {
         Some(channel) => engine.parse_channel(channel)?,
-        // A full --image names its own tag, and llama.cpp has one recommended tag: nothing to ask.
-        None if options.image.is_some() || engine != ServingEngine::Vllm => engine.channels()[0],
-        None => ask_channel(out)?,
+        // A full --image names its own tag, and an engine with one recommended tag asks nothing.
+        None if options.image.is_some() || !engine.toolbox().ask_channel => engine.toolbox().channels[0],
+        None => ask_channel(engine, out)?,
     };
     let name = options.name.clone().unwrap_or_else(|| engine.toolbox_for(channel));
-    let repo = options.image_repo.as_deref().unwrap_or(engine.image_repo());
+    let repo = options.image_repo.as_deref().unwrap_or(engine.toolbox().image_repo);
     let image_ref = options.image.clone().unwrap_or_else(|| format!("{repo}:{channel}"));
     Ok((name, image_ref))
 }
 
-/// On a terminal, ask which channel (latest is the default); otherwise latest.
-fn ask_channel(out: &Output) -> Result<&'static str> {
+/// On a terminal, ask which of the engine's channels (its first is the default); otherwise the
+/// first.
+fn ask_channel(engine: EngineRef, out: &Output) -> Result<&'static str> {
+    let channels = engine.toolbox().channels;
+    let default = channels[0];
     if !std::io::stdin().is_terminal() || !std::io::stderr().is_terminal() {
-        return Ok("latest");
+        return Ok(default);
     }
-    out.prompt("Channel? [latest/dev] (latest): ");
+    out.prompt(&format!("Channel? [{}] ({default}): ", channels.join("/")));
     let mut answer = String::new();
     std::io::stdin().lock().read_line(&mut answer).map_err(|e| {
-        Error::host(
-            "stdin",
-            format!("cannot read the answer: {e}"),
-            "give the channel: `refresh latest` or `refresh dev`",
-        )
+        Error::host("stdin", format!("cannot read the answer: {e}"), format!("give the channel: `refresh {default}`"))
     })?;
     match answer.trim() {
-        "" => Ok("latest"),
-        other => ServingEngine::Vllm.parse_channel(other),
+        "" => Ok(default),
+        other => engine.parse_channel(other),
     }
 }
 

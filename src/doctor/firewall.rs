@@ -9,22 +9,15 @@ use super::{check, Check, Status};
 use crate::host::firewalld::FirewalldFacts;
 use crate::host::netdev::THUNDERBOLT;
 use crate::host::HostFacts;
-use crate::serving::llama::RPC_PORT;
-use crate::serving::ray::RAY_PORT;
+use crate::link::ports::LinkPort;
 use crate::spec::Transport;
 
-/// The cluster's own ports, which only its nodes may reach: what listens there has no
-/// authentication of its own (Ray's token guards its GCS, not its other ports).
-const CLUSTER_PORTS: [(u16, &str); 4] = [
-    (RPC_PORT, "llama.cpp's rpc-server"),
-    (RAY_PORT, "Ray's GCS"),
-    (10001, "Ray's client server"),
-    (8265, "Ray's dashboard"),
-];
 /// The endpoint's default port (`launch --port`): for users, behind the API key.
 const ENDPOINT_PORT: u16 = 8000;
 
-pub(super) fn checks(facts: &HostFacts, checks: &mut Vec<Check>) {
+/// `cluster_ports`: the serving engines' own ports, which only the cluster's nodes may reach (what
+/// listens there has no authentication of its own; Ray's token guards its GCS, not its other ports).
+pub(super) fn checks(facts: &HostFacts, cluster_ports: &[LinkPort], checks: &mut Vec<Check>) {
     let Some(firewalld) = &facts.firewalld else { return };
     let interfaces = match Transport::of(facts).netdev() {
         Some(netdev) => vec![netdev.to_string()],
@@ -43,7 +36,7 @@ pub(super) fn checks(facts: &HostFacts, checks: &mut Vec<Check>) {
     // Every interface that is or may become the cluster link is the link's side.
     let mut cluster: Vec<String> = facts.rdma.netdevs().into_iter().map(str::to_string).collect();
     cluster.push(THUNDERBOLT.to_string());
-    checks.push(serving_ports(firewalld, &cluster, &interfaces));
+    checks.push(serving_ports(firewalld, cluster_ports, &cluster, &interfaces));
 }
 
 /// The zones of every interface but the link's: the default zone (where the management network
@@ -58,14 +51,14 @@ fn zones_beyond(firewalld: &FirewalldFacts, link: &[String]) -> BTreeSet<String>
 
 /// The cluster's ports let in on the link (`in_use`) and on no interface beyond `link_side` (every
 /// interface that is or may become the link); where the endpoint's is open.
-fn serving_ports(firewalld: &FirewalldFacts, link_side: &[String], in_use: &[String]) -> Check {
+fn serving_ports(firewalld: &FirewalldFacts, ports: &[LinkPort], link_side: &[String], in_use: &[String]) -> Check {
     let link = link_side;
     let name = "firewall:serving-ports";
     let mut open = Vec::new();
     let mut fixes = Vec::new();
     for zone in zones_beyond(firewalld, link) {
         let Some(rules) = firewalld.zones.get(&zone) else { continue };
-        for (port, what) in CLUSTER_PORTS {
+        for LinkPort { port, what } in ports.iter().copied() {
             if let Some(by) = rules.lets_in(port) {
                 open.push(format!("{what} ({port}) in zone {zone} ({by})"));
                 fixes.push(match by.strip_prefix("service ") {
@@ -94,12 +87,11 @@ fn serving_ports(firewalld: &FirewalldFacts, link_side: &[String], in_use: &[Str
             endpoint.join(", ")
         )
     };
-    let on_link: Vec<&String> = in_use
-        .iter()
-        .filter(|i| {
-            firewalld.zones.get(&firewalld.zone_of(i).zone).is_some_and(|rules| rules.lets_in(RPC_PORT).is_none())
-        })
-        .collect();
+    // The first interface of the link whose zone keeps out one of the ports, and that port.
+    let shut_on_link = in_use.iter().find_map(|interface| {
+        let rules = firewalld.zones.get(&firewalld.zone_of(interface).zone)?;
+        Some((interface, ports.iter().find(|port| rules.lets_in(port.port).is_none())?))
+    });
     if !open.is_empty() {
         return check(
             name,
@@ -108,16 +100,17 @@ fn serving_ports(firewalld: &FirewalldFacts, link_side: &[String], in_use: &[Str
             Some(format!("{}, then `sudo firewall-cmd --reload`", fixes.join(" and "))),
         );
     }
-    if let Some(interface) = on_link.first() {
+    if let Some((interface, port)) = shut_on_link {
         let zone = firewalld.zone_of(interface).zone;
         return check(
             name,
             Status::Warn,
-            format!("zone {zone} of the link {interface} does not let rpc-server's port {RPC_PORT} in; {endpoint}"),
+            format!("zone {zone} of the link {interface} does not let {}'s port {} in; {endpoint}", port.what, port.port),
             Some(format!("`sudo firewall-cmd --permanent --zone=trusted --change-interface={interface}`, then `sudo firewall-cmd --reload`")),
         );
     }
-    check(name, Status::Pass, format!("rpc-server's and Ray's ports are open on the link only; {endpoint}"), None)
+    let named: Vec<&str> = ports.iter().map(|port| port.what).collect();
+    check(name, Status::Pass, format!("{} are open on the link only; {endpoint}", named.join(", ")), None)
 }
 
 fn zone_check(firewalld: &FirewalldFacts, interface: &str) -> Check {
@@ -177,6 +170,8 @@ mod tests {
 
     #[test]
     fn the_cluster_ports_open_beyond_the_link_are_named_with_what_opened_them() {
+        const PORTS: [LinkPort; 2] =
+            [LinkPort { port: 50052, what: "llama.cpp's rpc-server" }, LinkPort { port: 6379, what: "Ray's GCS" }];
         use crate::host::firewalld::{OpenPort, ZoneRules};
         let port = |from, by: &str| OpenPort { from, to: from, protocol: "tcp".into(), by: by.into() };
         let mut facts = firewalld();
@@ -188,14 +183,14 @@ mod tests {
         ]
         .into();
         let link = vec!["thunderbolt0".to_string(), "enp194s0f0".to_string()];
-        let quiet = serving_ports(&facts, &link, &link[..1]);
+        let quiet = serving_ports(&facts, &PORTS, &link, &link[..1]);
         assert_eq!(quiet.status, Status::Pass, "{}", quiet.message);
         assert!(quiet.message.contains("open only on the link"), "{}", quiet.message);
 
         facts.zones.get_mut("public").unwrap().ports.push(port(50052, "port 50052/tcp"));
         facts.zones.get_mut("internal").unwrap().ports.push(port(6379, "service redis"));
         facts.zones.get_mut("internal").unwrap().ports.push(port(8000, "port 8000/tcp"));
-        let open = serving_ports(&facts, &link, &link[..1]);
+        let open = serving_ports(&facts, &PORTS, &link, &link[..1]);
         assert_eq!(open.status, Status::Warn);
         assert!(open.message.contains("rpc-server (50052) in zone public (port 50052/tcp)"), "{}", open.message);
         assert!(open.message.contains("Ray's GCS (6379) in zone internal (service redis)"), "{}", open.message);
@@ -209,9 +204,9 @@ mod tests {
         // The link in a zone that does not let the RPC port in.
         let mut closed = firewalld();
         closed.zones = [("public".to_string(), ZoneRules::default())].into();
-        let verdict = serving_ports(&closed, &link, &link[..1]);
+        let verdict = serving_ports(&closed, &PORTS, &link, &link[..1]);
         assert_eq!(verdict.status, Status::Warn);
-        assert!(verdict.message.contains("does not let rpc-server's port 50052 in"), "{}", verdict.message);
+        assert!(verdict.message.contains("does not let llama.cpp's rpc-server's port 50052 in"), "{}", verdict.message);
     }
 
     #[test]

@@ -17,6 +17,7 @@ mod tools;
 
 use crate::host::installed::Installed;
 use crate::host::HostFacts;
+use crate::link::ports::LinkPort;
 
 pub use crate::check::{Check, Status};
 pub use tools::Programs;
@@ -25,8 +26,14 @@ fn check(name: impl Into<String>, status: Status, message: impl Into<String>, fi
     Check::new(name, status, message, fix)
 }
 
-/// Every check, in the order a person would fix them.
-pub fn run_checks(facts: &HostFacts, installed: &Installed, programs: Programs) -> Vec<Check> {
+/// Every check, in the order a person would fix them. `cluster_ports`: what the serving engines
+/// listen on across the cluster link with no authentication of their own.
+pub fn run_checks(
+    facts: &HostFacts,
+    installed: &Installed,
+    programs: Programs,
+    cluster_ports: &[LinkPort],
+) -> Vec<Check> {
     let mut checks = Vec::new();
     gpu::checks(facts, &mut checks);
     kernel::checks(facts, &mut checks);
@@ -35,7 +42,7 @@ pub fn run_checks(facts: &HostFacts, installed: &Installed, programs: Programs) 
     memlock::checks(facts, &mut checks);
     network::checks(facts, &mut checks);
     firmware::checks(facts, &mut checks);
-    firewall::checks(facts, &mut checks);
+    firewall::checks(facts, cluster_ports, &mut checks);
     groups::checks(facts, &mut checks);
     selinux::checks(facts, &mut checks);
     tools::checks(installed, programs, &mut checks);

@@ -4,8 +4,12 @@ use super::*;
 use crate::host::netdev::THUNDERBOLT;
 use crate::host::{FirewalldFacts, Memlock, Netdev, OsFacts, RdmaFacts, RdmaPort, SelinuxFacts};
 
+/// The ports the serving engines name (`serving::engine::link_ports`), as the checks see them.
+const PORTS: [LinkPort; 2] =
+    [LinkPort { port: 50052, what: "llama.cpp's rpc-server" }, LinkPort { port: 6379, what: "Ray's GCS" }];
+
 fn run(facts: &HostFacts) -> Vec<Check> {
-    run_checks(facts, &Installed::default(), Programs::TheNodes)
+    run_checks(facts, &Installed::default(), Programs::TheNodes, &PORTS)
 }
 
 fn find<'a>(checks: &'a [Check], name: &str) -> &'a Check {
@@ -243,7 +247,7 @@ fn missing_programs_beside_a_copied_tree_are_information() {
     let on_the_node = run(&HostFacts::default());
     assert_eq!(find(&on_the_node, "engine").status, Status::Fail);
     assert_eq!(find(&on_the_node, "manager").status, Status::Warn);
-    let beside_a_copy = run_checks(&HostFacts::default(), &Installed::default(), Programs::ThisMachines);
+    let beside_a_copy = run_checks(&HostFacts::default(), &Installed::default(), Programs::ThisMachines, &PORTS);
     for name in ["engine", "manager"] {
         let verdict = find(&beside_a_copy, name);
         assert_eq!(verdict.status, Status::Info, "{verdict:?}");

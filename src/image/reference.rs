@@ -2,7 +2,7 @@
 
 use crate::error::{Error, Result};
 
-/// The image channels vLLM's toolbox image publishes (`ServingEngine::channels`).
+/// The image channels vLLM's toolbox image publishes (`EngineRef::channels`).
 pub const CHANNELS: [&str; 2] = ["latest", "dev"];
 
 /// Container names as podman and docker accept them: `[a-zA-Z0-9][a-zA-Z0-9_.-]*`.

@@ -198,7 +198,7 @@ mod tests {
     use crate::ops::phase::Phase;
     use crate::ops::refresh::ImageSource;
     use crate::secret::Secret;
-    use crate::serving::engine::{Backend, ServingEngine};
+    use crate::serving::engine::Backend;
     use crate::serving::ray::RayRole;
     use crate::serving::record::{Role, ServedProcess, ServingRecord};
     use crate::serving::stop::StopPart;
@@ -208,7 +208,7 @@ mod tests {
             "vllm",
             "org/model",
             "model",
-            ServingEngine::Vllm,
+            crate::serving::vllm::VLLM,
             Backend::Ray,
             Role::Worker,
             3,
@@ -262,7 +262,7 @@ mod tests {
                     registry: "192.168.100.1:5443".into(),
                     ca_pem: "-----BEGIN CERTIFICATE-----\n".into(),
                 }),
-                serving: crate::serving::engine::ServingEngine::LlamaCpp,
+                serving: crate::serving::llama::LLAMA_CPP,
             }
             .into(),
             PhaseRequest { phase: Phase::Undo, name: "vllm".into(), keep: 3, image_id: Some("sha256:01".into()) }
@@ -371,7 +371,7 @@ mod tests {
                     url: "http://192.168.2.1:8000/v1".into(),
                     api_key: Some(Secret::new("sk-'quoted' $KEY".into())),
                 },
-                engine: ServingEngine::LlamaCpp,
+                engine: crate::serving::llama::LLAMA_CPP,
                 served_model: "tiny.gguf".into(),
                 input_len: 128,
                 output_len: 64,
@@ -383,7 +383,7 @@ mod tests {
             .into(),
             GateAsk {
                 endpoint: EndpointAccess { url: "http://127.0.0.1:8080/v1".into(), api_key: None },
-                engine: ServingEngine::Vllm,
+                engine: crate::serving::vllm::VLLM,
                 served_model: "org/model".into(),
                 model: ModelIdentity::Hub { repo: "org/model".into(), commit: "c12a728b".into() },
                 image: "docker.io/kyuz0/vllm@sha256:ab".into(),

@@ -9,7 +9,7 @@ use crate::engine::probe::guessed_info;
 use crate::engine::EngineKind;
 use crate::error::Result;
 use crate::host::{FirewalldFacts, GpuFacts, HostFacts, Memlock, Netdev, OsFacts, RdmaFacts};
-use crate::serving::engine::ServingEngine;
+use crate::serving::engine::EngineRef;
 use crate::settings::Settings;
 use crate::spec::{SpecOptions, ToolboxSpec, Transport};
 
@@ -43,7 +43,7 @@ pub struct DetectReport {
 
 /// Spec options guessed without asking the engine, so detect stays millisecond-fast.
 fn guess_spec_options(engine: EngineKind) -> SpecOptions {
-    SpecOptions::new(&guessed_info(engine), ServingEngine::Vllm, "", Default::default())
+    SpecOptions::new(&guessed_info(engine), EngineRef::default().needs(""), Default::default())
 }
 
 pub fn detect(settings: &Settings) -> Result<DetectReport> {

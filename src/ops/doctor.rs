@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 use crate::doctor::{run_checks, Check, Programs, Status};
 use crate::error::Result;
 use crate::host::HostFacts;
+use crate::serving::engine::link_ports;
 use crate::settings::Settings;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -38,5 +39,5 @@ pub fn doctor(settings: &Settings) -> Result<DoctorReport> {
     let root = settings.open_host_root()?;
     let facts = HostFacts::read(&root)?;
     let programs = if root.is_system() { Programs::TheNodes } else { Programs::ThisMachines };
-    Ok(DoctorReport::new(run_checks(&facts, &settings.installed, programs)))
+    Ok(DoctorReport::new(run_checks(&facts, &settings.installed, programs, &link_ports())))
 }

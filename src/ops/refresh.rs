@@ -23,7 +23,7 @@ use crate::plan::{
 };
 use crate::rccl;
 use crate::reporter::Reporter;
-use crate::serving::engine::ServingEngine;
+use crate::serving::engine::EngineRef;
 use crate::settings::Settings;
 use crate::spec::{parse_env, SpecOptions, ToolboxSpec};
 use crate::spread::pull::{pull_through_head, PulledFrom, SpreadSource};
@@ -73,7 +73,7 @@ pub struct RefreshRequest {
     /// The serving engine the toolbox is for: its spec, and its ENGINE label (a head from before
     /// profiles sends none: vLLM).
     #[serde(default)]
-    pub serving: ServingEngine,
+    pub serving: EngineRef,
 }
 
 impl RefreshRequest {
@@ -103,7 +103,7 @@ impl RefreshRequest {
             verify: false,
             lock_wait_seconds: 0,
             spread: None,
-            serving: ServingEngine::Vllm,
+            serving: crate::serving::vllm::VLLM,
         }
     }
 }
@@ -188,7 +188,8 @@ pub async fn refresh_with(
     let info = engine.info().await?;
     let manager = manager::choose(request.manager, info.kind, &settings.installed, settings.paths.home())?;
 
-    let spec = ToolboxSpec::new(root, facts, &SpecOptions::new(&info, request.serving, &request.image_ref, extra_env));
+    let options = SpecOptions::new(&info, request.serving.needs(&request.image_ref), extra_env);
+    let spec = ToolboxSpec::new(root, facts, &options);
     check_memlock(facts, &info)?;
 
     // A dry run changes nothing: it neither waits for another refresh nor holds one up.
@@ -256,7 +257,8 @@ pub async fn refresh_with(
     // The engine is given a reference it resolves (docker: the image's id, when only another
     // registry's name carries its digest); the labels keep the one asked for.
     desired.request.image = engine_ref;
-    desired.verify = request.verify.then(|| Expected::new(facts, &spec, rccl_label, request.serving));
+    let (serving, programs) = (request.serving.name(), request.serving.image_programs());
+    desired.verify = request.verify.then(|| Expected::new(facts, &spec, rccl_label, serving, programs));
     desired.request.labels.extend(labels::encode_user_env(&request.env).map(|env| (labels::USER_ENV.to_string(), env)));
     desired.request.labels.insert(labels::ENGINE.to_string(), request.serving.name().to_string());
     // Read again when a pull changed what is here (a tag moved back by `image_here` changes no

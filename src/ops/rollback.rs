@@ -7,7 +7,7 @@ use crate::labels;
 use crate::manager::ManagerKind;
 use crate::ops::refresh::{read_gpu_node, refresh_with, AskedDigest, ImageSource, RefreshReport, RefreshRequest};
 use crate::plan::pin::pins_in;
-use crate::serving::engine::ServingEngine;
+use crate::serving::engine::EngineRef;
 use crate::settings::Settings;
 use crate::toolbox::running::find_toolbox;
 
@@ -62,7 +62,7 @@ pub async fn rollback(settings: &Settings, name: &str, dry_run: bool) -> Result<
         verify: true,
         lock_wait_seconds: DEFAULT_WAIT.as_secs(),
         spread: None,
-        serving: ServingEngine::of_label(container.labels.get(labels::ENGINE).map(String::as_str)),
+        serving: EngineRef::of_label(container.labels.get(labels::ENGINE).map(String::as_str)),
     };
     refresh_with(settings, &node, engine, &request, AskedDigest::not_asked()).await
 }

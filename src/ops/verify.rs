@@ -6,7 +6,7 @@ use crate::host::{HostFacts, HostRoot};
 use crate::image::reference::validate_container_name;
 use crate::labels;
 use crate::ops::refresh::read_gpu_node;
-use crate::serving::engine::ServingEngine;
+use crate::serving::engine::EngineRef;
 use crate::settings::Settings;
 use crate::spec::{parse_env, SpecOptions, ToolboxSpec};
 use crate::toolbox::running::find_toolbox;
@@ -30,9 +30,10 @@ pub async fn expectation(
 ) -> Result<Expected> {
     let info = engine.info().await?;
     let extra_env = parse_env(&labels::decode_user_env(&container.labels))?;
-    let serving = ServingEngine::of_label(container.labels.get(labels::ENGINE).map(String::as_str));
+    let serving = EngineRef::of_label(container.labels.get(labels::ENGINE).map(String::as_str));
     let image_ref = container.labels.get(labels::IMAGE_REF).map_or("", String::as_str);
-    let spec = ToolboxSpec::new(root, facts, &SpecOptions::new(&info, serving, image_ref, extra_env));
+    let spec = ToolboxSpec::new(root, facts, &SpecOptions::new(&info, serving.needs(image_ref), extra_env));
     // A container carries its image's labels: the RCCL the image was built with.
-    Ok(Expected::new(facts, &spec, container.labels.get(labels::RCCL_SHA256).cloned(), serving))
+    let rccl_label = container.labels.get(labels::RCCL_SHA256).cloned();
+    Ok(Expected::new(facts, &spec, rccl_label, serving.name(), serving.image_programs()))
 }

@@ -192,7 +192,8 @@ fn a_verified_refresh_checks_the_replacement_between_create_and_swap() {
         nccl_env: vec![],
         rccl_label: None,
         rdma_port: None,
-        serving: Default::default(),
+        engine: "vllm".into(),
+        programs: Vec::new(),
     };
     let mut wanted = desired("sha256:a", "h");
     wanted.verify = Some(expected);

@@ -1,26 +1,108 @@
-//! The serving engines, each a profile: its toolbox image and channels, its default toolbox name,
-//! the variable its server reads an API key from, the process that serves the endpoint, and how it
-//! runs across nodes (its [`Backend`]). What a launch runs per engine is in [`super::vllm`] and
-//! [`super::llama`]; the launch's discipline, shared by both, in `cluster::launch`.
+//! The serving engines, each one file behind one trait ([`ServingEngine`]): its toolbox (image,
+//! channels, what the container needs, the programs its image must run), the ports it listens on
+//! across the cluster link, the models it claims and where each node reads them, how it spans the
+//! nodes (its backends and their parallelism), its launch plan per node, and how its API differs
+//! (the tokenizer request). The launch, bench, status and the rest ask the trait; none of them asks
+//! which engine it has. A new engine is one file and one line in [`ENGINES`].
 //!
-//! The engine a toolbox was made for is recorded on it (the `ENGINE` label), so `status`, `verify`
-//! and `launch` know it; a toolbox from before engines were profiles is a vLLM one.
+//! What a launch, a record, a label or a report says is "which engine": an [`EngineRef`], written
+//! as the engine's name. The engine a toolbox was made for is recorded on it (the `ENGINE` label);
+//! a toolbox from before engines were recorded is the default engine's (the first of [`ENGINES`]).
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use super::model_source::ModelSource;
+use super::parallelism::Parallelism;
+use super::plan::{LaunchPlan, NodeFacts, PlanRequest};
+use super::record::Role;
+use super::state::FlagQuestion;
 use crate::error::{Error, Result};
+use crate::link::ports::LinkPort;
+use crate::spec::{ToolboxNeeds, Transport};
+use crate::verify::programs::RequiredProgram;
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub enum ServingEngine {
-    /// `vllm serve`: tensor or pipeline parallelism across the nodes' GPUs (RCCL), its own
-    /// multiprocessing executor across nodes (or Ray's). Also what a record from before engines were recorded stands for.
-    #[default]
-    #[serde(rename = "vllm")]
-    Vllm,
-    /// `llama-server`: the model's layers split over the nodes, whose GPUs it reaches through
-    /// `rpc-server` on each other node (llama.cpp's RPC backend). GGUF models.
-    #[serde(rename = "llama.cpp")]
-    LlamaCpp,
+/// Every engine strix-toolbox serves with; the first is the default (`--engine`, and what a
+/// toolbox or record that names none was made for).
+pub const ENGINES: [EngineRef; 2] = [super::vllm::VLLM, super::llama::LLAMA_CPP];
+
+/// What every engine listens on across the cluster link with no authentication of its own.
+pub fn link_ports() -> Vec<LinkPort> {
+    ENGINES.iter().flat_map(|engine| engine.link_ports().iter().copied()).collect()
+}
+
+/// What a serving engine is, as everything above it asks.
+pub trait ServingEngine: Send + Sync + 'static {
+    /// As the command line, labels, records and reports spell it (`vllm`, `llama.cpp`).
+    fn name(&self) -> &'static str;
+    /// Other spellings `--engine` takes.
+    fn aliases(&self) -> &'static [&'static str];
+    /// One line for `--engine`'s help.
+    fn about(&self) -> &'static str;
+    /// How messages name its server ("vLLM", "llama-server").
+    fn title(&self) -> &'static str;
+
+    /// Its toolbox: where the image comes from, its channels, the toolbox's default name.
+    fn toolbox(&self) -> &'static ToolboxProfile;
+    /// What its toolbox from `image_ref` needs of the node (ROCm's /dev/kfd, the RDMA devices).
+    fn needs(&self, image_ref: &str) -> ToolboxNeeds;
+    /// The programs its image must run, proven from inside the toolbox by `verify`.
+    fn image_programs(&self) -> &'static [RequiredProgram];
+    /// What it listens on across the cluster link with no authentication of its own: only the
+    /// cluster's nodes may reach these (`doctor` checks the firewall).
+    fn link_ports(&self) -> &'static [LinkPort];
+
+    /// Whether MODEL (and `--file`) can only be this engine's (a GGUF is llama.cpp's).
+    fn claims(&self, model: &str, file: Option<&str>) -> bool;
+    /// Where MODEL comes from when this engine serves it.
+    fn source(&self, model: &str, file: Option<&str>) -> Result<ModelSource>;
+    /// The files of a model given by its path that a node in `role` reads.
+    fn model_paths(&self, source: &ModelSource, role: Role) -> Result<Vec<String>>;
+    /// The file whose content names the weights it serves, hashed on the node in `role` (none:
+    /// the weights are named by the Hub commit, or not at all).
+    fn identity_file(&self, source: &ModelSource, role: Role) -> Option<String>;
+    /// What to do when a node lacks the model's files where the launch reads them.
+    fn missing_model_fix(&self) -> &'static str;
+
+    /// The backends it may span `nodes` nodes with, the preferred first: more than one when the
+    /// image decides ([`ServingEngine::settle_backend`]). `asked` is `--backend`.
+    fn backends(&self, asked: Option<Backend>, nodes: usize) -> Result<Vec<Backend>>;
+    /// What to ask the head's image to settle on one of `candidates`.
+    fn backend_question(&self, candidates: &[Backend]) -> Option<FlagQuestion>;
+    /// The backend the image settles on, of `candidates`, from the flags its help named (none:
+    /// not asked), and why.
+    fn settle_backend(&self, candidates: &[Backend], flags: Option<&[String]>) -> (Backend, Vec<String>);
+    /// `--tp`/`--pp` as asked, checked for `nodes` (None: neither asked).
+    fn parallelism_asked(&self, tp: Option<usize>, pp: Option<usize>, nodes: usize) -> Result<Option<Parallelism>>;
+    /// How it splits the model over `nodes` when nobody said, on the cluster link's `transport`.
+    fn parallelism(&self, nodes: usize, transport: &Transport) -> Parallelism;
+    /// The programs a node's toolbox needs in `role` over `backend`, each a list of names any one
+    /// of which will do.
+    fn programs(&self, backend: Backend, role: Role) -> Vec<&'static [&'static str]>;
+    /// What each node runs, in steps, and what proves each step.
+    fn plan(&self, nodes: &[NodeFacts], request: &PlanRequest, backend: Backend) -> LaunchPlan;
+    /// The process on the head that serves the endpoint (its log is `TOOLBOX.NAME.log`); the
+    /// ranks elsewhere run under the same name where the engine has ranks.
+    fn server(&self) -> &'static str;
+    /// The variable its server takes an API key from, so the key is never in its argv.
+    fn api_key_env(&self) -> &'static str;
+    /// The flags that name the model at its endpoint (vLLM's `--served-model-name`).
+    fn name_flags(&self) -> &'static [&'static str];
+
+    /// The body of its `POST /tokenize` for `text` (both answer `{"tokens": […]}`).
+    fn tokenize_request(&self, model: &str, text: &str, add_special: bool) -> serde_json::Value;
+}
+
+/// An engine's toolbox.
+#[derive(Debug)]
+pub struct ToolboxProfile {
+    /// The image repository; the channels are its tags.
+    pub image_repo: &'static str,
+    /// The channels it is refreshed from, the default first.
+    pub channels: &'static [&'static str],
+    /// The toolbox a launch or refresh of the default channel uses when no `--name` is given.
+    pub default_toolbox: &'static str,
+    /// Whether a refresh on a terminal asks which channel (when the choice matters to most users).
+    pub ask_channel: bool,
 }
 
 /// How an engine's processes make one server out of several nodes.
@@ -39,150 +121,6 @@ pub enum Backend {
     Rpc,
 }
 
-impl ServingEngine {
-    pub const ALL: [ServingEngine; 2] = [ServingEngine::Vllm, ServingEngine::LlamaCpp];
-
-    /// As the command line and the label spell it.
-    pub fn name(self) -> &'static str {
-        match self {
-            ServingEngine::Vllm => "vllm",
-            ServingEngine::LlamaCpp => "llama.cpp",
-        }
-    }
-
-    /// `--engine vllm|llama.cpp`. The container engine's names are refused with its flag's name
-    /// (it was `--engine` before there were serving engines).
-    pub fn parse(text: &str) -> Result<ServingEngine> {
-        match text {
-            "vllm" => Ok(ServingEngine::Vllm),
-            "llama.cpp" | "llamacpp" | "llama-cpp" => Ok(ServingEngine::LlamaCpp),
-            "auto" | "podman" | "docker" => Err(Error::Usage(format!(
-                "--engine {text}: the container engine is chosen with --container-engine {text}; --engine names \
-                 the serving engine, vllm or llama.cpp"
-            ))),
-            other => Err(Error::Usage(format!("--engine {other:?}: the serving engine is vllm or llama.cpp"))),
-        }
-    }
-
-    /// The engine a toolbox label names; none (a toolbox made before engines were recorded) is vLLM.
-    pub fn of_label(label: Option<&str>) -> ServingEngine {
-        match label {
-            Some("llama.cpp") => ServingEngine::LlamaCpp,
-            _ => ServingEngine::Vllm,
-        }
-    }
-
-    /// The toolbox a launch or refresh uses when no `--name` is given.
-    pub fn default_toolbox(self) -> &'static str {
-        match self {
-            ServingEngine::Vllm => "vllm",
-            ServingEngine::LlamaCpp => "llama",
-        }
-    }
-
-    /// The image repository its toolbox comes from; the channels are its tags.
-    pub fn image_repo(self) -> &'static str {
-        match self {
-            ServingEngine::Vllm => crate::DEFAULT_IMAGE_REPO,
-            ServingEngine::LlamaCpp => "docker.io/kyuz0/amd-strix-halo-toolboxes",
-        }
-    }
-
-    /// The channels (tags) it is refreshed from, the default first. kyuz0's llama.cpp toolboxes:
-    /// `vulkan-radv` is the one its README recommends for most users and all models; the active
-    /// ROCm tags need /dev/kfd (see [`ServingEngine::needs_kfd`]).
-    pub fn channels(self) -> &'static [&'static str] {
-        match self {
-            ServingEngine::Vllm => &crate::image::reference::CHANNELS,
-            ServingEngine::LlamaCpp => &[
-                "vulkan-radv",
-                "vulkan-amdvlk",
-                "rocm-6.4.4",
-                "rocm-6.4.4-rocwmma",
-                "rocm-7.1.1",
-                "rocm-7.1.1-rocwmma",
-                "rocm-7rc",
-                "rocm-7rc-rocwmma",
-                "rocm-7alpha",
-                "rocm-7alpha-rocwmma",
-                "rocm-7alpha-rocwmma-improved",
-            ],
-        }
-    }
-
-    /// `channel` if it is one of its channels.
-    pub fn parse_channel(self, channel: &str) -> Result<&'static str> {
-        self.channels().iter().copied().find(|c| *c == channel).ok_or_else(|| {
-            Error::Usage(format!(
-                "unknown channel {channel:?} for {self}: expected one of {}",
-                self.channels().join(", ")
-            ))
-        })
-    }
-
-    /// The toolbox a refresh of `channel` makes when no `--name` is given: the default channel's
-    /// is the engine's toolbox, another channel's carries its name.
-    pub fn toolbox_for(self, channel: &str) -> String {
-        if channel == self.channels()[0] {
-            self.default_toolbox().to_string()
-        } else {
-            format!("{}-{channel}", self.default_toolbox())
-        }
-    }
-
-    /// Whether its toolbox from `image_ref` needs ROCm's /dev/kfd: vLLM's always; llama.cpp's for
-    /// a ROCm build (its tag says so: `rocm-…`), not for Vulkan, which needs /dev/dri alone.
-    pub fn needs_kfd(self, image_ref: &str) -> bool {
-        match self {
-            ServingEngine::Vllm => true,
-            ServingEngine::LlamaCpp => {
-                let tag = crate::image::reference::ImageRef::parse(image_ref).ok().map(|r| r.tag);
-                tag.flatten().is_some_and(|tag| tag.starts_with("rocm"))
-            }
-        }
-    }
-
-    /// Whether its toolbox gets the node's RDMA devices, memlock and NCCL's transport: vLLM's
-    /// (RCCL over RoCE); llama.cpp's RPC is plain TCP.
-    pub fn uses_rdma(self) -> bool {
-        self == ServingEngine::Vllm
-    }
-
-    /// How it spans more than one node.
-    pub fn cluster_backend(self) -> Backend {
-        match self {
-            ServingEngine::Vllm => Backend::Mp,
-            ServingEngine::LlamaCpp => Backend::Rpc,
-        }
-    }
-
-    /// The process on the head that serves the endpoint (its log is `TOOLBOX.NAME.log`).
-    pub fn server(self) -> &'static str {
-        match self {
-            ServingEngine::Vllm => "vllm",
-            ServingEngine::LlamaCpp => "llama-server",
-        }
-    }
-
-    /// The variable its server takes an API key from, so the key is never in its argv: vLLM's
-    /// `VLLM_API_KEY` (the `--api-key` default), llama-server's `LLAMA_API_KEY` (`--api-key`'s).
-    pub fn api_key_env(self) -> &'static str {
-        match self {
-            ServingEngine::Vllm => "VLLM_API_KEY",
-            ServingEngine::LlamaCpp => "LLAMA_API_KEY",
-        }
-    }
-
-    /// The name the engine's server gives the model when the operator names none: vLLM's
-    /// `--served-model-name`, llama-server's `--alias`.
-    pub fn name_flags(self) -> &'static [&'static str] {
-        match self {
-            ServingEngine::Vllm => &["--served-model-name"],
-            ServingEngine::LlamaCpp => &["--alias", "-a"],
-        }
-    }
-}
-
 impl Backend {
     /// As the command line and the report spell it.
     pub fn name(self) -> &'static str {
@@ -198,57 +136,192 @@ impl Backend {
     pub fn runs_ray(self) -> bool {
         self == Backend::Ray
     }
+
+    /// The part of node `index` (the head first) in a launch over this backend.
+    pub fn role_of(self, index: usize) -> Role {
+        match (self, index) {
+            (Backend::Single, _) => Role::Single,
+            (_, 0) => Role::Head,
+            _ => Role::Worker,
+        }
+    }
 }
 
-impl std::fmt::Display for ServingEngine {
+impl std::fmt::Display for Backend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
+    }
+}
+
+/// Which engine: one of [`ENGINES`], compared, stored and written by its name.
+#[derive(Clone, Copy)]
+pub struct EngineRef(&'static dyn ServingEngine);
+
+impl EngineRef {
+    /// For an engine's own file: its `const`.
+    pub const fn of(engine: &'static dyn ServingEngine) -> EngineRef {
+        EngineRef(engine)
+    }
+
+    /// The engine named `name` (or one of its aliases).
+    pub fn named(name: &str) -> Option<EngineRef> {
+        ENGINES.into_iter().find(|engine| engine.name() == name || engine.aliases().contains(&name))
+    }
+
+    /// The engine a toolbox label names; none (a toolbox made before engines were recorded), or
+    /// one this version does not know, is the default engine.
+    pub fn of_label(label: Option<&str>) -> EngineRef {
+        label.and_then(EngineRef::named).unwrap_or_default()
+    }
+
+    /// The engine MODEL (and `--file`) can only be served by, if any.
+    pub fn claiming(model: &str, file: Option<&str>) -> Option<EngineRef> {
+        ENGINES.into_iter().find(|engine| engine.claims(model, file))
+    }
+
+    /// `channel` if it is one of its channels.
+    pub fn parse_channel(self, channel: &str) -> Result<&'static str> {
+        let channels = self.toolbox().channels;
+        channels.iter().copied().find(|c| *c == channel).ok_or_else(|| {
+            Error::Usage(format!("unknown channel {channel:?} for {self}: expected one of {}", channels.join(", ")))
+        })
+    }
+
+    /// The toolbox a refresh of `channel` makes when no `--name` is given: the default channel's
+    /// is the engine's toolbox, another channel's carries its name.
+    pub fn toolbox_for(self, channel: &str) -> String {
+        let profile = self.toolbox();
+        if profile.channels.first() == Some(&channel) {
+            profile.default_toolbox.to_string()
+        } else {
+            format!("{}-{channel}", profile.default_toolbox)
+        }
+    }
+
+    /// The name its endpoint serves the model under: the operator's own (the engine's naming
+    /// flag among `extra`), else the model as given.
+    pub fn served_name(self, model: &str, extra: &[String]) -> String {
+        let named = self.name_flags().iter().find_map(|flag| super::plan::flag_value(extra, flag));
+        named.unwrap_or(model).to_string()
+    }
+}
+
+impl Default for EngineRef {
+    fn default() -> EngineRef {
+        ENGINES[0]
+    }
+}
+
+impl std::ops::Deref for EngineRef {
+    type Target = dyn ServingEngine;
+
+    fn deref(&self) -> &Self::Target {
+        self.0
+    }
+}
+
+impl PartialEq for EngineRef {
+    fn eq(&self, other: &EngineRef) -> bool {
+        self.name() == other.name()
+    }
+}
+
+impl Eq for EngineRef {}
+
+impl std::hash::Hash for EngineRef {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.name().hash(state);
+    }
+}
+
+impl PartialOrd for EngineRef {
+    fn partial_cmp(&self, other: &EngineRef) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for EngineRef {
+    fn cmp(&self, other: &EngineRef) -> std::cmp::Ordering {
+        self.name().cmp(other.name())
+    }
+}
+
+impl std::fmt::Display for EngineRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::fmt::Debug for EngineRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl Serialize for EngineRef {
+    fn serialize<S: Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.name())
+    }
+}
+
+impl<'de> Deserialize<'de> for EngineRef {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> std::result::Result<EngineRef, D::Error> {
+        let name = String::deserialize(deserializer)?;
+        EngineRef::named(&name).ok_or_else(|| {
+            let known = ENGINES.map(|engine| engine.name()).join(", ");
+            serde::de::Error::custom(format!("unknown serving engine {name:?} (this strix-toolbox knows {known})"))
+        })
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::serving::llama::LLAMA_CPP;
+    use crate::serving::vllm::VLLM;
 
     #[test]
-    fn engines_parse_by_name_and_the_container_engines_say_their_flag() {
-        for engine in ServingEngine::ALL {
-            assert_eq!(ServingEngine::parse(engine.name()).unwrap(), engine);
-            assert_eq!(ServingEngine::of_label(Some(engine.name())), engine);
+    fn engines_are_found_by_name_or_alias() {
+        for engine in ENGINES {
+            assert_eq!(EngineRef::named(engine.name()), Some(engine));
+            assert_eq!(EngineRef::of_label(Some(engine.name())), engine);
+            for alias in engine.aliases() {
+                assert_eq!(EngineRef::named(alias), Some(engine));
+            }
         }
-        let error = ServingEngine::parse("docker").unwrap_err().to_string();
-        assert!(error.contains("--container-engine docker"), "{error}");
-        assert!(matches!(ServingEngine::parse("tgi"), Err(Error::Usage(_))));
-        assert_eq!(ServingEngine::of_label(None), ServingEngine::Vllm, "a toolbox from before profiles");
-        assert_eq!(serde_json::to_string(&ServingEngine::LlamaCpp).unwrap(), "\"llama.cpp\"");
-    }
-
-    #[test]
-    fn llama_cpp_toolboxes_are_kyuz0s_with_its_tags_as_channels() {
-        let llama = ServingEngine::LlamaCpp;
-        assert_eq!(llama.image_repo(), "docker.io/kyuz0/amd-strix-halo-toolboxes");
-        assert_eq!(llama.channels()[0], "vulkan-radv", "its README's recommendation");
-        assert_eq!(llama.toolbox_for("vulkan-radv"), "llama");
-        assert_eq!(llama.toolbox_for("rocm-7.1.1"), "llama-rocm-7.1.1");
-        assert_eq!(ServingEngine::Vllm.toolbox_for("dev"), "vllm-dev");
-        assert!(llama.parse_channel("latest").unwrap_err().to_string().contains("vulkan-radv"));
-        assert!(llama.needs_kfd("docker.io/kyuz0/amd-strix-halo-toolboxes:rocm-7.1.1-rocwmma"));
-        assert!(!llama.needs_kfd("docker.io/kyuz0/amd-strix-halo-toolboxes:vulkan-radv"));
-        assert!(ServingEngine::Vllm.needs_kfd("x/y:latest") && !llama.uses_rdma());
+        assert_eq!(EngineRef::named("tgi"), None);
+        assert_eq!(EngineRef::of_label(None), VLLM, "a toolbox from before profiles");
+        assert_eq!(serde_json::to_string(&LLAMA_CPP).unwrap(), "\"llama.cpp\"");
     }
 
     #[test]
     fn engines_are_named_as_their_projects_name_them() {
-        assert_eq!(serde_json::to_value(ServingEngine::LlamaCpp).unwrap(), "llama.cpp");
-        assert_eq!(serde_json::from_str::<ServingEngine>("\"vllm\"").unwrap(), ServingEngine::Vllm);
-        assert_eq!(ServingEngine::default(), ServingEngine::Vllm);
+        assert_eq!(serde_json::to_value(LLAMA_CPP).unwrap(), "llama.cpp");
+        assert_eq!(serde_json::from_str::<EngineRef>("\"vllm\"").unwrap(), VLLM);
+        let unknown = serde_json::from_str::<EngineRef>("\"tgi\"").unwrap_err().to_string();
+        assert!(unknown.contains("unknown serving engine \"tgi\"") && unknown.contains("llama.cpp"), "{unknown}");
+        assert_eq!(EngineRef::default(), VLLM);
     }
 
     #[test]
-    fn vllm_spans_nodes_without_ray_unless_asked() {
-        assert_eq!(ServingEngine::Vllm.cluster_backend(), Backend::Mp);
+    fn every_engine_has_a_toolbox_with_channels_and_a_server() {
+        for engine in ENGINES {
+            let profile = engine.toolbox();
+            assert!(!profile.channels.is_empty() && !profile.default_toolbox.is_empty(), "{engine}");
+            assert_eq!(engine.toolbox_for(profile.channels[0]), profile.default_toolbox);
+            assert!(!engine.server().is_empty() && !engine.api_key_env().is_empty(), "{engine}");
+            assert!(!engine.backends(None, 3).unwrap().is_empty(), "{engine} spans nodes somehow");
+            assert_eq!(engine.backends(None, 1).unwrap(), [Backend::Single], "{engine} alone on one node");
+        }
+        assert_eq!(VLLM.toolbox_for("dev"), "vllm-dev");
+    }
+
+    #[test]
+    fn backends_are_named_as_the_command_line_names_them() {
         for backend in [Backend::Single, Backend::Ray, Backend::Mp, Backend::Rpc] {
             assert_eq!(serde_json::to_value(backend).unwrap(), backend.name());
         }
+        assert_eq!((Backend::Mp.role_of(0), Backend::Mp.role_of(2)), (Role::Head, Role::Worker));
+        assert_eq!(Backend::Single.role_of(0), Role::Single);
     }
 }

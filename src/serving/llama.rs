@@ -10,9 +10,19 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
 use crate::error::{Error, Result};
-use crate::serving::engine::{Backend, ServingEngine};
+use crate::image::reference::ImageRef;
+use crate::link::ports::LinkPort;
+use crate::serving::engine::{Backend, EngineRef, ServingEngine, ToolboxProfile};
+use crate::serving::model_source::ModelSource;
+use crate::serving::parallelism::Parallelism;
 use crate::serving::plan::{with_overrides, LaunchPlan, NodeFacts, NodePlan, PlanRequest, PlannedCommand, Proof, Step};
 use crate::serving::record::Role;
+use crate::serving::state::FlagQuestion;
+use crate::spec::{ToolboxNeeds, Transport};
+use crate::verify::programs::RequiredProgram;
+
+/// llama.cpp, as the launch and everything else ask it.
+pub const LLAMA_CPP: EngineRef = EngineRef::of(&LlamaCpp);
 
 /// `rpc-server`'s port on each worker (its own default).
 pub const RPC_PORT: u16 = 50052;
@@ -38,6 +48,159 @@ pub const HEAD_ENV: [(&str, &str); 4] = [
     ("LLAMA_ARG_LOAD_MODE", "none"),
     ("LLAMA_ARG_LOG_VERBOSITY", "4"),
 ];
+
+struct LlamaCpp;
+
+impl ServingEngine for LlamaCpp {
+    fn name(&self) -> &'static str {
+        "llama.cpp"
+    }
+
+    fn aliases(&self) -> &'static [&'static str] {
+        &["llamacpp", "llama-cpp"]
+    }
+
+    fn about(&self) -> &'static str {
+        "llama.cpp: the layers split over the nodes (rpc-server on each worker), GGUF models"
+    }
+
+    fn title(&self) -> &'static str {
+        "llama-server"
+    }
+
+    /// kyuz0's llama.cpp toolboxes: `vulkan-radv` is the one its README recommends for most users
+    /// and all models; the ROCm tags need /dev/kfd.
+    fn toolbox(&self) -> &'static ToolboxProfile {
+        &ToolboxProfile {
+            image_repo: "docker.io/kyuz0/amd-strix-halo-toolboxes",
+            channels: &[
+                "vulkan-radv",
+                "vulkan-amdvlk",
+                "rocm-6.4.4",
+                "rocm-6.4.4-rocwmma",
+                "rocm-7.1.1",
+                "rocm-7.1.1-rocwmma",
+                "rocm-7rc",
+                "rocm-7rc-rocwmma",
+                "rocm-7alpha",
+                "rocm-7alpha-rocwmma",
+                "rocm-7alpha-rocwmma-improved",
+            ],
+            default_toolbox: "llama",
+            ask_channel: false,
+        }
+    }
+
+    /// ROCm's /dev/kfd for a ROCm build (its tag says so: `rocm-…`), not for Vulkan, which needs
+    /// /dev/dri alone; no RDMA: its RPC is plain TCP.
+    fn needs(&self, image_ref: &str) -> ToolboxNeeds {
+        let tag = ImageRef::parse(image_ref).ok().and_then(|r| r.tag);
+        ToolboxNeeds { kfd: tag.is_some_and(|tag| tag.starts_with("rocm")), rdma: false }
+    }
+
+    fn image_programs(&self) -> &'static [RequiredProgram] {
+        &[
+            RequiredProgram { names: &[SERVER], probe: "--version" },
+            RequiredProgram { names: &RPC_PROGRAMS, probe: "--help" },
+        ]
+    }
+
+    fn link_ports(&self) -> &'static [LinkPort] {
+        &[LinkPort { port: RPC_PORT, what: "llama.cpp's rpc-server" }]
+    }
+
+    fn claims(&self, model: &str, file: Option<&str>) -> bool {
+        ModelSource::names_gguf(model, file)
+    }
+
+    /// A GGUF by path, or GGUF file(s) of a Hub repository.
+    fn source(&self, model: &str, file: Option<&str>) -> Result<ModelSource> {
+        ModelSource::gguf(model, file)
+    }
+
+    /// The head reads every part of a GGUF given by its path; the workers get tensors over RPC.
+    fn model_paths(&self, source: &ModelSource, role: Role) -> Result<Vec<String>> {
+        match source {
+            ModelSource::Path(path) if role != Role::Worker => gguf_parts(path),
+            _ => Ok(Vec::new()),
+        }
+    }
+
+    /// The head's GGUF (the first part of a split model), hashed where it is read.
+    fn identity_file(&self, source: &ModelSource, role: Role) -> Option<String> {
+        match source {
+            ModelSource::Path(path) if role != Role::Worker => Some(path.clone()),
+            _ => None,
+        }
+    }
+
+    fn missing_model_fix(&self) -> &'static str {
+        "put every part of the GGUF at that path on the head (the workers need no copy)"
+    }
+
+    fn backends(&self, asked: Option<Backend>, nodes: usize) -> Result<Vec<Backend>> {
+        match asked {
+            Some(_) => Err(Error::Usage("--backend is vLLM's: llama.cpp spans the nodes with its RPC backend".into())),
+            None if nodes == 1 => Ok(vec![Backend::Single]),
+            None => Ok(vec![Backend::Rpc]),
+        }
+    }
+
+    fn backend_question(&self, _candidates: &[Backend]) -> Option<FlagQuestion> {
+        None
+    }
+
+    fn settle_backend(&self, candidates: &[Backend], _flags: Option<&[String]>) -> (Backend, Vec<String>) {
+        (candidates.first().copied().unwrap_or_default(), Vec::new())
+    }
+
+    fn parallelism_asked(&self, tp: Option<usize>, pp: Option<usize>, _nodes: usize) -> Result<Option<Parallelism>> {
+        match (tp, pp) {
+            (None, None) => Ok(None),
+            _ => Err(Error::Usage(
+                "--tp and --pp are vLLM's: llama.cpp splits the model's layers over every node's GPU".into(),
+            )),
+        }
+    }
+
+    /// Its layers over every node's GPU (llama.cpp's `--split-mode layer`): a pipeline.
+    fn parallelism(&self, nodes: usize, _transport: &Transport) -> Parallelism {
+        let why = match nodes {
+            1 => "one node, one GPU".to_string(),
+            _ => format!("the model's layers split over the {nodes} nodes' GPUs (llama.cpp's RPC backend)"),
+        };
+        Parallelism { tp: 1, pp: nodes, why }
+    }
+
+    fn programs(&self, _backend: Backend, role: Role) -> Vec<&'static [&'static str]> {
+        match role {
+            Role::Worker => vec![&RPC_PROGRAMS],
+            Role::Head | Role::Single => vec![&[SERVER]],
+        }
+    }
+
+    fn plan(&self, nodes: &[NodeFacts], request: &PlanRequest, backend: Backend) -> LaunchPlan {
+        plan(nodes, request, backend)
+    }
+
+    fn server(&self) -> &'static str {
+        SERVER
+    }
+
+    /// llama-server's `LLAMA_API_KEY` (`--api-key`'s).
+    fn api_key_env(&self) -> &'static str {
+        "LLAMA_API_KEY"
+    }
+
+    /// `--alias`, which names the model at its endpoint.
+    fn name_flags(&self) -> &'static [&'static str] {
+        &["--alias", "-a"]
+    }
+
+    fn tokenize_request(&self, _model: &str, text: &str, add_special: bool) -> serde_json::Value {
+        serde_json::json!({ "content": text, "add_special": add_special })
+    }
+}
 
 /// `rpc-server` on a worker: bound to its link address, with its local cache.
 pub fn rpc_server(program: &str, listen: SocketAddr) -> Vec<String> {
@@ -71,12 +234,12 @@ pub fn llama_server(
 /// What each node runs: every worker's `rpc-server` at once, proven by each answering on its link
 /// address from the head; then `llama-server` on the head, proven by its endpoint and by its log
 /// naming every worker as a device it loaded the model onto. One node: `llama-server` alone.
-pub fn plan(nodes: &[NodeFacts], request: &PlanRequest, backend: Backend) -> LaunchPlan {
+fn plan(nodes: &[NodeFacts], request: &PlanRequest, backend: Backend) -> LaunchPlan {
     let listen = |facts: &NodeFacts| SocketAddr::from((facts.link_ip, RPC_PORT));
     let workers: Vec<SocketAddr> =
         if backend == Backend::Rpc { nodes[1..].iter().map(listen).collect() } else { Vec::new() };
     // The operator's own name wins; otherwise the model as given, as vLLM names it.
-    let alias = ServingEngine::LlamaCpp
+    let alias = LLAMA_CPP
         .name_flags()
         .iter()
         .all(|flag| crate::serving::plan::flag_value(&request.extra, flag).is_none())
@@ -89,7 +252,7 @@ pub fn plan(nodes: &[NodeFacts], request: &PlanRequest, backend: Backend) -> Lau
                 let head_env = HEAD_ENV.iter().map(|(key, value)| (key.to_string(), value.to_string()));
                 let env = with_overrides(head_env.collect(), request);
                 let role = if backend == Backend::Rpc { Role::Head } else { Role::Single };
-                let secrets = [ServingEngine::LlamaCpp.api_key_env()];
+                let secrets = [LLAMA_CPP.api_key_env()];
                 (role, PlannedCommand::process(SERVER, argv, env).with_secrets(&secrets, request))
             }
             _ => {
@@ -118,7 +281,7 @@ pub fn plan(nodes: &[NodeFacts], request: &PlanRequest, backend: Backend) -> Lau
     } else {
         vec![Step { starts: vec![(0, 0)], proofs: vec![Proof::Endpoint] }]
     };
-    LaunchPlan { engine: ServingEngine::LlamaCpp, backend, nodes: planned, steps }
+    LaunchPlan { engine: LLAMA_CPP, backend, nodes: planned, steps }
 }
 
 /// Every file of a GGUF model given by its path: a split model (`NAME-00001-of-00003.gguf`) is
@@ -169,7 +332,7 @@ mod tests {
         PlanRequest {
             model: "/models/tiny.gguf".into(),
             served: "/models/tiny.gguf".into(),
-            tp: None,
+            split: Parallelism { tp: 1, pp: 1, why: String::new() },
             host: "0.0.0.0".into(),
             port: 8080,
             extra: extra.iter().map(|s| s.to_string()).collect(),
@@ -187,6 +350,7 @@ mod tests {
             facts("node3", [192, 168, 2, 3], &["rpc-server"]),
         ];
         let plan = plan(&nodes, &request(&[]), Backend::Rpc);
+        assert!(!plan.nodes.iter().flat_map(|n| &n.commands).any(|c| c.clears_compile_cache), "vLLM's cache");
         assert_eq!(plan.nodes[1].commands[0].argv.join(" "), "ggml-rpc-server -H 192.168.2.2 -p 50052 -c");
         assert_eq!(plan.nodes[2].commands[0].argv.join(" "), "rpc-server -H 192.168.2.3 -p 50052 -c", "an older build");
         let head = &plan.nodes[0].commands[0];
@@ -213,6 +377,39 @@ mod tests {
         let argv = plan.nodes[0].commands[0].argv.join(" ");
         assert!(!argv.contains("--rpc") && !argv.contains("--alias") && argv.ends_with("-a tiny"), "{argv}");
         assert_eq!(plan.nodes[0].role, Role::Single);
+    }
+
+    #[test]
+    fn it_spans_nodes_over_rpc_alone_and_takes_no_tp_pp_or_backend() {
+        assert_eq!(LLAMA_CPP.backends(None, 3).unwrap(), [Backend::Rpc]);
+        assert!(matches!(LLAMA_CPP.backends(Some(Backend::Ray), 2), Err(Error::Usage(_))));
+        assert_eq!(LLAMA_CPP.parallelism_asked(None, None, 3).unwrap(), None);
+        assert!(matches!(LLAMA_CPP.parallelism_asked(Some(2), None, 3), Err(Error::Usage(_))));
+        let layers = LLAMA_CPP.parallelism(2, &Transport::ThunderboltTcp { netdev: "thunderbolt0".into() });
+        assert_eq!((layers.tp, layers.pp), (1, 2), "its layers split over both nodes");
+    }
+
+    #[test]
+    fn the_head_alone_reads_the_gguf_and_a_gguf_is_its_model() {
+        assert_eq!(LLAMA_CPP.programs(Backend::Rpc, Role::Worker), [&RPC_PROGRAMS[..]]);
+        let split = ModelSource::Path("/m/q-00001-of-00002.gguf".into());
+        assert_eq!(LLAMA_CPP.model_paths(&split, Role::Head).unwrap().len(), 2, "every part, on the head");
+        assert!(LLAMA_CPP.model_paths(&split, Role::Worker).unwrap().is_empty(), "the workers need no copy");
+        assert_eq!(LLAMA_CPP.identity_file(&split, Role::Head).as_deref(), Some("/m/q-00001-of-00002.gguf"));
+        assert!(LLAMA_CPP.claims("org/name:Q8_0", None) && !LLAMA_CPP.claims("org/name", None));
+    }
+
+    #[test]
+    fn llama_cpp_toolboxes_are_kyuz0s_with_its_tags_as_channels() {
+        let profile = LLAMA_CPP.toolbox();
+        assert_eq!(profile.image_repo, "docker.io/kyuz0/amd-strix-halo-toolboxes");
+        assert_eq!(profile.channels[0], "vulkan-radv", "its README's recommendation");
+        assert_eq!(LLAMA_CPP.toolbox_for("vulkan-radv"), "llama");
+        assert_eq!(LLAMA_CPP.toolbox_for("rocm-7.1.1"), "llama-rocm-7.1.1");
+        assert!(LLAMA_CPP.parse_channel("latest").unwrap_err().to_string().contains("vulkan-radv"));
+        assert!(LLAMA_CPP.needs("docker.io/kyuz0/amd-strix-halo-toolboxes:rocm-7.1.1-rocwmma").kfd);
+        let vulkan = LLAMA_CPP.needs("docker.io/kyuz0/amd-strix-halo-toolboxes:vulkan-radv");
+        assert!(!vulkan.kfd && !vulkan.rdma);
     }
 
     #[test]

@@ -14,6 +14,7 @@ pub(crate) mod environment;
 pub(crate) mod http;
 pub(crate) mod llama;
 pub(crate) mod logs;
+pub(crate) mod model_source;
 pub(crate) mod parallelism;
 pub(crate) mod plan;
 pub(crate) mod probe;

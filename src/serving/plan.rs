@@ -9,7 +9,8 @@ use std::net::{Ipv4Addr, SocketAddr};
 
 use serde::{Deserialize, Serialize};
 
-use crate::serving::engine::{Backend, ServingEngine};
+use crate::serving::engine::{Backend, EngineRef};
+use crate::serving::parallelism::Parallelism;
 use crate::serving::ray::RayRole;
 use crate::serving::record::Role;
 use crate::spec::Transport;
@@ -34,7 +35,8 @@ pub struct PlanRequest {
     pub model: String,
     /// What the endpoint is asked to call it (the engine's own naming flag, or the model).
     pub served: String,
-    pub tp: Option<usize>,
+    /// How the model is split over the nodes (for the engines that take it).
+    pub split: Parallelism,
     /// The address the server listens on (`--host`: all interfaces unless given).
     pub host: String,
     pub port: u16,
@@ -57,6 +59,10 @@ pub struct PlannedCommand {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub secret_env: Vec<String>,
     pub start: Start,
+    /// It starts first of the engine's processes on its node, so it clears the engine's compile
+    /// cache first (vLLM's: a cache from another image can crash or hang it).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub clears_compile_cache: bool,
 }
 
 /// How a command starts, and so how it is stopped.
@@ -114,7 +120,7 @@ pub enum Proof {
 /// The whole plan, as `--dry-run` prints it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LaunchPlan {
-    pub engine: ServingEngine,
+    pub engine: EngineRef,
     pub backend: Backend,
     pub nodes: Vec<NodePlan>,
     pub steps: Vec<Step>,
@@ -128,6 +134,7 @@ impl PlannedCommand {
             env,
             secret_env: Vec::new(),
             start: Start::Process { name: name.to_string(), listens: None },
+            clears_compile_cache: false,
         }
     }
 

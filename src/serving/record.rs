@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 use crate::model::identity::ModelIdentity;
 use crate::paths::Paths;
 use crate::secret::names_a_secret;
-use crate::serving::engine::{Backend, ServingEngine};
+use crate::serving::engine::{Backend, EngineRef};
 
 /// The node's part in the serving cluster.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -38,7 +38,7 @@ pub struct ServingRecord {
     /// The name `/v1/models` lists it under.
     pub served: String,
     #[serde(default)]
-    pub engine: ServingEngine,
+    pub engine: EngineRef,
     #[serde(default)]
     pub backend: Backend,
     pub role: Role,
@@ -107,7 +107,7 @@ impl ServingRecord {
         toolbox: &str,
         model: &str,
         served: &str,
-        engine: ServingEngine,
+        engine: EngineRef,
         backend: Backend,
         role: Role,
         nodes: usize,
@@ -297,7 +297,7 @@ mod tests {
             "vllm",
             "org/model",
             "org/model",
-            ServingEngine::Vllm,
+            crate::serving::vllm::VLLM,
             Backend::Ray,
             Role::Head,
             2,
@@ -351,7 +351,7 @@ mod tests {
             "ray": true, "vllm_pid": 42}"#;
         std::fs::write(files.record(), old).unwrap();
         let read = files.read().unwrap().unwrap();
-        assert_eq!((read.engine, read.backend, read.tp), (ServingEngine::Vllm, Backend::Ray, Some(2)));
+        assert_eq!((read.engine, read.backend, read.tp), (crate::serving::vllm::VLLM, Backend::Ray, Some(2)));
         assert_eq!(read.identity, None, "unidentified");
         assert_eq!(read.process("vllm").map(|p| p.pid), Some(42));
         assert_eq!(read.process("vllm").unwrap().log, files.log("vllm").display().to_string());

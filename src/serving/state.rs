@@ -10,7 +10,7 @@ use crate::error::Result;
 use crate::labels;
 use crate::link::address::{cluster_link, NodeLink};
 use crate::serving::commands::{launch_alive, words};
-use crate::serving::engine::ServingEngine;
+use crate::serving::engine::EngineRef;
 use crate::serving::record::{ServingFiles, ServingRecord};
 use crate::settings::Settings;
 use crate::toolbox::running::RunningToolbox;
@@ -49,7 +49,7 @@ pub struct ServeCheckReport {
     pub image: Option<String>,
     /// The engine the toolbox was made for (its label; None: made before engines were recorded).
     #[serde(default)]
-    pub engine: Option<ServingEngine>,
+    pub engine: Option<EngineRef>,
     /// This check started it.
     pub started: bool,
     /// The cluster link Ray and vLLM bind to (its transport, and its netdev as the kernel has it).
@@ -159,7 +159,7 @@ pub async fn serve_check(settings: &Settings, check: &ServeCheck) -> Result<Serv
         engine: toolbox
             .as_ref()
             .and_then(|t| t.container.labels.get(labels::ENGINE))
-            .map(|label| ServingEngine::of_label(Some(label))),
+            .map(|label| EngineRef::of_label(Some(label))),
         started: toolbox.as_ref().is_some_and(|t| t.started),
         cluster_link,
         serving,

@@ -7,20 +7,185 @@
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr};
 
-use crate::serving::engine::{Backend, ServingEngine};
+use crate::error::Result;
+use crate::link::ports::LinkPort;
+use crate::serving::engine::{Backend, EngineRef, ServingEngine, ToolboxProfile};
 use crate::serving::environment::serving_env;
+use crate::serving::model_source::ModelSource;
 use crate::serving::parallelism::Parallelism;
 use crate::serving::plan::{
     flag_value, with_overrides, LaunchPlan, NodeFacts, NodePlan, PlanRequest, PlannedCommand, Proof, Start, Step,
 };
-use crate::serving::ray::{ray_head, ray_worker, RayRole, AUTH_MODE, AUTH_TOKEN};
+use crate::serving::ray::{ray_head, ray_worker, RayRole, AUTH_MODE, AUTH_TOKEN, RAY_PORT};
 use crate::serving::record::Role;
+use crate::serving::state::FlagQuestion;
+use crate::spec::{ToolboxNeeds, Transport};
+use crate::verify::programs::RequiredProgram;
+
+/// vLLM, as the launch and everything else ask it.
+pub const VLLM: EngineRef = EngineRef::of(&Vllm);
 
 /// The process name (and log) of `vllm serve`: the server on the head, a headless rank elsewhere.
 pub const SERVER: &str = "vllm";
 
 /// Where the head's rank 0 takes the others in (vLLM's default `--master-port`), on the link.
 pub const RENDEZVOUS_PORT: u16 = 29501;
+
+/// The flag of vLLM's that says its multiprocessing executor spans nodes.
+const NNODES: &str = "--nnodes";
+
+struct Vllm;
+
+impl ServingEngine for Vllm {
+    fn name(&self) -> &'static str {
+        "vllm"
+    }
+
+    fn aliases(&self) -> &'static [&'static str] {
+        &[]
+    }
+
+    fn about(&self) -> &'static str {
+        "vLLM: tensor or pipeline parallel across the nodes, safetensors models from the Hub or a directory"
+    }
+
+    fn title(&self) -> &'static str {
+        "vLLM"
+    }
+
+    fn toolbox(&self) -> &'static ToolboxProfile {
+        &ToolboxProfile {
+            image_repo: crate::DEFAULT_IMAGE_REPO,
+            channels: &crate::image::reference::CHANNELS,
+            default_toolbox: "vllm",
+            ask_channel: true,
+        }
+    }
+
+    fn needs(&self, _image_ref: &str) -> ToolboxNeeds {
+        ToolboxNeeds { kfd: true, rdma: true }
+    }
+
+    fn image_programs(&self) -> &'static [RequiredProgram] {
+        &[]
+    }
+
+    fn link_ports(&self) -> &'static [LinkPort] {
+        &[
+            LinkPort { port: RAY_PORT, what: "Ray's GCS" },
+            LinkPort { port: 10001, what: "Ray's client server" },
+            LinkPort { port: 8265, what: "Ray's dashboard" },
+        ]
+    }
+
+    fn claims(&self, _model: &str, _file: Option<&str>) -> bool {
+        false
+    }
+
+    fn source(&self, model: &str, file: Option<&str>) -> Result<ModelSource> {
+        if ModelSource::names_gguf(model, file) {
+            return Err(crate::error::Error::Usage(format!(
+                "{model}: a GGUF model (a .gguf path, REPO:QUANT or --file) is served by llama.cpp, not vLLM"
+            )));
+        }
+        ModelSource::whole(model, file)
+    }
+
+    /// vLLM's ranks load a model given by its path on every node.
+    fn model_paths(&self, source: &ModelSource, _role: Role) -> Result<Vec<String>> {
+        Ok(match source {
+            ModelSource::Path(path) => vec![path.clone()],
+            _ => Vec::new(),
+        })
+    }
+
+    fn identity_file(&self, _source: &ModelSource, _role: Role) -> Option<String> {
+        None
+    }
+
+    fn missing_model_fix(&self) -> &'static str {
+        "put the model at the same path on every node (or give its Hub id: the launch then pulls it once and \
+         spreads it)"
+    }
+
+    /// Its multiprocessing executor where the image's vLLM spans nodes with it, else Ray's.
+    fn backends(&self, asked: Option<Backend>, nodes: usize) -> Result<Vec<Backend>> {
+        Ok(match asked {
+            _ if nodes == 1 => vec![Backend::Single],
+            Some(backend) => vec![backend],
+            None => vec![Backend::Mp, Backend::Ray],
+        })
+    }
+
+    fn backend_question(&self, candidates: &[Backend]) -> Option<FlagQuestion> {
+        (candidates.len() > 1).then(|| FlagQuestion {
+            help: ["vllm", "serve", "--help=all"].map(String::from).to_vec(),
+            flags: vec![NNODES.to_string()],
+        })
+    }
+
+    /// vLLM's multiprocessing executor spans nodes from the version that has `--nnodes`: it is
+    /// kept when the image's vLLM names it (or could not be asked: a dry run of a stopped
+    /// toolbox), else Ray's executor takes over, and the report says so.
+    fn settle_backend(&self, candidates: &[Backend], flags: Option<&[String]>) -> (Backend, Vec<String>) {
+        if candidates.len() == 1 {
+            return (candidates[0], Vec::new());
+        }
+        match flags {
+            Some(found) if !found.iter().any(|flag| flag == NNODES) => (
+                Backend::Ray,
+                vec![format!(
+                    "backend ray: the image's vLLM has no {NNODES} (its own executor spans one node only), so \
+                     Ray's executor spans the nodes; a newer image runs without Ray"
+                )],
+            ),
+            Some(_) => (Backend::Mp, vec!["backend mp: vLLM's own executor across the nodes, no Ray".into()]),
+            None => (
+                Backend::Mp,
+                vec!["backend mp: vLLM's own executor across the nodes, no Ray (the stopped toolbox's vLLM was not \
+                      asked whether it has --nnodes)"
+                    .into()],
+            ),
+        }
+    }
+
+    fn parallelism_asked(&self, tp: Option<usize>, pp: Option<usize>, nodes: usize) -> Result<Option<Parallelism>> {
+        Parallelism::asked(tp, pp, nodes)
+    }
+
+    fn parallelism(&self, nodes: usize, transport: &Transport) -> Parallelism {
+        Parallelism::by_link(nodes, transport)
+    }
+
+    fn programs(&self, backend: Backend, role: Role) -> Vec<&'static [&'static str]> {
+        match role {
+            Role::Worker if backend.runs_ray() => vec![&["ray"]],
+            _ if backend.runs_ray() => vec![&["vllm"], &["ray"]],
+            _ => vec![&["vllm"]],
+        }
+    }
+
+    fn plan(&self, nodes: &[NodeFacts], request: &PlanRequest, backend: Backend) -> LaunchPlan {
+        plan(nodes, request, backend)
+    }
+
+    fn server(&self) -> &'static str {
+        SERVER
+    }
+
+    /// vLLM's `VLLM_API_KEY` (the `--api-key` default).
+    fn api_key_env(&self) -> &'static str {
+        "VLLM_API_KEY"
+    }
+
+    fn name_flags(&self) -> &'static [&'static str] {
+        &["--served-model-name"]
+    }
+
+    fn tokenize_request(&self, model: &str, text: &str, add_special: bool) -> serde_json::Value {
+        serde_json::json!({ "model": model, "prompt": text, "add_special_tokens": add_special })
+    }
+}
 
 /// How one `vllm serve` spans the nodes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,7 +239,8 @@ pub fn vllm_serve(
 /// executor: `vllm serve` on every node at once (the head's rank 0 and its API, a headless rank
 /// on each other node), proven by every rank's log saying it joined, then by the endpoint. On
 /// one node, `vllm serve` alone.
-pub fn plan(nodes: &[NodeFacts], request: &PlanRequest, backend: Backend, split: &Parallelism) -> LaunchPlan {
+fn plan(nodes: &[NodeFacts], request: &PlanRequest, backend: Backend) -> LaunchPlan {
+    let split = &request.split;
     let over_ray = backend == Backend::Ray;
     let head_ip = nodes[0].link_ip;
     let mut extra = request.extra.clone();
@@ -102,12 +268,9 @@ pub fn plan(nodes: &[NodeFacts], request: &PlanRequest, backend: Backend, split:
             env: env.clone(),
             secret_env: Vec::new(),
             start: Start::Ray { role },
+            clears_compile_cache: false,
         };
-        let role = match (backend, index) {
-            (Backend::Single, _) => Role::Single,
-            (_, 0) => Role::Head,
-            _ => Role::Worker,
-        };
+        let role = backend.role_of(index);
         let mut commands = match (over_ray, index) {
             (false, _) => Vec::new(),
             (true, 0) => vec![PlannedCommand { argv: ray_head(facts.link_ip), ..ray(RayRole::Head) }],
@@ -123,7 +286,7 @@ pub fn plan(nodes: &[NodeFacts], request: &PlanRequest, backend: Backend, split:
         let argv = vllm_serve(&request.model, (split.tp, split.pp), executor, (&request.host, request.port), &extra);
         if index == 0 {
             let mut serve_env = env.clone();
-            let mut secrets = vec!["HF_TOKEN", ServingEngine::Vllm.api_key_env()];
+            let mut secrets = vec!["HF_TOKEN", VLLM.api_key_env()];
             if over_ray {
                 // The driver talks to Ray: it needs the launch's token too.
                 serve_env.insert(AUTH_MODE.0.into(), AUTH_MODE.1.into());
@@ -136,6 +299,11 @@ pub fn plan(nodes: &[NodeFacts], request: &PlanRequest, backend: Backend, split:
             commands.push(serve);
         } else if backend == Backend::Mp {
             commands.push(PlannedCommand::process(SERVER, argv, env.clone()).with_secrets(&["HF_TOKEN"], request));
+        }
+        // What starts first on the node clears vLLM's compile cache: Ray where it runs (its
+        // actors compile), else `vllm serve`.
+        if let Some(first) = commands.first_mut() {
+            first.clears_compile_cache = true;
         }
         planned.push(NodePlan { node: facts.node.clone(), role, link_ip: facts.link_ip, commands });
     }
@@ -159,12 +327,45 @@ pub fn plan(nodes: &[NodeFacts], request: &PlanRequest, backend: Backend, split:
         }
         Backend::Single | Backend::Rpc => vec![Step { starts: vec![(0, 0)], proofs: vec![Proof::Endpoint] }],
     };
-    LaunchPlan { engine: ServingEngine::Vllm, backend, nodes: planned, steps }
+    LaunchPlan { engine: VLLM, backend, nodes: planned, steps }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tp_and_pp_fill_the_nodes_and_the_link_decides_when_nobody_asked() {
+        assert_eq!(VLLM.parallelism_asked(None, None, 4).unwrap(), None, "the link decides");
+        assert_eq!(VLLM.parallelism_asked(Some(2), None, 4).unwrap().map(|p| p.pp), Some(2));
+        let error = VLLM.parallelism_asked(Some(3), None, 2).unwrap_err();
+        assert!(matches!(error, crate::error::Error::Usage(_)) && error.to_string().contains("--tp 3"), "{error}");
+    }
+
+    #[test]
+    fn the_image_says_whether_vllm_spans_nodes_without_ray() {
+        assert_eq!(VLLM.backends(None, 3).unwrap(), [Backend::Mp, Backend::Ray], "mp where the image has it");
+        assert_eq!(VLLM.backends(None, 1).unwrap(), [Backend::Single]);
+        assert_eq!(VLLM.backends(Some(Backend::Ray), 2).unwrap(), [Backend::Ray]);
+        let candidates = [Backend::Mp, Backend::Ray];
+        assert!(VLLM.backend_question(&candidates).is_some() && VLLM.backend_question(&[Backend::Mp]).is_none());
+        let (backend, why) = VLLM.settle_backend(&candidates, Some(&[]));
+        assert_eq!(backend, Backend::Ray);
+        assert!(why[0].contains("no --nnodes"), "{why:?}");
+        assert_eq!(VLLM.settle_backend(&candidates, Some(&[NNODES.into()])).0, Backend::Mp);
+        assert_eq!(VLLM.settle_backend(&candidates, None).0, Backend::Mp, "not asked: kept");
+        assert_eq!(VLLM.settle_backend(&[Backend::Mp], Some(&[])), (Backend::Mp, Vec::new()), "asked: kept");
+    }
+
+    #[test]
+    fn each_role_needs_its_programs_and_every_rank_reads_the_model() {
+        assert_eq!(VLLM.programs(Backend::Ray, Role::Head), [&["vllm"][..], &["ray"][..]]);
+        assert_eq!(VLLM.programs(Backend::Ray, Role::Worker), [&["ray"][..]]);
+        assert_eq!(VLLM.programs(Backend::Single, Role::Single), [&["vllm"][..]]);
+        let path = ModelSource::Path("/models/tiny".into());
+        assert_eq!(VLLM.model_paths(&path, Role::Worker).unwrap(), ["/models/tiny"], "every vLLM rank reads it");
+        assert!(VLLM.source("/m/x.gguf", None).unwrap_err().to_string().contains("llama.cpp"));
+    }
 
     #[test]
     fn each_executor_spells_its_flags() {
@@ -195,7 +396,7 @@ mod tests {
     #[test]
     fn mp_runs_a_rank_on_every_node_at_once_and_no_ray() {
         let nodes = [facts("node1", [192, 168, 2, 1], None), facts("node2", [192, 168, 2, 2], None)];
-        let plan = plan(&nodes, &request("/models/tiny", &[], &[], None), Backend::Mp, &split(1, 2));
+        let plan = planned(&nodes, request("/models/tiny", &[], &[], None), Backend::Mp, split(1, 2));
         for (index, node) in plan.nodes.iter().enumerate() {
             let serve = &node.commands[0];
             assert_eq!(node.commands.len(), 1);
@@ -209,8 +410,13 @@ mod tests {
         assert_eq!(plan.steps[0].starts, [(0, 0), (1, 0)]);
         assert!(matches!(plan.steps[0].proofs[..], [Proof::RanksJoined { .. }, Proof::Endpoint]));
         let quiet = request("/models/tiny", &[], &[("NCCL_DEBUG", "WARN")], None);
-        let plan = super::plan(&nodes, &quiet, Backend::Mp, &split(1, 2));
+        let plan = planned(&nodes, quiet, Backend::Mp, split(1, 2));
         assert_eq!(plan.steps[0].proofs, [Proof::Endpoint], "no RCCL lines to read: the endpoint proves it");
+    }
+
+    /// The plan of `request` split `split`.
+    fn planned(nodes: &[NodeFacts], request: PlanRequest, backend: Backend, split: Parallelism) -> LaunchPlan {
+        plan(nodes, &PlanRequest { split, ..request }, backend)
     }
 
     fn split(tp: usize, pp: usize) -> Parallelism {
@@ -231,7 +437,7 @@ mod tests {
         PlanRequest {
             model: model.into(),
             served: model.into(),
-            tp: Some(2),
+            split: split(2, 1),
             host: "0.0.0.0".into(),
             port: 8000,
             extra: extra.iter().map(|s| s.to_string()).collect(),
@@ -244,7 +450,7 @@ mod tests {
     #[test]
     fn ray_first_on_every_node_then_vllm_on_the_head() {
         let nodes = [facts("node1", [192, 168, 2, 1], None), facts("node2", [192, 168, 2, 2], None)];
-        let plan = plan(&nodes, &request("/models/tiny", &[], &[], None), Backend::Ray, &split(2, 1));
+        let plan = planned(&nodes, request("/models/tiny", &[], &[], None), Backend::Ray, split(2, 1));
         assert_eq!(plan.nodes[0].commands[0].argv[..3], ["ray", "start", "--head"]);
         assert_eq!(plan.nodes[1].commands[0].argv[..4], ["ray", "start", "--address", "192.168.2.1:6379"]);
         let serve = &plan.nodes[0].commands[1];
@@ -262,7 +468,7 @@ mod tests {
         let commit = "c12a728b0b9a3d8c0a9e6a1d5b1f4e2c3d4e5f60";
         let nodes =
             [facts("node1", [192, 168, 2, 1], Some("/h1/hub")), facts("node2", [192, 168, 2, 2], Some("/h2/hub"))];
-        let plan = plan(&nodes, &request("acme/tiny", &[], &[], Some(commit)), Backend::Ray, &split(2, 1));
+        let plan = planned(&nodes, request("acme/tiny", &[], &[], Some(commit)), Backend::Ray, split(2, 1));
         for (node, cache) in plan.nodes.iter().zip(["/h1/hub", "/h2/hub"]) {
             for command in &node.commands {
                 assert_eq!(command.env["HF_HUB_OFFLINE"], "1", "{}", node.node);
@@ -274,14 +480,14 @@ mod tests {
 
         // The operator's own --revision and -e win.
         let asked = request("acme/tiny", &["--revision", "v1"], &[("HF_HUB_OFFLINE", "0")], Some(commit));
-        let plan = super::plan(&nodes, &asked, Backend::Ray, &split(2, 1));
+        let plan = planned(&nodes, asked, Backend::Ray, split(2, 1));
         let serve = &plan.nodes[0].commands.last().unwrap().argv;
         assert_eq!(serve.iter().filter(|w| *w == "--revision").count(), 1, "{serve:?}");
         assert_eq!(plan.nodes[1].commands[0].env["HF_HUB_OFFLINE"], "0");
 
         // A path: vLLM as before, on one node without Ray.
         let alone = [facts("node1", [127, 0, 0, 1], None)];
-        let plan = super::plan(&alone, &request("/models/tiny", &[], &[], None), Backend::Single, &split(1, 1));
+        let plan = planned(&alone, request("/models/tiny", &[], &[], None), Backend::Single, split(1, 1));
         assert!(!plan.nodes[0].commands[0].env.contains_key("HF_HUB_OFFLINE"));
         assert!(!plan.nodes[0].commands[0].argv.contains(&"--revision".to_string()));
         assert_eq!(plan.nodes[0].commands[0].secret_env, ["HF_TOKEN"], "no Ray, no Ray token");

@@ -23,7 +23,6 @@ use serde::{Deserialize, Serialize};
 use crate::engine::{EngineInfo, EngineKind, Ulimit};
 use crate::error::{Error, Result};
 use crate::host::{HostFacts, HostRoot};
-use crate::serving::engine::ServingEngine;
 pub use transport::Transport;
 
 /// crun's annotation behind podman's `--group-add keep-groups`.
@@ -39,30 +38,25 @@ pub struct SpecOptions {
     pub runtime: String,
     /// Extra environment from the user (`--env`), applied last.
     pub extra_env: BTreeMap<String, String>,
-    /// The serving engine the toolbox is for: llama.cpp's gets no RDMA devices, memlock or NCCL
-    /// transport (its RPC is plain TCP).
-    pub serving: ServingEngine,
-    /// ROCm's /dev/kfd (`ServingEngine::needs_kfd`: not for a Vulkan llama.cpp image).
+    /// What the serving engine the toolbox is for needs of the node.
+    pub needs: ToolboxNeeds,
+}
+
+/// What a serving engine's toolbox needs of the node beyond /dev/dri (each engine says its own).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ToolboxNeeds {
+    /// ROCm's /dev/kfd (not for a Vulkan llama.cpp image).
     pub kfd: bool,
+    /// The node's RDMA devices, memlock and NCCL's transport (RCCL over RoCE; llama.cpp's RPC is
+    /// plain TCP).
+    pub rdma: bool,
 }
 
 impl SpecOptions {
-    /// The options of a toolbox of `serving` from `image_ref` on the engine `info` describes: the
-    /// one way refresh makes a spec and verify and detect expect it.
-    pub fn new(
-        info: &EngineInfo,
-        serving: ServingEngine,
-        image_ref: &str,
-        extra_env: BTreeMap<String, String>,
-    ) -> Self {
-        SpecOptions {
-            engine: info.kind,
-            rootless: info.rootless,
-            runtime: info.runtime.clone(),
-            extra_env,
-            serving,
-            kfd: serving.needs_kfd(image_ref),
-        }
+    /// The options of a toolbox that `needs` this of the node, on the engine `info` describes:
+    /// the one way refresh makes a spec and verify and detect expect it.
+    pub fn new(info: &EngineInfo, needs: ToolboxNeeds, extra_env: BTreeMap<String, String>) -> Self {
+        SpecOptions { engine: info.kind, rootless: info.rootless, runtime: info.runtime.clone(), extra_env, needs }
     }
 }
 
@@ -91,13 +85,13 @@ impl ToolboxSpec {
         let mut spec = ToolboxSpec { security_opt: vec!["seccomp=unconfined".to_string()], ..Default::default() };
 
         let mut device_dirs = Vec::new();
-        if options.kfd && facts.gpu.kfd.is_some() {
+        if options.needs.kfd && facts.gpu.kfd.is_some() {
             device_dirs.push("/dev/kfd");
         }
         if !facts.gpu.dri.is_empty() {
             device_dirs.push("/dev/dri");
         }
-        let rdma = options.serving.uses_rdma() && facts.rdma.present();
+        let rdma = options.needs.rdma && facts.rdma.present();
         if rdma {
             device_dirs.push("/dev/infiniband");
             spec.ulimits.push(Ulimit { name: "memlock".into(), soft: None, hard: None });
@@ -115,7 +109,7 @@ impl ToolboxSpec {
                 wanted.iter().filter_map(|name| facts.groups.gids.get(*name)).map(|gid| gid.to_string()).collect();
         }
 
-        if options.serving.uses_rdma() {
+        if options.needs.rdma {
             spec.env = Transport::of(facts).env();
         }
         spec.env.extend(options.extra_env.clone());

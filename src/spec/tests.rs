@@ -7,7 +7,6 @@ use crate::engine::argv::create_argv;
 use crate::engine::CreateRequest;
 use crate::host::netdev::THUNDERBOLT;
 use crate::host::{GpuFacts, Netdev, RdmaFacts, RdmaPort};
-use crate::serving::engine::ServingEngine;
 
 fn root() -> HostRoot {
     HostRoot::system()
@@ -55,21 +54,20 @@ fn options(engine: EngineKind, rootless: bool, runtime: &str) -> SpecOptions {
         rootless,
         runtime: runtime.into(),
         extra_env: Default::default(),
-        serving: ServingEngine::Vllm,
-        kfd: true,
+        needs: ToolboxNeeds { kfd: true, rdma: true },
     }
 }
 
 #[test]
 fn a_llama_cpp_toolbox_has_the_gpu_and_its_groups_and_no_rdma() {
-    let vulkan =
-        SpecOptions { serving: ServingEngine::LlamaCpp, kfd: false, ..options(EngineKind::Docker, false, "runc") };
+    let needs = ToolboxNeeds { kfd: false, rdma: false };
+    let vulkan = SpecOptions { needs, ..options(EngineKind::Docker, false, "runc") };
     let spec = ToolboxSpec::new(&root(), &rdma_node(), &vulkan);
     assert_eq!(containers(&spec), [Path::new("/dev/dri")], "Vulkan needs no /dev/kfd, and no RDMA");
     assert!(spec.ulimits.is_empty(), "no memlock: {:?}", spec.ulimits);
     assert_eq!(spec.group_add, ["44", "105"], "video and render, not rdma");
     assert!(spec.env.is_empty(), "no NCCL transport: {:?}", spec.env);
-    let rocm = SpecOptions { kfd: true, ..vulkan };
+    let rocm = SpecOptions { needs: ToolboxNeeds { kfd: true, ..needs }, ..vulkan };
     let spec = ToolboxSpec::new(&root(), &rdma_node(), &rocm);
     assert_eq!(containers(&spec), [Path::new("/dev/kfd"), Path::new("/dev/dri")], "a ROCm tag");
 }

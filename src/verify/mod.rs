@@ -12,7 +12,7 @@ pub mod image_files;
 mod memlock;
 pub mod probe;
 mod proc_self;
-mod programs;
+pub(crate) mod programs;
 pub mod rccl;
 
 use serde::{Deserialize, Serialize};
@@ -24,7 +24,6 @@ use crate::engine::{ContainerInfo, Engine};
 use crate::error::Result;
 use crate::host::HostFacts;
 use crate::manager::ManagerKind;
-use crate::serving::engine::ServingEngine;
 use crate::spec::{ToolboxSpec, KEEP_GROUPS_ANNOTATION};
 
 /// What the toolbox should be, from the same facts and spec a refresh uses.
@@ -43,12 +42,21 @@ pub struct Expected {
     pub rccl_label: Option<String>,
     /// The RDMA port whose state `ibv_devinfo` must show, e.g. ("rocep194s0f0", 1).
     pub rdma_port: Option<(String, u32)>,
-    /// The engine the toolbox is for: llama.cpp's must run its servers (`programs`).
-    pub serving: ServingEngine,
+    /// The serving engine the toolbox is for (its name), and the programs its image must run.
+    pub engine: String,
+    pub programs: Vec<programs::RequiredProgram>,
 }
 
 impl Expected {
-    pub fn new(facts: &HostFacts, spec: &ToolboxSpec, rccl_label: Option<String>, serving: ServingEngine) -> Expected {
+    /// What a toolbox made by `spec` on `facts` should be, for `engine` whose image must run
+    /// `programs`.
+    pub fn new(
+        facts: &HostFacts,
+        spec: &ToolboxSpec,
+        rccl_label: Option<String>,
+        engine: &str,
+        programs: &[programs::RequiredProgram],
+    ) -> Expected {
         // What the spec maps, not all the node has: a Vulkan llama.cpp toolbox gets no /dev/kfd.
         let maps = |node: &str| spec.devices.iter().any(|d| d.container == std::path::Path::new(node));
         let kfd = facts.gpu.kfd.iter().filter(|_| maps("/dev/kfd"));
@@ -90,7 +98,8 @@ impl Expected {
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         let rdma_port = facts.rdma.nccl_port().filter(|_| rdma).map(|port| (port.device.clone(), port.port));
-        Expected { devices, rdma, gids, keep_groups, nccl_env, rccl_label, rdma_port, serving }
+        let (engine, programs) = (engine.to_string(), programs.to_vec());
+        Expected { devices, rdma, gids, keep_groups, nccl_env, rccl_label, rdma_port, engine, programs }
     }
 }
 

@@ -23,6 +23,7 @@ mod enter;
 mod examples;
 mod interrupt;
 mod launch;
+mod layers;
 mod lint;
 mod llama_engine;
 mod llama_hub;

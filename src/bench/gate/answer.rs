@@ -15,7 +15,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::bench::api::Choice;
-use crate::bench::key::{ModelIdentity, ServingEngine};
+use crate::bench::key::{EngineRef, ModelIdentity};
 
 /// The format of a kept gate run.
 pub const GATE_FORMAT: u32 = 1;
@@ -52,7 +52,7 @@ pub struct GateRun {
     pub prompt_set: u32,
     pub fingerprint: String,
     pub model: ModelIdentity,
-    pub engine: ServingEngine,
+    pub engine: EngineRef,
     pub image: String,
     /// How it was served ("TP2 PP1 on 2 nodes over RoCE", "one node alone").
     pub layout: String,

@@ -194,7 +194,7 @@ fn context(tokens: &[GateToken], index: usize) -> String {
 mod tests {
     use super::*;
     use crate::bench::gate::answer::{GateAnswer, GATE_FORMAT};
-    use crate::bench::key::{ModelIdentity, ServingEngine};
+    use crate::bench::key::ModelIdentity;
 
     fn token(id: u32, text: &str, logprob: f64) -> GateToken {
         GateToken { id: Some(id), text: text.into(), logprob: Some(logprob) }
@@ -206,7 +206,7 @@ mod tests {
             prompt_set: 1,
             fingerprint: "f".into(),
             model: ModelIdentity::Gguf { name: "tiny.gguf".into(), sha256: "aa".into() },
-            engine: ServingEngine::LlamaCpp,
+            engine: crate::serving::llama::LLAMA_CPP,
             image: image.into(),
             layout: "one node alone".into(),
             endpoint: "http://127.0.0.1:8080/v1".into(),

@@ -69,7 +69,6 @@ impl ReferenceStore {
 mod tests {
     use super::*;
     use crate::bench::gate::prompts::PROMPT_SET;
-    use crate::bench::key::ServingEngine;
 
     fn run(model: ModelIdentity, image: &str) -> GateRun {
         GateRun {
@@ -77,7 +76,7 @@ mod tests {
             prompt_set: PROMPT_SET.version,
             fingerprint: PROMPT_SET.fingerprint(),
             model,
-            engine: ServingEngine::LlamaCpp,
+            engine: crate::serving::llama::LLAMA_CPP,
             image: image.into(),
             layout: "one node alone".into(),
             endpoint: "http://127.0.0.1:8080/v1".into(),

@@ -11,7 +11,7 @@ use super::prompts::PromptSet;
 use super::references::ReferenceStore;
 use crate::bench::api::{CompletionRequest, Prompt};
 use crate::bench::client::ApiClient;
-use crate::bench::key::{ModelIdentity, ServingEngine};
+use crate::bench::key::{EngineRef, ModelIdentity};
 use crate::error::Result;
 
 /// What serves, as the gate names it.
@@ -21,7 +21,7 @@ pub struct GateTarget {
     /// The model as the server names it.
     pub served_model: String,
     pub model: ModelIdentity,
-    pub engine: ServingEngine,
+    pub engine: EngineRef,
     pub image: String,
     /// "TP2 PP1 on 2 nodes over RoCE", "one node alone".
     pub layout: String,

@@ -135,7 +135,8 @@ fn what_served_before_is_relaunched_with_its_engine_and_executor() {
         record
     };
     let canary = llama_launch("/models/canary.gguf");
-    use crate::serving::engine::ServingEngine::{LlamaCpp, Vllm};
+    use crate::serving::engine::Backend;
+    use crate::serving::{llama::LLAMA_CPP as LlamaCpp, vllm::VLLM as Vllm};
     let llama = relaunch(&record(LlamaCpp, Backend::Rpc), &canary);
     assert_eq!((llama.engine, llama.backend, llama.port, llama.replace), (LlamaCpp, None, 8001, true));
     let vllm = relaunch(&record(Vllm, Backend::Ray), &canary);
@@ -155,7 +156,7 @@ fn what_served_before_is_relaunched_with_its_engine_and_executor() {
 /// A llama.cpp launch of `model` on the test toolbox, as the canary asks for one.
 fn llama_launch(model: &str) -> LaunchRequest {
     LaunchRequest {
-        engine: crate::serving::engine::ServingEngine::LlamaCpp,
+        engine: crate::serving::llama::LLAMA_CPP,
         toolbox: NAME.into(),
         model: model.into(),
         source: ModelSource::of(model),
