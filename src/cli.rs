@@ -524,7 +524,7 @@ pub struct BenchArgs {
 
     /// The engine behind --endpoint.
     #[arg(long, value_enum, value_name = "ENGINE")]
-    pub server: Option<ServerArg>,
+    pub server: Option<EngineRef>,
 
     /// The GGUF file --endpoint serves (its sha256 names the model).
     #[arg(long, value_name = "FILE", conflicts_with = "hub_model")]
@@ -549,13 +549,6 @@ pub enum GateReferenceArg {
     SingleNode,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ServerArg {
-    Vllm,
-    #[value(name = "llama.cpp")]
-    LlamaCpp,
-}
-
 #[derive(Debug, Clone, Args)]
 pub struct BenchHistoryArgs {
     /// Only results on images whose reference or digest contains this.
@@ -564,7 +557,7 @@ pub struct BenchHistoryArgs {
 
     /// Only results of this engine.
     #[arg(long, value_enum, value_name = "ENGINE")]
-    pub server: Option<ServerArg>,
+    pub server: Option<EngineRef>,
 
     /// Only results of models whose identity contains this (`org/name`, `file.gguf`).
     #[arg(long, value_name = "TEXT")]

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::facts::NodeFacts;
 use crate::doctor::Status;
 use crate::image::short_digest;
+use crate::serving::engine::link_ports;
 use crate::serving::reach::Reached;
 use crate::spec::transport::Transport;
 use crate::toolbox::status::ToolboxStatus;
@@ -107,7 +108,11 @@ fn rank(status: Status) -> u8 {
 }
 
 pub fn cluster_checks(facts: &[NodeFacts], toolbox: &str) -> Vec<ClusterCheck> {
-    let rpc = facts.iter().any(|f| f.rpc_port.is_some()).then(|| rpc_port(facts));
+    let probed = link_ports()
+        .into_iter()
+        .filter(|port| facts.iter().any(|f| f.worker_ports.iter().any(|(p, _)| *p == port.port)));
+    let worker_ports: Vec<ClusterCheck> =
+        probed.filter_map(|port| Some(worker_port(facts, port.port, port.from_head?))).collect();
     let mut checks = vec![
         reachable(facts),
         node_doctor(facts),
@@ -120,26 +125,23 @@ pub fn cluster_checks(facts: &[NodeFacts], toolbox: &str) -> Vec<ClusterCheck> {
         same_value(facts, "image", toolbox, |t| Some(t.image_identity().to_string()), "image"),
         same_value(facts, "rccl", toolbox, |t| t.rccl_sha256.clone(), "RCCL (sha256)"),
     ];
-    checks.extend(rpc);
+    checks.extend(worker_ports);
     checks
 }
 
-/// Every worker's llama.cpp RPC port reachable from the head on the link (a refusal counts:
-/// nothing listens before a launch, but nothing drops the connection either).
-fn rpc_port(facts: &[NodeFacts]) -> ClusterCheck {
-    let mut row = Row::new("rpc port", facts);
+/// A port every worker listens on, reachable from the head on the link (a refusal counts:
+/// nothing listens before a launch, but nothing drops the connection either): the row `name`.
+fn worker_port(facts: &[NodeFacts], port: u16, name: &str) -> ClusterCheck {
+    let mut row = Row::new(name, facts);
     row.set(0, Status::Pass, "head");
     for (i, node) in facts.iter().enumerate() {
-        let Some(reached) = &node.rpc_port else { continue };
+        let Some((_, reached)) = node.worker_ports.iter().find(|(p, _)| *p == port) else { continue };
         match reached {
             Reached::Answers | Reached::Refused => row.set(i, Status::Pass, "reachable"),
             Reached::Silent => row.problem(
                 i,
                 Status::Fail,
-                format!(
-                    "the head's connection to its RPC port {} got no answer in 3 s: a firewall drops it",
-                    crate::serving::llama::RPC_PORT
-                ),
+                format!("the head's connection to its port {port} got no answer in 3 s: a firewall drops it"),
                 Some(
                     "let the port in on the link only: `sudo firewall-cmd --permanent --zone=trusted \
                      --change-interface=LINK && sudo firewall-cmd --reload` (or remove the rule that drops it)"
@@ -149,7 +151,7 @@ fn rpc_port(facts: &[NodeFacts]) -> ClusterCheck {
             Reached::Failed(why) => row.problem(
                 i,
                 Status::Fail,
-                format!("the head cannot connect to its RPC port {}: {why}", crate::serving::llama::RPC_PORT),
+                format!("the head cannot connect to its port {port}: {why}"),
                 Some("a firewall rejecting it, or the link down: `strix-toolbox cluster doctor`'s link rows".into()),
             ),
         }
@@ -512,7 +514,7 @@ mod tests {
         let mut two = node("node2", [192, 168, 100, 2], 9000, "sha256:aaa");
         one.probes = vec![probe("node2", true)];
         two.probes = vec![probe("node1", true)];
-        two.rpc_port = Some(Reached::Refused);
+        two.worker_ports = vec![(50052, Reached::Refused)];
         let report = ClusterDoctorReport::new("vllm", vec![one, two]);
         assert!(report.ok, "{report:#?}");
         for check in report.checks.iter().filter(|c| c.name != "rccl") {
@@ -528,8 +530,8 @@ mod tests {
         let one = node("node1", [192, 168, 100, 1], 9000, "sha256:aaa");
         let mut two = node("node2", [192, 168, 100, 2], 9000, "sha256:aaa");
         let mut three = node("node3", [192, 168, 100, 3], 9000, "sha256:aaa");
-        two.rpc_port = Some(Reached::Silent);
-        three.rpc_port = Some(Reached::Answers);
+        two.worker_ports = vec![(50052, Reached::Silent)];
+        three.worker_ports = vec![(50052, Reached::Answers)];
         let report = ClusterDoctorReport::new("llama", vec![one, two, three]);
         assert!(!report.ok);
         let rpc = problems(&report, "rpc port");

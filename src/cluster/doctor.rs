@@ -11,7 +11,7 @@ use crate::link::address::jumbo_payload;
 use crate::node::call::{Detect, Doctor, Link, Ping, Status};
 use crate::node::remote::RemoteNode;
 use crate::node::NodeCalls;
-use crate::serving::llama::RPC_PORT;
+use crate::serving::engine::link_ports;
 use crate::serving::reach::{Reach, Reached};
 use std::net::SocketAddr;
 
@@ -26,7 +26,7 @@ pub async fn cluster_doctor(settings: &ClusterSettings, toolbox: &str) -> Result
     in_cluster_order(settings, &mut facts, |f| &f.node);
 
     probe_paths(&connected, &mut facts).await;
-    probe_rpc_ports(&connected, &mut facts).await;
+    probe_worker_ports(&connected, &mut facts).await;
     close_all(connected).await;
     Ok(ClusterDoctorReport::new(toolbox, facts))
 }
@@ -52,15 +52,18 @@ async fn node_facts(remote: &RemoteNode) -> NodeFacts {
     facts
 }
 
-/// From the head, a connection to every worker's llama.cpp RPC port on its link address: what
-/// the head's `llama-server --rpc` will do. One call, the connections at once, each bounded.
-async fn probe_rpc_ports(connected: &[RemoteNode], facts: &mut [NodeFacts]) {
+/// From the head, a connection to every port the engines' workers listen on, on every worker's
+/// link address: what the head's server will do (llama-server's `--rpc`). One call, the
+/// connections at once, each bounded.
+async fn probe_worker_ports(connected: &[RemoteNode], facts: &mut [NodeFacts]) {
     let Some(head) = facts.first().and_then(|head| connected.iter().find(|r| r.name == head.node)) else { return };
+    let ports: Vec<u16> = link_ports().iter().filter(|p| p.from_head.is_some()).map(|p| p.port).collect();
     let workers: Vec<(usize, SocketAddr)> = facts
         .iter()
         .enumerate()
         .skip(1)
-        .filter_map(|(index, f)| Some((index, SocketAddr::from((f.roce.as_ref()?.address?, RPC_PORT)))))
+        .filter_map(|(index, f)| Some((index, f.roce.as_ref()?.address?)))
+        .flat_map(|(index, address)| ports.iter().map(move |port| (index, SocketAddr::from((address, *port)))))
         .collect();
     if workers.is_empty() {
         return;
@@ -70,8 +73,8 @@ async fn probe_rpc_ports(connected: &[RemoteNode], facts: &mut [NodeFacts]) {
         Ok(answers) => answers,
         Err(error) => vec![Reached::Failed(format!("the head could not try: {error}")); workers.len()],
     };
-    for ((index, _), reached) in workers.into_iter().zip(answers) {
-        facts[index].rpc_port = Some(reached);
+    for ((index, address), reached) in workers.into_iter().zip(answers) {
+        facts[index].worker_ports.push((address.port(), reached));
     }
 }
 

@@ -24,10 +24,11 @@ pub struct NodeFacts {
     pub status: Option<StatusReport>,
     pub roce: Option<ClusterLink>,
     pub probes: Vec<PathProbe>,
-    /// A worker's llama.cpp RPC port on its link address, as the head's connection found it
-    /// (nothing need listen: a refusal proves the port reachable, silence a firewall dropping it).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rpc_port: Option<Reached>,
+    /// The ports the serving engines' workers listen on, on this node's link address, as the
+    /// head's connection found each (nothing need listen: a refusal proves the port reachable,
+    /// silence a firewall dropping it).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub worker_ports: Vec<(u16, Reached)>,
     /// Reports the node could not give, and why.
     pub errors: Vec<String>,
 }

@@ -22,7 +22,6 @@ use crate::serving::probe::{ServeProbe, ServeProbeReport};
 use crate::serving::ray::{RayNode, RayNodes};
 use crate::serving::rccl_log::{joined as rank_joined, RcclNet};
 use crate::serving::reach::{Reach, Reached};
-use crate::serving::vllm::SERVER;
 use crate::spec::Transport;
 
 /// How long every node gets to appear in Ray's node table after its `ray start` returned.
@@ -144,7 +143,7 @@ async fn ranks_joined(proving: &mut Proving<'_>, rendezvous: SocketAddr) -> Resu
     let started = Instant::now();
     let nodes = proving.nodes;
     loop {
-        let logs = join_all(nodes.iter().map(|node| rank_log(*node, proving.toolbox))).await;
+        let logs = join_all(nodes.iter().map(|node| rank_log(*node, proving.toolbox, proving.engine.server()))).await;
         let waiting: Vec<usize> = (0..nodes.len()).filter(|index| !rank_joined(&logs[*index])).collect();
         if waiting.is_empty() {
             for (node, lines) in nodes.iter().zip(&logs) {
@@ -171,7 +170,7 @@ async fn ranks_joined(proving: &mut Proving<'_>, rendezvous: SocketAddr) -> Resu
             let mut failed = MultiError::new(format!("vLLM's ranks did not all join at {rendezvous}"));
             for index in if ended.is_empty() { waiting } else { ended.clone() } {
                 let node = nodes[index];
-                let tail = log_tail(node, proving.toolbox, SERVER).await;
+                let tail = log_tail(node, proving.toolbox, proving.engine.server()).await;
                 let (why, fix) = likely_reason(&tail, rendezvous, ended.contains(&index));
                 let error = Error::Node {
                     node: node.name().to_string(),
@@ -186,19 +185,19 @@ async fn ranks_joined(proving: &mut Proving<'_>, rendezvous: SocketAddr) -> Resu
     }
 }
 
-/// The last lines of a node's `vllm serve` log (none yet: empty).
-async fn rank_log(node: &dyn Node, toolbox: &str) -> Vec<String> {
+/// The last lines of a node's rank's log (none yet: empty).
+async fn rank_log(node: &dyn Node, toolbox: &str, server: &str) -> Vec<String> {
     let ask = ServeLogs { toolbox: toolbox.to_string(), lines: RANK_LOG_LINES, seen: Vec::new() };
     let tails = node.call(ask).await.unwrap_or_default();
-    tails.into_iter().find(|tail| tail.file == SERVER).map(|tail| tail.lines).unwrap_or_default()
+    tails.into_iter().find(|tail| tail.file == server).map(|tail| tail.lines).unwrap_or_default()
 }
 
-/// Whether node `index`'s `vllm serve` still runs (its pid, looked up in its toolbox).
+/// Whether node `index`'s rank still runs (its pid, looked up in its toolbox).
 async fn rank_alive(proving: &Proving<'_>, index: usize) -> bool {
     let address = SocketAddr::from((proving.planned[index].link_ip, proving.probe.port()));
     let probe = ServeProbe {
         toolbox: proving.toolbox.to_string(),
-        server: SERVER.to_string(),
+        server: proving.engine.server().to_string(),
         address: if index == 0 { proving.probe } else { address },
         api_key: None,
         look_inside: true,

@@ -9,16 +9,17 @@ use sha2::{Digest, Sha256};
 
 use crate::bench::compare::{compare, named, Comparison};
 use crate::bench::gate::{GateReport, MismatchKind};
-use crate::bench::key::{EngineRef, ModelIdentity};
+use crate::bench::key::ModelIdentity;
 use crate::bench::result::{BenchResult, Verdict};
 use crate::bench::store::{BenchStore, History, HistoryFilter};
 use crate::bench::{plot, LevelResult};
-use crate::cli::{BenchArgs, BenchCompareArgs, BenchHistoryArgs, GateReferenceArg, ServerArg};
+use crate::cli::{BenchArgs, BenchCompareArgs, BenchHistoryArgs, GateReferenceArg};
 use crate::cluster::bench::{bench, BenchReport, BenchRequest, GateReference, Serving};
 use crate::error::{Error, Result};
 use crate::node::Node;
 use crate::output::{Output, Render, Row, Style};
 use crate::paths::Paths;
+use crate::serving::engine::ENGINES;
 
 /// The most results a `bench --plot` draws beside this one.
 const PLOT_OTHERS: usize = 9;
@@ -44,7 +45,7 @@ pub async fn run(args: &BenchArgs, head: &dyn Node, paths: &Paths, out: &Output)
 pub fn history(args: &BenchHistoryArgs, paths: &Paths, out: &Output) -> Result<i32> {
     let filter = HistoryFilter {
         image: args.image.clone(),
-        engine: args.server.map(engine),
+        engine: args.server,
         model: args.model.clone(),
         concurrency: args.concurrency,
         accepted_only: args.accepted,
@@ -72,12 +73,15 @@ fn request(args: &BenchArgs) -> Result<BenchRequest> {
     let serving = match (&args.endpoint, args.server) {
         (Some(url), Some(server)) => Serving::Endpoint {
             url: url.clone(),
-            engine: engine(server),
+            engine: server,
             model: identity(args)?,
             image: args.image.clone().unwrap_or_else(|| "none".into()),
             served_model: args.served_model.clone(),
         },
-        (Some(_), None) => return Err(Error::Usage("--endpoint needs --server vllm or --server llama.cpp".into())),
+        (Some(_), None) => {
+            let names: Vec<&str> = ENGINES.iter().map(|engine| engine.name()).collect();
+            return Err(Error::Usage(format!("--endpoint needs --server ({})", names.join(" or "))));
+        }
         (None, _) => Serving::Launched { toolbox: args.name.clone() },
     };
     let gate = (args.gate || args.gate_only).then(|| match (args.reference, &args.single_node_endpoint) {
@@ -95,13 +99,6 @@ fn request(args: &BenchArgs) -> Result<BenchRequest> {
         logprob_tolerance: args.logprob_tolerance,
         load: !args.gate_only,
     })
-}
-
-fn engine(server: ServerArg) -> EngineRef {
-    match server {
-        ServerArg::Vllm => crate::serving::vllm::VLLM,
-        ServerArg::LlamaCpp => crate::serving::llama::LLAMA_CPP,
-    }
 }
 
 /// The model behind `--endpoint`: a GGUF by its content, or a Hub repo at a commit.

@@ -5,11 +5,11 @@ use crate::error::Result;
 use crate::manager::process::exec_replace;
 use crate::ops::enter::{enter, Entry};
 use crate::output::Output;
+use crate::serving::engine::EngineRef;
 use crate::settings::Settings;
-use crate::toolbox::running::DEFAULT_TOOLBOX;
 
 pub async fn run(args: &EnterArgs, settings: &Settings, out: &Output) -> Result<i32> {
-    let name = args.name.as_deref().unwrap_or(DEFAULT_TOOLBOX);
+    let name = args.name.as_deref().unwrap_or(EngineRef::default().toolbox().default_toolbox);
     match enter(settings, name, &args.command, out).await? {
         Entry::Ran(code) => Ok(code),
         // The shell replaces this process; exec_replace returns only on failure.

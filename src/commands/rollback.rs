@@ -4,10 +4,17 @@ use crate::cli::RollbackArgs;
 use crate::error::Result;
 use crate::ops::rollback::rollback;
 use crate::output::Output;
+use crate::serving::engine::EngineRef;
 use crate::settings::Settings;
-use crate::toolbox::running::DEFAULT_TOOLBOX;
 
 pub async fn run(args: &RollbackArgs, settings: &Settings, out: &Output) -> Result<i32> {
-    out.report(&rollback(settings, args.name.as_deref().unwrap_or(DEFAULT_TOOLBOX), args.dry_run).await?);
+    out.report(
+        &rollback(
+            settings,
+            args.name.as_deref().unwrap_or(EngineRef::default().toolbox().default_toolbox),
+            args.dry_run,
+        )
+        .await?,
+    );
     Ok(0)
 }

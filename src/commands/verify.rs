@@ -4,12 +4,13 @@ use crate::cli::VerifyArgs;
 use crate::error::Result;
 use crate::ops::verify::verify;
 use crate::output::{Output, Render, Style};
+use crate::serving::engine::EngineRef;
 use crate::settings::Settings;
-use crate::toolbox::running::DEFAULT_TOOLBOX;
 use crate::verify::VerifyReport;
 
 pub async fn run(args: &VerifyArgs, settings: &Settings, out: &Output) -> Result<i32> {
-    let report = verify(settings, args.name.as_deref().unwrap_or(DEFAULT_TOOLBOX)).await?;
+    let report =
+        verify(settings, args.name.as_deref().unwrap_or(EngineRef::default().toolbox().default_toolbox)).await?;
     out.report(&report);
     Ok(report.exit_code())
 }

@@ -58,7 +58,7 @@ fn serving_ports(firewalld: &FirewalldFacts, ports: &[LinkPort], link_side: &[St
     let mut fixes = Vec::new();
     for zone in zones_beyond(firewalld, link) {
         let Some(rules) = firewalld.zones.get(&zone) else { continue };
-        for LinkPort { port, what } in ports.iter().copied() {
+        for LinkPort { port, what, .. } in ports.iter().copied() {
             if let Some(by) = rules.lets_in(port) {
                 open.push(format!("{what} ({port}) in zone {zone} ({by})"));
                 fixes.push(match by.strip_prefix("service ") {
@@ -171,7 +171,7 @@ mod tests {
     #[test]
     fn the_cluster_ports_open_beyond_the_link_are_named_with_what_opened_them() {
         const PORTS: [LinkPort; 2] =
-            [LinkPort { port: 50052, what: "llama.cpp's rpc-server" }, LinkPort { port: 6379, what: "Ray's GCS" }];
+            [LinkPort::on_head(50052, "llama.cpp's rpc-server"), LinkPort::on_head(6379, "Ray's GCS")];
         use crate::host::firewalld::{OpenPort, ZoneRules};
         let port = |from, by: &str| OpenPort { from, to: from, protocol: "tcp".into(), by: by.into() };
         let mut facts = firewalld();

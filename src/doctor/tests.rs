@@ -5,8 +5,7 @@ use crate::host::netdev::THUNDERBOLT;
 use crate::host::{FirewalldFacts, Memlock, Netdev, OsFacts, RdmaFacts, RdmaPort, SelinuxFacts};
 
 /// The ports the serving engines name (`serving::engine::link_ports`), as the checks see them.
-const PORTS: [LinkPort; 2] =
-    [LinkPort { port: 50052, what: "llama.cpp's rpc-server" }, LinkPort { port: 6379, what: "Ray's GCS" }];
+const PORTS: [LinkPort; 2] = [LinkPort::on_head(50052, "llama.cpp's rpc-server"), LinkPort::on_head(6379, "Ray's GCS")];
 
 fn run(facts: &HostFacts) -> Vec<Check> {
     run_checks(facts, &Installed::default(), Programs::TheNodes, &PORTS)

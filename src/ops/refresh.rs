@@ -103,7 +103,7 @@ impl RefreshRequest {
             verify: false,
             lock_wait_seconds: 0,
             spread: None,
-            serving: crate::serving::vllm::VLLM,
+            serving: EngineRef::default(),
         }
     }
 }

@@ -106,7 +106,7 @@ impl ServingEngine for LlamaCpp {
     }
 
     fn link_ports(&self) -> &'static [LinkPort] {
-        &[LinkPort { port: RPC_PORT, what: "llama.cpp's rpc-server" }]
+        &[LinkPort { port: RPC_PORT, what: "llama.cpp's rpc-server", from_head: Some("rpc port") }]
     }
 
     fn claims(&self, model: &str, file: Option<&str>) -> bool {

@@ -71,11 +71,12 @@ impl ServingEngine for Vllm {
     }
 
     fn link_ports(&self) -> &'static [LinkPort] {
-        &[
-            LinkPort { port: RAY_PORT, what: "Ray's GCS" },
-            LinkPort { port: 10001, what: "Ray's client server" },
-            LinkPort { port: 8265, what: "Ray's dashboard" },
-        ]
+        const RAY: [LinkPort; 3] = [
+            LinkPort::on_head(RAY_PORT, "Ray's GCS"),
+            LinkPort::on_head(10001, "Ray's client server"),
+            LinkPort::on_head(8265, "Ray's dashboard"),
+        ];
+        &RAY
     }
 
     fn claims(&self, _model: &str, _file: Option<&str>) -> bool {

@@ -12,9 +12,6 @@ use crate::image::reference::validate_container_name;
 use crate::manager::ManagerKind;
 use crate::settings::Settings;
 
-/// The toolbox `enter`, `rm`, `rollback` and `verify` act on when no name is given.
-pub const DEFAULT_TOOLBOX: &str = "vllm";
-
 /// The container named `name`, or an error that says how to make it.
 pub async fn find_toolbox(engine: &dyn Engine, name: &str) -> Result<ContainerInfo> {
     engine.container_inspect(name).await?.ok_or_else(|| {
