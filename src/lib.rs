@@ -20,6 +20,7 @@ pub(crate) mod labels;
 pub(crate) mod link;
 pub(crate) mod link_server;
 pub(crate) mod manager;
+pub mod metrics;
 pub(crate) mod model;
 pub mod node;
 pub(crate) mod ops;
