@@ -37,6 +37,7 @@ pub(crate) mod spec;
 pub(crate) mod spread;
 pub(crate) mod tls;
 pub(crate) mod verify;
+pub mod watch;
 
 /// The image the cluster runs; channels are its tags.
 pub(crate) const DEFAULT_IMAGE_REPO: &str = "docker.io/kyuz0/vllm-therock-gfx1151";
