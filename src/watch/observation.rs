@@ -64,7 +64,7 @@ pub struct Progress {
 /// a request ends (server-context.cpp flushes a slot's tokens at its reset), so a generation longer
 /// than `--stall` would look stalled: its `llamacpp:n_decode_total` counts every `llama_decode()`
 /// as it happens.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ProgressNames {
     pub generated: &'static str,
     pub running: &'static str,

@@ -18,12 +18,13 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 use strix_toolbox::metrics::endpoint::serve;
+use strix_toolbox::metrics::ScrapeError;
 use strix_toolbox::metrics::{
     merge, read_node_telemetry, relabel, render, scrape, sum_of, telemetry_families, MetricType, NodeReading,
 };
 use strix_toolbox::watch::{
-    watch_families, Action, Fault, Moment, Observation, ProbeOutcome, Progress, Start, State, WatchPolicy, Watcher,
-    VLLM_PROGRESS,
+    watch_families, Action, Fault, Moment, Observation, ProbeOutcome, Progress, Start, State, Step, WatchPolicy,
+    Watcher, LLAMA_CPP_PROGRESS, VLLM_PROGRESS,
 };
 
 use crate::support::host_tree::materialize;
@@ -152,6 +153,68 @@ fn prometheus_holds_every_nodes_telemetry_and_the_engines_metrics_relabelled() {
     runtime.block_on(server).unwrap();
 }
 
+/// One look of the watch at `at` (no nodes or ranks: the engine alone).
+fn look(watcher: &mut Watcher, at: Moment, progress: Option<Progress>, probe: ProbeOutcome) -> Step {
+    watcher.observe(&Observation { at, paused: false, nodes: Vec::new(), ranks: Vec::new(), probe, progress })
+}
+
+/// A short completion as the watch's probe: answered, taken and unanswered within `limit` (the
+/// read ran out), or failed.
+fn probe(url: &str, body: &Value, limit: Duration) -> ProbeOutcome {
+    match http::request(None, "POST", &format!("{url}/v1/completions"), Some(&body.to_string()), limit) {
+        Ok(response) if response.status == 200 => ProbeOutcome::Passed,
+        Ok(response) => ProbeOutcome::Failed(format!("HTTP {}: {}", response.status, response.body)),
+        Err(error) if error.starts_with("read from") => ProbeOutcome::TimedOut,
+        Err(error) => ProbeOutcome::Failed(error),
+    }
+}
+
+#[test]
+fn a_stopped_llama_server_is_found_stalled_within_two_intervals() {
+    let llama = LlamaServer::builder(&TinyLlama::default().gguf()).args(&["--metrics"]).start();
+    let address: SocketAddr = llama.url().trim_start_matches("http://").parse().unwrap();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let read = || runtime.block_on(scrape(address, None, Duration::from_secs(2)));
+    let body = json!({"prompt": "Once upon a time", "max_tokens": 2, "temperature": 0});
+    let interval = WatchPolicy::default().interval;
+    let mut watcher = Watcher::new(WatchPolicy::default(), Start::Serving);
+
+    let probed = probe(&llama.url(), &body, Duration::from_secs(60));
+    let progress = LLAMA_CPP_PROGRESS.read(&read().expect("scrape llama-server"));
+    assert!(progress.is_some_and(|progress| progress.generated >= 1.0), "{progress:?}");
+    assert_eq!(
+        look(&mut watcher, Moment(0), progress, probed),
+        Step { state: State::Serving, action: Action::Nothing }
+    );
+
+    // SIGSTOP just after the look: the port still takes connections, nothing answers.
+    // SAFETY: kill(2) on the test's own child.
+    assert_eq!(unsafe { libc::kill(llama.pid() as i32, libc::SIGSTOP) }, 0);
+    let fault_at = Moment(0).after(Duration::from_secs(1));
+    let mut found = None;
+    for tick in 1..=3u32 {
+        let scraped = read();
+        assert!(matches!(scraped, Err(ScrapeError::Silent(..))), "{scraped:?}");
+        let probed = probe(&llama.url(), &body, Duration::from_secs(1));
+        assert_eq!(probed, ProbeOutcome::TimedOut);
+        let at = Moment(0).after(interval * tick);
+        let step = look(&mut watcher, at, None, probed);
+        if step.state == State::Stalled {
+            assert_eq!(step.action, Action::Relaunch(Fault::Stalled { quiet_seconds: 60, running: None }));
+            found = Some(at);
+            break;
+        }
+        assert_eq!(step.state, State::Serving);
+    }
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::kill(llama.pid() as i32, libc::SIGCONT) }, 0);
+    let found = found.expect("the stall was not found in three intervals");
+    assert!(found.since(fault_at) <= 2 * interval, "found {:?} after the stop", found.since(fault_at));
+    // Continued, it answers again: the probes it held are answered, the counter moves.
+    let progress = LLAMA_CPP_PROGRESS.read(&read().expect("scrape llama-server once continued"));
+    assert!(progress.is_some(), "{}", llama.log());
+}
+
 /// A completion from the stand-in, within `limit`.
 fn complete(url: &str, prompt: &str, max_tokens: u32, stream: bool, limit: Duration) -> Result<http::Response, String> {
     let body = json!({"model": "qwen", "prompt": prompt, "max_tokens": max_tokens, "stream": stream});
@@ -193,9 +256,6 @@ fn the_vllm_stand_in_counts_what_it_served_and_the_watch_finds_its_stall() {
     // The watch: a healthy look, then the stall switch.
     let interval = WatchPolicy::default().interval;
     let mut watcher = Watcher::new(WatchPolicy::default(), Start::Serving);
-    let look = |watcher: &mut Watcher, at: Moment, progress: Option<Progress>, probe: ProbeOutcome| {
-        watcher.observe(&Observation { at, paused: false, nodes: Vec::new(), ranks: Vec::new(), probe, progress })
-    };
     assert_eq!(look(&mut watcher, Moment(0), Some(before), ProbeOutcome::Passed).action, Action::Nothing);
     std::fs::write(&stall, "").unwrap();
     let url = vllm.url();
@@ -206,19 +266,15 @@ fn the_vllm_stand_in_counts_what_it_served_and_the_watch_finds_its_stall() {
     // Stalled as the real deadlock: the port takes connections, /health answers, no token comes.
     let health = http::request(None, "GET", &format!("{}/health", vllm.url()), None, Duration::from_secs(10));
     assert_eq!(health.map(|response| response.status), Ok(200));
-    // The probe's connection is taken and its read runs out: taken, unanswered.
-    let probe = || match complete(&vllm.url(), "gulls", 2, false, Duration::from_secs(1)) {
-        Err(error) if error.starts_with("read from") => ProbeOutcome::TimedOut,
-        Err(error) => ProbeOutcome::Failed(error),
-        Ok(response) => panic!("a stalled stand-in answered: {} {}", response.status, response.body),
-    };
+    let probe_body = json!({"model": "qwen", "prompt": "gulls", "max_tokens": 2});
+    let ask = || probe(&vllm.url(), &probe_body, Duration::from_secs(1));
     let progress = VLLM_PROGRESS.read(&read());
     assert_eq!(progress, Some(Progress { generated: 8.0, running: 1.0 }));
-    let first = look(&mut watcher, Moment(0).after(interval), progress, probe());
+    let first = look(&mut watcher, Moment(0).after(interval), progress, ask());
     assert_eq!(first.state, State::Serving, "30 s without a token: not yet");
     wait_until("the unanswered probe counted as running", Duration::from_secs(60), || running(2.0));
     let progress = VLLM_PROGRESS.read(&read());
-    let second = look(&mut watcher, Moment(0).after(2 * interval), progress, probe());
+    let second = look(&mut watcher, Moment(0).after(2 * interval), progress, ask());
     assert_eq!(second.state, State::Stalled, "{second:?}");
     assert_eq!(second.action, Action::Relaunch(Fault::Stalled { quiet_seconds: 60, running: Some(2.0) }));
 
