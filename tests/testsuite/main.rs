@@ -28,6 +28,7 @@ mod lint;
 mod llama_engine;
 mod llama_hub;
 mod llama_launch;
+mod metrics;
 mod model;
 mod patches;
 mod rccl_abi;
