@@ -16,7 +16,7 @@ use tokio::net::TcpStream;
 
 use super::family::Family;
 use super::parse::{parse, ExpositionError, ENGINE_LIMITS};
-use crate::model::http1::read_head;
+use crate::link::http1::read_head;
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ScrapeError {
