@@ -55,7 +55,7 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, mut stop: watch::
     let finished = async { while connections.join_next().await.is_some() {} };
     if timeout(bounds.shutdown_grace, finished).await.is_err() {
         shared.reporter.warning(&format!(
-            "router: {} connections still answering after {} s; cut",
+            "router: cut {} connection(s) still answering after the {} s grace",
             connections.len(),
             bounds.shutdown_grace.as_secs()
         ));
