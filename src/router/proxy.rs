@@ -12,13 +12,16 @@ use hyper::header::{
     HeaderMap, HeaderName, AUTHORIZATION, CONNECTION, CONTENT_LENGTH, EXPECT, TE, TRAILER, TRANSFER_ENCODING, UPGRADE,
 };
 use hyper::http::request;
-use hyper::{Request, Response};
+use hyper::{Request, Response, Version};
 
 use super::upstream::UpstreamBody;
 
 /// The request for the engine: `head` as the client sent it, with `body` read whole.
 pub fn upstream_request(head: request::Parts, body: Bytes) -> Request<Full<Bytes>> {
     let mut request = Request::from_parts(head, Full::new(body));
+    // HTTP/1.1 to the engine whatever the client spoke: a 1.0 request would ask it for an answer
+    // without chunks, ended by closing the connection.
+    *request.version_mut() = Version::HTTP_11;
     let path = request.uri().path_and_query().map_or("/", |path| path.as_str());
     if let Ok(origin_form) = path.parse() {
         *request.uri_mut() = origin_form;
@@ -73,11 +76,13 @@ mod tests {
             .header("content-length", "999")
             .header("expect", "100-continue")
             .header("x-request-id", "abc")
+            .version(Version::HTTP_10)
             .body(())
             .unwrap();
         let (head, ()) = request.into_parts();
         let forwarded = upstream_request(head, Bytes::from_static(b"{\"model\":\"m\"}"));
         assert_eq!(forwarded.uri().to_string(), "/v1/chat/completions?x=1");
+        assert_eq!(forwarded.version(), Version::HTTP_11);
         let names: Vec<&str> = forwarded.headers().keys().map(HeaderName::as_str).collect();
         assert_eq!(names, ["content-type", "x-request-id"]);
     }
