@@ -23,7 +23,8 @@ async fn main() {
             (name.to_string(), Upstream::new(address.parse().unwrap_or_else(|_| exit(usage))))
         })
         .collect();
-    let router = Router::start(bind, table, None, Arc::new(Silent)).await.unwrap_or_else(|error| exit(&error.to_string()));
+    let router =
+        Router::start(bind, table, None, Arc::new(Silent)).await.unwrap_or_else(|error| exit(&error.to_string()));
     println!("{}", router.address());
     let _ = std::io::stdout().flush();
     let _ = tokio::task::spawn_blocking(|| std::io::stdin().read_to_end(&mut Vec::new())).await;
