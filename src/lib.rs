@@ -28,6 +28,7 @@ pub(crate) mod plan;
 pub(crate) mod rccl;
 pub(crate) mod registry;
 pub mod reporter;
+pub mod router;
 pub(crate) mod secret;
 pub(crate) mod serving;
 pub(crate) mod settings;

@@ -39,6 +39,7 @@ mod refresh_podman;
 mod refresh_rccl;
 mod registry_auth;
 mod rootless;
+mod router;
 mod spread;
 mod temporary_service;
 mod toolbox_manager;

@@ -15,6 +15,7 @@
 pub mod cli;
 pub mod cluster;
 pub mod docker;
+pub mod event_stream;
 pub mod host_tree;
 pub mod http;
 pub mod hub;
@@ -25,6 +26,7 @@ pub mod llama_server;
 pub mod netns;
 pub mod node_image;
 pub mod oci_image;
+pub mod openai_python;
 pub mod podman;
 pub mod proc_net;
 pub mod prometheus;
