@@ -50,7 +50,9 @@ impl Render for ClusterStatusReport {
                 HttpAnswer::Status(code, _) => out.paint(&format!("/health answers {code}"), Style::Fail),
                 HttpAnswer::Refused => out.paint("not listening (still loading, or stopped)", Style::Warn),
                 HttpAnswer::TimedOut => out.paint("/health does not answer", Style::Fail),
-                HttpAnswer::Failed(why) => out.paint(why, Style::Fail),
+                HttpAnswer::Failed(failure) => out.paint(&failure.to_string(), Style::Fail),
+                HttpAnswer::NotHttp(head) => out.paint(&format!("not an HTTP answer: {head:?}"), Style::Fail),
+                HttpAnswer::Unasked(why) => out.paint(why, Style::Fail),
             };
             let ray = serving
                 .ray_nodes_alive
