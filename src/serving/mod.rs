@@ -12,6 +12,7 @@ pub(crate) mod compile_cache;
 pub(crate) mod engine;
 pub(crate) mod environment;
 pub(crate) mod http;
+pub(crate) mod io_failure;
 pub(crate) mod llama;
 pub(crate) mod logs;
 pub(crate) mod model_source;
