@@ -230,17 +230,18 @@ impl<'a> Config<'a> {
         let (head_dim, v_head_dim) = match &mla {
             Some(mla) => (mla.qk_nope_head_dim + mla.qk_rope_head_dim, mla.v_head_dim),
             None => {
-                let head_dim =
-                    match self.count(&["head_dim"], MAX_WIDTH)? {
-                        Some(head_dim) => head_dim,
-                        None if hidden_size % attention_heads == 0 => hidden_size / attention_heads,
-                        None => return Err(HeaderError::invalid(
+                let head_dim = match self.count(&["head_dim"], MAX_WIDTH)? {
+                    Some(head_dim) => head_dim,
+                    None if hidden_size % attention_heads == 0 => hidden_size / attention_heads,
+                    None => {
+                        return Err(HeaderError::invalid(
                             "config.json head_dim",
                             format!(
                                 "missing, and hidden_size {hidden_size} is not a multiple of {attention_heads} heads"
                             ),
-                        )),
-                    };
+                        ))
+                    }
+                };
                 (head_dim, head_dim)
             }
         };

@@ -383,3 +383,17 @@ pub fn tiny_llama(dir: &Path, layers: u32) -> std::path::PathBuf {
     assert!(output.status.success(), "tiny_llama.py failed: {}", String::from_utf8_lossy(&output.stderr));
     gguf
 }
+
+/// The model's shape with its weights counted from its checkpoint's tensors (as reading their
+/// headers counts them), without writing the files.
+pub fn with_weights(config_json: &str) -> ModelShape {
+    let mut shape = shape_of(config_json);
+    let mut weights = super::weights::Weights::new(super::weights::WeightSource::Headers, shape.layers);
+    for tensor in tensors(config_json) {
+        let dimensions = tensor.shape.iter().filter(|&&d| d > 1).count();
+        weights.add(super::weights::Naming::HuggingFace, &tensor.name, dimensions, tensor.bytes());
+    }
+    shape.tied_embeddings = !weights.output_head;
+    shape.weights = Some(weights);
+    shape
+}

@@ -19,7 +19,7 @@ pub(crate) mod source;
 pub(crate) mod weights;
 
 #[cfg(test)]
-mod fixtures;
+pub(crate) mod fixtures;
 #[cfg(test)]
 mod fuzz_tests;
 
@@ -134,11 +134,6 @@ impl ModelShape {
     /// Whether `layer` routes to experts (a MoE model's layers but its dense ones).
     pub fn is_moe_layer(&self, layer: u32) -> bool {
         self.moe.as_ref().is_some_and(|moe| moe.dense_layers.binary_search(&layer).is_err())
-    }
-
-    /// Every weight's bytes, whatever holds them.
-    pub fn weight_bytes(&self) -> Option<u64> {
-        self.weights.as_ref().map(|weights| weights.total_bytes)
     }
 }
 
