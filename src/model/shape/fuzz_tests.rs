@@ -206,13 +206,18 @@ fn gguf_headers_never_panic_nor_allocate_what_they_claim() {
         } else {
             mutate(&seeds[round % seeds.len()], &seeds, &mut random)
         };
+        let mut shape = None;
         let largest = largest_allocation(|| {
             if let Ok(header) = gguf::parse(&input) {
-                if let Ok(Sizing::Sized(_)) = gguf::shape(&header, std::slice::from_ref(&header)) {
+                if let Ok(Sizing::Sized(sized_shape)) = gguf::shape(&header, std::slice::from_ref(&header)) {
+                    shape = Some(sized_shape);
                     sized += 1;
                 }
             }
         });
+        if let Some(shape) = shape {
+            plan_without_panic(&shape);
+        }
         assert!(largest <= allowed(input.len()), "round {round}: {largest} bytes at once for {} bytes", input.len());
     }
     assert!(sized > 0, "some mutations still read as models");
@@ -262,9 +267,26 @@ fn configs_never_panic_nor_allocate_what_they_claim() {
                 sized += 1;
             }
         });
+        // What a mutated config describes, planned: the arithmetic saturates, never panics.
+        if let Ok(Sizing::Sized(shape)) = config::parse(&input) {
+            plan_without_panic(&shape);
+        }
         assert!(largest <= allowed(input.len()), "round {round}: {largest} bytes at once for {} bytes", input.len());
     }
     assert!(sized > 0, "some mutations still read as models");
+}
+
+/// Plan `shape` for both engines on one and on three nodes.
+fn plan_without_panic(shape: &super::ModelShape) {
+    use crate::serving::fit::{llama, vllm, NodeMemory};
+    use crate::spec::Transport;
+    let nodes: Vec<NodeMemory> =
+        (0..3).map(|i| NodeMemory::new(&format!("n{i}"), (120 + i) << 30, 1 << 30, 4 << 30)).collect();
+    if let Ok(rules) = vllm::VllmRules::new(shape, None) {
+        let _ = vllm::plan(shape, &nodes, &Transport::EthernetTcp, &rules);
+        let _ = vllm::plan(shape, nodes.get(..1).unwrap_or_default(), &Transport::EthernetTcp, &rules);
+    }
+    let _ = llama::plan(shape, &nodes, 2, &llama::LlamaRules::default());
 }
 
 #[test]

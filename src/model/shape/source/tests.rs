@@ -376,3 +376,52 @@ fn the_endpoint_and_paths_are_quoted_as_huggingface_hub_does() {
     assert_eq!(quote("refs/pr/1", false), "refs%2Fpr%2F1");
     assert_eq!(quote("sub dir/model-00001.safetensors", true), "sub%20dir/model-00001.safetensors");
 }
+
+#[tokio::test]
+async fn a_60_gb_checkpoint_is_planned_from_under_2_mb_of_the_hub() {
+    // Qwen3-32B: 65.5 GB of weights in shards of 4 GiB.
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let written = write_checkpoint(fixtures::QWEN3_32B, dir.path(), 4 << 30);
+    assert!(written.total_bytes > 60_000_000_000);
+    let hub = LoopbackHub::start(Served {
+        repo: "Qwen/Qwen3-32B".into(),
+        dir: dir.path().to_path_buf(),
+        token: None,
+        ignore_ranges: false,
+    });
+    let source = ModelSource::Hub {
+        repo: RepoId::parse("Qwen/Qwen3-32B").expect("an id"),
+        revision: "main".into(),
+        gguf: Vec::new(),
+    };
+    let read = read_shape(&source, &hub.access(None), ReadLimits::default()).await.expect("the shape");
+    assert_eq!(sized(&read).weights.clone().expect("weights").total_bytes, 65_524_246_528);
+    assert!(read.bytes_read < 2_000_000, "{} bytes read", read.bytes_read);
+    assert!(hub.seen().iter().all(|s| !s.authorized), "no token was sent when none was given");
+}
+
+#[tokio::test]
+async fn a_hub_gguf_is_read_by_ranges_from_its_start() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let gguf = fixtures::tiny_llama(dir.path(), 6);
+    let name = gguf.file_name().expect("a name").to_string_lossy().into_owned();
+    let size = std::fs::metadata(&gguf).expect("the GGUF").len();
+    let hub = LoopbackHub::start(Served {
+        repo: "strix/tiny-llama-GGUF".into(),
+        dir: dir.path().to_path_buf(),
+        token: None,
+        ignore_ranges: false,
+    });
+    let source = ModelSource::Hub {
+        repo: RepoId::parse("strix/tiny-llama-GGUF").expect("an id"),
+        revision: "main".into(),
+        gguf: vec![name.clone()],
+    };
+    let read = read_shape(&source, &hub.access(None), ReadLimits::default()).await.expect("the shape");
+    assert_eq!(sized(&read).layers, 6);
+    let seen = hub.seen();
+    let reads: Vec<&Seen> = seen.iter().filter(|s| s.path.ends_with(&name)).collect();
+    assert_eq!(reads.first().and_then(|s| s.range.as_deref()), Some("bytes=0-1048575"));
+    assert!(read.bytes_read < size / 10, "{} of {size}", read.bytes_read);
+    assert!(!seen.iter().any(|s| s.path.ends_with("config.json")), "a GGUF needs no config.json");
+}
