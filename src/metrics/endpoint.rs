@@ -15,8 +15,8 @@ use tokio::sync::oneshot;
 
 use super::render::CONTENT_TYPE;
 use crate::error::{Error, Result};
-use crate::link::server::{accept_bounded, close, write_bounded, REQUEST_LIMIT};
 use crate::link::http1::read_head;
+use crate::link::server::{accept_bounded, close, write_bounded, REQUEST_LIMIT};
 
 /// Connections served at once; Prometheus opens one per scrape.
 pub const CONNECTION_LIMIT: usize = 8;

@@ -20,8 +20,6 @@ pub(crate) mod weights;
 
 #[cfg(test)]
 pub(crate) mod fixtures;
-#[cfg(test)]
-mod fuzz_tests;
 
 use serde::{Deserialize, Serialize};
 

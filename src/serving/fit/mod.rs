@@ -464,4 +464,6 @@ pub fn choose(layouts: &[Layout], transport: &Transport, nodes: usize) -> Option
 }
 
 #[cfg(test)]
+mod fuzz_tests;
+#[cfg(test)]
 mod tests;

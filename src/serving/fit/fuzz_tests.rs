@@ -10,8 +10,8 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
-use super::fixtures::{self, safetensors_header, GgufBuilder, TensorSpec};
-use super::{config, gguf, safetensors, Sizing};
+use crate::model::shape::fixtures::{self, safetensors_header, GgufBuilder, TensorSpec};
+use crate::model::shape::{config, gguf, safetensors, ModelShape, Sizing};
 
 /// Records the largest allocation the current thread asks for while measuring.
 struct Measuring;
@@ -277,7 +277,7 @@ fn configs_never_panic_nor_allocate_what_they_claim() {
 }
 
 /// Plan `shape` for both engines on one and on three nodes.
-fn plan_without_panic(shape: &super::ModelShape) {
+fn plan_without_panic(shape: &ModelShape) {
     use crate::serving::fit::{llama, vllm, NodeMemory};
     use crate::spec::Transport;
     let nodes: Vec<NodeMemory> =
