@@ -15,6 +15,8 @@ use crate::link::address::{ClusterLink, PingReport};
 use crate::model::download::{ModelDownload, ModelDownloaded};
 use crate::model::fetch::{ModelFetch, ModelFetched};
 use crate::model::list::{ModelCacheReport, ModelList};
+use crate::model::shape::ask::ShapeAsk;
+use crate::model::shape::source::ShapeRead;
 use crate::model::serve::{ModelServe, ModelServeStop, ModelServeStopped, ModelServing};
 use crate::ops::detect::DetectReport;
 use crate::ops::doctor::DoctorReport;
@@ -116,6 +118,9 @@ node_calls! {
     ModelServeStop(ModelServeStop) -> ModelServeStopped;
     /// Receive a snapshot from the head's blob server: only the blobs the node lacks.
     ModelFetch(ModelFetch) -> ModelFetched;
+    /// A model's shape from its headers alone (config.json, safetensors or GGUF headers), read
+    /// locally or from the Hub by range reads (the head, for a plan).
+    ShapeRead(ShapeAsk) -> ShapeRead;
     /// The digest a reference names upstream now, from the registry API (no pull).
     SpreadResolve(SpreadResolve) -> UpstreamDigest;
     /// The digests the node's images of a repository carry.
@@ -398,6 +403,16 @@ mod tests {
                 }],
             }
             .into(),
+            ShapeAsk {
+                source: crate::model::shape::source::ModelSource::HubGguf {
+                    repo: RepoId::parse("unsloth/Qwen3-235B-A22B-GGUF").unwrap(),
+                    revision: "main".into(),
+                    pick: crate::model::gguf_pick::GgufPick::Quant("Q4_K_M".into()),
+                },
+                hub_env: [("HF_ENDPOINT".to_string(), "http://127.0.0.1:8080".to_string())].into_iter().collect(),
+                hf_token: Some(Secret::new("hf_secret".into())),
+            }
+            .into(),
         ]
     }
 
@@ -438,6 +453,7 @@ mod tests {
             NodeCall::BenchLevel(_) => 31,
             NodeCall::GateAsk(_) => 32,
             NodeCall::SpreadSign(_) => 33,
+            NodeCall::ShapeRead(_) => 34,
         }
     }
 
@@ -542,5 +558,23 @@ mod tests {
             access: Secret::new("k".into()),
         };
         round_trip(&ModelFetch { manifest: manifest(), revision: Revision::main(), source }, fetched);
+        let ask = ShapeAsk {
+            source: crate::model::shape::source::ModelSource::Directory("/models/Qwen3-32B".into()),
+            hub_env: Default::default(),
+            hf_token: None,
+        };
+        let hybrid = crate::model::shape::Sizing::CannotSize {
+            architecture: "Qwen3NextForCausalLM".into(),
+            why: "linear attention".into(),
+        };
+        let read = ShapeRead {
+            sizing: hybrid,
+            bytes_read: 2048,
+            requests: 1,
+            commit: None,
+            files: vec!["config.json".into()],
+            notes: vec![],
+        };
+        round_trip(&ask, read);
     }
 }

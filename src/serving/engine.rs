@@ -11,6 +11,7 @@
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use super::fit::{FitAsk, FitNodes, Plan};
 use super::model_source::ModelSource;
 use super::parallelism::Parallelism;
 use super::plan::{LaunchPlan, NodeFacts, PlanRequest};
@@ -18,6 +19,8 @@ use super::record::Role;
 use super::state::FlagQuestion;
 use crate::error::{Error, Result};
 use crate::link::ports::LinkPort;
+use crate::model::shape::source::ModelSource as ShapeSource;
+use crate::model::shape::ModelShape;
 use crate::spec::{ToolboxNeeds, Transport};
 use crate::verify::programs::RequiredProgram;
 
@@ -90,6 +93,21 @@ pub trait ServingEngine: Send + Sync + 'static {
 
     /// The body of its `POST /tokenize` for `text` (both answer `{"tokens": […]}`).
     fn tokenize_request(&self, model: &str, text: &str, add_special: bool) -> serde_json::Value;
+
+    /// Where the head reads the shape of the model `source` names when this engine serves it (a
+    /// directory or GGUF file(s) on the head, a Hub repository or its GGUF files), at `revision`
+    /// (a Hub branch, tag or commit; None: main).
+    fn shape_source(&self, source: &ModelSource, revision: Option<&str>) -> Result<ShapeSource>;
+    /// What its own arguments (after `--`) ask of a plan: the context, the cache's dtype.
+    fn fit_asked(&self, extra: &[String]) -> FitAsk;
+    /// A command for the head's toolbox whose output says whether its server has a GPU of its
+    /// own (None: the engine's plan does not depend on it).
+    fn devices_question(&self) -> Option<&'static [&'static str]>;
+    /// Whether that output names a GPU (None: it says neither).
+    fn head_gpu(&self, said: &str) -> Option<bool>;
+    /// Every layout of `shape` over `nodes` by its own rules, each with its figures or the rules
+    /// it breaks, the one chosen and why, and its flags for that layout.
+    fn fit(&self, shape: &ModelShape, nodes: &FitNodes, asked: &FitAsk) -> Result<Plan>;
 }
 
 /// An engine's toolbox.

@@ -12,10 +12,14 @@ use std::net::SocketAddr;
 use crate::error::{Error, Result};
 use crate::image::reference::ImageRef;
 use crate::link::ports::LinkPort;
+use crate::model::shape::source::ModelSource as ShapeSource;
+use crate::model::shape::ModelShape;
 use crate::serving::engine::{Backend, EngineRef, ServingEngine, ToolboxProfile};
+use crate::serving::fit::llama::LlamaRules;
+use crate::serving::fit::{FitAsk, FitNodes, KvCacheDtype, NodeMemory, Plan};
 use crate::serving::model_source::ModelSource;
 use crate::serving::parallelism::Parallelism;
-use crate::serving::plan::{with_overrides, LaunchPlan, NodeFacts, NodePlan, PlanRequest, PlannedCommand, Proof, Step};
+use crate::serving::plan::{flag_value, with_overrides, LaunchPlan, NodeFacts, NodePlan, PlanRequest, PlannedCommand, Proof, Step};
 use crate::serving::record::Role;
 use crate::serving::state::FlagQuestion;
 use crate::spec::{ToolboxNeeds, Transport};
@@ -199,6 +203,72 @@ impl ServingEngine for LlamaCpp {
 
     fn tokenize_request(&self, _model: &str, text: &str, add_special: bool) -> serde_json::Value {
         serde_json::json!({ "content": text, "add_special": add_special })
+    }
+
+    /// Every part of a GGUF on the head, or the Hub repository's GGUF file(s) the pick names.
+    fn shape_source(&self, source: &ModelSource, revision: Option<&str>) -> Result<ShapeSource> {
+        match source {
+            ModelSource::Path(path) => Ok(ShapeSource::GgufFiles(gguf_parts(path)?.into_iter().map(Into::into).collect())),
+            ModelSource::HubGguf { repo, pick } => Ok(ShapeSource::HubGguf {
+                repo: repo.clone(),
+                revision: revision.unwrap_or("main").to_string(),
+                pick: pick.clone(),
+            }),
+            ModelSource::Hub(repo) => Err(Error::Usage(format!(
+                "{repo}: llama.cpp serves a GGUF: name it (`{repo}:QUANT` or --file NAME.gguf)"
+            ))),
+        }
+    }
+
+    /// `-c`/`--ctx-size` and the cache's type (`-ctk`/`--cache-type-k`, when `-ctv` agrees).
+    fn fit_asked(&self, extra: &[String]) -> FitAsk {
+        let flag = |names: &[&str]| names.iter().find_map(|name| flag_value(extra, name));
+        let context = flag(&["-c", "--ctx-size"]).and_then(|c| c.trim().parse::<u64>().ok()).filter(|&c| c > 0);
+        let (key, value) = (flag(&["-ctk", "--cache-type-k"]), flag(&["-ctv", "--cache-type-v"]));
+        let kv_cache_dtype = key.filter(|key| value.is_none_or(|value| value == *key)).map(str::to_string);
+        FitAsk { max_model_len: context, kv_cache_dtype, ..FitAsk::default() }
+    }
+
+    /// `llama-server --list-devices`: the GPUs the head's build sees (a CPU build sees none, and
+    /// the layers then go to the workers alone).
+    fn devices_question(&self) -> Option<&'static [&'static str]> {
+        Some(&[SERVER, "--list-devices"])
+    }
+
+    /// `Available devices:`, then one `  NAME: DESCRIPTION (… MiB, … MiB free)` line a device, or
+    /// `  (none)`.
+    fn head_gpu(&self, said: &str) -> Option<bool> {
+        let mut lines = said.lines().skip_while(|line| line.trim() != "Available devices:");
+        lines.next()?;
+        Some(lines.take_while(|line| line.starts_with(' ')).any(|line| line.contains(": ")))
+    }
+
+    /// llama.cpp's rules (`serving::fit::llama`): the layers over every device by its memory, the
+    /// RPC servers first (as llama.cpp lists them), then the head's own GPU when it has one.
+    fn fit(&self, shape: &ModelShape, nodes: &FitNodes, asked: &FitAsk) -> Result<Plan> {
+        let mut rules = LlamaRules::default();
+        if let Some(name) = &asked.kv_cache_dtype {
+            rules.kv_cache_dtype = KvCacheDtype::named(name, format!("the cache type asked, {name}")).ok_or_else(|| {
+                Error::Usage(format!(
+                    "cache type {name}: not one this plan knows. Fix: f16, bf16, f32, q8_0, q4_0, q4_1, iq4_nl, q5_0 \
+                     or q5_1"
+                ))
+            })?;
+        }
+        rules.asked_context = asked.max_model_len;
+        let (head, workers) = match nodes.memory.split_first() {
+            Some((head, workers)) => (Some(head), workers),
+            None => (None, &[][..]),
+        };
+        let mut devices: Vec<NodeMemory> = workers.to_vec();
+        let head_device = match head.filter(|_| nodes.head_gpu != Some(false)) {
+            Some(head) => {
+                devices.push(head.clone());
+                Some(devices.len() - 1)
+            }
+            None => None,
+        };
+        Ok(crate::serving::fit::llama::plan(shape, &devices, head_device, &rules))
     }
 }
 
@@ -410,6 +480,48 @@ mod tests {
         assert!(LLAMA_CPP.needs("docker.io/kyuz0/amd-strix-halo-toolboxes:rocm-7.1.1-rocwmma").kfd);
         let vulkan = LLAMA_CPP.needs("docker.io/kyuz0/amd-strix-halo-toolboxes:vulkan-radv");
         assert!(!vulkan.kfd && !vulkan.rdma);
+    }
+
+    #[test]
+    fn the_plan_reads_its_context_and_cache_type_and_asks_the_head_for_its_gpus() {
+        let words = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let asked = LLAMA_CPP.fit_asked(&words(&["--ctx-size", "2048", "-ctk", "q8_0", "-ctv", "q8_0"]));
+        assert_eq!((asked.max_model_len, asked.kv_cache_dtype.as_deref()), (Some(2048), Some("q8_0")));
+        let mixed = LLAMA_CPP.fit_asked(&words(&["-c", "0", "-ctk", "q8_0", "-ctv", "f16"]));
+        assert_eq!((mixed.max_model_len, mixed.kv_cache_dtype), (None, None), "-c 0 is the model's own");
+        assert_eq!(LLAMA_CPP.head_gpu("Available devices:\n  (none)\n"), Some(false), "a CPU build");
+        let vulkan = "ggml_vulkan: Found 1 Vulkan devices:\nAvailable devices:\n  Vulkan0: AMD Radeon Graphics \
+                      (RADV GFX1151) (131072 MiB, 120000 MiB free)\n";
+        assert_eq!(LLAMA_CPP.head_gpu(vulkan), Some(true));
+        assert_eq!(LLAMA_CPP.head_gpu("error: invalid argument: --list-devices"), None, "an older build");
+        let split = ModelSource::Path("/m/q-00001-of-00002.gguf".into());
+        let ShapeSource::GgufFiles(parts) = LLAMA_CPP.shape_source(&split, None).unwrap() else { panic!("files") };
+        assert_eq!(parts.len(), 2);
+    }
+
+    #[test]
+    fn the_workers_come_first_and_a_head_without_a_gpu_holds_no_layers() {
+        use crate::model::shape::fixtures::{with_weights, LLAMA_3_3_70B};
+        let shape = with_weights(LLAMA_3_3_70B);
+        let gib = 1u64 << 30;
+        let memory = vec![
+            NodeMemory::new("node1", 64 * gib, 0, 4 * gib),
+            NodeMemory::new("node2", 120 * gib, 0, 4 * gib),
+            NodeMemory::new("node3", 96 * gib, 0, 4 * gib),
+        ];
+        let thunderbolt = Transport::ThunderboltTcp { netdev: "thunderbolt0".into() };
+        let mut nodes = FitNodes { memory, transport: thunderbolt, head_gpu: None };
+        let plan = LLAMA_CPP.fit(&shape, &nodes, &FitAsk::default()).expect("a plan");
+        let devices: Vec<&str> = plan.nodes.iter().map(|n| n.node.as_str()).collect();
+        assert_eq!(devices, ["node2", "node3", "node1"], "RPC servers first, then the head's GPU");
+        nodes.head_gpu = Some(false);
+        let asked = FitAsk { max_model_len: Some(2000), ..FitAsk::default() };
+        let plan = LLAMA_CPP.fit(&shape, &nodes, &asked).expect("a plan");
+        let devices: Vec<&str> = plan.nodes.iter().map(|n| n.node.as_str()).collect();
+        assert_eq!(devices, ["node2", "node3"], "the head's CPU build holds no layers");
+        let figures = plan.chosen_layout().and_then(|l| l.fits()).expect("it fits on the two");
+        assert_eq!(figures.context_tokens, 2048, "-c 2000 is padded to 2048 cells, as llama.cpp pads it");
+        assert!(plan.notes[0].contains("no GPU of its own"), "{:?}", plan.notes);
     }
 
     #[test]

@@ -7,10 +7,14 @@
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr};
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::link::ports::LinkPort;
+use crate::model::shape::source::ModelSource as ShapeSource;
+use crate::model::shape::ModelShape;
 use crate::serving::engine::{Backend, EngineRef, ServingEngine, ToolboxProfile};
 use crate::serving::environment::serving_env;
+use crate::serving::fit::vllm::VllmRules;
+use crate::serving::fit::{FitAsk, FitNodes, Plan};
 use crate::serving::model_source::ModelSource;
 use crate::serving::parallelism::Parallelism;
 use crate::serving::plan::{
@@ -85,7 +89,7 @@ impl ServingEngine for Vllm {
 
     fn source(&self, model: &str, file: Option<&str>) -> Result<ModelSource> {
         if ModelSource::names_gguf(model, file) {
-            return Err(crate::error::Error::Usage(format!(
+            return Err(Error::Usage(format!(
                 "{model}: a GGUF model (a .gguf path, REPO:QUANT or --file) is served by llama.cpp, not vLLM"
             )));
         }
@@ -186,6 +190,58 @@ impl ServingEngine for Vllm {
     fn tokenize_request(&self, model: &str, text: &str, add_special: bool) -> serde_json::Value {
         serde_json::json!({ "model": model, "prompt": text, "add_special_tokens": add_special })
     }
+
+    /// A directory as every rank reads it (the head's copy), or the Hub repository.
+    fn shape_source(&self, source: &ModelSource, revision: Option<&str>) -> Result<ShapeSource> {
+        let revision = revision.unwrap_or("main").to_string();
+        match source {
+            ModelSource::Path(path) => Ok(ShapeSource::Directory(path.into())),
+            ModelSource::Hub(repo) => Ok(ShapeSource::Hub { repo: repo.clone(), revision, gguf: Vec::new() }),
+            ModelSource::HubGguf { repo, .. } => {
+                Err(Error::Usage(format!("{repo}: a GGUF model is served by llama.cpp, not vLLM")))
+            }
+        }
+    }
+
+    /// `--max-model-len` and `--kv-cache-dtype` among its arguments.
+    fn fit_asked(&self, extra: &[String]) -> FitAsk {
+        FitAsk {
+            max_model_len: flag_value(extra, "--max-model-len").and_then(human_readable_int),
+            kv_cache_dtype: flag_value(extra, "--kv-cache-dtype").map(str::to_string),
+            ..FitAsk::default()
+        }
+    }
+
+    /// vLLM's plan needs only the nodes' memory: one rank a node's GPU.
+    fn devices_question(&self) -> Option<&'static [&'static str]> {
+        None
+    }
+
+    fn head_gpu(&self, _said: &str) -> Option<bool> {
+        None
+    }
+
+    /// vLLM's rules (`serving::fit::vllm`): TP × PP, and DP with expert parallelism for a MoE
+    /// model; `--tp`/`--pp` as asked, else chosen by the link.
+    fn fit(&self, shape: &ModelShape, nodes: &FitNodes, asked: &FitAsk) -> Result<Plan> {
+        let mut rules = VllmRules::new(shape, asked.kv_cache_dtype.as_deref())?;
+        rules.asked_context = asked.max_model_len;
+        rules.asked_layout = asked.tp.zip(asked.pp);
+        Ok(crate::serving::fit::vllm::plan(shape, &nodes.memory, &nodes.transport, &rules))
+    }
+}
+
+/// An integer as vLLM's `human_readable_int` reads it: `32768`, `32k` (×1000), `32K` (×1024),
+/// up to `g`/`G`; None for anything else (vLLM's own `-1`/`auto` included: it then decides).
+fn human_readable_int(text: &str) -> Option<u64> {
+    const SCALES: [(char, u64); 6] =
+        [('k', 1_000), ('m', 1_000_000), ('g', 1_000_000_000), ('K', 1 << 10), ('M', 1 << 20), ('G', 1 << 30)];
+    let text = text.trim();
+    let (digits, scale) = SCALES
+        .iter()
+        .find_map(|&(suffix, scale)| text.strip_suffix(suffix).map(|digits| (digits, scale)))
+        .unwrap_or((text, 1));
+    digits.parse::<u64>().ok().and_then(|n| n.checked_mul(scale)).filter(|&n| n > 0)
 }
 
 /// How one `vllm serve` spans the nodes.
@@ -366,6 +422,39 @@ mod tests {
         let path = ModelSource::Path("/models/tiny".into());
         assert_eq!(VLLM.model_paths(&path, Role::Worker).unwrap(), ["/models/tiny"], "every vLLM rank reads it");
         assert!(VLLM.source("/m/x.gguf", None).unwrap_err().to_string().contains("llama.cpp"));
+    }
+
+    #[test]
+    fn the_plan_reads_its_own_flags_as_vllm_reads_them() {
+        let words = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let asked = VLLM.fit_asked(&words(&["--max-model-len", "32K", "--kv-cache-dtype=fp8"]));
+        assert_eq!((asked.max_model_len, asked.kv_cache_dtype.as_deref()), (Some(32_768), Some("fp8")));
+        assert_eq!(VLLM.fit_asked(&words(&["--max-model-len", "8k"])).max_model_len, Some(8_000));
+        assert_eq!(VLLM.fit_asked(&words(&["--max-model-len", "-1"])).max_model_len, None, "vLLM decides");
+        assert_eq!(human_readable_int("99999999999999999999G"), None);
+        let hub = ModelSource::Hub(crate::model::repo_id::RepoId::parse("Qwen/Qwen3-32B").unwrap());
+        assert!(matches!(VLLM.shape_source(&hub, None).unwrap(), ShapeSource::Hub { revision, .. } if revision == "main"));
+        let path = ModelSource::Path("/models/qwen".into());
+        assert_eq!(VLLM.shape_source(&path, None).unwrap(), ShapeSource::Directory("/models/qwen".into()));
+        assert_eq!(VLLM.devices_question(), None);
+    }
+
+    #[test]
+    fn the_asked_layout_and_context_reach_the_plan() {
+        use crate::model::shape::fixtures::{with_weights, QWEN3_32B};
+        use crate::serving::fit::NodeMemory;
+        let shape = with_weights(QWEN3_32B);
+        let roce = Transport::Roce { device: "rocep194s0f0".into(), port: 1, netdev: "enp194s0np0".into(), gid_index: 1 };
+        let memory = (1..=2).map(|i| NodeMemory::new(&format!("node{i}"), 120 << 30, 0, 4 << 30)).collect();
+        let nodes = FitNodes { memory, transport: roce, head_gpu: None };
+        let asked = FitAsk { tp: Some(1), pp: Some(2), max_model_len: Some(8192), kv_cache_dtype: None };
+        let plan = VLLM.fit(&shape, &nodes, &asked).expect("a plan");
+        let chosen = plan.chosen_layout().expect("PP 2 as asked");
+        assert_eq!((chosen.tp, chosen.pp), (1, 2));
+        assert_eq!(chosen.fits().map(|f| f.context_tokens), Some(8192));
+        assert!(plan.engine_args.join(" ").contains("--max-model-len 8192"), "{:?}", plan.engine_args);
+        let bad = FitAsk { kv_cache_dtype: Some("fp3".into()), ..FitAsk::default() };
+        assert!(matches!(VLLM.fit(&shape, &nodes, &bad), Err(Error::Usage(_))));
     }
 
     #[test]

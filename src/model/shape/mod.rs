@@ -9,9 +9,7 @@
 //! A model whose cache cannot be sized honestly (hybrid, linear attention, an unknown
 //! architecture) is [`Sizing::CannotSize`], never a guess.
 
-// Nothing calls the shape yet but its tests: `plan` and the launch will (issue 32).
-#![cfg_attr(not(test), allow(dead_code))]
-
+pub(crate) mod ask;
 pub(crate) mod config;
 pub(crate) mod gguf;
 pub(crate) mod safetensors;

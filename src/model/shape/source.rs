@@ -22,6 +22,7 @@ use super::safetensors::{self, is_plain_path};
 use super::weights::{Naming, WeightSource, Weights};
 use super::{config, gguf, HeaderError, Sizing};
 use crate::error::{Error, Result};
+use crate::model::gguf_pick::{pick_gguf, GgufPick};
 use crate::model::repo_id::RepoId;
 use crate::secret::Secret;
 
@@ -36,7 +37,8 @@ const INDEX: &str = "model.safetensors.index.json";
 const SINGLE: &str = "model.safetensors";
 
 /// What to read the model from.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum ModelSource {
     /// A local directory with config.json and safetensors weights (a Hub snapshot).
     Directory(PathBuf),
@@ -45,6 +47,9 @@ pub enum ModelSource {
     /// A Hub repository at a revision (a branch, tag or commit); `gguf` names the GGUF files to
     /// read (as `model::gguf_pick` chose them) instead of config.json and safetensors.
     Hub { repo: RepoId, revision: String, gguf: Vec<String> },
+    /// The GGUF file(s) of a Hub repository that `pick` names, chosen from its file list as
+    /// `model::gguf_pick` chooses them.
+    HubGguf { repo: RepoId, revision: String, pick: GgufPick },
 }
 
 /// How to reach the Hub.
@@ -111,6 +116,15 @@ pub async fn read_shape(source: &ModelSource, hub: &HubAccess, limits: ReadLimit
             (Files::local(root, limits), names)
         }
         ModelSource::Hub { repo, revision, gguf } => (Files::hub(repo, revision, hub, limits).await?, gguf.clone()),
+        ModelSource::HubGguf { repo, revision, pick } => {
+            let files = Files::hub(repo, revision, hub, limits).await?;
+            let listed: Vec<String> = match &files.place {
+                Place::Hub { listing, .. } => listing.iter().cloned().collect(),
+                Place::Local(_) => Vec::new(),
+            };
+            let names = pick_gguf(&repo.to_string(), &listed, pick)?;
+            (files, names)
+        }
     };
     let mut notes = Vec::new();
     let sizing = if gguf.is_empty() {

@@ -286,7 +286,7 @@ fn plan_without_panic(shape: &ModelShape) {
         let _ = vllm::plan(shape, &nodes, &Transport::EthernetTcp, &rules);
         let _ = vllm::plan(shape, nodes.get(..1).unwrap_or_default(), &Transport::EthernetTcp, &rules);
     }
-    let _ = llama::plan(shape, &nodes, 2, &llama::LlamaRules::default());
+    let _ = llama::plan(shape, &nodes, Some(2), &llama::LlamaRules::default());
 }
 
 #[test]

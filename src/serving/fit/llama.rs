@@ -32,6 +32,8 @@ pub struct LlamaRules {
     pub parallel: u64,
     pub ubatch: u64,
     pub min_context: u64,
+    /// `-c` as asked: every split must hold it (padded as llama.cpp pads it).
+    pub asked_context: Option<u64>,
 }
 
 impl Default for LlamaRules {
@@ -47,19 +49,20 @@ impl Default for LlamaRules {
             parallel: DEFAULT_PARALLEL,
             ubatch: UBATCH,
             min_context: MIN_CONTEXT,
+            asked_context: None,
         }
     }
 }
 
 /// `--tensor-split` for `devices` in llama.cpp's order: each device's share in MiB of what it can
 /// give the model (usable memory less the runtime's share, less the token embedding on the head's).
-pub fn tensor_split(devices: &[NodeMemory], head: usize, embedding_bytes: u64, runtime_bytes: u64) -> Vec<u64> {
+pub fn tensor_split(devices: &[NodeMemory], head: Option<usize>, embedding_bytes: u64, runtime_bytes: u64) -> Vec<u64> {
     devices
         .iter()
         .enumerate()
         .map(|(index, device)| {
             let mut room = device.usable_bytes.saturating_sub(runtime_bytes);
-            if index == head {
+            if Some(index) == head {
                 room = room.saturating_sub(embedding_bytes);
             }
             room >> 20
@@ -104,8 +107,9 @@ pub fn window_tokens(shape: &ModelShape, rules: &LlamaRules) -> u64 {
 }
 
 /// What each of `devices` devices holds under `split`: its layers as llama.cpp assigns them, the
-/// output layer on its device (with the tied embedding's copy), the embedding on the head's.
-pub fn placements(shape: &ModelShape, devices: usize, head: usize, split: &[u64]) -> Vec<Placement> {
+/// output layer on its device (with the tied embedding's copy), the embedding on the head's (None:
+/// the head's server has no GPU of its own, and the embedding is on no device).
+pub fn placements(shape: &ModelShape, devices: usize, head: Option<usize>, split: &[u64]) -> Vec<Placement> {
     let assignment = layer_devices(shape.layers, split);
     let output_device = assignment.last().copied().unwrap_or(0);
     (0..devices)
@@ -121,7 +125,7 @@ pub fn placements(shape: &ModelShape, devices: usize, head: usize, split: &[u64]
                 layers,
                 tp: 1,
                 experts: ExpertCut::Width(1),
-                embedding: device == head,
+                embedding: Some(device) == head,
                 output: device == output_device,
                 tied_output: device == output_device && shape.tied_embeddings,
             }
@@ -130,13 +134,17 @@ pub fn placements(shape: &ModelShape, devices: usize, head: usize, split: &[u64]
 }
 
 /// The split of `shape` over `devices` (in llama.cpp's order; `head` is the device on the head
-/// node, whose host keeps the token embedding): one layout, the layers by each device's memory.
-pub fn plan(shape: &ModelShape, devices: &[NodeMemory], head: usize, rules: &LlamaRules) -> Plan {
-    let mut notes = vec![
-        "the token embedding stays in the head's host memory (llama.cpp keeps the input layer on the CPU), counted \
-         on the head's device"
+/// node, whose host keeps the token embedding; None when the head's server has no GPU of its
+/// own): one layout, the layers by each device's memory.
+pub fn plan(shape: &ModelShape, devices: &[NodeMemory], head: Option<usize>, rules: &LlamaRules) -> Plan {
+    let mut notes = vec![match head {
+        Some(_) => "the token embedding stays in the head's host memory (llama.cpp keeps the input layer on the \
+                    CPU), counted on the head's device"
             .to_string(),
-    ];
+        None => "the head's llama-server has no GPU of its own: the layers go to the workers' devices alone, and \
+                 the token embedding stays in the head's host memory (llama.cpp keeps the input layer on the CPU)"
+            .to_string(),
+    }];
     let weights = match &shape.weights {
         Some(weights) => weights.clone(),
         None => {
@@ -152,6 +160,8 @@ pub fn plan(shape: &ModelShape, devices: &[NodeMemory], head: usize, rules: &Lla
         window_tokens: window,
         runtime_bytes: rules.runtime_bytes,
         min_context: rules.min_context,
+        // llama.cpp pads -c up to whole 256 cells: the cache is that many.
+        asked_context: rules.asked_context.map(|asked| asked.div_ceil(PAD).saturating_mul(PAD)),
         budget: KvBudget::PerNode,
     };
     let mut outcome = outcome(shape, &weights, devices, &placements, &cache);
@@ -176,7 +186,7 @@ pub fn plan(shape: &ModelShape, devices: &[NodeMemory], head: usize, rules: &Lla
         engine_args.extend(["-c".to_string(), figures.context_tokens.to_string()]);
     }
     let layouts = vec![layout];
-    let refusal = (!fits).then(|| super::refusal(&layouts, devices, rules.min_context));
+    let refusal = (!fits).then(|| super::refusal(&layouts, devices, cache.needed(shape)));
     Plan {
         engine: "llama.cpp".into(),
         architecture: shape.architecture.clone(),

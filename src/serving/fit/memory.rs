@@ -7,11 +7,23 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::host::gpu::GpuFacts;
+use crate::spec::Transport;
 
 /// GiB kept back on every node unless the operator says otherwise: the OS, the container, the
 /// engine's own runtime outside its tensors.
 pub const DEFAULT_RESERVE_GIB: u64 = 4;
 const GIB: u64 = 1 << 30;
+
+/// The nodes a plan is made for: each one's memory (the head first), the cluster link between
+/// them, and whether the head's server has a GPU of its own (llama.cpp's `--list-devices`; None:
+/// not asked, and the head is taken to have its GPU as every Strix Halo does).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FitNodes {
+    pub memory: Vec<NodeMemory>,
+    pub transport: Transport,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub head_gpu: Option<bool>,
+}
 
 /// One node's memory for a model.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

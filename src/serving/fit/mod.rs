@@ -6,9 +6,7 @@
 //! acts on it. What the engine says after loading is read back by [`vllm_log`] and [`llama_log`]
 //! to set beside the plan. Every size is in bytes.
 
-// Nothing calls the plan yet but its tests: `plan` and the launch will (issue 32).
-#![cfg_attr(not(test), allow(dead_code))]
-
+pub(crate) mod asked;
 pub(crate) mod kv;
 pub(crate) mod llama;
 pub(crate) mod llama_log;
@@ -23,8 +21,9 @@ use serde::{Deserialize, Serialize};
 use crate::model::shape::weights::Weights;
 use crate::model::shape::ModelShape;
 use crate::spec::Transport;
+pub use asked::{choose_asked, FitAsk};
 pub use kv::{KvCacheDtype, KvPerToken};
-pub use memory::NodeMemory;
+pub use memory::{FitNodes, NodeMemory};
 
 const GIB: f64 = (1u64 << 30) as f64;
 
@@ -183,6 +182,17 @@ pub struct Refusal {
     pub fix: String,
     pub needs_bytes: u64,
     pub has_bytes: u64,
+    /// The rules the layout the operator asked for (`--tp`/`--pp`) breaks; empty when no layout
+    /// of the engine's own choosing fits.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub asked_breaks: Vec<Broken>,
+}
+
+impl Refusal {
+    /// The operator asked for a layout that breaks a rule of the model (not merely its memory).
+    pub fn asked_against_the_model(&self) -> bool {
+        self.asked_breaks.iter().any(|broken| !matches!(broken.rule, Rule::Memory | Rule::Context))
+    }
 }
 
 /// What one node holds: its layers, how they are cut, and what else.
@@ -274,7 +284,29 @@ pub struct CacheRules<'a> {
     pub runtime_bytes: u64,
     /// A layout leaving fewer tokens than this (or the model's own maximum, if smaller) breaks.
     pub min_context: u64,
+    /// The context the operator asked for (`--max-model-len`, `-c`): the ceiling, and what every
+    /// layout must hold (the model's own maximum caps it).
+    pub asked_context: Option<u64>,
     pub budget: KvBudget,
+}
+
+impl CacheRules<'_> {
+    /// The longest context a layout may take, and what sets it.
+    pub fn ceiling(&self, shape: &ModelShape) -> (u64, String) {
+        match self.asked_context {
+            Some(asked) if asked < shape.max_context => (asked, format!("the {asked} tokens asked")),
+            _ => (shape.max_context, "the model's own maximum".to_string()),
+        }
+    }
+
+    /// The fewest tokens a layout must hold: what was asked, else the engine's least.
+    pub fn needed(&self, shape: &ModelShape) -> u64 {
+        let (ceiling, _) = self.ceiling(shape);
+        match self.asked_context {
+            Some(_) => ceiling,
+            None => self.min_context.min(ceiling),
+        }
+    }
 }
 
 /// A layout's outcome from its placements, one per node in order.
@@ -285,7 +317,8 @@ pub fn outcome(
     placements: &[Placement],
     rules: &CacheRules,
 ) -> Outcome {
-    let needed = rules.min_context.min(shape.max_context);
+    let needed = rules.needed(shape);
+    let (ceiling, ceiling_by) = rules.ceiling(shape);
     let mut loads = Vec::new();
     let mut broken = Vec::new();
     let mut needs = 0u64;
@@ -334,10 +367,10 @@ pub fn outcome(
         load.context_tokens = load.kv_per_token.longest_context(free, rules.window_tokens);
     }
     let (context, by) = match loads.iter().min_by_key(|l| l.context_tokens) {
-        Some(tightest) if tightest.context_tokens < shape.max_context => {
+        Some(tightest) if tightest.context_tokens < ceiling => {
             (tightest.context_tokens, format!("the memory of {}", tightest.node))
         }
-        _ => (shape.max_context, "the model's own maximum".to_string()),
+        _ => (ceiling, ceiling_by),
     };
     if context < needed {
         return Outcome::Breaks {
@@ -393,6 +426,7 @@ pub fn refusal(layouts: &[Layout], nodes: &[NodeMemory], min_context: u64) -> Re
             .into(),
         needs_bytes: needs.unwrap_or(0),
         has_bytes: has,
+        asked_breaks: Vec::new(),
     }
 }
 

@@ -16,8 +16,8 @@
 use std::ops::Range;
 
 use super::{
-    choose, outcome, refusal, Broken, CacheRules, ExpertCut, KvBudget, KvCacheDtype, Layout, NodeMemory, Outcome,
-    Placement, Plan, Rule,
+    choose, choose_asked, outcome, refusal, Broken, CacheRules, ExpertCut, KvBudget, KvCacheDtype, Layout, NodeMemory,
+    Outcome, Placement, Plan, Rule,
 };
 use crate::error::{Error, Result};
 use crate::model::shape::weights::Weights;
@@ -43,6 +43,10 @@ pub struct VllmRules {
     pub max_num_batched_tokens: u64,
     pub block_size: u64,
     pub min_context: u64,
+    /// `--max-model-len` as asked: every layout must hold it, and none takes more.
+    pub asked_context: Option<u64>,
+    /// `--tp`/`--pp` as asked: that layout or none.
+    pub asked_layout: Option<(u32, u32)>,
 }
 
 impl VllmRules {
@@ -54,6 +58,8 @@ impl VllmRules {
             max_num_batched_tokens: MAX_NUM_BATCHED_TOKENS,
             block_size: BLOCK_SIZE,
             min_context: MIN_CONTEXT,
+            asked_context: None,
+            asked_layout: None,
         })
     }
 }
@@ -241,7 +247,7 @@ pub fn window_tokens(shape: &ModelShape, rules: &VllmRules) -> u64 {
 /// fewer nodes would do.
 pub fn plan(shape: &ModelShape, nodes: &[NodeMemory], transport: &Transport, rules: &VllmRules) -> Plan {
     let mut plan = plan_on(shape, nodes, transport, rules);
-    if plan.chosen.is_some() && nodes.len() > 1 {
+    if plan.chosen.is_some() && nodes.len() > 1 && rules.asked_layout.is_none() {
         for fewer in 1..nodes.len() {
             let smaller = plan_on(shape, nodes.get(..fewer).unwrap_or_default(), transport, rules);
             if let Some(layout) = smaller.chosen_layout() {
@@ -282,8 +288,16 @@ fn plan_on(shape: &ModelShape, nodes: &[NodeMemory], transport: &Transport, rule
         window_tokens: window,
         runtime_bytes: rules.runtime_bytes,
         min_context: rules.min_context,
+        asked_context: rules.asked_context,
         budget: KvBudget::Uniform,
     };
+    if let Some(asked) = rules.asked_context.filter(|&asked| asked > shape.max_context) {
+        notes.push(format!(
+            "--max-model-len {asked} is more than the model's own {}: the plan takes the model's (vLLM refuses a \
+             longer one)",
+            shape.max_context
+        ));
+    }
     let layouts: Vec<Layout> = layouts(count, shape.moe.is_some())
         .into_iter()
         .map(|(tp, pp, dp, expert_parallel)| {
@@ -309,8 +323,17 @@ fn plan_on(shape: &ModelShape, nodes: &[NodeMemory], transport: &Transport, rule
             Layout { tp, pp, dp, expert_parallel, outcome }
         })
         .collect();
-    let chosen = choose(&layouts, transport, nodes.len());
-    let refusal = chosen.is_none().then(|| refusal(&layouts, nodes, rules.min_context));
+    let (chosen, refusal) = match rules.asked_layout {
+        Some((tp, pp)) => match choose_asked(&layouts, nodes, tp, pp) {
+            Ok(chosen) => (Some(chosen), None),
+            Err(refused) => (None, Some(refused)),
+        },
+        None => {
+            let chosen = choose(&layouts, transport, nodes.len());
+            let refusal = chosen.is_none().then(|| refusal(&layouts, nodes, cache.needed(shape)));
+            (chosen, refusal)
+        }
+    };
     let engine_args = chosen.as_ref().and_then(|c| layouts.get(c.layout)).map(launch_args).unwrap_or_default();
     Plan {
         engine: "vllm".into(),

@@ -257,3 +257,30 @@ fn plans_serialize_every_size_in_bytes() {
     let back: Plan = serde_json::from_value(json).expect("back");
     assert_eq!(back, plan);
 }
+
+#[test]
+fn an_asked_context_is_the_ceiling_and_what_every_layout_must_hold() {
+    let shape = with_weights(fixtures::QWEN3_32B);
+    let mut rules = VllmRules::new(&shape, None).expect("rules");
+    rules.asked_context = Some(16_384);
+    let asked = plan(&shape, &nodes(2, 120), &roce(), &rules);
+    let figures = asked.chosen_layout().and_then(Layout::fits).expect("it fits");
+    // 16,384 tokens × 131,072 bytes a token at TP 2: 2 GiB a node.
+    assert_eq!((figures.context_tokens, figures.kv_cache_bytes()), (16_384, 2 * GIB));
+    assert_eq!(figures.limited_by, "the 16384 tokens asked");
+    // Two nodes of 40 GiB GTT hold the weights at TP 2 (30.5 GiB each), leaving 36 - 2 - 30.5 = 3.5
+    // GiB for the cache: under 30,000 tokens, short of the 40,960 asked.
+    rules.asked_context = Some(40_960);
+    let tight = plan(&shape, &nodes(2, 40), &roce(), &rules);
+    let tp2 = tight.layout(2, 1, 1, false).expect("TP 2");
+    let Outcome::Breaks { rules: broken, .. } = &tp2.outcome else { panic!("the cache is short: {tp2:?}") };
+    assert_eq!(rules_of(broken), vec![Rule::Context]);
+    assert!(broken[0].message.contains("fewer than the 40960"), "{}", broken[0].message);
+    let refusal = tight.refusal.expect("refused");
+    assert!(refusal.message.contains("a cache of 40960 tokens"), "{}", refusal.message);
+    // More than the model's own: the model's, said so.
+    rules.asked_context = Some(1 << 20);
+    let capped = plan(&shape, &nodes(2, 120), &roce(), &rules);
+    assert_eq!(capped.chosen_layout().and_then(Layout::fits).map(|f| f.context_tokens), Some(40_960));
+    assert!(capped.notes.iter().any(|n| n.contains("more than the model's own 40960")), "{:?}", capped.notes);
+}
