@@ -26,6 +26,10 @@ const MAX_KEEP: u64 = 1000;
 const MAX_TP: u64 = 1024;
 /// The most log lines `logs -n` shows of each log.
 const MAX_LINES: u64 = 1_000_000;
+/// The longest context a plan is asked for, in tokens: far past any model's.
+const MAX_CONTEXT: u64 = 1 << 26;
+/// The most GiB a plan keeps back on a node.
+const MAX_RESERVE_GIB: u64 = 1 << 20;
 
 /// A number from `min` to `max`: anything else is a usage error (exit 2) that says the range.
 fn bounded<T>(min: u64, max: u64) -> clap::builder::RangedU64ValueParser<T>
@@ -189,6 +193,9 @@ pub enum Command {
     Rm(RmArgs),
     /// Recreate a toolbox from its previous pinned image.
     Rollback(RollbackArgs),
+    /// Plan MODEL on this node without downloading it: its shape from its headers, the GPU's memory
+    /// (its GTT less what is in use less a reserve), the context that fits and the engine's flags.
+    Plan(PlanArgs),
     /// Serve MODEL from this node's toolbox (`vllm serve`, or `llama-server` for a GGUF), detached,
     /// until it answers at its OpenAI-compatible endpoint (`cluster launch` serves one model across
     /// every node).
@@ -424,6 +431,10 @@ pub enum ClusterCommand {
     /// Close the ssh connections earlier cluster commands left up for reuse (--ssh-persist), one
     /// per node; nothing to close is no failure.
     Disconnect,
+    /// Plan MODEL across every node without downloading it: its shape read on the head (from the
+    /// Hub by range reads, or its files), each node's GPU memory, every layout with its weights,
+    /// KV cache and longest context per node or the rule it breaks, the one chosen and why.
+    Plan(PlanArgs),
     /// Serve MODEL across every node, all or nothing: vLLM (its own executor, or Ray's; tensor
     /// parallel over RoCE, pipeline parallel over TCP), or
     /// llama.cpp with the layers split over rpc-server on every worker (a GGUF); every process on
@@ -719,6 +730,61 @@ pub struct LaunchArgs {
     /// More arguments for the engine's server (`vllm serve`, `llama-server`).
     #[arg(last = true, value_name = "ENGINE ARGS")]
     pub extra: Vec<String>,
+}
+
+/// A model to plan, and what is asked of the plan.
+#[derive(Debug, Clone, Args)]
+pub struct PlanArgs {
+    /// The model: a Hugging Face repository (`org/name`), a directory on the head (vLLM), a GGUF
+    /// file on the head (llama.cpp; of a split model, the first part), or a Hub repository's GGUF
+    /// by its quant (`org/name:Q4_K_M`). Only its headers are read.
+    #[arg(value_name = "MODEL")]
+    pub model: String,
+
+    /// The GGUF file of the Hub repository MODEL, by its path in the repository (llama.cpp).
+    #[arg(long, value_name = "NAME.gguf")]
+    pub file: Option<String>,
+
+    /// The serving engine whose rules plan it [default: as launch chooses: llama.cpp for a GGUF,
+    /// else vllm].
+    #[arg(long, value_enum, value_name = "ENGINE")]
+    pub engine: Option<EngineRef>,
+
+    /// vLLM's tensor-parallel size: only that layout, refused when the model does not allow it.
+    #[arg(long, value_name = "N", value_parser = bounded::<usize>(1, MAX_TP))]
+    pub tp: Option<usize>,
+
+    /// vLLM's pipeline-parallel size.
+    #[arg(long, value_name = "N", value_parser = bounded::<usize>(1, MAX_TP))]
+    pub pp: Option<usize>,
+
+    /// GiB kept back on every node for the OS and the container, off the GPU's GTT.
+    #[arg(long, value_name = "GIB", default_value_t = crate::serving::fit::memory::DEFAULT_RESERVE_GIB,
+          value_parser = bounded::<u64>(0, MAX_RESERVE_GIB))]
+    pub reserve: u64,
+
+    /// The longest request in tokens: every layout must hold it [default: the longest that fits,
+    /// up to the model's own].
+    #[arg(long, value_name = "TOKENS", value_parser = bounded::<u64>(1, MAX_CONTEXT))]
+    pub max_model_len: Option<u64>,
+
+    /// The KV cache's dtype (vLLM's names: auto, bfloat16, fp8...; llama.cpp's: f16, q8_0...)
+    /// [default: the engine's: the model's dtype for vLLM, f16 for llama.cpp].
+    #[arg(long, value_name = "DTYPE")]
+    pub kv_cache_dtype: Option<String>,
+
+    /// A Hub branch, tag or commit [default: main].
+    #[arg(long, value_name = "REVISION")]
+    pub revision: Option<String>,
+
+    /// Read the Hugging Face token from FILE [default: the HF_TOKEN environment variable]; the
+    /// head sends it to the Hub in a header, never a command line, a log or a report.
+    #[arg(long, value_name = "FILE")]
+    pub hf_token_file: Option<PathBuf>,
+
+    /// The toolbox asked which GPUs the head's server sees (llama.cpp) [default: the engine's].
+    #[arg(long, value_name = "NAME")]
+    pub toolbox: Option<String>,
 }
 
 /// Which toolbox: `--name`, else the engine's.

@@ -9,6 +9,7 @@ pub(crate) mod checks;
 pub(crate) mod disconnect;
 pub(crate) mod doctor;
 pub(crate) mod facts;
+pub(crate) mod fit;
 pub(crate) mod hub_gguf;
 pub(crate) mod install;
 pub(crate) mod interrupt;

@@ -27,6 +27,8 @@ pub const REPO: &str = "registry.test/vllm";
 pub struct TestNode {
     pub engine: Arc<FakeEngine>,
     pub node: LocalNode,
+    /// Its host tree (what `--host-root` names).
+    pub host_root: std::path::PathBuf,
     _dir: tempfile::TempDir,
 }
 
@@ -41,8 +43,8 @@ impl TestNode {
         }
         let engine = Arc::new(FakeEngine::new());
         let settings = Settings::for_tests(dir.path()).with_engine(engine.clone());
-        let settings = Settings { host_root: root, ..settings };
-        TestNode { engine, node: LocalNode::named(name, settings), _dir: dir }
+        let settings = Settings { host_root: root.clone(), ..settings };
+        TestNode { engine, node: LocalNode::named(name, settings), host_root: root, _dir: dir }
     }
 
     /// The image toolbox `name` runs (its id label), if it exists.

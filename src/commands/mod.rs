@@ -16,6 +16,7 @@ mod launch;
 mod list;
 mod logs;
 mod model;
+mod plan;
 mod rccl;
 mod refresh;
 mod rm;
@@ -89,6 +90,7 @@ pub fn run(command: Command, settings: &Settings, out: &Output) -> Result<i32> {
                     Command::Status => status::run(settings, out).await,
                     Command::Rm(args) => rm::run(&args, settings, out).await,
                     Command::Rollback(args) => rollback::run(&args, settings, out).await,
+                    Command::Plan(args) => plan::run(&args, &[&LocalNode::new(settings)], out).await,
                     Command::Launch(args) => launch::run(&args, &[&LocalNode::new(settings)], out).await,
                     Command::Stop(args) => {
                         stop::run(&args.toolbox(), &[&LocalNode::new(settings)], Vec::new(), out).await

@@ -197,6 +197,11 @@ impl EngineRef {
         ENGINES.into_iter().find(|engine| engine.claims(model, file))
     }
 
+    /// The engine `asked` (`--engine`), else the one MODEL can only be served by, else the default.
+    pub fn for_model(asked: Option<EngineRef>, model: &str, file: Option<&str>) -> EngineRef {
+        asked.or_else(|| EngineRef::claiming(model, file)).unwrap_or_default()
+    }
+
     /// `channel` if it is one of its channels.
     pub fn parse_channel(self, channel: &str) -> Result<&'static str> {
         let channels = self.toolbox().channels;

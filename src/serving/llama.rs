@@ -19,7 +19,9 @@ use crate::serving::fit::llama::LlamaRules;
 use crate::serving::fit::{FitAsk, FitNodes, KvCacheDtype, NodeMemory, Plan};
 use crate::serving::model_source::ModelSource;
 use crate::serving::parallelism::Parallelism;
-use crate::serving::plan::{flag_value, with_overrides, LaunchPlan, NodeFacts, NodePlan, PlanRequest, PlannedCommand, Proof, Step};
+use crate::serving::plan::{
+    flag_value, with_overrides, LaunchPlan, NodeFacts, NodePlan, PlanRequest, PlannedCommand, Proof, Step,
+};
 use crate::serving::record::Role;
 use crate::serving::state::FlagQuestion;
 use crate::spec::{ToolboxNeeds, Transport};
@@ -208,7 +210,9 @@ impl ServingEngine for LlamaCpp {
     /// Every part of a GGUF on the head, or the Hub repository's GGUF file(s) the pick names.
     fn shape_source(&self, source: &ModelSource, revision: Option<&str>) -> Result<ShapeSource> {
         match source {
-            ModelSource::Path(path) => Ok(ShapeSource::GgufFiles(gguf_parts(path)?.into_iter().map(Into::into).collect())),
+            ModelSource::Path(path) => {
+                Ok(ShapeSource::GgufFiles(gguf_parts(path)?.into_iter().map(Into::into).collect()))
+            }
             ModelSource::HubGguf { repo, pick } => Ok(ShapeSource::HubGguf {
                 repo: repo.clone(),
                 revision: revision.unwrap_or("main").to_string(),
@@ -248,12 +252,13 @@ impl ServingEngine for LlamaCpp {
     fn fit(&self, shape: &ModelShape, nodes: &FitNodes, asked: &FitAsk) -> Result<Plan> {
         let mut rules = LlamaRules::default();
         if let Some(name) = &asked.kv_cache_dtype {
-            rules.kv_cache_dtype = KvCacheDtype::named(name, format!("the cache type asked, {name}")).ok_or_else(|| {
-                Error::Usage(format!(
+            rules.kv_cache_dtype =
+                KvCacheDtype::named(name, format!("the cache type asked, {name}")).ok_or_else(|| {
+                    Error::Usage(format!(
                     "cache type {name}: not one this plan knows. Fix: f16, bf16, f32, q8_0, q4_0, q4_1, iq4_nl, q5_0 \
                      or q5_1"
                 ))
-            })?;
+                })?;
         }
         rules.asked_context = asked.max_model_len;
         let (head, workers) = match nodes.memory.split_first() {

@@ -433,7 +433,9 @@ mod tests {
         assert_eq!(VLLM.fit_asked(&words(&["--max-model-len", "-1"])).max_model_len, None, "vLLM decides");
         assert_eq!(human_readable_int("99999999999999999999G"), None);
         let hub = ModelSource::Hub(crate::model::repo_id::RepoId::parse("Qwen/Qwen3-32B").unwrap());
-        assert!(matches!(VLLM.shape_source(&hub, None).unwrap(), ShapeSource::Hub { revision, .. } if revision == "main"));
+        assert!(
+            matches!(VLLM.shape_source(&hub, None).unwrap(), ShapeSource::Hub { revision, .. } if revision == "main")
+        );
         let path = ModelSource::Path("/models/qwen".into());
         assert_eq!(VLLM.shape_source(&path, None).unwrap(), ShapeSource::Directory("/models/qwen".into()));
         assert_eq!(VLLM.devices_question(), None);
@@ -444,7 +446,8 @@ mod tests {
         use crate::model::shape::fixtures::{with_weights, QWEN3_32B};
         use crate::serving::fit::NodeMemory;
         let shape = with_weights(QWEN3_32B);
-        let roce = Transport::Roce { device: "rocep194s0f0".into(), port: 1, netdev: "enp194s0np0".into(), gid_index: 1 };
+        let roce =
+            Transport::Roce { device: "rocep194s0f0".into(), port: 1, netdev: "enp194s0np0".into(), gid_index: 1 };
         let memory = (1..=2).map(|i| NodeMemory::new(&format!("node{i}"), 120 << 30, 0, 4 << 30)).collect();
         let nodes = FitNodes { memory, transport: roce, head_gpu: None };
         let asked = FitAsk { tp: Some(1), pp: Some(2), max_model_len: Some(8192), kv_cache_dtype: None };

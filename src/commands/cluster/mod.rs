@@ -1,4 +1,4 @@
-//! `cluster init|doctor|refresh|status|verify|launch|stop|logs|bench|disconnect|install|model`:
+//! `cluster init|doctor|refresh|status|verify|plan|launch|stop|logs|bench|disconnect|install|model`:
 //! the whole cluster from one machine, over ssh. One file per subcommand, each with its renderer;
 //! here the dispatch and the cluster's settings (its nodes, from --nodes or the cluster file).
 
@@ -10,6 +10,7 @@ mod install;
 mod launch;
 mod logs;
 mod model;
+mod plan;
 mod refresh;
 mod status;
 mod stop;
@@ -36,6 +37,7 @@ pub async fn run(args: &ClusterArgs, settings: &Settings, out: &Output) -> Resul
         ClusterCommand::Doctor(toolbox) => doctor::run(&cluster, toolbox, out).await,
         ClusterCommand::Status(toolbox) => status::run(&cluster, toolbox, out).await,
         ClusterCommand::Verify(toolbox) => verify::run(&cluster, toolbox, out).await,
+        ClusterCommand::Plan(plan) => plan::run(&cluster, plan, out).await,
         ClusterCommand::Launch(launch) => launch::run(&cluster, launch, out).await,
         ClusterCommand::Stop(toolbox) => stop::run(&cluster, toolbox, out).await,
         ClusterCommand::Logs(logs) => logs::run(cluster, logs, out).await,

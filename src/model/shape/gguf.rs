@@ -60,6 +60,7 @@ impl Value {
         }
     }
 
+    #[cfg(test)]
     pub fn as_str(&self) -> Option<&str> {
         match self {
             Value::String(s) => Some(s),

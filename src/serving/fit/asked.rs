@@ -51,7 +51,7 @@ pub fn choose_asked(layouts: &[Layout], nodes: &[NodeMemory], tp: u32, pp: u32) 
         });
     };
     match &layout.outcome {
-        Outcome::Fits(_) => Ok(Chosen { layout: index, why: format!("{}, as asked", layout.label()) }),
+        Outcome::Fits(_) => Ok(Chosen { layout: index, why: "as asked (--tp/--pp)".to_string() }),
         Outcome::Breaks { rules, needs_bytes } => {
             let said: Vec<&str> = rules.iter().map(|broken| broken.message.as_str()).collect();
             let needs = needs_bytes.map_or(String::new(), |needs| {
@@ -84,13 +84,11 @@ mod tests {
     #[test]
     fn a_layout_asked_is_taken_or_refused_naming_its_rules() {
         let heads = Broken { rule: Rule::AttentionHeads, message: "its 64 attention heads are not divisible".into() };
-        let layouts = vec![
-            layout(1, 3, fits()),
-            layout(3, 1, Outcome::Breaks { rules: vec![heads.clone()], needs_bytes: None }),
-        ];
+        let layouts =
+            vec![layout(1, 3, fits()), layout(3, 1, Outcome::Breaks { rules: vec![heads.clone()], needs_bytes: None })];
         let nodes = vec![NodeMemory::new("node1", 100 << 30, 0, 4 << 30); 3];
         let chosen = choose_asked(&layouts, &nodes, 1, 3).expect("PP 3 fits");
-        assert_eq!((chosen.layout, chosen.why.as_str()), (0, "TP 1 × PP 3, as asked"));
+        assert_eq!((chosen.layout, chosen.why.as_str()), (0, "as asked (--tp/--pp)"));
         let refused = choose_asked(&layouts, &nodes, 3, 1).expect_err("TP 3 breaks the heads");
         assert!(refused.asked_against_the_model() && refused.asked_breaks == [heads], "{refused:?}");
         assert!(refused.message.contains("TP 3 × PP 1, as asked") && refused.message.contains("64 attention heads"));
@@ -106,7 +104,10 @@ mod tests {
         let nodes = vec![NodeMemory::new("node1", 100 << 30, 0, 4 << 30); 2];
         let refused = choose_asked(&layouts, &nodes, 2, 1).expect_err("too big");
         assert!(!refused.asked_against_the_model());
-        assert!(refused.message.contains("needs 210.0 GiB") && refused.message.contains("96.0 GiB usable"), "{refused:?}");
+        assert!(
+            refused.message.contains("needs 210.0 GiB") && refused.message.contains("96.0 GiB usable"),
+            "{refused:?}"
+        );
         assert_eq!((refused.needs_bytes, refused.has_bytes), (210 << 30, 96 << 30));
     }
 

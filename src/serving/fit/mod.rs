@@ -9,9 +9,12 @@
 pub(crate) mod asked;
 pub(crate) mod kv;
 pub(crate) mod llama;
+// What the engines log is read back beside the plan once the launch plans first.
+#[cfg_attr(not(test), allow(dead_code))]
 pub(crate) mod llama_log;
 pub(crate) mod memory;
 pub(crate) mod vllm;
+#[cfg_attr(not(test), allow(dead_code))]
 pub(crate) mod vllm_log;
 
 use std::ops::Range;

@@ -1,0 +1,194 @@
+//! `plan MODEL` on this node, and `cluster plan MODEL` on every node: the same plan (see
+//! `cluster::fit`), rendered with every layout's figures or the rule it breaks. Exits 1 when no
+//! layout serves the model (a launch would refuse it), 0 otherwise: a model that cannot be sized
+//! is said so, and a launch would go on without a plan.
+
+use super::secrets::hf_token;
+use crate::cli::PlanArgs;
+use crate::cluster::fit::{fit_model, FitReport, FitRequest};
+use crate::error::{Result, EXIT_FAILURE};
+use crate::model::hub_env::forwarded_hub_env;
+use crate::model::shape::weights::WeightSource;
+use crate::model::shape::Sizing;
+use crate::node::Node;
+use crate::output::{Output, Render, Style};
+use crate::reporter::Bytes;
+use crate::serving::engine::EngineRef;
+use crate::serving::fit::{FitAsk, Layout, Outcome, Plan};
+
+/// Plan on `nodes` and render the report; the exit code.
+pub async fn run(args: &PlanArgs, nodes: &[&dyn Node], out: &Output) -> Result<i32> {
+    let request = request(args)?;
+    let report = fit_model(nodes, &request).await?;
+    out.report(&report);
+    Ok(if report.refused() { EXIT_FAILURE } else { 0 })
+}
+
+fn request(args: &PlanArgs) -> Result<FitRequest> {
+    let engine = EngineRef::for_model(args.engine, &args.model, args.file.as_deref());
+    Ok(FitRequest {
+        engine,
+        model: args.model.clone(),
+        source: engine.source(&args.model, args.file.as_deref())?,
+        toolbox: args.toolbox.clone().unwrap_or_else(|| engine.toolbox().default_toolbox.to_string()),
+        revision: args.revision.clone(),
+        tp: args.tp,
+        pp: args.pp,
+        asked: FitAsk {
+            tp: None,
+            pp: None,
+            max_model_len: args.max_model_len,
+            kv_cache_dtype: args.kv_cache_dtype.clone(),
+        },
+        reserve_gib: args.reserve,
+        hf_token: hf_token(args.hf_token_file.as_deref())?,
+        hub_env: forwarded_hub_env(std::env::vars()),
+    })
+}
+
+impl Render for FitReport {
+    fn render(&self, out: &Output) {
+        let read = &self.read;
+        let commit =
+            read.commit.as_deref().map(|c| format!(", commit {}", c.get(..7).unwrap_or(c))).unwrap_or_default();
+        let took = format!("{} read in {} request(s){commit}", Bytes(read.bytes_read), read.requests);
+        let shape = match &read.sizing {
+            Sizing::Sized(shape) => shape,
+            Sizing::CannotSize { .. } => {
+                let why = self.cannot_size.as_deref().unwrap_or_default();
+                out.line(&format!("{} cannot be sized honestly ({took}): {why}", self.model));
+                out.line("A launch goes on without a plan, as before, with a warning.");
+                return;
+            }
+        };
+        let weights = match shape.weights.as_ref() {
+            Some(weights) => {
+                let from = match weights.source {
+                    WeightSource::Headers => "from the tensors' headers",
+                    WeightSource::IndexTotal => "the index's total",
+                    WeightSource::Config => "estimated from the config",
+                };
+                format!(", weights {} ({from})", Bytes(weights.total_bytes))
+            }
+            None => String::new(),
+        };
+        out.line(&format!(
+            "{}: {}, {} layers, {} attention heads, {} KV heads of {}, context {}{weights}; by {}'s rules",
+            out.paint(&self.model, Style::Bold),
+            shape.architecture,
+            shape.layers,
+            shape.attention_heads,
+            shape.kv_heads,
+            shape.head_dim,
+            shape.max_context,
+            self.engine.title()
+        ));
+        out.line(&format!("  {took}"));
+        for note in read.notes.iter().chain(&self.notes) {
+            out.line(&format!("  note: {note}"));
+        }
+        if let Some(plan) = &self.plan {
+            render_plan(plan, out);
+        }
+    }
+}
+
+fn render_plan(plan: &Plan, out: &Output) {
+    out.line("Nodes (usable: the GPU's GTT less what is in use less the reserve):");
+    for node in &plan.nodes {
+        out.line(&format!(
+            "  {}: {} GTT, {} in use, {} kept: {} usable",
+            node.node,
+            Bytes(node.gtt_bytes),
+            Bytes(node.gtt_used_bytes),
+            Bytes(node.reserve_bytes),
+            Bytes(node.usable_bytes)
+        ));
+    }
+    out.line(&format!("KV cache: {} ({})", plan.kv_cache_dtype.name, plan.kv_cache_dtype.why));
+    out.line(&format!("Kept for the runtime: {} a node ({})", Bytes(plan.runtime_bytes), plan.runtime_why));
+    out.line("Layouts:");
+    for layout in &plan.layouts {
+        render_layout(layout, out);
+    }
+    match (&plan.chosen, &plan.refusal) {
+        (Some(chosen), _) => {
+            let label = plan.chosen_layout().map(Layout::label).unwrap_or_default();
+            out.line(&format!("{} {label}: {}", out.paint("Chosen:", Style::Bold), chosen.why));
+        }
+        (None, Some(refusal)) => {
+            out.line(&format!("{} {}. Fix: {}", out.paint("Refused:", Style::Fail), refusal.message, refusal.fix));
+        }
+        (None, None) => {}
+    }
+    if let Some(fewer) = &plan.fewer_nodes {
+        out.line(&format!("Fewer nodes: {fewer}"));
+    }
+    if !plan.engine_args.is_empty() {
+        out.line(&format!("{} flags: {}", plan.engine, plan.engine_args.join(" ")));
+    }
+    for note in &plan.notes {
+        out.line(&format!("  note: {note}"));
+    }
+}
+
+fn render_layout(layout: &Layout, out: &Output) {
+    match &layout.outcome {
+        Outcome::Fits(figures) => {
+            out.line(&format!(
+                "  {} {}: a context of {} tokens (set by {})",
+                out.paint("✓", Style::Ok),
+                layout.label(),
+                figures.context_tokens,
+                figures.limited_by
+            ));
+            for node in &figures.nodes {
+                let per_token = node.kv_per_token.full_bytes.saturating_add(node.kv_per_token.sliding_bytes);
+                out.line(&format!(
+                    "      {}: layers {}..{}, weights {}, KV cache {} ({} a token)",
+                    node.node,
+                    node.first_layer,
+                    node.first_layer.saturating_add(node.layers),
+                    Bytes(node.weights_bytes),
+                    Bytes(node.kv_cache_bytes),
+                    Bytes(per_token)
+                ));
+            }
+        }
+        Outcome::Breaks { rules, .. } => {
+            let said: Vec<&str> = rules.iter().map(|rule| rule.message.as_str()).collect();
+            out.line(&format!("  {} {}: {}", out.paint("✗", Style::Fail), layout.label(), said.join("; ")));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::{Cli, Command};
+    use clap::Parser;
+
+    fn parsed(args: &[&str]) -> PlanArgs {
+        let argv = std::iter::once("strix-toolbox").chain(args.iter().copied());
+        match Cli::try_parse_from(argv).expect("parses").command {
+            Command::Plan(args) => args,
+            other => panic!("not plan: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_engine_is_chosen_as_launch_chooses_it_and_the_flags_reach_the_plan() {
+        let gguf = request(&parsed(&["plan", "/m/tiny.gguf", "--max-model-len", "2048"])).expect("a request");
+        assert_eq!((gguf.engine.name(), gguf.toolbox.as_str()), ("llama.cpp", "llama"));
+        assert_eq!(gguf.asked.max_model_len, Some(2048));
+        let hub = parsed(&["plan", "Qwen/Qwen3-32B", "--tp", "2", "--reserve", "8", "--kv-cache-dtype", "fp8"]);
+        let hub = request(&hub).expect("a request");
+        assert_eq!((hub.engine.name(), hub.tp, hub.reserve_gib), ("vllm", Some(2), 8));
+        assert_eq!(hub.asked.kv_cache_dtype.as_deref(), Some("fp8"));
+        assert_eq!(request(&parsed(&["plan", "o/r:Q4_K_M"])).expect("a request").engine.name(), "llama.cpp");
+        let vllm_gguf = parsed(&["plan", "/m/tiny.gguf", "--engine", "vllm"]);
+        assert!(request(&vllm_gguf).is_err(), "vLLM serves no GGUF");
+        assert!(Cli::try_parse_from(["strix-toolbox", "plan", "m", "--reserve", "-1"]).is_err());
+        assert!(Cli::try_parse_from(["strix-toolbox", "plan", "m", "--max-model-len", "0"]).is_err());
+    }
+}
