@@ -31,6 +31,7 @@ mod llama_launch;
 mod metrics;
 mod model;
 mod patches;
+mod plan;
 mod rccl_abi;
 mod rccl_inspect;
 mod readme;

@@ -5,8 +5,12 @@
 //! carry `X-Error-Code` as the Hub's do; unknown routes are 404. With a token set, a request
 //! without `Authorization: Bearer TOKEN` gets the Hub's 401 `RepoNotFound`.
 //!
-//! Repositories are made by the test in memory: one commit each, `main` pointing at it. Every
-//! request is logged (method, path, whether it carried the token). One thread per connection,
+//! Repositories are made by the test in memory: one commit each, `main` pointing at it. A file may
+//! be sparse ([`HubFile::sparse`]): its first bytes held, the rest zeros up to its real size, which
+//! `Content-Length`, `X-Linked-Size` and `Content-Range` say; a 60 GB checkpoint's shards are
+//! served by ranges from a few hundred kilobytes of headers (a whole GET of one is refused: the
+//! stand-in never streams gigabytes). Every request is logged (method, path, its range, whether
+//! it carried the token). One thread per connection,
 //! `Connection: close` after each answer; every read and the accept loop are bounded, and the
 //! server stops when dropped.
 
@@ -26,25 +30,48 @@ const LFS_SUFFIXES: &[&str] = &[".safetensors", ".bin", ".gguf", ".pt"];
 const POLL: Duration = Duration::from_millis(20);
 const READ_LIMIT: Duration = Duration::from_secs(10);
 
+/// The most of a file a whole (unranged) GET serves; a sparse file past it is served by ranges.
+const WHOLE_LIMIT: u64 = 64 << 20;
+
 /// One file of a stand-in repository.
 #[derive(Clone)]
 pub struct HubFile {
     pub path: String,
+    /// Its first bytes (all of them unless it is sparse).
     pub data: Vec<u8>,
+    /// Its size: past `data`, zeros.
+    pub size: u64,
 }
 
 impl HubFile {
     pub fn new(path: &str, data: impl Into<Vec<u8>>) -> HubFile {
-        HubFile { path: path.to_string(), data: data.into() }
+        let data = data.into();
+        HubFile { path: path.to_string(), size: data.len() as u64, data }
+    }
+
+    /// A file of `size` bytes whose first are `head` and the rest zeros, held as `head` alone.
+    pub fn sparse(path: &str, head: Vec<u8>, size: u64) -> HubFile {
+        assert!(head.len() as u64 <= size, "{path}: {} bytes of head in a file of {size}", head.len());
+        HubFile { path: path.to_string(), data: head, size }
+    }
+
+    fn is_sparse(&self) -> bool {
+        self.size > self.data.len() as u64
     }
 
     pub fn is_lfs(&self) -> bool {
         LFS_SUFFIXES.iter().any(|suffix| self.path.ends_with(suffix))
     }
 
-    /// The blob name the cache gives it: sha256 for LFS files, the git blob id otherwise.
+    /// The blob name the cache gives it: sha256 for LFS files, the git blob id otherwise. A
+    /// sparse file's is the sha256 of its head and size (never downloaded, never checked).
     pub fn etag(&self) -> String {
-        if self.is_lfs() {
+        if self.is_sparse() {
+            let mut sha256 = Sha256::new();
+            sha256.update(&self.data);
+            sha256.update(self.size.to_le_bytes());
+            hex(&sha256.finalize())
+        } else if self.is_lfs() {
             hex(&Sha256::digest(&self.data))
         } else {
             let mut sha1 = Sha1::new();
@@ -66,8 +93,12 @@ pub struct HubRequest {
     pub method: String,
     pub path: String,
     pub status: u16,
+    /// Its `Range` header, as sent.
+    pub range: Option<String>,
     /// The `Authorization` header was `Bearer TOKEN`.
     pub authorized: bool,
+    /// Bytes of the body sent.
+    pub sent: u64,
 }
 
 pub struct HubStandIn {
@@ -175,7 +206,9 @@ impl Shared {
             method: method.clone(),
             path: target,
             status,
+            range: headers.get("range").cloned(),
             authorized,
+            sent: if method == "HEAD" { 0 } else { body.len() as u64 },
         });
         if !answer_headers.iter().any(|(name, _)| name == "Content-Length") {
             answer_headers.push(("Content-Length".into(), body.len().to_string()));
@@ -241,21 +274,35 @@ impl Shared {
         ];
         if found.is_lfs() {
             answer.push(("X-Linked-Etag".into(), format!("\"{etag}\"")));
-            answer.push(("X-Linked-Size".into(), found.data.len().to_string()));
+            answer.push(("X-Linked-Size".into(), found.size.to_string()));
         }
-        let size = found.data.len();
+        let size = found.size;
         let range = headers.get("range").and_then(|r| r.strip_prefix("bytes=")).and_then(|r| r.split_once('-'));
         if let Some((start, end)) = range {
-            let start: usize = start.parse().unwrap_or(0).min(size);
-            let end: usize = end.parse().unwrap_or(size.saturating_sub(1)).min(size.saturating_sub(1));
-            let body = found.data.get(start..=end).unwrap_or_default().to_vec();
+            let start: u64 = start.parse().unwrap_or(0).min(size);
+            let end: u64 = end.parse().unwrap_or(size.saturating_sub(1)).min(size.saturating_sub(1));
+            if end.saturating_sub(start) >= WHOLE_LIMIT {
+                return error(416, "RangeTooLarge", "the stand-in serves at most 64 MiB a range", &[]);
+            }
+            let body = bytes_of(found, start, end.saturating_add(1));
             answer.push(("Content-Range".into(), format!("bytes {start}-{end}/{size}")));
             answer.push(("Content-Length".into(), body.len().to_string()));
             return (206, answer, body);
         }
         answer.push(("Content-Length".into(), size.to_string()));
-        (200, answer, found.data.clone())
+        if method == "GET" && size > WHOLE_LIMIT {
+            return error(416, "RangeRequired", "the stand-in serves a sparse file by ranges only", &[]);
+        }
+        (200, answer, bytes_of(found, 0, size))
     }
+}
+
+/// Bytes `start..end` of `file`: its held head, then zeros.
+fn bytes_of(file: &HubFile, start: u64, end: u64) -> Vec<u8> {
+    let held = file.data.len() as u64;
+    let mut bytes = file.data.get(start.min(held) as usize..end.min(held) as usize).unwrap_or_default().to_vec();
+    bytes.resize(end.saturating_sub(start) as usize, 0);
+    bytes
 }
 
 fn error(status: u16, code: &str, message: &str, extra: &[(&str, &str)]) -> Answer {
@@ -275,6 +322,7 @@ fn reason(status: u16) -> &'static str {
         401 => "Unauthorized",
         404 => "Not Found",
         405 => "Method Not Allowed",
+        416 => "Range Not Satisfiable",
         _ => "Unknown",
     }
 }
