@@ -49,6 +49,7 @@ pub async fn run(
         hf_token: super::secrets::hf_token(None)?,
         api_key: super::secrets::api_key(None)?,
         hub_env: forwarded_hub_env(std::env::vars()),
+        cuda_graphs: false,
     };
     let canary = CanaryRequest { launch, min_ratio: entry.min_ratio.unwrap_or(DEFAULT_MIN_RATIO) };
     let store = BenchStore::open(paths)?;

@@ -193,6 +193,7 @@ fn two_nodes_serve_one_endpoint_with_a_rank_on_each_link_address() {
         assert_eq!(env["GLOO_SOCKET_IFNAME"], "thunderbolt0", "{rank}");
         assert_eq!(env["NCCL_NET_GDR_LEVEL"], "0", "{rank}");
         assert_eq!(env["RAY_EXPERIMENTAL_NOSET_ROCR_VISIBLE_DEVICES"], "1", "{rank}");
+        assert_eq!(env["RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES"], "1", "the one Ray 2.45 and later read: {rank}");
         assert_eq!(env["HF_HUB_OFFLINE"], "1", "{rank}");
         let found = rank["model"].as_str().unwrap_or_default();
         assert!(found.contains("models--org--tiny-model/snapshots/"), "the rank found no weights offline: {rank}");
@@ -460,6 +461,7 @@ fn three_thunderbolt_nodes_serve_without_ray_split_by_layers() {
     assert_eq!((report["tp"].as_u64(), report["pp"].as_u64()), (Some(1), Some(3)), "{report}");
     let why = report["why"].to_string();
     assert!(why.contains("pipeline parallel 3") && why.contains("Thunderbolt TCP"), "{why}");
+    assert!(why.contains("graph capture off (cudagraph_mode NONE"), "the image's vLLM names -cc: {why}");
     for (index, node) in report["nodes"].as_array().unwrap().iter().enumerate() {
         let argv: Vec<&str> =
             node["commands"][0]["argv"].as_array().unwrap().iter().filter_map(|a| a.as_str()).collect();
@@ -467,6 +469,7 @@ fn three_thunderbolt_nodes_serve_without_ray_split_by_layers() {
         assert_eq!((at("--nnodes"), at("--node-rank")), (Some("3"), Some(index.to_string().as_str())), "{argv:?}");
         assert_eq!((at("--master-addr"), at("--master-port")), (Some("192.168.2.1"), Some("29501")), "{argv:?}");
         assert_eq!(argv.contains(&"--headless"), index > 0, "{argv:?}");
+        assert_eq!(at("--compilation-config"), Some(r#"{"cudagraph_mode":"NONE"}"#), "no graph capture: {argv:?}");
         assert_eq!(node["commands"].as_array().unwrap().len(), 1, "one process per node, no Ray: {node}");
     }
 
@@ -481,6 +484,7 @@ fn three_thunderbolt_nodes_serve_without_ray_split_by_layers() {
         assert_eq!(env["GLOO_SOCKET_IFNAME"], "thunderbolt0", "{rank}");
         assert_eq!(env["NCCL_DEBUG"], "INFO", "{rank}");
         assert!(env.get("RAY_EXPERIMENTAL_NOSET_ROCR_VISIBLE_DEVICES").is_none(), "{rank}");
+        assert!(env.get("RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES").is_none(), "{rank}");
         assert!(rank["model"].as_str().unwrap_or_default().contains("/snapshots/"), "weights offline: {rank}");
     }
     for index in 1..=3 {

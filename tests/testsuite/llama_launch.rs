@@ -9,7 +9,7 @@
 use std::net::SocketAddrV4;
 use std::path::PathBuf;
 use std::process::{Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::support::cli::{json, stderr, stdout, strix_command};
 use crate::support::cluster::{Link, TestCluster};
@@ -30,9 +30,6 @@ const CACHED_TENSOR: u64 = 32000 * 96 * 4;
 const SERVER_ARGS: [&str; 4] = ["--threads", "1", "--ctx-size", "2048"];
 /// The endpoint's API key: in no argv, log or report.
 const API_KEY: &str = "sk-TESTllamaKEYthatMUSTneverSHOW24680";
-/// Within this a launch whose worker's RPC port is dropped fails (a bound, not a benchmark: the
-/// head's connection gives up after 3 s; the wait for a starting server is 60 s).
-const BLOCKED_LIMIT: Duration = Duration::from_secs(20);
 
 /// A cluster of three Thunderbolt nodes whose toolbox `llama` runs the llama image, and the tiny
 /// model in the head's home.
@@ -230,14 +227,13 @@ fn three_nodes_serve_a_gguf_over_rpc_as_one_node_would() {
     let rpc = rpc.unwrap_or_else(|| panic!("no rpc port row: {doctor}"));
     let named: Vec<&str> = rpc["problems"].as_array().unwrap().iter().filter_map(|p| p["node"].as_str()).collect();
     assert_eq!(named, ["node2"], "{rpc}");
-    let asked = Instant::now();
     let blocked = launch(&bed, &port);
-    let took = asked.elapsed();
     let said = stderr(&blocked);
     assert_eq!(blocked.status.code(), Some(1), "{said}");
     assert!(said.contains("node2") && said.contains(&format!("192.168.2.2:{RPC_PORT}")), "{said}");
-    // Silence is a firewall, not a server still starting: no waiting out the 60 s for one.
-    assert!(took < BLOCKED_LIMIT, "the blocked launch failed after {took:?}, not within {BLOCKED_LIMIT:?}: {said}");
+    // Silence is a firewall, not a server still starting: it fails on the silence, not after
+    // waiting out the 60 s a starting server gets (that failure says so).
+    assert!(said.contains("did not answer on the cluster link") && !said.contains("within 60 s"), "{said}");
     assert_nothing_serves(cluster, "after a worker's RPC port was dropped");
     nft(&node2, &["delete", "table", "inet", "strix_test"]);
 

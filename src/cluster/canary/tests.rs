@@ -173,5 +173,6 @@ fn llama_launch(model: &str) -> LaunchRequest {
         hf_token: None,
         api_key: None,
         hub_env: Default::default(),
+        cuda_graphs: false,
     }
 }

@@ -39,7 +39,7 @@ pub(super) async fn check_every_node(
             start: !request.dry_run,
             programs,
             paths: engine.model_paths(&request.source, role)?,
-            flags: if index == 0 { engine.backend_question(backends) } else { None },
+            flags: if index == 0 { engine.image_question(backends) } else { None },
             sha256_of: engine.identity_file(&request.source, role).filter(|_| !request.dry_run),
         });
     }

@@ -44,6 +44,7 @@ pub async fn launch(nodes: &[&dyn Node], request: &LaunchRequest, reporter: &dyn
     let hub = model::model_in_every_cache(nodes, request, model, reporter).await?;
     let gguf = model::gguf_on_the_head(nodes, request, reporter).await?;
     let mut report = plan::plan(nodes, &checks, request, backend, split, hub.as_ref(), gguf.as_ref())?;
+    why.append(&mut report.why);
     report.why = why;
     if request.dry_run {
         return Ok(report.shown());

@@ -64,8 +64,10 @@ pub(super) fn plan(
         hub_commit: cached.map(|c| c.commit.to_string()),
         env: request.env.clone(),
         secrets,
+        image_flags: checks[0].flags.clone(),
+        cuda_graphs: request.cuda_graphs,
     };
-    let LaunchPlan { engine, backend, nodes: planned, steps } = request.engine.plan(&facts, &asked, backend);
+    let LaunchPlan { engine, backend, nodes: planned, steps, notes } = request.engine.plan(&facts, &asked, backend);
     let probe = request.host.filter(|host| !host.is_unspecified()).unwrap_or(facts[0].link_ip);
     Ok(LaunchReport {
         engine,
@@ -75,7 +77,7 @@ pub(super) fn plan(
         endpoint: ServingRecord::endpoint_of(probe, request.port),
         tp: Some(split.tp),
         pp: Some(split.pp),
-        why: Vec::new(),
+        why: notes,
         warnings: Vec::new(),
         nodes: planned,
         steps,

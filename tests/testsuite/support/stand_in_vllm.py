@@ -46,6 +46,7 @@ import time
 
 SEEN_ENV = ("VLLM_HOST_IP", "NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "NCCL_IB_DISABLE", "NCCL_NET_GDR_LEVEL",
             "NCCL_IB_TIMEOUT", "NCCL_IB_RETRY_CNT", "RAY_EXPERIMENTAL_NOSET_ROCR_VISIBLE_DEVICES",
+            "RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES",
             "RAY_memory_monitor_refresh_ms", "HF_HUB_OFFLINE", "NCCL_DEBUG")
 
 
@@ -75,6 +76,9 @@ def parse(argv):
     serve.add_argument("--revision", default=None)
     serve.add_argument("--max-model-len", type=int, default=None)
     serve.add_argument("--enforce-eager", action="store_true")
+    # As vLLM's (the `-cc` shorthand from the versions whose compilation config has
+    # cudagraph_mode): a JSON object, refused when it is not one.
+    serve.add_argument("--compilation-config", "-cc", dest="compilation_config", type=json.loads, default=None)
     serve.add_argument("--gpu-memory-utilization", type=float, default=None)
     serve.add_argument("--api-key", default=None)
     args = parser.parse_args(argv)
@@ -137,7 +141,9 @@ def rccl_started(rank, size):
     if os.environ.get("NCCL_DEBUG") != "INFO":
         return
     where = f"{socket.gethostname()}:{os.getpid()}:{os.getpid()} [0]"
-    print(f"{where} NCCL INFO NET/Socket : Using [0]{os.environ.get('NCCL_SOCKET_IFNAME', 'eth0')}", flush=True)
+    # NCCL names the interface it matched, without the exact-match '=' of NCCL_SOCKET_IFNAME.
+    interface = os.environ.get('NCCL_SOCKET_IFNAME', 'eth0').lstrip('^').lstrip('=')
+    print(f"{where} NCCL INFO NET/Socket : Using [0]{interface}", flush=True)
     for peer in ((rank + 1) % size, (rank - 1) % size):
         print(f"{where} NCCL INFO Channel 00/0 : {rank}[0] -> {peer}[0] [send] via NET/Socket/0", flush=True)
     print(f"{where} NCCL INFO comm 0x5a rank {rank} nranks {size} cudaDev 0 busId c1000 - Init COMPLETE", flush=True)
@@ -319,7 +325,8 @@ def main():
     world = args.tensor_parallel_size * args.pipeline_parallel_size
     log("INFO", f"args: model={args.model} tp={args.tensor_parallel_size} pp={args.pipeline_parallel_size} "
                 f"backend={args.distributed_executor_backend} nnodes={args.nnodes} rank={args.node_rank} "
-                f"port={args.port}")
+                f"port={args.port} enforce_eager={args.enforce_eager} "
+                f"compilation_config={json.dumps(args.compilation_config, sort_keys=True)}")
     signal.signal(signal.SIGTERM, lambda *_: (log("INFO", "Shutting down"), os._exit(0)))
     peers = []
     if args.distributed_executor_backend == "ray":
