@@ -11,7 +11,7 @@
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::fit::{FitAsk, FitNodes, Plan};
+use super::fit::{FitAsk, FitNodes, Measured, NodeLog, Plan, Planned};
 use super::logs::LogTail;
 use super::model_source::ModelSource;
 use super::parallelism::Parallelism;
@@ -124,6 +124,9 @@ pub trait ServingEngine: Send + Sync + 'static {
     /// Every layout of `shape` over `nodes` by its own rules, each with its figures or the rules
     /// it breaks, the one chosen and why, and its flags for that layout.
     fn fit(&self, shape: &ModelShape, nodes: &FitNodes, asked: &FitAsk) -> Result<Plan>;
+    /// What it said after loading (its weights, its KV cache, its context), read from every
+    /// node's logs, beside what the plan put on each node.
+    fn measured(&self, planned: &[Planned], logs: &[NodeLog]) -> Vec<Measured>;
 }
 
 /// An engine's toolbox.

@@ -16,7 +16,7 @@ use crate::model::shape::source::ModelSource as ShapeSource;
 use crate::model::shape::ModelShape;
 use crate::serving::engine::{Backend, EngineRef, ServingEngine, ToolboxProfile};
 use crate::serving::fit::llama::LlamaRules;
-use crate::serving::fit::{FitAsk, FitNodes, KvCacheDtype, NodeMemory, Plan};
+use crate::serving::fit::{llama_log, FitAsk, FitNodes, KvCacheDtype, Measured, NodeLog, NodeMemory, Plan, Planned};
 use crate::serving::logs::LogTail;
 use crate::serving::model_source::ModelSource;
 use crate::serving::parallelism::Parallelism;
@@ -297,6 +297,39 @@ impl ServingEngine for LlamaCpp {
         };
         Ok(crate::serving::fit::llama::plan(shape, &devices, head_device, &rules))
     }
+
+    /// The head's `llama-server` log: each RPC device's buffers by its server's address (a
+    /// worker's link address), the head's own device and host buffers (the token embedding,
+    /// `CPU_Mapped`) as the head's, and the context it took.
+    fn measured(&self, planned: &[Planned], logs: &[NodeLog]) -> Vec<Measured> {
+        let mut measured = Measured::unsaid(planned);
+        for log in logs {
+            let Some(lines) = log.lines_of(SERVER) else { continue };
+            let said = llama_log::parse(&lines);
+            for device in &said.devices {
+                let node = match rpc_address(&device.device) {
+                    Some(ip) => logs.iter().find(|l| l.link_ip == ip).map(|l| l.node),
+                    None => Some(log.node),
+                };
+                let Some(figures) = measured.iter_mut().find(|m| Some(m.planned.node.as_str()) == node) else {
+                    continue;
+                };
+                Measured::add(&mut figures.said_weights_bytes, Some(device.model_bytes).filter(|&b| b > 0));
+                Measured::add(&mut figures.said_kv_cache_bytes, Some(device.kv_bytes).filter(|&b| b > 0));
+                figures.said_context_tokens = said.context_tokens;
+            }
+        }
+        measured
+    }
+}
+
+/// The server address an RPC device's name carries (`RPC0[192.168.2.2:50052]`).
+fn rpc_address(device: &str) -> Option<std::net::Ipv4Addr> {
+    let inside = device.strip_prefix("RPC")?.split_once('[')?.1.strip_suffix(']')?;
+    inside.parse::<SocketAddr>().ok().and_then(|address| match address.ip() {
+        std::net::IpAddr::V4(ip) => Some(ip),
+        std::net::IpAddr::V6(_) => None,
+    })
 }
 
 /// What an `rpc-server`'s log says about its connections: `RDMA activated: qpn=…` once one
@@ -640,6 +673,26 @@ mod tests {
         let warned = crate::serving::engine::tcp_on_roce(LLAMA_CPP, &roce, &[("node2".into(), logs(&failed))]);
         assert!(warned[0].contains("node2") && warned[0].contains("RDMA activate failed"), "{warned:?}");
         assert!(crate::serving::engine::tcp_on_roce(LLAMA_CPP, &roce, &[("node2".into(), logs(&upgraded))]).is_empty());
+    }
+
+    #[test]
+    fn each_device_is_its_nodes_by_the_rpc_servers_address() {
+        use crate::serving::fit::{NodeLog, Planned};
+        use crate::serving::logs::LogTail;
+        // The real run in tests/fixtures/engine-logs: two RPC servers, -ts 3,1, the head on the CPU.
+        let log = include_str!("../../tests/fixtures/engine-logs/llama-server-rpc-ts-3-1.log");
+        let head = [LogTail { file: SERVER.into(), lines: log.lines().map(str::to_string).collect(), end: 0 }];
+        let logs = [
+            NodeLog { node: "node1", link_ip: std::net::Ipv4Addr::new(10, 0, 0, 1), tails: &head },
+            NodeLog { node: "node2", link_ip: std::net::Ipv4Addr::LOCALHOST, tails: &[] },
+        ];
+        let planned = vec![Planned { node: "node2".into(), ..Planned::default() }];
+        let measured = LLAMA_CPP.measured(&planned, &logs);
+        // Both servers listen on 127.0.0.1 in that run: their buffers add up on the one node.
+        assert_eq!(measured[0].said_weights_bytes, Some(2_359_296 + (11.72 * (1u64 << 20) as f64).round() as u64));
+        assert_eq!((measured[0].said_kv_cache_bytes, measured[0].said_context_tokens), (Some(1_572_864), Some(2048)));
+        assert_eq!(rpc_address("RPC0[192.168.2.2:50052]"), Some(std::net::Ipv4Addr::new(192, 168, 2, 2)));
+        assert_eq!(rpc_address("Vulkan0"), None);
     }
 
     #[test]

@@ -14,7 +14,7 @@ use crate::model::shape::ModelShape;
 use crate::serving::engine::{Backend, EngineRef, ServingEngine, ToolboxProfile};
 use crate::serving::environment::serving_env;
 use crate::serving::fit::vllm::VllmRules;
-use crate::serving::fit::{FitAsk, FitNodes, Plan};
+use crate::serving::fit::{vllm_log, FitAsk, FitNodes, Measured, NodeLog, Plan, Planned};
 use crate::serving::logs::LogTail;
 use crate::serving::model_source::ModelSource;
 use crate::serving::parallelism::Parallelism;
@@ -246,6 +246,29 @@ impl ServingEngine for Vllm {
         rules.asked_layout = asked.tp.zip(asked.pp);
         Ok(crate::serving::fit::vllm::plan(shape, &nodes.memory, &nodes.transport, &rules))
     }
+
+    /// Each rank's `Model loading took` and KV cache lines: a rank's in its own node's log (its
+    /// multiprocessing executor), or in the head's prefixed with its node's address (Ray's).
+    fn measured(&self, planned: &[Planned], logs: &[NodeLog]) -> Vec<Measured> {
+        let mut measured = Measured::unsaid(planned);
+        for log in logs {
+            let Some(lines) = log.lines_of(SERVER) else { continue };
+            for rank in vllm_log::parse(&lines).ranks {
+                let named = rank_address(&rank.who).and_then(|ip| logs.iter().find(|l| l.link_ip == ip));
+                let node = named.map_or(log.node, |l| l.node);
+                if let Some(figures) = measured.iter_mut().find(|m| m.planned.node == node) {
+                    figures.said_weights_bytes = rank.weights_bytes.or(figures.said_weights_bytes);
+                    figures.said_kv_cache_bytes = rank.kv_cache_bytes.or(figures.said_kv_cache_bytes);
+                }
+            }
+        }
+        measured
+    }
+}
+
+/// The node address a Ray worker's prefix names (`RayWorkerWrapper pid=212, ip=192.168.2.2`).
+fn rank_address(who: &str) -> Option<Ipv4Addr> {
+    who.split(", ").find_map(|part| part.trim().strip_prefix("ip=")).and_then(|ip| ip.parse().ok())
 }
 
 /// An integer as vLLM's `human_readable_int` reads it: `32768`, `32k` (×1000), `32K` (×1024),
@@ -553,6 +576,37 @@ mod tests {
         let alone = [facts("node1", [127, 0, 0, 1], None)];
         let plan = planned(&alone, request("/m", &[], &[], None), Backend::Single, split(1, 1));
         assert!(plan.notes.is_empty() && !plan.nodes[0].commands[0].argv.join(" ").contains("eager"), "one node");
+    }
+
+    #[test]
+    fn each_rank_says_its_figures_in_its_own_log_or_by_its_address() {
+        use crate::serving::fit::{NodeLog, Planned};
+        use crate::serving::logs::LogTail;
+        let planned: Vec<Planned> = ["node1", "node2"]
+            .map(|node| Planned {
+                node: node.into(),
+                weights_bytes: 30 << 30,
+                kv_cache_bytes: 5 << 30,
+                ..Planned::default()
+            })
+            .to_vec();
+        let tail = |lines: &[&str]| {
+            vec![LogTail { file: SERVER.into(), lines: lines.iter().map(|l| l.to_string()).collect(), end: 0 }]
+        };
+        let head = tail(&[
+            "(EngineCore_DP0 pid=90) INFO 11-26 18:00:00 [gpu_model_runner.py:2653] Model loading took 30.5 GiB memory \
+             and 60.1 seconds",
+            "(RayWorkerWrapper pid=212, ip=192.168.2.2) INFO 11-26 18:00:09 [gpu_worker.py:298] Available KV cache \
+             memory: 5.02 GiB",
+        ]);
+        let logs = [
+            NodeLog { node: "node1", link_ip: Ipv4Addr::new(192, 168, 2, 1), tails: &head },
+            NodeLog { node: "node2", link_ip: Ipv4Addr::new(192, 168, 2, 2), tails: &[] },
+        ];
+        let measured = VLLM.measured(&planned, &logs);
+        assert_eq!(measured[0].said_weights_bytes, Some((30.5 * (1u64 << 30) as f64) as u64));
+        assert_eq!(measured[0].said_kv_cache_bytes, None);
+        assert_eq!(measured[1].said_kv_cache_bytes, Some((5.02 * (1u64 << 30) as f64).round() as u64), "by its ip");
     }
 
     #[test]

@@ -32,6 +32,7 @@ pub struct LlamaSaid {
 }
 
 impl LlamaSaid {
+    #[cfg(test)]
     pub fn device(&self, name: &str) -> Option<&DeviceBuffers> {
         self.devices.iter().find(|d| d.device == name)
     }

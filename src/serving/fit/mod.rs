@@ -9,12 +9,10 @@
 pub(crate) mod asked;
 pub(crate) mod kv;
 pub(crate) mod llama;
-// What the engines log is read back beside the plan once the launch plans first.
-#[cfg_attr(not(test), allow(dead_code))]
 pub(crate) mod llama_log;
+pub(crate) mod measured;
 pub(crate) mod memory;
 pub(crate) mod vllm;
-#[cfg_attr(not(test), allow(dead_code))]
 pub(crate) mod vllm_log;
 
 use std::ops::Range;
@@ -26,6 +24,7 @@ use crate::model::shape::ModelShape;
 use crate::spec::Transport;
 pub use asked::{choose_asked, FitAsk};
 pub use kv::{KvCacheDtype, KvPerToken};
+pub use measured::{Measured, NodeLog, Planned};
 pub use memory::{FitNodes, NodeMemory};
 
 const GIB: f64 = (1u64 << 30) as f64;

@@ -316,7 +316,10 @@ fn plan_on(shape: &ModelShape, nodes: &[NodeMemory], transport: &Transport, rule
                 });
             }
             let outcome = if broken.is_empty() {
-                outcome(shape, &weights, nodes, &placements(shape, tp, pp, dp, expert_parallel), &cache)
+                let mut outcome =
+                    outcome(shape, &weights, nodes, &placements(shape, tp, pp, dp, expert_parallel), &cache);
+                whole_blocks(&mut outcome, rules.block_size, window);
+                outcome
             } else {
                 Outcome::Breaks { rules: broken, needs_bytes: None }
             };
@@ -349,6 +352,19 @@ fn plan_on(shape: &ModelShape, nodes: &[NodeMemory], transport: &Transport, rule
         refusal,
         notes,
         engine_args,
+    }
+}
+
+/// A context the memory set, down to whole cache blocks: vLLM checks that the cache holds
+/// `--max-model-len` in blocks of `block_size` tokens, so a part block would fail its start.
+fn whole_blocks(outcome: &mut Outcome, block_size: u64, window: u64) {
+    let Outcome::Fits(figures) = outcome else { return };
+    let whole = figures.context_tokens / block_size.max(1) * block_size.max(1);
+    if whole > 0 && whole < figures.context_tokens {
+        figures.context_tokens = whole;
+        for node in &mut figures.nodes {
+            node.kv_cache_bytes = node.kv_per_token.bytes_at(whole, window);
+        }
     }
 }
 

@@ -2,7 +2,9 @@
 //! worker's prefixed `(RayWorkerWrapper pid=…, ip=…)`, the engine's `(EngineCore_DP0 pid=…)`):
 //! - `Model loading took %s GiB memory and %.6f seconds` (`gpu_model_runner.py`; older releases
 //!   `Model loading took %.4f GiB and %.6f seconds`): the rank's weights;
-//! - `Available KV cache memory: %s GiB` (`gpu_worker.py`): the rank's cache;
+//! - `Available KV cache memory: %s GiB` (`gpu_worker.py`): the rank's cache; with
+//!   `--kv-cache-memory-bytes` it skips profiling and says `Initial free memory %s GiB, reserved %s
+//!   GiB memory for KV Cache as specified by kv_cache_memory_bytes config …` instead;
 //! - `GPU KV cache size: %s tokens` and `Maximum concurrency for %s tokens per request: %.2fx`
 //!   (`kv_cache_utils.py`, the numbers with thousands separators): the engine's.
 //!
@@ -42,6 +44,11 @@ pub fn parse(log: &str) -> VllmSaid {
         }
         if let Some(bytes) = after(line, "Available KV cache memory: ").and_then(gib) {
             rank(&mut said, who(line)).kv_cache_bytes = Some(bytes);
+        }
+        if line.contains(" memory for KV Cache as specified by kv_cache_memory_bytes") {
+            if let Some(bytes) = after(line, ", reserved ").and_then(gib) {
+                rank(&mut said, who(line)).kv_cache_bytes = Some(bytes);
+            }
         }
         if let Some(tokens) = after(line, "GPU KV cache size: ").and_then(|rest| count(rest.split(" tokens").next()?)) {
             said.kv_cache_tokens = Some(tokens);
@@ -130,6 +137,18 @@ mod tests {
         assert_eq!(said.ranks[0].who, "RayWorkerWrapper pid=212, ip=192.168.2.2");
         assert_eq!(said.ranks[0].kv_cache_bytes, Some((70.12 * GIB).round() as u64));
         assert_eq!(said.ranks[1].weights_bytes, Some((30.5 * GIB).round() as u64));
+    }
+
+    #[test]
+    fn a_cache_of_the_size_asked_is_said_reserved() {
+        // vLLM's gpu_worker.py with --kv-cache-memory-bytes 6442450944.
+        let said = parse(
+            "(EngineCore_DP0 pid=77) INFO 11-26 18:00:05 [gpu_worker.py:492] Initial free memory 137.66 GiB, \
+             reserved 6.00 GiB memory for KV Cache as specified by kv_cache_memory_bytes config and skipped memory \
+             profiling. This does not respect the gpu_memory_utilization config.\n",
+        );
+        assert_eq!(said.ranks[0].who, "EngineCore_DP0 pid=77");
+        assert_eq!(said.ranks[0].kv_cache_bytes, Some(6 << 30));
     }
 
     #[test]

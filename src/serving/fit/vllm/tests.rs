@@ -284,3 +284,16 @@ fn an_asked_context_is_the_ceiling_and_what_every_layout_must_hold() {
     assert_eq!(capped.chosen_layout().and_then(Layout::fits).map(|f| f.context_tokens), Some(40_960));
     assert!(capped.notes.iter().any(|n| n.contains("more than the model's own 40960")), "{:?}", capped.notes);
 }
+
+#[test]
+fn a_context_the_memory_sets_is_whole_blocks() {
+    // Llama-3.3-70B on two 80 GiB nodes at TP 2: the memory, not the model's 131,072, sets the
+    // context, and vLLM wants it in blocks of 16 tokens.
+    let shape = with_weights(fixtures::LLAMA_3_3_70B);
+    let plan = planned(&shape, &nodes(2, 80), &roce());
+    let figures = plan.chosen_layout().and_then(Layout::fits).expect("it fits");
+    assert!(figures.limited_by.starts_with("the memory of"), "{}", figures.limited_by);
+    assert_eq!(figures.context_tokens % BLOCK_SIZE, 0, "{}", figures.context_tokens);
+    assert!(figures.nodes.iter().all(|n| n.context_tokens >= figures.context_tokens));
+    assert_eq!(figures.kv_cache_bytes(), figures.nodes[0].kv_per_token.bytes_at(figures.context_tokens, 0));
+}
