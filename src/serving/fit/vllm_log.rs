@@ -46,7 +46,7 @@ pub fn parse(log: &str) -> VllmSaid {
             rank(&mut said, who(line)).kv_cache_bytes = Some(bytes);
         }
         if line.contains(" memory for KV Cache as specified by kv_cache_memory_bytes") {
-            if let Some(bytes) = after(line, ", reserved ").and_then(gib) {
+            if let Some(bytes) = after(line, "reserved ").and_then(gib) {
                 rank(&mut said, who(line)).kv_cache_bytes = Some(bytes);
             }
         }

@@ -55,6 +55,14 @@ def log(level, message):
     print(f"{level} {stamp} [stand-in vllm] {message}", flush=True)
 
 
+def human_readable_int(text):
+    """As vLLM's `human_readable_int` (--max-model-len): 32768, 32k (x1000) or 32K (x1024)."""
+    scales = {"k": 10**3, "m": 10**6, "g": 10**9, "K": 2**10, "M": 2**20, "G": 2**30}
+    if text and text[-1] in scales:
+        return int(text[:-1]) * scales[text[-1]]
+    return int(text)
+
+
 def parse(argv):
     parser = argparse.ArgumentParser(prog="vllm")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -74,7 +82,14 @@ def parse(argv):
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--served-model-name", default=None)
     serve.add_argument("--revision", default=None)
-    serve.add_argument("--max-model-len", type=int, default=None)
+    serve.add_argument("--max-model-len", type=human_readable_int, default=None)
+    # As vLLM's CacheConfig: the KV cache per GPU in bytes (it then skips profiling), its dtype.
+    serve.add_argument("--kv-cache-memory-bytes", type=int, default=None)
+    serve.add_argument("--kv-cache-dtype", default="auto",
+                       choices=["auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc"])
+    # As vLLM's ParallelConfig: data parallel replicas, and the experts spread over them.
+    serve.add_argument("--data-parallel-size", "-dp", type=int, default=1)
+    serve.add_argument("--enable-expert-parallel", action="store_true")
     serve.add_argument("--enforce-eager", action="store_true")
     # As vLLM's (the `-cc` shorthand from the versions whose compilation config has
     # cudagraph_mode): a JSON object, refused when it is not one.
@@ -352,7 +367,10 @@ def main():
         time.sleep(load)
     name = args.served_model_name or args.model
     served = Served(name)
-    models = {"object": "list", "data": [{"id": name, "object": "model", "owned_by": "vllm", "root": args.model}]}
+    # As vLLM's ModelCard: the context it serves (the model's own when not asked; the toy's 4096).
+    max_model_len = args.max_model_len or 4096
+    models = {"object": "list", "data": [{"id": name, "object": "model", "owned_by": "vllm", "root": args.model,
+                                          "max_model_len": max_model_len}]}
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self):
@@ -384,7 +402,7 @@ def main():
                 return self.answer(400, {"object": "error", "message": f"not JSON: {error}"})
             if self.path == "/tokenize":
                 tokens = tokenize(body.get("prompt", ""), body.get("add_special_tokens", True))
-                return self.answer(200, {"count": len(tokens), "max_model_len": 4096, "tokens": tokens})
+                return self.answer(200, {"count": len(tokens), "max_model_len": max_model_len, "tokens": tokens})
             if self.path != "/v1/completions":
                 return self.send_error(404)
             if self.unauthorized():
