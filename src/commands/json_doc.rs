@@ -11,6 +11,7 @@ use serde_json::Value;
 use crate::cluster::canary::CanaryReport;
 use crate::cluster::checks::ClusterDoctorReport;
 use crate::cluster::disconnect::DisconnectReport;
+use crate::cluster::fit::FitReport;
 use crate::cluster::install::InstallReport;
 use crate::cluster::launch::LaunchReport;
 use crate::cluster::model::{ModelListReport, ModelPullReport};
@@ -65,6 +66,7 @@ fn every_example_is_what_its_command_prints() {
     check::<StatusReport>(&mut examples, "status");
     check::<Vec<ToolboxStatus>>(&mut examples, "list");
     check::<RemoveReport>(&mut examples, "rm");
+    check::<FitReport>(&mut examples, "plan");
     check::<LaunchReport>(&mut examples, "launch");
     check::<StopReport>(&mut examples, "stop");
     check::<ModelPullReport>(&mut examples, "model-pull");
