@@ -89,6 +89,10 @@ def parse(argv):
                        choices=["auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc"])
     # As vLLM's ParallelConfig: data parallel replicas, and the experts spread over them.
     serve.add_argument("--data-parallel-size", "-dp", type=int, default=1)
+    serve.add_argument("--data-parallel-size-local", type=int, default=None)
+    serve.add_argument("--data-parallel-start-rank", type=int, default=0)
+    serve.add_argument("--data-parallel-address", default=None)
+    serve.add_argument("--data-parallel-rpc-port", type=int, default=29550)
     serve.add_argument("--enable-expert-parallel", action="store_true")
     serve.add_argument("--enforce-eager", action="store_true")
     # As vLLM's (the `-cc` shorthand from the versions whose compilation config has
@@ -164,56 +168,56 @@ def rccl_started(rank, size):
     print(f"{where} NCCL INFO comm 0x5a rank {rank} nranks {size} cudaDev 0 busId c1000 - Init COMPLETE", flush=True)
 
 
-def rendezvous_head(args):
-    """Rank 0: every headless rank connects to --master-addr:--master-port and says what it saw."""
-    ip = os.environ.get("VLLM_HOST_IP", args.master_addr)
+def rendezvous_head(args, address, port, size):
+    """Rank 0: every headless rank connects to ADDRESS:PORT (--master-addr/--master-port, or a data
+    parallel deployment's --data-parallel-address/--data-parallel-rpc-port) and says what it saw."""
+    ip = os.environ.get("VLLM_HOST_IP", address)
     ranks = {0: seen_here(args.model, args.revision, ip)}
-    listener = socket.create_server((args.master_addr, args.master_port))
+    listener = socket.create_server((address, port))
     listener.settimeout(float(os.environ.get("STANDIN_HEAD_WAIT_SECONDS", "600")))
-    log("INFO", f"rank 0 waits for {args.nnodes - 1} headless rank(s) at {args.master_addr}:{args.master_port}")
+    log("INFO", f"rank 0 waits for {size - 1} headless rank(s) at {address}:{port}")
     peers = []
-    while len(ranks) < args.nnodes:
+    while len(ranks) < size:
         try:
             peer, (peer_ip, _) = listener.accept()
         except socket.timeout:
-            missing = sorted(set(range(args.nnodes)) - set(ranks))
-            raise SystemExit(f"ERROR ranks {missing} never connected to {args.master_addr}:{args.master_port}")
+            missing = sorted(set(range(size)) - set(ranks))
+            raise SystemExit(f"ERROR ranks {missing} never connected to {address}:{port}")
         said = json.loads(peer.makefile().readline())
         ranks[said["rank"]] = {**said["seen"], "ip": peer_ip}
         log("INFO", f"rank {said['rank']} joined from {peer_ip}")
         peer.sendall(b"ok\n")
         peers.append(peer)
-    rccl_started(0, args.nnodes)
+    rccl_started(0, size)
     return [ranks[rank] for rank in sorted(ranks)], peers
 
 
-def headless_rank(args):
+def headless_rank(args, address, port, rank, size):
     """Rank R: connect to rank 0 (retrying while it starts), say what this node saw, stay until it goes."""
     limit = float(os.environ.get("STANDIN_RENDEZVOUS_SECONDS", "30"))
     deadline = time.monotonic() + limit
     while True:
         try:
-            connection = socket.create_connection((args.master_addr, args.master_port), timeout=3)
+            connection = socket.create_connection((address, port), timeout=3)
             break
         except ConnectionRefusedError:
             if time.monotonic() >= deadline:
                 raise SystemExit(f"ERROR torch.distributed.DistNetworkError: Connection refused by "
-                                 f"({args.master_addr}, {args.master_port})")
+                                 f"({address}, {port})")
             time.sleep(0.5)
         except OSError:
             if time.monotonic() >= deadline:
                 raise SystemExit(f"ERROR torch.distributed.DistNetworkError: The client socket has timed out after "
-                                 f"{int(limit * 1000)}ms while trying to connect to "
-                                 f"({args.master_addr}, {args.master_port}).")
+                                 f"{int(limit * 1000)}ms while trying to connect to ({address}, {port}).")
     ip = connection.getsockname()[0]
     seen = seen_here(args.model, args.revision, ip)
-    connection.sendall((json.dumps({"rank": args.node_rank, "seen": seen}) + "\n").encode())
+    connection.sendall((json.dumps({"rank": rank, "seen": seen}) + "\n").encode())
     connection.settimeout(None)
     reader = connection.makefile()
     if reader.readline().strip() != "ok":
         raise SystemExit("ERROR rank 0 did not take this rank in")
-    log("INFO", f"headless rank {args.node_rank} on {ip} joined rank 0 at {args.master_addr}:{args.master_port}")
-    rccl_started(args.node_rank, args.nnodes)
+    log("INFO", f"headless rank {rank} on {ip} joined rank 0 at {address}:{port}")
+    rccl_started(rank, size)
     reader.readline()  # until rank 0 goes
     log("INFO", "rank 0 went away: shutting down")
     sys.exit(0)
@@ -341,7 +345,14 @@ def main():
     log("INFO", f"args: model={args.model} tp={args.tensor_parallel_size} pp={args.pipeline_parallel_size} "
                 f"backend={args.distributed_executor_backend} nnodes={args.nnodes} rank={args.node_rank} "
                 f"port={args.port} enforce_eager={args.enforce_eager} "
-                f"compilation_config={json.dumps(args.compilation_config, sort_keys=True)}")
+                f"compilation_config={json.dumps(args.compilation_config, sort_keys=True)} "
+                f"max_model_len={args.max_model_len} dp={args.data_parallel_size} "
+                f"expert_parallel={args.enable_expert_parallel}")
+    if args.kv_cache_memory_bytes:
+        # vLLM's gpu_worker.py when the cache's size is given: no profiling, the size as asked.
+        gib = args.kv_cache_memory_bytes / 2**30
+        log("INFO", f"reserved {gib:.2f} GiB memory for KV Cache as specified by kv_cache_memory_bytes config "
+                    "and skipped memory profiling. This does not respect the gpu_memory_utilization config.")
     signal.signal(signal.SIGTERM, lambda *_: (log("INFO", "Shutting down"), os._exit(0)))
     peers = []
     if args.distributed_executor_backend == "ray":
@@ -353,8 +364,25 @@ def main():
         if args.headless != (args.node_rank > 0):
             raise SystemExit("ERROR every node but rank 0 runs --headless")
         if args.headless:
-            headless_rank(args)
-        ranks, peers = rendezvous_head(args)
+            headless_rank(args, args.master_addr, args.master_port, args.node_rank, args.nnodes)
+        ranks, peers = rendezvous_head(args, args.master_addr, args.master_port, args.nnodes)
+    elif args.data_parallel_size > 1:
+        # A data parallel deployment across nodes (vLLM's docs/serving/data_parallel_deployment.md):
+        # each node runs --data-parallel-size-local engines from --data-parallel-start-rank; the
+        # head's API server meets the others at --data-parallel-address:--data-parallel-rpc-port.
+        local = args.data_parallel_size if args.data_parallel_size_local is None else args.data_parallel_size_local
+        if world * local != 1:
+            raise SystemExit(f"ERROR {local} local DP rank(s) of TP {args.tensor_parallel_size} x PP "
+                             f"{args.pipeline_parallel_size} need that many GPUs: this node has one")
+        if args.headless != (args.data_parallel_start_rank > 0):
+            raise SystemExit("ERROR every node but the one with DP rank 0 runs --headless")
+        if args.data_parallel_address is None:
+            raise SystemExit("ERROR a data parallel deployment across nodes needs --data-parallel-address")
+        if args.headless:
+            headless_rank(args, args.data_parallel_address, args.data_parallel_rpc_port,
+                          args.data_parallel_start_rank, args.data_parallel_size)
+        ranks, peers = rendezvous_head(args, args.data_parallel_address, args.data_parallel_rpc_port,
+                                       args.data_parallel_size)
     elif world == 1:
         ranks = [seen_here(args.model, args.revision, os.environ.get("VLLM_HOST_IP", ""))]
     else:
