@@ -2,7 +2,8 @@
 # Install what the test suite runs for real: podman (+runc), dockerd, a registry, Toolbx, distrobox,
 # debootstrap, busybox, dbus, the test cluster's sshd and uplink relays (socat), a firewall for the
 # launch tests (nftables), what builds llama.cpp (scripts/llama-cpp.sh: cmake, g++, curl for the
-# pinned source), and the linters.
+# pinned source), a Prometheus for the metrics tests (prometheus, promtool), systemd-analyze to
+# verify the watch's unit (systemd), and the linters.
 # Idempotent; needs root (Debian 12).
 set -euo pipefail
 
@@ -13,6 +14,7 @@ packages=(
   debootstrap busybox-static
   gcc g++ make cmake curl hyperfine shellcheck python3-venv
   openssh-server openssh-client iputils-ping iproute2 socat nftables
+  prometheus systemd
 )
 
 missing=()

@@ -18,6 +18,7 @@ pub(crate) mod image;
 pub(crate) mod labels;
 pub(crate) mod link;
 pub(crate) mod manager;
+pub mod metrics;
 pub(crate) mod model;
 pub mod node;
 pub(crate) mod ops;
@@ -27,6 +28,7 @@ pub(crate) mod plan;
 pub(crate) mod rccl;
 pub(crate) mod registry;
 pub mod reporter;
+pub mod router;
 pub(crate) mod secret;
 pub(crate) mod serving;
 pub(crate) mod settings;
@@ -34,6 +36,7 @@ pub(crate) mod spec;
 pub(crate) mod spread;
 pub(crate) mod toolbox;
 pub(crate) mod verify;
+pub mod watch;
 
 /// The image the cluster runs; channels are its tags.
 pub(crate) const DEFAULT_IMAGE_REPO: &str = "docker.io/kyuz0/vllm-therock-gfx1151";

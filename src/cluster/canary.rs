@@ -14,7 +14,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::interrupt::Interrupt;
-use super::launch::{launch, LaunchRequest, ModelSource};
+use super::launch::{launch, LaunchRequest};
 use super::refresh::{refresh_nodes, ClusterOutcome, ClusterRefreshReport};
 use super::spread::SpreadSettings;
 use super::stop::stop_serving;
@@ -26,6 +26,7 @@ use crate::error::{Error, Result, Signal};
 use crate::node::{Node, NodeCalls};
 use crate::ops::refresh::RefreshRequest;
 use crate::reporter::Reporter;
+use crate::serving::model_source::ModelSource;
 use crate::serving::record::ServingRecord;
 use crate::serving::state::ServeCheck;
 

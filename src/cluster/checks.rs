@@ -148,11 +148,17 @@ fn worker_port(facts: &[NodeFacts], port: u16, name: &str) -> ClusterCheck {
                         .into(),
                 ),
             ),
-            Reached::Failed(why) => row.problem(
+            Reached::Failed(failure) => row.problem(
                 i,
                 Status::Fail,
-                format!("the head cannot connect to its port {port}: {why}"),
+                format!("the head cannot connect to its port {port}: {failure}"),
                 Some("a firewall rejecting it, or the link down: `strix-toolbox cluster doctor`'s link rows".into()),
+            ),
+            Reached::Unasked(why) => row.problem(
+                i,
+                Status::Fail,
+                format!("the head could not try its port {port}: {why}"),
+                Some("`strix-toolbox cluster status` says why the head does not answer".into()),
             ),
         }
     }

@@ -71,7 +71,7 @@ async fn probe_worker_ports(connected: &[RemoteNode], facts: &mut [NodeFacts]) {
     let addresses = workers.iter().map(|(_, address)| *address).collect();
     let answers = match head.call(Reach { addresses }).await {
         Ok(answers) => answers,
-        Err(error) => vec![Reached::Failed(format!("the head could not try: {error}")); workers.len()],
+        Err(error) => vec![Reached::Unasked(error.to_string()); workers.len()],
     };
     for ((index, address), reached) in workers.into_iter().zip(answers) {
         facts[index].worker_ports.push((address.port(), reached));

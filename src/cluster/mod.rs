@@ -13,7 +13,6 @@ pub(crate) mod hub_gguf;
 pub(crate) mod install;
 pub(crate) mod interrupt;
 pub(crate) mod launch;
-pub(crate) mod launch_proof;
 pub(crate) mod logs;
 pub(crate) mod model;
 pub(crate) mod nodes;

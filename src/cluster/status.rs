@@ -223,7 +223,7 @@ async fn serving_summary(
         Vec::new()
     } else {
         let ask = Reach { addresses: listeners.iter().map(|(_, _, address)| *address).collect() };
-        let answers = head.call(ask).await.unwrap_or_else(|e| vec![Reached::Failed(e.to_string()); listeners.len()]);
+        let answers = head.call(ask).await.unwrap_or_else(|e| vec![Reached::Unasked(e.to_string()); listeners.len()]);
         listeners
             .into_iter()
             .zip(answers)
@@ -245,7 +245,7 @@ async fn serving_summary(
             let healthy = matches!(probe.health, HttpAnswer::Status(200, _));
             (probe.health.clone(), probe.serves(&record.served) || (key_needed && healthy), key_needed)
         }
-        Err(error) => (HttpAnswer::Failed(error.to_string()), false, false),
+        Err(error) => (HttpAnswer::Unasked(error.to_string()), false, false),
     };
     let warnings = match &record.transport {
         Some(link @ crate::spec::Transport::Roce { .. }) => {

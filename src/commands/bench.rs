@@ -90,7 +90,7 @@ fn request(args: &BenchArgs) -> Result<BenchRequest> {
     });
     Ok(BenchRequest {
         serving,
-        api_key: super::launch::secret_from("the API key", args.api_key_file.as_deref(), "STRIX_API_KEY")?,
+        api_key: super::secrets::api_key(args.api_key_file.as_deref())?,
         concurrency: args.concurrency.clone(),
         requests: args.requests,
         input_len: args.input_len,

@@ -46,8 +46,8 @@ pub async fn run(
         dry_run: false,
         extra: Vec::new(),
         env: BTreeMap::new(),
-        hf_token: super::launch::hf_token(None)?,
-        api_key: super::launch::secret_from("the API key", None, "STRIX_API_KEY")?,
+        hf_token: super::secrets::hf_token(None)?,
+        api_key: super::secrets::api_key(None)?,
         hub_env: forwarded_hub_env(std::env::vars()),
     };
     let canary = CanaryRequest { launch, min_ratio: entry.min_ratio.unwrap_or(DEFAULT_MIN_RATIO) };

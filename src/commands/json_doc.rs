@@ -72,7 +72,7 @@ fn every_example_is_what_its_command_prints() {
     check::<BuildOutcome>(&mut examples, "build");
     check::<RcclReport>(&mut examples, "rccl-inspect");
     check::<RcclReport>(&mut examples, "rccl-inspect-against");
-    check::<super::cluster::Initialized>(&mut examples, "cluster-init");
+    check::<super::cluster::init::Initialized>(&mut examples, "cluster-init");
     check::<ClusterDoctorReport>(&mut examples, "cluster-doctor");
     check::<ClusterRefreshReport>(&mut examples, "cluster-refresh");
     check::<CanaryReport>(&mut examples, "cluster-refresh-canary");

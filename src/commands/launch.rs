@@ -1,18 +1,17 @@
 //! `launch MODEL` on this node, and `cluster launch MODEL` on every node: the same launch (see
 //! `cluster::launch`), over this machine or over ssh.
 
-use std::path::Path;
 use std::time::Duration;
 
+use super::secrets::{api_key, hf_token};
 use crate::cli::LaunchArgs;
 use crate::cluster::launch::{launch, LaunchReport, LaunchRequest};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::model::hub_env::forwarded_hub_env;
 use crate::node::ssh::shell_quote;
 use crate::node::Node;
 use crate::output::{Output, Render, Style};
 use crate::reporter::Bytes;
-use crate::secret::Secret;
 use crate::serving::engine::EngineRef;
 use crate::spec::parse_env;
 
@@ -42,31 +41,10 @@ fn request(args: &LaunchArgs) -> Result<LaunchRequest> {
         extra: args.extra.clone(),
         env: env.clone(),
         hf_token: hf_token(args.hf_token_file.as_deref())?,
-        api_key: secret_from("the API key", args.api_key_file.as_deref(), "STRIX_API_KEY")?,
+        api_key: api_key(args.api_key_file.as_deref())?,
         // The operator's Hub settings, and those given with -e, for a pull of the model.
         hub_env: forwarded_hub_env(std::env::vars().chain(env)),
     })
-}
-
-/// `--hf-token-file FILE`, else `HF_TOKEN` from the environment; never from the command line.
-pub(super) fn hf_token(file: Option<&Path>) -> Result<Option<Secret>> {
-    secret_from("the token", file, "HF_TOKEN")
-}
-
-/// A secret from `file` when given, else from the variable `env`; never from the command line.
-pub(super) fn secret_from(what: &str, file: Option<&Path>, env: &str) -> Result<Option<Secret>> {
-    let secret = match file {
-        Some(path) => {
-            let text = std::fs::read_to_string(path).map_err(|e| Error::read(path, e))?;
-            let secret = text.trim().to_string();
-            if secret.is_empty() {
-                return Err(Error::Usage(format!("{} holds no {}", path.display(), what.trim_start_matches("the "))));
-            }
-            Some(secret)
-        }
-        None => std::env::var(env).ok().map(|value| value.trim().to_string()).filter(|value| !value.is_empty()),
-    };
-    Ok(secret.map(Secret::new))
 }
 
 impl Render for LaunchReport {

@@ -20,6 +20,7 @@ mod rccl;
 mod refresh;
 mod rm;
 mod rollback;
+mod secrets;
 mod status;
 mod stop;
 mod verify;

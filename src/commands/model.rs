@@ -32,7 +32,7 @@ impl ModelRequest {
                     repo,
                     revision: args.revision.as_deref().map(Revision::parse).transpose()?,
                     hub_env: forwarded_hub_env(std::env::vars()),
-                    hf_token: super::launch::hf_token(args.hf_token_file.as_deref())?,
+                    hf_token: super::secrets::hf_token(args.hf_token_file.as_deref())?,
                     gguf,
                 })
             }

@@ -65,7 +65,7 @@ pub fn read(root: &HostRoot, warnings: &mut Vec<String>) -> GpuFacts {
 }
 
 /// "card0" but not the connector entries like "card0-DP-1".
-fn is_card(name: &str) -> bool {
+pub(super) fn is_card(name: &str) -> bool {
     name.strip_prefix("card").is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()))
 }
 

@@ -18,6 +18,7 @@ pub mod os;
 pub mod rdma;
 mod root;
 pub mod selinux;
+pub mod telemetry;
 
 use std::collections::BTreeMap;
 

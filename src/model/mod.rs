@@ -5,7 +5,8 @@
 //! side, each one call from the head: the head's download through huggingface_hub in its toolbox
 //! ([`download`]), its blob server on the cluster link ([`serve`]), every other node's fetch from
 //! it ([`fetch`]), and what each node's cache holds ([`list`]). The head's orchestration is in
-//! `cluster::model`.
+//! `cluster::model`. What a model is, read from its headers before any of it is downloaded, for
+//! the plan: [`shape`].
 
 pub(crate) mod blob;
 pub(crate) mod blob_fetch;
@@ -21,4 +22,5 @@ pub(crate) mod manifest;
 pub(crate) mod repo_id;
 pub(crate) mod revision;
 pub(crate) mod serve;
+pub(crate) mod shape;
 mod snapshot;

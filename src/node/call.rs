@@ -199,6 +199,7 @@ mod tests {
     use crate::ops::refresh::ImageSource;
     use crate::secret::Secret;
     use crate::serving::engine::Backend;
+    use crate::serving::io_failure::{IoFailure, IoKind, IoStep};
     use crate::serving::ray::RayRole;
     use crate::serving::record::{Role, ServedProcess, ServingRecord};
     use crate::serving::stop::StopPart;
@@ -503,7 +504,19 @@ mod tests {
         };
         round_trip(&probe, probed);
         let reach = Reach { addresses: vec!["192.168.2.2:50052".parse().unwrap()] };
-        round_trip(&reach, vec![Reached::Answers, Reached::Silent, Reached::Failed("no route".into())]);
+        round_trip(
+            &reach,
+            vec![
+                Reached::Answers,
+                Reached::Silent,
+                Reached::Failed(IoFailure {
+                    during: IoStep::Connect,
+                    kind: IoKind::NoRoute,
+                    message: "No route to host (os error 113)".into(),
+                }),
+                Reached::Unasked("ssh: connection closed".into()),
+            ],
+        );
         let table = vec![RayNode { ip: "192.168.2.2".into(), alive: true, gpus: 1.0 }];
         round_trip(&RayNodes { toolbox: "vllm".into() }, table);
         let served = ModelServing {

@@ -9,6 +9,8 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use super::io_failure::{IoFailure, IoStep};
+
 /// The most of a body read: `/v1/models` is a few hundred bytes.
 const BODY_LIMIT: u64 = 1 << 20;
 
@@ -22,26 +24,35 @@ pub enum HttpAnswer {
     TimedOut,
     /// An answer: status and body.
     Status(u16, String),
-    /// Something else went wrong: the reason.
-    Failed(String),
+    /// The connection failed otherwise (no route to it, reset midway).
+    Failed(IoFailure),
+    /// What came back is no HTTP answer: its first characters.
+    NotHttp(String),
+    /// The node that was to ask could not be asked (its call failed): why.
+    Unasked(String),
 }
 
 pub async fn get(address: SocketAddr, path: &str, bearer: Option<&str>, limit: Duration) -> HttpAnswer {
     match tokio::time::timeout(limit, exchange(address, path, bearer)).await {
         Err(_) => HttpAnswer::TimedOut,
-        Ok(Err(error)) if error.kind() == std::io::ErrorKind::ConnectionRefused => HttpAnswer::Refused,
-        Ok(Err(error)) => HttpAnswer::Failed(error.to_string()),
+        Ok(Err((_, error))) if error.kind() == std::io::ErrorKind::ConnectionRefused => HttpAnswer::Refused,
+        Ok(Err((during, error))) => HttpAnswer::Failed(IoFailure::new(during, &error)),
         Ok(Ok(answer)) => answer,
     }
 }
 
-async fn exchange(address: SocketAddr, path: &str, bearer: Option<&str>) -> std::io::Result<HttpAnswer> {
-    let mut stream = TcpStream::connect(address).await?;
+/// The answer, or the step that failed and how.
+async fn exchange(
+    address: SocketAddr,
+    path: &str,
+    bearer: Option<&str>,
+) -> Result<HttpAnswer, (IoStep, std::io::Error)> {
+    let mut stream = TcpStream::connect(address).await.map_err(|e| (IoStep::Connect, e))?;
     let authorization = bearer.map_or(String::new(), |token| format!("Authorization: Bearer {token}\r\n"));
     let request = format!("GET {path} HTTP/1.0\r\nHost: {address}\r\nAccept: application/json\r\n{authorization}\r\n");
-    stream.write_all(request.as_bytes()).await?;
+    stream.write_all(request.as_bytes()).await.map_err(|e| (IoStep::Send, e))?;
     let mut raw = Vec::new();
-    stream.take(BODY_LIMIT).read_to_end(&mut raw).await?;
+    stream.take(BODY_LIMIT).read_to_end(&mut raw).await.map_err(|e| (IoStep::Receive, e))?;
     Ok(parse(&raw))
 }
 
@@ -56,7 +67,7 @@ fn parse(raw: &[u8]) -> HttpAnswer {
     });
     match status {
         Some(status) => HttpAnswer::Status(status, body.to_string()),
-        None => HttpAnswer::Failed(format!("not an HTTP answer: {:?}", head.chars().take(60).collect::<String>())),
+        None => HttpAnswer::NotHttp(head.chars().take(60).collect()),
     }
 }
 
@@ -69,8 +80,8 @@ mod tests {
         let raw = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\r\n{\"data\":[]}";
         assert_eq!(parse(raw), HttpAnswer::Status(200, "{\"data\":[]}".into()));
         assert_eq!(parse(b"HTTP/1.0 503 Service Unavailable\r\n\r\n"), HttpAnswer::Status(503, String::new()));
-        assert!(matches!(parse(b"SSH-2.0-OpenSSH_9.2\r\n"), HttpAnswer::Failed(_)));
-        assert!(matches!(parse(b""), HttpAnswer::Failed(_)));
+        assert!(matches!(parse(b"SSH-2.0-OpenSSH_9.2\r\n"), HttpAnswer::NotHttp(_)));
+        assert!(matches!(parse(b""), HttpAnswer::NotHttp(_)));
     }
 
     #[tokio::test]

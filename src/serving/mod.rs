@@ -5,13 +5,16 @@
 //! (or from `launch` on this node), runs inside the toolbox through the engine's exec API, as argv
 //! vectors: a process started detached ([`process`]), Ray ([`ray`]), what the node serves
 //! ([`state`]), the probes ([`probe`], [`reach`]), the logs and the stop. The head carries a plan
-//! out in `cluster::launch`, the same way for every engine.
+//! out in `cluster::launch`, the same way for every engine. Before it, [`fit`] plans the layout
+//! from the model's shape and the nodes' memory.
 
 pub(crate) mod commands;
 pub(crate) mod compile_cache;
 pub(crate) mod engine;
 pub(crate) mod environment;
+pub(crate) mod fit;
 pub(crate) mod http;
+pub(crate) mod io_failure;
 pub(crate) mod llama;
 pub(crate) mod logs;
 pub(crate) mod model_source;

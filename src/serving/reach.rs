@@ -9,6 +9,8 @@ use std::time::Duration;
 use futures_util::future::join_all;
 use serde::{Deserialize, Serialize};
 
+use super::io_failure::{IoFailure, IoStep};
+
 /// How long one connection may take on the cluster link.
 const CONNECT_LIMIT: Duration = Duration::from_secs(3);
 
@@ -26,8 +28,10 @@ pub enum Reached {
     Refused,
     /// No answer within the limit: a firewall drops it, or the host is gone.
     Silent,
-    /// Another failure: its words.
-    Failed(String),
+    /// The connection failed otherwise (no route to it, an address this node cannot use).
+    Failed(IoFailure),
+    /// The node that was to connect could not be asked (its call failed): why.
+    Unasked(String),
 }
 
 impl Reached {
@@ -49,6 +53,10 @@ impl Reached {
                 "the connection failed: the link address is wrong or the link is down",
                 "`strix-toolbox cluster doctor` checks the link, its subnet and MTU on every node",
             ),
+            Reached::Unasked(_) => (
+                "the head could not be asked to connect: nothing is known of the address",
+                "`strix-toolbox cluster status` says why the head does not answer",
+            ),
         }
     }
 }
@@ -62,7 +70,7 @@ pub async fn reach_one(address: SocketAddr, limit: Duration) -> Reached {
         Ok(Ok(_)) => Reached::Answers,
         Err(_) => Reached::Silent,
         Ok(Err(error)) if error.kind() == std::io::ErrorKind::ConnectionRefused => Reached::Refused,
-        Ok(Err(error)) => Reached::Failed(error.to_string()),
+        Ok(Err(error)) => Reached::Failed(IoFailure::new(IoStep::Connect, &error)),
     }
 }
 

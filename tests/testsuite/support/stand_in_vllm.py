@@ -17,6 +17,15 @@ the continuation of a prompt is a fixed function of its tokens, so the same prom
 same answer. STANDIN_WRONG_ANSWERS=N makes every answer differ from its N-th token on: an image that
 serves garbage at full speed, for the gate to catch.
 
+GET /metrics answers as vLLM's does (prometheus_client's text format, vllm/v1/metrics/loggers.py's
+names, types, help and `engine`/`model_name` labels): the counters `vllm:prompt_tokens_total` and
+`vllm:generation_tokens_total`, the gauges `vllm:num_requests_running`, `vllm:num_requests_waiting`
+and `vllm:kv_cache_usage_perc`, all counting what it really served. Like vLLM's, it needs no API key.
+While the file STANDIN_STALL_FILE names exists, it stalls as vLLM did in its reported deadlock:
+completions are taken and counted as running, and no token comes (the port still takes
+connections, /health, /v1/models and /metrics still answer); the requests go on once the file is
+gone (at most STANDIN_STALL_MAX_SECONDS, 3600, later).
+
 Extra endpoint for the tests: GET /ranks lists what each actor saw (its node's address and the
 NCCL/Gloo/vLLM environment). The token itself is never printed: only whether it arrived, and its
 sha256 so a test can tell it is the right one; the same for the API key, which, as vLLM's, comes
@@ -32,6 +41,7 @@ import signal
 import socket
 import socketserver
 import sys
+import threading
 import time
 
 SEEN_ENV = ("VLLM_HOST_IP", "NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "NCCL_IB_DISABLE", "NCCL_NET_GDR_LEVEL",
@@ -239,6 +249,68 @@ def completion_logprobs(tokens):
             "top_logprobs": [{piece(t): logprob(k)} for k, t in enumerate(tokens)]}
 
 
+class Served:
+    """What it really served, as vLLM's scheduler and its Prometheus logger count it."""
+
+    def __init__(self, model_name):
+        self.lock = threading.Lock()
+        self.model_name = model_name
+        self.prompt_tokens = 0
+        self.generation_tokens = 0
+        self.running = 0
+        self.kv_tokens = 0
+
+    def start(self, prompt_tokens):
+        with self.lock:
+            self.prompt_tokens += prompt_tokens
+            self.running += 1
+            self.kv_tokens += prompt_tokens
+
+    def generated(self, count=1):
+        with self.lock:
+            self.generation_tokens += count
+            self.kv_tokens += count
+
+    def finish(self, held):
+        with self.lock:
+            self.running -= 1
+            self.kv_tokens -= held
+
+    def exposition(self):
+        """prometheus_client's text format 0.0.4: HELP, TYPE, labels sorted, floats."""
+        name = self.model_name.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+        labels = f'{{engine="0",model_name="{name}"}}'
+        with self.lock:
+            families = [
+                ("vllm:num_requests_running", "gauge", "Number of requests in model execution batches.",
+                 self.running),
+                ("vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.", 0),
+                ("vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.",
+                 min(1.0, self.kv_tokens / KV_CACHE_TOKENS)),
+                ("vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.", self.prompt_tokens),
+                ("vllm:generation_tokens_total", "counter", "Number of generation tokens processed.",
+                 self.generation_tokens),
+            ]
+        lines = []
+        for metric, kind, help_text, value in families:
+            lines += [f"# HELP {metric} {help_text}", f"# TYPE {metric} {kind}", f"{metric}{labels} {float(value)!r}"]
+        return ("\n".join(lines) + "\n").encode()
+
+
+# The toy's KV cache: how many tokens it holds when full.
+KV_CACHE_TOKENS = 65536
+
+
+def wait_while_stalled():
+    """While STANDIN_STALL_FILE exists, no token: the request waits (bounded), counted as running."""
+    stall_file = os.environ.get("STANDIN_STALL_FILE")
+    if not stall_file:
+        return
+    deadline = time.monotonic() + float(os.environ.get("STANDIN_STALL_MAX_SECONDS", "3600"))
+    while os.path.exists(stall_file) and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
 def main():
     args = parse(sys.argv[1:])
     log("INFO", "HF_TOKEN: " + presence(os.environ.get("HF_TOKEN")))
@@ -272,10 +344,19 @@ def main():
         log("INFO", f"Loading weights took {load:.2f} seconds")
         time.sleep(load)
     name = args.served_model_name or args.model
+    served = Served(name)
     models = {"object": "list", "data": [{"id": name, "object": "model", "owned_by": "vllm", "root": args.model}]}
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self):
+            if self.path == "/metrics":
+                body = served.exposition()
+                self.send_response(200)
+                self.send_header("content-type", "text/plain; version=0.0.4; charset=utf-8")
+                self.send_header("content-length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                return
             bodies = {"/health": b"", "/v1/models": json.dumps(models).encode(), "/ranks": json.dumps(ranks).encode()}
             if self.path not in bodies:
                 self.send_error(404)
@@ -305,29 +386,40 @@ def main():
                 return self.answer(404, {"object": "error", "message": f"The model `{body.get('model')}` does not exist."})
             prompt = body.get("prompt", "")
             prompt_ids = prompt if isinstance(prompt, list) else tokenize(prompt, True)
-            tokens = continuation(prompt_ids, int(body.get("max_tokens", 16)))
-            usage = {"prompt_tokens": len(prompt_ids), "completion_tokens": len(tokens),
-                     "total_tokens": len(prompt_ids) + len(tokens)}
-            head = {"id": "cmpl-standin", "object": "text_completion", "created": int(time.time()), "model": name}
-            if not body.get("stream"):
-                choice = {"index": 0, "text": "".join(piece(t) for t in tokens), "finish_reason": "length",
-                          "stop_reason": None,
-                          "logprobs": completion_logprobs(tokens) if body.get("logprobs") is not None else None,
-                          "token_ids": tokens if body.get("return_token_ids") else None}
-                return self.answer(200, {**head, "choices": [choice], "usage": usage})
-            self.send_response(200)
-            self.send_header("content-type", "text/event-stream")
-            self.end_headers()
-            for k, token in enumerate(tokens):
-                last = k == len(tokens) - 1
-                choice = {"index": 0, "text": piece(token), "logprobs": None,
-                          "finish_reason": "length" if last else None, "stop_reason": None}
-                self.wfile.write(f"data: {json.dumps({**head, 'choices': [choice]})}\n\n".encode())
+            served.start(len(prompt_ids))
+            produced = 0
+            try:
+                wait_while_stalled()
+                tokens = continuation(prompt_ids, int(body.get("max_tokens", 16)))
+                usage = {"prompt_tokens": len(prompt_ids), "completion_tokens": len(tokens),
+                         "total_tokens": len(prompt_ids) + len(tokens)}
+                head = {"id": "cmpl-standin", "object": "text_completion", "created": int(time.time()),
+                        "model": name}
+                if not body.get("stream"):
+                    served.generated(len(tokens))
+                    produced = len(tokens)
+                    choice = {"index": 0, "text": "".join(piece(t) for t in tokens), "finish_reason": "length",
+                              "stop_reason": None,
+                              "logprobs": completion_logprobs(tokens) if body.get("logprobs") is not None else None,
+                              "token_ids": tokens if body.get("return_token_ids") else None}
+                    return self.answer(200, {**head, "choices": [choice], "usage": usage})
+                self.send_response(200)
+                self.send_header("content-type", "text/event-stream")
+                self.end_headers()
+                for k, token in enumerate(tokens):
+                    served.generated()
+                    produced += 1
+                    last = k == len(tokens) - 1
+                    choice = {"index": 0, "text": piece(token), "logprobs": None,
+                              "finish_reason": "length" if last else None, "stop_reason": None}
+                    self.wfile.write(f"data: {json.dumps({**head, 'choices': [choice]})}\n\n".encode())
+                    self.wfile.flush()
+                if (body.get("stream_options") or {}).get("include_usage"):
+                    self.wfile.write(f"data: {json.dumps({**head, 'choices': [], 'usage': usage})}\n\n".encode())
+                self.wfile.write(b"data: [DONE]\n\n")
                 self.wfile.flush()
-            if (body.get("stream_options") or {}).get("include_usage"):
-                self.wfile.write(f"data: {json.dumps({**head, 'choices': [], 'usage': usage})}\n\n".encode())
-            self.wfile.write(b"data: [DONE]\n\n")
-            self.wfile.flush()
+            finally:
+                served.finish(len(prompt_ids) + produced)
 
         def unauthorized(self):
             """As vLLM's AuthenticationMiddleware: every /v1 path wants the key, /health does not."""

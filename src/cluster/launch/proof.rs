@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
 
-use super::interrupt::Interrupt;
+use crate::cluster::interrupt::Interrupt;
 use crate::error::{Error, MultiError, Result};
 use crate::node::{Node, NodeCalls};
 use crate::reporter::Reporter;

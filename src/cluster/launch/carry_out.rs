@@ -1,0 +1,166 @@
+//! The plan carried out: its steps in order, each step's commands started at once on their nodes
+//! (each with the record of what it serves, and its secrets by stdin), and its proofs before the
+//! next step.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+
+use futures_util::future::join_all;
+
+use super::proof::{prove, Proving};
+use super::request::{LaunchReport, LaunchRequest};
+use crate::cluster::interrupt::Interrupt;
+use crate::error::{Error, MultiError, Result};
+use crate::model::gguf_pick::GgufPick;
+use crate::model::identity::ModelIdentity;
+use crate::node::{Node, NodeCalls};
+use crate::reporter::Reporter;
+use crate::secret::Secret;
+use crate::serving::model_source::ModelSource;
+use crate::serving::plan::{NodePlan, PlannedCommand, Start};
+use crate::serving::process::ProcessStart;
+use crate::serving::ray::{RayStart, AUTH_TOKEN};
+use crate::serving::record::{recorded_env, ServingRecord};
+use crate::spec::Transport;
+
+/// The plan's steps in order, each proven before the next; the name the endpoint serves under,
+/// and what the proofs found wrong without failing.
+pub(super) async fn carry_out(
+    nodes: &[&dyn Node],
+    request: &LaunchRequest,
+    plan: &LaunchReport,
+    transport: &Transport,
+    interrupt: &Interrupt,
+    reporter: &dyn Reporter,
+) -> Result<(String, Vec<String>)> {
+    let mut secrets: BTreeMap<String, Secret> = BTreeMap::new();
+    if let Some(token) = &request.hf_token {
+        secrets.insert("HF_TOKEN".into(), token.clone());
+    }
+    if let Some(key) = &request.api_key {
+        secrets.insert(plan.engine.api_key_env().into(), key.clone());
+    }
+    if plan.backend.runs_ray() {
+        secrets.insert(AUTH_TOKEN.into(), Secret::random()?);
+    }
+    let started = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    // A GGUF by its content (a Hub GGUF's commit holds every quant); else the commit every
+    // node's cache has, which the engine loads offline.
+    let identity = plan.gguf.clone().or_else(|| {
+        plan.hub_model.as_ref().and_then(|hub| {
+            Some(ModelIdentity::Hub { repo: hub.repo.to_string(), commit: hub.commit.as_ref()?.to_string() })
+        })
+    });
+    let probe =
+        SocketAddr::from((request.host.filter(|h| !h.is_unspecified()).unwrap_or(plan.nodes[0].link_ip), request.port));
+    let mut proving = Proving {
+        nodes,
+        toolbox: &request.toolbox,
+        engine: plan.engine,
+        planned: &plan.nodes,
+        probe,
+        api_key: request.api_key.as_ref(),
+        timeout: request.timeout,
+        interrupt,
+        reporter,
+        served: plan.served.clone(),
+        transport: transport.clone(),
+        warnings: Vec::new(),
+    };
+    for step in &plan.steps {
+        let starts = step.starts.iter().map(|(node, command)| {
+            let launched = &plan.nodes[*node];
+            let command = &launched.commands[*command];
+            reporter.step_started(&launched.node, &describe(command, launched));
+            let mut record = ServingRecord::new(
+                &request.toolbox,
+                &request.model,
+                &plan.served,
+                plan.engine,
+                plan.backend,
+                launched.role,
+                plan.nodes.len(),
+                request.port,
+                launched.link_ip,
+                plan.nodes[0].link_ip,
+                &plan.endpoint,
+            );
+            record.tp = plan.tp;
+            record.pp = plan.pp;
+            record.transport = (plan.nodes.len() > 1).then(|| transport.clone());
+            record.api_key = plan.api_key;
+            record.started = started.clone();
+            record.identity = identity.clone();
+            record.extra = request.extra.clone();
+            record.env = recorded_env(&request.env);
+            record.file = match &request.source {
+                ModelSource::HubGguf { pick: GgufPick::File(name), .. } => Some(name.clone()),
+                _ => None,
+            };
+            start(nodes[*node], request, command, record, &secrets)
+        });
+        let mut failed = MultiError::new("the launch could not start everything");
+        for ((node, _), result) in step.starts.iter().zip(join_all(starts).await) {
+            if let Err(error) = result {
+                failed.push(nodes[*node].name(), error);
+            }
+        }
+        if !failed.is_empty() {
+            return Err(failed.into());
+        }
+        proving.stopped("the start")?;
+        for proof in &step.proofs {
+            prove(&mut proving, proof).await?;
+        }
+    }
+    Ok((proving.served, proving.warnings))
+}
+
+/// One planned command, started on its node through the call its kind takes.
+async fn start(
+    node: &dyn Node,
+    request: &LaunchRequest,
+    command: &PlannedCommand,
+    record: ServingRecord,
+    secrets: &BTreeMap<String, Secret>,
+) -> Result<()> {
+    let fresh_compile_cache = command.clears_compile_cache;
+    match &command.start {
+        Start::Ray { role } => {
+            let token =
+                secrets.get(AUTH_TOKEN).cloned().ok_or_else(|| Error::Internal("Ray without its token".into()))?;
+            let call = RayStart {
+                toolbox: request.toolbox.clone(),
+                role: role.clone(),
+                env: command.env.clone(),
+                token,
+                fresh_compile_cache,
+                record,
+            };
+            node.call(call).await.map(drop)
+        }
+        Start::Process { name, listens } => {
+            let call = ProcessStart {
+                toolbox: request.toolbox.clone(),
+                name: name.clone(),
+                argv: command.argv.clone(),
+                env: command.env.clone(),
+                secrets: command.secret_env.iter().filter_map(|n| Some((n.clone(), secrets.get(n)?.clone()))).collect(),
+                listens: *listens,
+                fresh_compile_cache,
+                record,
+            };
+            node.call(call).await.map(drop)
+        }
+    }
+}
+
+/// What the progress says a command does.
+fn describe(command: &PlannedCommand, node: &NodePlan) -> String {
+    match &command.start {
+        Start::Ray { role: crate::serving::ray::RayRole::Head } => format!("starting Ray's head on {}", node.link_ip),
+        Start::Ray { .. } => format!("starting a Ray worker on {}", node.link_ip),
+        Start::Process { listens: Some(address), .. } => format!("starting {} on {address}", command.argv[0]),
+        Start::Process { .. } => command.argv.iter().take(3).cloned().collect::<Vec<_>>().join(" "),
+    }
+}

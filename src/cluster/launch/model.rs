@@ -1,0 +1,73 @@
+//! The model before anything starts: a Hub model looked up in the cache of every node that loads
+//! it and pulled (from the Hub once) when a node lacks it; a Hub GGUF's file(s) on the head alone.
+//! A dry run only looks.
+
+use super::request::LaunchRequest;
+use crate::cluster::hub_gguf::{gguf_on_head, HeadGguf};
+use crate::cluster::model::{cached_everywhere, ensure_everywhere, CachedEverywhere, ModelPullRequest};
+use crate::error::Result;
+use crate::model::repo_id::RepoId;
+use crate::model::revision::Revision;
+use crate::node::Node;
+use crate::reporter::Reporter;
+use crate::serving::model_source::ModelSource;
+use crate::serving::plan::flag_value;
+
+/// A Hub model (None for a path), with the revision asked for and whether the cache of every
+/// node that loads it has it.
+pub(super) struct ModelLookup {
+    repo: RepoId,
+    revision: Option<Revision>,
+    cached: Option<CachedEverywhere>,
+}
+
+pub(super) async fn look_up_model(nodes: &[&dyn Node], request: &LaunchRequest) -> Result<Option<ModelLookup>> {
+    let ModelSource::Hub(repo) = &request.source else { return Ok(None) };
+    let revision = flag_value(&request.extra, "--revision").map(Revision::parse).transpose()?;
+    let cached = cached_everywhere(nodes, repo, revision.as_ref().unwrap_or(&Revision::main())).await?;
+    Ok(Some(ModelLookup { repo: repo.clone(), revision, cached }))
+}
+
+/// A Hub model in every node's cache before anything starts: pulled when a node lacks it (a dry
+/// run only looks).
+pub(super) async fn model_in_every_cache(
+    nodes: &[&dyn Node],
+    request: &LaunchRequest,
+    model: Option<ModelLookup>,
+    reporter: &dyn Reporter,
+) -> Result<Option<(RepoId, Option<CachedEverywhere>)>> {
+    let Some(ModelLookup { repo, revision, cached }) = model else { return Ok(None) };
+    if request.dry_run || cached.is_some() {
+        return Ok(Some((repo, cached)));
+    }
+    let pull = ModelPullRequest {
+        toolbox: request.toolbox.clone(),
+        repo: repo.clone(),
+        revision,
+        hub_env: request.hub_env.clone(),
+        hf_token: request.hf_token.clone(),
+        gguf: None,
+    };
+    Ok(Some((repo, Some(ensure_everywhere(nodes, &pull, reporter).await?))))
+}
+
+/// A Hub GGUF: its file(s) alone, on the head alone (a dry run downloads nothing).
+pub(super) async fn gguf_on_the_head(
+    nodes: &[&dyn Node],
+    request: &LaunchRequest,
+    reporter: &dyn Reporter,
+) -> Result<Option<HeadGguf>> {
+    let ModelSource::HubGguf { repo, pick } = &request.source else { return Ok(None) };
+    if request.dry_run {
+        return Ok(None);
+    }
+    let pull = ModelPullRequest {
+        toolbox: request.toolbox.clone(),
+        repo: repo.clone(),
+        revision: None,
+        hub_env: request.hub_env.clone(),
+        hf_token: request.hf_token.clone(),
+        gguf: Some(pick.clone()),
+    };
+    Ok(Some(gguf_on_head(nodes[0], &pull, reporter).await?))
+}

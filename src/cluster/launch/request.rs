@@ -1,0 +1,177 @@
+//! What a launch is asked (the model, the engine, its sizes, the secrets) and what it reports (the
+//! plan as carried out, with every secret's value redacted).
+
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::cluster::model::ModelPullReport;
+use crate::model::identity::ModelIdentity;
+use crate::model::repo_id::RepoId;
+use crate::model::revision::Commit;
+use crate::secret::{shown_env, Secret};
+use crate::serving::engine::{Backend, EngineRef};
+use crate::serving::model_source::ModelSource;
+use crate::serving::plan::{NodePlan, Step};
+
+/// What to serve, and how.
+#[derive(Debug, Clone)]
+pub struct LaunchRequest {
+    pub engine: EngineRef,
+    pub toolbox: String,
+    /// The model as the operator gave it.
+    pub model: String,
+    pub source: ModelSource,
+    /// How vLLM spans the nodes; None: its multiprocessing executor when the image's vLLM has
+    /// one across nodes, else Ray.
+    pub backend: Option<Backend>,
+    /// vLLM's tensor- and pipeline-parallel sizes; neither: chosen by the link.
+    pub tp: Option<usize>,
+    pub pp: Option<usize>,
+    /// The address the endpoint listens on; None: every interface (as vLLM does by default).
+    pub host: Option<Ipv4Addr>,
+    pub port: u16,
+    /// How long the engine may take to serve (loading weights takes minutes on a real node).
+    pub timeout: Duration,
+    /// Stop what already serves first, instead of refusing.
+    pub replace: bool,
+    pub dry_run: bool,
+    /// Extra arguments for the engine's server (after `--`).
+    pub extra: Vec<String>,
+    /// The user's `-e KEY=VALUE`: they override the serving environment.
+    pub env: BTreeMap<String, String>,
+    pub hf_token: Option<Secret>,
+    /// The endpoint's API key (`--api-key-file`, `STRIX_API_KEY`).
+    pub api_key: Option<Secret>,
+    /// The operator's `HF_*` settings, for a pull of the model (`model::hub_env`).
+    pub hub_env: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LaunchReport {
+    pub engine: EngineRef,
+    pub backend: Backend,
+    pub model: String,
+    /// The name the endpoint serves it under: as `/v1/models` says, once it serves.
+    pub served: String,
+    /// `http://HEAD:PORT/v1`.
+    pub endpoint: String,
+    /// The tensor-parallel size.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tp: Option<usize>,
+    /// The pipeline-parallel size (llama.cpp's layers split over the nodes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pp: Option<usize>,
+    /// What the launch chose that the operator did not say, and why (the backend, the parallelism).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub why: Vec<String>,
+    /// What the launch found wrong without failing (RCCL over sockets on a RoCE link).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+    pub nodes: Vec<NodePlan>,
+    /// The order the commands start in, and what proves each step.
+    pub steps: Vec<Step>,
+    pub dry_run: bool,
+    /// The endpoint wants an API key.
+    pub api_key: bool,
+    /// What served before was stopped first (`--replace`).
+    pub replaced: bool,
+    /// From the first start to serving.
+    pub seconds_to_serve: Option<f64>,
+    /// The model from the Hub, in the cache of every node that loads it; None for a path.
+    pub hub_model: Option<HubModel>,
+    /// A GGUF model by its content (llama.cpp; a Hub model's weights are `hub_model`'s commit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gguf: Option<ModelIdentity>,
+}
+
+/// A Hub model as the launch found or pulled it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HubModel {
+    pub repo: RepoId,
+    /// The commit that is served, offline, on every node that loads it; None in a dry run when a
+    /// node lacks it (the launch would pull it first).
+    pub commit: Option<Commit>,
+    /// The pull this launch ran because a node lacked it.
+    pub pulled: Option<ModelPullReport>,
+}
+
+impl LaunchReport {
+    /// The report as it may be shown: the value of every `-e` naming a secret redacted (the nodes
+    /// got it; the terminal, `--json` and logs do not).
+    pub(super) fn shown(mut self) -> LaunchReport {
+        for command in self.nodes.iter_mut().flat_map(|node| node.commands.iter_mut()) {
+            command.env = shown_env(&command.env);
+        }
+        self
+    }
+
+    /// A first request to try, naming the model as the server does; the key as a variable.
+    pub fn curl_example(&self) -> String {
+        let key = if self.api_key { " -H \"Authorization: Bearer $STRIX_API_KEY\"" } else { "" };
+        format!(
+            "curl {}/chat/completions -H 'Content-Type: application/json'{key} -d '{{\"model\": \"{}\", \"messages\": \
+             [{{\"role\": \"user\", \"content\": \"Hello\"}}]}}'",
+            self.endpoint, self.served
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::serving::parallelism::Parallelism;
+    use crate::serving::plan::{NodeFacts, PlanRequest};
+
+    #[test]
+    fn a_secret_given_with_e_reaches_the_nodes_and_no_report() {
+        let nodes = [NodeFacts {
+            node: "node1".into(),
+            link_ip: Ipv4Addr::new(192, 168, 2, 1),
+            transport: crate::spec::Transport::ThunderboltTcp { netdev: "thunderbolt0".into() },
+            hub_cache: None,
+            programs: vec!["vllm".into()],
+        }];
+        let asked = PlanRequest {
+            model: "/models/tiny".into(),
+            served: "/models/tiny".into(),
+            split: Parallelism { tp: 1, pp: 1, why: String::new() },
+            host: "0.0.0.0".into(),
+            port: 8000,
+            extra: Vec::new(),
+            hub_commit: None,
+            env: [("HF_TOKEN", "hf_s3cret"), ("TOKENIZERS_PARALLELISM", "false")]
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .into(),
+            secrets: Vec::new(),
+        };
+        let plan = crate::serving::vllm::VLLM.plan(&nodes, &asked, Backend::Single);
+        assert_eq!(plan.nodes[0].commands[0].env["HF_TOKEN"], "hf_s3cret", "the node gets it");
+        let report = LaunchReport {
+            engine: plan.engine,
+            backend: plan.backend,
+            model: asked.model.clone(),
+            served: asked.served.clone(),
+            endpoint: "http://192.168.2.1:8000/v1".into(),
+            tp: Some(1),
+            pp: None,
+            why: Vec::new(),
+            warnings: Vec::new(),
+            nodes: plan.nodes,
+            steps: plan.steps,
+            dry_run: true,
+            api_key: false,
+            replaced: false,
+            seconds_to_serve: None,
+            hub_model: None,
+            gguf: None,
+        };
+        let shown = report.shown();
+        let json = serde_json::to_string(&shown).unwrap();
+        assert!(!json.contains("hf_s3cret") && !format!("{shown:?}").contains("hf_s3cret"), "{json}");
+        assert_eq!(shown.nodes[0].commands[0].env["HF_TOKEN"], crate::secret::REDACTED);
+        assert_eq!(shown.nodes[0].commands[0].env["TOKENIZERS_PARALLELISM"], "false");
+    }
+}

@@ -1,0 +1,104 @@
+//! `cluster status`: per node its toolbox, pin, image and RCCL; what serves and whether it answers.
+
+use crate::check::Status;
+use crate::cli::ToolboxArgs;
+use crate::cluster::status::{cluster_status, ClusterStatusReport, NodeStatus};
+use crate::cluster::ClusterSettings;
+use crate::commands::secrets::api_key;
+use crate::error::Result;
+use crate::image::short_digest;
+use crate::output::{Output, Render, Style};
+use crate::reporter::Bytes;
+use crate::serving::http::HttpAnswer;
+use crate::serving::reach::Reached;
+
+pub(super) async fn run(cluster: &ClusterSettings, toolbox: &ToolboxArgs, out: &Output) -> Result<i32> {
+    let report = cluster_status(cluster, &toolbox.toolbox(), api_key(None)?).await?;
+    out.report(&report);
+    Ok(i32::from(!report.disagreements.is_empty()))
+}
+
+impl Render for ClusterStatusReport {
+    fn render(&self, out: &Output) {
+        let nodes: Vec<String> = self.nodes.iter().map(|n| n.node.clone()).collect();
+        let cell = |f: &dyn Fn(&NodeStatus) -> String| -> Vec<(Option<Status>, String)> {
+            self.nodes.iter().map(|n| (None, f(n))).collect()
+        };
+        let toolbox = |n: &NodeStatus| n.toolbox(&self.toolbox).cloned();
+        let rows = vec![
+            ("reachable".to_string(), cell(&|n| if n.reachable { "yes".into() } else { "no".into() })),
+            ("version".to_string(), cell(&|n| n.version.clone().unwrap_or("-".into()))),
+            (self.toolbox.clone(), cell(&|n| if toolbox(n).is_some() { "present".into() } else { "missing".into() })),
+            (
+                "running".to_string(),
+                cell(&|n| toolbox(n).map_or("-".into(), |t| if t.running { "yes" } else { "no" }.into())),
+            ),
+            ("pin".to_string(), cell(&|n| toolbox(n).and_then(|t| t.pin).unwrap_or("-".into()))),
+            (
+                "image".to_string(),
+                cell(&|n| toolbox(n).map_or("-".into(), |t| short_digest(t.image_identity()).to_string())),
+            ),
+            (
+                "rccl".to_string(),
+                cell(&|n| toolbox(n).and_then(|t| t.rccl_sha256).map_or("-".into(), |s| short_digest(&s).to_string())),
+            ),
+        ];
+        out.node_table(&nodes, &rows);
+        if let Some(serving) = &self.serving {
+            let health = match &serving.health {
+                _ if serving.serves => out.paint("serving", Style::Ok),
+                HttpAnswer::Status(code, _) => out.paint(&format!("/health answers {code}"), Style::Fail),
+                HttpAnswer::Refused => out.paint("not listening (still loading, or stopped)", Style::Warn),
+                HttpAnswer::TimedOut => out.paint("/health does not answer", Style::Fail),
+                HttpAnswer::Failed(failure) => out.paint(&failure.to_string(), Style::Fail),
+                HttpAnswer::NotHttp(head) => out.paint(&format!("not an HTTP answer: {head:?}"), Style::Fail),
+                HttpAnswer::Unasked(why) => out.paint(why, Style::Fail),
+            };
+            let ray = serving
+                .ray_nodes_alive
+                .map_or(String::new(), |alive| format!(", Ray {alive} of {} node(s) alive", serving.nodes));
+            let key = if serving.key_needed { " (/v1/models wants the API key: set STRIX_API_KEY)" } else { "" };
+            out.line(&format!(
+                "{} ({}) at {} on {} since {}: {health}{ray}{key}",
+                serving.served, serving.engine, serving.endpoint, serving.head, serving.since
+            ));
+            for worker in &serving.workers {
+                let answer = match worker.reached {
+                    Reached::Answers => out.paint("answers", Style::Ok),
+                    ref other => out.paint(other.why().0, Style::Fail),
+                };
+                out.line(&format!("  {} {} at {}: {answer}", worker.node, worker.process, worker.address));
+            }
+            for warning in &serving.warnings {
+                out.warn(warning);
+            }
+        }
+        if let Some(registry) = &self.registry {
+            let running = match registry.status.running {
+                Some(true) => "running",
+                Some(false) => "stopped",
+                None => "its engine did not answer",
+            };
+            out.line(&format!(
+                "head registry on {}: {} on disk, {} image(s), {running}",
+                registry.node,
+                Bytes(registry.status.disk_bytes),
+                registry.status.images.len()
+            ));
+        }
+        for node in self.nodes.iter().filter(|n| n.error.is_some()) {
+            out.line(&format!(
+                "{} {}: {}",
+                out.paint("error", Style::Fail),
+                node.node,
+                node.error.as_deref().unwrap_or_default()
+            ));
+        }
+        for disagreement in &self.disagreements {
+            out.warn(disagreement);
+        }
+        if self.disagreements.is_empty() {
+            out.line(&out.paint("every node agrees", Style::Ok));
+        }
+    }
+}

@@ -1,0 +1,121 @@
+//! The router's health: `GET /health` asks every engine its own `/health` at once and answers 200
+//! when each said 200, else 503 naming the failing ones; `GET /health/{model}` asks the one that
+//! serves `model` (the name percent-decoded, so `Qwen/Qwen3-8B` may come as it is or as
+//! `Qwen%2FQwen3-8B`). Neither needs the key: a load balancer or the watch asks them.
+//!
+//! ```json
+//! {"status": "unavailable", "failing": ["coder"], "services": {"coder": "connect failed: ...", "llama": "ok"}}
+//! ```
+
+use futures_util::future::join_all;
+use hyper::StatusCode;
+use serde_json::{json, Map, Value};
+
+use super::bounds::Bounds;
+use super::table::{RoutingTable, Upstream};
+use super::upstream::get;
+
+/// What one engine's `/health` said.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ServiceHealth {
+    Healthy,
+    /// Why not: the status it answered, or why it did not.
+    Failing(String),
+}
+
+/// Ask `upstream`'s `/health`.
+pub async fn probe(upstream: &Upstream, bounds: &Bounds) -> ServiceHealth {
+    match get(upstream, "/health", bounds).await {
+        Ok((StatusCode::OK, _)) => ServiceHealth::Healthy,
+        Ok((status, _)) => ServiceHealth::Failing(format!("answered {status} at {}", upstream.address)),
+        Err(failure) => ServiceHealth::Failing(format!("{failure} ({})", upstream.address)),
+    }
+}
+
+/// Every service of `table`, asked at once.
+pub async fn probe_all(table: &RoutingTable, bounds: &Bounds) -> Vec<(String, ServiceHealth)> {
+    let probes = table.iter().map(|(name, upstream)| async move { (name.to_string(), probe(upstream, bounds).await) });
+    join_all(probes).await
+}
+
+/// The answer to `/health`: 200 when every service is healthy, else 503; a router that serves
+/// nothing is not healthy either (nothing it would answer could succeed).
+pub fn health_report(services: &[(String, ServiceHealth)]) -> (StatusCode, Value) {
+    let failing: Vec<&str> = services
+        .iter()
+        .filter(|(_, health)| *health != ServiceHealth::Healthy)
+        .map(|(name, _)| name.as_str())
+        .collect();
+    let healthy = failing.is_empty() && !services.is_empty();
+    let each: Map<String, Value> = services.iter().map(|(name, health)| (name.clone(), json!(said(health)))).collect();
+    let status = if healthy { "ok" } else { "unavailable" };
+    let code = if healthy { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+    (code, json!({"status": status, "failing": failing, "services": each}))
+}
+
+/// The answer to `/health/{model}`.
+pub fn service_report(name: &str, health: &ServiceHealth) -> (StatusCode, Value) {
+    let code = if *health == ServiceHealth::Healthy { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+    let status = if *health == ServiceHealth::Healthy { "ok" } else { "unavailable" };
+    (code, json!({"status": status, "service": name, "health": said(health)}))
+}
+
+fn said(health: &ServiceHealth) -> &str {
+    match health {
+        ServiceHealth::Healthy => "ok",
+        ServiceHealth::Failing(why) => why,
+    }
+}
+
+/// `%XX` sequences decoded (a path's model name); None when that is not UTF-8 or a `%` is not
+/// followed by two hex digits.
+pub fn percent_decoded(text: &str) -> Option<String> {
+    let mut bytes = Vec::with_capacity(text.len());
+    let mut rest = text.as_bytes();
+    while let Some((&byte, tail)) = rest.split_first() {
+        if byte == b'%' {
+            let hex = std::str::from_utf8(tail.get(..2)?).ok()?;
+            bytes.push(u8::from_str_radix(hex, 16).ok()?);
+            rest = tail.get(2..)?;
+        } else {
+            bytes.push(byte);
+            rest = tail;
+        }
+    }
+    String::from_utf8(bytes).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn healthy_only_when_every_service_is() {
+        let failing = ServiceHealth::Failing("answered 503 Service Unavailable at 127.0.0.1:8002".into());
+        let (status, body) = health_report(&[("a".into(), ServiceHealth::Healthy), ("b".into(), failing)]);
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(
+            body,
+            json!({"status": "unavailable", "failing": ["b"], "services": {
+                "a": "ok", "b": "answered 503 Service Unavailable at 127.0.0.1:8002"
+            }})
+        );
+        let (status, body) = health_report(&[("a".into(), ServiceHealth::Healthy)]);
+        assert_eq!((status, body["status"].as_str()), (StatusCode::OK, Some("ok")));
+        assert_eq!(health_report(&[]).0, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(
+            service_report("a", &ServiceHealth::Healthy),
+            (StatusCode::OK, json!({"status": "ok", "service": "a", "health": "ok"}))
+        );
+    }
+
+    #[test]
+    fn a_model_name_in_a_path_is_decoded() {
+        assert_eq!(percent_decoded("Qwen%2FQwen3-8B").as_deref(), Some("Qwen/Qwen3-8B"));
+        assert_eq!(percent_decoded("Qwen/Qwen3-8B").as_deref(), Some("Qwen/Qwen3-8B"));
+        assert_eq!(percent_decoded("caf%C3%A9").as_deref(), Some("café"));
+        for bad in ["%", "%2", "%zz", "%ff", "a%é"] {
+            assert_eq!(percent_decoded(bad), None, "{bad}");
+        }
+    }
+}

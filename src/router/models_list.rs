@@ -1,0 +1,69 @@
+//! `GET /v1/models` through the router: one list of every service, each entry as its engine
+//! describes its model (vLLM's `max_model_len`, `root`; llama-server's `meta`), with the `id` the
+//! router routes by. An engine that did not answer still has its entry (the table says it is
+//! served; `/health/{model}` says how it is), with only OpenAI's four fields.
+
+use serde_json::{json, Map, Value};
+
+/// What the router says for a service whose engine listed nothing it could read.
+const OWNED_BY: &str = "strix-toolbox";
+
+/// The merged list: `answers` are each service's name and its engine's `/v1/models` body, parsed,
+/// when it answered. An engine lists the model it serves first (vLLM lists LoRA adapters after
+/// it; the router routes by the service, not by adapter), so its first entry stands for it.
+pub fn merged_models(answers: &[(&str, Option<Value>)]) -> Value {
+    let data: Vec<Value> = answers
+        .iter()
+        .map(|(name, answer)| {
+            let first = answer.as_ref().and_then(|body| body.get("data")?.as_array()?.first()?.as_object().cloned());
+            let mut entry = first.unwrap_or_else(|| {
+                let mut entry = Map::new();
+                entry.insert("object".into(), json!("model"));
+                entry.insert("created".into(), json!(0));
+                entry.insert("owned_by".into(), json!(OWNED_BY));
+                entry
+            });
+            entry.insert("id".into(), json!(name));
+            Value::Object(entry)
+        })
+        .collect();
+    json!({"object": "list", "data": data})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_service_is_its_engines_entry_under_the_name_it_is_routed_by() {
+        let vllm = json!({"object": "list", "data": [
+            {"id": "Qwen/Qwen3-8B", "object": "model", "created": 17, "owned_by": "vllm", "max_model_len": 4096},
+            {"id": "sql-lora", "object": "model", "created": 17, "owned_by": "vllm", "parent": "Qwen/Qwen3-8B"},
+        ]});
+        let llama = json!({"models": [{"name": "coder"}], "object": "list", "data": [
+            {"id": "coder", "object": "model", "created": 18, "owned_by": "llamacpp", "meta": {"n_vocab": 32000}},
+        ]});
+        let merged = merged_models(&[("qwen", Some(vllm)), ("coder", Some(llama)), ("down", None)]);
+        assert_eq!(
+            merged,
+            json!({"object": "list", "data": [
+                {"id": "qwen", "object": "model", "created": 17, "owned_by": "vllm", "max_model_len": 4096},
+                {"id": "coder", "object": "model", "created": 18, "owned_by": "llamacpp", "meta": {"n_vocab": 32000}},
+                {"id": "down", "object": "model", "created": 0, "owned_by": "strix-toolbox"},
+            ]})
+        );
+    }
+
+    #[test]
+    fn an_answer_without_a_list_counts_as_none() {
+        for odd in [json!({}), json!({"data": []}), json!({"data": "x"}), json!({"data": [7]}), json!([1])] {
+            let merged = merged_models(&[("m", Some(odd.clone()))]);
+            assert_eq!(
+                merged["data"][0],
+                json!({"id": "m", "object": "model", "created": 0, "owned_by": OWNED_BY}),
+                "{odd}"
+            );
+        }
+        assert_eq!(merged_models(&[]), json!({"object": "list", "data": []}));
+    }
+}

@@ -1,0 +1,205 @@
+//! llama.cpp's rules for splitting a model over devices (the head's GPU and each RPC server's),
+//! as `llama_model::load_tensors` splits it (`src/llama-model.cpp`): the repeating layers and the
+//! output layer (n_layer + 1 slots) go to the devices by the cumulative `--tensor-split`
+//! fractions, layer `il` to the first device whose split point passes `il / (n_layer + 1)`; the
+//! input layer (the token embedding) always stays on the CPU; RPC servers come first in the
+//! device list (`llama.cpp`: "add RPC servers at the front of the list"). Each layer's KV cache
+//! lives on its layer's device (`-ctk`/`-ctv`, f16 by default): `-c` cells for every slot
+//! together (llama-server's unified cache), padded to 256; a sliding-window layer keeps
+//! `n_swa × slots + n_ubatch` cells, padded to 256 (`llama_kv_cache_iswa`).
+
+use super::{outcome, CacheRules, ExpertCut, KvBudget, KvCacheDtype, Layout, NodeMemory, Placement, Plan};
+use crate::model::shape::weights::Weights;
+use crate::model::shape::ModelShape;
+
+/// Kept free on every device beside weights and cache: llama.cpp's compute buffers (logits of a
+/// micro-batch over the vocabulary, the graph), the plan's allowance.
+pub const DEFAULT_RUNTIME_GIB: u64 = 1;
+/// llama-server's slots when `--parallel` is not given (its "auto": 4).
+pub const DEFAULT_PARALLEL: u64 = 4;
+/// `--ubatch-size`' default.
+pub const UBATCH: u64 = 512;
+/// The shortest context a split must leave.
+pub const MIN_CONTEXT: u64 = 4096;
+/// llama.cpp pads the context (and a sliding cache) to this many cells.
+const PAD: u64 = 256;
+
+/// What llama.cpp will do with the memory, as the plan assumes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LlamaRules {
+    pub kv_cache_dtype: KvCacheDtype,
+    pub runtime_bytes: u64,
+    pub parallel: u64,
+    pub ubatch: u64,
+    pub min_context: u64,
+}
+
+impl Default for LlamaRules {
+    fn default() -> LlamaRules {
+        LlamaRules {
+            kv_cache_dtype: KvCacheDtype {
+                name: "f16".into(),
+                block_elements: 1,
+                block_bytes: 2,
+                why: "llama.cpp's default cache type (-ctk f16 -ctv f16)".into(),
+            },
+            runtime_bytes: DEFAULT_RUNTIME_GIB << 30,
+            parallel: DEFAULT_PARALLEL,
+            ubatch: UBATCH,
+            min_context: MIN_CONTEXT,
+        }
+    }
+}
+
+/// `--tensor-split` for `devices` in llama.cpp's order: each device's share in MiB of what it can
+/// give the model (usable memory less the runtime's share, less the token embedding on the head's).
+pub fn tensor_split(devices: &[NodeMemory], head: usize, embedding_bytes: u64, runtime_bytes: u64) -> Vec<u64> {
+    devices
+        .iter()
+        .enumerate()
+        .map(|(index, device)| {
+            let mut room = device.usable_bytes.saturating_sub(runtime_bytes);
+            if index == head {
+                room = room.saturating_sub(embedding_bytes);
+            }
+            room >> 20
+        })
+        .collect()
+}
+
+/// `--tensor-split`'s argument: `113000,57000,30000`.
+pub fn tensor_split_arg(split: &[u64]) -> String {
+    split.iter().map(u64::to_string).collect::<Vec<_>>().join(",")
+}
+
+/// The device of each of the `layers` repeating layers and of the output layer (the last entry),
+/// as llama.cpp assigns them with all layers offloaded (`-ngl` past the layers).
+pub fn layer_devices(layers: u32, split: &[u64]) -> Vec<usize> {
+    let total: u128 = split.iter().map(|&s| u128::from(s)).sum();
+    let slots = u128::from(layers) + 1;
+    (0..=layers)
+        .map(|layer| {
+            if total == 0 {
+                return 0;
+            }
+            // upper_bound(splits, il / slots): the first device whose cumulative fraction exceeds it,
+            // compared exactly as cumulative × slots > il × total.
+            let mut cumulative = 0u128;
+            let position = u128::from(layer) * total;
+            for (device, share) in split.iter().enumerate() {
+                cumulative += u128::from(*share);
+                if cumulative * slots > position {
+                    return device;
+                }
+            }
+            split.len().saturating_sub(1)
+        })
+        .collect()
+}
+
+/// Cells a sliding-window layer keeps: `n_swa × slots + n_ubatch`, padded to 256.
+pub fn window_tokens(shape: &ModelShape, rules: &LlamaRules) -> u64 {
+    let Some(sliding) = &shape.sliding else { return 0 };
+    sliding.window.saturating_mul(rules.parallel.max(1)).saturating_add(rules.ubatch).div_ceil(PAD) * PAD
+}
+
+/// What each of `devices` devices holds under `split`: its layers as llama.cpp assigns them, the
+/// output layer on its device (with the tied embedding's copy), the embedding on the head's.
+pub fn placements(shape: &ModelShape, devices: usize, head: usize, split: &[u64]) -> Vec<Placement> {
+    let assignment = layer_devices(shape.layers, split);
+    let output_device = assignment.last().copied().unwrap_or(0);
+    (0..devices)
+        .map(|device| {
+            let mine: Vec<u32> = (0..shape.layers).filter(|&l| assignment.get(l as usize) == Some(&device)).collect();
+            let layers = match (mine.first(), mine.last()) {
+                (Some(&first), Some(&last)) => first..last + 1,
+                _ => 0..0,
+            };
+            Placement {
+                stage: u32::try_from(device).unwrap_or(u32::MAX),
+                rank: 0,
+                layers,
+                tp: 1,
+                experts: ExpertCut::Width(1),
+                embedding: device == head,
+                output: device == output_device,
+                tied_output: device == output_device && shape.tied_embeddings,
+            }
+        })
+        .collect()
+}
+
+/// The split of `shape` over `devices` (in llama.cpp's order; `head` is the device on the head
+/// node, whose host keeps the token embedding): one layout, the layers by each device's memory.
+pub fn plan(shape: &ModelShape, devices: &[NodeMemory], head: usize, rules: &LlamaRules) -> Plan {
+    let mut notes = vec![
+        "the token embedding stays in the head's host memory (llama.cpp keeps the input layer on the CPU), counted \
+         on the head's device"
+            .to_string(),
+    ];
+    let weights = match &shape.weights {
+        Some(weights) => weights.clone(),
+        None => {
+            notes.push("no weights were read: their bytes are estimated from the config".to_string());
+            Weights::estimated(shape)
+        }
+    };
+    let split = tensor_split(devices, head, weights.embedding_bytes, rules.runtime_bytes);
+    let placements = placements(shape, devices.len(), head, &split);
+    let window = window_tokens(shape, rules);
+    let cache = CacheRules {
+        dtype: &rules.kv_cache_dtype,
+        window_tokens: window,
+        runtime_bytes: rules.runtime_bytes,
+        min_context: rules.min_context,
+        budget: KvBudget::PerNode,
+    };
+    let mut outcome = outcome(shape, &weights, devices, &placements, &cache);
+    if let super::Outcome::Fits(figures) = &mut outcome {
+        // -c is padded up to 256 cells: ask for a multiple of 256 that fits.
+        let padded = figures.context_tokens / PAD * PAD;
+        if padded > 0 && padded < figures.context_tokens {
+            figures.context_tokens = padded;
+            for node in &mut figures.nodes {
+                node.kv_cache_bytes = node.kv_per_token.bytes_at(padded, window);
+            }
+        }
+    }
+    let count = u32::try_from(devices.len()).unwrap_or(u32::MAX);
+    let layout = Layout { tp: 1, pp: count, dp: 1, expert_parallel: false, outcome };
+    let fits = layout.fits().is_some();
+    let mut engine_args = Vec::new();
+    if let Some(figures) = layout.fits() {
+        if devices.len() > 1 {
+            engine_args.extend(["--tensor-split".to_string(), tensor_split_arg(&split)]);
+        }
+        engine_args.extend(["-c".to_string(), figures.context_tokens.to_string()]);
+    }
+    let layouts = vec![layout];
+    let refusal = (!fits).then(|| super::refusal(&layouts, devices, rules.min_context));
+    Plan {
+        engine: "llama.cpp".into(),
+        architecture: shape.architecture.clone(),
+        nodes: devices.to_vec(),
+        kv_cache_dtype: rules.kv_cache_dtype.clone(),
+        runtime_bytes: rules.runtime_bytes,
+        runtime_why: "the plan's allowance for llama.cpp's compute buffers (the logits of a micro-batch, the graph)"
+            .into(),
+        chosen: fits.then(|| super::Chosen {
+            layout: 0,
+            why: format!(
+                "llama.cpp splits the layers over the {} device(s) by their memory (--tensor-split {})",
+                devices.len(),
+                tensor_split_arg(&split)
+            ),
+        }),
+        layouts,
+        fewer_nodes: None,
+        refusal,
+        notes,
+        engine_args,
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,80 @@
+//! What a node can give a model: on Strix Halo the GPU's memory is the GTT the kernel allows it
+//! (`mem_info_gtt_total`, what doctor reads from the amdgpu and TTM parameters), less what is in
+//! use now (`mem_info_gtt_used`: another model, the desktop), less a reserve in GiB for the OS and
+//! the runtime. Never a fraction of what HIP reports: HIP may see only the BIOS carve-out.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::host::gpu::GpuFacts;
+
+/// GiB kept back on every node unless the operator says otherwise: the OS, the container, the
+/// engine's own runtime outside its tensors.
+pub const DEFAULT_RESERVE_GIB: u64 = 4;
+const GIB: u64 = 1 << 30;
+
+/// One node's memory for a model.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeMemory {
+    pub node: String,
+    /// GTT the GPU may map (`mem_info_gtt_total`, summed over cards).
+    pub gtt_bytes: u64,
+    /// GTT in use now (`mem_info_gtt_used`); 0 when the kernel does not say.
+    pub gtt_used_bytes: u64,
+    pub reserve_bytes: u64,
+    /// What is left for a model: total less used less the reserve.
+    pub usable_bytes: u64,
+}
+
+impl NodeMemory {
+    /// `node`'s memory from its GPU facts, `reserve_gib` kept back.
+    pub fn of(node: &str, gpu: &GpuFacts, reserve_gib: u64) -> Result<NodeMemory> {
+        let Some(gtt_bytes) = gpu.gtt_bytes.filter(|&bytes| bytes > 0) else {
+            return Err(Error::host(
+                format!("{node}: mem_info_gtt_total"),
+                format!("{node}: the GPU's GTT size is unknown (no /sys/class/drm/card*/device/mem_info_gtt_total)"),
+                "the amdgpu driver must be loaded for a plan to know the GPU's memory; `strix-toolbox doctor` on the \
+                 node says what is missing",
+            ));
+        };
+        Ok(NodeMemory::new(node, gtt_bytes, gpu.gtt_used_bytes.unwrap_or(0), reserve_gib.saturating_mul(GIB)))
+    }
+
+    pub fn new(node: &str, gtt_bytes: u64, gtt_used_bytes: u64, reserve_bytes: u64) -> NodeMemory {
+        NodeMemory {
+            node: node.to_string(),
+            gtt_bytes,
+            gtt_used_bytes,
+            reserve_bytes,
+            usable_bytes: gtt_bytes.saturating_sub(gtt_used_bytes).saturating_sub(reserve_bytes),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn usable_is_the_gtt_less_what_is_used_less_the_reserve() {
+        // A 128 GiB node with the kernel's GTT at 120 GiB, 2 GiB in use, 4 GiB kept: 114 GiB.
+        let gpu = GpuFacts { gtt_bytes: Some(120 * GIB), gtt_used_bytes: Some(2 * GIB), ..GpuFacts::default() };
+        let memory = NodeMemory::of("node1", &gpu, 4).expect("memory");
+        assert_eq!(memory.usable_bytes, 114 * GIB);
+        assert_eq!((memory.gtt_bytes, memory.gtt_used_bytes, memory.reserve_bytes), (120 * GIB, 2 * GIB, 4 * GIB));
+        // What HIP says (the carve-out in vram_bytes) plays no part.
+        let carve_out = GpuFacts { vram_bytes: Some(512 << 20), ..gpu.clone() };
+        assert_eq!(NodeMemory::of("node1", &carve_out, 4).expect("memory").usable_bytes, 114 * GIB);
+        let unknown_use = GpuFacts { gtt_used_bytes: None, ..gpu.clone() };
+        assert_eq!(NodeMemory::of("node1", &gpu, DEFAULT_RESERVE_GIB).expect("memory").reserve_bytes, 4 * GIB);
+        assert_eq!(NodeMemory::of("node1", &unknown_use, 0).expect("memory").usable_bytes, 120 * GIB);
+        assert_eq!(NodeMemory::new("small", GIB, 2 * GIB, GIB).usable_bytes, 0);
+    }
+
+    #[test]
+    fn a_node_without_a_gtt_size_is_a_host_error_with_its_fix() {
+        let error = NodeMemory::of("node2", &GpuFacts::default(), 4).expect_err("no GTT");
+        let text = error.to_string();
+        assert!(text.contains("node2") && text.contains("mem_info_gtt_total") && text.contains("doctor"), "{text}");
+    }
+}

@@ -1,0 +1,88 @@
+//! A real Prometheus (Debian's `prometheus` package; nothing starts it by itself here): its own
+//! config and storage in a temporary directory, its web API on a loopback port, scraping the
+//! targets the test gives every second. Stopped (SIGTERM, then SIGKILL) when dropped; its log is
+//! kept for failure messages.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+use tempfile::TempDir;
+
+use super::http;
+use super::{free_port, stop_child, wait_until};
+
+/// The bounded wait for its API to answer.
+const START_LIMIT: Duration = Duration::from_secs(60);
+
+pub struct Prometheus {
+    child: Child,
+    port: u16,
+    log: PathBuf,
+    _dir: TempDir,
+}
+
+impl Prometheus {
+    /// Scraping `/metrics` of each of `targets` every second.
+    pub fn start(targets: &[SocketAddr]) -> Prometheus {
+        let dir = tempfile::Builder::new().prefix("prometheus-").tempdir().expect("tempdir");
+        let targets: Vec<String> = targets.iter().map(|target| format!("'{target}'")).collect();
+        let config = format!(
+            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - job_name: strix\n    \
+             static_configs:\n      - targets: [{}]\n",
+            targets.join(", ")
+        );
+        let config_file = dir.path().join("prometheus.yml");
+        std::fs::write(&config_file, config).expect("write prometheus.yml");
+        let log = dir.path().join("prometheus.log");
+        let port = free_port();
+        let file = std::fs::File::create(&log).expect("create the log");
+        let child = Command::new("prometheus")
+            .arg(format!("--config.file={}", config_file.display()))
+            .arg(format!("--storage.tsdb.path={}", dir.path().join("data").display()))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .stdin(Stdio::null())
+            .stdout(file.try_clone().expect("clone the log"))
+            .stderr(file)
+            .spawn()
+            .unwrap_or_else(|error| {
+                panic!("start prometheus: {error}: install Debian's prometheus package (scripts/test-deps.sh lists it)")
+            });
+        let mut prometheus = Prometheus { child, port, log, _dir: dir };
+        wait_until("prometheus's API", START_LIMIT, || {
+            if let Ok(Some(status)) = prometheus.child.try_wait() {
+                panic!("prometheus exited ({status}):\n{}", prometheus.log());
+            }
+            prometheus.get("/-/ready").is_ok_and(|response| response.status == 200)
+        });
+        prometheus
+    }
+
+    /// The series `/api/v1/query?query=EXPRESSION` gives now (`data.result`).
+    pub fn query(&self, expression: &str) -> Result<Vec<Value>, String> {
+        let response = self.get(&format!("/api/v1/query?query={expression}"))?;
+        let value: Value =
+            serde_json::from_str(&response.body).map_err(|error| format!("{error}: {}", response.body))?;
+        if response.status != 200 || value["status"] != "success" {
+            return Err(format!("query {expression}: {} {}", response.status, response.body));
+        }
+        value["data"]["result"].as_array().cloned().ok_or_else(|| format!("no data.result in {value}"))
+    }
+
+    /// What it logged.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn get(&self, path: &str) -> Result<http::Response, String> {
+        http::request(None, "GET", &format!("http://127.0.0.1:{}{path}", self.port), None, Duration::from_secs(5))
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        stop_child(&mut self.child);
+    }
+}
