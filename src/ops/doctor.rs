@@ -2,10 +2,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::doctor::{run_checks, Check, Programs, Status};
+use crate::doctor::{run_checks, Check, PlanMemory, Programs, Status};
 use crate::error::Result;
 use crate::host::HostFacts;
 use crate::serving::engine::link_ports;
+use crate::serving::fit::memory::{NodeMemory, DEFAULT_RESERVE_GIB};
 use crate::settings::Settings;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -39,5 +40,11 @@ pub fn doctor(settings: &Settings) -> Result<DoctorReport> {
     let root = settings.open_host_root()?;
     let facts = HostFacts::read(&root)?;
     let programs = if root.is_system() { Programs::TheNodes } else { Programs::ThisMachines };
-    Ok(DoctorReport::new(run_checks(&facts, &settings.installed, programs, &link_ports())))
+    // The plan's own figures for this node, as a launch would count them.
+    let plan_memory = NodeMemory::of("this node", &facts.gpu, DEFAULT_RESERVE_GIB).ok().map(|memory| PlanMemory {
+        gtt_used_bytes: memory.gtt_used_bytes,
+        reserve_bytes: memory.reserve_bytes,
+        usable_bytes: memory.usable_bytes,
+    });
+    Ok(DoctorReport::new(run_checks(&facts, &settings.installed, programs, &link_ports(), plan_memory)))
 }
