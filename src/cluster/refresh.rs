@@ -124,8 +124,12 @@ async fn in_phases(
     let head = nodes[0];
     let spreading = spread.enabled && !request.dry_run && matches!(request.source, ImageSource::Pull);
     let image = ImageRef::parse(&request.image_ref)?;
-    let (pinned, held) =
-        tokio::join!(resolve(head, request, &image, spreading, reporter), held_digests(nodes, &image, spreading));
+    // Nothing changes yet: Ctrl-C stops the wait for the registry's answer where it stands.
+    let resolving = async {
+        Ok(tokio::join!(resolve(head, request, &image, spreading, reporter), held_digests(nodes, &image, spreading)))
+    };
+    let during = format!("resolving {}, before any node changed", request.image_ref);
+    let (pinned, held) = interrupt.unless_it_comes(&during, resolving).await?;
     let pinned = pinned?;
     let before_any_change = || {
         interrupt
@@ -140,8 +144,15 @@ async fn in_phases(
     let mut prepared = None;
     if spreading {
         let lacking = spread::lacking(&pinned, &held);
-        match spread::prepare(nodes, &lacking, reporter, spread, &pinned, &request.name).await {
+        // Its wait on upstream (the head lists the image there) stops at Ctrl-C; what it started
+        // on the head ends with this command's channel.
+        let preparing = spread::prepare(nodes, &lacking, reporter, spread, &pinned, &request.name);
+        match interrupt.unless_it_comes("spreading the image, before any node changed", preparing).await {
             Ok(spread) => prepared = Some(spread),
+            Err(interrupted @ Error::Interrupted { .. }) => {
+                reporter.finish();
+                return Err(interrupted);
+            }
             Err(error) => {
                 reporter.finish();
                 let failed = MultiError::one(
@@ -161,14 +172,15 @@ async fn in_phases(
 
     // Stage (or plan) on every node, each from where the spread says.
     let stage = RefreshRequest { image_ref: pinned.clone(), stage_only: !request.dry_run, ..request.clone() };
-    let staged = on_every_node(nodes, reporter, "staging", |index, node| {
-        let stage = RefreshRequest {
-            spread: prepared.as_ref().and_then(|p: &Prepared| p.sources[index].clone()),
-            ..stage.clone()
-        };
+    let sources = prepared.as_ref().map(|p: &Prepared| p.sources.clone()).unwrap_or_default();
+    let staging = on_every_node(nodes, reporter, "staging", |index, node| {
+        let stage = RefreshRequest { spread: sources.get(index).cloned().flatten(), ..stage.clone() };
         async move { node.call(stage).await }
-    })
-    .await;
+    });
+    let staged = match prepared.as_mut() {
+        Some(prepared) => stage_stopping_the_copy(staging, head, prepared, reporter, interrupt).await,
+        None => staging.await,
+    };
     // The head's copy ran beside the stage: it must have completed too.
     let copied = match prepared.as_mut() {
         Some(prepared) => spread::finish(head, prepared, reporter, interrupt.came().is_some()).await,
@@ -274,6 +286,27 @@ async fn resolve(
     };
     reporter.step_finished(head.name(), &format!("{} is {digest}", request.image_ref));
     Ok(pinned)
+}
+
+/// The stage's results; Ctrl-C during it stops the head's copy and its relay at once, so that
+/// the nodes pulling from the relay fail their stage now rather than wait for what upstream
+/// sends (the stage is then undone, as after any interrupted stage).
+async fn stage_stopping_the_copy<T>(
+    staging: impl Future<Output = Vec<Result<T>>>,
+    head: &dyn Node,
+    prepared: &mut Prepared,
+    reporter: &dyn Reporter,
+    interrupt: &Interrupt,
+) -> Vec<Result<T>> {
+    tokio::pin!(staging);
+    tokio::select! {
+        staged = &mut staging => staged,
+        _ = interrupt.arrival() => {
+            // Its error is the interruption's doing: the refresh reports the signal.
+            let _ = spread::finish(head, prepared, reporter, true).await;
+            staging.await
+        }
+    }
 }
 
 /// Spreading, which digests of the repository each node holds (asked while the head resolves).

@@ -181,9 +181,14 @@ pub struct ServingFiles {
 }
 
 impl ServingFiles {
-    /// For `toolbox`, under the XDG state directory.
+    /// For `toolbox`, under this node's own state directory (apart from other nodes' when they
+    /// share the home). A launch from before state was kept per node left its record in the
+    /// shared one: it is read there until its stop removes it.
     pub fn of(paths: &Paths, toolbox: &str) -> Result<ServingFiles> {
-        Ok(ServingFiles::in_dir(&paths.state_dir("what was launched")?.join("serving"), toolbox))
+        let keeps = "what was launched";
+        let own = ServingFiles::in_dir(&paths.node_state_dir(keeps)?.join("serving"), toolbox);
+        let before = ServingFiles::in_dir(&paths.state_dir(keeps)?.join("serving"), toolbox);
+        Ok(if !own.record().exists() && before.record().exists() { before } else { own })
     }
 
     pub fn in_dir(dir: &Path, toolbox: &str) -> ServingFiles {

@@ -58,7 +58,7 @@ fn image_id(cluster: &TestCluster, image: &str) -> String {
 
 /// What the head's toolbox serves now (its record), as `status` would find it: the model, or None.
 fn served(cluster: &TestCluster) -> Option<String> {
-    let record = cluster.node(1).home.join(format!(".local/state/strix-toolbox/serving/{TOOLBOX}.json"));
+    let record = cluster.node(1).serving_dir().join(format!("{TOOLBOX}.json"));
     let record: Value = serde_json::from_str(&std::fs::read_to_string(record).ok()?).ok()?;
     // The processes' names, zombies excluded (the image has no pgrep).
     let listing = "for f in /proc/[0-9]*/stat; do s=$(cat \"$f\" 2>/dev/null) || continue; \
@@ -70,7 +70,7 @@ fn served(cluster: &TestCluster) -> Option<String> {
 
 /// The head's serving logs (what the engine said), for a failure's message.
 fn head_logs(cluster: &TestCluster) -> String {
-    let dir = cluster.node(1).home.join(".local/state/strix-toolbox/serving");
+    let dir = cluster.node(1).serving_dir();
     let mut text = String::new();
     for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
         if entry.path().extension().is_some_and(|extension| extension == "log") {
@@ -180,7 +180,7 @@ fn a_canary_keeps_a_good_image_and_rolls_every_node_back_from_a_wrong_or_slow_on
 
 /// When the head's current launch started (its record's `started`), if it recorded one.
 fn launch_started(cluster: &TestCluster) -> Option<String> {
-    let record = cluster.node(1).home.join(format!(".local/state/strix-toolbox/serving/{TOOLBOX}.json"));
+    let record = cluster.node(1).serving_dir().join(format!("{TOOLBOX}.json"));
     let record: Value = serde_json::from_str(&std::fs::read_to_string(record).ok()?).ok()?;
     record["started"].as_str().map(String::from)
 }

@@ -88,7 +88,7 @@ fn ray_launch_args<'a>(port: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
 
 /// Where node `index` records what a launch started.
 fn record_of(cluster: &TestCluster, index: usize) -> std::path::PathBuf {
-    cluster.node(index).home.join(".local/state/strix-toolbox/serving/vllm.json")
+    cluster.node(index).serving_dir().join("vllm.json")
 }
 
 /// What runs in node `index`'s toolbox, by process name (zombies excluded).
@@ -203,8 +203,8 @@ fn two_nodes_serve_one_endpoint_with_a_rank_on_each_link_address() {
     assert_eq!(downloads, 2, "each file of the model once: {:?}", bed.hub.requests());
     assert_eq!(cluster.uplink().node_bytes_down(2), node2_upstream, "node2 reached upstream for the model");
     // The token and the key reached vLLM (its log says so by hash) and nowhere else.
-    let log = std::fs::read_to_string(cluster.node(1).home.join(".local/state/strix-toolbox/serving/vllm.vllm.log"))
-        .expect("vLLM's log on the head");
+    let log =
+        std::fs::read_to_string(cluster.node(1).serving_dir().join("vllm.vllm.log")).expect("vLLM's log on the head");
     use sha2::Digest;
     for (what, secret) in [("HF_TOKEN", TOKEN), ("API key", API_KEY)] {
         let hash = format!("{:x}", sha2::Sha256::digest(secret.as_bytes()));

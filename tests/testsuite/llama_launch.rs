@@ -84,7 +84,7 @@ fn launch_with(bed: &LlamaBed, port: &str, options: &[&str]) -> Output {
 }
 
 fn record_of(cluster: &TestCluster, index: usize) -> PathBuf {
-    cluster.node(index).home.join(".local/state/strix-toolbox/serving/llama.json")
+    cluster.node(index).serving_dir().join("llama.json")
 }
 
 /// What runs in node `index`'s toolbox, by process name (zombies excluded).
@@ -138,9 +138,8 @@ fn three_nodes_serve_a_gguf_over_rpc_as_one_node_would() {
     assert_eq!(report["served"], bed.model.as_str(), "the model under its own name: {report}");
 
     // The head's log: the model on both workers' devices.
-    let log =
-        std::fs::read_to_string(cluster.node(1).home.join(".local/state/strix-toolbox/serving/llama.llama-server.log"))
-            .expect("llama-server's log on the head");
+    let log = std::fs::read_to_string(cluster.node(1).serving_dir().join("llama.llama-server.log"))
+        .expect("llama-server's log on the head");
     for worker in &workers {
         let endpoint = format!("{}:{RPC_PORT}", worker.link_address);
         assert!(
