@@ -425,3 +425,26 @@ async fn a_hub_gguf_is_read_by_ranges_from_its_start() {
     assert!(read.bytes_read < size / 10, "{} of {size}", read.bytes_read);
     assert!(!seen.iter().any(|s| s.path.ends_with("config.json")), "a GGUF needs no config.json");
 }
+
+#[tokio::test]
+async fn a_hub_gguf_named_by_its_quant_is_picked_from_the_file_list() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let gguf = fixtures::tiny_llama(dir.path(), 6);
+    std::fs::rename(&gguf, dir.path().join("tiny-llama-F32.gguf")).expect("name it by its quant");
+    let hub = LoopbackHub::start(Served {
+        repo: "strix/tiny-llama-GGUF".into(),
+        dir: dir.path().to_path_buf(),
+        token: None,
+        ignore_ranges: false,
+    });
+    let repo = RepoId::parse("strix/tiny-llama-GGUF").expect("an id");
+    let pick = |quant: &str| ModelSource::HubGguf {
+        repo: repo.clone(),
+        revision: "main".into(),
+        pick: crate::model::gguf_pick::GgufPick::Quant(quant.into()),
+    };
+    let read = read_shape(&pick("f32"), &hub.access(None), ReadLimits::default()).await.expect("the shape");
+    assert_eq!((sized(&read).layers, read.files.as_slice()), (6, ["tiny-llama-F32.gguf".to_string()].as_slice()));
+    let none = read_shape(&pick("Q4_K_M"), &hub.access(None), ReadLimits::default()).await.expect_err("no such quant");
+    assert!(none.to_string().contains("Q4_K_M"), "{none}");
+}
