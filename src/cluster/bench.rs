@@ -164,10 +164,22 @@ pub async fn bench(
 fn gate_outcome(gate: &GateReport) -> String {
     match &gate.verdict {
         None => "recorded as the model's reference".to_string(),
-        Some(verdict) if verdict.passed => {
-            format!("passed: {} tokens the same as {}", verdict.compared_tokens, gate.reference)
-        }
+        Some(verdict) if verdict.passed => format!(
+            "passed: {} tokens the same as {}{}",
+            verdict.compared_tokens,
+            gate.reference,
+            ties(verdict.ties.len())
+        ),
         Some(verdict) => format!("failed: {} prompt(s) answer differently", verdict.mismatches.len()),
+    }
+}
+
+/// "; 2 prompts ended at a near-tie" (nothing when none did).
+pub fn ties(count: usize) -> String {
+    match count {
+        0 => String::new(),
+        1 => "; 1 prompt ended at a near-tie".to_string(),
+        _ => format!("; {count} prompts ended at a near-tie"),
     }
 }
 

@@ -5,7 +5,7 @@
 use chrono::{SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::answer::{tokens_of, GateAnswer, GateRun, GATE_FORMAT};
+use super::answer::{tokens_of, GateAnswer, GateRun, GATE_FORMAT, TOP_LOGPROBS};
 use super::diff::{compare, GateVerdict};
 use super::prompts::PromptSet;
 use super::references::ReferenceStore;
@@ -60,7 +60,7 @@ pub async fn ask(target: &GateTarget, set: &PromptSet) -> Result<GateRun> {
             stream: false,
             stream_options: None,
             ignore_eos: true,
-            logprobs: Some(1),
+            logprobs: Some(TOP_LOGPROBS),
             return_token_ids: true,
         };
         let completion = target.client.complete(&request).await?;
