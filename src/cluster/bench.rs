@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use chrono::Utc;
 use serde::{Deserialize, Serialize};
 
-use crate::bench::gate::{judge, GateReport, ReferenceStore, PROMPT_SET};
+use crate::bench::gate::{judge, GateReport, GateRun, Reference, ReferenceStore, PROMPT_SET};
 use crate::bench::key::{BenchKey, EngineRef, LinkTransport, ModelIdentity};
 use crate::bench::node::{BenchLevel, EndpointAccess, GateAsk};
 use crate::bench::prompt;
@@ -32,12 +32,17 @@ pub enum Serving {
 }
 
 /// What the gate holds the answers against.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum GateReference {
-    /// The model's first accepted run, kept beside the results.
+    /// The model's first accepted run, kept beside the results; without one, this run becomes it.
     Stored,
+    /// The model's stored reference if there is one; else the answers go unchecked, and none is
+    /// kept from them (a canary's first image must not become the yardstick of the next).
+    StoredIfAny,
     /// One node serving the same model alone, at this endpoint (the caller launched it).
     SingleNode { url: String },
+    /// Answers taken before (a canary's: the image it replaces, just before the swap).
+    Taken { run: Box<GateRun>, described: String },
 }
 
 #[derive(Debug, Clone)]
@@ -103,13 +108,20 @@ pub async fn bench(
             image: found.key.image.clone(),
             layout,
         };
-        let single = match reference {
-            GateReference::Stored => None,
-            GateReference::SingleNode { url } => Some(head.call(ask(url, "one node alone".into())).await?),
+        let against = match reference {
+            GateReference::Stored => Reference::Stored { keep_first: true },
+            GateReference::StoredIfAny => Reference::Stored { keep_first: false },
+            GateReference::SingleNode { url } => {
+                let run = head.call(ask(url, "one node alone".into())).await?;
+                Reference::Run { described: format!("{} at {}", run.layout, run.endpoint), run: Box::new(run) }
+            }
+            GateReference::Taken { run, described } => {
+                Reference::Run { run: run.clone(), described: described.clone() }
+            }
         };
         let candidate = head.call(ask(&found.endpoint, found.key.layout())).await?;
         let references = ReferenceStore::in_bench_dir(store.dir());
-        let gate = judge(candidate, single, &references, &PROMPT_SET, request.logprob_tolerance)?;
+        let gate = judge(candidate, against, &references, &PROMPT_SET, request.logprob_tolerance)?;
         reporter.step_finished("gate", &gate_outcome(&gate));
         let passed = gate.passed();
         report.gate = Some(gate);
@@ -161,8 +173,29 @@ pub async fn bench(
     Ok(report)
 }
 
+/// The gate's answers alone, from what `request` names (the gate's prompt set, nothing judged,
+/// nothing kept): what a canary holds the next image's answers against.
+pub async fn answers(head: &dyn Node, request: &BenchRequest, reporter: &dyn Reporter) -> Result<GateRun> {
+    let found = find(head, request, reporter).await?;
+    reporter.step_started("gate", &format!("prompt set v{} on {}", PROMPT_SET.version, found.key.layout()));
+    let run = head
+        .call(GateAsk {
+            endpoint: EndpointAccess { url: found.endpoint.clone(), api_key: request.api_key.clone() },
+            engine: found.key.engine,
+            served_model: found.served_model.clone(),
+            model: found.key.model.clone(),
+            image: found.key.image.clone(),
+            layout: found.key.layout(),
+        })
+        .await?;
+    let tokens: usize = run.answers.iter().map(|answer| answer.tokens.len()).sum();
+    reporter.step_finished("gate", &format!("{tokens} tokens taken from image {}", found.key.short_image()));
+    Ok(run)
+}
+
 fn gate_outcome(gate: &GateReport) -> String {
     match &gate.verdict {
+        None if gate.unchecked() => "unchecked: no reference to hold the answers against".to_string(),
         None => "recorded as the model's reference".to_string(),
         Some(verdict) if verdict.passed => format!(
             "passed: {} tokens the same as {}{}",

@@ -191,6 +191,7 @@ impl Render for BenchReport {
 fn render_gate(gate: &GateReport, out: &Output) {
     let head = format!("gate (prompt set v{}, {})", gate.prompt_set, gate.model);
     match &gate.verdict {
+        None if gate.unchecked() => out.line(&format!("{} {head}: {}", out.paint("!", Style::Warn), gate.reference)),
         None => out.line(&format!(
             "{} {head}: no reference yet; these answers are now the model's reference",
             out.paint("✓", Style::Ok)

@@ -15,4 +15,4 @@ pub use answer::{Alternative, GateAnswer, GateRun, GateToken, TOP_LOGPROBS};
 pub use diff::{GateVerdict, Mismatch, MismatchKind, Tie, DEFAULT_LOGPROB_TOLERANCE};
 pub use prompts::{PromptSet, PROMPT_SET};
 pub use references::ReferenceStore;
-pub use run::{ask, judge, GateReport, GateTarget};
+pub use run::{ask, judge, GateReport, GateTarget, Reference};
