@@ -4,7 +4,7 @@
 //! short bench ([`crate::cluster::bench`]), the previous image under the conditions the new one is
 //! about to meet. After the swap MODEL is launched again, and the new image is kept only when its
 //! answers match the previous image's (a near-tie passes: [`crate::bench::gate`]) and its output
-//! tokens/s is at least `min_ratio` of the last accepted result on the previous image. Otherwise every node goes back to
+//! tokens/s is at least `min_ratio` of the previous image's. Otherwise every node goes back to
 //! that image through the same pipeline (all or nothing; the image is still on every node, so
 //! nothing is pulled), what served before is launched again, and the report says why, naming
 //! both images.
@@ -13,7 +13,8 @@
 //! answers would then fail every good image after it. With nothing measured before the swap (a
 //! first refresh, or a previous image that did not serve MODEL), the answers are held against
 //! the model's stored reference if there is one, else they go unchecked and the report says so;
-//! no reference is kept from them.
+//! no reference is kept from them. The speed is then held against the last accepted result on the
+//! previous image, if there is one.
 
 use std::cell::{Cell, RefCell};
 
@@ -73,6 +74,20 @@ pub struct Baseline {
     pub id: String,
     pub image: String,
     pub output_throughput: f64,
+    /// Measured just before the swap (else: the last accepted result on the previous image).
+    #[serde(default)]
+    pub before_swap: bool,
+}
+
+impl Baseline {
+    fn of(result: &BenchResult, before_swap: bool) -> Baseline {
+        Baseline {
+            id: result.id.clone(),
+            image: result.key.image.clone(),
+            output_throughput: result.level(BENCH_CONCURRENCY).map_or(0.0, |level| level.figures.output_throughput),
+            before_swap,
+        }
+    }
 }
 
 /// The previous image, measured just before the swap with MODEL launched as the canary launches it.
@@ -80,7 +95,7 @@ pub struct Baseline {
 pub struct BeforeSwapMeasure {
     /// Its answers to the gate's prompts: the new image's reference.
     pub answers: GateRun,
-    /// Its short bench (kept in the store, accepted).
+    /// Its short bench (kept in the store, accepted): the new image's baseline.
     pub result: BenchResult,
 }
 
@@ -145,9 +160,10 @@ pub fn judge(
     let Some(baseline) = baseline else { return Judgement { ratio: None, reason: None } };
     let ratio = if baseline.output_throughput > 0.0 { measured / baseline.output_throughput } else { f64::INFINITY };
     let reason = (ratio < min_ratio).then(|| {
+        let when = if baseline.before_swap { "measured just before the swap" } else { "the last accepted" };
         format!(
             "output tokens/s at concurrency {BENCH_CONCURRENCY}: {measured:.1} on image {} is {ratio:.2} of the \
-             {:.1} on image {} (result {}), below --min-ratio {min_ratio}",
+             {:.1} on image {} (result {}, {when}), below --min-ratio {min_ratio}",
             result.key.image, baseline.output_throughput, baseline.image, baseline.id
         )
     });
@@ -406,18 +422,28 @@ async fn prove(
         return Ok(Some(failure));
     }
     let result = measured.result.ok_or_else(|| Error::Internal("the canary's bench kept no result".into()))?;
-    report.baseline = match previous.map(|image| image.rsplit_once('@').map_or(image, |(_, digest)| digest)) {
-        Some(digest) => store.last_accepted(&result.key.on_image(digest))?.map(|found| Baseline {
-            output_throughput: found.level(BENCH_CONCURRENCY).map_or(0.0, |level| level.figures.output_throughput),
-            id: found.id,
-            image: found.key.image,
-        }),
-        None => None,
-    };
+    report.baseline = baseline(report.before_swap.as_ref(), previous, &result, store)?;
     let judgement = judge(None, &result, report.baseline.as_ref(), canary.min_ratio);
     report.result = Some(result);
     report.ratio = judgement.ratio;
     Ok(judgement.reason)
+}
+
+/// What the new image's speed is held against: the previous image measured just before the swap
+/// (the same launch, the same conditions), else the last accepted result on the previous image
+/// with the same key.
+fn baseline(
+    before_swap: Option<&BeforeSwapMeasure>,
+    previous: Option<&str>,
+    result: &BenchResult,
+    store: &BenchStore,
+) -> Result<Option<Baseline>> {
+    if let Some(before) = before_swap.filter(|before| before.result.key.on_image(&result.key.image) == result.key) {
+        return Ok(Some(Baseline::of(&before.result, true)));
+    }
+    let Some(previous) = previous else { return Ok(None) };
+    let digest = previous.rsplit_once('@').map_or(previous, |(_, digest)| digest);
+    Ok(store.last_accepted(&result.key.on_image(digest))?.map(|found| Baseline::of(&found, false)))
 }
 
 /// A failed gate's message (it names the prompt, the token and both images).

@@ -91,9 +91,12 @@ impl Render for CanaryReport {
             )),
             CanaryOutcome::Kept => {
                 let speed = match (self.ratio, &self.baseline) {
-                    (Some(ratio), Some(baseline)) => {
-                        format!("{ratio:.2} of the output tokens/s on {} (result {})", baseline.image, baseline.id)
-                    }
+                    (Some(ratio), Some(baseline)) => format!(
+                        "{ratio:.2} of the output tokens/s on {} (result {}{})",
+                        baseline.image,
+                        baseline.id,
+                        if baseline.before_swap { ", measured just before the swap" } else { "" }
+                    ),
                     _ => "no result on the previous image: this one is the first".to_string(),
                 };
                 let answers = match &self.gate {
