@@ -77,9 +77,10 @@ impl BenchResult {
         self.levels.iter().find(|level| level.concurrency == concurrency)
     }
 
-    /// How a plot's legend names it: `1a2b3c4d · image 0123abcd · TP2`.
+    /// How a plot's legend names it: `1a2b3c4d · image 0123abcd · TP2 PP1`.
     pub fn label(&self) -> String {
-        format!("{} · image {} · TP{}", self.id, self.key.short_image(), self.key.tensor_parallel)
+        let key = &self.key;
+        format!("{} · image {} · TP{} PP{}", self.id, key.short_image(), key.tensor_parallel, key.pipeline_parallel)
     }
 }
 

@@ -19,6 +19,7 @@ use crate::error::{Error, Result};
 use crate::node::{Node, NodeCalls};
 use crate::reporter::Reporter;
 use crate::secret::Secret;
+use crate::serving::record::ServingRecord;
 use crate::serving::state::ServeCheck;
 use crate::spec::Transport;
 
@@ -207,6 +208,15 @@ fn gate_outcome(gate: &GateReport) -> String {
     }
 }
 
+/// How `record`'s launch split the model: (TP, PP) as recorded, else (a record from before every
+/// launch said both) one rank per node, TP × PP = nodes: a llama.cpp layer split over N nodes is
+/// TP 1 × PP N.
+fn split(record: &ServingRecord) -> (usize, usize) {
+    let tp = record.tp.unwrap_or(1).max(1);
+    let pp = record.pp.unwrap_or(record.nodes / tp).max(1);
+    (tp, pp)
+}
+
 /// "; 2 prompts ended at a near-tie" (nothing when none did).
 pub fn ties(count: usize) -> String {
     match count {
@@ -217,12 +227,12 @@ pub fn ties(count: usize) -> String {
 }
 
 async fn find(head: &dyn Node, request: &BenchRequest, reporter: &dyn Reporter) -> Result<Found> {
-    let key = |image: String, engine, model, tp: usize, nodes: usize, transport| BenchKey {
+    let key = |image: String, engine, model, (tp, pp): (usize, usize), nodes: usize, transport| BenchKey {
         image,
         engine,
         model,
         tensor_parallel: tp as u32,
-        pipeline_parallel: 1,
+        pipeline_parallel: pp as u32,
         nodes: nodes as u32,
         transport,
         input_len: request.input_len,
@@ -237,7 +247,7 @@ async fn find(head: &dyn Node, request: &BenchRequest, reporter: &dyn Reporter) 
             let served_model = crate::bench::served_model::served_model(&client, served_model.as_deref()).await?;
             let endpoint = client.endpoint().base().to_string();
             Ok(Found {
-                key: key(image.clone(), *engine, model.clone(), 1, 1, LinkTransport::Local),
+                key: key(image.clone(), *engine, model.clone(), (1, 1), 1, LinkTransport::Local),
                 endpoint,
                 served_model,
             })
@@ -274,9 +284,36 @@ async fn find(head: &dyn Node, request: &BenchRequest, reporter: &dyn Reporter) 
                 (_, Transport::ThunderboltTcp { .. }) => LinkTransport::ThunderboltTcp,
                 (_, Transport::EthernetTcp) => LinkTransport::EthernetTcp,
             };
-            let key = key(image, record.engine, model, record.tp.unwrap_or(1), record.nodes, transport);
+            let key = key(image, record.engine, model, split(&record), record.nodes, transport);
             reporter.step_finished(head.name(), &format!("{} with {} on {}", key.model, key.engine, key.layout()));
             Ok(Found { key, endpoint: record.endpoint.clone(), served_model: record.served.clone() })
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::Ipv4Addr;
+
+    use super::*;
+    use crate::serving::engine::Backend;
+    use crate::serving::record::Role;
+
+    fn record(engine: EngineRef, nodes: usize, tp: Option<usize>, pp: Option<usize>) -> ServingRecord {
+        let head = Ipv4Addr::new(192, 168, 2, 1);
+        let mut record =
+            ServingRecord::new("t", "m", "m", engine, Backend::Rpc, Role::Head, nodes, 8000, head, head, "http://x/v1");
+        (record.tp, record.pp) = (tp, pp);
+        record
+    }
+
+    #[test]
+    fn the_split_is_keyed_as_launched_and_older_records_as_one_rank_per_node() {
+        use crate::serving::{llama::LLAMA_CPP, vllm::VLLM};
+        assert_eq!(split(&record(VLLM, 3, Some(1), Some(3))), (1, 3), "vLLM split by layers over 3 nodes");
+        assert_eq!(split(&record(LLAMA_CPP, 2, Some(1), Some(2))), (1, 2), "llama.cpp's layers over 2 nodes");
+        assert_eq!(split(&record(LLAMA_CPP, 2, None, None)), (1, 2), "an older llama.cpp record");
+        assert_eq!(split(&record(VLLM, 2, Some(2), None)), (2, 1), "an older vLLM record");
+        assert_eq!(split(&record(VLLM, 1, None, None)), (1, 1));
     }
 }

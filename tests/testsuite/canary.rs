@@ -132,6 +132,8 @@ fn a_canary_keeps_a_good_image_and_rolls_every_node_back_from_a_wrong_or_slow_on
     assert_eq!((&report["unchecked"], &report["baseline"]["before_swap"]), (&Value::Null, &true.into()), "{report:#}");
     assert_eq!(report["baseline"]["id"], report["before_swap"]["result"]["id"], "{report:#}");
     assert_eq!(report["result"]["verdict"]["state"], "accepted", "{report:#}");
+    let split = (&report["result"]["key"]["tensor_parallel"], &report["result"]["key"]["pipeline_parallel"]);
+    assert_eq!(split, (&1.into(), &2.into()), "llama.cpp's layers over two nodes: {report:#}");
     let newer_id = image_id(&cluster, &newer);
     assert_ne!(newer_id, good_id);
     assert_eq!(images(&cluster, nodes), vec![newer_id.clone(); nodes]);

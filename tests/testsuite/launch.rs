@@ -495,6 +495,18 @@ fn three_thunderbolt_nodes_serve_without_ray_split_by_layers() {
     assert_eq!(status["serving"]["serves"], true, "{status}");
     assert!(status["serving"]["ray_nodes_alive"].is_null(), "{status}");
     assert!(status["serving"].get("warnings").is_none(), "TCP on a TCP link is no warning: {status}");
+
+    // Measured as launched, split by layers over the three nodes: keyed and shown so.
+    let operator_state = tempfile::tempdir().unwrap();
+    let operator = [("XDG_STATE_HOME".to_string(), operator_state.path().display().to_string())];
+    let load = ["bench", "--concurrency", "1", "--requests", "2", "--input-len", "8", "--output-len", "4"];
+    let benched = strix_cluster(cluster, &operator, &load);
+    assert!(benched.status.success(), "{}", stderr(&benched));
+    let key = &json(&benched)["result"]["key"];
+    let split = (key["tensor_parallel"].as_u64(), key["pipeline_parallel"].as_u64(), key["nodes"].as_u64());
+    assert_eq!(split, (Some(1), Some(3), Some(3)), "{key}");
+    let history = stdout(&run_strix(&operator, &["bench", "history"]));
+    assert!(history.contains("TP1 PP3 on 3 nodes over Thunderbolt TCP"), "{history}");
     let stopped = strix_cluster(cluster, &[], &["stop"]);
     assert!(stopped.status.success(), "{}", stderr(&stopped));
     assert_nothing_serves(cluster, 3, "after cluster stop");
