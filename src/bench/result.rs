@@ -77,10 +77,12 @@ impl BenchResult {
         self.levels.iter().find(|level| level.concurrency == concurrency)
     }
 
-    /// How a plot's legend names it: `1a2b3c4d · image 0123abcd · TP2 PP1`.
+    /// How a plot's legend names it: `1a2b3c4d · image 0123abcd · Qwen/Qwen3-32B@0123456789ab ·
+    /// TP2 PP1 on 2 nodes over RoCE` (the model, the layout and the transport tell apart results
+    /// of one image).
     pub fn label(&self) -> String {
         let key = &self.key;
-        format!("{} · image {} · TP{} PP{}", self.id, key.short_image(), key.tensor_parallel, key.pipeline_parallel)
+        format!("{} · image {} · {} · {}", self.id, key.short_image(), key.model, key.layout())
     }
 }
 
