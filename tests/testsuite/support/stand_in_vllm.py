@@ -3,7 +3,9 @@
 has. Across nodes it runs as vLLM's multiprocessing executor does (`--nnodes N --node-rank R
 --master-addr A --master-port P`, `--headless` on every rank but 0): rank 0 listens on A:P and
 serves the API only once every headless rank connected; a headless rank that cannot reach A:P
-gives up with torch's own words. With NCCL_DEBUG=INFO each rank logs RCCL's start-up lines (its
+gives up with torch's own words. With STANDIN_VLLM_WITHOUT_NNODES=1 (an image's ENV) it is an older
+vLLM, whose executor spans one node: none of those five flags exists, so its help does not name
+them and argparse refuses them. With NCCL_DEBUG=INFO each rank logs RCCL's start-up lines (its
 channels `via NET/Socket`: no RDMA here, and `Init COMPLETE`). Its help answers `--help[=all]`
 and names every flag it takes; any other flag is refused, as vLLM's argparse does.
 
@@ -68,11 +70,12 @@ def parse(argv):
     serve.add_argument("model", nargs="?")
     serve.add_argument("--tensor-parallel-size", type=int, default=1)
     serve.add_argument("--pipeline-parallel-size", type=int, default=1)
-    serve.add_argument("--nnodes", type=int, default=1)
-    serve.add_argument("--node-rank", type=int, default=0)
-    serve.add_argument("--master-addr", default="127.0.0.1")
-    serve.add_argument("--master-port", type=int, default=29501)
-    serve.add_argument("--headless", action="store_true")
+    if os.environ.get("STANDIN_VLLM_WITHOUT_NNODES") != "1":
+        serve.add_argument("--nnodes", type=int, default=1)
+        serve.add_argument("--node-rank", type=int, default=0)
+        serve.add_argument("--master-addr", default="127.0.0.1")
+        serve.add_argument("--master-port", type=int, default=29501)
+        serve.add_argument("--headless", action="store_true")
     serve.add_argument("--distributed-executor-backend", choices=["ray", "mp"], default=None)
     serve.add_argument("--host", default="0.0.0.0")
     serve.add_argument("--port", type=int, default=8000)
@@ -83,6 +86,9 @@ def parse(argv):
     serve.add_argument("--gpu-memory-utilization", type=float, default=None)
     serve.add_argument("--api-key", default=None)
     args = parser.parse_args(argv)
+    for flag, default in (("nnodes", 1), ("node_rank", 0), ("headless", False)):
+        if not hasattr(args, flag):
+            setattr(args, flag, default)
     if args.help is not None:
         print(serve.format_help())
         sys.exit(0)
