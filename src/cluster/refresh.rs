@@ -17,7 +17,7 @@
 
 use std::future::Future;
 
-use futures_util::future::join_all;
+use futures_util::future::{join_all, LocalBoxFuture};
 use serde::{Deserialize, Serialize};
 
 use super::interrupt::Interrupt;
@@ -80,11 +80,34 @@ pub async fn refresh_nodes(
     spread: &SpreadSettings,
     reporter: &dyn Reporter,
 ) -> Result<ClusterRefreshReport> {
+    refresh_nodes_then(nodes, request, spread, reporter, None).await
+}
+
+/// What runs once every node staged its replacement and before any node swaps (given each
+/// node's staged report): a canary measures the image about to be replaced, under the conditions
+/// the new one will meet. Its error stops the refresh as a failed stage does: every staged
+/// replacement is removed, and no node changed.
+pub type BeforeSwap<'a> = Box<dyn FnOnce(&[RefreshReport]) -> LocalBoxFuture<'a, Result<()>> + 'a>;
+
+/// [`refresh_nodes`], with `before_swap` run between the stage and the swap when the refresh
+/// changes any node (one node too is then refreshed in phases, so there is a between).
+pub async fn refresh_nodes_then(
+    nodes: &[&dyn Node],
+    request: &RefreshRequest,
+    spread: &SpreadSettings,
+    reporter: &dyn Reporter,
+    before_swap: Option<BeforeSwap<'_>>,
+) -> Result<ClusterRefreshReport> {
     request.validate()?;
-    match nodes {
-        [] => Err(Error::Usage("there is no node to refresh".into())),
-        [node] => refresh_one(*node, request).await,
-        _ => in_phases(nodes, request, spread, reporter, &Interrupt::watch()).await,
+    match (nodes, before_swap) {
+        ([], _) => Err(Error::Usage("there is no node to refresh".into())),
+        ([node], None) => refresh_one(*node, request).await,
+        ([_], Some(before_swap)) => {
+            // Nothing to spread to: the one node pulls for itself, as its own refresh does.
+            let alone = SpreadSettings { enabled: false, ..spread.clone() };
+            in_phases(nodes, request, &alone, reporter, &Interrupt::watch(), Some(before_swap)).await
+        }
+        (_, before_swap) => in_phases(nodes, request, spread, reporter, &Interrupt::watch(), before_swap).await,
     }
 }
 
@@ -120,6 +143,7 @@ async fn in_phases(
     spread: &SpreadSettings,
     reporter: &dyn Reporter,
     interrupt: &Interrupt,
+    before_swap: Option<BeforeSwap<'_>>,
 ) -> Result<ClusterRefreshReport> {
     let head = nodes[0];
     let spreading = spread.enabled && !request.dry_run && matches!(request.source, ImageSource::Pull);
@@ -215,6 +239,14 @@ async fn in_phases(
     }
     let outcome = outcome_of(request, &reports);
     let mut swapped = vec![false; nodes.len()];
+    if let (ClusterOutcome::Refreshed, Some(before_swap)) = (outcome, before_swap) {
+        let before = before_swap(&reports).await;
+        let interrupted = interrupt.came();
+        if before.is_err() || interrupted.is_some() {
+            let cleanup = run_phase(&staged_nodes, &phase(Phase::Abort, request)).await;
+            return Err(stopped_before_swap(before, interrupted, cleanup));
+        }
+    }
     if outcome == ClusterOutcome::Refreshed {
         swap_everywhere(nodes, &staged_nodes, &reports, request, reporter, interrupt).await?;
         // Done everywhere: remove the parked toolboxes and old pins.
@@ -244,6 +276,31 @@ async fn in_phases(
         nodes,
         spread: prepared.map(|p| p.report),
     })
+}
+
+/// What stopped the refresh between the stage and the swap (`before`'s error, else the signal),
+/// once every staged replacement was removed (`cleanup`).
+fn stopped_before_swap(before: Result<()>, interrupted: Option<Signal>, cleanup: Vec<(String, Result<()>)>) -> Error {
+    let left: Vec<String> =
+        cleanup.iter().filter_map(|(node, result)| result.as_ref().err().map(|e| format!("{node}: {e}"))).collect();
+    let outcome = if left.is_empty() {
+        "every staged replacement was removed; no node changed".to_string()
+    } else {
+        format!(
+            "removing the staged replacements failed ({}); run `strix-toolbox cluster refresh` again",
+            left.join("; ")
+        )
+    };
+    match (before, interrupted) {
+        (Err(Error::Interrupted { during, signal }), _) => {
+            Error::Interrupted { during: format!("{during}, before any node swapped ({outcome})"), signal }
+        }
+        (Err(error), _) => error.context(format!("the cluster refresh stopped before any node swapped ({outcome})")),
+        (Ok(()), Some(signal)) => {
+            Error::Interrupted { during: format!("the cluster refresh, before any node swapped ({outcome})"), signal }
+        }
+        (Ok(()), None) => Error::Internal("the refresh stopped before the swap for no reason".into()),
+    }
 }
 
 /// The head's copy failed while the nodes staged from its relay: their staged replacements are

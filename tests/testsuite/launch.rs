@@ -1,6 +1,7 @@
 //! Serving one model across the cluster, end to end: vLLM's multiprocessing executor across the
 //! nodes (the default: no Ray anywhere), and real Ray (the version the image pins) in the nodes'
-//! toolboxes (`--backend ray`), on Thunderbolt nodes in network namespaces (an RDMA toolbox cannot start
+//! toolboxes (`--backend ray`, or by itself on an image whose older vLLM has no `--nnodes`), on
+//! Thunderbolt nodes in network namespaces (an RDMA toolbox cannot start
 //! here: memlock), each node's podman inside its namespace so `--network host` is the node's own
 //! network. The model comes from a stand-in Hub behind the cluster's uplink (support/hub.rs): the
 //! launch pulls it once and spreads it. vLLM is the stand-in (support/stand_in_vllm.py): it asks
@@ -13,7 +14,8 @@ use std::time::Duration;
 use crate::support::cli::{json, run_strix, stderr, stdout, strix_command};
 use crate::support::cluster::{Link, TestCluster};
 use crate::support::hub::{HubFile, HubStandIn};
-use crate::support::node_image::node_image;
+use crate::support::node_image::{node_image, node_image_without_nnodes};
+use crate::support::podman::PodmanService;
 use crate::support::registry::Registry;
 use crate::support::wait_until;
 
@@ -33,9 +35,18 @@ pub(crate) struct ServingBed {
 }
 
 pub(crate) fn serving_cluster(nodes: usize) -> ServingBed {
+    serving_bed(nodes, node_image)
+}
+
+/// The same, on an image whose vLLM has no `--nnodes` (an older one).
+fn older_vllm_cluster(nodes: usize) -> ServingBed {
+    serving_bed(nodes, node_image_without_nnodes)
+}
+
+fn serving_bed(nodes: usize, image: fn(&PodmanService, &Registry, &str) -> String) -> ServingBed {
     let registry = Registry::start();
     let cluster = TestCluster::start_with(&registry, nodes, Link::Thunderbolt);
-    let image = node_image(cluster.node(1).podman(), &registry, "vllm-node:latest");
+    let image = image(cluster.node(1).podman(), &registry, "vllm-node:latest");
     // Every node pulls for itself: the spread has its own tests (spread.rs).
     let refresh = ["refresh", "--image", &image, "--name", "vllm", "--manager", "native", "--spread", "off"];
     let refreshed = strix_cluster(&cluster, &[], &refresh);
@@ -137,9 +148,10 @@ fn http_status(mut python3: Command, url: &str, key: Option<&str>) -> (u16, Stri
     (status.trim().parse().expect("a status"), body.to_string())
 }
 
+/// On an older vLLM (no `--nnodes`): Ray's executor, asked for or taken by itself.
 #[test]
 fn two_nodes_serve_one_endpoint_with_a_rank_on_each_link_address() {
-    let bed = serving_cluster(2);
+    let bed = older_vllm_cluster(2);
     let (cluster, env) = (&bed.cluster, hub_env(&bed.hub));
     let port = crate::support::free_port().to_string();
 
@@ -165,11 +177,15 @@ fn two_nodes_serve_one_endpoint_with_a_rank_on_each_link_address() {
     let node2_upstream = cluster.uplink().node_bytes_down(2);
     let mut with_key = env.clone();
     with_key.push(("STRIX_API_KEY".into(), API_KEY.into()));
-    let launched = strix_cluster(cluster, &with_key, &ray_launch_args(&port, &["--", "--served-model-name", "tiny"]));
+    // No --backend: the image's vLLM has no --nnodes, so Ray's executor spans the nodes.
+    let unasked = ["--tp", "2", "-e", SMALL_OBJECT_STORE, "--", "--served-model-name", "tiny"];
+    let launched = strix_cluster(cluster, &with_key, &launch_args(&port, &unasked));
     let said = format!("{}{}", stdout(&launched), stderr(&launched));
     assert!(launched.status.success(), "{said}");
     assert!(!said.contains(TOKEN) && !said.contains(API_KEY), "a secret showed in the launch's output: {said}");
     let report = json(&launched);
+    assert_eq!(report["backend"], "ray", "{report}");
+    assert!(report["why"].to_string().contains("the image's vLLM has no --nnodes"), "{report}");
     assert_eq!(report["endpoint"], format!("http://192.168.2.1:{port}/v1"));
     assert_eq!(report["served"], "tiny", "the name the server answers with: {report}");
 
@@ -499,6 +515,18 @@ fn three_thunderbolt_nodes_serve_without_ray_split_by_layers() {
     assert_eq!(status["serving"]["serves"], true, "{status}");
     assert!(status["serving"]["ray_nodes_alive"].is_null(), "{status}");
     assert!(status["serving"].get("warnings").is_none(), "TCP on a TCP link is no warning: {status}");
+
+    // Measured as launched, split by layers over the three nodes: keyed and shown so.
+    let operator_state = tempfile::tempdir().unwrap();
+    let operator = [("XDG_STATE_HOME".to_string(), operator_state.path().display().to_string())];
+    let load = ["bench", "--concurrency", "1", "--requests", "2", "--input-len", "8", "--output-len", "4"];
+    let benched = strix_cluster(cluster, &operator, &load);
+    assert!(benched.status.success(), "{}", stderr(&benched));
+    let key = &json(&benched)["result"]["key"];
+    let split = (key["tensor_parallel"].as_u64(), key["pipeline_parallel"].as_u64(), key["nodes"].as_u64());
+    assert_eq!(split, (Some(1), Some(3), Some(3)), "{key}");
+    let history = stdout(&run_strix(&operator, &["bench", "history"]));
+    assert!(history.contains("TP1 PP3 on 3 nodes over Thunderbolt TCP"), "{history}");
     let stopped = strix_cluster(cluster, &[], &["stop"]);
     assert!(stopped.status.success(), "{}", stderr(&stopped));
     assert_nothing_serves(cluster, 3, "after cluster stop");
