@@ -17,18 +17,18 @@ use super::interrupt::Interrupt;
 use super::launch::{launch, LaunchRequest};
 use super::refresh::{refresh_nodes, ClusterOutcome, ClusterRefreshReport};
 use super::spread::SpreadSettings;
-use super::stop::stop_serving;
+use super::stop::{services_on, stop_service, stop_toolbox};
 use crate::bench::gate::{GateReport, DEFAULT_LOGPROB_TOLERANCE};
 use crate::bench::result::{BenchResult, Verdict};
 use crate::bench::store::BenchStore;
 use crate::cluster::bench::{bench, BenchRequest, GateReference, Serving};
 use crate::error::{Error, Result, Signal};
-use crate::node::{Node, NodeCalls};
+use crate::node::Node;
 use crate::ops::refresh::RefreshRequest;
 use crate::reporter::Reporter;
 use crate::serving::model_source::ModelSource;
-use crate::serving::record::ServingRecord;
-use crate::serving::state::ServeCheck;
+use crate::serving::record::{Role, ServingRecord};
+use crate::serving::service_name::ServiceName;
 
 /// The default of `--min-ratio`: a new image may serve 10% slower (run-to-run noise) and no more.
 pub const DEFAULT_MIN_RATIO: f64 = 0.9;
@@ -94,8 +94,10 @@ pub struct CanaryReport {
     pub reason: Option<String>,
     /// The refresh back to the previous image.
     pub rollback: Option<ClusterRefreshReport>,
-    /// The model launched again after the rollback (what served before the refresh).
-    pub relaunched: Option<String>,
+    /// The services launched again after the rollback (what served from the toolbox before the
+    /// refresh), by name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub relaunched: Vec<String>,
     /// Ctrl-C (or SIGTERM) came before the new image was proven: refused and rolled back as a
     /// failed proof is, and the command exits 130 (143).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -150,7 +152,7 @@ pub async fn canary_refresh(
         return Err(Error::Usage(format!("--min-ratio {}: give a ratio above 0, e.g. 0.9", canary.min_ratio)));
     }
     let toolbox = &canary.launch.toolbox;
-    let served_before = serving(nodes[0], toolbox).await?;
+    let served_before = serving(nodes, toolbox).await?;
     let refresh = refresh_nodes(nodes, request, spread, reporter).await?;
     let previous = refresh.nodes.first().and_then(|node| node.report.previous.clone());
     let mut report = CanaryReport {
@@ -167,7 +169,7 @@ pub async fn canary_refresh(
         min_ratio: canary.min_ratio,
         reason: None,
         rollback: None,
-        relaunched: None,
+        relaunched: Vec::new(),
         interrupted: None,
     };
     if report.refresh.outcome == ClusterOutcome::Unchanged {
@@ -195,7 +197,7 @@ pub async fn canary_refresh(
     }
     // The swap back stops whatever still runs in the toolbox anyway: a node that cannot say so
     // now does not keep the cluster on the refused image.
-    let stopped = stop_serving(nodes, toolbox).await;
+    let stopped = stop_toolbox(nodes, Some(nodes[0]), toolbox).await;
     if !stopped.failed().is_empty() {
         reporter.warning(&stopped.summary("the canary's model was stopped"));
     }
@@ -210,13 +212,12 @@ pub async fn canary_refresh(
         ))
     })?);
     report.outcome = CanaryOutcome::RolledBack;
-    if let Some(record) = served_before {
-        let again = relaunch(&record, &canary.launch);
-        let serving_nodes = &nodes[..record.nodes.clamp(1, nodes.len())];
-        launch(serving_nodes, &again, reporter).await.map_err(|error| {
-            error.context(format!("every node is back on {previous}, but {} did not serve again", record.model))
+    for record in served_before {
+        let again = relaunch(&record, &canary.launch, nodes);
+        launch(nodes, &again, reporter).await.map_err(|error| {
+            error.context(format!("every node is back on {previous}, but {} did not serve again", record.service))
         })?;
-        report.relaunched = Some(record.model);
+        report.relaunched.push(record.service);
     }
     Ok(report)
 }
@@ -248,8 +249,9 @@ async fn prove(
     let launched = LaunchRequest { replace: true, dry_run: false, ..canary.launch.clone() };
     // The gate alone, or the bench alone: the gate's reference must not come from a cluster run
     // before one node alone was asked.
+    let service = &canary.launch.service;
     let request = |gate: bool| BenchRequest {
-        serving: Serving::Launched { toolbox: canary.launch.toolbox.clone() },
+        serving: Serving::Launched { service: Some(service.clone()) },
         api_key: canary.launch.api_key.clone(),
         concurrency: vec![BENCH_CONCURRENCY],
         requests: BENCH_REQUESTS,
@@ -259,11 +261,10 @@ async fn prove(
         logprob_tolerance: DEFAULT_LOGPROB_TOLERANCE,
         load: !gate,
     };
-    let toolbox = &canary.launch.toolbox;
 
     // Each launch stops what it started on a signal itself; a bench is dropped where it stands.
     let measure = |request: BenchRequest| async move {
-        interrupt.unless_it_comes("the canary's bench", bench(nodes[0], &request, store, reporter)).await
+        interrupt.unless_it_comes("the canary's bench", bench(nodes, &request, store, reporter)).await
     };
     launch(nodes, &launched, reporter).await?;
     let measured = measure(request(false)).await?;
@@ -280,11 +281,12 @@ async fn prove(
     if report.baseline.is_none() && nodes.len() > 1 {
         // Nothing on the previous image to hold this against: one node serving alone is the
         // reference the cluster's answers must match.
-        stop_serving(nodes, toolbox).await.into_result()?;
-        let alone = LaunchRequest { tp: None, pp: None, backend: None, ..launched.clone() };
-        launch(&nodes[..1], &alone, reporter).await?;
+        stop_service(nodes, service.as_str()).await.into_result()?;
+        let on = vec![nodes[0].name().to_string()];
+        let alone = LaunchRequest { tp: None, pp: None, backend: None, on, ..launched.clone() };
+        launch(nodes, &alone, reporter).await?;
         let single = measure(request(true)).await;
-        stop_serving(&nodes[..1], toolbox).await.into_result()?;
+        stop_service(&nodes[..1], service.as_str()).await.into_result()?;
         report.single_node_gate = single?.gate;
         if let Some(failure) = gate_failure(report.single_node_gate.as_ref()) {
             return Ok(Some(failure));
@@ -303,17 +305,37 @@ fn gate_failure(gate: Option<&GateReport>) -> Option<String> {
     gate?.verdict.as_ref().and_then(|verdict| verdict.failure()).map(|error| error.to_string())
 }
 
-/// What the head's toolbox serves now, if anything runs.
-async fn serving(head: &dyn Node, toolbox: &str) -> Result<Option<ServingRecord>> {
-    let check = head.call(ServeCheck { toolbox: toolbox.to_string(), ..ServeCheck::default() }).await?;
-    Ok(check.serving.filter(|state| state.active()).map(|state| state.record))
+/// What `toolbox` serves now on `nodes`: each service's record on its head, where something of
+/// it runs.
+async fn serving(nodes: &[&dyn Node], toolbox: &str) -> Result<Vec<ServingRecord>> {
+    let mut records: Vec<ServingRecord> = Vec::new();
+    for (_, services) in services_on(nodes).await {
+        for state in services? {
+            let ours = state.record.toolbox == toolbox && state.record.role != Role::Worker && state.active();
+            if ours && !records.iter().any(|r| r.service == state.record.service) {
+                records.push(state.record);
+            }
+        }
+    }
+    Ok(records)
 }
 
-/// The launch of what `record` served, with the canary's settings for the rest.
-fn relaunch(record: &ServingRecord, canary: &LaunchRequest) -> LaunchRequest {
+/// The launch of what `record` served, on the nodes it served on, with the canary's settings for
+/// the rest.
+fn relaunch(record: &ServingRecord, canary: &LaunchRequest, nodes: &[&dyn Node]) -> LaunchRequest {
     let asked_split = record.engine.parallelism_asked(record.tp, record.pp, record.nodes).is_ok();
+    // A record from before services had nodes of their own served on the cluster's first nodes.
+    let on = if record.on.is_empty() {
+        nodes.iter().take(record.nodes.max(1)).map(|node| node.name().to_string()).collect()
+    } else {
+        record.on.clone()
+    };
+    let listen = record.router_listen;
     LaunchRequest {
         engine: record.engine,
+        toolbox: record.toolbox.clone(),
+        service: ServiceName::parse(&record.service).unwrap_or_else(|_| canary.service.clone()),
+        on,
         model: record.model.clone(),
         // The model as the first launch took it (a plain Hub id served by llama.cpp is one GGUF).
         source: record
@@ -325,7 +347,12 @@ fn relaunch(record: &ServingRecord, canary: &LaunchRequest) -> LaunchRequest {
         backend: record.engine.backends(Some(record.backend), record.nodes).is_ok().then_some(record.backend),
         tp: asked_split.then_some(record.tp).flatten(),
         pp: asked_split.then_some(record.pp).flatten(),
-        port: record.port,
+        // At the endpoint it served at (a record from before the router: the canary's).
+        host: listen.and_then(|listen| match listen.ip() {
+            std::net::IpAddr::V4(host) if !host.is_unspecified() => Some(host),
+            _ => None,
+        }),
+        port: listen.map(|listen| listen.port()).or(canary.port),
         replace: true,
         dry_run: false,
         extra: record.extra.clone(),

@@ -109,6 +109,10 @@ impl ServingEngine for LlamaCpp {
         &[LinkPort { port: RPC_PORT, what: "llama.cpp's rpc-server", from_head: Some("rpc port") }]
     }
 
+    fn node_port(&self) -> u16 {
+        RPC_PORT
+    }
+
     fn claims(&self, model: &str, file: Option<&str>) -> bool {
         ModelSource::names_gguf(model, file)
     }
@@ -235,7 +239,7 @@ pub fn llama_server(
 /// address from the head; then `llama-server` on the head, proven by its endpoint and by its log
 /// naming every worker as a device it loaded the model onto. One node: `llama-server` alone.
 fn plan(nodes: &[NodeFacts], request: &PlanRequest, backend: Backend) -> LaunchPlan {
-    let listen = |facts: &NodeFacts| SocketAddr::from((facts.link_ip, RPC_PORT));
+    let listen = |facts: &NodeFacts| SocketAddr::from((facts.link_ip, facts.listen_port));
     let workers: Vec<SocketAddr> =
         if backend == Backend::Rpc { nodes[1..].iter().map(listen).collect() } else { Vec::new() };
     // The operator's own name wins; otherwise the model as given, as vLLM names it.
@@ -325,6 +329,7 @@ mod tests {
             transport: Transport::ThunderboltTcp { netdev: "thunderbolt0".into() },
             hub_cache: None,
             programs: programs.iter().map(|p| p.to_string()).collect(),
+            listen_port: RPC_PORT,
         }
     }
 

@@ -5,7 +5,7 @@
 //! its compile cache is [`super::compile_cache`]'s.
 
 use std::collections::BTreeMap;
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::SocketAddr;
 
 use crate::error::Result;
 use crate::link::ports::LinkPort;
@@ -77,6 +77,10 @@ impl ServingEngine for Vllm {
             LinkPort::on_head(8265, "Ray's dashboard"),
         ];
         &RAY
+    }
+
+    fn node_port(&self) -> u16 {
+        RENDEZVOUS_PORT
     }
 
     fn claims(&self, _model: &str, _file: Option<&str>) -> bool {
@@ -196,7 +200,7 @@ pub enum Executor {
     /// The driver on the head, its workers placed by the running Ray cluster.
     Ray,
     /// vLLM's multiprocessing executor, rank `rank` of `nodes`, meeting at `master`.
-    Mp { nodes: usize, rank: usize, master: Ipv4Addr },
+    Mp { nodes: usize, rank: usize, master: SocketAddr },
 }
 
 /// `vllm serve MODEL` split `tp` × `pp`, run by `executor`; the head (rank 0, or alone) serves
@@ -220,8 +224,8 @@ pub fn vllm_serve(
         Executor::Mp { nodes, rank, master } => {
             argv.extend(["--distributed-executor-backend", "mp", "--nnodes"].map(String::from));
             argv.extend([nodes.to_string(), "--node-rank".into(), rank.to_string()]);
-            argv.extend(["--master-addr".into(), master.to_string(), "--master-port".into()]);
-            argv.push(RENDEZVOUS_PORT.to_string());
+            argv.extend(["--master-addr".into(), master.ip().to_string(), "--master-port".into()]);
+            argv.push(master.port().to_string());
             if rank > 0 {
                 argv.push("--headless".into());
                 serves_api = false;
@@ -244,6 +248,7 @@ fn plan(nodes: &[NodeFacts], request: &PlanRequest, backend: Backend) -> LaunchP
     let split = &request.split;
     let over_ray = backend == Backend::Ray;
     let head_ip = nodes[0].link_ip;
+    let rendezvous = SocketAddr::from((head_ip, nodes[0].listen_port));
     let mut extra = request.extra.clone();
     if let Some(commit) = request.hub_commit.as_ref().filter(|_| flag_value(&request.extra, "--revision").is_none()) {
         // vLLM loads the commit every node has, from its cache, never asking the Hub.
@@ -281,7 +286,7 @@ fn plan(nodes: &[NodeFacts], request: &PlanRequest, backend: Backend) -> LaunchP
         };
         let executor = match backend {
             Backend::Ray => Executor::Ray,
-            Backend::Mp => Executor::Mp { nodes: nodes.len(), rank: index, master: head_ip },
+            Backend::Mp => Executor::Mp { nodes: nodes.len(), rank: index, master: rendezvous },
             Backend::Single | Backend::Rpc => Executor::Alone,
         };
         let argv = vllm_serve(&request.model, (split.tp, split.pp), executor, (&request.host, request.port), &extra);
@@ -295,7 +300,7 @@ fn plan(nodes: &[NodeFacts], request: &PlanRequest, backend: Backend) -> LaunchP
             }
             let mut serve = PlannedCommand::process(SERVER, argv, serve_env).with_secrets(&secrets, request);
             if backend == Backend::Mp {
-                serve = serve.listening(SocketAddr::from((head_ip, RENDEZVOUS_PORT)));
+                serve = serve.listening(rendezvous);
             }
             commands.push(serve);
         } else if backend == Backend::Mp {
@@ -319,7 +324,6 @@ fn plan(nodes: &[NodeFacts], request: &PlanRequest, backend: Backend) -> LaunchP
             // the endpoint alone to prove it (vLLM serves only once every rank joined).
             let rccl_speaks =
                 request.env.get("NCCL_DEBUG").is_none_or(|level| matches!(level.as_str(), "INFO" | "TRACE"));
-            let rendezvous = SocketAddr::from((head_ip, RENDEZVOUS_PORT));
             let ranks = rccl_speaks.then_some(Proof::RanksJoined { rendezvous });
             vec![Step {
                 starts: (0..nodes.len()).map(|node| (node, 0)).collect(),
@@ -334,6 +338,7 @@ fn plan(nodes: &[NodeFacts], request: &PlanRequest, backend: Backend) -> LaunchP
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::net::Ipv4Addr;
 
     #[test]
     fn tp_and_pp_fill_the_nodes_and_the_link_decides_when_nobody_asked() {
@@ -381,7 +386,7 @@ mod tests {
             vllm_serve("org/m", (1, 1), Executor::Alone, api, &[]).join(" "),
             "vllm serve org/m --tensor-parallel-size 1 --host 0.0.0.0 --port 8000"
         );
-        let master = Ipv4Addr::new(192, 168, 2, 1);
+        let master = SocketAddr::from((Ipv4Addr::new(192, 168, 2, 1), RENDEZVOUS_PORT));
         assert_eq!(
             vllm_serve("org/m", (1, 3), Executor::Mp { nodes: 3, rank: 0, master }, api, &[]).join(" "),
             "vllm serve org/m --tensor-parallel-size 1 --pipeline-parallel-size 3 --distributed-executor-backend mp \
@@ -431,6 +436,7 @@ mod tests {
             transport: crate::spec::Transport::ThunderboltTcp { netdev: "thunderbolt0".into() },
             hub_cache: cache.map(str::to_string),
             programs: vec!["vllm".into(), "ray".into()],
+            listen_port: RENDEZVOUS_PORT,
         }
     }
 
