@@ -188,7 +188,7 @@ pub async fn stop_services(nodes: &[&dyn Node], router: Option<&dyn Node>, targe
     for name in &chosen {
         report.merge(stop_service(nodes, name).await);
     }
-    if let Some(router) = router {
+    if let (Some(router), true) = (router, !chosen.is_empty() || *target == StopTarget::All) {
         match remove_routes(router, &chosen, *target == StopTarget::All).await {
             Ok(state) => report.router = Some(state),
             Err(error) => report.router_error = Some(error.to_string()),

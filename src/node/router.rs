@@ -105,6 +105,11 @@ pub async fn router_look(settings: &Settings, look: &RouterLook) -> Result<Route
 
 pub async fn router_update(settings: &Settings, update: &RouterUpdate) -> Result<RouterState> {
     let files = RouterFiles::of(&settings.paths)?;
+    let process = running(&files)?;
+    if update.add.is_none() && process.is_none() && files.routes_bytes()?.is_none() {
+        // Nothing was ever routed here: nothing to remove.
+        return router_look(settings, &RouterLook::default()).await;
+    }
     files.make_dir()?;
     let _lock = lock(&files).await?;
     let routes = files.read_routes()?;

@@ -201,8 +201,10 @@ impl ServingEngine for LlamaCpp {
         &["--alias", "-a"]
     }
 
-    fn tokenize_request(&self, _model: &str, text: &str, add_special: bool) -> serde_json::Value {
-        serde_json::json!({ "content": text, "add_special": add_special })
+    /// llama-server's own fields, and the model its clients name: a router in front of it sends
+    /// the request by its `model` (llama-server ignores the field).
+    fn tokenize_request(&self, model: &str, text: &str, add_special: bool) -> serde_json::Value {
+        serde_json::json!({ "model": model, "content": text, "add_special": add_special })
     }
 }
 

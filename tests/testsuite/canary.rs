@@ -16,6 +16,7 @@ use crate::support::cli::{stderr, strix_command};
 use crate::support::cluster::{Link, TestCluster};
 use crate::support::llama_image::{llama_image, llama_image_rope, llama_image_slow};
 use crate::support::registry::Registry;
+use crate::support::serving_files::record_path;
 use crate::support::tiny_llama::TinyLlama;
 use crate::support::wait_until;
 
@@ -56,9 +57,10 @@ fn image_id(cluster: &TestCluster, image: &str) -> String {
     String::from_utf8_lossy(&output.stdout).trim().to_string()
 }
 
-/// What the head's toolbox serves now (its record), as `status` would find it: the model, or None.
-fn served(cluster: &TestCluster) -> Option<String> {
-    let record = cluster.node(1).home.join(format!(".local/state/strix-toolbox/serving/{TOOLBOX}.json"));
+/// What the head serves now as the service `model` (its record, the service named as the model),
+/// as `status` would find it: the model, or None.
+fn served(cluster: &TestCluster, model: &str) -> Option<String> {
+    let record = record_path(&cluster.node(1).home, model);
     let record: Value = serde_json::from_str(&std::fs::read_to_string(record).ok()?).ok()?;
     // The processes' names, zombies excluded (the image has no pgrep).
     let listing = "for f in /proc/[0-9]*/stat; do s=$(cat \"$f\" 2>/dev/null) || continue; \
@@ -114,7 +116,11 @@ fn a_canary_keeps_a_good_image_and_rolls_every_node_back_from_a_wrong_or_slow_on
     let newer_id = image_id(&cluster, &newer);
     assert_ne!(newer_id, good_id);
     assert_eq!(images(&cluster, nodes), vec![newer_id.clone(); nodes]);
-    assert_eq!(served(&cluster).as_deref(), Some(model.as_str()), "the canary's model serves on the kept image");
+    assert_eq!(
+        served(&cluster, &model).as_deref(),
+        Some(model.as_str()),
+        "the canary's model serves on the kept image"
+    );
     let newer_digest = report["image"].as_str().unwrap().to_string();
 
     // Another RoPE base: other answers. The gate names the prompt, the token and both images.
@@ -130,8 +136,8 @@ fn a_canary_keeps_a_good_image_and_rolls_every_node_back_from_a_wrong_or_slow_on
     }
     assert_eq!(report["rollback"]["pinned"], newer_digest.as_str(), "{report:#}");
     assert_eq!(images(&cluster, nodes), vec![newer_id.clone(); nodes], "every node back on the kept image");
-    assert_eq!(report["relaunched"], model.as_str(), "{report:#}");
-    assert_eq!(served(&cluster).as_deref(), Some(model.as_str()), "what served before serves again");
+    assert_eq!(report["relaunched"], serde_json::json!([model]), "{report:#}");
+    assert_eq!(served(&cluster, &model).as_deref(), Some(model.as_str()), "what served before serves again");
     let text = String::from_utf8_lossy(&output.stderr);
     assert!(text.contains("the canary refused"), "{text}");
 
@@ -148,19 +154,20 @@ fn a_canary_keeps_a_good_image_and_rolls_every_node_back_from_a_wrong_or_slow_on
     }
     assert_eq!(report["result"]["verdict"]["state"], "rejected", "{report:#}");
     assert_eq!(images(&cluster, nodes), vec![newer_id.clone(); nodes], "every node back on the kept image");
-    assert_eq!(served(&cluster).as_deref(), Some(model.as_str()));
+    assert_eq!(served(&cluster, &model).as_deref(), Some(model.as_str()));
     eprintln!("the slowed image served {ratio:.2} of the kept image's output tokens/s");
 
     // Ctrl-C once the canary serves from the new image (its launch's last proofs, or the bench):
     // refused as an unproven image is, every node back on the kept image, serving again, 130.
-    let before = launch_started(&cluster);
+    let before = launch_started(&cluster, &model);
     let mut child = refresh_command(&cluster, state.path(), &slow, &canary)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("run strix-toolbox");
     wait_until("the canary to serve from the new image", Duration::from_secs(240), || {
-        launch_started(&cluster).is_some_and(|started| Some(&started) != before.as_ref()) && served(&cluster).is_some()
+        launch_started(&cluster, &model).is_some_and(|started| Some(&started) != before.as_ref())
+            && served(&cluster, &model).is_some()
     });
     // SAFETY: kill(2) on our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
@@ -175,12 +182,12 @@ fn a_canary_keeps_a_good_image_and_rolls_every_node_back_from_a_wrong_or_slow_on
     );
     assert!(report["reason"].as_str().unwrap().starts_with("interrupted before image"), "{report:#}");
     assert_eq!(images(&cluster, nodes), vec![newer_id; nodes], "every node back on the kept image");
-    assert_eq!(served(&cluster).as_deref(), Some(model.as_str()), "what served before serves again");
+    assert_eq!(served(&cluster, &model).as_deref(), Some(model.as_str()), "what served before serves again");
 }
 
-/// When the head's current launch started (its record's `started`), if it recorded one.
-fn launch_started(cluster: &TestCluster) -> Option<String> {
-    let record = cluster.node(1).home.join(format!(".local/state/strix-toolbox/serving/{TOOLBOX}.json"));
+/// When the head's current launch of `model` started (its record's `started`), if it recorded one.
+fn launch_started(cluster: &TestCluster, model: &str) -> Option<String> {
+    let record = record_path(&cluster.node(1).home, model);
     let record: Value = serde_json::from_str(&std::fs::read_to_string(record).ok()?).ok()?;
     record["started"].as_str().map(String::from)
 }
