@@ -49,8 +49,7 @@ wait_for() {
 model=$work/tiny-llama.gguf
 "$llama/venv/bin/python" tests/testsuite/support/tiny_llama.py "$llama/models/ggml-vocab-llama-spm.gguf" "$model" 1 "$layers"
 
-levels=${concurrency//,/ }
-parallel=$(printf '%s\n' $levels | sort -n | tail -1)
+parallel=$(tr ',' '\n' <<<"$concurrency" | sort -n | tail -1)
 port=$(free_port)
 taskset -c 0 "$llama/bin/llama-server" -m "$model" --alias tiny --host 127.0.0.1 --port "$port" \
   --parallel "$parallel" --threads 1 --ctx-size $(( parallel * (input_len + output_len + 64) )) \

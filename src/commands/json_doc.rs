@@ -24,7 +24,6 @@ use crate::ops::detect::DetectReport;
 use crate::ops::doctor::DoctorReport;
 use crate::ops::refresh::RefreshReport;
 use crate::ops::remove::RemoveReport;
-use crate::ops::status::StatusReport;
 use crate::rccl::RcclReport;
 use crate::toolbox::status::ToolboxStatus;
 use crate::verify::VerifyReport;
@@ -62,7 +61,7 @@ fn every_example_is_what_its_command_prints() {
     check::<RefreshReport>(&mut examples, "refresh");
     check::<RefreshReport>(&mut examples, "refresh-dry-run");
     check::<VerifyReport>(&mut examples, "verify");
-    check::<StatusReport>(&mut examples, "status");
+    check::<super::status::NodeStatus>(&mut examples, "status");
     check::<Vec<ToolboxStatus>>(&mut examples, "list");
     check::<RemoveReport>(&mut examples, "rm");
     check::<LaunchReport>(&mut examples, "launch");
