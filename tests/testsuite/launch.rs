@@ -275,9 +275,15 @@ fn two_nodes_serve_one_endpoint_with_a_rank_on_each_link_address() {
     assert!(has("node1", "vllm") && has("node2", "raylet.out"), "{lines}");
     assert!(!lines.contains(TOKEN), "the token is in the logs");
 
-    let again = strix_cluster(cluster, &env, &ray_launch_args(&port, &[]));
+    // The same service again is refused; another onto its nodes too, naming it (no plan figure
+    // says both fit).
+    let again = strix_cluster(cluster, &env, &ray_launch_args(&port, &["--", "--served-model-name", "tiny"]));
     assert_eq!(again.status.code(), Some(1), "{}", stderr(&again));
-    assert!(stderr(&again).contains("already serve"), "{}", stderr(&again));
+    assert!(stderr(&again).contains("tiny already serves"), "{}", stderr(&again));
+    let beside = strix_cluster(cluster, &env, &ray_launch_args(&port, &[]));
+    let said = stderr(&beside);
+    assert_eq!(beside.status.code(), Some(1), "{said}");
+    assert!(said.contains("node1 serves tiny already") && said.contains("org/tiny-model"), "{said}");
 
     let stopped = strix_cluster(cluster, &[], &["stop"]);
     assert!(stopped.status.success(), "{}", stderr(&stopped));
