@@ -750,6 +750,13 @@ pub struct LaunchArgs {
     #[arg(long, env = "TOOLBOX_NAME", value_name = "NAME")]
     pub toolbox: Option<String>,
 
+    /// Capture CUDA graphs across nodes. By default a multi-node vLLM launch runs without graph
+    /// capture (it can freeze on distributed gfx1151 nodes, vllm#32180): with
+    /// `--compilation-config {"cudagraph_mode":"NONE"}` where the image's vLLM takes it (Inductor's
+    /// fusion stays), else `--enforce-eager`. The report says which.
+    #[arg(long)]
+    pub cuda_graphs: bool,
+
     /// More arguments for the engine's server (`vllm serve`, `llama-server`).
     #[arg(last = true, value_name = "ENGINE ARGS")]
     pub extra: Vec<String>,

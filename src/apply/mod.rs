@@ -4,12 +4,13 @@
 //! under a temporary name, and only a successful create leads to the swap. Any failure, Ctrl-C
 //! or SIGTERM before the swap removes the temporary container and leaves the old one untouched.
 
+mod interruptible;
 pub mod lock;
 
-use std::future::Future;
+pub use interruptible::{interruptible, listen_for_signals};
 
 use crate::engine::Engine;
-use crate::error::{Error, Result, Signal};
+use crate::error::{Error, Result};
 use crate::image::reference::ImageRef;
 use crate::manager::Manager;
 use crate::plan::{old_name, RefreshPlan, Step};
@@ -20,39 +21,6 @@ use crate::verify::verify_started;
 #[derive(Debug, Default)]
 pub struct Applied {
     pub warnings: Vec<String>,
-}
-
-/// Run `future` unless Ctrl-C (SIGINT) or SIGTERM arrives first: then `future` is dropped (its
-/// children killed) and the error says which signal came, for the caller to clean up and for the
-/// process to exit 130 or 143.
-pub async fn interruptible<T>(what: &str, future: impl Future<Output = Result<T>>) -> Result<T> {
-    tokio::select! {
-        result = future => result,
-        signal = next_signal() => Err(Error::Interrupted { during: what.to_string(), signal }),
-    }
-}
-
-/// The next SIGINT or SIGTERM. Once listened for, neither ends the process by itself any more:
-/// the operation stops and cleans up instead.
-async fn next_signal() -> Signal {
-    tokio::select! {
-        () = arrival(tokio::signal::unix::SignalKind::interrupt()) => Signal::Interrupt,
-        () = arrival(tokio::signal::unix::SignalKind::terminate()) => Signal::Terminate,
-    }
-}
-
-/// Resolves when `kind` arrives; never, when its handler cannot be installed (the signal then
-/// keeps its default action, ending the process, which is the best left to do).
-async fn arrival(kind: tokio::signal::unix::SignalKind) {
-    match tokio::signal::unix::signal(kind) {
-        Ok(mut signal) => {
-            if signal.recv().await.is_some() {
-                return;
-            }
-            std::future::pending().await
-        }
-        Err(_) => std::future::pending().await,
-    }
 }
 
 /// Run `plan`'s steps for toolbox `name`, each reported as it starts.

@@ -5,6 +5,8 @@
 //! in its `logprobs.content[].id` instead). A prompt may be a list of token ids: both use it as
 //! given, without adding a BOS (vLLM's `TokensPrompt`; llama.cpp's `tokenize_input_subprompt`).
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 /// `POST /v1/completions`.
@@ -77,11 +79,26 @@ pub struct Choice {
 pub struct Logprobs {
     pub tokens: Option<Vec<String>>,
     pub token_logprobs: Option<Vec<Option<f64>>>,
+    /// vLLM's most likely tokens at each place.
+    pub top_logprobs: Option<Vec<Option<TopLogprobs>>>,
     pub content: Option<Vec<TokenLogprob>>,
 }
 
+/// vLLM's most likely tokens at one place: their texts (or `token_id:N`) to log-probabilities.
+pub type TopLogprobs = BTreeMap<String, Option<f64>>;
+
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct TokenLogprob {
+    pub id: Option<u32>,
+    pub token: String,
+    pub logprob: Option<f64>,
+    /// llama.cpp's most likely tokens at this place, each in this shape (without its own list).
+    #[serde(default)]
+    pub top_logprobs: Vec<TopLogprob>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct TopLogprob {
     pub id: Option<u32>,
     pub token: String,
     pub logprob: Option<f64>,

@@ -39,11 +39,17 @@ pub struct BenchKey {
     pub engine: EngineRef,
     pub model: ModelIdentity,
     pub tensor_parallel: u32,
+    /// 1 in results whose launch split nothing by layers, and in results kept without it.
+    #[serde(default = "one")]
     pub pipeline_parallel: u32,
     pub nodes: u32,
     pub transport: LinkTransport,
     pub input_len: u32,
     pub output_len: u32,
+}
+
+fn one() -> u32 {
+    1
 }
 
 impl BenchKey {
@@ -88,6 +94,11 @@ mod tests {
             output_len: 128,
         };
         assert_eq!(key.layout(), "TP2 PP1 on 2 nodes over RoCE");
+        let layers = BenchKey { tensor_parallel: 1, pipeline_parallel: 3, nodes: 3, ..key.clone() };
+        assert_eq!(layers.layout(), "TP1 PP3 on 3 nodes over RoCE");
+        let mut older = serde_json::to_value(&key).unwrap();
+        older.as_object_mut().unwrap().remove("pipeline_parallel");
+        assert_eq!(serde_json::from_value::<BenchKey>(older).unwrap(), key, "a result kept without PP reads as PP 1");
         assert_eq!(key.on_image("sha256:bb").image, "sha256:bb");
         assert_eq!(key.on_image("docker.io/x/y@sha256:0123456789abcdef").short_image(), "0123456789ab");
     }

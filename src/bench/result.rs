@@ -77,9 +77,12 @@ impl BenchResult {
         self.levels.iter().find(|level| level.concurrency == concurrency)
     }
 
-    /// How a plot's legend names it: `1a2b3c4d · image 0123abcd · TP2`.
+    /// How a plot's legend names it: `1a2b3c4d · image 0123abcd · Qwen/Qwen3-32B@0123456789ab ·
+    /// TP2 PP1 on 2 nodes over RoCE` (the model, the layout and the transport tell apart results
+    /// of one image).
     pub fn label(&self) -> String {
-        format!("{} · image {} · TP{}", self.id, self.key.short_image(), self.key.tensor_parallel)
+        let key = &self.key;
+        format!("{} · image {} · {} · {}", self.id, key.short_image(), key.model, key.layout())
     }
 }
 

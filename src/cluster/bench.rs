@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use chrono::Utc;
 use serde::{Deserialize, Serialize};
 
-use crate::bench::gate::{judge, GateReport, ReferenceStore, PROMPT_SET};
+use crate::bench::gate::{judge, GateReport, GateRun, Reference, ReferenceStore, PROMPT_SET};
 use crate::bench::key::{BenchKey, EngineRef, LinkTransport, ModelIdentity};
 use crate::bench::node::{BenchLevel, EndpointAccess, GateAsk};
 use crate::bench::prompt;
@@ -20,7 +20,7 @@ use crate::error::{Error, Result};
 use crate::node::{Node, NodeCalls};
 use crate::reporter::Reporter;
 use crate::secret::Secret;
-use crate::serving::record::Role;
+use crate::serving::record::{Role, ServingRecord};
 use crate::serving::service_name::{the_only_one, ServiceName};
 use crate::serving::state::ServingState;
 use crate::spec::Transport;
@@ -36,12 +36,17 @@ pub enum Serving {
 }
 
 /// What the gate holds the answers against.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum GateReference {
-    /// The model's first accepted run, kept beside the results.
+    /// The model's first accepted run, kept beside the results; without one, this run becomes it.
     Stored,
+    /// The model's stored reference if there is one; else the answers go unchecked, and none is
+    /// kept from them (a canary's first image must not become the yardstick of the next).
+    StoredIfAny,
     /// One node serving the same model alone, at this endpoint (the caller launched it).
     SingleNode { url: String },
+    /// Answers taken before (a canary's: the image it replaces, just before the swap).
+    Taken { run: Box<GateRun>, described: String },
 }
 
 #[derive(Debug, Clone)]
@@ -109,13 +114,20 @@ pub async fn bench(
             image: found.key.image.clone(),
             layout,
         };
-        let single = match reference {
-            GateReference::Stored => None,
-            GateReference::SingleNode { url } => Some(head.call(ask(url, "one node alone".into())).await?),
+        let against = match reference {
+            GateReference::Stored => Reference::Stored { keep_first: true },
+            GateReference::StoredIfAny => Reference::Stored { keep_first: false },
+            GateReference::SingleNode { url } => {
+                let run = head.call(ask(url, "one node alone".into())).await?;
+                Reference::Run { described: format!("{} at {}", run.layout, run.endpoint), run: Box::new(run) }
+            }
+            GateReference::Taken { run, described } => {
+                Reference::Run { run: run.clone(), described: described.clone() }
+            }
         };
         let candidate = head.call(ask(&found.endpoint, found.key.layout())).await?;
         let references = ReferenceStore::in_bench_dir(store.dir());
-        let gate = judge(candidate, single, &references, &PROMPT_SET, request.logprob_tolerance)?;
+        let gate = judge(candidate, against, &references, &PROMPT_SET, request.logprob_tolerance)?;
         reporter.step_finished("gate", &gate_outcome(&gate));
         let passed = gate.passed();
         report.gate = Some(gate);
@@ -167,24 +179,67 @@ pub async fn bench(
     Ok(report)
 }
 
+/// The gate's answers alone, from what `request` names (the gate's prompt set, nothing judged,
+/// nothing kept): what a canary holds the next image's answers against.
+pub async fn answers(nodes: &[&dyn Node], request: &BenchRequest, reporter: &dyn Reporter) -> Result<GateRun> {
+    let head = nodes[0];
+    let found = find(nodes, request, reporter).await?;
+    reporter.step_started("gate", &format!("prompt set v{} on {}", PROMPT_SET.version, found.key.layout()));
+    let run = head
+        .call(GateAsk {
+            endpoint: EndpointAccess { url: found.endpoint.clone(), api_key: request.api_key.clone() },
+            engine: found.key.engine,
+            served_model: found.served_model.clone(),
+            model: found.key.model.clone(),
+            image: found.key.image.clone(),
+            layout: found.key.layout(),
+        })
+        .await?;
+    let tokens: usize = run.answers.iter().map(|answer| answer.tokens.len()).sum();
+    reporter.step_finished("gate", &format!("{tokens} tokens taken from image {}", found.key.short_image()));
+    Ok(run)
+}
+
 fn gate_outcome(gate: &GateReport) -> String {
     match &gate.verdict {
+        None if gate.unchecked() => "unchecked: no reference to hold the answers against".to_string(),
         None => "recorded as the model's reference".to_string(),
-        Some(verdict) if verdict.passed => {
-            format!("passed: {} tokens the same as {}", verdict.compared_tokens, gate.reference)
-        }
+        Some(verdict) if verdict.passed => format!(
+            "passed: {} tokens the same as {}{}",
+            verdict.compared_tokens,
+            gate.reference,
+            ties(verdict.ties.len())
+        ),
         Some(verdict) => format!("failed: {} prompt(s) answer differently", verdict.mismatches.len()),
+    }
+}
+
+/// How `record`'s launch split the model: (TP, PP) as recorded, else (a record from before every
+/// launch said both) one rank per node, TP × PP = nodes: a llama.cpp layer split over N nodes is
+/// TP 1 × PP N.
+fn split(record: &ServingRecord) -> (usize, usize) {
+    let tp = record.tp.unwrap_or(1).max(1);
+    let pp = record.pp.unwrap_or(record.nodes / tp).max(1);
+    (tp, pp)
+}
+
+/// "; 2 prompts ended at a near-tie" (nothing when none did).
+pub fn ties(count: usize) -> String {
+    match count {
+        0 => String::new(),
+        1 => "; 1 prompt ended at a near-tie".to_string(),
+        _ => format!("; {count} prompts ended at a near-tie"),
     }
 }
 
 async fn find(nodes: &[&dyn Node], request: &BenchRequest, reporter: &dyn Reporter) -> Result<Found> {
     let head = nodes[0];
-    let key = |image: String, engine, model, tp: usize, nodes: usize, transport| BenchKey {
+    let key = |image: String, engine, model, (tp, pp): (usize, usize), nodes: usize, transport| BenchKey {
         image,
         engine,
         model,
         tensor_parallel: tp as u32,
-        pipeline_parallel: 1,
+        pipeline_parallel: pp as u32,
         nodes: nodes as u32,
         transport,
         input_len: request.input_len,
@@ -199,7 +254,7 @@ async fn find(nodes: &[&dyn Node], request: &BenchRequest, reporter: &dyn Report
             let served_model = crate::bench::served_model::served_model(&client, served_model.as_deref()).await?;
             let endpoint = client.endpoint().base().to_string();
             Ok(Found {
-                key: key(image.clone(), *engine, model.clone(), 1, 1, LinkTransport::Local),
+                key: key(image.clone(), *engine, model.clone(), (1, 1), 1, LinkTransport::Local),
                 endpoint,
                 served_model,
             })
@@ -248,10 +303,49 @@ async fn find(nodes: &[&dyn Node], request: &BenchRequest, reporter: &dyn Report
                 (_, Some(Transport::ThunderboltTcp { .. })) => LinkTransport::ThunderboltTcp,
                 (_, Some(Transport::EthernetTcp)) => LinkTransport::EthernetTcp,
             };
-            let key = key(image, record.engine, model, record.tp.unwrap_or(1), record.nodes, transport);
+            let key = key(image, record.engine, model, split(&record), record.nodes, transport);
             reporter.step_finished(head.name(), &format!("{} with {} on {}", key.model, key.engine, key.layout()));
             // Through the endpoint: the router sends it to the service its clients name.
             Ok(Found { key, endpoint: record.endpoint.clone(), served_model: record.service.clone() })
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::Ipv4Addr;
+
+    use super::*;
+    use crate::serving::engine::Backend;
+    use crate::serving::record::Role;
+
+    fn record(engine: EngineRef, nodes: usize, tp: Option<usize>, pp: Option<usize>) -> ServingRecord {
+        let head = Ipv4Addr::new(192, 168, 2, 1);
+        let mut record = ServingRecord::new(
+            "m",
+            "t",
+            "m",
+            "m",
+            engine,
+            Backend::Rpc,
+            Role::Head,
+            nodes,
+            8001,
+            head,
+            head,
+            "http://x/v1",
+        );
+        (record.tp, record.pp) = (tp, pp);
+        record
+    }
+
+    #[test]
+    fn the_split_is_keyed_as_launched_and_older_records_as_one_rank_per_node() {
+        use crate::serving::{llama::LLAMA_CPP, vllm::VLLM};
+        assert_eq!(split(&record(VLLM, 3, Some(1), Some(3))), (1, 3), "vLLM split by layers over 3 nodes");
+        assert_eq!(split(&record(LLAMA_CPP, 2, Some(1), Some(2))), (1, 2), "llama.cpp's layers over 2 nodes");
+        assert_eq!(split(&record(LLAMA_CPP, 2, None, None)), (1, 2), "an older llama.cpp record");
+        assert_eq!(split(&record(VLLM, 2, Some(2), None)), (2, 1), "an older vLLM record");
+        assert_eq!(split(&record(VLLM, 1, None, None)), (1, 1));
     }
 }

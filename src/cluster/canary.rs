@@ -1,30 +1,37 @@
 //! `cluster refresh --canary MODEL`: a refresh that proves the new image serves before keeping it.
-//! After the swap (the one pipeline, [`refresh_nodes`]), MODEL is launched on every node, the gate
-//! and a short bench run against it ([`crate::cluster::bench`]), and the new image is kept only when
-//! the gate passes and its output tokens/s is at least `min_ratio` of the last accepted result on
-//! the image the nodes ran before. Otherwise every node goes back to that image through the same
-//! pipeline (all or nothing; the image is still on every node, so nothing is pulled), what served
-//! before is launched again, and the report says why, naming both images.
+//! Once every node staged the new image and before any node swaps ([`refresh_nodes_then`]), MODEL
+//! is launched on the image the nodes still run and measured there: the gate's answers and a
+//! short bench ([`crate::cluster::bench`]), the previous image under the conditions the new one is
+//! about to meet. After the swap MODEL is launched again, and the new image is kept only when its
+//! answers match the previous image's (a near-tie passes: [`crate::bench::gate`]) and its output
+//! tokens/s is at least `min_ratio` of the previous image's. Otherwise every node goes back to
+//! that image through the same pipeline (all or nothing; the image is still on every node, so
+//! nothing is pulled), what served before is launched again, and the report says why, naming
+//! both images.
 //!
-//! Without an accepted result on the previous image there is nothing to hold the speed against:
-//! the canary's own result becomes the first, and on more than one node the answers are held
-//! against one node serving alone first (the head, on the new image), as `--reference
-//! single-node` would.
+//! The reference never comes from the image under test: a wrong image agrees with itself, and its
+//! answers would then fail every good image after it. With nothing measured before the swap (a
+//! first refresh, or a previous image that did not serve MODEL), the answers are held against
+//! the model's stored reference if there is one, else they go unchecked and the report says so;
+//! no reference is kept from them. The speed is then held against the last accepted result on the
+//! previous image, if there is one.
+
+use std::cell::{Cell, RefCell};
 
 use serde::{Deserialize, Serialize};
 
 use super::interrupt::Interrupt;
 use super::launch::{launch, LaunchRequest};
-use super::refresh::{refresh_nodes, ClusterOutcome, ClusterRefreshReport};
+use super::refresh::{refresh_nodes, refresh_nodes_then, BeforeSwap, ClusterOutcome, ClusterRefreshReport};
 use super::spread::SpreadSettings;
-use super::stop::{services_on, stop_service, stop_toolbox};
-use crate::bench::gate::{GateReport, DEFAULT_LOGPROB_TOLERANCE};
+use super::stop::{services_on, stop_toolbox};
+use crate::bench::gate::{GateReport, GateRun, DEFAULT_LOGPROB_TOLERANCE};
 use crate::bench::result::{BenchResult, Verdict};
 use crate::bench::store::BenchStore;
-use crate::cluster::bench::{bench, BenchRequest, GateReference, Serving};
+use crate::cluster::bench::{answers, bench, BenchRequest, GateReference, Serving};
 use crate::error::{Error, Result, Signal};
 use crate::node::Node;
-use crate::ops::refresh::RefreshRequest;
+use crate::ops::refresh::{RefreshReport, RefreshRequest};
 use crate::reporter::Reporter;
 use crate::serving::model_source::ModelSource;
 use crate::serving::record::{Role, ServingRecord};
@@ -68,6 +75,29 @@ pub struct Baseline {
     pub id: String,
     pub image: String,
     pub output_throughput: f64,
+    /// Measured just before the swap (else: the last accepted result on the previous image).
+    #[serde(default)]
+    pub before_swap: bool,
+}
+
+impl Baseline {
+    fn of(result: &BenchResult, before_swap: bool) -> Baseline {
+        Baseline {
+            id: result.id.clone(),
+            image: result.key.image.clone(),
+            output_throughput: result.level(BENCH_CONCURRENCY).map_or(0.0, |level| level.figures.output_throughput),
+            before_swap,
+        }
+    }
+}
+
+/// The previous image, measured just before the swap with MODEL launched as the canary launches it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BeforeSwapMeasure {
+    /// Its answers to the gate's prompts: the new image's reference.
+    pub answers: GateRun,
+    /// Its short bench (kept in the store, accepted): the new image's baseline.
+    pub result: BenchResult,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -80,10 +110,16 @@ pub struct CanaryReport {
     pub previous: Option<String>,
     /// The refresh to the new image.
     pub refresh: ClusterRefreshReport,
-    /// The gate of one node serving alone, when there was no result on the previous image.
-    pub single_node_gate: Option<GateReport>,
+    /// The previous image measured just before the swap.
+    pub before_swap: Option<BeforeSwapMeasure>,
+    /// Why the previous image could not be measured before the swap.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before_swap_failed: Option<String>,
     /// The gate on every node.
     pub gate: Option<GateReport>,
+    /// Why nothing checked the new image's answers (nothing to hold them against).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unchecked: Option<String>,
     /// The short bench on every node (kept in the store; rejected when the canary refused it).
     pub result: Option<BenchResult>,
     pub baseline: Option<Baseline>,
@@ -94,8 +130,8 @@ pub struct CanaryReport {
     pub reason: Option<String>,
     /// The refresh back to the previous image.
     pub rollback: Option<ClusterRefreshReport>,
-    /// The services launched again after the rollback (what served from the toolbox before the
-    /// refresh), by name.
+    /// The model launched again after the rollback (what served before the refresh).
+    /// (Services, by name.)
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub relaunched: Vec<String>,
     /// Ctrl-C (or SIGTERM) came before the new image was proven: refused and rolled back as a
@@ -127,9 +163,10 @@ pub fn judge(
     let Some(baseline) = baseline else { return Judgement { ratio: None, reason: None } };
     let ratio = if baseline.output_throughput > 0.0 { measured / baseline.output_throughput } else { f64::INFINITY };
     let reason = (ratio < min_ratio).then(|| {
+        let when = if baseline.before_swap { "measured just before the swap" } else { "the last accepted" };
         format!(
             "output tokens/s at concurrency {BENCH_CONCURRENCY}: {measured:.1} on image {} is {ratio:.2} of the \
-             {:.1} on image {} (result {}), below --min-ratio {min_ratio}",
+             {:.1} on image {} (result {}, {when}), below --min-ratio {min_ratio}",
             result.key.image, baseline.output_throughput, baseline.image, baseline.id
         )
     });
@@ -153,16 +190,44 @@ pub async fn canary_refresh(
     }
     let toolbox = &canary.launch.toolbox;
     let served_before = serving(nodes, toolbox).await?;
-    let refresh = refresh_nodes(nodes, request, spread, reporter).await?;
+    // From here a signal refuses the image: the cluster goes back to what it ran and served.
+    let interrupt = Interrupt::watch();
+    let step = BeforeSwapStep::default();
+    let before_swap = measure_before_swap(nodes, canary, &served_before, store, reporter, &interrupt, &step);
+    let refresh = match refresh_nodes_then(nodes, request, spread, reporter, Some(before_swap)).await {
+        Ok(refresh) => refresh,
+        Err(error) => {
+            // Every node is as it was; the measure replaced what served there.
+            for record in served_before.iter().filter(|_| step.replaced.get()) {
+                if let Err(again) = serve_again(nodes, record, canary, reporter).await {
+                    reporter.warning(&format!("{} did not serve again: {again}", record.service));
+                }
+            }
+            return Err(error);
+        }
+    };
     let previous = refresh.nodes.first().and_then(|node| node.report.previous.clone());
+    let (before_swap, before_swap_failed) = match step.measured.into_inner() {
+        Some(Ok(measure)) => (Some(measure), None),
+        Some(Err(error)) => {
+            let image = previous.as_deref().unwrap_or("the previous image");
+            (None, Some(format!("{} did not serve from image {image}: {error}", canary.launch.model)))
+        }
+        None => (None, None),
+    };
+    if let Some(failed) = &before_swap_failed {
+        reporter.warning(&format!("the previous image was not measured before the swap: {failed}"));
+    }
     let mut report = CanaryReport {
         outcome: CanaryOutcome::Kept,
         model: canary.launch.model.clone(),
         image: refresh.pinned.clone(),
         previous: previous.clone(),
         refresh,
-        single_node_gate: None,
+        before_swap,
+        before_swap_failed,
         gate: None,
+        unchecked: None,
         result: None,
         baseline: None,
         ratio: None,
@@ -177,8 +242,6 @@ pub async fn canary_refresh(
         return Ok(report);
     }
 
-    // From here a signal refuses the image: the cluster goes back to what it ran and served.
-    let interrupt = Interrupt::watch();
     match prove(nodes, canary, previous.as_deref(), store, reporter, &mut report, &interrupt).await {
         Ok(None) => return Ok(report),
         Ok(Some(reason)) => report.reason = Some(reason),
@@ -213,8 +276,7 @@ pub async fn canary_refresh(
     })?);
     report.outcome = CanaryOutcome::RolledBack;
     for record in served_before {
-        let again = relaunch(&record, &canary.launch, nodes);
-        launch(nodes, &again, reporter).await.map_err(|error| {
+        serve_again(nodes, &record, canary, reporter).await.map_err(|error| {
             error.context(format!("every node is back on {previous}, but {} did not serve again", record.service))
         })?;
         report.relaunched.push(record.service);
@@ -234,8 +296,104 @@ pub async fn roll_back(
     refresh_nodes(nodes, &back, spread, reporter).await
 }
 
-/// Launch MODEL, gate it and bench it; the reason to refuse the image, if any (the report holds
-/// what was measured).
+/// The short bench of what the canary launched: the gate first when `gate` names a reference, and
+/// the load when `load`.
+fn bench_request(canary: &CanaryRequest, gate: Option<GateReference>, load: bool) -> BenchRequest {
+    BenchRequest {
+        serving: Serving::Launched { service: Some(canary.launch.service.clone()) },
+        api_key: canary.launch.api_key.clone(),
+        concurrency: vec![BENCH_CONCURRENCY],
+        requests: BENCH_REQUESTS,
+        input_len: BENCH_INPUT_LEN,
+        output_len: BENCH_OUTPUT_LEN,
+        gate,
+        logprob_tolerance: DEFAULT_LOGPROB_TOLERANCE,
+        load,
+    }
+}
+
+/// What the step before the swap did.
+#[derive(Default)]
+struct BeforeSwapStep {
+    /// Its measure; None: the nodes ran no previous image.
+    measured: RefCell<Option<Result<BeforeSwapMeasure>>>,
+    /// It stopped what served.
+    replaced: Cell<bool>,
+}
+
+/// The step between the stage and the swap: when the nodes run a previous image, MODEL launched
+/// there (unless it serves there already), its answers and its short bench taken, and stopped
+/// again (into `step`). Only a signal stops the refresh; any other failure is what `step` holds.
+fn measure_before_swap<'a>(
+    nodes: &'a [&'a dyn Node],
+    canary: &'a CanaryRequest,
+    served_before: &'a [ServingRecord],
+    store: &'a BenchStore,
+    reporter: &'a dyn Reporter,
+    interrupt: &'a Interrupt,
+    step: &'a BeforeSwapStep,
+) -> BeforeSwap<'a> {
+    Box::new(move |staged: &[RefreshReport]| {
+        let previous = staged.first().and_then(|report| report.previous.clone());
+        Box::pin(async move {
+            if previous.is_none() {
+                return Ok(());
+            }
+            step.replaced.set(true);
+            match measure(nodes, canary, served_before, store, reporter, interrupt).await {
+                Err(interrupted @ Error::Interrupted { .. }) => Err(interrupted),
+                outcome => {
+                    *step.measured.borrow_mut() = Some(outcome);
+                    Ok(())
+                }
+            }
+        })
+    })
+}
+
+/// MODEL launched as the canary launches it (what serves, when that is MODEL on every node, as the
+/// canary names it), its answers and short bench taken, and stopped.
+async fn measure(
+    nodes: &[&dyn Node],
+    canary: &CanaryRequest,
+    served_before: &[ServingRecord],
+    store: &BenchStore,
+    reporter: &dyn Reporter,
+    interrupt: &Interrupt,
+) -> Result<BeforeSwapMeasure> {
+    let serves_it = served_before.iter().any(|record| {
+        record.service == canary.launch.service.as_str()
+            && record.model == canary.launch.model
+            && record.nodes == nodes.len()
+    });
+    if !serves_it {
+        // The swap stops what the toolbox serves anyway: it makes room for MODEL now.
+        let stopped = stop_toolbox(nodes, Some(nodes[0]), &canary.launch.toolbox).await;
+        if !stopped.failed().is_empty() {
+            reporter.warning(&stopped.summary("what served from the previous image was stopped"));
+        }
+        let launched = LaunchRequest { replace: true, dry_run: false, ..canary.launch.clone() };
+        launch(nodes, &launched, reporter).await?;
+    }
+    let request = bench_request(canary, None, true);
+    let during = "the canary's measure of the previous image";
+    let taken = async {
+        let answers = interrupt.unless_it_comes(during, answers(nodes, &request, reporter)).await?;
+        let measured = interrupt.unless_it_comes(during, bench(nodes, &request, store, reporter)).await?;
+        let result = measured.result.ok_or_else(|| Error::Internal("the canary's bench kept no result".into()))?;
+        Ok(BeforeSwapMeasure { answers, result })
+    }
+    .await;
+    // The swap replaces the toolbox: what was launched there stops first, its record with it.
+    let stopped = stop_toolbox(nodes, Some(nodes[0]), &canary.launch.toolbox).await;
+    if !stopped.failed().is_empty() {
+        reporter.warning(&stopped.summary("the canary's model on the previous image was stopped"));
+    }
+    taken
+}
+
+/// Launch MODEL, gate it against the previous image's answers and bench it; the reason to refuse
+/// the image, if any (the report holds what was measured).
 async fn prove(
     nodes: &[&dyn Node],
     canary: &CanaryRequest,
@@ -245,64 +403,74 @@ async fn prove(
     report: &mut CanaryReport,
     interrupt: &Interrupt,
 ) -> Result<Option<String>> {
-    let previous_digest = previous.map(|image| image.rsplit_once('@').map_or(image, |(_, digest)| digest));
     let launched = LaunchRequest { replace: true, dry_run: false, ..canary.launch.clone() };
-    // The gate alone, or the bench alone: the gate's reference must not come from a cluster run
-    // before one node alone was asked.
-    let service = &canary.launch.service;
-    let request = |gate: bool| BenchRequest {
-        serving: Serving::Launched { service: Some(service.clone()) },
-        api_key: canary.launch.api_key.clone(),
-        concurrency: vec![BENCH_CONCURRENCY],
-        requests: BENCH_REQUESTS,
-        input_len: BENCH_INPUT_LEN,
-        output_len: BENCH_OUTPUT_LEN,
-        gate: gate.then_some(GateReference::Stored),
-        logprob_tolerance: DEFAULT_LOGPROB_TOLERANCE,
-        load: !gate,
-    };
-
-    // Each launch stops what it started on a signal itself; a bench is dropped where it stands.
-    let measure = |request: BenchRequest| async move {
-        interrupt.unless_it_comes("the canary's bench", bench(nodes, &request, store, reporter)).await
-    };
     launch(nodes, &launched, reporter).await?;
-    let measured = measure(request(false)).await?;
-    let result = measured.result.ok_or_else(|| Error::Internal("the canary's bench kept no result".into()))?;
-    report.baseline = match previous_digest {
-        Some(digest) => store.last_accepted(&result.key.on_image(digest))?.map(|found| Baseline {
-            output_throughput: found.level(BENCH_CONCURRENCY).map_or(0.0, |level| level.figures.output_throughput),
-            id: found.id,
-            image: found.key.image,
-        }),
-        None => None,
+    let reference = match &report.before_swap {
+        Some(before) => GateReference::Taken {
+            described: format!("image {} just before the swap ({})", before.answers.image, before.answers.layout),
+            run: Box::new(before.answers.clone()),
+        },
+        None => GateReference::StoredIfAny,
     };
-    report.result = Some(result);
-    if report.baseline.is_none() && nodes.len() > 1 {
-        // Nothing on the previous image to hold this against: one node serving alone is the
-        // reference the cluster's answers must match.
-        stop_service(nodes, service.as_str()).await.into_result()?;
-        let on = vec![nodes[0].name().to_string()];
-        let alone = LaunchRequest { tp: None, pp: None, backend: None, on, ..launched.clone() };
-        launch(nodes, &alone, reporter).await?;
-        let single = measure(request(true)).await;
-        stop_service(&nodes[..1], service.as_str()).await.into_result()?;
-        report.single_node_gate = single?.gate;
-        if let Some(failure) = gate_failure(report.single_node_gate.as_ref()) {
-            return Ok(Some(failure));
-        }
-        launch(nodes, &launched, reporter).await?;
+    let request = bench_request(canary, Some(reference), true);
+    let measured = interrupt.unless_it_comes("the canary's bench", bench(nodes, &request, store, reporter)).await?;
+    report.gate = measured.gate;
+    if report.gate.as_ref().is_some_and(GateReport::unchecked) {
+        let why = match (previous, &report.before_swap_failed) {
+            (None, _) => "nothing served before it (a first refresh)".to_string(),
+            (Some(_), Some(failed)) => format!("the previous image was not measured before the swap ({failed})"),
+            (Some(_), None) => "the previous image was not measured before the swap".to_string(),
+        };
+        let unchecked = format!(
+            "{}'s answers on image {} went unchecked: {why}, and there is no stored reference for it; none is kept \
+             from them",
+            report.model, report.image
+        );
+        reporter.warning(&unchecked);
+        report.unchecked = Some(unchecked);
     }
-    report.gate = measure(request(true)).await?.gate;
-    let result = report.result.as_ref().ok_or_else(|| Error::Internal("the canary's bench kept no result".into()))?;
-    let judgement = judge(gate_failure(report.gate.as_ref()), result, report.baseline.as_ref(), canary.min_ratio);
+    if let Some(failure) = gate_failure(report.gate.as_ref()) {
+        return Ok(Some(failure));
+    }
+    let result = measured.result.ok_or_else(|| Error::Internal("the canary's bench kept no result".into()))?;
+    report.baseline = baseline(report.before_swap.as_ref(), previous, &result, store)?;
+    let judgement = judge(None, &result, report.baseline.as_ref(), canary.min_ratio);
+    report.result = Some(result);
     report.ratio = judgement.ratio;
     Ok(judgement.reason)
+}
+
+/// What the new image's speed is held against: the previous image measured just before the swap
+/// (the same launch, the same conditions), else the last accepted result on the previous image
+/// with the same key.
+fn baseline(
+    before_swap: Option<&BeforeSwapMeasure>,
+    previous: Option<&str>,
+    result: &BenchResult,
+    store: &BenchStore,
+) -> Result<Option<Baseline>> {
+    if let Some(before) = before_swap.filter(|before| before.result.key.on_image(&result.key.image) == result.key) {
+        return Ok(Some(Baseline::of(&before.result, true)));
+    }
+    let Some(previous) = previous else { return Ok(None) };
+    let digest = previous.rsplit_once('@').map_or(previous, |(_, digest)| digest);
+    Ok(store.last_accepted(&result.key.on_image(digest))?.map(|found| Baseline::of(&found, false)))
 }
 
 /// A failed gate's message (it names the prompt, the token and both images).
 fn gate_failure(gate: Option<&GateReport>) -> Option<String> {
     gate?.verdict.as_ref().and_then(|verdict| verdict.failure()).map(|error| error.to_string())
+}
+
+/// `record` served again on the nodes it served on.
+async fn serve_again(
+    nodes: &[&dyn Node],
+    record: &ServingRecord,
+    canary: &CanaryRequest,
+    reporter: &dyn Reporter,
+) -> Result<()> {
+    let again = relaunch(record, &canary.launch, nodes);
+    launch(nodes, &again, reporter).await.map(drop)
 }
 
 /// What `toolbox` serves now on `nodes`: each service's record on its head, where something of

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::facts::NodeFacts;
+use super::shared_home::shared_home;
 use crate::doctor::Status;
 use crate::image::short_digest;
 use crate::serving::engine::link_ports;
@@ -69,18 +70,18 @@ impl ClusterDoctorReport {
 }
 
 /// Builds one row.
-struct Row<'a> {
-    check: ClusterCheck,
+pub(super) struct Row<'a> {
+    pub(super) check: ClusterCheck,
     facts: &'a [NodeFacts],
 }
 
 impl<'a> Row<'a> {
-    fn new(name: &str, facts: &'a [NodeFacts]) -> Row<'a> {
+    pub(super) fn new(name: &str, facts: &'a [NodeFacts]) -> Row<'a> {
         let cells = facts.iter().map(|_| Cell { status: None, text: "-".into() }).collect();
         Row { check: ClusterCheck { name: name.into(), cells, problems: Vec::new() }, facts }
     }
 
-    fn set(&mut self, index: usize, status: Status, text: impl Into<String>) {
+    pub(super) fn set(&mut self, index: usize, status: Status, text: impl Into<String>) {
         let cell = &mut self.check.cells[index];
         // A cell keeps its worst status.
         if cell.status.is_none_or(|old| rank(status) >= rank(old)) {
@@ -89,7 +90,7 @@ impl<'a> Row<'a> {
         cell.text = text.into();
     }
 
-    fn problem(&mut self, index: usize, status: Status, message: impl Into<String>, fix: Option<String>) {
+    pub(super) fn problem(&mut self, index: usize, status: Status, message: impl Into<String>, fix: Option<String>) {
         let node = self.facts[index].node.clone();
         let cell = &mut self.check.cells[index];
         if cell.status.is_none_or(|old| rank(status) > rank(old)) {
@@ -124,6 +125,7 @@ pub fn cluster_checks(facts: &[NodeFacts], toolbox: &str) -> Vec<ClusterCheck> {
         // A locally built image has no registry digest; its id is the same on every node too.
         same_value(facts, "image", toolbox, |t| Some(t.image_identity().to_string()), "image"),
         same_value(facts, "rccl", toolbox, |t| t.rccl_sha256.clone(), "RCCL (sha256)"),
+        shared_home(facts),
     ];
     checks.extend(worker_ports);
     checks
@@ -523,12 +525,14 @@ mod tests {
         two.worker_ports = vec![(50052, Reached::Refused)];
         let report = ClusterDoctorReport::new("vllm", vec![one, two]);
         assert!(report.ok, "{report:#?}");
-        for check in report.checks.iter().filter(|c| c.name != "rccl") {
+        for check in report.checks.iter().filter(|c| c.name != "rccl" && c.name != "home") {
             assert!(check.cells.iter().all(|c| c.status == Some(Status::Pass)), "{check:?}");
         }
-        // No node records an RCCL: nothing was compared, so nothing passes.
-        let rccl = report.checks.iter().find(|c| c.name == "rccl").unwrap();
-        assert!(rccl.cells.iter().all(|c| c.status.is_none()), "{rccl:?}");
+        // No node records an RCCL, nor says where its home is: nothing was compared, so nothing passes.
+        for unchecked in ["rccl", "home"] {
+            let row = report.checks.iter().find(|c| c.name == unchecked).unwrap();
+            assert!(row.cells.iter().all(|c| c.status.is_none()), "{row:?}");
+        }
     }
 
     #[test]

@@ -57,7 +57,7 @@ impl Interrupt {
     }
 
     /// When the signal comes (asked every 50 ms: the flag is what the watching task sets).
-    async fn arrival(&self) -> Signal {
+    pub async fn arrival(&self) -> Signal {
         loop {
             if let Some(signal) = self.came() {
                 return signal;

@@ -1,6 +1,6 @@
 //! Reading the proofs that the data plane uses RDMA: perftest's tables (`ib_write_lat`,
 //! `ib_write_bw --report_gbits`) and RCCL's own log (`NCCL_DEBUG=INFO`,
-//! `NCCL_DEBUG_SUBSYS=INIT,NET`), which says which network it chose and why.
+//! `NCCL_DEBUG_SUBSYS=INIT,NET,ENV`), which says which network it chose and why.
 
 use serde::{Deserialize, Serialize};
 
@@ -78,13 +78,12 @@ pub struct RcclVerdict {
     pub evidence: Vec<String>,
 }
 
-/// Lines saying RCCL cannot use IB verbs, so it takes TCP sockets: why it fell back.
-const IB_UNUSABLE: [&str; 4] = [
-    "No device found",
-    "Failed to open libibverbs",
-    "NCCL_IB_DISABLE set by environment to 1",
-    "NCCL_NET set by environment to Socket",
-];
+/// Lines saying RCCL cannot use IB verbs, so it takes TCP sockets: why it fell back. A variable
+/// NCCL reads as a parameter is logged as `NAME set by environment to VALUE.` under the ENV
+/// subsystem (hence `NCCL_DEBUG_SUBSYS=INIT,NET,ENV`); `NCCL_NET` is no such parameter and
+/// logs nothing of its own: the network it names shows as `Using network Socket`.
+const IB_UNUSABLE: [&str; 3] =
+    ["No device found", "Failed to open libibverbs", "NCCL_IB_DISABLE set by environment to 1"];
 
 /// Judge RCCL's log by what carried the data: the channels' transport (`via NET/IB/0`, `via
 /// NET/Socket/0`) and the network it chose (`Using network Socket`). A `NET/Socket : Using` line

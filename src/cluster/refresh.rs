@@ -17,7 +17,7 @@
 
 use std::future::Future;
 
-use futures_util::future::join_all;
+use futures_util::future::{join_all, LocalBoxFuture};
 use serde::{Deserialize, Serialize};
 
 use super::interrupt::Interrupt;
@@ -80,11 +80,34 @@ pub async fn refresh_nodes(
     spread: &SpreadSettings,
     reporter: &dyn Reporter,
 ) -> Result<ClusterRefreshReport> {
+    refresh_nodes_then(nodes, request, spread, reporter, None).await
+}
+
+/// What runs once every node staged its replacement and before any node swaps (given each
+/// node's staged report): a canary measures the image about to be replaced, under the conditions
+/// the new one will meet. Its error stops the refresh as a failed stage does: every staged
+/// replacement is removed, and no node changed.
+pub type BeforeSwap<'a> = Box<dyn FnOnce(&[RefreshReport]) -> LocalBoxFuture<'a, Result<()>> + 'a>;
+
+/// [`refresh_nodes`], with `before_swap` run between the stage and the swap when the refresh
+/// changes any node (one node too is then refreshed in phases, so there is a between).
+pub async fn refresh_nodes_then(
+    nodes: &[&dyn Node],
+    request: &RefreshRequest,
+    spread: &SpreadSettings,
+    reporter: &dyn Reporter,
+    before_swap: Option<BeforeSwap<'_>>,
+) -> Result<ClusterRefreshReport> {
     request.validate()?;
-    match nodes {
-        [] => Err(Error::Usage("there is no node to refresh".into())),
-        [node] => refresh_one(*node, request).await,
-        _ => in_phases(nodes, request, spread, reporter, &Interrupt::watch()).await,
+    match (nodes, before_swap) {
+        ([], _) => Err(Error::Usage("there is no node to refresh".into())),
+        ([node], None) => refresh_one(*node, request).await,
+        ([_], Some(before_swap)) => {
+            // Nothing to spread to: the one node pulls for itself, as its own refresh does.
+            let alone = SpreadSettings { enabled: false, ..spread.clone() };
+            in_phases(nodes, request, &alone, reporter, &Interrupt::watch(), Some(before_swap)).await
+        }
+        (_, before_swap) => in_phases(nodes, request, spread, reporter, &Interrupt::watch(), before_swap).await,
     }
 }
 
@@ -120,12 +143,17 @@ async fn in_phases(
     spread: &SpreadSettings,
     reporter: &dyn Reporter,
     interrupt: &Interrupt,
+    before_swap: Option<BeforeSwap<'_>>,
 ) -> Result<ClusterRefreshReport> {
     let head = nodes[0];
     let spreading = spread.enabled && !request.dry_run && matches!(request.source, ImageSource::Pull);
     let image = ImageRef::parse(&request.image_ref)?;
-    let (pinned, held) =
-        tokio::join!(resolve(head, request, &image, spreading, reporter), held_digests(nodes, &image, spreading));
+    // Nothing changes yet: Ctrl-C stops the wait for the registry's answer where it stands.
+    let resolving = async {
+        Ok(tokio::join!(resolve(head, request, &image, spreading, reporter), held_digests(nodes, &image, spreading)))
+    };
+    let during = format!("resolving {}, before any node changed", request.image_ref);
+    let (pinned, held) = interrupt.unless_it_comes(&during, resolving).await?;
     let pinned = pinned?;
     let before_any_change = || {
         interrupt
@@ -140,8 +168,15 @@ async fn in_phases(
     let mut prepared = None;
     if spreading {
         let lacking = spread::lacking(&pinned, &held);
-        match spread::prepare(nodes, &lacking, reporter, spread, &pinned, &request.name).await {
+        // Its wait on upstream (the head lists the image there) stops at Ctrl-C; what it started
+        // on the head ends with this command's channel.
+        let preparing = spread::prepare(nodes, &lacking, reporter, spread, &pinned, &request.name);
+        match interrupt.unless_it_comes("spreading the image, before any node changed", preparing).await {
             Ok(spread) => prepared = Some(spread),
+            Err(interrupted @ Error::Interrupted { .. }) => {
+                reporter.finish();
+                return Err(interrupted);
+            }
             Err(error) => {
                 reporter.finish();
                 let failed = MultiError::one(
@@ -161,14 +196,15 @@ async fn in_phases(
 
     // Stage (or plan) on every node, each from where the spread says.
     let stage = RefreshRequest { image_ref: pinned.clone(), stage_only: !request.dry_run, ..request.clone() };
-    let staged = on_every_node(nodes, reporter, "staging", |index, node| {
-        let stage = RefreshRequest {
-            spread: prepared.as_ref().and_then(|p: &Prepared| p.sources[index].clone()),
-            ..stage.clone()
-        };
+    let sources = prepared.as_ref().map(|p: &Prepared| p.sources.clone()).unwrap_or_default();
+    let staging = on_every_node(nodes, reporter, "staging", |index, node| {
+        let stage = RefreshRequest { spread: sources.get(index).cloned().flatten(), ..stage.clone() };
         async move { node.call(stage).await }
-    })
-    .await;
+    });
+    let staged = match prepared.as_mut() {
+        Some(prepared) => stage_stopping_the_copy(staging, head, prepared, reporter, interrupt).await,
+        None => staging.await,
+    };
     // The head's copy ran beside the stage: it must have completed too.
     let copied = match prepared.as_mut() {
         Some(prepared) => spread::finish(head, prepared, reporter, interrupt.came().is_some()).await,
@@ -203,6 +239,14 @@ async fn in_phases(
     }
     let outcome = outcome_of(request, &reports);
     let mut swapped = vec![false; nodes.len()];
+    if let (ClusterOutcome::Refreshed, Some(before_swap)) = (outcome, before_swap) {
+        let before = before_swap(&reports).await;
+        let interrupted = interrupt.came();
+        if before.is_err() || interrupted.is_some() {
+            let cleanup = run_phase(&staged_nodes, &phase(Phase::Abort, request)).await;
+            return Err(stopped_before_swap(before, interrupted, cleanup));
+        }
+    }
     if outcome == ClusterOutcome::Refreshed {
         swap_everywhere(nodes, &staged_nodes, &reports, request, reporter, interrupt).await?;
         // Done everywhere: remove the parked toolboxes and old pins.
@@ -232,6 +276,31 @@ async fn in_phases(
         nodes,
         spread: prepared.map(|p| p.report),
     })
+}
+
+/// What stopped the refresh between the stage and the swap (`before`'s error, else the signal),
+/// once every staged replacement was removed (`cleanup`).
+fn stopped_before_swap(before: Result<()>, interrupted: Option<Signal>, cleanup: Vec<(String, Result<()>)>) -> Error {
+    let left: Vec<String> =
+        cleanup.iter().filter_map(|(node, result)| result.as_ref().err().map(|e| format!("{node}: {e}"))).collect();
+    let outcome = if left.is_empty() {
+        "every staged replacement was removed; no node changed".to_string()
+    } else {
+        format!(
+            "removing the staged replacements failed ({}); run `strix-toolbox cluster refresh` again",
+            left.join("; ")
+        )
+    };
+    match (before, interrupted) {
+        (Err(Error::Interrupted { during, signal }), _) => {
+            Error::Interrupted { during: format!("{during}, before any node swapped ({outcome})"), signal }
+        }
+        (Err(error), _) => error.context(format!("the cluster refresh stopped before any node swapped ({outcome})")),
+        (Ok(()), Some(signal)) => {
+            Error::Interrupted { during: format!("the cluster refresh, before any node swapped ({outcome})"), signal }
+        }
+        (Ok(()), None) => Error::Internal("the refresh stopped before the swap for no reason".into()),
+    }
 }
 
 /// The head's copy failed while the nodes staged from its relay: their staged replacements are
@@ -274,6 +343,27 @@ async fn resolve(
     };
     reporter.step_finished(head.name(), &format!("{} is {digest}", request.image_ref));
     Ok(pinned)
+}
+
+/// The stage's results; Ctrl-C during it stops the head's copy and its relay at once, so that
+/// the nodes pulling from the relay fail their stage now rather than wait for what upstream
+/// sends (the stage is then undone, as after any interrupted stage).
+async fn stage_stopping_the_copy<T>(
+    staging: impl Future<Output = Vec<Result<T>>>,
+    head: &dyn Node,
+    prepared: &mut Prepared,
+    reporter: &dyn Reporter,
+    interrupt: &Interrupt,
+) -> Vec<Result<T>> {
+    tokio::pin!(staging);
+    tokio::select! {
+        staged = &mut staging => staged,
+        _ = interrupt.arrival() => {
+            // Its error is the interruption's doing: the refresh reports the signal.
+            let _ = spread::finish(head, prepared, reporter, true).await;
+            staging.await
+        }
+    }
 }
 
 /// Spreading, which digests of the repository each node holds (asked while the head resolves).

@@ -17,12 +17,12 @@ use crate::node::router::RouterState;
 use crate::node::NodeCalls;
 use crate::ops::status::StatusReport;
 use crate::secret::Secret;
+use crate::serving::engine::tcp_on_roce;
 use crate::serving::engine::EngineRef;
 use crate::serving::http::HttpAnswer;
-use crate::serving::logs::ServeLogs;
+use crate::serving::logs::{LogTail, ServeLogs};
 use crate::serving::probe::ServeProbe;
 use crate::serving::ray::RayNodes;
-use crate::serving::rccl_log::RcclNet;
 use crate::serving::reach::{Reach, Reached};
 use crate::serving::record::{Role, ServingRecord};
 use crate::serving::state::{ServeCheck, ServingState};
@@ -323,7 +323,7 @@ async fn service_summary(
         Err(error) => (HttpAnswer::Unasked(error.to_string()), false),
     };
     let warnings = match &record.transport {
-        Some(link @ crate::spec::Transport::Roce { .. }) => rccl_warnings(connected, nodes, record, link).await,
+        Some(link @ crate::spec::Transport::Roce { .. }) => link_warnings(connected, nodes, record, link).await,
         _ => Vec::new(),
     };
     let mut on: Vec<String> =
@@ -365,8 +365,8 @@ fn layout(record: &ServingRecord) -> String {
     }
 }
 
-/// Each node of this launch whose vLLM log says RCCL took sockets on the RoCE `link`.
-async fn rccl_warnings(
+/// Each node of this launch whose engine's logs say its data went over TCP on the RoCE `link`.
+async fn link_warnings(
     connected: &[RemoteNode],
     nodes: &[NodeStatus],
     record: &ServingRecord,
@@ -378,12 +378,9 @@ async fn rccl_warnings(
         .filter_map(|n| connected.iter().find(|r| r.name == n.node));
     let ask = ServeLogs { service: Some(record.service.clone()), lines: 2000, seen: Vec::new() };
     let logs = join_all(ours.map(|remote| async { (remote.name.clone(), remote.call(ask.clone()).await) })).await;
-    logs.into_iter()
-        .filter_map(|(node, tails)| {
-            let lines = tails.ok()?.into_iter().find(|t| t.file == record.engine.server())?.lines;
-            RcclNet::warning(RcclNet::of(&lines), link, &node)
-        })
-        .collect()
+    let logs: Vec<(String, Vec<LogTail>)> =
+        logs.into_iter().filter_map(|(node, tails)| Some((node, tails.ok()?))).collect();
+    tcp_on_roce(record.engine, link, &logs)
 }
 
 async fn node_status(remote: &RemoteNode) -> NodeStatus {

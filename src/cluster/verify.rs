@@ -302,7 +302,8 @@ async fn all_reduce(toolbox: &str, from: &Endpoint<'_>, to: &Endpoint<'_>) -> Pr
             "WORLD_SIZE=2",
             "LOCAL_RANK=0",
             "NCCL_DEBUG=INFO",
-            "NCCL_DEBUG_SUBSYS=INIT,NET",
+            // ENV: the `NCCL_IB_DISABLE set by environment to 1.` line that says why it fell back.
+            "NCCL_DEBUG_SUBSYS=INIT,NET,ENV",
             "python3",
             "-c",
             ALL_REDUCE,

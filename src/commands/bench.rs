@@ -14,7 +14,7 @@ use crate::bench::result::{BenchResult, Verdict};
 use crate::bench::store::{BenchStore, History, HistoryFilter};
 use crate::bench::{plot, LevelResult};
 use crate::cli::{BenchArgs, BenchCompareArgs, BenchHistoryArgs, GateReferenceArg};
-use crate::cluster::bench::{bench, BenchReport, BenchRequest, GateReference, Serving};
+use crate::cluster::bench::{bench, ties, BenchReport, BenchRequest, GateReference, Serving};
 use crate::error::{Error, Result};
 use crate::node::Node;
 use crate::output::{Output, Render, Row, Style};
@@ -192,22 +192,34 @@ impl Render for BenchReport {
 fn render_gate(gate: &GateReport, out: &Output) {
     let head = format!("gate (prompt set v{}, {})", gate.prompt_set, gate.model);
     match &gate.verdict {
+        None if gate.unchecked() => out.line(&format!("{} {head}: {}", out.paint("!", Style::Warn), gate.reference)),
         None => out.line(&format!(
             "{} {head}: no reference yet; these answers are now the model's reference",
             out.paint("✓", Style::Ok)
         )),
-        Some(verdict) if verdict.passed => out.line(&format!(
-            "{} {head}: {} tokens the same as {}{}",
-            out.paint("✓", Style::Ok),
-            verdict.compared_tokens,
-            gate.reference,
-            verdict.max_logprob_delta.map_or(String::new(), |delta| format!(
-                " (log-probabilities within {delta:.4} nats, tolerance {})",
-                verdict.logprob_tolerance
-            ))
-        )),
+        Some(verdict) if verdict.passed => {
+            out.line(&format!(
+                "{} {head}: {} tokens the same as {}{}{}",
+                out.paint("✓", Style::Ok),
+                verdict.compared_tokens,
+                gate.reference,
+                verdict.max_logprob_delta.map_or(String::new(), |delta| format!(
+                    " (log-probabilities within {delta:.4} nats, tolerance {})",
+                    verdict.logprob_tolerance
+                )),
+                ties(verdict.ties.len())
+            ));
+            for tie in &verdict.ties {
+                out.line(&format!("  {tie}"));
+            }
+        }
         Some(verdict) => {
-            out.line(&format!("{} {head}: answers differ from {}", out.paint("✗", Style::Fail), gate.reference));
+            out.line(&format!(
+                "{} {head}: answers differ from {}{}",
+                out.paint("✗", Style::Fail),
+                gate.reference,
+                ties(verdict.ties.len())
+            ));
             for mismatch in &verdict.mismatches {
                 let what = match mismatch.kind {
                     MismatchKind::Token => format!("token {} differs", mismatch.index),

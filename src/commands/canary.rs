@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use crate::bench::store::BenchStore;
 use crate::cli::ClusterRefreshArgs;
+use crate::cluster::bench::ties;
 use crate::cluster::canary::{canary_refresh, CanaryOutcome, CanaryReport, CanaryRequest, DEFAULT_MIN_RATIO};
 use crate::cluster::launch::LaunchRequest;
 use crate::cluster::nodes::{CanaryEntry, ClusterFile};
@@ -52,6 +53,7 @@ pub async fn run(
         hf_token: super::secrets::hf_token(None)?,
         api_key: super::secrets::api_key(None)?,
         hub_env: forwarded_hub_env(std::env::vars()),
+        cuda_graphs: false,
     };
     let canary = CanaryRequest { launch, min_ratio: entry.min_ratio.unwrap_or(DEFAULT_MIN_RATIO) };
     let store = BenchStore::open(paths)?;
@@ -93,17 +95,25 @@ impl Render for CanaryReport {
             )),
             CanaryOutcome::Kept => {
                 let speed = match (self.ratio, &self.baseline) {
-                    (Some(ratio), Some(baseline)) => {
-                        format!("{ratio:.2} of the output tokens/s on {} (result {})", baseline.image, baseline.id)
-                    }
+                    (Some(ratio), Some(baseline)) => format!(
+                        "{ratio:.2} of the output tokens/s on {} (result {}{})",
+                        baseline.image,
+                        baseline.id,
+                        if baseline.before_swap { ", measured just before the swap" } else { "" }
+                    ),
                     _ => "no result on the previous image: this one is the first".to_string(),
                 };
-                out.line(&format!(
-                    "{} every node keeps {}: {} answers as the reference; {speed}",
-                    out.paint("✓", Style::Ok),
-                    self.image,
-                    self.model
-                ));
+                let answers = match &self.gate {
+                    Some(gate) if gate.unchecked() => "its answers unchecked".to_string(),
+                    Some(gate) => format!(
+                        "{} answers as {}{}",
+                        self.model,
+                        gate.reference,
+                        gate.verdict.as_ref().map_or(String::new(), |verdict| ties(verdict.ties.len()))
+                    ),
+                    None => "no gate".to_string(),
+                };
+                out.line(&format!("{} every node keeps {}: {answers}; {speed}", out.paint("✓", Style::Ok), self.image));
             }
             CanaryOutcome::RolledBack | CanaryOutcome::Refused => {
                 out.line(&format!(
@@ -120,6 +130,12 @@ impl Render for CanaryReport {
                     (None, _) => out.line("there was no previous image to go back to: the nodes keep the new one"),
                 }
             }
+        }
+        if let Some(failed) = &self.before_swap_failed {
+            out.warn(&format!("the previous image was not measured before the swap: {failed}"));
+        }
+        if let Some(unchecked) = &self.unchecked {
+            out.warn(unchecked);
         }
         if let Some(result) = &self.result {
             out.line(&format!(

@@ -51,6 +51,7 @@ fn request(args: &LaunchArgs) -> Result<LaunchRequest> {
         api_key: api_key(args.api_key_file.as_deref())?,
         // The operator's Hub settings, and those given with -e, for a pull of the model.
         hub_env: forwarded_hub_env(std::env::vars().chain(env)),
+        cuda_graphs: args.cuda_graphs,
     })
 }
 

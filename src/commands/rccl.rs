@@ -73,6 +73,9 @@ impl Render for RcclReport {
                 abi.replaced.len(),
                 abi.consumers.len()
             ));
+            if let Some(stock) = &abi.stock {
+                out.line(&format!("  stock RCCL    {}", stock.summary()));
+            }
         }
         if self.ok {
             out.line("  verdict       OK: x86-64 shared object with gfx1151 code objects");

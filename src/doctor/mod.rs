@@ -6,6 +6,7 @@
 mod firewall;
 mod firmware;
 mod gpu;
+mod gpu_memory;
 mod groups;
 mod kernel;
 pub mod memlock;
@@ -20,6 +21,7 @@ use crate::host::HostFacts;
 use crate::link::ports::LinkPort;
 
 pub use crate::check::{Check, Status};
+pub use gpu_memory::PlanMemory;
 pub use tools::Programs;
 
 fn check(name: impl Into<String>, status: Status, message: impl Into<String>, fix: Option<String>) -> Check {
@@ -27,15 +29,18 @@ fn check(name: impl Into<String>, status: Status, message: impl Into<String>, fi
 }
 
 /// Every check, in the order a person would fix them. `cluster_ports`: what the serving engines
-/// listen on across the cluster link with no authentication of their own.
+/// listen on across the cluster link with no authentication of their own; `plan_memory`: what the
+/// model-aware plan counts on this node (None: it could not say).
 pub fn run_checks(
     facts: &HostFacts,
     installed: &Installed,
     programs: Programs,
     cluster_ports: &[LinkPort],
+    plan_memory: Option<PlanMemory>,
 ) -> Vec<Check> {
     let mut checks = Vec::new();
     gpu::checks(facts, &mut checks);
+    gpu_memory::checks(&facts.gpu, plan_memory, &mut checks);
     kernel::checks(facts, &mut checks);
     os::checks(facts, &mut checks);
     rdma::checks(facts, &mut checks);

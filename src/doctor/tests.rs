@@ -8,7 +8,7 @@ use crate::host::{FirewalldFacts, Memlock, Netdev, OsFacts, RdmaFacts, RdmaPort,
 const PORTS: [LinkPort; 2] = [LinkPort::on_head(50052, "llama.cpp's rpc-server"), LinkPort::on_head(6379, "Ray's GCS")];
 
 fn run(facts: &HostFacts) -> Vec<Check> {
-    run_checks(facts, &Installed::default(), Programs::TheNodes, &PORTS)
+    run_checks(facts, &Installed::default(), Programs::TheNodes, &PORTS, None)
 }
 
 fn find<'a>(checks: &'a [Check], name: &str) -> &'a Check {
@@ -246,7 +246,7 @@ fn missing_programs_beside_a_copied_tree_are_information() {
     let on_the_node = run(&HostFacts::default());
     assert_eq!(find(&on_the_node, "engine").status, Status::Fail);
     assert_eq!(find(&on_the_node, "manager").status, Status::Warn);
-    let beside_a_copy = run_checks(&HostFacts::default(), &Installed::default(), Programs::ThisMachines, &PORTS);
+    let beside_a_copy = run_checks(&HostFacts::default(), &Installed::default(), Programs::ThisMachines, &PORTS, None);
     for name in ["engine", "manager"] {
         let verdict = find(&beside_a_copy, name);
         assert_eq!(verdict.status, Status::Info, "{verdict:?}");
@@ -367,4 +367,34 @@ fn selinux_enforcing_needs_container_use_devices() {
     assert_eq!(verdict(selinux(false, Some(true))).status, Status::Pass);
     let permissive = verdict(selinux(false, Some(false)));
     assert_eq!((permissive.status, permissive.fix.as_deref()), (Status::Warn, off.fix.as_deref()));
+}
+
+#[test]
+fn the_gpu_memory_check_says_what_the_plan_counts_or_that_it_cannot() {
+    let plan = PlanMemory { gtt_used_bytes: 2 << 30, reserve_bytes: 4 << 30, usable_bytes: 114 << 30 };
+    let mut facts = HostFacts::default();
+    facts.gpu.kfd = Some("/dev/kfd".into());
+    facts.gpu.gtt_bytes = Some(120 << 30);
+    facts.gpu.vram_bytes = Some(16 << 30);
+    let checks = run_checks(&facts, &Installed::default(), Programs::TheNodes, &PORTS, Some(plan));
+    let memory = find(&checks, "gpu:memory");
+    assert_eq!(memory.status, Status::Info);
+    assert!(memory.message.starts_with("HIP may report 16.0 GiB"), "{}", memory.message);
+    assert!(memory.message.ends_with("120.0 GiB less 2.0 GiB in use less a 4.0 GiB reserve = 114.0 GiB for a model"));
+
+    let nothing_left = PlanMemory { usable_bytes: 0, ..plan };
+    let checks = run_checks(&facts, &Installed::default(), Programs::TheNodes, &PORTS, Some(nothing_left));
+    assert_eq!(find(&checks, "gpu:memory").status, Status::Warn);
+    assert!(find(&checks, "gpu:memory").message.ends_with("= 0.0 GiB for a model: no model fits here"));
+
+    facts.gpu.vram_bytes = None;
+    let checks = run_checks(&facts, &Installed::default(), Programs::TheNodes, &PORTS, Some(plan));
+    assert!(find(&checks, "gpu:memory").message.starts_with("the VRAM carve-out is unknown"));
+
+    // No GTT size: the plan cannot say, whatever it was handed.
+    facts.gpu.gtt_bytes = None;
+    let unknown = find(&run(&facts), "gpu:memory").clone();
+    assert_eq!(unknown.status, Status::Warn);
+    assert!(unknown.fix.as_deref().is_some_and(|fix| fix.contains("modprobe amdgpu")));
+    assert!(!has(&run(&HostFacts::default()), "gpu:memory"), "no GPU: the gpu check speaks");
 }

@@ -13,6 +13,7 @@ pub mod groups;
 pub mod installed;
 pub mod ipv4;
 pub mod limits;
+pub mod machine_id;
 pub mod netdev;
 pub mod os;
 pub mod rdma;

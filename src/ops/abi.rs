@@ -7,12 +7,15 @@
 //! always removed.
 
 use std::collections::BTreeSet;
+use std::path::Path;
 
 use crate::engine::archive::first_file;
 use crate::engine::{CreateRequest, Engine};
 use crate::error::{Error, Result};
 use crate::rccl::abi::{check_abi, ld_so_conf_dirs, links_to_rccl, search_path, AbiReport, ImageSide};
 use crate::rccl::dynamic::{parse_dynamic, DynamicInfo};
+use crate::rccl::stock::{judge_stock, StockCopy};
+use crate::rccl::{inspect_library, ArtifactFormat};
 use crate::verify::image_files::{existing, matching, mentioning, shared_libraries_under, Unlooked};
 use crate::verify::probe::Probe;
 use crate::verify::rccl::{is_rccl_copy, RCCL_ROOTS};
@@ -61,13 +64,20 @@ async fn image_side(engine: &dyn Engine, container: &str, image: &str, new: &Dyn
         Err(Unlooked::Failed(why)) => return Err(look_failed("grep its libraries for RCCL", &why)),
     };
     let mut unreadable = Vec::new();
-    let replaced = read_libraries(engine, container, &copies, &mut unreadable).await?;
+    let replaced = read_copies(engine, container, &copies, &mut unreadable).await?;
     // A library grep did not point at that is no ELF (a linker script named .so) is nobody's concern.
     let mut not_libraries = Vec::new();
     let candidates =
         read_libraries(engine, container, &candidates, if narrowed { &mut unreadable } else { &mut not_libraries })
             .await?;
-    let consumers = candidates.into_iter().filter(|(_, info)| links_to_rccl(info)).collect();
+    let consumers: Vec<(String, DynamicInfo)> =
+        candidates.into_iter().filter(|(_, info)| links_to_rccl(info)).collect();
+    let stock_copies: Vec<StockCopy> = replaced
+        .iter()
+        .map(|(path, dynamic, targets)| StockCopy { path, dynamic, gfx_targets: targets.as_deref() })
+        .collect();
+    let stock = judge_stock(&stock_copies, &consumers);
+    let replaced = replaced.into_iter().map(|(path, dynamic, _)| (path, dynamic)).collect();
 
     // ld.so.conf and what it includes, then every DT_NEEDED looked for in the loader's order.
     let mut conf_dirs = Vec::new();
@@ -95,7 +105,7 @@ async fn image_side(engine: &dyn Engine, container: &str, image: &str, new: &Dyn
         .iter()
         .filter_map(|path| path.rsplit_once('/').map(|(_, file)| file.to_string()))
         .collect();
-    Ok(ImageSide { image: image.to_string(), unreadable, replaced, consumers, resolvable })
+    Ok(ImageSide { image: image.to_string(), unreadable, replaced, consumers, resolvable, stock })
 }
 
 /// What a look inside found; an image without a shell is an error naming what the check needs.
@@ -122,6 +132,30 @@ fn look_failed(what: &str, why: &str) -> Error {
 async fn read_text(engine: &dyn Engine, container: &str, path: &str) -> Result<Option<String>> {
     let Some(archive) = engine.container_archive(container, path).await? else { return Ok(None) };
     Ok(first_file(engine.kind().program(), &archive)?.map(|bytes| String::from_utf8_lossy(&bytes).into_owned()))
+}
+
+/// Each copy of RCCL's dynamic view and gfx targets (None: its code objects could not be read);
+/// a file that is no loadable library goes to `unreadable`.
+async fn read_copies(
+    engine: &dyn Engine,
+    container: &str,
+    paths: &[String],
+    unreadable: &mut Vec<String>,
+) -> Result<Vec<(String, DynamicInfo, Option<Vec<String>>)>> {
+    let mut copies = Vec::new();
+    for path in paths {
+        let bytes = match engine.container_archive(container, path).await? {
+            Some(archive) => first_file(engine.kind().program(), &archive)?.unwrap_or_default(),
+            None => continue,
+        };
+        let dynamic = parse_dynamic(&bytes);
+        let targets = inspect_library(Path::new(path), ArtifactFormat::So, None, bytes).ok().map(|r| r.gfx_targets);
+        match dynamic {
+            Ok(info) => copies.push((path.clone(), info, targets)),
+            Err(_) => unreadable.push(path.clone()),
+        }
+    }
+    Ok(copies)
 }
 
 /// Each path's dynamic view; a file that is no loadable library goes to `unreadable`.

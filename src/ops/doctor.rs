@@ -2,10 +2,12 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::doctor::{run_checks, Check, Programs, Status};
+use crate::doctor::{run_checks, Check, PlanMemory, Programs, Status};
 use crate::error::Result;
 use crate::host::HostFacts;
+use crate::ops::home::NodeHome;
 use crate::serving::engine::link_ports;
+use crate::serving::fit::memory::{NodeMemory, DEFAULT_RESERVE_GIB};
 use crate::settings::Settings;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -19,6 +21,9 @@ pub struct DoctorReport {
     pub warn: usize,
     pub fail: usize,
     pub checks: Vec<Check>,
+    /// What the node says of its home (`cluster doctor` compares them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub home: Option<NodeHome>,
 }
 
 impl DoctorReport {
@@ -26,7 +31,7 @@ impl DoctorReport {
         let count = |status| checks.iter().filter(|c| c.status == status).count();
         let (pass, info, warn, fail) =
             (count(Status::Pass), count(Status::Info), count(Status::Warn), count(Status::Fail));
-        DoctorReport { ok: fail == 0, pass, info, warn, fail, checks }
+        DoctorReport { ok: fail == 0, pass, info, warn, fail, checks, home: None }
     }
 
     /// 1 when any check failed.
@@ -39,5 +44,12 @@ pub fn doctor(settings: &Settings) -> Result<DoctorReport> {
     let root = settings.open_host_root()?;
     let facts = HostFacts::read(&root)?;
     let programs = if root.is_system() { Programs::TheNodes } else { Programs::ThisMachines };
-    Ok(DoctorReport::new(run_checks(&facts, &settings.installed, programs, &link_ports())))
+    // The plan's own figures for this node, as a launch would count them.
+    let plan_memory = NodeMemory::of("this node", &facts.gpu, DEFAULT_RESERVE_GIB).ok().map(|memory| PlanMemory {
+        gtt_used_bytes: memory.gtt_used_bytes,
+        reserve_bytes: memory.reserve_bytes,
+        usable_bytes: memory.usable_bytes,
+    });
+    let report = DoctorReport::new(run_checks(&facts, &settings.installed, programs, &link_ports(), plan_memory));
+    Ok(DoctorReport { home: Some(NodeHome::here(settings)), ..report })
 }

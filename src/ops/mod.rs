@@ -8,6 +8,7 @@ pub mod detect;
 pub mod doctor;
 pub mod enter;
 pub mod exec;
+pub mod home;
 pub mod phase;
 pub mod rccl;
 pub mod refresh;

@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::apply::lock::ToolboxLock;
-use crate::apply::{apply, interruptible};
+use crate::apply::{apply, interruptible, listen_for_signals};
 use crate::engine::absent::AbsentEngine;
 use crate::engine::find::{carried_digests, find_image, not_present_after_pull, FoundImage};
 use crate::engine::{CreateRequest, Engine, EngineInfo, EngineKind, ImageInfo};
@@ -150,6 +150,9 @@ pub struct PlannedStep {
 
 pub async fn refresh(settings: &Settings, request: &RefreshRequest) -> Result<RefreshReport> {
     request.validate()?;
+    // Ctrl-C and SIGTERM are noted from here, before the first wait on the network: one that
+    // comes while the registry is asked stops the refresh at its next interruptible step.
+    listen_for_signals();
     // Asked first: the registry answers while the node's facts are read and its engine reached.
     let upstream = AskedDigest::ask(settings, request);
     let node = read_gpu_node(settings)?;
@@ -306,8 +309,8 @@ async fn image_here(
     if !upstream.asked() {
         return Ok(None);
     }
-    let (tagged, digest) = tokio::join!(engine.image_inspect(reference), upstream.digest());
-    let Some(digest) = digest else { return Ok(None) };
+    let (tagged, digest) = tokio::join!(engine.image_inspect(reference), upstream.digest(reference));
+    let Some(digest) = digest? else { return Ok(None) };
     let path = asked.path();
     let carries = |image: &ImageInfo| carried_digests(image, &path).any(|carried| carried == digest);
     if let Some(info) = tagged?.filter(|info| carries(info)) {
@@ -354,9 +357,17 @@ impl AskedDigest {
         self.0.is_some()
     }
 
-    /// The answer; None when the registry could not give it.
-    async fn digest(mut self) -> Option<String> {
-        self.0.take()?.await.ok()?.ok()
+    /// The answer for `reference`; None when the registry could not give it. Ctrl-C or SIGTERM
+    /// stops the wait (and the asking, when `self` is dropped): a registry that accepts and never
+    /// answers holds nobody up.
+    async fn digest(mut self, reference: &str) -> Result<Option<String>> {
+        let Some(asking) = self.0.as_mut() else { return Ok(None) };
+        let during = format!("asking the registry for {reference}'s digest");
+        match interruptible(&during, async { Ok(asking.await) }).await? {
+            Ok(Ok(digest)) => Ok(Some(digest)),
+            Ok(Err(interrupted @ Error::Interrupted { .. })) => Err(interrupted),
+            Ok(Err(_)) | Err(_) => Ok(None),
+        }
     }
 }
 

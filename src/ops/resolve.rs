@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::apply::interruptible;
 use crate::engine::find::not_present_after_pull;
 use crate::error::{Error, Result};
 use crate::image::reference::ImageRef;
@@ -24,7 +25,7 @@ pub async fn resolve(settings: &Settings, reference: &str) -> Result<ResolveRepo
     let image = ImageRef::parse(reference)?;
     let connection = settings.connect().await?;
     let engine = connection.engine();
-    engine.pull(reference, settings.reporter.as_ref()).await?;
+    interruptible(&format!("pulling {reference}"), engine.pull(reference, settings.reporter.as_ref())).await?;
     settings.reporter.finish();
     let info = engine
         .image_inspect(reference)

@@ -13,8 +13,14 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 
+mod home_marker;
+
+pub use home_marker::home_marker;
+
 /// This program's directory under each base directory.
 const OURS: &str = "strix-toolbox";
+/// Under the state directory, each node's own (by its machine id): one home may serve many nodes.
+const NODES: &str = "nodes";
 
 /// The directories of this user that strix-toolbox reads and writes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,6 +31,8 @@ pub struct Paths {
     data_home: Option<PathBuf>,
     cache_home: Option<PathBuf>,
     runtime: PathBuf,
+    /// The node's machine id, which keeps its own state apart from other nodes' in a shared home.
+    node: Option<String>,
 }
 
 impl Paths {
@@ -50,7 +58,20 @@ impl Paths {
             cache_home: base("XDG_CACHE_HOME", ".cache"),
             home,
             runtime,
+            node: None,
         }
+    }
+
+    /// These directories for the node whose machine id is `machine_id` (None: not known, and its
+    /// own state stays where it always was). Only a name of letters and digits is taken.
+    pub fn for_node(self, machine_id: Option<&str>) -> Paths {
+        let safe = |id: &&str| !id.is_empty() && id.len() <= 64 && id.bytes().all(|b| b.is_ascii_alphanumeric());
+        Paths { node: machine_id.filter(safe).map(str::to_string), ..self }
+    }
+
+    /// The machine id the node's own state is kept under.
+    pub fn node(&self) -> Option<&str> {
+        self.node.as_deref()
     }
 
     /// Every directory under `root` (`root/state`, `root/run`, ...), and no home: a unit test's
@@ -91,6 +112,17 @@ impl Paths {
     pub fn state_dir(&self, keeps: &str) -> Result<PathBuf> {
         let dir = self.state_home.as_ref().ok_or_else(|| no_home("XDG_STATE_HOME", keeps))?;
         Ok(dir.join(OURS))
+    }
+
+    /// This node's own state, apart from every other node's that mounts the same home (a cluster
+    /// with one NFS /home): `STATE_DIR/nodes/MACHINE-ID`, or the state directory itself when the
+    /// node has no machine id. What a launch started here, and its logs.
+    pub fn node_state_dir(&self, keeps: &str) -> Result<PathBuf> {
+        let dir = self.state_dir(keeps)?;
+        Ok(match &self.node {
+            Some(id) => dir.join(NODES).join(id),
+            None => dir,
+        })
     }
 
     /// `$XDG_DATA_HOME/strix-toolbox`, else `~/.local/share/strix-toolbox`: the head's registry.
@@ -230,6 +262,19 @@ mod tests {
         let error = homeless.state_dir("what was launched").unwrap_err().to_string();
         assert!(error.contains("nowhere to keep what was launched") && error.contains("set HOME"), "{error}");
         assert_eq!(homeless.home(), None);
+    }
+
+    #[test]
+    fn each_node_keeps_its_own_state_under_its_machine_id() {
+        let paths = Paths::from_env(env_of(&[("HOME", "/h")]), 7);
+        let state = Path::new("/h/.local/state/strix-toolbox");
+        assert_eq!(paths.node_state_dir("it").unwrap(), state, "no machine id: where it always was");
+        let node = paths.clone().for_node(Some("4b8a2f0c9d1e4f6a8b7c5d3e2f1a0b9c"));
+        assert_eq!(node.node_state_dir("it").unwrap(), state.join("nodes/4b8a2f0c9d1e4f6a8b7c5d3e2f1a0b9c"));
+        assert_eq!(node.state_dir("it").unwrap(), state, "what the nodes share stays shared");
+        for unsafe_id in ["", "../x", "a/b", ".."] {
+            assert_eq!(paths.clone().for_node(Some(unsafe_id)).node(), None, "{unsafe_id:?}");
+        }
     }
 
     #[test]

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::dynamic::DynamicInfo;
+use super::stock::StockRccl;
 
 pub const SONAME: &str = "librccl.so.1";
 
@@ -34,6 +35,9 @@ pub struct AbiReport {
     pub unreadable: Vec<String>,
     pub ok: bool,
     pub problems: Vec<String>,
+    /// What the image's own RCCL does already (None: the image carries none).
+    #[serde(default)]
+    pub stock: Option<StockRccl>,
 }
 
 /// The image's side: its copies of RCCL and their consumers with their dynamic views.
@@ -45,9 +49,12 @@ pub struct ImageSide {
     pub consumers: Vec<(String, DynamicInfo)>,
     /// The new library's DT_NEEDED entries the image has (found where the loader would look).
     pub resolvable: Vec<String>,
+    /// The replaced copies judged on their own (see [`super::stock`]).
+    pub stock: Option<StockRccl>,
 }
 
-fn is_rccl_symbol(symbol: &str) -> bool {
+/// An RCCL symbol by its name: what torch imports from RCCL.
+pub fn is_rccl_symbol(symbol: &str) -> bool {
     symbol.starts_with("nccl") || symbol.starts_with("rccl") || symbol.starts_with("pnccl")
 }
 
@@ -85,13 +92,38 @@ pub fn check_abi(new: &DynamicInfo, image: &ImageSide) -> AbiReport {
         missing.into_iter().map(|(symbol, needed_by)| MissingSymbol { symbol, needed_by }).collect();
     if !missing_symbols.is_empty() {
         let names: Vec<&str> = missing_symbols.iter().map(|m| m.symbol.as_str()).collect();
-        problems.push(format!(
-            "it lacks {} symbol(s) the image uses: {} (`undefined symbol` at import). Fix: build it from an RCCL \
-             at least as new as the one in {}",
-            names.len(),
-            names.join(", "),
-            image.image
-        ));
+        // The image's own RCCL exports them: the new one is a step back from what it replaces.
+        let stock_has = |symbol: &str| image.stock.as_ref().is_some_and(|stock| stock.exports.contains(symbol));
+        let behind: Vec<&str> = names.iter().copied().filter(|name| stock_has(name)).collect();
+        let use_stock = match &image.stock {
+            Some(stock) if stock.suffices() => {
+                " (the image's own RCCL carries gfx1151 and every symbol its libraries import: keep it, no build \
+                 needed)"
+            }
+            _ => "",
+        };
+        if behind.is_empty() {
+            problems.push(format!(
+                "it lacks {} symbol(s) the image uses: {} (`undefined symbol` at import). Fix: build it from an \
+                 RCCL at least as new as the one in {}",
+                names.len(),
+                names.join(", "),
+                image.image
+            ));
+        } else {
+            problems.push(format!(
+                "it exports less than the RCCL {} carries: it lacks {} of its symbols ({}){}, and `import torch` \
+                 fails with `undefined symbol`. Fix: build it from an RCCL at least as new as the image's{use_stock}",
+                image.image,
+                behind.len(),
+                behind.join(", "),
+                if names.len() > behind.len() {
+                    format!("; {} symbol(s) the image uses in all", names.len())
+                } else {
+                    String::new()
+                },
+            ));
+        }
     }
     let unresolved_needed: Vec<String> = new.needed.iter().filter(|n| !image.resolvable.contains(n)).cloned().collect();
     if !unresolved_needed.is_empty() {
@@ -112,6 +144,7 @@ pub fn check_abi(new: &DynamicInfo, image: &ImageSide) -> AbiReport {
         unreadable: image.unreadable.clone(),
         ok: problems.is_empty(),
         problems,
+        stock: image.stock.clone(),
     }
 }
 
@@ -165,6 +198,7 @@ mod tests {
             replaced: vec![("/opt/rocm/lib/librccl.so.1.0".into(), replaced)],
             consumers: vec![("/opt/venv/torch/lib/libtorch_hip.so".into(), torch)],
             resolvable: resolvable.iter().map(|s| s.to_string()).collect(),
+            stock: None,
         }
     }
 
@@ -189,6 +223,28 @@ mod tests {
         assert_eq!(report.missing_symbols[0].needed_by, ["/opt/venv/torch/lib/libtorch_hip.so"]);
         assert_eq!(report.unresolved_needed, ["libamdhip64.so.7"]);
         assert!(report.problems.iter().any(|p| p.contains("SONAME is librccl.so.2")));
+    }
+
+    #[test]
+    fn a_library_that_exports_less_than_the_stock_one_says_so_and_that_the_stock_one_suffices() {
+        use crate::rccl::stock::{judge_stock, StockCopy};
+        let new = lib(SONAME, &["ncclAllReduce"], &[], &[]);
+        let old = lib(SONAME, &["ncclAllReduce", "ncclCommResume"], &[], &[]);
+        let torch = lib("libtorch_hip.so", &[], &["ncclCommResume"], &[]);
+        let mut side = image(old.clone(), torch.clone(), &[]);
+        let targets = vec!["gfx1151".to_string()];
+        let copies = [StockCopy { path: "/opt/rocm/lib/librccl.so.1.0", dynamic: &old, gfx_targets: Some(&targets) }];
+        side.stock = judge_stock(&copies, &side.consumers);
+        let report = check_abi(&new, &side);
+        assert!(!report.ok);
+        assert_eq!(
+            report.problems,
+            ["it exports less than the RCCL vllm:latest carries: it lacks 1 of its symbols (ncclCommResume), and \
+              `import torch` fails with `undefined symbol`. Fix: build it from an RCCL at least as new as the \
+              image's (the image's own RCCL carries gfx1151 and every symbol its libraries import: keep it, no \
+              build needed)"]
+        );
+        assert!(report.stock.is_some_and(|stock| stock.suffices()));
     }
 
     #[test]

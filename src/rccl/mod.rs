@@ -13,6 +13,7 @@ pub mod dynamic;
 pub mod elf;
 pub mod fatbin;
 pub mod report;
+pub mod stock;
 pub mod verdict;
 
 use std::path::Path;

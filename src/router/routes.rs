@@ -88,9 +88,9 @@ pub struct RouterFiles {
 }
 
 impl RouterFiles {
-    /// Under the XDG state directory.
+    /// Under this node's own state directory (apart from other nodes' that share the home).
     pub fn of(paths: &Paths) -> Result<RouterFiles> {
-        Ok(RouterFiles::in_dir(&paths.state_dir("the router's routes")?.join("router")))
+        Ok(RouterFiles::in_dir(&paths.node_state_dir("the router's routes")?.join("router")))
     }
 
     pub fn in_dir(dir: &Path) -> RouterFiles {

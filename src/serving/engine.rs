@@ -11,6 +11,7 @@
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use super::logs::LogTail;
 use super::model_source::ModelSource;
 use super::parallelism::Parallelism;
 use super::plan::{LaunchPlan, NodeFacts, PlanRequest};
@@ -24,6 +25,15 @@ use crate::verify::programs::RequiredProgram;
 /// Every engine strix-toolbox serves with; the first is the default (`--engine`, and what a
 /// toolbox or record that names none was made for).
 pub const ENGINES: [EngineRef; 2] = [super::vllm::VLLM, super::llama::LLAMA_CPP];
+
+/// The warnings of every node whose logs (`(node, its logs)`) say `engine`'s data went over TCP
+/// although the cluster `link` is RoCE; none on another link, where TCP is what it takes.
+pub fn tcp_on_roce(engine: EngineRef, link: &Transport, logs: &[(String, Vec<LogTail>)]) -> Vec<String> {
+    if !matches!(link, Transport::Roce { .. }) {
+        return Vec::new();
+    }
+    logs.iter().filter_map(|(node, tails)| engine.tcp_on_roce(tails, node)).collect()
+}
 
 /// What every engine listens on across the cluster link with no authentication of its own.
 pub fn link_ports() -> Vec<LinkPort> {
@@ -70,8 +80,9 @@ pub trait ServingEngine: Send + Sync + 'static {
     /// The backends it may span `nodes` nodes with, the preferred first: more than one when the
     /// image decides ([`ServingEngine::settle_backend`]). `asked` is `--backend`.
     fn backends(&self, asked: Option<Backend>, nodes: usize) -> Result<Vec<Backend>>;
-    /// What to ask the head's image to settle on one of `candidates`.
-    fn backend_question(&self, candidates: &[Backend]) -> Option<FlagQuestion>;
+    /// What to ask the head's image before planning over `candidates` (which backend it can span
+    /// the nodes with, what its server can do): flags its help may name.
+    fn image_question(&self, candidates: &[Backend]) -> Option<FlagQuestion>;
     /// The backend the image settles on, of `candidates`, from the flags its help named (none:
     /// not asked), and why.
     fn settle_backend(&self, candidates: &[Backend], flags: Option<&[String]>) -> (Backend, Vec<String>);
@@ -91,6 +102,11 @@ pub trait ServingEngine: Send + Sync + 'static {
     fn api_key_env(&self) -> &'static str;
     /// The flags that name the model at its endpoint (vLLM's `--served-model-name`).
     fn name_flags(&self) -> &'static [&'static str];
+
+    /// A warning when what its processes logged on `node` (`logs`, each file's last lines) says
+    /// its data went over TCP between the nodes although the cluster link is RoCE (asked only
+    /// then): RCCL's `via NET/Socket`, llama.cpp's RPC without `RDMA activated`.
+    fn tcp_on_roce(&self, logs: &[LogTail], node: &str) -> Option<String>;
 
     /// The body of its `POST /tokenize` for `text` (both answer `{"tokens": […]}`).
     fn tokenize_request(&self, model: &str, text: &str, add_special: bool) -> serde_json::Value;

@@ -19,7 +19,10 @@ pub fn serving_env(
         // address Ray runs on (the link's), or the driver waits for a node that never comes.
         ("VLLM_HOST_IP", link_ip.to_string()),
         ("NCCL_NET_GDR_LEVEL", "0".to_string()),
-        // ROCm selects devices itself; Ray must not narrow ROCR_VISIBLE_DEVICES per actor.
+        // ROCm selects devices itself; Ray must not narrow the visible devices per actor. Ray
+        // 2.45 on (ray#51104; the image's 2.52) sets HIP_VISIBLE_DEVICES on each actor unless
+        // told not to by this one; older Ray read the ROCR one, kept for them.
+        ("RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES", "1".to_string()),
         ("RAY_EXPERIMENTAL_NOSET_ROCR_VISIBLE_DEVICES", "1".to_string()),
         // Unified memory looks "full" to Ray's monitor while weights load: it would kill workers.
         ("RAY_memory_monitor_refresh_ms", "0".to_string()),
@@ -51,6 +54,7 @@ mod tests {
             ("NCCL_NET_GDR_LEVEL", "0"),
             ("NCCL_IB_TIMEOUT", "23"),
             ("NCCL_IB_RETRY_CNT", "7"),
+            ("RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES", "1"),
             ("RAY_EXPERIMENTAL_NOSET_ROCR_VISIBLE_DEVICES", "1"),
             ("RAY_memory_monitor_refresh_ms", "0"),
         ] {

@@ -13,6 +13,7 @@ use crate::error::{Error, Result};
 use crate::image::reference::ImageRef;
 use crate::link::ports::LinkPort;
 use crate::serving::engine::{Backend, EngineRef, ServingEngine, ToolboxProfile};
+use crate::serving::logs::LogTail;
 use crate::serving::model_source::ModelSource;
 use crate::serving::parallelism::Parallelism;
 use crate::serving::plan::{with_overrides, LaunchPlan, NodeFacts, NodePlan, PlanRequest, PlannedCommand, Proof, Step};
@@ -41,11 +42,14 @@ pub const DEVICE_LINE: &str = "using device";
 /// log: the launch's proof reads them, and builds since `--load-mode` log them at verbosity 4
 /// only. Variables, not flags: each llama.cpp generation spells these flags its own way
 /// (`--no-mmap`, `--mmap/--no-mmap`, `--load-mode`), and a build refuses a flag it does not know
-/// but ignores a variable it does not read. `-e` overrides any of them.
-pub const HEAD_ENV: [(&str, &str); 4] = [
+/// but ignores a variable it does not read. The verbosity: builds register it as
+/// `LLAMA_LOG_VERBOSITY` (common/arg.cpp's `-lv`), older ones as `LLAMA_ARG_LOG_VERBOSITY`.
+/// `-e` overrides any of them.
+pub const HEAD_ENV: [(&str, &str); 5] = [
     ("LLAMA_ARG_NO_MMAP", "1"),
     ("LLAMA_ARG_MMAP", "0"),
     ("LLAMA_ARG_LOAD_MODE", "none"),
+    ("LLAMA_LOG_VERBOSITY", "4"),
     ("LLAMA_ARG_LOG_VERBOSITY", "4"),
 ];
 
@@ -150,7 +154,7 @@ impl ServingEngine for LlamaCpp {
         }
     }
 
-    fn backend_question(&self, _candidates: &[Backend]) -> Option<FlagQuestion> {
+    fn image_question(&self, _candidates: &[Backend]) -> Option<FlagQuestion> {
         None
     }
 
@@ -201,10 +205,59 @@ impl ServingEngine for LlamaCpp {
         &["--alias", "-a"]
     }
 
+    /// A worker's `rpc-server` whose log says no RDMA connection: built without it (`transport :
+    /// TCP`), or its upgrade failed, or it never came (llama.cpp falls back to TCP silently).
+    fn tcp_on_roce(&self, logs: &[LogTail], node: &str) -> Option<String> {
+        let lines = &logs.iter().find(|tail| tail.file == RPC_SERVER)?.lines;
+        (rpc_transport(lines) == RpcTransport::Tcp).then(|| {
+            format!(
+                "llama.cpp's RPC to {node} runs over TCP although the link is RoCE: its rpc-server logged no `RDMA \
+                 activated` (a build without -DGGML_RPC_RDMA=ON, or RDMA that did not come up: {}); RDMA is about 4% \
+                 faster at prefill and 6% at decode",
+                lines
+                    .iter()
+                    .rev()
+                    .find(|line| line.contains("RDMA") || line.contains("transport"))
+                    .map_or("no RDMA line", String::as_str)
+            )
+        })
+    }
+
     /// llama-server's own fields, and the model its clients name: a router in front of it sends
     /// the request by its `model` (llama-server ignores the field).
     fn tokenize_request(&self, model: &str, text: &str, add_special: bool) -> serde_json::Value {
         serde_json::json!({ "model": model, "content": text, "add_special": add_special })
+    }
+}
+
+/// What an `rpc-server`'s log says about its connections: `RDMA activated: qpn=…` once one
+/// upgraded (ggml-rpc's RDMA transport, llama.cpp#20590), TCP otherwise.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RpcTransport {
+    Rdma,
+    Tcp,
+}
+
+/// On a RoCE link, the RDMA device and GID index ggml-rpc's transport uses (`GGML_RDMA_DEV`,
+/// `GGML_RDMA_GID`): the node's own, as NCCL's are, instead of its guess from the TCP socket's
+/// address; a build without RDMA ignores them.
+fn rdma_env(transport: &Transport) -> BTreeMap<String, String> {
+    match transport {
+        Transport::Roce { device, gid_index, .. } => {
+            [("GGML_RDMA_DEV", device.clone()), ("GGML_RDMA_GID", gid_index.to_string())]
+                .map(|(key, value)| (key.to_string(), value))
+                .into()
+        }
+        _ => BTreeMap::new(),
+    }
+}
+
+/// The transport `lines` of an `rpc-server` log show.
+pub fn rpc_transport(lines: &[String]) -> RpcTransport {
+    if lines.iter().any(|line| line.contains("RDMA activated")) {
+        RpcTransport::Rdma
+    } else {
+        RpcTransport::Tcp
     }
 }
 
@@ -255,14 +308,18 @@ fn plan(nodes: &[NodeFacts], request: &PlanRequest, backend: Backend) -> LaunchP
         let (role, command) = match (backend, index) {
             (Backend::Rpc, 0) | (_, 0) => {
                 let argv = llama_server(&request.model, &workers, alias, &request.host, request.port, &request.extra);
-                let head_env = HEAD_ENV.iter().map(|(key, value)| (key.to_string(), value.to_string()));
-                let env = with_overrides(head_env.collect(), request);
+                let mut head_env: BTreeMap<String, String> =
+                    HEAD_ENV.iter().map(|(key, value)| (key.to_string(), value.to_string())).collect();
+                if backend == Backend::Rpc {
+                    head_env.extend(rdma_env(&facts.transport));
+                }
+                let env = with_overrides(head_env, request);
                 let role = if backend == Backend::Rpc { Role::Head } else { Role::Single };
                 let secrets = [LLAMA_CPP.api_key_env()];
                 (role, PlannedCommand::process(SERVER, argv, env).with_secrets(&secrets, request))
             }
             _ => {
-                let env = with_overrides(BTreeMap::new(), request);
+                let env = with_overrides(rdma_env(&facts.transport), request);
                 let program =
                     RPC_PROGRAMS.iter().find(|p| facts.programs.iter().any(|f| f == *p)).unwrap_or(&RPC_PROGRAMS[0]);
                 let argv = rpc_server(program, listen(facts));
@@ -287,7 +344,7 @@ fn plan(nodes: &[NodeFacts], request: &PlanRequest, backend: Backend) -> LaunchP
     } else {
         vec![Step { starts: vec![(0, 0)], proofs: vec![Proof::Endpoint] }]
     };
-    LaunchPlan { engine: LLAMA_CPP, backend, nodes: planned, steps }
+    LaunchPlan { engine: LLAMA_CPP, backend, nodes: planned, steps, notes: Vec::new() }
 }
 
 /// Every file of a GGUF model given by its path: a split model (`NAME-00001-of-00003.gguf`) is
@@ -346,6 +403,8 @@ mod tests {
             hub_commit: None,
             env: BTreeMap::new(),
             secrets: vec!["LLAMA_API_KEY".into(), "HF_TOKEN".into()],
+            image_flags: None,
+            cuda_graphs: false,
         }
     }
 
@@ -417,6 +476,61 @@ mod tests {
         assert!(LLAMA_CPP.needs("docker.io/kyuz0/amd-strix-halo-toolboxes:rocm-7.1.1-rocwmma").kfd);
         let vulkan = LLAMA_CPP.needs("docker.io/kyuz0/amd-strix-halo-toolboxes:vulkan-radv");
         assert!(!vulkan.kfd && !vulkan.rdma);
+    }
+
+    #[test]
+    fn on_roce_both_ends_of_rpc_name_the_nodes_rdma_device_and_gid() {
+        let roce = |ip: [u8; 4], program: &str| NodeFacts {
+            transport: Transport::Roce {
+                device: "rocep194s0f0".into(),
+                port: 1,
+                netdev: "enp194s0f0".into(),
+                gid_index: 3,
+            },
+            ..facts("n", ip, &[program])
+        };
+        let rdma = plan(
+            &[roce([192, 168, 100, 1], "llama-server"), roce([192, 168, 100, 2], "rpc-server")],
+            &request(&[]),
+            Backend::Rpc,
+        );
+        for node in &rdma.nodes {
+            let env = &node.commands[0].env;
+            assert_eq!(
+                (env["GGML_RDMA_DEV"].as_str(), env["GGML_RDMA_GID"].as_str()),
+                ("rocep194s0f0", "3"),
+                "{env:?}"
+            );
+        }
+        let tcp = plan(
+            &[facts("n1", [192, 168, 2, 1], &["llama-server"]), facts("n2", [192, 168, 2, 2], &["rpc-server"])],
+            &request(&[]),
+            Backend::Rpc,
+        );
+        assert!(!tcp.nodes[1].commands[0].env.contains_key("GGML_RDMA_DEV"), "Thunderbolt: no RDMA");
+    }
+
+    #[test]
+    fn rpc_without_rdma_activated_on_roce_is_a_warning() {
+        // As ggml-rpc logs them (docs/backend/RPC-RDMA.md; GGML_LOG_INFO in its transport).
+        let upgraded = [
+            "Accepted client connection",
+            "RDMA probed: dev=rocep194s0f0 gid=1 qpn=328 inline=316",
+            "RDMA activated: qpn=328->488 mtu=1024 rx_depth=24",
+        ];
+        let stock = ["transport      : TCP", "Accepted client connection"];
+        let failed = ["transport: TCP (RDMA auto-negotiate enabled)", "RDMA activate failed, staying on TCP"];
+        let text = |lines: &[&str]| lines.iter().map(|l| l.to_string()).collect::<Vec<_>>();
+        assert_eq!(rpc_transport(&text(&upgraded)), RpcTransport::Rdma);
+        assert_eq!(rpc_transport(&text(&stock)), RpcTransport::Tcp);
+        assert_eq!(rpc_transport(&text(&failed)), RpcTransport::Tcp);
+        let roce =
+            Transport::Roce { device: "rocep194s0f0".into(), port: 1, netdev: "enp194s0np0".into(), gid_index: 1 };
+        let logs =
+            |lines: &[&str]| vec![LogTail { service: "m".into(), file: RPC_SERVER.into(), lines: text(lines), end: 0 }];
+        let warned = crate::serving::engine::tcp_on_roce(LLAMA_CPP, &roce, &[("node2".into(), logs(&failed))]);
+        assert!(warned[0].contains("node2") && warned[0].contains("RDMA activate failed"), "{warned:?}");
+        assert!(crate::serving::engine::tcp_on_roce(LLAMA_CPP, &roce, &[("node2".into(), logs(&upgraded))]).is_empty());
     }
 
     #[test]

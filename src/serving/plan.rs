@@ -55,6 +55,11 @@ pub struct PlanRequest {
     pub env: BTreeMap<String, String>,
     /// Secrets the launch has, by the variable that carries them (values are never in a plan).
     pub secrets: Vec<String>,
+    /// Of the flags the engine asked the head's image about (`ServingEngine::image_question`),
+    /// those its help names; None: not asked (a dry run of a stopped toolbox).
+    pub image_flags: Option<Vec<String>>,
+    /// The operator takes the risk of CUDA graph capture across nodes (`--cuda-graphs`).
+    pub cuda_graphs: bool,
 }
 
 /// One command a node runs, with its environment and how it starts.
@@ -131,6 +136,9 @@ pub struct LaunchPlan {
     pub backend: Backend,
     pub nodes: Vec<NodePlan>,
     pub steps: Vec<Step>,
+    /// What the engine chose that the operator did not say, and why (the report's `why`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 impl PlannedCommand {

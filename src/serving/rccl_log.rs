@@ -5,8 +5,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::spec::Transport;
-
 /// The line RCCL (as NCCL) logs once a rank's communicator is up.
 pub const JOINED: &str = "Init COMPLETE";
 
@@ -31,16 +29,6 @@ impl RcclNet {
         } else {
             None
         }
-    }
-
-    /// A warning when the link is RoCE and RCCL took sockets anyway.
-    pub fn warning(net: Option<RcclNet>, link: &Transport, node: &str) -> Option<String> {
-        (matches!(link, Transport::Roce { .. }) && net == Some(RcclNet::Socket)).then(|| {
-            format!(
-                "RCCL on {node} runs over NET/Socket (TCP) although the link is RoCE: tensor parallelism is slow \
-                 this way; check the RoCE settings (`strix-toolbox cluster verify`, NCCL_IB_HCA, NCCL_IB_GID_INDEX)"
-            )
-        })
     }
 }
 
@@ -69,13 +57,5 @@ mod tests {
         assert!(!joined(&socket));
         assert_eq!(RcclNet::of(&socket), Some(RcclNet::Socket));
         assert_eq!(RcclNet::of(&lines(&["INFO loading weights"])), None);
-
-        let roce =
-            Transport::Roce { device: "rocep194s0f0".into(), port: 1, netdev: "enp194s0np0".into(), gid_index: 1 };
-        let warning = RcclNet::warning(Some(RcclNet::Socket), &roce, "node2").unwrap();
-        assert!(warning.contains("node2") && warning.contains("NET/Socket"), "{warning}");
-        assert_eq!(RcclNet::warning(Some(RcclNet::Ib), &roce, "node2"), None);
-        let tb = Transport::ThunderboltTcp { netdev: "thunderbolt0".into() };
-        assert_eq!(RcclNet::warning(Some(RcclNet::Socket), &tb, "node2"), None, "TCP is what a TCP link takes");
     }
 }

@@ -231,9 +231,11 @@ pub struct ServingFiles {
 }
 
 impl ServingFiles {
-    /// For `service`, under the XDG state directory.
+    /// For `service`, under this node's own state directory (apart from other nodes' when they
+    /// share the home). A launch from before state was kept per node left its record in the
+    /// shared one: it is read there until its stop removes it.
     pub fn of(paths: &Paths, service: &ServiceName) -> Result<ServingFiles> {
-        Ok(ServingFiles::in_dir(&serving_dir(paths)?, &service.file_safe()))
+        Ok(ServingDir::of(paths)?.files(service))
     }
 
     /// The files named `stem.…` in `dir`.
@@ -348,9 +350,14 @@ impl ServingFiles {
 /// The most entries of the serving directory looked at (records, logs, secrets of a few services).
 const MAX_DIR_ENTRIES: usize = 4096;
 
-/// `serving/` under the XDG state directory.
-fn serving_dir(paths: &Paths) -> Result<PathBuf> {
-    Ok(paths.state_dir("what was launched")?.join("serving"))
+/// What was launched: `serving/` under this node's own state directory, and under the state
+/// directory the nodes of one home share (where a launch from before state was kept per node
+/// left its record) when that is another.
+fn serving_dirs(paths: &Paths) -> Result<(PathBuf, Option<PathBuf>)> {
+    let keeps = "what was launched";
+    let own = paths.node_state_dir(keeps)?.join("serving");
+    let before = paths.state_dir(keeps)?.join("serving");
+    Ok((own.clone(), (before != own).then_some(before)))
 }
 
 /// A record's text, at most [`MAX_RECORD_BYTES`] of it (a longer file is no record).
@@ -360,6 +367,22 @@ fn read_bounded(path: &Path) -> std::io::Result<String> {
     Ok(text)
 }
 
+/// The names in `dir` that end in `suffix`, without it, sorted (none when `dir` is missing).
+fn names_in(dir: &Path, suffix: &str) -> Result<Vec<String>> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(error) => return Err(Error::read(dir.to_path_buf(), error)),
+    };
+    let mut names: Vec<String> = entries
+        .flatten()
+        .take(MAX_DIR_ENTRIES)
+        .filter_map(|entry| entry.file_name().into_string().ok()?.strip_suffix(suffix).map(str::to_string))
+        .collect();
+    names.sort();
+    Ok(names)
+}
+
 /// One service's record on this node, with its files.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Recorded {
@@ -367,45 +390,54 @@ pub struct Recorded {
     pub record: ServingRecord,
 }
 
-/// Every service recorded on this node: the serving directory.
+/// Every service recorded on this node: its serving directory (and the one from before state
+/// was kept per node, where a record may still be).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServingDir {
-    dir: PathBuf,
+    own: PathBuf,
+    before: Option<PathBuf>,
 }
 
 impl ServingDir {
     pub fn of(paths: &Paths) -> Result<ServingDir> {
-        Ok(ServingDir { dir: serving_dir(paths)? })
+        let (own, before) = serving_dirs(paths)?;
+        Ok(ServingDir { own, before })
     }
 
     #[cfg(test)]
     pub fn in_dir(dir: &Path) -> ServingDir {
-        ServingDir { dir: dir.to_path_buf() }
+        ServingDir { own: dir.to_path_buf(), before: None }
     }
 
-    /// Where `service`'s files are (its record need not exist: its logs outlive it).
+    /// Where `service`'s files are (its record need not exist: its logs outlive it): this node's
+    /// own directory, unless only the one from before holds its record.
     pub fn files(&self, service: &ServiceName) -> ServingFiles {
-        ServingFiles::in_dir(&self.dir, &service.file_safe())
+        let own = ServingFiles::in_dir(&self.own, &service.file_safe());
+        let before = self.before.as_ref().map(|dir| ServingFiles::in_dir(dir, &service.file_safe()));
+        match before {
+            Some(before) if !own.record().exists() && before.record().exists() => before,
+            _ => own,
+        }
     }
 
-    /// Every record here (`*.json`), by name; none when nothing was ever launched.
+    /// Both directories, this node's own first.
+    fn dirs(&self) -> impl Iterator<Item = &PathBuf> {
+        std::iter::once(&self.own).chain(self.before.iter())
+    }
+
+    /// Every record here (`*.json`), by name; none when nothing was ever launched. A stem this
+    /// node's own directory has is not read again from the one from before.
     pub fn list(&self) -> Result<Vec<Recorded>> {
-        let entries = match std::fs::read_dir(&self.dir) {
-            Ok(entries) => entries,
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(error) => return Err(Error::read(self.dir.clone(), error)),
-        };
-        let mut stems: Vec<String> = entries
-            .flatten()
-            .take(MAX_DIR_ENTRIES)
-            .filter_map(|entry| entry.file_name().into_string().ok()?.strip_suffix(".json").map(str::to_string))
-            .collect();
-        stems.sort();
-        let mut found = Vec::new();
-        for stem in stems.into_iter().take(MAX_RECORDS) {
-            let files = ServingFiles::in_dir(&self.dir, &stem);
-            if let Some(record) = files.read()? {
-                found.push(Recorded { files, record });
+        let mut found: Vec<Recorded> = Vec::new();
+        for dir in self.dirs() {
+            for stem in names_in(dir, ".json")?.into_iter().take(MAX_RECORDS) {
+                if found.iter().any(|seen| seen.files.stem() == stem) {
+                    continue;
+                }
+                let files = ServingFiles::in_dir(dir, &stem);
+                if let Some(record) = files.read()? {
+                    found.push(Recorded { files, record });
+                }
             }
         }
         found.sort_by(|a, b| a.record.service.cmp(&b.record.service));
@@ -414,15 +446,10 @@ impl ServingDir {
 
     /// The stems of every log here (`STEM.PROCESS.log`), each once, sorted.
     pub fn logged_stems(&self) -> Vec<String> {
-        let mut stems: Vec<String> = std::fs::read_dir(&self.dir)
-            .into_iter()
-            .flatten()
-            .flatten()
-            .take(MAX_DIR_ENTRIES)
-            .filter_map(|entry| {
-                let file = entry.file_name().into_string().ok()?;
-                Some(file.strip_suffix(".log")?.rsplit_once('.')?.0.to_string())
-            })
+        let mut stems: Vec<String> = self
+            .dirs()
+            .flat_map(|dir| names_in(dir, ".log").unwrap_or_default())
+            .filter_map(|name| Some(name.rsplit_once('.')?.0.to_string()))
             .collect();
         stems.sort();
         stems.dedup();

@@ -11,12 +11,14 @@ use crate::error::Result;
 use crate::link::ports::LinkPort;
 use crate::serving::engine::{Backend, EngineRef, ServingEngine, ToolboxProfile};
 use crate::serving::environment::serving_env;
+use crate::serving::logs::LogTail;
 use crate::serving::model_source::ModelSource;
 use crate::serving::parallelism::Parallelism;
 use crate::serving::plan::{
     flag_value, with_overrides, LaunchPlan, NodeFacts, NodePlan, PlanRequest, PlannedCommand, Proof, Start, Step,
 };
 use crate::serving::ray::{ray_head, ray_worker, RayRole, AUTH_MODE, AUTH_TOKEN, RAY_PORT};
+use crate::serving::rccl_log::RcclNet;
 use crate::serving::record::Role;
 use crate::serving::state::FlagQuestion;
 use crate::spec::{ToolboxNeeds, Transport};
@@ -33,6 +35,9 @@ pub const RENDEZVOUS_PORT: u16 = 29501;
 
 /// The flag of vLLM's that says its multiprocessing executor spans nodes.
 const NNODES: &str = "--nnodes";
+/// The shorthand of `--compilation-config` that vLLM's help names from the versions whose
+/// compilation config has `cudagraph_mode` (the shorthand came after it).
+const COMPILATION_SHORTHAND: &str = "-cc";
 
 struct Vllm;
 
@@ -122,10 +127,12 @@ impl ServingEngine for Vllm {
         })
     }
 
-    fn backend_question(&self, candidates: &[Backend]) -> Option<FlagQuestion> {
-        (candidates.len() > 1).then(|| FlagQuestion {
+    /// Across nodes: whether its multiprocessing executor spans nodes (`--nnodes`), and whether
+    /// its compilation config can turn graph capture off alone (`-cc`).
+    fn image_question(&self, candidates: &[Backend]) -> Option<FlagQuestion> {
+        (candidates != [Backend::Single]).then(|| FlagQuestion {
             help: ["vllm", "serve", "--help=all"].map(String::from).to_vec(),
-            flags: vec![NNODES.to_string()],
+            flags: vec![NNODES.to_string(), COMPILATION_SHORTHAND.to_string()],
         })
     }
 
@@ -185,6 +192,16 @@ impl ServingEngine for Vllm {
 
     fn name_flags(&self) -> &'static [&'static str] {
         &["--served-model-name"]
+    }
+
+    fn tcp_on_roce(&self, logs: &[LogTail], node: &str) -> Option<String> {
+        let lines = &logs.iter().find(|tail| tail.file == SERVER)?.lines;
+        (RcclNet::of(lines) == Some(RcclNet::Socket)).then(|| {
+            format!(
+                "RCCL on {node} runs over NET/Socket (TCP) although the link is RoCE: tensor parallelism is slow \
+                 this way; check the RoCE settings (`strix-toolbox cluster verify`, NCCL_IB_HCA, NCCL_IB_GID_INDEX)"
+            )
+        })
     }
 
     fn tokenize_request(&self, model: &str, text: &str, add_special: bool) -> serde_json::Value {
@@ -254,6 +271,8 @@ fn plan(nodes: &[NodeFacts], request: &PlanRequest, backend: Backend) -> LaunchP
         // vLLM loads the commit every node has, from its cache, never asking the Hub.
         extra.extend(["--revision".to_string(), commit.clone()]);
     }
+    let (graphs, notes) = graph_capture(nodes.len(), request);
+    extra.extend(graphs);
     let mut planned = Vec::new();
     for (index, facts) in nodes.iter().enumerate() {
         let mut env = serving_env(&facts.transport, facts.link_ip, &BTreeMap::new());
@@ -332,7 +351,42 @@ fn plan(nodes: &[NodeFacts], request: &PlanRequest, backend: Backend) -> LaunchP
         }
         Backend::Single | Backend::Rpc => vec![Step { starts: vec![(0, 0)], proofs: vec![Proof::Endpoint] }],
     };
-    LaunchPlan { engine: VLLM, backend, nodes: planned, steps }
+    LaunchPlan { engine: VLLM, backend, nodes: planned, steps, notes }
+}
+
+/// No CUDA graph capture across nodes unless the operator takes the risk (`--cuda-graphs`) or
+/// says otherwise after `--`: it can freeze on distributed APU nodes (vllm#32180 on gfx1151).
+/// Where the image's vLLM turns capture off alone (`cudagraph_mode` NONE; its help names `-cc`),
+/// Inductor's fusion stays (7-9% faster than `--enforce-eager`, hang-free over a 600 s soak);
+/// else `--enforce-eager`. The args to add, and what the report says.
+fn graph_capture(nodes: usize, request: &PlanRequest) -> (Vec<String>, Vec<String>) {
+    if nodes < 2 || request.cuda_graphs || request.extra.iter().any(|word| says_how_to_compile(word)) {
+        return (Vec::new(), Vec::new());
+    }
+    let named = request.image_flags.as_ref().map(|flags| flags.iter().any(|f| f == COMPILATION_SHORTHAND));
+    let risk = "CUDA graph capture can freeze across gfx1151 nodes (vllm#32180; --cuda-graphs to capture anyway)";
+    match named {
+        Some(true) => (
+            vec!["--compilation-config".into(), r#"{"cudagraph_mode":"NONE"}"#.into()],
+            vec![format!("graph capture off (cudagraph_mode NONE, Inductor's fusion kept): {risk}")],
+        ),
+        Some(false) => (
+            vec!["--enforce-eager".into()],
+            vec![format!("--enforce-eager: {risk}, and the image's vLLM has no cudagraph_mode to turn it off alone")],
+        ),
+        None => (
+            vec!["--enforce-eager".into()],
+            vec![format!("--enforce-eager: {risk} (the stopped toolbox's vLLM was not asked for cudagraph_mode)")],
+        ),
+    }
+}
+
+/// An argument of the operator's that says how to compile or capture graphs.
+fn says_how_to_compile(word: &str) -> bool {
+    let flags = ["--enforce-eager", "--no-enforce-eager", "--compilation-config"];
+    flags.iter().any(|flag| word == *flag || word.starts_with(&format!("{flag}=")))
+        || word.starts_with("-cc")
+        || word.starts_with("-O")
 }
 
 #[cfg(test)]
@@ -354,7 +408,7 @@ mod tests {
         assert_eq!(VLLM.backends(None, 1).unwrap(), [Backend::Single]);
         assert_eq!(VLLM.backends(Some(Backend::Ray), 2).unwrap(), [Backend::Ray]);
         let candidates = [Backend::Mp, Backend::Ray];
-        assert!(VLLM.backend_question(&candidates).is_some() && VLLM.backend_question(&[Backend::Mp]).is_none());
+        assert!(VLLM.image_question(&candidates).is_some() && VLLM.image_question(&[Backend::Single]).is_none());
         let (backend, why) = VLLM.settle_backend(&candidates, Some(&[]));
         assert_eq!(backend, Backend::Ray);
         assert!(why[0].contains("no --nnodes"), "{why:?}");
@@ -371,6 +425,48 @@ mod tests {
         let path = ModelSource::Path("/models/tiny".into());
         assert_eq!(VLLM.model_paths(&path, Role::Worker).unwrap(), ["/models/tiny"], "every vLLM rank reads it");
         assert!(VLLM.source("/m/x.gguf", None).unwrap_err().to_string().contains("llama.cpp"));
+    }
+
+    #[test]
+    fn rccl_over_sockets_on_roce_is_a_warning() {
+        let tail =
+            |line: &str| vec![LogTail { service: "m".into(), file: SERVER.into(), lines: vec![line.into()], end: 0 }];
+        let socket = tail("NCCL INFO Channel 00/0 : 1[0] -> 0[0] [send] via NET/Socket/0");
+        let roce =
+            Transport::Roce { device: "rocep194s0f0".into(), port: 1, netdev: "enp194s0np0".into(), gid_index: 1 };
+        let warned = crate::serving::engine::tcp_on_roce(VLLM, &roce, &[("node2".into(), socket.clone())]);
+        assert!(warned[0].contains("node2") && warned[0].contains("NET/Socket"), "{warned:?}");
+        let ib = tail("NCCL INFO Channel 00/0 : 1[0] -> 0[0] [send] via NET/IB/0");
+        assert!(crate::serving::engine::tcp_on_roce(VLLM, &roce, &[("node2".into(), ib)]).is_empty());
+        let tb = Transport::ThunderboltTcp { netdev: "thunderbolt0".into() };
+        assert!(crate::serving::engine::tcp_on_roce(VLLM, &tb, &[("node2".into(), socket)]).is_empty(), "TCP link");
+    }
+
+    #[test]
+    fn across_nodes_no_graph_capture_unless_asked_and_the_image_says_how() {
+        let nodes = [facts("node1", [192, 168, 2, 1], None), facts("node2", [192, 168, 2, 2], None)];
+        let head_argv = |request: PlanRequest| {
+            let plan = planned(&nodes, request, Backend::Mp, split(1, 2));
+            (plan.nodes[0].commands[0].argv.join(" "), plan.notes)
+        };
+        let (argv, notes) = head_argv(request("/m", &[], &[], None));
+        assert!(argv.ends_with(r#"--compilation-config {"cudagraph_mode":"NONE"}"#), "{argv}");
+        assert!(notes[0].contains("vllm#32180") && notes[0].contains("--cuda-graphs"), "{notes:?}");
+        let old = PlanRequest { image_flags: Some(vec![NNODES.into()]), ..request("/m", &[], &[], None) };
+        let (argv, notes) = head_argv(old);
+        assert!(argv.ends_with("--enforce-eager") && notes[0].contains("no cudagraph_mode"), "{argv}");
+        let (argv, notes) = head_argv(PlanRequest { image_flags: None, ..request("/m", &[], &[], None) });
+        assert!(argv.ends_with("--enforce-eager") && notes[0].contains("not asked"), "{argv}");
+        let risk = PlanRequest { cuda_graphs: true, ..request("/m", &[], &[], None) };
+        let (argv, notes) = head_argv(risk);
+        assert!(!argv.contains("eager") && !argv.contains("compilation") && notes.is_empty(), "{argv}");
+        for own in [&["-O3"][..], &["--compilation-config", "{}"], &["--enforce-eager"], &["-cc.mode=3"]] {
+            let (argv, notes) = head_argv(request("/m", own, &[], None));
+            assert!(argv.ends_with(&own.join(" ")) && notes.is_empty(), "the operator's own say: {argv}");
+        }
+        let alone = [facts("node1", [127, 0, 0, 1], None)];
+        let plan = planned(&alone, request("/m", &[], &[], None), Backend::Single, split(1, 1));
+        assert!(plan.notes.is_empty() && !plan.nodes[0].commands[0].argv.join(" ").contains("eager"), "one node");
     }
 
     #[test]
@@ -451,6 +547,8 @@ mod tests {
             hub_commit: commit.map(str::to_string),
             env: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
             secrets: vec!["HF_TOKEN".into(), "RAY_AUTH_TOKEN".into()],
+            image_flags: Some(vec![NNODES.into(), COMPILATION_SHORTHAND.into()]),
+            cuda_graphs: false,
         }
     }
 
@@ -483,7 +581,7 @@ mod tests {
             }
         }
         let serve = &plan.nodes[0].commands.last().unwrap().argv;
-        assert!(serve.ends_with(&["--revision".to_string(), commit.to_string()]), "{serve:?}");
+        assert!(serve.windows(2).any(|pair| pair == ["--revision", commit]), "{serve:?}");
 
         // The operator's own --revision and -e win.
         let asked = request("acme/tiny", &["--revision", "v1"], &[("HF_HUB_OFFLINE", "0")], Some(commit));

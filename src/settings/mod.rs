@@ -9,6 +9,7 @@ use crate::engine::kind::EngineChoice;
 use crate::engine::{self, Connection, EngineKind};
 use crate::error::Result;
 use crate::host::installed::Installed;
+use crate::host::machine_id::machine_id;
 use crate::host::HostRoot;
 use crate::paths::Paths;
 use crate::reporter::Reporter;
@@ -38,13 +39,15 @@ impl Settings {
     /// Resolve the global flags against this process's environment and terminal.
     pub fn resolve(host_root: PathBuf, engine: EngineChoice, reporter: Arc<dyn Reporter>) -> Settings {
         let installed = Installed::find();
+        // The node's own state is kept under its machine id: one home may serve many nodes.
+        let machine_id = HostRoot::open(&host_root).ok().and_then(|root| machine_id(&root));
         Settings {
             host_root,
             engine: engine.resolve(&installed, &process_env),
             installed,
             reporter,
             live_interfaces: process_env("STRIX_LIVE_INTERFACES").is_some_and(|v| v == "1"),
-            paths: Paths::of_this_process(),
+            paths: Paths::of_this_process().for_node(machine_id.as_deref()),
             #[cfg(test)]
             test_engine: None,
         }

@@ -126,10 +126,10 @@ fn numeric_gids_elsewhere() {
 #[test]
 fn active_roce_port_sets_nccl_env() {
     let spec = ToolboxSpec::new(&root(), &rdma_node(), &options(EngineKind::Docker, false, "runc"));
-    assert_eq!(spec.env["NCCL_SOCKET_IFNAME"], "enp194s0f0");
+    assert_eq!(spec.env["NCCL_SOCKET_IFNAME"], "=enp194s0f0", "exactly that netdev");
     assert_eq!(spec.env["GLOO_SOCKET_IFNAME"], "enp194s0f0");
     assert_eq!(spec.env["NCCL_IB_GID_INDEX"], "3");
-    assert_eq!(spec.env["NCCL_IB_HCA"], "rocep194s0f0:1", "only the active device and port");
+    assert_eq!(spec.env["NCCL_IB_HCA"], "=rocep194s0f0:1", "only the active device and port, by its exact name");
     assert!(!spec.env.contains_key("NCCL_IB_DISABLE"));
 
     let mut down = rdma_node();
@@ -149,7 +149,7 @@ fn thunderbolt_up_without_active_roce_carries_tcp_with_rdma_off() {
     down.rdma.ports[0].state = Some("1: DOWN".into());
     for facts in [with_thunderbolt(gpu_node(), "up"), down] {
         let spec = ToolboxSpec::new(&root(), &facts, &options(EngineKind::Docker, false, "runc"));
-        assert_eq!(spec.env["NCCL_SOCKET_IFNAME"], "thunderbolt0");
+        assert_eq!(spec.env["NCCL_SOCKET_IFNAME"], "=thunderbolt0");
         assert_eq!(spec.env["GLOO_SOCKET_IFNAME"], "thunderbolt0");
         assert_eq!(spec.env["NCCL_IB_DISABLE"], "1");
         assert!(!spec.env.contains_key("NCCL_IB_HCA") && !spec.env.contains_key("NCCL_IB_GID_INDEX"));
@@ -162,7 +162,7 @@ fn active_roce_wins_over_thunderbolt_and_a_down_cable_is_plain_ethernet() {
     let both = with_thunderbolt(rdma_node(), "up");
     assert_eq!(Transport::of(&both).netdev(), Some("enp194s0f0"));
     let spec = ToolboxSpec::new(&root(), &both, &options(EngineKind::Docker, false, "runc"));
-    assert_eq!(spec.env["NCCL_SOCKET_IFNAME"], "enp194s0f0");
+    assert_eq!(spec.env["NCCL_SOCKET_IFNAME"], "=enp194s0f0", "exactly that netdev");
 
     let unplugged = with_thunderbolt(gpu_node(), "down");
     assert_eq!(Transport::of(&unplugged), Transport::EthernetTcp);

@@ -66,19 +66,22 @@ impl Transport {
         }
     }
 
-    /// The NCCL/RCCL and Gloo environment that keeps traffic on this transport.
+    /// The NCCL/RCCL and Gloo environment that keeps traffic on this transport. NCCL reads
+    /// `NCCL_SOCKET_IFNAME` and `NCCL_IB_HCA` as prefixes unless they start with `=`: the exact
+    /// names, so `rocep194s0f0` never also takes `rocep194s0f01` (a prefix match broke
+    /// `ncclCommInitRank` on E810 nodes). Gloo takes its interface name as it is.
     pub fn env(&self) -> BTreeMap<String, String> {
         let mut env = BTreeMap::new();
         let mut set = |key: &str, value: String| env.insert(key.to_string(), value);
         match self {
             Transport::Roce { device, port, netdev, gid_index } => {
-                set("NCCL_SOCKET_IFNAME", netdev.clone());
+                set("NCCL_SOCKET_IFNAME", format!("={netdev}"));
                 set("GLOO_SOCKET_IFNAME", netdev.clone());
                 set("NCCL_IB_GID_INDEX", gid_index.to_string());
-                set("NCCL_IB_HCA", format!("{device}:{port}"));
+                set("NCCL_IB_HCA", format!("={device}:{port}"));
             }
             Transport::ThunderboltTcp { netdev } => {
-                set("NCCL_SOCKET_IFNAME", netdev.clone());
+                set("NCCL_SOCKET_IFNAME", format!("={netdev}"));
                 set("GLOO_SOCKET_IFNAME", netdev.clone());
                 set("NCCL_IB_DISABLE", "1".to_string());
             }

@@ -20,6 +20,7 @@ use super::copy::{copy_listed, list_image, pinned_digest, record_served, SpreadC
 use super::registry::writer_client;
 use super::relay::{Relay, RelayStats, RelayedImage};
 use super::spool::Spools;
+use crate::apply::interruptible;
 use crate::error::{Error, Result};
 use crate::image::reference::ImageRef;
 use crate::link::ca;
@@ -93,8 +94,12 @@ pub async fn spread_relay(settings: &Settings, request: &SpreadRelay) -> Result<
         let id = RUNNING.keep(Running { copy: tokio::spawn(async move { Ok(copied) }), relay: None });
         return Ok(SpreadRelaying { id, relay: None });
     }
-    let upstream = RegistryClient::upstream(&image, settings.engine.program()).await?;
-    let listed = list_image(&upstream, &path, &digest).await?;
+    let listing = async {
+        let upstream = RegistryClient::upstream(&image, settings.engine.program()).await?;
+        let listed = list_image(&upstream, &path, &digest).await?;
+        Ok((upstream, listed))
+    };
+    let (upstream, listed) = interruptible(&format!("listing {} upstream", request.image), listing).await?;
     let spools = Spools::new(&home.dir.join("relay"), &listed.blobs)
         .map(Arc::new)
         .map_err(|e| Error::read(home.dir.join("relay"), e))?;

@@ -4,6 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::apply::interruptible;
 use crate::error::Result;
 use crate::image::reference::ImageRef;
 use crate::registry::RegistryClient;
@@ -25,13 +26,17 @@ pub struct UpstreamDigest {
     pub pinned: String,
 }
 
+/// `reference`'s digest in its registry now; Ctrl-C or SIGTERM stops the asking.
 pub async fn resolve_upstream(settings: &Settings, reference: &str) -> Result<UpstreamDigest> {
     let image = ImageRef::parse(reference)?;
     let digest = match &image.digest {
         Some(digest) => digest.clone(),
         None => {
-            let upstream = RegistryClient::upstream(&image, settings.engine.program()).await?;
-            upstream.digest_of(&image.path(), image.tag.as_deref().unwrap_or("latest")).await?
+            let asking = async {
+                let upstream = RegistryClient::upstream(&image, settings.engine.program()).await?;
+                upstream.digest_of(&image.path(), image.tag.as_deref().unwrap_or("latest")).await
+            };
+            interruptible(&format!("asking {} for {reference}'s digest", image.registry()), asking).await?
         }
     };
     Ok(UpstreamDigest { reference: reference.to_string(), pinned: format!("{}@{digest}", image.repository), digest })

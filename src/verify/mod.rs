@@ -14,6 +14,7 @@ pub mod probe;
 mod proc_self;
 pub(crate) mod programs;
 pub mod rccl;
+pub mod rdma_core;
 
 use serde::{Deserialize, Serialize};
 
@@ -182,12 +183,13 @@ pub async fn verify_container(
 ) -> VerifyReport {
     let probe = Probe::new(engine, container, user);
     // Independent probes, run together: each is an exec (or a copy) the engine serves on its own.
-    let (devices, proc_self, rccl, hardware, programs) = tokio::join!(
+    let (devices, proc_self, rccl, hardware, programs, rdma_core) = tokio::join!(
         devices::checks(&probe, expected),
         probe.run(&proc_self::COMMAND),
         rccl::checks(&probe, expected),
         hardware::checks(&probe, expected),
         programs::checks(&probe, expected),
+        rdma_core::checks(&probe, expected),
     );
     let proc_self = proc_self::read(proc_self);
     let mut checks = devices;
@@ -195,6 +197,7 @@ pub async fn verify_container(
     checks.push(groups::check(&proc_self, expected));
     checks.push(environment::check(&proc_self, expected));
     checks.extend(rccl);
+    checks.extend(rdma_core);
     checks.extend(hardware);
     checks.extend(programs);
     VerifyReport::new(container, checks)

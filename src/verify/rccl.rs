@@ -14,6 +14,8 @@ use super::Expected;
 use crate::check::{Check, Status};
 use crate::engine::archive::first_file;
 use crate::image::short_digest;
+use crate::rccl::dynamic::{parse_dynamic, DynamicInfo};
+use crate::rccl::stock::{judge_stock, StockCopy};
 use crate::rccl::{inspect_library, sha256_hex, ArtifactFormat};
 
 const NAME: &str = "rccl";
@@ -95,13 +97,20 @@ pub async fn checks(probe: &Probe<'_>, expected: &Expected) -> Vec<Check> {
             None,
         ));
     }
+    // Whose RCCL it is: the image's own (no label: nothing replaced it) or a custom build's.
+    let whose = if expected.rccl_label.is_none() { ": the image's own RCCL, no custom build" } else { "" };
+    let mut dynamic_views = Vec::new();
     for (digest, (paths, library)) in by_digest {
         let shown = &paths[0];
-        checks.push(match inspect_library(Path::new(shown), ArtifactFormat::So, None, library) {
+        let inspected = inspect_library(Path::new(shown), ArtifactFormat::So, None, library);
+        if let Ok(report) = &inspected {
+            dynamic_views.extend(report.dynamic.clone().map(|dynamic| (paths.join(", "), dynamic)));
+        }
+        checks.push(match inspected {
             Ok(report) if report.has_gfx1151 => Check::new(
                 format!("{NAME}:gfx1151"),
                 Status::Pass,
-                format!("{shown} carries {} (sha256 {})", report.gfx_targets.join(", "), short_digest(&digest)),
+                format!("{shown} carries {} (sha256 {}){whose}", report.gfx_targets.join(", "), short_digest(&digest)),
                 None,
             ),
             Ok(report) => Check::new(
@@ -144,7 +153,73 @@ pub async fn checks(probe: &Probe<'_>, expected: &Expected) -> Vec<Check> {
             });
         }
     }
+    if let Some(torch) = needed_by {
+        checks.push(exports_check(probe, torch, &dynamic_views, expected.rccl_label.is_some()).await);
+    }
     checks
+}
+
+/// Every nccl*/rccl* symbol `torch` imports is exported by each RCCL (`rccls`, by their paths):
+/// one missing is `undefined symbol` at `import torch` (a custom gfx1151 RCCL built from an older
+/// RCCL than current nightlies' torch: kyuz0/amd-strix-halo-vllm-toolboxes#60). torch is read
+/// whole through the archive API (its dynamic symbols are what the loader reads).
+async fn exports_check(probe: &Probe<'_>, torch: &str, rccls: &[(String, DynamicInfo)], custom: bool) -> Check {
+    let name = format!("{NAME}:exports");
+    let bytes = match probe.engine.container_archive(probe.container, torch).await {
+        Ok(Some(archive)) => match first_file(probe.engine.kind().program(), &archive) {
+            Ok(Some(bytes)) => bytes,
+            Ok(None) => return Check::new(name, Status::Skipped, format!("{torch}: the archive holds no file"), None),
+            Err(error) => return fail(format!("{torch}: {error}")),
+        },
+        Ok(None) => {
+            return Check::new(name, Status::Skipped, format!("{torch} vanished while it was copied out"), None)
+        }
+        Err(error) => return fail(format!("cannot copy {torch} out: {error}")),
+    };
+    let imports = match parse_dynamic(&bytes) {
+        Ok(info) => info,
+        Err(why) => {
+            return Check::new(
+                name,
+                Status::Skipped,
+                format!("{torch} is no loadable library ({why}): what it imports from RCCL is unknown"),
+                None,
+            )
+        }
+    };
+    let copies: Vec<StockCopy> =
+        rccls.iter().map(|(path, dynamic)| StockCopy { path, dynamic, gfx_targets: None }).collect();
+    let Some(judged) = judge_stock(&copies, &[(torch.to_string(), imports)]) else {
+        return Check::new(name, Status::Skipped, "no RCCL copy could be read for its symbols", None);
+    };
+    let torch_name = file_name(torch);
+    if judged.missing_for_consumers.is_empty() {
+        return Check::new(
+            name,
+            Status::Pass,
+            format!("RCCL exports every nccl*/rccl* symbol {torch_name} imports ({} exported)", judged.exports.len()),
+            None,
+        );
+    }
+    let missing: Vec<&str> = judged.missing_for_consumers.iter().map(|m| m.symbol.as_str()).collect();
+    let fix = if custom {
+        "the image's custom RCCL is older than its torch: refresh to the image as it comes (TheRock's stock RCCL \
+         carries gfx1151, NET/IB and these symbols), or build from an RCCL at least as new (`strix-toolbox build \
+         --rccl FILE`, which refuses one that exports less than the image's own)"
+    } else {
+        "use an image whose RCCL matches its torch (the image's newer tag, or `strix-toolbox build --rccl FILE` \
+         from an RCCL at least as new as its torch)"
+    };
+    Check::new(
+        name,
+        Status::Fail,
+        format!(
+            "RCCL ({}) lacks {} that {torch_name} imports: `import torch` fails with `undefined symbol`",
+            judged.copies.join("; "),
+            missing.join(", ")
+        ),
+        Some(fix.into()),
+    )
 }
 
 /// `librccl.so`, `librccl.so.1`, `librccl.so.1.0`: a copy of RCCL itself.

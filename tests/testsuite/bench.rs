@@ -1,6 +1,7 @@
 //! `bench` against a real inference engine: llama.cpp's `llama-server` on loopback serving the
 //! tiny llama model (support/llama_server.rs, support/tiny_llama.rs), through the CLI as a user
-//! runs it (`bench --endpoint`), its results in a private XDG state directory.
+//! runs it (`bench --endpoint`), its results in a private XDG state directory; and the gate
+//! against the vLLM stand-in (support/stand_in_vllm.rs), whose answers can part at a near-tie.
 
 use std::path::Path;
 use std::process::Output;
@@ -11,6 +12,7 @@ use serde_json::Value;
 use crate::support::cli::strix;
 use crate::support::http;
 use crate::support::llama_server::LlamaServer;
+use crate::support::stand_in_vllm::StandInVllm;
 use crate::support::tiny_llama::TinyLlama;
 
 /// `strix-toolbox --json bench --endpoint URL --server llama.cpp --gguf MODEL ARGS…`, its results
@@ -235,4 +237,46 @@ fn the_gate_passes_on_a_relaunch_fails_on_another_rope_base_and_keeps_models_apa
     // …and the first model's reference is still the first run's.
     let (_, report) = gate(&relaunched, &model, &[]);
     assert_eq!(report["gate"]["verdict"]["reference_image"], "sha256:first");
+}
+
+#[test]
+fn the_gate_passes_answers_that_part_at_a_near_tie_and_fails_a_token_not_ranked() {
+    let state = tempfile::tempdir().unwrap();
+    let gate = |env: &[(&str, &str)]| {
+        let vllm = StandInVllm::start("org/tiny", "tiny", env);
+        let output = strix()
+            .env("XDG_STATE_HOME", state.path())
+            .env_remove("STRIX_API_KEY")
+            .args(["--json", "bench", "--gate-only", "--endpoint", &vllm.url(), "--server", "vllm"])
+            .args(["--hub-model", "org/tiny@0123456789abcdef0123456789abcdef01234567"])
+            .output()
+            .expect("run strix-toolbox bench");
+        let report: Value = serde_json::from_slice(&output.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}\n{}", String::from_utf8_lossy(&output.stderr), vllm.log()));
+        (output, report)
+    };
+    let (output, report) = gate(&[]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert_eq!(report["gate"]["became_reference"], true, "{report:#}");
+    let top = &report["gate"]["candidate"]["answers"][0]["tokens"][0]["top"];
+    assert_eq!(top.as_array().map(Vec::len), Some(5), "vLLM's top_logprobs, as many as asked: {top}");
+
+    // The runner-up taken at the 4th token of every prompt: each ranked the other's, so every
+    // prompt's comparison ends there, and passes.
+    let (output, report) = gate(&[("STANDIN_TIED_ANSWERS", "3")]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let verdict = &report["gate"]["verdict"];
+    assert_eq!((&verdict["passed"], verdict["mismatches"].as_array().map(Vec::len)), (&Value::Bool(true), Some(0)));
+    let ties = verdict["ties"].as_array().unwrap();
+    assert_eq!(ties.len(), 6, "every prompt of the set: {verdict}");
+    assert!(ties.iter().all(|tie| tie["index"] == 3), "{verdict}");
+    assert_eq!(verdict["compared_tokens"], 6 * 4, "nothing after a tie is compared: {verdict}");
+
+    // Another word from the 4th token on, one the right answer did not rank: every prompt fails.
+    let (output, report) = gate(&[("STANDIN_WRONG_ANSWERS", "3")]);
+    assert_eq!(output.status.code(), Some(1), "{}", String::from_utf8_lossy(&output.stderr));
+    let verdict = &report["gate"]["verdict"];
+    let mismatches = verdict["mismatches"].as_array().unwrap();
+    assert_eq!((mismatches.len(), verdict["ties"].as_array().map(Vec::len)), (6, Some(0)), "{verdict}");
+    assert!(mismatches.iter().all(|m| m["index"] == 3 && m["kind"]["kind"] == "token"), "{verdict}");
 }

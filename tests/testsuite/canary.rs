@@ -1,10 +1,12 @@
 //! `cluster refresh --canary MODEL` end to end, with llama.cpp serving the tiny llama GGUF over
 //! RPC on two Thunderbolt nodes in network namespaces (toolboxes made by `cluster refresh` from
 //! the llama.cpp images of support/llama_image.rs), the bench store in a private state directory.
-//! One cluster, five refreshes: a good image kept (no earlier result: one node alone is the
-//! reference), an image with another RoPE base rolled back on every node by the gate, a slowed
-//! image rolled back by the ratio, and each time what served before serves again; then Ctrl-C
-//! while the canary serves refuses the image the same way, exit 130.
+//! One cluster, five canaries: a first image kept with its answers unchecked (nothing served
+//! before it, no reference kept from it); a good image kept, its answers and speed held against
+//! the first's measured just before the swap; an image with another RoPE base rolled back on every
+//! node by the gate; an image slowed twentyfold rolled back by the ratio; each time what served
+//! before serves again; then Ctrl-C while the canary serves from the new image refuses it the
+//! same way, exit 130.
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -57,10 +59,10 @@ fn image_id(cluster: &TestCluster, image: &str) -> String {
     String::from_utf8_lossy(&output.stdout).trim().to_string()
 }
 
-/// What the head serves now as the service `model` (its record, the service named as the model),
-/// as `status` would find it: the model, or None.
+/// What the head serves now as the service `model` (its record: the service is named as the
+/// model), as `status` would find it: the model, or None.
 fn served(cluster: &TestCluster, model: &str) -> Option<String> {
-    let record = record_path(&cluster.node(1).home, model);
+    let record = record_path(&cluster.node(1).serving_dir(), model);
     let record: Value = serde_json::from_str(&std::fs::read_to_string(record).ok()?).ok()?;
     // The processes' names, zombies excluded (the image has no pgrep).
     let listing = "for f in /proc/[0-9]*/stat; do s=$(cat \"$f\" 2>/dev/null) || continue; \
@@ -72,7 +74,7 @@ fn served(cluster: &TestCluster, model: &str) -> Option<String> {
 
 /// The head's serving logs (what the engine said), for a failure's message.
 fn head_logs(cluster: &TestCluster) -> String {
-    let dir = cluster.node(1).home.join(".local/state/strix-toolbox/serving");
+    let dir = cluster.node(1).serving_dir();
     let mut text = String::new();
     for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
         if entry.path().extension().is_some_and(|extension| extension == "log") {
@@ -102,17 +104,38 @@ fn a_canary_keeps_a_good_image_and_rolls_every_node_back_from_a_wrong_or_slow_on
     let port = crate::support::free_port().to_string();
     let canary = ["--canary", &model, "--canary-port", &port, "--canary-timeout", "120", "--min-ratio", "0.5"];
 
-    let (output, _) = refresh(&cluster, state.path(), &good, &[]);
-    assert!(output.status.success(), "{}", stderr(&output));
+    // Nothing served before: the answers go unchecked, and no reference is kept from them.
+    let (output, report) = refresh(&cluster, state.path(), &good, &canary);
+    assert!(output.status.success(), "{}\n{report:#}\n{}", stderr(&output), head_logs(&cluster));
+    assert_eq!(
+        (&report["outcome"], &report["previous"], &report["before_swap"]),
+        (&"kept".into(), &Value::Null, &Value::Null)
+    );
+    assert_eq!((&report["gate"]["verdict"], &report["gate"]["became_reference"]), (&Value::Null, &false.into()));
+    let unchecked = report["unchecked"].as_str().unwrap_or_default();
+    assert!(unchecked.contains("went unchecked") && unchecked.contains("first refresh"), "{report:#}");
+    assert!(stderr(&output).contains("went unchecked"), "{}", stderr(&output));
+    assert!(!state.path().join("strix-toolbox/bench/references").exists(), "no reference from unchecked answers");
     let good_id = image_id(&cluster, &good);
+    let good_digest = report["image"].as_str().unwrap().to_string();
+    let short = |image: &str| image.rsplit_once('@').unwrap().1.to_string();
 
-    // No result on the previous image: one node alone is the reference, this run the first result.
+    // The previous image measured just before the swap: its answers are the reference, its
+    // output tokens/s the baseline.
     let (output, report) = refresh(&cluster, state.path(), &newer, &canary);
     assert!(output.status.success(), "{}\n{report:#}\n{}", stderr(&output), head_logs(&cluster));
     assert_eq!(report["outcome"], "kept", "{report:#}");
-    assert_eq!(report["single_node_gate"]["became_reference"], true, "{report:#}");
+    let measured = report["before_swap"]["answers"]["image"].as_str().unwrap_or_default();
+    assert!(measured.contains(&short(&good_digest)), "{report:#}");
+    assert_eq!(report["before_swap"]["result"]["verdict"]["state"], "accepted", "{report:#}");
+    let reference = report["gate"]["reference"].as_str().unwrap_or_default();
+    assert!(reference.contains(&short(&good_digest)) && reference.contains("just before the swap"), "{report:#}");
     assert_eq!(report["gate"]["verdict"]["passed"], true, "{report:#}");
+    assert_eq!((&report["unchecked"], &report["baseline"]["before_swap"]), (&Value::Null, &true.into()), "{report:#}");
+    assert_eq!(report["baseline"]["id"], report["before_swap"]["result"]["id"], "{report:#}");
     assert_eq!(report["result"]["verdict"]["state"], "accepted", "{report:#}");
+    let split = (&report["result"]["key"]["tensor_parallel"], &report["result"]["key"]["pipeline_parallel"]);
+    assert_eq!(split, (&1.into(), &2.into()), "llama.cpp's layers over two nodes: {report:#}");
     let newer_id = image_id(&cluster, &newer);
     assert_ne!(newer_id, good_id);
     assert_eq!(images(&cluster, nodes), vec![newer_id.clone(); nodes]);
@@ -130,7 +153,6 @@ fn a_canary_keeps_a_good_image_and_rolls_every_node_back_from_a_wrong_or_slow_on
     assert_eq!(report["previous"], newer_digest.as_str(), "{report:#}");
     let reason = report["reason"].as_str().unwrap();
     let rope_digest = report["image"].as_str().unwrap();
-    let short = |image: &str| image.rsplit_once('@').unwrap().1.to_string();
     for part in ["the gate failed", "prompt", "token", &short(rope_digest), &short(&newer_digest)] {
         assert!(reason.contains(part), "{part:?} in {reason}");
     }
@@ -140,8 +162,14 @@ fn a_canary_keeps_a_good_image_and_rolls_every_node_back_from_a_wrong_or_slow_on
     assert_eq!(served(&cluster, &model).as_deref(), Some(model.as_str()), "what served before serves again");
     let text = String::from_utf8_lossy(&output.stderr);
     assert!(text.contains("the canary refused"), "{text}");
+    let verdict = &report["gate"]["verdict"];
+    let (mismatches, ties) = (verdict["mismatches"].as_array().unwrap(), verdict["ties"].as_array().unwrap());
+    let tokens = mismatches.iter().filter(|mismatch| mismatch["kind"]["kind"] == "token").count();
+    assert!(tokens > 0, "a token neither ranked, not only near-ties and drift: {verdict:#}");
+    eprintln!("the RoPE image: {} prompt(s) failed, {} ended at a near-tie", mismatches.len(), ties.len());
 
-    // Slowed about 5x: the same answers, below half the last accepted output tokens/s.
+    // Slowed twentyfold: the same answers, far below half the output tokens/s of the kept image
+    // measured just before the swap.
     let (output, report) = refresh(&cluster, state.path(), &slow, &canary);
     assert_eq!(output.status.code(), Some(1), "{}\n{report:#}", stderr(&output));
     assert_eq!(report["outcome"], "rolled-back", "{report:#}");
@@ -149,30 +177,40 @@ fn a_canary_keeps_a_good_image_and_rolls_every_node_back_from_a_wrong_or_slow_on
     let ratio = report["ratio"].as_f64().unwrap();
     assert!(ratio < 0.5, "{report:#}");
     let reason = report["reason"].as_str().unwrap();
-    for part in ["output tokens/s", "--min-ratio 0.5", &short(&newer_digest)] {
+    assert_eq!(report["baseline"]["before_swap"], true, "{report:#}");
+    for part in ["output tokens/s", "--min-ratio 0.5", &short(&newer_digest), "measured just before the swap"] {
         assert!(reason.contains(part), "{part:?} in {reason}");
     }
     assert_eq!(report["result"]["verdict"]["state"], "rejected", "{report:#}");
     assert_eq!(images(&cluster, nodes), vec![newer_id.clone(); nodes], "every node back on the kept image");
     assert_eq!(served(&cluster, &model).as_deref(), Some(model.as_str()));
-    eprintln!("the slowed image served {ratio:.2} of the kept image's output tokens/s");
+    eprintln!(
+        "the slowed image served {ratio:.2} of the output tokens/s of the kept image measured just before the swap \
+         ({:.1} against {:.1})",
+        report["result"]["levels"][0]["figures"]["output_throughput"].as_f64().unwrap_or_default(),
+        report["baseline"]["output_throughput"].as_f64().unwrap_or_default()
+    );
 
     // Ctrl-C once the canary serves from the new image (its launch's last proofs, or the bench):
     // refused as an unproven image is, every node back on the kept image, serving again, 130.
-    let before = launch_started(&cluster, &model);
+    // Into files: nothing reads a pipe while the test waits (the report alone exceeds its buffer).
+    let said = tempfile::tempdir().expect("tempdir");
+    let file = |name: &str| std::fs::File::create(said.path().join(name)).expect("create an output file");
     let mut child = refresh_command(&cluster, state.path(), &slow, &canary)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stdout(file("stdout"))
+        .stderr(file("stderr"))
         .spawn()
         .expect("run strix-toolbox");
-    wait_until("the canary to serve from the new image", Duration::from_secs(240), || {
-        launch_started(&cluster, &model).is_some_and(|started| Some(&started) != before.as_ref())
-            && served(&cluster, &model).is_some()
+    wait_until("the canary to serve from the new image", Duration::from_secs(300), || {
+        let slow_id = image_id(&cluster, &slow);
+        !slow_id.is_empty() && images(&cluster, 1) == [slow_id] && served(&cluster, &model).is_some()
     });
     // SAFETY: kill(2) on our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     wait_until("the interrupted canary to exit", Duration::from_secs(240), || matches!(child.try_wait(), Ok(Some(_))));
-    let output = child.wait_with_output().expect("the canary's output");
+    let status = child.wait().expect("the canary's exit");
+    let read = |name: &str| std::fs::read(said.path().join(name)).expect("read an output file");
+    let output = Output { status, stdout: read("stdout"), stderr: read("stderr") };
     let report: Value = serde_json::from_slice(&output.stdout).unwrap_or(Value::Null);
     assert_eq!(output.status.code(), Some(130), "{}\n{report:#}", stderr(&output));
     assert_eq!(
@@ -183,11 +221,4 @@ fn a_canary_keeps_a_good_image_and_rolls_every_node_back_from_a_wrong_or_slow_on
     assert!(report["reason"].as_str().unwrap().starts_with("interrupted before image"), "{report:#}");
     assert_eq!(images(&cluster, nodes), vec![newer_id; nodes], "every node back on the kept image");
     assert_eq!(served(&cluster, &model).as_deref(), Some(model.as_str()), "what served before serves again");
-}
-
-/// When the head's current launch of `model` started (its record's `started`), if it recorded one.
-fn launch_started(cluster: &TestCluster, model: &str) -> Option<String> {
-    let record = record_path(&cluster.node(1).home, model);
-    let record: Value = serde_json::from_str(&std::fs::read_to_string(record).ok()?).ok()?;
-    record["started"].as_str().map(String::from)
 }

@@ -58,9 +58,9 @@ fn healthy_e810_node_reports_everything_scripts_rely_on() {
         ["--ulimit".into(), "memlock=-1:-1".into()],
         ["--security-opt".into(), "seccomp=unconfined".into()],
         ["--env".into(), "NCCL_IB_GID_INDEX=3".into()],
-        ["--env".into(), "NCCL_SOCKET_IFNAME=enp194s0f0".into()],
+        ["--env".into(), "NCCL_SOCKET_IFNAME==enp194s0f0".into()],
         ["--env".into(), "GLOO_SOCKET_IFNAME=enp194s0f0".into()],
-        ["--env".into(), "NCCL_IB_HCA=rocep194s0f0:1".into()],
+        ["--env".into(), "NCCL_IB_HCA==rocep194s0f0:1".into()],
     ];
     for pair in expected_pairs {
         assert!(args.windows(2).any(|w| w == pair), "missing {pair:?} in {args:?}");
@@ -99,7 +99,7 @@ fn thunderbolt_only_node_has_no_rdma_flags_and_uses_the_cable() {
         "{args:?}"
     );
     assert!(args.windows(2).any(|w| w == ["--group-add", "105"]));
-    for env in ["NCCL_SOCKET_IFNAME=thunderbolt0", "GLOO_SOCKET_IFNAME=thunderbolt0", "NCCL_IB_DISABLE=1"] {
+    for env in ["NCCL_SOCKET_IFNAME==thunderbolt0", "GLOO_SOCKET_IFNAME=thunderbolt0", "NCCL_IB_DISABLE=1"] {
         assert!(args.windows(2).any(|w| w == ["--env", env]), "missing {env} in {args:?}");
     }
     assert_eq!(report["transport"], json!({"kind": "thunderbolt_tcp", "netdev": "thunderbolt0"}));
@@ -116,7 +116,7 @@ fn roce_port_down_with_thunderbolt_up_falls_back_but_keeps_rdma_devices() {
     assert_eq!(report["transport"]["kind"], "thunderbolt_tcp");
     let args: Vec<String> = serde_json::from_value(report["container_args"].clone()).unwrap();
     for pair in
-        [["--env", "NCCL_SOCKET_IFNAME=thunderbolt0"], ["--env", "NCCL_IB_DISABLE=1"], ["--ulimit", "memlock=-1:-1"]]
+        [["--env", "NCCL_SOCKET_IFNAME==thunderbolt0"], ["--env", "NCCL_IB_DISABLE=1"], ["--ulimit", "memlock=-1:-1"]]
     {
         assert!(args.windows(2).any(|w| w == pair), "missing {pair:?} in {args:?}");
     }

@@ -57,9 +57,10 @@ fn healthy_node_passes() {
     assert!(!has_check(&report, "rdma:rocep194s0f1/1:mtu"));
     assert!(message(&report, "transport").starts_with("RoCE: RCCL uses rocep194s0f0 port 1 on enp194s0f0"));
     assert!(message(&report, "firewall:enp194s0f0").contains("trusted (its NetworkManager connection)"));
-    // A copied tree's NIC is not asked: information, never a failure.
+    // A copied tree's NIC is not asked: information, never a failure; nor is what HIP reports.
     assert_eq!(check(&report, "nic:enp194s0f0")["status"], "info");
-    assert_eq!(report["info"], 2, "one per port's netdev: {report:#}");
+    assert_eq!(check(&report, "gpu:memory")["status"], "info");
+    assert_eq!(report["info"], 3, "one per port's netdev, and the GPU's memory: {report:#}");
 }
 
 #[test]
@@ -183,6 +184,34 @@ fn node_without_gpu_fails_the_gpu_check() {
     let report = json(&output);
     assert_eq!(check(&report, "gpu")["status"], "fail");
     assert!(check(&report, "gpu")["fix"].as_str().unwrap().contains("amdgpu"));
+}
+
+/// What HIP may report (the VRAM carve-out) beside the GTT, and what the model-aware plan counts:
+/// the GTT less what is in use less the reserve. A carve-out larger than the GTT is a warning: the
+/// plan's figure is then not what the GPU gets.
+#[test]
+fn doctor_says_what_hip_reports_and_what_the_plan_counts() {
+    let host = materialize("strix-e810-healthy");
+    let report = json(&run_on(host.path(), &["doctor", "--json"]));
+    assert_eq!(check(&report, "gpu:memory")["status"], "info", "{report:#}");
+    assert_eq!(
+        message(&report, "gpu:memory"),
+        "HIP may report 0.5 GiB (the VRAM carve-out, mem_info_vram_total: ROCm/hip#3892) where the GPU maps 124.0 GiB \
+         of GTT; the plan counts the GTT: 124.0 GiB less 1.0 GiB in use less a 4.0 GiB reserve = 119.0 GiB for a \
+         model"
+    );
+
+    // The BIOS gave the iGPU 96 GiB, and the GTT was left at its default.
+    let device = host.path().join("sys/class/drm/card0/device");
+    std::fs::write(device.join("mem_info_vram_total"), (96u64 << 30).to_string()).unwrap();
+    std::fs::write(device.join("mem_info_gtt_total"), (15u64 << 30).to_string()).unwrap();
+    std::fs::write(device.join("mem_info_gtt_used"), "0").unwrap();
+    let report = json(&run_on(host.path(), &["doctor", "--json"]));
+    assert_eq!(check(&report, "gpu:memory")["status"], "warn", "{report:#}");
+    let said = message(&report, "gpu:memory");
+    assert!(said.starts_with("the VRAM carve-out (96.0 GiB) is larger than the GTT (15.0 GiB)"), "{said}");
+    assert!(said.contains("15.0 GiB less 0.0 GiB in use less a 4.0 GiB reserve = 11.0 GiB"), "{said}");
+    assert!(fix(&report, "gpu:memory").contains("512 MB"), "{report:#}");
 }
 
 /// The NIC firmware check on a real ethtool answer: a veth named after the tree's RoCE netdev, in

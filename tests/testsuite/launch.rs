@@ -1,6 +1,7 @@
 //! Serving one model across the cluster, end to end: vLLM's multiprocessing executor across the
 //! nodes (the default: no Ray anywhere), and real Ray (the version the image pins) in the nodes'
-//! toolboxes (`--backend ray`), on Thunderbolt nodes in network namespaces (an RDMA toolbox cannot start
+//! toolboxes (`--backend ray`, or by itself on an image whose older vLLM has no `--nnodes`), on
+//! Thunderbolt nodes in network namespaces (an RDMA toolbox cannot start
 //! here: memlock), each node's podman inside its namespace so `--network host` is the node's own
 //! network. The model comes from a stand-in Hub behind the cluster's uplink (support/hub.rs): the
 //! launch pulls it once and spreads it. vLLM is the stand-in (support/stand_in_vllm.py): it asks
@@ -13,9 +14,10 @@ use std::time::Duration;
 use crate::support::cli::{json, run_strix, stderr, stdout, strix_command};
 use crate::support::cluster::{Link, TestCluster};
 use crate::support::hub::{HubFile, HubStandIn};
-use crate::support::node_image::node_image;
+use crate::support::node_image::{node_image, node_image_without_nnodes};
+use crate::support::podman::PodmanService;
 use crate::support::registry::Registry;
-use crate::support::serving_files::{log_path, record_path, serving_dir};
+use crate::support::serving_files::{home_serving_dir, log_path, record_path, records};
 use crate::support::wait_until;
 
 const MODEL: &str = "org/tiny-model";
@@ -34,9 +36,18 @@ pub(crate) struct ServingBed {
 }
 
 pub(crate) fn serving_cluster(nodes: usize) -> ServingBed {
+    serving_bed(nodes, node_image)
+}
+
+/// The same, on an image whose vLLM has no `--nnodes` (an older one).
+fn older_vllm_cluster(nodes: usize) -> ServingBed {
+    serving_bed(nodes, node_image_without_nnodes)
+}
+
+fn serving_bed(nodes: usize, image: fn(&PodmanService, &Registry, &str) -> String) -> ServingBed {
     let registry = Registry::start();
     let cluster = TestCluster::start_with(&registry, nodes, Link::Thunderbolt);
-    let image = node_image(cluster.node(1).podman(), &registry, "vllm-node:latest");
+    let image = image(cluster.node(1).podman(), &registry, "vllm-node:latest");
     // Every node pulls for itself: the spread has its own tests (spread.rs).
     let refresh = ["refresh", "--image", &image, "--name", "vllm", "--manager", "native", "--spread", "off"];
     let refreshed = strix_cluster(&cluster, &[], &refresh);
@@ -89,16 +100,7 @@ fn ray_launch_args<'a>(port: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
 
 /// Where node `index` records what the launch of `service` started.
 fn record_of(cluster: &TestCluster, index: usize, service: &str) -> std::path::PathBuf {
-    record_path(&cluster.node(index).home, service)
-}
-
-/// The records of the node whose home is `home` (`serving/*.json`).
-fn records(home: &std::path::Path) -> Vec<String> {
-    let entries = std::fs::read_dir(serving_dir(home)).into_iter().flatten().flatten();
-    entries
-        .map(|entry| entry.file_name().to_string_lossy().into_owned())
-        .filter(|name| name.ends_with(".json"))
-        .collect()
+    record_path(&cluster.node(index).serving_dir(), service)
 }
 
 /// What runs in node `index`'s toolbox, by process name (zombies excluded).
@@ -117,7 +119,7 @@ fn assert_nothing_serves(cluster: &TestCluster, nodes: usize, context: &str) {
             !running.iter().any(|name| name == "raylet" || name == "gcs_server" || name.starts_with("vllm")),
             "node{index} still runs {running:?} ({context})"
         );
-        let left = records(&cluster.node(index).home);
+        let left = records(&cluster.node(index).serving_dir());
         assert!(left.is_empty(), "node{index} still has serving records {left:?} ({context})");
     }
 }
@@ -148,9 +150,10 @@ fn http_status(mut python3: Command, url: &str, key: Option<&str>) -> (u16, Stri
     (status.trim().parse().expect("a status"), body.to_string())
 }
 
+/// On an older vLLM (no `--nnodes`): Ray's executor, asked for or taken by itself.
 #[test]
 fn two_nodes_serve_one_endpoint_with_a_rank_on_each_link_address() {
-    let bed = serving_cluster(2);
+    let bed = older_vllm_cluster(2);
     let (cluster, env) = (&bed.cluster, hub_env(&bed.hub));
     let port = crate::support::free_port().to_string();
 
@@ -176,11 +179,15 @@ fn two_nodes_serve_one_endpoint_with_a_rank_on_each_link_address() {
     let node2_upstream = cluster.uplink().node_bytes_down(2);
     let mut with_key = env.clone();
     with_key.push(("STRIX_API_KEY".into(), API_KEY.into()));
-    let launched = strix_cluster(cluster, &with_key, &ray_launch_args(&port, &["--", "--served-model-name", "tiny"]));
+    // No --backend: the image's vLLM has no --nnodes, so Ray's executor spans the nodes.
+    let unasked = ["--tp", "2", "-e", SMALL_OBJECT_STORE, "--", "--served-model-name", "tiny"];
+    let launched = strix_cluster(cluster, &with_key, &launch_args(&port, &unasked));
     let said = format!("{}{}", stdout(&launched), stderr(&launched));
     assert!(launched.status.success(), "{said}");
     assert!(!said.contains(TOKEN) && !said.contains(API_KEY), "a secret showed in the launch's output: {said}");
     let report = json(&launched);
+    assert_eq!(report["backend"], "ray", "{report}");
+    assert!(report["why"].to_string().contains("the image's vLLM has no --nnodes"), "{report}");
     assert_eq!(report["endpoint"], format!("http://192.168.2.1:{port}/v1"), "the router's: {report}");
     assert_eq!(report["served"], "tiny", "the name the server answers with: {report}");
     assert_eq!(report["service"], "tiny", "named as the operator's --served-model-name says: {report}");
@@ -206,6 +213,7 @@ fn two_nodes_serve_one_endpoint_with_a_rank_on_each_link_address() {
         assert_eq!(env["GLOO_SOCKET_IFNAME"], "thunderbolt0", "{rank}");
         assert_eq!(env["NCCL_NET_GDR_LEVEL"], "0", "{rank}");
         assert_eq!(env["RAY_EXPERIMENTAL_NOSET_ROCR_VISIBLE_DEVICES"], "1", "{rank}");
+        assert_eq!(env["RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES"], "1", "the one Ray 2.45 and later read: {rank}");
         assert_eq!(env["HF_HUB_OFFLINE"], "1", "{rank}");
         let found = rank["model"].as_str().unwrap_or_default();
         assert!(found.contains("models--org--tiny-model/snapshots/"), "the rank found no weights offline: {rank}");
@@ -216,7 +224,8 @@ fn two_nodes_serve_one_endpoint_with_a_rank_on_each_link_address() {
     assert_eq!(cluster.uplink().node_bytes_down(2), node2_upstream, "node2 reached upstream for the model");
     // The token reached vLLM (its log says so by hash) and nowhere else; the key is the
     // router's alone: vLLM, on the link, gets none.
-    let log = std::fs::read_to_string(log_path(&cluster.node(1).home, "tiny", "vllm")).expect("vLLM's log on the head");
+    let log = std::fs::read_to_string(log_path(&cluster.node(1).serving_dir(), "tiny", "vllm"))
+        .expect("vLLM's log on the head");
     use sha2::Digest;
     let hash = format!("{:x}", sha2::Sha256::digest(TOKEN.as_bytes()));
     assert!(log.contains(&format!("HF_TOKEN: present (sha256 {hash})")), "{log}");
@@ -448,7 +457,7 @@ fn one_node_serves_without_ray() {
     let stopped = run_strix(&env, &["--json", "stop"]);
     assert!(stopped.status.success(), "{}", stderr(&stopped));
     assert_eq!(json(&stopped)["nodes"][0]["stopped"]["processes"], serde_json::json!(["vllm"]));
-    assert!(!record_path(home.path(), MODEL).exists());
+    assert!(!record_path(&home_serving_dir(home.path()), MODEL).exists());
 }
 
 /// No process on this machine (every node's included: they are namespaces of it) has any of
@@ -481,6 +490,7 @@ fn three_thunderbolt_nodes_serve_without_ray_split_by_layers() {
     assert_eq!((report["tp"].as_u64(), report["pp"].as_u64()), (Some(1), Some(3)), "{report}");
     let why = report["why"].to_string();
     assert!(why.contains("pipeline parallel 3") && why.contains("Thunderbolt TCP"), "{why}");
+    assert!(why.contains("graph capture off (cudagraph_mode NONE"), "the image's vLLM names -cc: {why}");
     for (index, node) in report["nodes"].as_array().unwrap().iter().enumerate() {
         let argv: Vec<&str> =
             node["commands"][0]["argv"].as_array().unwrap().iter().filter_map(|a| a.as_str()).collect();
@@ -488,6 +498,7 @@ fn three_thunderbolt_nodes_serve_without_ray_split_by_layers() {
         assert_eq!((at("--nnodes"), at("--node-rank")), (Some("3"), Some(index.to_string().as_str())), "{argv:?}");
         assert_eq!((at("--master-addr"), at("--master-port")), (Some("192.168.2.1"), Some("29501")), "{argv:?}");
         assert_eq!(argv.contains(&"--headless"), index > 0, "{argv:?}");
+        assert_eq!(at("--compilation-config"), Some(r#"{"cudagraph_mode":"NONE"}"#), "no graph capture: {argv:?}");
         assert_eq!(node["commands"].as_array().unwrap().len(), 1, "one process per node, no Ray: {node}");
     }
 
@@ -503,6 +514,7 @@ fn three_thunderbolt_nodes_serve_without_ray_split_by_layers() {
         assert_eq!(env["GLOO_SOCKET_IFNAME"], "thunderbolt0", "{rank}");
         assert_eq!(env["NCCL_DEBUG"], "INFO", "{rank}");
         assert!(env.get("RAY_EXPERIMENTAL_NOSET_ROCR_VISIBLE_DEVICES").is_none(), "{rank}");
+        assert!(env.get("RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES").is_none(), "{rank}");
         assert!(rank["model"].as_str().unwrap_or_default().contains("/snapshots/"), "weights offline: {rank}");
     }
     for index in 1..=3 {
@@ -517,6 +529,18 @@ fn three_thunderbolt_nodes_serve_without_ray_split_by_layers() {
     assert_eq!(status["services"][0]["serves"], true, "{status}");
     assert!(status["services"][0]["ray_nodes_alive"].is_null(), "{status}");
     assert!(status["services"][0].get("warnings").is_none(), "TCP on a TCP link is no warning: {status}");
+
+    // Measured as launched, split by layers over the three nodes: keyed and shown so.
+    let operator_state = tempfile::tempdir().unwrap();
+    let operator = [("XDG_STATE_HOME".to_string(), operator_state.path().display().to_string())];
+    let load = ["bench", "--concurrency", "1", "--requests", "2", "--input-len", "8", "--output-len", "4"];
+    let benched = strix_cluster(cluster, &operator, &load);
+    assert!(benched.status.success(), "{}", stderr(&benched));
+    let key = &json(&benched)["result"]["key"];
+    let split = (key["tensor_parallel"].as_u64(), key["pipeline_parallel"].as_u64(), key["nodes"].as_u64());
+    assert_eq!(split, (Some(1), Some(3), Some(3)), "{key}");
+    let history = stdout(&run_strix(&operator, &["bench", "history"]));
+    assert!(history.contains("TP1 PP3 on 3 nodes over Thunderbolt TCP"), "{history}");
     let stopped = strix_cluster(cluster, &[], &["stop"]);
     assert!(stopped.status.success(), "{}", stderr(&stopped));
     assert_nothing_serves(cluster, 3, "after cluster stop");

@@ -16,7 +16,7 @@
 
 use std::net::{SocketAddr, SocketAddrV4};
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{json, Value};
 
@@ -46,9 +46,6 @@ const CACHED_TENSOR: u64 = 32000 * 96 * 4;
 const SERVER_ARGS: [&str; 4] = ["--threads", "1", "--ctx-size", "2048"];
 /// The endpoint's API key: in no argv, log or report.
 const API_KEY: &str = "sk-TESTllamaKEYthatMUSTneverSHOW24680";
-/// Within this a launch whose worker's RPC port is dropped fails (a bound, not a benchmark: the
-/// head's connection gives up after 3 s; the wait for a starting server is 60 s).
-const BLOCKED_LIMIT: Duration = Duration::from_secs(20);
 
 /// A cluster of three Thunderbolt nodes whose toolbox `llama` runs the llama image, and the tiny
 /// model in the head's home.
@@ -128,15 +125,15 @@ fn assert_nothing_serves(cluster: &TestCluster, service: &str, context: &str) {
             !running.iter().any(|name| name.contains("llama-server") || name.contains("rpc-server")),
             "node{index} still runs {running:?} ({context})"
         );
-        let home = &cluster.node(index).home;
-        assert!(!record_path(home, service).exists(), "node{index} still has {service}'s record ({context})");
+        let serving = cluster.node(index).serving_dir();
+        assert!(!record_path(&serving, service).exists(), "node{index} still has {service}'s record ({context})");
     }
     assert_no_router(cluster, context);
 }
 
 /// The router the launches started on the cluster's head has exited (its last route went).
 fn assert_no_router(cluster: &TestCluster, context: &str) {
-    if let Some(process) = router_process(&cluster.node(1).home) {
+    if let Some(process) = router_process(&cluster.node(1).serving_dir()) {
         let pid = process["pid"].as_u64().expect("the router's pid");
         assert!(!runs(pid), "the router (pid {pid}) still runs ({context})");
     }
@@ -184,7 +181,7 @@ fn three_nodes_serve_a_gguf_over_rpc_as_one_node_would_and_several_services_shar
     assert_eq!(report["router_started"], true, "{report}");
 
     // The head's log: the model on both workers' devices.
-    let log = std::fs::read_to_string(log_path(&cluster.node(1).home, &bed.model, "llama-server"))
+    let log = std::fs::read_to_string(log_path(&cluster.node(1).serving_dir(), &bed.model, "llama-server"))
         .expect("llama-server's log on the head");
     for worker in &workers {
         let endpoint = format!("{}:{RPC_PORT}", worker.link_address);
@@ -251,7 +248,7 @@ fn three_nodes_serve_a_gguf_over_rpc_as_one_node_would_and_several_services_shar
     assert_eq!(greedy_through(cluster, &port, &bed.model), single, "the relaunched cluster answered otherwise");
 
     // A worker killed while serving: `cluster status` names it.
-    let worker = record(&cluster.node(3).home, &bed.model).expect("node3's record");
+    let worker = record(&cluster.node(3).serving_dir(), &bed.model).expect("node3's record");
     let pid = worker["processes"][0]["pid"].to_string();
     let killed = cluster.node(3).podman().remote(&["exec", "llama", "sh", "-c", "kill -KILL \"$1\"", "sh", &pid]);
     assert!(killed.status.success(), "kill {pid}: {}", String::from_utf8_lossy(&killed.stderr));
@@ -286,14 +283,13 @@ fn three_nodes_serve_a_gguf_over_rpc_as_one_node_would_and_several_services_shar
     let rpc = rpc.unwrap_or_else(|| panic!("no rpc port row: {doctor}"));
     let named: Vec<&str> = rpc["problems"].as_array().unwrap().iter().filter_map(|p| p["node"].as_str()).collect();
     assert_eq!(named, ["node2"], "{rpc}");
-    let asked = Instant::now();
     let blocked = launch(&bed, &port);
-    let took = asked.elapsed();
     let said = stderr(&blocked);
     assert_eq!(blocked.status.code(), Some(1), "{said}");
     assert!(said.contains("node2") && said.contains(&format!("192.168.2.2:{RPC_PORT}")), "{said}");
-    // Silence is a firewall, not a server still starting: no waiting out the 60 s for one.
-    assert!(took < BLOCKED_LIMIT, "the blocked launch failed after {took:?}, not within {BLOCKED_LIMIT:?}: {said}");
+    // Silence is a firewall, not a server still starting: it fails on the silence, not after
+    // waiting out the 60 s a starting server gets (that failure says so).
+    assert!(said.contains("did not answer on the cluster link") && !said.contains("within 60 s"), "{said}");
     assert_nothing_serves(cluster, &bed.model, "after a worker's RPC port was dropped");
     nft(&node2, &["delete", "table", "inet", "strix_test"]);
 
@@ -403,7 +399,7 @@ fn several_services_share_the_endpoint(bed: &LlamaBed, port: &str) {
     let said = stderr(&beside);
     assert_eq!(beside.status.code(), Some(1), "{said}");
     assert!(said.contains("node3") && said.contains("beta") && said.contains("gamma"), "{said}");
-    assert!(!record_path(&cluster.node(3).home, "gamma").exists(), "gamma recorded on node3");
+    assert!(!record_path(&cluster.node(3).serving_dir(), "gamma").exists(), "gamma recorded on node3");
     let on_node3 = running_in_toolbox(cluster, 3);
     assert_eq!(on_node3.iter().filter(|name| name.contains("llama-server")).count(), 1, "{on_node3:?}");
 
@@ -483,7 +479,7 @@ fn several_services_share_the_endpoint(bed: &LlamaBed, port: &str) {
     assert_eq!(json(&stopped)["services"], json!(["beta", "coder"]), "{}", stdout(&stopped));
     assert!(!runs(router_pid), "the router runs with no service left");
     for (index, name) in [(1, "coder"), (3, "beta")] {
-        assert!(!record_path(&cluster.node(index).home, name).exists(), "node{index} still records {name}");
+        assert!(!record_path(&cluster.node(index).serving_dir(), name).exists(), "node{index} still records {name}");
     }
     let logs = strix_cluster(cluster, &["logs", "beta", "-n", "5000"]);
     let said = format!("{}{}", stdout(&logs), stderr(&logs));

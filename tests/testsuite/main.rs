@@ -40,6 +40,7 @@ mod refresh_rccl;
 mod registry_auth;
 mod rootless;
 mod router;
+mod shared_home;
 mod spread;
 mod temporary_service;
 mod toolbox_manager;

@@ -5,7 +5,8 @@
 use std::path::Path;
 use std::process::Command;
 
-use crate::support::cli::{json, run_strix, stderr};
+use crate::support::cli::{json, refresh_vllm, run_strix, stderr};
+use crate::support::host_tree::materialize;
 use crate::support::image::{stand_in_image_with, stand_in_image_with_tools};
 use crate::support::podman::PodmanService;
 use crate::support::rccl_fixtures::{gfx1151_library_with, sha256_of_file};
@@ -222,4 +223,80 @@ fn an_image_without_a_shell_is_named_with_what_the_check_needs() {
         error["fix"].as_str().unwrap().contains("needs a POSIX shell (`sh`) in the image, nothing else"),
         "{error}"
     );
+}
+
+/// TheRock's stock RCCL now carries gfx1151 and what current torch nightlies import
+/// (`ncclCommResume`); a custom gfx1151 RCCL built from an older RCCL lacks it, and `import torch`
+/// broke (kyuz0/amd-strix-halo-vllm-toolboxes#60). `rccl inspect --against` and `build --rccl`
+/// say that the image's own RCCL suffices, build refuses the custom one naming the symbol, and
+/// `verify` fails an image carrying it while the stock image passes.
+#[test]
+fn the_stock_rccl_is_judged_and_a_custom_one_that_exports_less_is_refused() {
+    let registry = Registry::start();
+    let podman = PodmanService::start(&registry);
+    let dir = tempfile::tempdir().unwrap();
+    let stock_exports = ["ncclAllReduce", "ncclCommInitRankScalable", "ncclCommResume"];
+    let stock = gfx1151_library_with(dir.path(), "librccl.so.1", &stock_exports, &[]);
+    let libdir = format!("-L{}", dir.path().display());
+    let torch = gcc(
+        dir.path(),
+        "libtorch_hip.so",
+        "extern int ncclCommResume(void); extern int ncclAllReduce(void);\n\
+         int torch_init(void){return ncclCommResume() + ncclAllReduce();}",
+        &["-Wl,--no-as-needed", &libdir, "-l:librccl.so.1"],
+    );
+    let custom = gfx1151_library_with(dir.path(), "custom.so", &["ncclAllReduce", "ncclCommInitRankScalable"], &[]);
+    let torch_path = format!("{TORCH_LIB}/libtorch_hip.so");
+    let with_rccl = |tag: &str, created: &str, rccl: &Path| {
+        let rccl = std::fs::read(rccl).unwrap();
+        let files: [(&str, &[u8]); 2] = [("/opt/rocm/lib/librccl.so.1", &rccl), (torch_path.as_str(), &torch)];
+        stand_in_image_with(&podman, &registry, tag, created, &files)
+    };
+    let image = with_rccl("vllm:latest", "2026-11-01T10:00:00Z", &stock);
+
+    let (code, report) = inspect_against(&podman, &custom, &image);
+    assert_eq!(code, 1, "{report}");
+    let said = &report["abi"]["stock"];
+    assert_eq!(said["has_gfx1151"], true, "{report}");
+    assert_eq!(said["missing_for_consumers"], serde_json::json!([]), "{report}");
+    assert_eq!(said["exports"], serde_json::json!(stock_exports), "{report}");
+    let problems = report["problems"].to_string();
+    assert!(problems.contains("exports less than the RCCL") && problems.contains("(ncclCommResume)"), "{problems}");
+    let text = run_strix(&podman.env(), &["rccl", "inspect", custom.to_str().unwrap(), "--against", &image]);
+    let text = String::from_utf8_lossy(&text.stdout).into_owned();
+    assert!(
+        text.contains(
+            "stock RCCL    the image's own RCCL carries gfx1151 code and exports every nccl*/rccl* symbol its \
+             libraries import (checked against libtorch_hip.so): a custom RCCL is not needed"
+        ),
+        "{text}"
+    );
+
+    let tag = format!("{}/vllm:custom", registry.host());
+    let refused =
+        run_strix(&podman.env(), &["build", "--rccl", custom.to_str().unwrap(), "--base", &image, "--tag", &tag]);
+    assert_eq!(refused.status.code(), Some(1), "{}", stderr(&refused));
+    let message = stderr(&refused);
+    assert!(message.contains("ncclCommResume") && message.contains("a custom RCCL is not needed"), "{message}");
+    assert!(podman.podman(&["image", "exists", &tag]).status.code() == Some(1), "nothing was built");
+
+    // verify: the stock image passes, saying its RCCL is its own; one carrying the custom RCCL fails.
+    let host = materialize("strix-thunderbolt-only");
+    let host_arg = host.path().to_str().unwrap();
+    let created = run_strix(&podman.env(), &refresh_vllm(host_arg, &image, &[]));
+    assert!(created.status.success(), "{}", stderr(&created));
+    let verified = json(&run_strix(&podman.env(), &["--host-root", host_arg, "--json", "verify", "vllm"]));
+    let check = |report: &serde_json::Value, name: &str| {
+        report["checks"].as_array().unwrap().iter().find(|c| c["name"] == name).cloned().unwrap_or_default()
+    };
+    assert_eq!(check(&verified, "rccl:exports")["status"], "pass", "{verified}");
+    let gfx = check(&verified, "rccl:gfx1151");
+    assert!(gfx["message"].as_str().unwrap().ends_with("the image's own RCCL, no custom build"), "{verified}");
+
+    let broken = with_rccl("vllm:broken", "2026-11-02T10:00:00Z", &custom);
+    let refused = run_strix(&podman.env(), &refresh_vllm(host_arg, &broken, &[]));
+    assert_eq!(refused.status.code(), Some(1), "{}", stderr(&refused));
+    let message = stderr(&refused);
+    assert!(message.contains("rccl:exports") && message.contains("lacks ncclCommResume"), "{message}");
+    assert!(message.contains("`import torch` fails"), "{message}");
 }

@@ -88,8 +88,8 @@ fn creates_the_right_container_then_a_second_refresh_is_a_no_op() {
     assert_eq!(labels["io.github.strix-toolbox.pin"], "20261101-100000");
     assert_eq!(labels["io.github.strix-toolbox.image"], image);
     let env = inspect["Config"]["Env"].to_string();
-    assert!(env.contains("NCCL_IB_GID_INDEX=3") && env.contains("NCCL_SOCKET_IFNAME=enp194s0f0"), "{env}");
-    assert!(env.contains("NCCL_IB_HCA=rocep194s0f0:1") && !env.contains("NCCL_IB_DISABLE"), "{env}");
+    assert!(env.contains("NCCL_IB_GID_INDEX=3") && env.contains("NCCL_SOCKET_IFNAME==enp194s0f0"), "{env}");
+    assert!(env.contains("NCCL_IB_HCA==rocep194s0f0:1") && !env.contains("NCCL_IB_DISABLE"), "{env}");
     let create_command = inspect["Config"]["CreateCommand"].to_string();
     assert!(create_command.contains(&format!("{root}/dev/kfd:/dev/kfd")), "{create_command}");
     // The image is pinned under its date so a later refresh cannot take it away.

@@ -194,21 +194,7 @@ fn an_rdma_toolbox_without_unlimited_memlock_fails_the_memlock_check() {
     let image = stand_in_image(&podman, &registry, "vllm:latest", CREATED);
     let host = materialize("strix-e810-healthy");
     let host_arg = host.path().to_str().unwrap();
-    let detected = run_strix(&podman.env(), &["--host-root", host_arg, "--json", "detect"]);
-    assert!(detected.status.success(), "{}", stderr(&detected));
-    let spec_args: Vec<String> = json(&detected)["container_args"]
-        .as_array()
-        .expect("container_args")
-        .iter()
-        .map(|a| a.as_str().unwrap().to_string())
-        .collect();
-    let memlock = spec_args.iter().position(|a| a == "memlock=-1:-1").expect("the spec asks for memlock=-1");
-    let mut create: Vec<&str> = vec!["create", "--name", "vllm"];
-    create.extend(
-        spec_args.iter().enumerate().filter(|(i, _)| *i + 1 != memlock && *i != memlock).map(|(_, a)| a.as_str()),
-    );
-    create.extend([image.as_str(), "sleep", "infinity"]);
-    podman.podman_ok(&create);
+    create_rdma_toolbox_without_memlock(&podman, host_arg, &image);
 
     let output = run_strix(&podman.env(), &["--host-root", host_arg, "verify"]);
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
@@ -232,6 +218,60 @@ fn an_rdma_toolbox_without_unlimited_memlock_fails_the_memlock_check() {
     assert!(check(&report, "groups")["message"].as_str().unwrap().contains("993"), "{report}");
     assert!(check(&report, "environment")["message"].as_str().unwrap().contains("NCCL_IB_GID_INDEX"), "{report}");
     assert_eq!(check(&report, "hw:rdma:rocep194s0f0/1")["status"], "skipped", "{report}");
+}
+
+/// The toolbox `vllm` of `image` as the spec for the RDMA node `host_arg` makes it, but without
+/// its `--ulimit memlock=-1:-1`, which cannot start here (TESTBED.md): made with the engine
+/// directly, it starts and its RDMA devices open.
+fn create_rdma_toolbox_without_memlock(podman: &PodmanService, host_arg: &str, image: &str) {
+    let detected = run_strix(&podman.env(), &["--host-root", host_arg, "--json", "detect"]);
+    assert!(detected.status.success(), "{}", stderr(&detected));
+    let spec_args: Vec<String> = json(&detected)["container_args"]
+        .as_array()
+        .expect("container_args")
+        .iter()
+        .map(|a| a.as_str().unwrap().to_string())
+        .collect();
+    let memlock = spec_args.iter().position(|a| a == "memlock=-1:-1").expect("the spec asks for memlock=-1");
+    let mut create: Vec<&str> = vec!["create", "--name", "vllm"];
+    create.extend(
+        spec_args.iter().enumerate().filter(|(i, _)| *i + 1 != memlock && *i != memlock).map(|(_, a)| a.as_str()),
+    );
+    create.extend([image, "sleep", "infinity"]);
+    podman.podman_ok(&create);
+}
+
+/// On an RDMA node the image's rdma-core, read from its libibverbs' name, must be 62 or newer
+/// (older gives RCCL "Unknown completion" errors over the E810's irdma provider): Ubuntu's 50
+/// fails with the fix, 62 passes, and an image without libibverbs is a warning.
+#[test]
+fn an_rdma_node_wants_rdma_core_62_or_newer_in_the_image() {
+    let registry = Registry::start();
+    let podman = PodmanService::start(&registry);
+    let host = materialize("strix-e810-healthy");
+    let host_arg = host.path().to_str().unwrap();
+    let verify = |files: &[(&str, &[u8])], created: &str| {
+        let image = stand_in_image_with(&podman, &registry, "vllm:latest", created, files);
+        create_rdma_toolbox_without_memlock(&podman, host_arg, &image);
+        let report = json(&run_strix(&podman.env(), &["--host-root", host_arg, "--json", "verify", "vllm"]));
+        podman.podman_ok(&["rm", "--force", "vllm"]);
+        check(&report, "rdma-core").clone()
+    };
+
+    let ubuntu = verify(&[("/usr/lib/x86_64-linux-gnu/libibverbs.so.1.14.50.0", b"\x7fELF")], CREATED);
+    assert_eq!(ubuntu["status"], "fail", "{ubuntu}");
+    let message = ubuntu["message"].as_str().unwrap();
+    assert!(message.starts_with("rdma-core 50.0 (/usr/lib/x86_64-linux-gnu/libibverbs.so.1.14.50.0)"), "{message}");
+    assert!(message.contains("Unknown completion"), "{message}");
+    assert!(ubuntu["fix"].as_str().unwrap().contains("rdma-core 62 or newer"), "{ubuntu}");
+
+    let fedora = verify(&[("/usr/lib64/libibverbs.so.1.15.62.0", b"\x7fELF")], "2026-11-02T10:00:00Z");
+    assert_eq!(fedora["status"], "pass", "{fedora}");
+    assert_eq!(fedora["message"], "rdma-core 62.0 (/usr/lib64/libibverbs.so.1.15.62.0)");
+
+    let without = verify(&[], "2026-11-03T10:00:00Z");
+    assert_eq!(without["status"], "warn", "{without}");
+    assert!(without["message"].as_str().unwrap().contains("no libibverbs"), "{without}");
 }
 
 /// The probes need only the image's shell: an image with nothing but `sh`, `sleep` and `cat` (no

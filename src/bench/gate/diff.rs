@@ -1,13 +1,17 @@
-//! A candidate's answers against the reference's, prompt by prompt, token by token: the first
-//! token that differs fails the prompt, and so does the log-probability of a token both chose
-//! when it moved by more than the tolerance (where both runs have them). Only runs of the same
-//! model identity and the same prompt set are ever compared.
+//! A candidate's answers against the reference's, prompt by prompt, token by token, as vLLM's own
+//! tests compare greedy outputs (`check_logprobs_close`, tests/models/utils.py): where the tokens
+//! first differ, each must be among the other's most likely tokens, and that prompt's comparison
+//! ends there. A different summation order (layers split over RPC, tensor parallel, another
+//! thread count) legitimately flips such a near-tie, and from there the texts part; a token the
+//! other did not rank fails the prompt. So does the log-probability of a token both chose when it
+//! moved by more than the tolerance (where both runs have them). Only runs of the same model
+//! identity and the same prompt set are ever compared.
 
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use super::answer::{GateRun, GateToken};
+use super::answer::{Alternative, GateRun, GateToken};
 use crate::error::{Error, Result};
 
 /// Tokens of context shown before and after a difference.
@@ -32,6 +36,36 @@ pub struct GateVerdict {
     pub reference_layout: String,
     pub candidate_layout: String,
     pub mismatches: Vec<Mismatch>,
+    /// The prompts whose comparison ended at a near-tie (passed).
+    #[serde(default)]
+    pub ties: Vec<Tie>,
+}
+
+/// Where one prompt's answers parted at a near-tie: each chose a token the other ranked among its
+/// most likely; nothing after it is compared.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Tie {
+    pub prompt: String,
+    /// Index of the token (0 = the first generated token).
+    pub index: usize,
+    pub reference_token: Alternative,
+    pub candidate_token: Alternative,
+}
+
+impl fmt::Display for Tie {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let logprob = |token: &Alternative| token.logprob.map_or(String::new(), |logprob| format!(" ({logprob:.3})"));
+        write!(
+            f,
+            "prompt {:?}: token {}: reference {:?}{}, candidate {:?}{}, each among the other's most likely",
+            self.prompt,
+            self.index,
+            self.reference_token.text,
+            logprob(&self.reference_token),
+            self.candidate_token.text,
+            logprob(&self.candidate_token)
+        )
+    }
 }
 
 /// The first difference in one prompt's answer.
@@ -128,6 +162,7 @@ pub fn compare(reference: &GateRun, candidate: &GateRun, tolerance: f64) -> Resu
         reference_layout: reference.layout.clone(),
         candidate_layout: candidate.layout.clone(),
         mismatches: Vec::new(),
+        ties: Vec::new(),
     };
     for expected in &reference.answers {
         let empty = Vec::new();
@@ -136,8 +171,15 @@ pub fn compare(reference: &GateRun, candidate: &GateRun, tolerance: f64) -> Resu
             .iter()
             .find(|answer| answer.prompt == expected.prompt)
             .map_or(&empty, |answer| &answer.tokens);
-        if let Some((index, kind)) = first_difference(&expected.tokens, got, tolerance, &mut verdict) {
-            verdict.mismatches.push(Mismatch {
+        match first_difference(&expected.tokens, got, tolerance, &mut verdict) {
+            Difference::None => {}
+            Difference::Tie(index) => verdict.ties.push(Tie {
+                prompt: expected.prompt.clone(),
+                index,
+                reference_token: expected.tokens.get(index).map(GateToken::alone).unwrap_or_default(),
+                candidate_token: got.get(index).map(GateToken::alone).unwrap_or_default(),
+            }),
+            Difference::Mismatch(index, kind) => verdict.mismatches.push(Mismatch {
                 prompt: expected.prompt.clone(),
                 index,
                 kind,
@@ -147,11 +189,19 @@ pub fn compare(reference: &GateRun, candidate: &GateRun, tolerance: f64) -> Resu
                 candidate_context: context(got, index),
                 reference_image: reference.image.clone(),
                 candidate_image: candidate.image.clone(),
-            });
+            }),
         }
     }
     verdict.passed = verdict.mismatches.is_empty();
     Ok(verdict)
+}
+
+/// How one prompt's answers compare.
+enum Difference {
+    None,
+    /// They part at this token, a near-tie.
+    Tie(usize),
+    Mismatch(usize, MismatchKind),
 }
 
 fn first_difference(
@@ -159,21 +209,29 @@ fn first_difference(
     got: &[GateToken],
     tolerance: f64,
     verdict: &mut GateVerdict,
-) -> Option<(usize, MismatchKind)> {
+) -> Difference {
     for (index, (want, have)) in expected.iter().zip(got).enumerate() {
         verdict.compared_tokens += 1;
         if !want.same_as(have) {
-            return Some((index, MismatchKind::Token));
+            // Each among the other's most likely: a near-tie; the texts part from here.
+            return if want.ranks(have) && have.ranks(want) {
+                Difference::Tie(index)
+            } else {
+                Difference::Mismatch(index, MismatchKind::Token)
+            };
         }
         if let (Some(a), Some(b)) = (want.logprob, have.logprob) {
             let delta = (a - b).abs();
             verdict.max_logprob_delta = Some(verdict.max_logprob_delta.map_or(delta, |max: f64| max.max(delta)));
             if delta > tolerance {
-                return Some((index, MismatchKind::Logprob { delta }));
+                return Difference::Mismatch(index, MismatchKind::Logprob { delta });
             }
         }
     }
-    (expected.len() != got.len()).then(|| (expected.len().min(got.len()), MismatchKind::Length))
+    if expected.len() != got.len() {
+        return Difference::Mismatch(expected.len().min(got.len()), MismatchKind::Length);
+    }
+    Difference::None
 }
 
 /// `…text before⟦token⟧text after…` of `tokens` around `index` (`⟦⟧` past the end).
@@ -197,7 +255,18 @@ mod tests {
     use crate::bench::key::ModelIdentity;
 
     fn token(id: u32, text: &str, logprob: f64) -> GateToken {
-        GateToken { id: Some(id), text: text.into(), logprob: Some(logprob) }
+        GateToken { id: Some(id), text: text.into(), logprob: Some(logprob), top: Vec::new() }
+    }
+
+    /// `token` with `others` ranked after it.
+    fn ranking(token: GateToken, others: &[(u32, &str, f64)]) -> GateToken {
+        let mut top = vec![token.alone()];
+        top.extend(others.iter().map(|&(id, text, logprob)| Alternative {
+            id: Some(id),
+            text: text.into(),
+            logprob: Some(logprob),
+        }));
+        GateToken { top, ..token }
     }
 
     fn run(image: &str, answers: Vec<(&str, Vec<GateToken>)>) -> GateRun {
@@ -258,6 +327,50 @@ mod tests {
         assert!(message.contains("prompt \"capital\": token 5 differs"), "{message}");
         assert!(message.contains("sha256:aaaa") && message.contains("sha256:bbbb"), "{message}");
         assert!(message.contains("⟦ London⟧"), "{message}");
+    }
+
+    #[test]
+    fn a_near_tie_ends_the_prompt_and_passes_but_an_unranked_token_fails() {
+        // The reference ranked " Lyon" second; the candidate chose it and ranked " Paris" second.
+        let mut reference = sentence();
+        reference[5] = ranking(reference[5].clone(), &[(300, " Lyon", -0.52), (301, " Nice", -3.0)]);
+        let mut parted = sentence();
+        parted[5] = ranking(token(300, " Lyon", -0.51), &[(105, " Paris", -0.53)]);
+        for later in &mut parted[6..] {
+            *later = token(999, " elsewhere", -2.0);
+        }
+        let reference_run = run("sha256:aaaa", vec![("capital", reference.clone()), ("count", sentence())]);
+        let verdict = compare(
+            &reference_run,
+            &run("sha256:bbbb", vec![("capital", parted.clone()), ("count", sentence())]),
+            DEFAULT_LOGPROB_TOLERANCE,
+        )
+        .unwrap();
+        assert!(verdict.passed, "{:?}", verdict.mismatches);
+        assert_eq!(verdict.compared_tokens, 6 + 11, "the tie is compared, nothing after it");
+        assert_eq!(verdict.ties.len(), 1);
+        let tie = &verdict.ties[0];
+        assert_eq!((tie.prompt.as_str(), tie.index), ("capital", 5));
+        assert_eq!((tie.reference_token.text.as_str(), tie.candidate_token.text.as_str()), (" Paris", " Lyon"));
+        assert!(tie.to_string().contains("token 5: reference \" Paris\" (-0.500), candidate \" Lyon\""), "{tie}");
+
+        // Only one way round is not a tie: the candidate did not rank the reference's token.
+        let mut one_way = parted.clone();
+        one_way[5] = ranking(token(300, " Lyon", -0.51), &[(302, " Marseille", -0.53)]);
+        let verdict =
+            compare(&reference_run, &run("sha256:bbbb", vec![("capital", one_way), ("count", sentence())]), 0.1)
+                .unwrap();
+        assert!(!verdict.passed && verdict.ties.is_empty());
+        assert_eq!((verdict.mismatches[0].index, verdict.mismatches[0].kind), (5, MismatchKind::Token));
+
+        // Without alternatives (a reference kept before they were asked for), a flip fails.
+        let verdict = compare(
+            &run("sha256:aaaa", vec![("capital", sentence())]),
+            &run("sha256:bbbb", vec![("capital", parted)]),
+            0.1,
+        )
+        .unwrap();
+        assert!(!verdict.passed);
     }
 
     #[test]

@@ -1,11 +1,12 @@
 //! Running the gate: the prompt set sent to an endpoint (one prompt at a time, so batching can
-//! change nothing: [`ask`], on the node that reaches it), its answers held against the reference,
-//! the stored one or one node serving alone ([`judge`], where the command runs).
+//! change nothing: [`ask`], on the node that reaches it), its answers held against the reference
+//! ([`judge`], where the command runs): the stored one, or answers taken elsewhere (one node
+//! serving alone, the image a canary replaces).
 
 use chrono::{SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::answer::{tokens_of, GateAnswer, GateRun, GATE_FORMAT};
+use super::answer::{tokens_of, GateAnswer, GateRun, GATE_FORMAT, TOP_LOGPROBS};
 use super::diff::{compare, GateVerdict};
 use super::prompts::PromptSet;
 use super::references::ReferenceStore;
@@ -36,7 +37,8 @@ pub struct GateReport {
     pub reference: String,
     /// This run became the model's stored reference.
     pub became_reference: bool,
-    /// Absent when there was nothing to compare with (the run became the reference).
+    /// Absent when there was nothing to compare with (the run became the reference, or went
+    /// unchecked).
     pub verdict: Option<GateVerdict>,
     pub candidate: GateRun,
 }
@@ -45,6 +47,22 @@ impl GateReport {
     pub fn passed(&self) -> bool {
         self.verdict.as_ref().is_none_or(|verdict| verdict.passed)
     }
+
+    /// Nothing checked the answers, and they were not kept as a reference either.
+    pub fn unchecked(&self) -> bool {
+        self.verdict.is_none() && !self.became_reference
+    }
+}
+
+/// What a candidate's answers are held against.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reference {
+    /// Answers taken elsewhere ("one node alone at URL", "image X just before the swap"), never
+    /// stored here.
+    Run { run: Box<GateRun>, described: String },
+    /// The model's stored reference. Without one, the candidate becomes it when `keep_first`
+    /// (a plain `bench --gate` accepts what it measures), else its answers go unchecked.
+    Stored { keep_first: bool },
 }
 
 /// Send every prompt of `set` to `target`, greedy and seeded, and keep its tokens.
@@ -60,7 +78,7 @@ pub async fn ask(target: &GateTarget, set: &PromptSet) -> Result<GateRun> {
             stream: false,
             stream_options: None,
             ignore_eos: true,
-            logprobs: Some(1),
+            logprobs: Some(TOP_LOGPROBS),
             return_token_ids: true,
         };
         let completion = target.client.complete(&request).await?;
@@ -92,35 +110,36 @@ pub async fn ask(target: &GateTarget, set: &PromptSet) -> Result<GateRun> {
     })
 }
 
-/// Hold `candidate`'s answers against a reference: `single_node`'s answers when given (never
-/// stored here: the caller records the candidate with [`ReferenceStore::record_first`] once it
-/// accepts it), else the model's stored reference; without one, the candidate becomes it (the
-/// first accepted run: a plain `bench --gate` accepts what it measures).
+/// Hold `candidate`'s answers against `reference`; see [`Reference`].
 pub fn judge(
     candidate: GateRun,
-    single_node: Option<GateRun>,
+    reference: Reference,
     references: &ReferenceStore,
     set: &PromptSet,
     logprob_tolerance: f64,
 ) -> Result<GateReport> {
-    let (reference, described) = match single_node {
-        Some(single) => {
-            let described = format!("{} at {}", single.layout, single.endpoint);
-            (Some(single), described)
-        }
-        None => match references.get(&candidate.model, set)? {
+    let (reference, described, keep_first) = match reference {
+        Reference::Run { run, described } => (Some(*run), described, false),
+        Reference::Stored { keep_first } => match references.get(&candidate.model, set)? {
             Some(stored) => {
                 let described = format!("the stored reference from image {} ({})", stored.image, stored.layout);
-                (Some(stored), described)
+                (Some(stored), described, false)
             }
-            None => (None, "none yet: this run is the reference".to_string()),
+            None if keep_first => (None, "none yet: this run is the reference".to_string(), true),
+            None => (
+                None,
+                "none: the answers went unchecked (no reference for this model, and none is kept from unchecked \
+                 answers)"
+                    .to_string(),
+                false,
+            ),
         },
     };
     let verdict = match &reference {
         Some(reference) => Some(compare(reference, &candidate, logprob_tolerance)?),
         None => None,
     };
-    let became_reference = reference.is_none() && references.record_first(&candidate)?;
+    let became_reference = keep_first && references.record_first(&candidate)?;
     Ok(GateReport {
         prompt_set: set.version,
         model: candidate.model.clone(),

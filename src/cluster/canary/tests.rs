@@ -21,7 +21,7 @@ fn spread_off() -> SpreadSettings {
 }
 
 fn baseline(throughput: f64) -> Baseline {
-    Baseline { id: "0123abcd".into(), image: "sha256:old".into(), output_throughput: throughput }
+    Baseline { id: "0123abcd".into(), image: "sha256:old".into(), output_throughput: throughput, before_swap: true }
 }
 
 fn measured(throughput: f64) -> BenchResult {
@@ -39,9 +39,12 @@ fn the_gate_decides_first_then_the_ratio_to_the_previous_image() {
     let slow = judge(None, &measured(20.0), Some(&baseline(100.0)), 0.9);
     assert_eq!(slow.ratio, Some(0.2));
     let reason = slow.reason.expect("refused");
-    for part in
-        ["20.0 on image sha256:new", "0.20 of the 100.0 on image sha256:old", "result 0123abcd", "--min-ratio 0.9"]
-    {
+    for part in [
+        "20.0 on image sha256:new",
+        "0.20 of the 100.0 on image sha256:old",
+        "result 0123abcd, measured just before the swap",
+        "--min-ratio 0.9",
+    ] {
         assert!(reason.contains(part), "{part:?} in {reason}");
     }
 }
@@ -187,5 +190,6 @@ fn llama_launch(model: &str) -> LaunchRequest {
         hf_token: None,
         api_key: None,
         hub_env: Default::default(),
+        cuda_graphs: false,
     }
 }

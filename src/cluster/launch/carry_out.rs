@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 
 use futures_util::future::join_all;
 
-use super::proof::{prove, Proving};
+use super::proof::{link_use, prove, Proving};
 use super::request::{LaunchReport, LaunchRequest};
 use crate::cluster::interrupt::Interrupt;
 use crate::error::{Error, MultiError, Result};
@@ -123,6 +123,7 @@ pub(super) async fn carry_out(
             prove(&mut proving, proof).await?;
         }
     }
+    link_use(&mut proving).await;
     Ok((proving.served, proving.warnings))
 }
 

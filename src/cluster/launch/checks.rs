@@ -50,7 +50,7 @@ pub(super) async fn check_every_node(
                 start: !request.dry_run,
                 programs,
                 paths: engine.model_paths(&request.source, role)?,
-                flags: if rank == 0 { engine.backend_question(backends) } else { None },
+                flags: if rank == 0 { engine.image_question(backends) } else { None },
                 sha256_of: engine.identity_file(&request.source, role).filter(|_| !request.dry_run),
                 free_ports: vec![ENGINE_PORTS_FROM, engine.node_port()],
                 ..ask

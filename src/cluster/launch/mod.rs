@@ -71,6 +71,7 @@ pub async fn launch(cluster: &[&dyn Node], request: &LaunchRequest, reporter: &d
     let endpoint = endpoint(listen, head_link);
     let mut report =
         plan::plan(&nodes, &service_checks, request, backend, split, hub.as_ref(), gguf.as_ref(), endpoint)?;
+    why.append(&mut report.why);
     report.why = why;
     if request.dry_run {
         return Ok(report.shown());

@@ -69,8 +69,10 @@ pub(super) fn plan(
         hub_commit: cached.map(|c| c.commit.to_string()),
         env: request.env.clone(),
         secrets,
+        image_flags: checks[0].flags.clone(),
+        cuda_graphs: request.cuda_graphs,
     };
-    let LaunchPlan { engine, backend, nodes: planned, steps } = request.engine.plan(&facts, &asked, backend);
+    let LaunchPlan { engine, backend, nodes: planned, steps, notes } = request.engine.plan(&facts, &asked, backend);
     Ok(LaunchReport {
         service: request.service.to_string(),
         engine,
@@ -82,7 +84,7 @@ pub(super) fn plan(
         tp: Some(split.tp),
         pp: Some(split.pp),
         on: nodes.iter().map(|node| node.name().to_string()).collect(),
-        why: Vec::new(),
+        why: notes,
         warnings: Vec::new(),
         nodes: planned,
         steps,

@@ -14,9 +14,10 @@ use crate::error::{Error, MultiError, Result};
 use crate::node::{Node, NodeCalls};
 use crate::reporter::Reporter;
 use crate::secret::Secret;
+use crate::serving::engine::tcp_on_roce;
 use crate::serving::engine::EngineRef;
 use crate::serving::http::HttpAnswer;
-use crate::serving::logs::ServeLogs;
+use crate::serving::logs::{LogTail, ServeLogs};
 use crate::serving::plan::{NodePlan, Proof};
 use crate::serving::probe::{ServeProbe, ServeProbeReport};
 use crate::serving::ray::{RayNode, RayNodes};
@@ -147,12 +148,6 @@ async fn ranks_joined(proving: &mut Proving<'_>, rendezvous: SocketAddr) -> Resu
         let logs = join_all(nodes.iter().map(|node| rank_log(*node, proving.service, proving.engine.server()))).await;
         let waiting: Vec<usize> = (0..nodes.len()).filter(|index| !rank_joined(&logs[*index])).collect();
         if waiting.is_empty() {
-            for (node, lines) in nodes.iter().zip(&logs) {
-                if let Some(warning) = RcclNet::warning(RcclNet::of(lines), &proving.transport, node.name()) {
-                    proving.reporter.warning(&warning);
-                    proving.warnings.push(warning);
-                }
-            }
             let net = match logs.iter().find_map(|lines| RcclNet::of(lines)) {
                 Some(RcclNet::Ib) => "; RCCL over NET/IB (RDMA)",
                 Some(RcclNet::Socket) => "; RCCL over NET/Socket (TCP)",
@@ -384,6 +379,26 @@ async fn head_log(proving: &Proving<'_>, prefix: &str, mentions: &[(usize, Strin
         Ok(())
     } else {
         Err(failed.into())
+    }
+}
+
+/// Once it serves, what every node's logs say carried the data between the nodes: a warning for
+/// each whose engine went over TCP although the link is RoCE (the engine judges its own lines).
+pub async fn link_use(proving: &mut Proving<'_>) {
+    if proving.nodes.len() < 2 || !matches!(proving.transport, Transport::Roce { .. }) {
+        return;
+    }
+    let ask = ServeLogs { service: Some(proving.service.to_string()), lines: RANK_LOG_LINES, seen: Vec::new() };
+    let logs = join_all(proving.nodes.iter().map(|node| node.call(ask.clone()))).await;
+    let logs: Vec<(String, Vec<LogTail>)> = proving
+        .nodes
+        .iter()
+        .zip(logs)
+        .map(|(node, tails)| (node.name().to_string(), tails.unwrap_or_default()))
+        .collect();
+    for warning in tcp_on_roce(proving.engine, &proving.transport, &logs) {
+        proving.reporter.warning(&warning);
+        proving.warnings.push(warning);
     }
 }
 

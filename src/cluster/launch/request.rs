@@ -57,6 +57,8 @@ pub struct LaunchRequest {
     pub api_key: Option<Secret>,
     /// The operator's `HF_*` settings, for a pull of the model (`model::hub_env`).
     pub hub_env: BTreeMap<String, String>,
+    /// Capture CUDA graphs across nodes anyway (`--cuda-graphs`; the default leaves them off).
+    pub cuda_graphs: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -167,6 +169,8 @@ mod tests {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .into(),
             secrets: Vec::new(),
+            image_flags: None,
+            cuda_graphs: false,
         };
         let plan = crate::serving::vllm::VLLM.plan(&nodes, &asked, Backend::Single);
         assert_eq!(plan.nodes[0].commands[0].env["HF_TOKEN"], "hf_s3cret", "the node gets it");

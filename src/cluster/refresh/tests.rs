@@ -153,7 +153,7 @@ async fn ctrl_c_while_staging_removes_every_staged_replacement() {
     let stage_on_b =
         interrupting(&cluster[1].node, &interrupt, |call| matches!(call, NodeCall::Refresh(r) if r.stage_only));
     let nodes: [&dyn Node; 2] = [&cluster[0].node, &stage_on_b];
-    let error = in_phases(&nodes, &request(), &spread_off(), &Silent, &interrupt).await.unwrap_err();
+    let error = in_phases(&nodes, &request(), &spread_off(), &Silent, &interrupt, None).await.unwrap_err();
     assert!(matches!(error, Error::Interrupted { signal: Signal::Interrupt, .. }), "{error}");
     assert_eq!(error.exit_code(), 130);
     assert_eq!(state(&cluster), on('1', 2), "the stage finished everywhere, then was undone");
@@ -167,7 +167,7 @@ async fn ctrl_c_while_swapping_puts_every_node_back() {
     let swap_on_a =
         interrupting(&cluster[0].node, &interrupt, |call| matches!(call, NodeCall::Phase(p) if p.phase == Phase::Swap));
     let nodes: [&dyn Node; 2] = [&swap_on_a, &cluster[1].node];
-    let error = in_phases(&nodes, &request(), &spread_off(), &Silent, &interrupt).await.unwrap_err();
+    let error = in_phases(&nodes, &request(), &spread_off(), &Silent, &interrupt, None).await.unwrap_err();
     assert_eq!(error.exit_code(), 130, "{error}");
     assert_eq!(state(&cluster), on('1', 2));
 }
@@ -180,9 +180,73 @@ async fn ctrl_c_before_any_change_stops_before_staging() {
     let resolving = interrupting(&cluster[0].node, &interrupt, |call| matches!(call, NodeCall::Resolve(_)));
     let before = changes(&cluster[1]).len();
     let nodes: [&dyn Node; 2] = [&resolving, &cluster[1].node];
-    let error = in_phases(&nodes, &request(), &spread_off(), &Silent, &interrupt).await.unwrap_err();
+    let error = in_phases(&nodes, &request(), &spread_off(), &Silent, &interrupt, None).await.unwrap_err();
     assert!(error.to_string().contains("before any node changed"), "{error}");
     assert_eq!(changes(&cluster[1]).len(), before, "b was not even staged");
+}
+
+/// A `before_swap` that notes what it saw (each node's image and staged report's `previous`).
+fn noting<'a>(
+    cluster: &'a [TestNode],
+    seen: &'a std::cell::RefCell<Vec<(Option<String>, Option<String>)>>,
+    answer: Result<()>,
+) -> BeforeSwap<'a> {
+    Box::new(move |staged: &[RefreshReport]| {
+        let previous: Vec<Option<String>> = staged.iter().map(|report| report.previous.clone()).collect();
+        Box::pin(async move {
+            let runs = cluster.iter().map(|test| test.runs(NAME));
+            seen.borrow_mut().extend(runs.zip(previous));
+            answer
+        })
+    })
+}
+
+#[tokio::test]
+async fn before_the_swap_every_node_still_runs_the_image_it_replaces() {
+    for names in [&["a", "b"][..], &["a"][..]] {
+        let cluster = on_version(names, '1').await;
+        publish(&cluster, '2');
+        let seen = std::cell::RefCell::new(Vec::new());
+        let hook = noting(&cluster, &seen, Ok(()));
+        let report =
+            refresh_nodes_then(&as_nodes(&cluster), &request(), &spread_off(), &Silent, Some(hook)).await.unwrap();
+        assert_eq!(report.outcome, ClusterOutcome::Refreshed);
+        let previous = Some(format!("{REPO}@{}", digest('1')));
+        assert_eq!(seen.into_inner(), vec![(Some("sha256:id1".to_string()), previous); names.len()]);
+        assert_eq!(state(&cluster), on('2', names.len()));
+
+        // Nothing changes: nothing to measure before.
+        let seen = std::cell::RefCell::new(Vec::new());
+        let hook = noting(&cluster, &seen, Ok(()));
+        let again =
+            refresh_nodes_then(&as_nodes(&cluster), &request(), &spread_off(), &Silent, Some(hook)).await.unwrap();
+        assert_eq!((again.outcome, seen.into_inner()), (ClusterOutcome::Unchanged, Vec::new()));
+    }
+}
+
+#[tokio::test]
+async fn a_failure_before_the_swap_leaves_every_node_as_it_was() {
+    let cluster = on_version(&["a", "b"], '1').await;
+    publish(&cluster, '2');
+    let seen = std::cell::RefCell::new(Vec::new());
+    let hook = noting(&cluster, &seen, Err(Error::Internal("the measure failed".into())));
+    let error =
+        refresh_nodes_then(&as_nodes(&cluster), &request(), &spread_off(), &Silent, Some(hook)).await.unwrap_err();
+    let message = error.to_string();
+    assert!(message.contains("before any node swapped") && message.contains("the measure failed"), "{message}");
+    assert!(message.contains("every staged replacement was removed"), "{message}");
+    assert_eq!(state(&cluster), on('1', 2), "staged replacements removed, nothing swapped");
+
+    let interrupt = Interrupt::manual();
+    let raising: BeforeSwap = Box::new(|_: &[RefreshReport]| {
+        interrupt.raise(Signal::Terminate);
+        Box::pin(async { Ok(()) })
+    });
+    let error = in_phases(&as_nodes(&cluster), &request(), &spread_off(), &Silent, &interrupt, Some(raising))
+        .await
+        .unwrap_err();
+    assert_eq!(error.exit_code(), 143, "{error}");
+    assert_eq!(state(&cluster), on('1', 2));
 }
 
 #[tokio::test]

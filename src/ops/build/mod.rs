@@ -32,6 +32,10 @@ pub async fn build(settings: &Settings, options: &BuildOptions) -> Result<BuildO
     let connection = settings.connect().await?;
     // Refused before the build when it would not load in the image it goes into.
     check_against(connection.engine(), &mut report, &options.base, settings.reporter.as_ref()).await?;
+    // Said first, refused or not: the image's own RCCL may make the build needless.
+    if let Some(stock) = report.abi.as_ref().and_then(|abi| abi.stock.as_ref()) {
+        settings.reporter.line(&format!("{}: {}", options.base, stock.summary()));
+    }
     report.ensure_gfx1151()?;
     settings.reporter.line(&format!(
         "{}: sha256 {}, {} bytes, targets {}",

@@ -3,7 +3,7 @@
 //! - [`llama_image`]: llama.cpp as built;
 //! - [`llama_image_rope`]: the same server and model, but the model's RoPE base overridden
 //!   (`--override-kv llama.rope.freq_base=float:100`), so the answers change: a "broken" build;
-//! - [`llama_image_slow`]: the same answers, served slowly (see [`LlamaVariant::Slow`]).
+//! - [`llama_image_slow`]: the same answers, served far more slowly (see [`LlamaVariant::Slow`]).
 //!
 //! The rootfs is Debian bookworm, the one Toolbx accepts (toolbox_image.rs: bash, sudo, and the
 //! glibc and libstdc++ of the Debian 12 machine that built the binaries), without apt's lists and
@@ -44,11 +44,13 @@ pub enum LlamaVariant {
     /// The model's RoPE base overridden to 100 (the tiny model's is 10000): same weights, other
     /// rotary angles from the second position on, so greedy answers differ.
     RopeBase,
-    /// The server stopped four fifths of the time: SIGSTOP/SIGCONT in 10 ms on / 40 ms off from
-    /// the wrapper, as cpulimit does. Fewer threads cannot slow it (the tests run one already)
-    /// and taskset only pins it to a core; this slows every request about 5x (measured: 4 x 128
-    /// tokens in 0.73 s as built, 3.7-4.0 s slowed) whatever the machine's load, and changes no
-    /// answer.
+    /// The server stopped 19 twentieths of the time: SIGSTOP/SIGCONT in 10 ms on / 190 ms off
+    /// from the wrapper, as cpulimit does. Fewer threads cannot slow it (the tests run one
+    /// already) and taskset only pins it to a core. Split over RPC, the workers compute while the
+    /// head is stopped, and on a busy machine every process gets less than its window anyway:
+    /// 10 ms on / 40 ms off measured only 0.66 of the image it replaced there. Twentyfold, the head
+    /// is away for most of every token: 0.08-0.12 of the unslowed server on loopback RPC with the
+    /// machine's load at 9 on 2 cores. It changes no answer.
     Slow,
 }
 
@@ -64,7 +66,7 @@ pub fn llama_image_rope(podman: &PodmanService, registry: &Registry, name: &str,
     push_rootfs_image(podman, registry, name, &llama_rootfs_tar(LlamaVariant::RopeBase), &[(CREATED_LABEL, created)])
 }
 
-/// A `llama-server` that answers the same, about 5x slower.
+/// A `llama-server` that answers the same, about ten times slower.
 pub fn llama_image_slow(podman: &PodmanService, registry: &Registry, name: &str, created: &str) -> String {
     push_rootfs_image(podman, registry, name, &llama_rootfs_tar(LlamaVariant::Slow), &[(CREATED_LABEL, created)])
 }
@@ -88,7 +90,7 @@ pub fn llama_server_wrapper(variant: LlamaVariant, server: &Path) -> String {
              trap 'stopping=1; kill -CONT \"$server\" 2>/dev/null; kill -TERM \"$server\" 2>/dev/null' TERM INT\n\
              while [ -z \"$stopping\" ] && kill -0 \"$server\" 2>/dev/null; do\n\
              \x20 sleep 0.01; kill -STOP \"$server\" 2>/dev/null\n\
-             \x20 sleep 0.04; kill -CONT \"$server\" 2>/dev/null\n\
+             \x20 sleep 0.19; kill -CONT \"$server\" 2>/dev/null\n\
              done\n\
              wait \"$server\"; status=$?\n\
              while kill -0 \"$server\" 2>/dev/null; do wait \"$server\"; status=$?; done\n\

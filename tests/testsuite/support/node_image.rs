@@ -37,23 +37,28 @@ pub fn ray_version() -> String {
 
 /// The image, imported through `podman` and pushed as `REGISTRY/name`; returns the reference.
 pub fn node_image(podman: &PodmanService, registry: &Registry, name: &str) -> String {
+    import_node_image(podman, registry, name, &[])
+}
+
+/// The same rootfs as an image of an older vLLM, whose `serve` has no `--nnodes` (the stand-in
+/// reads STANDIN_VLLM_WITHOUT_NNODES from the image's environment): a launch across nodes falls
+/// back to Ray's executor on it.
+pub fn node_image_without_nnodes(podman: &PodmanService, registry: &Registry, name: &str) -> String {
+    import_node_image(podman, registry, name, &["ENV STANDIN_VLLM_WITHOUT_NNODES=1"])
+}
+
+fn import_node_image(podman: &PodmanService, registry: &Registry, name: &str, changes: &[&str]) -> String {
     let tarball = node_rootfs_tar();
     let reference = format!("{}/{name}", registry.host());
     let label = format!("LABEL org.opencontainers.image.created={CREATED}");
     let path = "ENV PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
     let tarball = tarball.to_str().expect("utf-8 path");
-    podman.podman_ok(&[
-        "import",
-        "--quiet",
-        "--change",
-        &label,
-        "--change",
-        path,
-        "--change",
-        "CMD [\"/bin/bash\"]",
-        tarball,
-        &reference,
-    ]);
+    let mut argv = vec!["import", "--quiet", "--change", &label, "--change", path, "--change", "CMD [\"/bin/bash\"]"];
+    for change in changes {
+        argv.extend(["--change", change]);
+    }
+    argv.extend([tarball, &reference]);
+    podman.podman_ok(&argv);
     podman.podman_ok(&["push", "--quiet", &reference]);
     podman.podman_ok(&["rmi", "--force", &reference]);
     reference

@@ -3,7 +3,9 @@
 has. Across nodes it runs as vLLM's multiprocessing executor does (`--nnodes N --node-rank R
 --master-addr A --master-port P`, `--headless` on every rank but 0): rank 0 listens on A:P and
 serves the API only once every headless rank connected; a headless rank that cannot reach A:P
-gives up with torch's own words. With NCCL_DEBUG=INFO each rank logs RCCL's start-up lines (its
+gives up with torch's own words. With STANDIN_VLLM_WITHOUT_NNODES=1 (an image's ENV) it is an older
+vLLM, whose executor spans one node: none of those five flags exists, so its help does not name
+them and argparse refuses them. With NCCL_DEBUG=INFO each rank logs RCCL's start-up lines (its
 channels `via NET/Socket`: no RDMA here, and `Init COMPLETE`). Its help answers `--help[=all]`
 and names every flag it takes; any other flag is refused, as vLLM's argparse does.
 
@@ -12,10 +14,15 @@ N nodes, one actor per bundle), and serves /health and /v1/models only when all 
 Anything else is an error, with the reason on its output, like vLLM's own.
 
 It answers completions as vLLM's OpenAI server does (POST /v1/completions, streamed or not, with
-`usage`, `logprobs`, `return_token_ids`; POST /tokenize), from a toy model: a word is a token, and
-the continuation of a prompt is a fixed function of its tokens, so the same prompt always gets the
-same answer. STANDIN_WRONG_ANSWERS=N makes every answer differ from its N-th token on: an image that
-serves garbage at full speed, for the gate to catch.
+`usage`, `logprobs` (each token's text and log-probability, and `top_logprobs`: the `logprobs`
+most likely tokens at each place, text to log-probability, at most --max-logprobs, 20 by default),
+`return_token_ids`; POST /tokenize), from a toy model: a word is a token, and the continuation of a
+prompt is a fixed function of its tokens, so the same prompt always gets the same answer; at each
+place it ranks the words, the greedy one first and a runner-up close behind. STANDIN_WRONG_ANSWERS=N
+makes every answer differ from its N-th token on, with words the right answer did not rank: an
+image that serves garbage at full speed, for the gate to catch. STANDIN_TIED_ANSWERS=N makes every
+answer take the runner-up at its N-th token (the two nearly tied: what another summation order
+flips), and part from the right answer from there.
 
 GET /metrics answers as vLLM's does (prometheus_client's text format, vllm/v1/metrics/loggers.py's
 names, types, help and `engine`/`model_name` labels): the counters `vllm:prompt_tokens_total` and
@@ -46,6 +53,7 @@ import time
 
 SEEN_ENV = ("VLLM_HOST_IP", "NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "NCCL_IB_DISABLE", "NCCL_NET_GDR_LEVEL",
             "NCCL_IB_TIMEOUT", "NCCL_IB_RETRY_CNT", "RAY_EXPERIMENTAL_NOSET_ROCR_VISIBLE_DEVICES",
+            "RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES",
             "RAY_memory_monitor_refresh_ms", "HF_HUB_OFFLINE", "NCCL_DEBUG")
 
 
@@ -63,11 +71,12 @@ def parse(argv):
     serve.add_argument("model", nargs="?")
     serve.add_argument("--tensor-parallel-size", type=int, default=1)
     serve.add_argument("--pipeline-parallel-size", type=int, default=1)
-    serve.add_argument("--nnodes", type=int, default=1)
-    serve.add_argument("--node-rank", type=int, default=0)
-    serve.add_argument("--master-addr", default="127.0.0.1")
-    serve.add_argument("--master-port", type=int, default=29501)
-    serve.add_argument("--headless", action="store_true")
+    if os.environ.get("STANDIN_VLLM_WITHOUT_NNODES") != "1":
+        serve.add_argument("--nnodes", type=int, default=1)
+        serve.add_argument("--node-rank", type=int, default=0)
+        serve.add_argument("--master-addr", default="127.0.0.1")
+        serve.add_argument("--master-port", type=int, default=29501)
+        serve.add_argument("--headless", action="store_true")
     serve.add_argument("--distributed-executor-backend", choices=["ray", "mp"], default=None)
     serve.add_argument("--host", default="0.0.0.0")
     serve.add_argument("--port", type=int, default=8000)
@@ -75,9 +84,15 @@ def parse(argv):
     serve.add_argument("--revision", default=None)
     serve.add_argument("--max-model-len", type=int, default=None)
     serve.add_argument("--enforce-eager", action="store_true")
+    # As vLLM's (the `-cc` shorthand from the versions whose compilation config has
+    # cudagraph_mode): a JSON object, refused when it is not one.
+    serve.add_argument("--compilation-config", "-cc", dest="compilation_config", type=json.loads, default=None)
     serve.add_argument("--gpu-memory-utilization", type=float, default=None)
     serve.add_argument("--api-key", default=None)
     args = parser.parse_args(argv)
+    for flag, default in (("nnodes", 1), ("node_rank", 0), ("headless", False)):
+        if not hasattr(args, flag):
+            setattr(args, flag, default)
     if args.help is not None:
         print(serve.format_help())
         sys.exit(0)
@@ -137,7 +152,9 @@ def rccl_started(rank, size):
     if os.environ.get("NCCL_DEBUG") != "INFO":
         return
     where = f"{socket.gethostname()}:{os.getpid()}:{os.getpid()} [0]"
-    print(f"{where} NCCL INFO NET/Socket : Using [0]{os.environ.get('NCCL_SOCKET_IFNAME', 'eth0')}", flush=True)
+    # NCCL names the interface it matched, without the exact-match '=' of NCCL_SOCKET_IFNAME.
+    interface = os.environ.get('NCCL_SOCKET_IFNAME', 'eth0').lstrip('^').lstrip('=')
+    print(f"{where} NCCL INFO NET/Socket : Using [0]{interface}", flush=True)
     for peer in ((rank + 1) % size, (rank - 1) % size):
         print(f"{where} NCCL INFO Channel 00/0 : {rank}[0] -> {peer}[0] [send] via NET/Socket/0", flush=True)
     print(f"{where} NCCL INFO comm 0x5a rank {rank} nranks {size} cudaDev 0 busId c1000 - Init COMPLETE", flush=True)
@@ -217,16 +234,30 @@ def tokenize(text, add_special):
     return ([BOS] if add_special else []) + [word_id(word) for word in text.split()]
 
 
+# vLLM's default --max-logprobs.
+MAX_LOGPROBS = 20
+# The toy's ranking at a place: the words at these steps from the greedy one (7 and 30 are
+# coprime, so every word has a rank); a wrong answer's word (one step on) ranks 14th.
+RANK_STEP = 7
+
+
 def continuation(prompt_ids, count):
-    """The toy model's greedy answer: token k is a hash of the prompt and k; wrong from the N-th on."""
+    """The toy model's greedy answer, each token with its ranking (word ids and log-probabilities,
+    most likely first): token k is a hash of the prompt and k; wrong or tied from the N-th on."""
     wrong_from = int(os.environ.get("STANDIN_WRONG_ANSWERS", "-1"))
+    tied_at = int(os.environ.get("STANDIN_TIED_ANSWERS", "-1"))
     seed = hashlib.sha256(json.dumps(prompt_ids).encode()).hexdigest()
     tokens = []
     for k in range(count):
         index = int(hashlib.sha256(f"{seed}:{k}".encode()).hexdigest(), 16) % len(WORDS)
-        if 0 <= wrong_from <= k:
+        if 0 <= wrong_from <= k or 0 <= tied_at < k:
             index = (index + 1) % len(WORDS)
-        tokens.append(FIRST_WORD_ID + index)
+        ranking = [(FIRST_WORD_ID + (index + RANK_STEP * rank) % len(WORDS), logprob(k, rank))
+                   for rank in range(len(WORDS))]
+        if k == tied_at:
+            (first, high), (second, low) = ranking[0], ranking[1]
+            ranking[0], ranking[1] = (second, high), (first, low)
+        tokens.append(ranking)
     return tokens
 
 
@@ -234,19 +265,22 @@ def piece(token):
     return " " + WORDS[token - FIRST_WORD_ID]
 
 
-def logprob(k):
-    return -0.05 - 0.1 * (k % 7)
+def logprob(k, rank=0):
+    """The greedy word's, then a runner-up 0.02 nats behind, then the rest far behind."""
+    top = -0.7 - 0.1 * (k % 7)
+    return top if rank == 0 else top - 0.02 if rank == 1 else top - 2.0 * rank
 
 
-def completion_logprobs(tokens):
-    """OpenAI's completion form, as vLLM fills it."""
+def completion_logprobs(tokens, top):
+    """OpenAI's completion form, as vLLM fills it: `top` most likely tokens at each place (the
+    greedy one among them)."""
     offsets, at = [], 0
-    for token in tokens:
+    for ranking in tokens:
         offsets.append(at)
-        at += len(piece(token))
-    return {"text_offset": offsets, "token_logprobs": [logprob(k) for k in range(len(tokens))],
-            "tokens": [piece(t) for t in tokens],
-            "top_logprobs": [{piece(t): logprob(k)} for k, t in enumerate(tokens)]}
+        at += len(piece(ranking[0][0]))
+    return {"text_offset": offsets, "token_logprobs": [ranking[0][1] for ranking in tokens],
+            "tokens": [piece(ranking[0][0]) for ranking in tokens],
+            "top_logprobs": [{piece(t): value for t, value in ranking[:max(top, 1)]} for ranking in tokens]}
 
 
 class Served:
@@ -319,7 +353,8 @@ def main():
     world = args.tensor_parallel_size * args.pipeline_parallel_size
     log("INFO", f"args: model={args.model} tp={args.tensor_parallel_size} pp={args.pipeline_parallel_size} "
                 f"backend={args.distributed_executor_backend} nnodes={args.nnodes} rank={args.node_rank} "
-                f"port={args.port}")
+                f"port={args.port} enforce_eager={args.enforce_eager} "
+                f"compilation_config={json.dumps(args.compilation_config, sort_keys=True)}")
     signal.signal(signal.SIGTERM, lambda *_: (log("INFO", "Shutting down"), os._exit(0)))
     peers = []
     if args.distributed_executor_backend == "ray":
@@ -384,13 +419,19 @@ def main():
                 return self.answer(401, {"error": "Unauthorized"})
             if body.get("model") != name:
                 return self.answer(404, {"object": "error", "message": f"The model `{body.get('model')}` does not exist."})
+            top = body.get("logprobs")
+            if top is not None and top > MAX_LOGPROBS:
+                return self.answer(400, {"object": "error", "type": "BadRequestError", "code": 400,
+                                         "message": f"Requested sample logprobs of {top}, which is greater than max "
+                                                    f"allowed: {MAX_LOGPROBS}"})
             prompt = body.get("prompt", "")
             prompt_ids = prompt if isinstance(prompt, list) else tokenize(prompt, True)
             served.start(len(prompt_ids))
             produced = 0
             try:
                 wait_while_stalled()
-                tokens = continuation(prompt_ids, int(body.get("max_tokens", 16)))
+                ranked = continuation(prompt_ids, int(body.get("max_tokens", 16)))
+                tokens = [ranking[0][0] for ranking in ranked]
                 usage = {"prompt_tokens": len(prompt_ids), "completion_tokens": len(tokens),
                          "total_tokens": len(prompt_ids) + len(tokens)}
                 head = {"id": "cmpl-standin", "object": "text_completion", "created": int(time.time()),
@@ -400,7 +441,7 @@ def main():
                     produced = len(tokens)
                     choice = {"index": 0, "text": "".join(piece(t) for t in tokens), "finish_reason": "length",
                               "stop_reason": None,
-                              "logprobs": completion_logprobs(tokens) if body.get("logprobs") is not None else None,
+                              "logprobs": completion_logprobs(ranked, top) if top is not None else None,
                               "token_ids": tokens if body.get("return_token_ids") else None}
                     return self.answer(200, {**head, "choices": [choice], "usage": usage})
                 self.send_response(200)

@@ -133,7 +133,17 @@ impl TestCluster {
         TestCluster::build(None, &vec![NodeEngine::Podman; nodes], link)
     }
 
+    /// `nodes` nodes on `link` whose sessions all have node1's home as theirs, as nodes that
+    /// mount one NFS /home do (each keeps its own host tree, machine id and podman).
+    pub fn start_sharing_home(registry: &Registry, nodes: usize, link: Link) -> TestCluster {
+        TestCluster::build_with(Some(registry), &vec![NodeEngine::Podman; nodes], link, true)
+    }
+
     fn build(registry: Option<&Registry>, engines: &[NodeEngine], link: Link) -> TestCluster {
+        TestCluster::build_with(registry, engines, link, false)
+    }
+
+    fn build_with(registry: Option<&Registry>, engines: &[NodeEngine], link: Link, one_home: bool) -> TestCluster {
         let count = engines.len();
         assert!((1..=8).contains(&count), "a test cluster has 1 to 8 nodes, not {count}");
         std::fs::create_dir_all("/run/sshd").expect("mkdir /run/sshd (sshd's privilege separation dir)");
@@ -146,12 +156,13 @@ impl TestCluster {
         keygen(&key, "strix-test-client");
         let authorized_keys = dir.path().join("authorized_keys");
         std::fs::copy(key.with_extension("pub"), &authorized_keys).expect("authorized_keys");
-        let nodes: Vec<TestNode> = (1..=count)
-            .map(|index| {
-                let engine = engines[index - 1];
-                TestNode::start(slot.number, dir.path(), index, link, registry.map(|r| (r, engine)), &authorized_keys)
-            })
-            .collect();
+        let mut nodes: Vec<TestNode> = Vec::new();
+        for index in 1..=count {
+            let engine = engines[index - 1];
+            let home = nodes.first().filter(|_| one_home).map(|head| head.home.clone());
+            let registry = registry.map(|r| (r, engine));
+            nodes.push(TestNode::start(slot.number, dir.path(), index, link, registry, &authorized_keys, home));
+        }
         let switch = link.connect(slot.number, &nodes);
         for node in &nodes {
             link.wire_host_tree(node);
@@ -272,6 +283,7 @@ impl TestNode {
         link: Link,
         registry: Option<(&Registry, NodeEngine)>,
         authorized_keys: &Path,
+        shared_home: Option<PathBuf>,
     ) -> TestNode {
         let name = format!("node{index}");
         let netns = NetNs::named(format!("stx{slot}-{name}"));
@@ -286,7 +298,7 @@ impl TestNode {
         netns.ip(&["link", "set", "mgmt0", "up"]);
 
         let dir = cluster_dir.join(&name);
-        let home = dir.join("home");
+        let home = shared_home.unwrap_or_else(|| dir.join("home"));
         let bin_dir = dir.join("bin");
         for path in [&home, &bin_dir] {
             std::fs::create_dir_all(path).expect("mkdir node dir");
@@ -342,7 +354,27 @@ impl TestNode {
         keygen(&node.host_key(), &format!("{}-host", node.name));
         node.write_sshd_config(authorized_keys);
         node.new_boot_id();
+        node.new_machine_id();
         node
+    }
+
+    /// A machine id of its own in its host tree (etc/machine-id), as every installed system has.
+    fn new_machine_id(&self) {
+        let uuid = std::fs::read_to_string("/proc/sys/kernel/random/uuid").expect("a random uuid from the kernel");
+        std::fs::create_dir_all(self.host_tree.path().join("etc")).expect("mkdir the tree's etc");
+        std::fs::write(self.host_tree.path().join("etc/machine-id"), format!("{}\n", uuid.trim().replace('-', "")))
+            .expect("write the tree's machine id");
+    }
+
+    /// Its machine id (what its own state is kept under).
+    pub fn machine_id(&self) -> String {
+        let id = std::fs::read_to_string(self.host_tree.path().join("etc/machine-id")).expect("the tree's machine id");
+        id.trim().to_string()
+    }
+
+    /// Where its serving records and logs are: under its home's state, its own by its machine id.
+    pub fn serving_dir(&self) -> PathBuf {
+        self.home.join(".local/state/strix-toolbox/nodes").join(self.machine_id()).join("serving")
     }
 
     /// A boot id of its own in its host tree, as the kernel gives each boot (the namespaces share
