@@ -223,18 +223,22 @@ pub enum Command {
     #[command(hide = true)]
     Agent,
     /// The cluster's endpoint: route each request to the service its `model` names, as the routes
-    /// file under the state directory says, until no route is left (a launch starts this on the
-    /// cluster's head, detached).
+    /// file in DIR says, until no route is left (a launch starts this on the cluster's head,
+    /// detached).
     #[command(hide = true)]
     Router(RouterArgs),
 }
 
-/// The router's address.
+/// The router's address and files.
 #[derive(Debug, Clone, Args)]
 pub struct RouterArgs {
     /// Where it listens.
     #[arg(long, value_name = "ADDRESS:PORT")]
     pub listen: std::net::SocketAddr,
+
+    /// The directory of its routes file and key file (the launch that starts it names its own).
+    #[arg(long, value_name = "DIR")]
+    pub dir: PathBuf,
 }
 
 /// What a refresh makes, and how: shared by `refresh` and `cluster refresh`.

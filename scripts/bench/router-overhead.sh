@@ -57,8 +57,8 @@ taskset -c 0 "$llama/bin/llama-server" -m "$model" --alias tiny --host 127.0.0.1
 server_pid=$!
 wait_for "http://127.0.0.1:$port/health" || { tail -20 "$work/llama-server.log"; exit 1; }
 
-# The router as a launch leaves it on a cluster's head: its routes file under the state
-# directory, one route to the engine, no key.
+# The router as a launch leaves it on a cluster's head: its routes file in its directory, one
+# route to the engine, no key.
 state=$work/state
 mkdir -p "$state/strix-toolbox/router"
 cat >"$state/strix-toolbox/router/routes.json" <<EOF
@@ -66,7 +66,8 @@ cat >"$state/strix-toolbox/router/routes.json" <<EOF
   "nodes": ["this machine"], "since": "$(date -u +%Y-%m-%dT%H:%M:%SZ)"}]}
 EOF
 router_port=$(free_port)
-XDG_STATE_HOME=$state taskset -c 1 "$strix" router --listen "127.0.0.1:$router_port" >"$work/router.log" 2>&1 &
+taskset -c 1 "$strix" router --listen "127.0.0.1:$router_port" --dir "$state/strix-toolbox/router" \
+  >"$work/router.log" 2>&1 &
 router_pid=$!
 wait_for "http://127.0.0.1:$router_port/health/tiny" || { echo "router-overhead: the router did not start" >&2; cat "$work/router.log" >&2; exit 1; }
 

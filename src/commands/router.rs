@@ -1,5 +1,7 @@
-//! `strix-toolbox router` (hidden): the cluster's endpoint on the cluster's head, as a launch
-//! starts it (see `router::daemon`). Its lines go to its log (`router/router.log`).
+//! `strix-toolbox router --listen ADDRESS:PORT --dir DIR` (hidden): the cluster's endpoint on the
+//! cluster's head, as a launch starts it (see `router::daemon`), its routes and key in DIR (the
+//! launch's own: this process may not see the node as it does, under another `--host-root`).
+//! Its lines go to its log (`DIR/router.log`).
 
 use crate::cli::RouterArgs;
 use crate::error::Result;
@@ -8,6 +10,6 @@ use crate::router::routes::RouterFiles;
 use crate::settings::Settings;
 
 pub async fn run(args: &RouterArgs, settings: &Settings) -> Result<i32> {
-    serve(&RouterFiles::of(&settings.paths)?, args.listen, settings.reporter.clone()).await?;
+    serve(&RouterFiles::in_dir(&args.dir), args.listen, settings.reporter.clone()).await?;
     Ok(0)
 }

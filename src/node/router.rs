@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
-use crate::router::routes::{Route, RouterFiles, RouterProcess};
+use crate::router::routes::{Route, RouterFiles, RouterProcess, Routes};
 use crate::secret::Secret;
 use crate::serving::http::{get, HttpAnswer};
 use crate::serving::probe::last_line;
@@ -123,27 +123,52 @@ pub async fn router_update(settings: &Settings, update: &RouterUpdate) -> Result
     if let Some(route) = &update.add {
         next = next.with(route.clone());
     }
-    files.write_routes(&next)?;
+    if let Err(error) = change(&files, process, update, &removed, &next).await {
+        // A route the router did not take goes again (the launch then stops its service).
+        if let Some(route) = &update.add {
+            let back = next.without(std::slice::from_ref(&route.name));
+            files.write_routes(&back)?;
+            if back.routes.is_empty() {
+                if let Some(process) = running(&files)? {
+                    wait_for_exit(&process).await;
+                }
+                files.write_key(None)?;
+            }
+        }
+        return Err(error);
+    }
+    router_look(settings, &RouterLook { api_key: update.api_key.clone(), health: false }).await
+}
+
+/// The routes `next` written, and shown by the router: started for them when none runs and they
+/// add a route, exited when none is left.
+async fn change(
+    files: &RouterFiles,
+    process: Option<RouterProcess>,
+    update: &RouterUpdate,
+    removed: &[String],
+    next: &Routes,
+) -> Result<()> {
+    files.write_routes(next)?;
     if next.routes.is_empty() {
         if let Some(process) = &process {
             wait_for_exit(process).await;
         }
-        files.write_key(None)?;
-    } else {
-        // Removals alone need no router: with none running, the file is all there is to change.
-        let process = match (process, &update.add) {
-            (Some(process), _) => process,
-            (None, Some(_)) => start(&files, update)?,
-            (None, None) => return router_look(settings, &RouterLook::default()).await,
-        };
-        for name in &removed {
-            shows(&files, &process, name, false).await?;
-        }
-        if let Some(route) = &update.add {
-            shows(&files, &process, &route.name, true).await?;
-        }
+        return files.write_key(None);
     }
-    router_look(settings, &RouterLook { api_key: update.api_key.clone(), health: false }).await
+    // Removals alone need no router: with none running, the file is all there is to change.
+    let process = match (process, &update.add) {
+        (Some(process), _) => process,
+        (None, Some(_)) => start(files, update)?,
+        (None, None) => return Ok(()),
+    };
+    for name in removed {
+        shows(files, &process, name, false).await?;
+    }
+    if let Some(route) = &update.add {
+        shows(files, &process, &route.name, true).await?;
+    }
+    Ok(())
 }
 
 /// A running router serves the endpoint as it was started: the same address and key.
@@ -226,7 +251,8 @@ fn start(files: &RouterFiles, update: &RouterUpdate) -> Result<RouterProcess> {
         .map_err(|error| Error::read(files.log_path(), error))?;
     let err = log.try_clone().map_err(|error| Error::read(files.log_path(), error))?;
     let mut command = Command::new(&program);
-    command.args(["router", "--listen", &listen.to_string()]).stdin(Stdio::null()).stdout(log).stderr(err);
+    command.args(["router", "--listen", &listen.to_string(), "--dir"]).arg(files.dir());
+    command.stdin(Stdio::null()).stdout(log).stderr(err);
     // SAFETY: setsid(2) between fork and exec only detaches the child into a session of its
     // own (the ssh session's end does not end it); it touches no memory of the parent.
     unsafe {

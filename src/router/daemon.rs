@@ -32,9 +32,14 @@ pub enum Ended {
 pub async fn serve(files: &RouterFiles, listen: SocketAddr, reporter: Arc<dyn Reporter>) -> Result<Ended> {
     let mut terminate = signal(SignalKind::terminate()).map_err(signal_error)?;
     let mut interrupt = signal(SignalKind::interrupt()).map_err(signal_error)?;
-    let Some(mut seen) = files.routes_bytes()? else { return Ok(Ended::NoRoutes) };
+    let nothing = || reporter.line(&format!("no route in {}: nothing to serve", files.routes_path().display()));
+    let Some(mut seen) = files.routes_bytes()? else {
+        nothing();
+        return Ok(Ended::NoRoutes);
+    };
     let routes = parse_routes(&seen, &files.routes_path())?;
     if routes.routes.is_empty() {
+        nothing();
         return Ok(Ended::NoRoutes);
     }
     let router = Router::start(listen, routes.table(), files.read_key()?, reporter.clone()).await?;

@@ -97,6 +97,11 @@ impl RouterFiles {
         RouterFiles { dir: dir.to_path_buf() }
     }
 
+    /// The directory they are in.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     pub fn routes_path(&self) -> PathBuf {
         self.dir.join("routes.json")
     }
