@@ -8,6 +8,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use crate::engine::kind::EngineChoice;
 use crate::manager::ManagerChoice;
 use crate::serving::engine::{Backend, EngineRef, ENGINES};
+use crate::serving::service_name::ServiceName;
 
 /// Create and refresh vLLM toolboxes with a gfx1151 RCCL on AMD Strix Halo RDMA clusters.
 ///
@@ -197,12 +198,14 @@ pub enum Command {
     /// (its GTT less what is in use less a reserve), the context that fits and the engine's flags.
     Plan(PlanArgs),
     /// Serve MODEL from this node's toolbox (`vllm serve`, or `llama-server` for a GGUF), detached,
-    /// until it answers at its OpenAI-compatible endpoint (`cluster launch` serves one model across
-    /// every node).
+    /// as the service NAME, until it answers at the OpenAI-compatible endpoint (the router here,
+    /// which sends each request to the service its `model` names; `cluster launch` serves across
+    /// the cluster's nodes).
     Launch(LaunchArgs),
-    /// Stop what `launch` started here (the engine's processes; Ray when a cluster launch started it).
-    Stop(ToolboxArgs),
-    /// The logs of what `launch` started here (the engine's processes, and Ray's).
+    /// Stop a service `launch` started here (its engine's processes; Ray when a cluster launch
+    /// started it), and its route.
+    Stop(StopArgs),
+    /// The logs of a service `launch` started here (the engine's processes, and Ray's).
     Logs(LogsArgs),
     /// Measure what `launch` serves here as `vllm bench serve` does (TTFT, TPOT, ITL, E2EL, output
     /// tokens/s at each concurrency level), keep the result, and with --gate check its answers token
@@ -226,6 +229,23 @@ pub enum Command {
     /// over ssh on every node, once per cluster command).
     #[command(hide = true)]
     Agent,
+    /// The cluster's endpoint: route each request to the service its `model` names, as the routes
+    /// file in DIR says, until no route is left (a launch starts this on the cluster's head,
+    /// detached).
+    #[command(hide = true)]
+    Router(RouterArgs),
+}
+
+/// The router's address and files.
+#[derive(Debug, Clone, Args)]
+pub struct RouterArgs {
+    /// Where it listens.
+    #[arg(long, value_name = "ADDRESS:PORT")]
+    pub listen: std::net::SocketAddr,
+
+    /// The directory of its routes file and key file (the launch that starts it names its own).
+    #[arg(long, value_name = "DIR")]
+    pub dir: PathBuf,
 }
 
 /// What a refresh makes, and how: shared by `refresh` and `cluster refresh`.
@@ -359,9 +379,10 @@ pub struct ClusterRefreshArgs {
     #[arg(long, value_name = "RATIO")]
     pub min_ratio: Option<f64>,
 
-    /// The canary's endpoint port on the head.
-    #[arg(long, value_name = "PORT", default_value_t = 8000, value_parser = bounded::<u16>(1, 65535))]
-    pub canary_port: u16,
+    /// The endpoint's port on the cluster's head, the canary's model served there [default: the
+    /// running router's, else 8000].
+    #[arg(long, value_name = "PORT", value_parser = bounded::<u16>(1, 65535))]
+    pub canary_port: Option<u16>,
 
     /// Seconds the canary's model may take to serve.
     #[arg(long, value_name = "SECONDS", default_value_t = 1800, value_parser = bounded::<u64>(1, MAX_SECONDS))]
@@ -421,8 +442,10 @@ pub enum ClusterCommand {
     /// Refresh every node to one image digest, all or nothing; with 2+ nodes the head fetches the
     /// image from upstream once and the other nodes get it from the head over the cluster link.
     Refresh(ClusterRefreshArgs),
-    /// Per node: reachable, strix-toolbox version, toolbox, pin, image digest and RCCL.
-    Status(ToolboxArgs),
+    /// Per node: reachable, strix-toolbox version, toolbox, pin, image digest and RCCL; every
+    /// service (its engine and model, nodes, layout, since when, its health at its engine and
+    /// through the router); the router (its address, pid and routes).
+    Status(StatusArgs),
     /// `verify` on every node, then proof between every pair that the data plane uses RDMA:
     /// perftest latency and bandwidth, and an RCCL all-reduce whose log says RoCE or sockets.
     Verify(ToolboxArgs),
@@ -435,22 +458,24 @@ pub enum ClusterCommand {
     /// Hub by range reads, or its files), each node's GPU memory, every layout with its weights,
     /// KV cache and longest context per node or the rule it breaks, the one chosen and why.
     Plan(PlanArgs),
-    /// Serve MODEL across every node, all or nothing: vLLM (its own executor, or Ray's; tensor
-    /// parallel over RoCE, pipeline parallel over TCP), or
-    /// llama.cpp with the layers split over rpc-server on every worker (a GGUF); every process on
-    /// the cluster link; prints the OpenAI-compatible endpoint once it answers.
+    /// Serve MODEL as the service NAME across every node (or those `--on` names), all or nothing:
+    /// vLLM (its own executor, or Ray's; tensor parallel over RoCE, pipeline parallel over TCP),
+    /// or llama.cpp with the layers split over rpc-server on every worker (a GGUF); every process
+    /// on the cluster link; routed by the cluster's one OpenAI-compatible endpoint (the router on
+    /// the cluster's head) once it answers. Several services share the cluster, each by its name.
     Launch(LaunchArgs),
-    /// Stop the engine's server, then everything else a launch started, on every node (an
-    /// unreachable node is named; the others still stop).
-    Stop(ToolboxArgs),
-    /// The logs of what launches started on every node, each line with its node.
+    /// Stop a service (its engine's server, then everything else its launch started) on every node
+    /// and drop its route; the others keep serving (an unreachable node is named; the others
+    /// still stop).
+    Stop(StopArgs),
+    /// The logs of a service on every node, each line with its node.
     Logs(ClusterLogsArgs),
     /// Models in the nodes' Hugging Face caches: pull one onto every node (from the Hub once, by
     /// the head; the others get it over the cluster link), list what each node holds.
     #[command(subcommand)]
     Model(ModelCommand),
-    /// `bench` against what the cluster serves, its requests sent from the head (which reaches the
-    /// endpoint on the cluster link); the result is kept on this machine.
+    /// `bench` against a service of the cluster, through its endpoint, the requests sent from the
+    /// cluster's head (which reaches it on the cluster link); the result is kept on this machine.
     Bench(BenchArgs),
 }
 
@@ -524,9 +549,10 @@ pub struct BenchArgs {
     #[arg(long, value_name = "FILE")]
     pub api_key_file: Option<PathBuf>,
 
-    /// The toolbox whose launch is measured.
-    #[arg(long, env = "TOOLBOX_NAME", default_value = "vllm")]
-    pub name: String,
+    /// The service measured (its name, as clients send it) [default: the one that serves; with
+    /// several, name one].
+    #[arg(long, value_name = "NAME")]
+    pub model: Option<ServiceName>,
 
     /// Measure this endpoint instead of what `launch` serves (one that strix-toolbox did not
     /// start): needs --server and the model's identity (--gguf or --hub-model).
@@ -687,13 +713,15 @@ pub struct LaunchArgs {
     #[arg(long, value_name = "N", value_parser = bounded::<usize>(1, MAX_TP))]
     pub pp: Option<usize>,
 
-    /// The address the endpoint listens on [default: every interface, as vLLM does].
+    /// The address the endpoint (the router on the cluster's head) listens on [default: every
+    /// interface, or where the running router listens].
     #[arg(long, value_name = "ADDRESS")]
     pub host: Option<std::net::Ipv4Addr>,
 
-    /// The endpoint's port on the head.
-    #[arg(long, default_value_t = 8000, value_parser = bounded::<u16>(1, 65535))]
-    pub port: u16,
+    /// The endpoint's port on the cluster's head [default: the running router's, else 8000]; each
+    /// engine listens on a port of its own from 8001 up.
+    #[arg(long, value_parser = bounded::<u16>(1, 65535))]
+    pub port: Option<u16>,
 
     /// Seconds the engine may take to serve (loading weights takes minutes).
     #[arg(long, value_name = "SECONDS", default_value_t = 1800, value_parser = bounded::<u64>(1, MAX_SECONDS))]
@@ -718,14 +746,24 @@ pub struct LaunchArgs {
     pub hf_token_file: Option<PathBuf>,
 
     /// Require this API key at the endpoint, read from FILE [default: the STRIX_API_KEY environment
-    /// variable; neither: no key]. It reaches the server through its environment (VLLM_API_KEY,
-    /// LLAMA_API_KEY), never a command line, a log or a report.
+    /// variable; neither: no key]. The router checks it (in a 0600 file on the cluster's head),
+    /// once, for every service; it is never in a command line, a log or a report.
     #[arg(long, value_name = "FILE")]
     pub api_key_file: Option<PathBuf>,
 
+    /// The service's name: the model id its clients send, what its engine serves it as, and what
+    /// stop, logs, bench and status call it [default: the name the engine serves MODEL under: its
+    /// naming flag after `--`, else MODEL as given].
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<ServiceName>,
+
+    /// The nodes it runs on, by the cluster's names, its head first [default: every node].
+    #[arg(long, value_name = "NODE,NODE,...", value_delimiter = ',')]
+    pub on: Vec<String>,
+
     /// The toolbox to serve from [default: the engine's: vllm, or llama].
-    #[arg(long, env = "TOOLBOX_NAME")]
-    pub name: Option<String>,
+    #[arg(long, env = "TOOLBOX_NAME", value_name = "NAME")]
+    pub toolbox: Option<String>,
 
     /// Capture CUDA graphs across nodes. By default a multi-node vLLM launch runs without graph
     /// capture (it can freeze on distributed gfx1151 nodes, vllm#32180): with
@@ -812,10 +850,42 @@ impl ToolboxArgs {
     }
 }
 
+/// Whose toolbox `cluster status` shows per node.
+#[derive(Debug, Clone, Args)]
+pub struct StatusArgs {
+    /// The toolbox [default: the services', else the default engine's].
+    #[arg(long, env = "TOOLBOX_NAME")]
+    pub name: Option<String>,
+
+    /// The serving engine whose toolbox it is [default: the services'].
+    #[arg(long, value_enum, value_name = "ENGINE")]
+    pub engine: Option<EngineRef>,
+}
+
+impl StatusArgs {
+    /// The toolbox asked for, if one was.
+    pub fn toolbox(&self) -> Option<String> {
+        self.name.clone().or_else(|| self.engine.map(|engine| engine.toolbox().default_toolbox.to_string()))
+    }
+}
+
+/// Which services a stop means.
+#[derive(Debug, Clone, Args)]
+pub struct StopArgs {
+    /// The service [default: the one that serves; with several, name one].
+    #[arg(value_name = "NAME")]
+    pub name: Option<ServiceName>,
+
+    /// Every service, and the router.
+    #[arg(long, conflicts_with = "name")]
+    pub all: bool,
+}
+
 #[derive(Debug, Clone, Args)]
 pub struct LogsArgs {
-    #[command(flatten)]
-    pub toolbox: ToolboxArgs,
+    /// The service [default: the one recorded; with several, name one].
+    #[arg(value_name = "NAME")]
+    pub name: Option<ServiceName>,
 
     /// Keep printing what is added (until Ctrl-C).
     #[arg(long, short)]

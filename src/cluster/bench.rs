@@ -1,8 +1,8 @@
-//! The operation behind `bench` and `cluster bench`: find what serves and what decides its
-//! figures (from the launch's record on the head: endpoint, engine, model identity, image, TP,
-//! nodes, transport; or an endpoint named by hand), run the gate and the load there through the
-//! head's calls, and keep the result here. The same code serves one node (this machine as the
-//! head) and a cluster (the head over ssh).
+//! The operation behind `bench` and `cluster bench`: find the service and what decides its
+//! figures (from its launch's record on its head: endpoint, engine, model identity, image, TP,
+//! nodes, transport; or an endpoint named by hand), run the gate and the load through the
+//! cluster's endpoint (the router) from the cluster's head, and keep the result here. The same
+//! code serves one node (this machine as the head) and a cluster (the head over ssh).
 
 use std::path::PathBuf;
 
@@ -15,19 +15,22 @@ use crate::bench::node::{BenchLevel, EndpointAccess, GateAsk};
 use crate::bench::prompt;
 use crate::bench::result::BenchResult;
 use crate::bench::store::BenchStore;
+use crate::cluster::stop::services_on;
 use crate::error::{Error, Result};
 use crate::node::{Node, NodeCalls};
 use crate::reporter::Reporter;
 use crate::secret::Secret;
-use crate::serving::record::ServingRecord;
-use crate::serving::state::ServeCheck;
+use crate::serving::record::{Role, ServingRecord};
+use crate::serving::service_name::{the_only_one, ServiceName};
+use crate::serving::state::ServingState;
 use crate::spec::Transport;
 
 /// What to measure.
 #[derive(Debug, Clone)]
 pub enum Serving {
-    /// What `launch` (or `cluster launch`) serves from this toolbox, as its record on the head says.
-    Launched { toolbox: String },
+    /// A service `launch` (or `cluster launch`) serves, as its record on its head says (None: the
+    /// only one that serves).
+    Launched { service: Option<ServiceName> },
     /// An endpoint strix-toolbox did not launch, described by the caller; keyed as one node.
     Endpoint { url: String, engine: EngineRef, model: ModelIdentity, image: String, served_model: Option<String> },
 }
@@ -84,8 +87,9 @@ struct Found {
     served_model: String,
 }
 
+/// Measure on `nodes` (the first, the cluster's head, sends the requests: the router runs there).
 pub async fn bench(
-    head: &dyn Node,
+    nodes: &[&dyn Node],
     request: &BenchRequest,
     store: &BenchStore,
     reporter: &dyn Reporter,
@@ -96,7 +100,8 @@ pub async fn bench(
     if request.input_len == 0 || request.output_len == 0 {
         return Err(Error::Usage("--input-len and --output-len must be 1 or more".into()));
     }
-    let found = find(head, request, reporter).await?;
+    let head = nodes[0];
+    let found = find(nodes, request, reporter).await?;
     let access = |url: &str| EndpointAccess { url: url.to_string(), api_key: request.api_key.clone() };
     let mut report = BenchReport { gate: None, result: None, saved: None };
     if let Some(reference) = &request.gate {
@@ -176,8 +181,9 @@ pub async fn bench(
 
 /// The gate's answers alone, from what `request` names (the gate's prompt set, nothing judged,
 /// nothing kept): what a canary holds the next image's answers against.
-pub async fn answers(head: &dyn Node, request: &BenchRequest, reporter: &dyn Reporter) -> Result<GateRun> {
-    let found = find(head, request, reporter).await?;
+pub async fn answers(nodes: &[&dyn Node], request: &BenchRequest, reporter: &dyn Reporter) -> Result<GateRun> {
+    let head = nodes[0];
+    let found = find(nodes, request, reporter).await?;
     reporter.step_started("gate", &format!("prompt set v{} on {}", PROMPT_SET.version, found.key.layout()));
     let run = head
         .call(GateAsk {
@@ -226,7 +232,8 @@ pub fn ties(count: usize) -> String {
     }
 }
 
-async fn find(head: &dyn Node, request: &BenchRequest, reporter: &dyn Reporter) -> Result<Found> {
+async fn find(nodes: &[&dyn Node], request: &BenchRequest, reporter: &dyn Reporter) -> Result<Found> {
+    let head = nodes[0];
     let key = |image: String, engine, model, (tp, pp): (usize, usize), nodes: usize, transport| BenchKey {
         image,
         engine,
@@ -252,24 +259,36 @@ async fn find(head: &dyn Node, request: &BenchRequest, reporter: &dyn Reporter) 
                 served_model,
             })
         }
-        Serving::Launched { toolbox } => {
-            reporter.step_started(head.name(), &format!("what {toolbox} serves"));
-            let check = head.call(ServeCheck { toolbox: toolbox.clone(), ..ServeCheck::default() }).await?;
-            let not_serving = || {
-                Error::toolbox(
-                    toolbox.clone(),
-                    format!("{toolbox} on {} serves nothing now", head.name()),
-                    "launch a model first (`strix-toolbox launch MODEL`, or `cluster launch MODEL`)",
-                )
+        Serving::Launched { service } => {
+            reporter.step_started(head.name(), "what the cluster serves");
+            let mut serving = Vec::new();
+            for (_, services) in services_on(nodes).await {
+                // The service's head: what serves its endpoint runs there.
+                let serves = |state: &ServingState| {
+                    state.record.role != Role::Worker && state.alive.iter().any(|p| p == state.record.engine.server())
+                };
+                serving.extend(services?.into_iter().filter(serves));
+            }
+            let mut names: Vec<&str> = serving.iter().map(|state| state.record.service.as_str()).collect();
+            names.sort();
+            names.dedup();
+            let name = match service {
+                Some(name) => Some(name.as_str()),
+                None => the_only_one(&names, "strix-toolbox cluster bench --model NAME")?,
             };
-            let state = check
-                .serving
-                .filter(|state| state.alive.iter().any(|process| process == state.record.engine.server()))
-                .ok_or_else(not_serving)?;
-            let record = state.record;
+            let state =
+                name.and_then(|name| serving.iter().find(|state| state.record.service == name)).ok_or_else(|| {
+                    let what = name.map_or_else(|| "nothing".to_string(), |name| format!("nothing as {name}"));
+                    Error::toolbox(
+                        name.unwrap_or("-"),
+                        format!("the cluster serves {what} now"),
+                        "launch a model first (`strix-toolbox launch MODEL`, or `cluster launch MODEL`)",
+                    )
+                })?;
+            let record = state.record.clone();
             let model = record.identity.clone().ok_or_else(|| {
                 Error::toolbox(
-                    toolbox.clone(),
+                    record.service.clone(),
                     format!(
                         "the launch of {} does not say which weights serve (a model given as a path, or a launch by an older strix-toolbox), so its figures and answers could be held against another model's",
                         record.model
@@ -277,16 +296,17 @@ async fn find(head: &dyn Node, request: &BenchRequest, reporter: &dyn Reporter) 
                     "launch a Hub model (its commit names its weights) or a GGUF file, with this strix-toolbox",
                 )
             })?;
-            let image = check.image.unwrap_or(record.image.clone());
-            let transport = match (record.nodes, &check.cluster_link.transport) {
-                (1, _) => LinkTransport::Local,
-                (_, Transport::Roce { .. }) => LinkTransport::Roce,
-                (_, Transport::ThunderboltTcp { .. }) => LinkTransport::ThunderboltTcp,
-                (_, Transport::EthernetTcp) => LinkTransport::EthernetTcp,
+            let image = record.image.clone();
+            let transport = match (record.nodes, &record.transport) {
+                (1, _) | (_, None) => LinkTransport::Local,
+                (_, Some(Transport::Roce { .. })) => LinkTransport::Roce,
+                (_, Some(Transport::ThunderboltTcp { .. })) => LinkTransport::ThunderboltTcp,
+                (_, Some(Transport::EthernetTcp)) => LinkTransport::EthernetTcp,
             };
             let key = key(image, record.engine, model, split(&record), record.nodes, transport);
             reporter.step_finished(head.name(), &format!("{} with {} on {}", key.model, key.engine, key.layout()));
-            Ok(Found { key, endpoint: record.endpoint.clone(), served_model: record.served.clone() })
+            // Through the endpoint: the router sends it to the service its clients name.
+            Ok(Found { key, endpoint: record.endpoint.clone(), served_model: record.service.clone() })
         }
     }
 }
@@ -301,8 +321,20 @@ mod tests {
 
     fn record(engine: EngineRef, nodes: usize, tp: Option<usize>, pp: Option<usize>) -> ServingRecord {
         let head = Ipv4Addr::new(192, 168, 2, 1);
-        let mut record =
-            ServingRecord::new("t", "m", "m", engine, Backend::Rpc, Role::Head, nodes, 8000, head, head, "http://x/v1");
+        let mut record = ServingRecord::new(
+            "m",
+            "t",
+            "m",
+            "m",
+            engine,
+            Backend::Rpc,
+            Role::Head,
+            nodes,
+            8001,
+            head,
+            head,
+            "http://x/v1",
+        );
         (record.tp, record.pp) = (tp, pp);
         record
     }

@@ -24,18 +24,18 @@ use super::interrupt::Interrupt;
 use super::launch::{launch, LaunchRequest};
 use super::refresh::{refresh_nodes, refresh_nodes_then, BeforeSwap, ClusterOutcome, ClusterRefreshReport};
 use super::spread::SpreadSettings;
-use super::stop::stop_serving;
+use super::stop::{services_on, stop_toolbox};
 use crate::bench::gate::{GateReport, GateRun, DEFAULT_LOGPROB_TOLERANCE};
 use crate::bench::result::{BenchResult, Verdict};
 use crate::bench::store::BenchStore;
 use crate::cluster::bench::{answers, bench, BenchRequest, GateReference, Serving};
 use crate::error::{Error, Result, Signal};
-use crate::node::{Node, NodeCalls};
+use crate::node::Node;
 use crate::ops::refresh::{RefreshReport, RefreshRequest};
 use crate::reporter::Reporter;
 use crate::serving::model_source::ModelSource;
-use crate::serving::record::ServingRecord;
-use crate::serving::state::ServeCheck;
+use crate::serving::record::{Role, ServingRecord};
+use crate::serving::service_name::ServiceName;
 
 /// The default of `--min-ratio`: a new image may serve 10% slower (run-to-run noise) and no more.
 pub const DEFAULT_MIN_RATIO: f64 = 0.9;
@@ -131,7 +131,9 @@ pub struct CanaryReport {
     /// The refresh back to the previous image.
     pub rollback: Option<ClusterRefreshReport>,
     /// The model launched again after the rollback (what served before the refresh).
-    pub relaunched: Option<String>,
+    /// (Services, by name.)
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub relaunched: Vec<String>,
     /// Ctrl-C (or SIGTERM) came before the new image was proven: refused and rolled back as a
     /// failed proof is, and the command exits 130 (143).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -187,18 +189,18 @@ pub async fn canary_refresh(
         return Err(Error::Usage(format!("--min-ratio {}: give a ratio above 0, e.g. 0.9", canary.min_ratio)));
     }
     let toolbox = &canary.launch.toolbox;
-    let served_before = serving(nodes[0], toolbox).await?;
+    let served_before = serving(nodes, toolbox).await?;
     // From here a signal refuses the image: the cluster goes back to what it ran and served.
     let interrupt = Interrupt::watch();
     let step = BeforeSwapStep::default();
-    let before_swap = measure_before_swap(nodes, canary, served_before.as_ref(), store, reporter, &interrupt, &step);
+    let before_swap = measure_before_swap(nodes, canary, &served_before, store, reporter, &interrupt, &step);
     let refresh = match refresh_nodes_then(nodes, request, spread, reporter, Some(before_swap)).await {
         Ok(refresh) => refresh,
         Err(error) => {
             // Every node is as it was; the measure replaced what served there.
-            if let Some(record) = served_before.as_ref().filter(|_| step.replaced.get()) {
+            for record in served_before.iter().filter(|_| step.replaced.get()) {
                 if let Err(again) = serve_again(nodes, record, canary, reporter).await {
-                    reporter.warning(&format!("{} did not serve again: {again}", record.model));
+                    reporter.warning(&format!("{} did not serve again: {again}", record.service));
                 }
             }
             return Err(error);
@@ -232,7 +234,7 @@ pub async fn canary_refresh(
         min_ratio: canary.min_ratio,
         reason: None,
         rollback: None,
-        relaunched: None,
+        relaunched: Vec::new(),
         interrupted: None,
     };
     if report.refresh.outcome == ClusterOutcome::Unchanged {
@@ -258,7 +260,7 @@ pub async fn canary_refresh(
     }
     // The swap back stops whatever still runs in the toolbox anyway: a node that cannot say so
     // now does not keep the cluster on the refused image.
-    let stopped = stop_serving(nodes, toolbox).await;
+    let stopped = stop_toolbox(nodes, Some(nodes[0]), toolbox).await;
     if !stopped.failed().is_empty() {
         reporter.warning(&stopped.summary("the canary's model was stopped"));
     }
@@ -273,11 +275,11 @@ pub async fn canary_refresh(
         ))
     })?);
     report.outcome = CanaryOutcome::RolledBack;
-    if let Some(record) = served_before {
+    for record in served_before {
         serve_again(nodes, &record, canary, reporter).await.map_err(|error| {
-            error.context(format!("every node is back on {previous}, but {} did not serve again", record.model))
+            error.context(format!("every node is back on {previous}, but {} did not serve again", record.service))
         })?;
-        report.relaunched = Some(record.model);
+        report.relaunched.push(record.service);
     }
     Ok(report)
 }
@@ -298,7 +300,7 @@ pub async fn roll_back(
 /// the load when `load`.
 fn bench_request(canary: &CanaryRequest, gate: Option<GateReference>, load: bool) -> BenchRequest {
     BenchRequest {
-        serving: Serving::Launched { toolbox: canary.launch.toolbox.clone() },
+        serving: Serving::Launched { service: Some(canary.launch.service.clone()) },
         api_key: canary.launch.api_key.clone(),
         concurrency: vec![BENCH_CONCURRENCY],
         requests: BENCH_REQUESTS,
@@ -325,7 +327,7 @@ struct BeforeSwapStep {
 fn measure_before_swap<'a>(
     nodes: &'a [&'a dyn Node],
     canary: &'a CanaryRequest,
-    served_before: Option<&'a ServingRecord>,
+    served_before: &'a [ServingRecord],
     store: &'a BenchStore,
     reporter: &'a dyn Reporter,
     interrupt: &'a Interrupt,
@@ -349,33 +351,41 @@ fn measure_before_swap<'a>(
     })
 }
 
-/// MODEL launched as the canary launches it (what serves, when that is MODEL on every node), its
-/// answers and short bench taken, and stopped.
+/// MODEL launched as the canary launches it (what serves, when that is MODEL on every node, as the
+/// canary names it), its answers and short bench taken, and stopped.
 async fn measure(
     nodes: &[&dyn Node],
     canary: &CanaryRequest,
-    served_before: Option<&ServingRecord>,
+    served_before: &[ServingRecord],
     store: &BenchStore,
     reporter: &dyn Reporter,
     interrupt: &Interrupt,
 ) -> Result<BeforeSwapMeasure> {
-    let serves_it =
-        served_before.is_some_and(|record| record.model == canary.launch.model && record.nodes == nodes.len());
+    let serves_it = served_before.iter().any(|record| {
+        record.service == canary.launch.service.as_str()
+            && record.model == canary.launch.model
+            && record.nodes == nodes.len()
+    });
     if !serves_it {
+        // The swap stops what the toolbox serves anyway: it makes room for MODEL now.
+        let stopped = stop_toolbox(nodes, Some(nodes[0]), &canary.launch.toolbox).await;
+        if !stopped.failed().is_empty() {
+            reporter.warning(&stopped.summary("what served from the previous image was stopped"));
+        }
         let launched = LaunchRequest { replace: true, dry_run: false, ..canary.launch.clone() };
         launch(nodes, &launched, reporter).await?;
     }
     let request = bench_request(canary, None, true);
     let during = "the canary's measure of the previous image";
     let taken = async {
-        let answers = interrupt.unless_it_comes(during, answers(nodes[0], &request, reporter)).await?;
-        let measured = interrupt.unless_it_comes(during, bench(nodes[0], &request, store, reporter)).await?;
+        let answers = interrupt.unless_it_comes(during, answers(nodes, &request, reporter)).await?;
+        let measured = interrupt.unless_it_comes(during, bench(nodes, &request, store, reporter)).await?;
         let result = measured.result.ok_or_else(|| Error::Internal("the canary's bench kept no result".into()))?;
         Ok(BeforeSwapMeasure { answers, result })
     }
     .await;
     // The swap replaces the toolbox: what was launched there stops first, its record with it.
-    let stopped = stop_serving(nodes, &canary.launch.toolbox).await;
+    let stopped = stop_toolbox(nodes, Some(nodes[0]), &canary.launch.toolbox).await;
     if !stopped.failed().is_empty() {
         reporter.warning(&stopped.summary("the canary's model on the previous image was stopped"));
     }
@@ -403,7 +413,7 @@ async fn prove(
         None => GateReference::StoredIfAny,
     };
     let request = bench_request(canary, Some(reference), true);
-    let measured = interrupt.unless_it_comes("the canary's bench", bench(nodes[0], &request, store, reporter)).await?;
+    let measured = interrupt.unless_it_comes("the canary's bench", bench(nodes, &request, store, reporter)).await?;
     report.gate = measured.gate;
     if report.gate.as_ref().is_some_and(GateReport::unchecked) {
         let why = match (previous, &report.before_swap_failed) {
@@ -459,21 +469,41 @@ async fn serve_again(
     canary: &CanaryRequest,
     reporter: &dyn Reporter,
 ) -> Result<()> {
-    let again = relaunch(record, &canary.launch);
-    launch(&nodes[..record.nodes.clamp(1, nodes.len())], &again, reporter).await.map(drop)
+    let again = relaunch(record, &canary.launch, nodes);
+    launch(nodes, &again, reporter).await.map(drop)
 }
 
-/// What the head's toolbox serves now, if anything runs.
-async fn serving(head: &dyn Node, toolbox: &str) -> Result<Option<ServingRecord>> {
-    let check = head.call(ServeCheck { toolbox: toolbox.to_string(), ..ServeCheck::default() }).await?;
-    Ok(check.serving.filter(|state| state.active()).map(|state| state.record))
+/// What `toolbox` serves now on `nodes`: each service's record on its head, where something of
+/// it runs.
+async fn serving(nodes: &[&dyn Node], toolbox: &str) -> Result<Vec<ServingRecord>> {
+    let mut records: Vec<ServingRecord> = Vec::new();
+    for (_, services) in services_on(nodes).await {
+        for state in services? {
+            let ours = state.record.toolbox == toolbox && state.record.role != Role::Worker && state.active();
+            if ours && !records.iter().any(|r| r.service == state.record.service) {
+                records.push(state.record);
+            }
+        }
+    }
+    Ok(records)
 }
 
-/// The launch of what `record` served, with the canary's settings for the rest.
-fn relaunch(record: &ServingRecord, canary: &LaunchRequest) -> LaunchRequest {
+/// The launch of what `record` served, on the nodes it served on, with the canary's settings for
+/// the rest.
+fn relaunch(record: &ServingRecord, canary: &LaunchRequest, nodes: &[&dyn Node]) -> LaunchRequest {
     let asked_split = record.engine.parallelism_asked(record.tp, record.pp, record.nodes).is_ok();
+    // A record from before services had nodes of their own served on the cluster's first nodes.
+    let on = if record.on.is_empty() {
+        nodes.iter().take(record.nodes.max(1)).map(|node| node.name().to_string()).collect()
+    } else {
+        record.on.clone()
+    };
+    let listen = record.router_listen;
     LaunchRequest {
         engine: record.engine,
+        toolbox: record.toolbox.clone(),
+        service: ServiceName::parse(&record.service).unwrap_or_else(|_| canary.service.clone()),
+        on,
         model: record.model.clone(),
         // The model as the first launch took it (a plain Hub id served by llama.cpp is one GGUF).
         source: record
@@ -485,7 +515,12 @@ fn relaunch(record: &ServingRecord, canary: &LaunchRequest) -> LaunchRequest {
         backend: record.engine.backends(Some(record.backend), record.nodes).is_ok().then_some(record.backend),
         tp: asked_split.then_some(record.tp).flatten(),
         pp: asked_split.then_some(record.pp).flatten(),
-        port: record.port,
+        // At the endpoint it served at (a record from before the router: the canary's).
+        host: listen.and_then(|listen| match listen.ip() {
+            std::net::IpAddr::V4(host) if !host.is_unspecified() => Some(host),
+            _ => None,
+        }),
+        port: listen.map(|listen| listen.port()).or(canary.port),
         replace: true,
         dry_run: false,
         extra: record.extra.clone(),

@@ -1,5 +1,6 @@
-//! `cluster logs` (and `logs` on one node): vLLM's and Ray's logs of every node, each line with its
-//! node; `--follow` asks again every second for what was added.
+//! `cluster logs [NAME]` (and `logs` on one node): a service's logs on every node (its engine's
+//! processes, and Ray's where it ran Ray), each line with its node; `--follow` asks again every
+//! second for what was added.
 
 use std::time::Duration;
 
@@ -25,12 +26,12 @@ pub struct LogCursor {
 }
 
 impl LogCursor {
-    /// One round over `nodes`: the last `lines` lines of files not seen yet, what was added to the
-    /// others.
-    pub async fn read(&mut self, nodes: &[&dyn Node], toolbox: &str, lines: usize) -> Vec<NodeLogs> {
+    /// One round over `nodes`: of `service`'s logs (every service's: None), the last `lines`
+    /// lines of files not seen yet, what was added to the others.
+    pub async fn read(&mut self, nodes: &[&dyn Node], service: Option<&str>, lines: usize) -> Vec<NodeLogs> {
         let asks = nodes.iter().map(|node| {
             let seen = self.seen_by(node.name()).iter().map(|t| LogTail { lines: Vec::new(), ..t.clone() }).collect();
-            node.call(ServeLogs { toolbox: toolbox.to_string(), lines, seen })
+            node.call(ServeLogs { service: service.map(str::to_string), lines, seen })
         });
         let results = join_all(asks).await;
         let mut rounds = Vec::new();
@@ -38,7 +39,7 @@ impl LogCursor {
             if let Ok(tails) = &tails {
                 let seen = self.entry(node.name());
                 for tail in tails {
-                    seen.retain(|t| t.file != tail.file);
+                    seen.retain(|t| t.file != tail.file || t.service != tail.service);
                     seen.push(LogTail { lines: Vec::new(), ..tail.clone() });
                 }
             }

@@ -19,6 +19,7 @@ pub(crate) mod model;
 pub(crate) mod nodes;
 pub(crate) mod proof;
 pub(crate) mod refresh;
+pub(crate) mod router;
 pub(crate) mod shared_home;
 pub(crate) mod spread;
 pub(crate) mod status;

@@ -1,7 +1,8 @@
-//! `cluster status`: per node, reachable, strix-toolbox version, and the toolbox it runs; and what
-//! the cluster serves: the engine and model, its endpoint, since when, Ray's nodes alive or each
-//! RPC worker and whether it answers the head, whether `/health` answers; and the head's registry
-//! (what the spread keeps there, and its size on disk).
+//! `cluster status`: per node, reachable, strix-toolbox version, and the toolbox it runs; every
+//! service the cluster serves (by name: its engine and model, its nodes and layout, since when,
+//! Ray's nodes alive or each RPC worker and whether it answers its head, its engine's `/health`
+//! asked on its head, and its route's health through the router); the router (its address, pid
+//! and routes); and the head's registry (what the spread keeps there, and its size on disk).
 
 use std::net::SocketAddr;
 
@@ -12,6 +13,7 @@ use super::{close_all, connect_all, in_cluster_order, ClusterSettings};
 use crate::error::Result;
 use crate::node::call::Status;
 use crate::node::remote::RemoteNode;
+use crate::node::router::RouterState;
 use crate::node::NodeCalls;
 use crate::ops::status::StatusReport;
 use crate::secret::Secret;
@@ -35,9 +37,9 @@ pub struct NodeStatus {
     pub error: Option<String>,
     pub version: Option<String>,
     pub status: Option<StatusReport>,
-    /// What a launch recorded on the node, and what of it runs.
+    /// Every service recorded on the node, and what of each runs.
     #[serde(default)]
-    pub serving: Option<ServingState>,
+    pub services: Vec<ServingState>,
 }
 
 impl NodeStatus {
@@ -49,13 +51,17 @@ impl NodeStatus {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClusterStatusReport {
+    /// The toolbox whose rows the table shows (`--name`, `--engine`'s; else the services').
     pub toolbox: String,
     pub nodes: Vec<NodeStatus>,
-    /// What the cluster serves, asked on its head (None: nothing was launched).
+    /// Every service recorded, by name, each asked on its head.
     #[serde(default)]
-    pub serving: Option<ServingSummary>,
+    pub services: Vec<ServiceSummary>,
+    /// The router on the cluster's head (None: the head did not answer).
+    #[serde(default)]
+    pub router: Option<RouterState>,
     /// What the nodes disagree on (empty: every node reachable, same version, same image and RCCL,
-    /// and what was launched runs everywhere it was started).
+    /// every service runs everywhere it was started, serves, and is routed).
     pub disagreements: Vec<String>,
     /// The head's registry, which the spread fills (None: it never served an image, or the head
     /// did not answer).
@@ -71,35 +77,44 @@ pub struct HeadRegistry {
     pub status: RegistryStatus,
 }
 
-/// The serving cluster as its head sees it.
+/// One service as its head sees it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ServingSummary {
+pub struct ServiceSummary {
+    /// Its name: what its clients send as `model`.
+    pub name: String,
     #[serde(default)]
     pub engine: EngineRef,
     pub model: String,
-    /// The name the endpoint serves it under.
+    /// The name its engine serves it under.
     #[serde(default)]
     pub served: String,
+    /// Where clients reach it (the router).
     pub endpoint: String,
+    /// Where its engine answers.
+    pub upstream: SocketAddr,
     /// When it was launched (RFC 3339).
     pub since: String,
-    /// The head (the node that runs `vllm serve`).
+    /// The service's head (where its engine's server runs).
     pub head: String,
-    /// Nodes the launch started on.
-    pub nodes: usize,
+    /// Its nodes, its head first.
+    pub nodes: Vec<String>,
+    /// How it spans them (`rpc over 2 nodes`, `mp over 3 nodes, TP 1 × PP 3`).
+    pub layout: String,
+    /// The toolbox that serves it.
+    pub toolbox: String,
     /// Ray's nodes alive with a GPU, per Ray's own table (None: one node, no Ray; or Ray did not answer).
     pub ray_nodes_alive: Option<usize>,
     /// Each worker's server the head must reach (llama.cpp's `rpc-server`), and whether it does.
     #[serde(default)]
     pub workers: Vec<WorkerAnswer>,
-    /// `GET /health` at the endpoint, asked on the head.
+    /// `GET /health` at its engine, asked on its head.
     pub health: HttpAnswer,
-    /// `/health` is 200 and `/v1/models` lists the model (or, with no API key at hand for an
-    /// endpoint that wants one, `/health` alone).
+    /// `/health` is 200 and `/v1/models` lists it, at its engine.
     pub serves: bool,
-    /// `/v1/models` wants the API key, which this status was not given (`STRIX_API_KEY`).
+    /// Its engine's health through the router (`/health` there): `ok`, or why not; None when the
+    /// router does not route it (or did not answer).
     #[serde(default)]
-    pub key_needed: bool,
+    pub routed: Option<String>,
     /// What is wrong while it serves: RCCL over sockets on a RoCE link (read from each rank's log).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
@@ -115,77 +130,141 @@ pub struct WorkerAnswer {
 }
 
 impl ClusterStatusReport {
-    fn new(toolbox: &str, nodes: Vec<NodeStatus>) -> ClusterStatusReport {
+    fn new(toolbox: &str, nodes: Vec<NodeStatus>, services: Vec<ServiceSummary>, router: Option<RouterState>) -> Self {
         let mut disagreements = Vec::new();
         let unreachable: Vec<&str> = nodes.iter().filter(|n| !n.reachable).map(|n| n.node.as_str()).collect();
         if !unreachable.is_empty() {
             disagreements.push(format!("unreachable: {}", unreachable.join(", ")));
         }
-        let without: Vec<&str> =
-            nodes.iter().filter(|n| n.reachable && n.toolbox(toolbox).is_none()).map(|n| n.node.as_str()).collect();
+        // The toolbox is missing where a service of it runs (or, with none, on any node).
+        let needs_it = |n: &NodeStatus| {
+            let used: Vec<&ServingState> = all_services(&nodes).filter(|s| s.record.toolbox == toolbox).collect();
+            used.is_empty() || n.services.iter().any(|s| s.record.toolbox == toolbox)
+        };
+        let without: Vec<&str> = nodes
+            .iter()
+            .filter(|n| n.reachable && n.toolbox(toolbox).is_none() && needs_it(n))
+            .map(|n| n.node.as_str())
+            .collect();
         if !without.is_empty() {
             disagreements.push(format!("no toolbox {toolbox} on: {}", without.join(", ")));
         }
         let differs = |what: &str, value: &dyn Fn(&NodeStatus) -> Option<String>| {
-            let values: std::collections::BTreeSet<_> = nodes.iter().filter(|n| n.reachable).map(value).collect();
+            let values: std::collections::BTreeSet<_> =
+                nodes.iter().filter(|n| n.reachable && n.toolbox(toolbox).is_some()).map(value).collect();
             (values.len() > 1).then(|| format!("{what} differs between nodes"))
         };
         disagreements.extend(differs("strix-toolbox version", &|n| n.version.clone()));
         disagreements.extend(differs("image", &|n| n.toolbox(toolbox).map(|t| t.image_identity().to_string())));
         disagreements.extend(differs("RCCL", &|n| n.toolbox(toolbox).and_then(|t| t.rccl_sha256.clone())));
         for node in &nodes {
-            let Some(state) = &node.serving else { continue };
-            let lost = state.lost();
-            if !lost.is_empty() {
+            for state in &node.services {
+                let lost = state.lost();
+                if !lost.is_empty() {
+                    disagreements.push(format!(
+                        "{}: {} of {} ({}) {} not running (`strix-toolbox cluster logs {} --node {}` says why; \
+                         `cluster launch --replace` starts it again)",
+                        node.node,
+                        lost.join(" and "),
+                        state.record.service,
+                        state.record.model,
+                        if lost.len() == 1 { "is" } else { "are" },
+                        state.record.service,
+                        node.node
+                    ));
+                }
+            }
+        }
+        for service in &services {
+            if !service.serves {
                 disagreements.push(format!(
-                    "{}: {} of the launch of {} {} not running (`strix-toolbox cluster logs --node {}` says why; \
-                     `cluster launch --replace` starts it again)",
-                    node.node,
-                    lost.join(" and "),
-                    state.record.model,
-                    if lost.len() == 1 { "is" } else { "are" },
-                    node.node
+                    "{} does not serve at its engine {} (`strix-toolbox cluster logs {}`)",
+                    service.name, service.upstream, service.name
+                ));
+            }
+            for worker in service.workers.iter().filter(|w| w.reached != Reached::Answers) {
+                let (why, _) = worker.reached.why();
+                disagreements.push(format!(
+                    "{}: its {} at {} for {} does not answer the head: {why}",
+                    worker.node, worker.process, worker.address, service.name
                 ));
             }
         }
-        ClusterStatusReport { toolbox: toolbox.to_string(), nodes, serving: None, disagreements, registry: None }
+        if let Some(router) = &router {
+            for service in services.iter().filter(|s| s.serves) {
+                if !router.routes.iter().any(|route| route.name == service.name) || router.process.is_none() {
+                    disagreements.push(format!(
+                        "{} serves, but the router does not route it (`cluster launch --replace` routes it again)",
+                        service.name
+                    ));
+                }
+            }
+            for route in router.routes.iter().filter(|r| !services.iter().any(|s| s.name == r.name)) {
+                disagreements.push(format!(
+                    "the router routes {} to {}, which no node records (`strix-toolbox cluster stop {}` drops it)",
+                    route.name, route.upstream, route.name
+                ));
+            }
+        }
+        ClusterStatusReport { toolbox: toolbox.to_string(), nodes, services, router, disagreements, registry: None }
     }
 }
 
-/// The cluster's status; `api_key` is sent to an endpoint that wants one.
+/// Every service state of every node.
+fn all_services(nodes: &[NodeStatus]) -> impl Iterator<Item = &ServingState> {
+    nodes.iter().flat_map(|n| n.services.iter())
+}
+
+/// The cluster's status, the table's rows for `toolbox` (None: the services' toolbox, else the
+/// default engine's); `api_key` is sent to an engine that wants one (one launched before the
+/// router).
 pub async fn cluster_status(
     settings: &ClusterSettings,
-    toolbox: &str,
+    toolbox: Option<&str>,
     api_key: Option<Secret>,
 ) -> Result<ClusterStatusReport> {
     let (connected, unreachable) = connect_all(settings).await;
-    let mut nodes: Vec<NodeStatus> = join_all(connected.iter().map(|node| node_status(node, toolbox))).await;
+    let mut nodes: Vec<NodeStatus> = join_all(connected.iter().map(node_status)).await;
     nodes.extend(unreachable.into_iter().map(|(node, error)| NodeStatus {
         node,
         reachable: false,
         error: Some(error.to_string()),
         version: None,
         status: None,
-        serving: None,
+        services: Vec::new(),
     }));
     in_cluster_order(settings, &mut nodes, |n| &n.node);
-    let mut report = ClusterStatusReport::new(toolbox, nodes);
-    report.serving = serving_summary(&connected, &report.nodes, toolbox, api_key).await;
+    let toolbox = toolbox.map(str::to_string).unwrap_or_else(|| {
+        all_services(&nodes)
+            .map(|s| s.record.toolbox.clone())
+            .next()
+            .unwrap_or_else(|| EngineRef::default().toolbox().default_toolbox.to_string())
+    });
+    let head = connected.iter().find(|node| Some(&node.name) == settings.nodes.first());
+    let router = match head {
+        Some(head) => crate::cluster::router::look(head, None, true).await.ok(),
+        None => None,
+    };
+    let summaries = join_all(heads(&nodes).into_iter().map(|(node, state)| {
+        let remote = connected.iter().find(|r| r.name == node.node);
+        service_summary(remote, &connected, &nodes, node, state, router.as_ref(), api_key.clone())
+    }))
+    .await;
+    let mut report = ClusterStatusReport::new(&toolbox, nodes, summaries.into_iter().flatten().collect(), router);
     report.registry = head_registry(settings, &connected).await;
-    if let Some(serving) = &report.serving {
-        if !serving.serves {
-            report.disagreements.push("the endpoint does not serve its model (`strix-toolbox cluster logs`)".into());
-        }
-        for worker in serving.workers.iter().filter(|w| w.reached != Reached::Answers) {
-            let (why, _) = worker.reached.why();
-            report.disagreements.push(format!(
-                "{}: its {} at {} does not answer the head: {why}",
-                worker.node, worker.process, worker.address
-            ));
-        }
-    }
     close_all(connected).await;
     Ok(report)
+}
+
+/// Each service's head record (the node that runs its engine's server), by name.
+fn heads(nodes: &[NodeStatus]) -> Vec<(&NodeStatus, &ServingState)> {
+    let mut heads: Vec<(&NodeStatus, &ServingState)> = nodes
+        .iter()
+        .flat_map(|n| n.services.iter().filter(|s| s.record.role != Role::Worker).map(move |s| (n, s)))
+        .collect();
+    heads.sort_by(|a, b| a.1.record.service.cmp(&b.1.record.service));
+    heads.dedup_by(|a, b| a.1.record.service == b.1.record.service);
+    heads
 }
 
 /// The head's registry, asked on the head.
@@ -195,28 +274,30 @@ async fn head_registry(settings: &ClusterSettings, connected: &[RemoteNode]) -> 
     Some(HeadRegistry { node: head.name.clone(), status })
 }
 
-/// Asked on the node whose record says it serves the endpoint: Ray's table, or whether every
-/// worker's server answers it, and the endpoint.
-async fn serving_summary(
+/// One service, asked on its head: Ray's table, or whether every worker's server answers it, and
+/// its engine's endpoint.
+async fn service_summary(
+    remote: Option<&RemoteNode>,
     connected: &[RemoteNode],
     nodes: &[NodeStatus],
-    toolbox: &str,
+    node: &NodeStatus,
+    state: &ServingState,
+    router: Option<&RouterState>,
     api_key: Option<Secret>,
-) -> Option<ServingSummary> {
-    let (node, state) =
-        nodes.iter().find_map(|n| n.serving.as_ref().filter(|s| s.record.role != Role::Worker).map(|s| (n, s)))?;
-    let head = connected.iter().find(|r| r.name == node.node)?;
+) -> Option<ServiceSummary> {
+    let head = remote?;
     let record = &state.record;
     let ray_nodes_alive = if record.backend.runs_ray() {
-        let table = head.call(RayNodes { toolbox: toolbox.to_string() }).await.ok();
+        let table = head.call(RayNodes { service: record.service.clone() }).await.ok();
         table.map(|table| table.iter().filter(|n| n.alive && n.gpus >= 1.0).count())
     } else {
         None
     };
+    let ours = |s: &&ServingState| s.record.service == record.service && s.record.started == record.started;
     let listeners: Vec<(String, String, SocketAddr)> = nodes
         .iter()
-        .filter_map(|n| Some((n, n.serving.as_ref()?)))
-        .filter(|(_, s)| s.record.role == Role::Worker && s.record.started == record.started)
+        .flat_map(|n| n.services.iter().filter(ours).map(move |s| (n, s)))
+        .filter(|(_, s)| s.record.role == Role::Worker)
         .flat_map(|(n, s)| s.record.processes.iter().filter_map(|p| Some((n.node.clone(), p.name.clone(), p.listens?))))
         .collect();
     let workers = if listeners.is_empty() {
@@ -230,44 +311,58 @@ async fn serving_summary(
             .map(|((node, process, address), reached)| WorkerAnswer { node, process, address, reached })
             .collect()
     };
-    let address = SocketAddr::from((record.head_ip, record.port));
-    let has_key = api_key.is_some();
     let probe = ServeProbe {
-        toolbox: toolbox.to_string(),
+        service: record.service.clone(),
         server: record.engine.server().to_string(),
-        address,
+        address: record.upstream(),
         api_key,
         look_inside: true,
     };
-    let (health, serves, key_needed) = match head.call(probe).await {
-        Ok(probe) => {
-            let key_needed = probe.key_refused && !has_key;
-            let healthy = matches!(probe.health, HttpAnswer::Status(200, _));
-            (probe.health.clone(), probe.serves(&record.served) || (key_needed && healthy), key_needed)
-        }
-        Err(error) => (HttpAnswer::Unasked(error.to_string()), false, false),
+    let (health, serves) = match head.call(probe).await {
+        Ok(probe) => (probe.health.clone(), probe.serves(&record.served)),
+        Err(error) => (HttpAnswer::Unasked(error.to_string()), false),
     };
     let warnings = match &record.transport {
-        Some(link @ crate::spec::Transport::Roce { .. }) => {
-            link_warnings(connected, nodes, record, link, toolbox).await
-        }
+        Some(link @ crate::spec::Transport::Roce { .. }) => link_warnings(connected, nodes, record, link).await,
         _ => Vec::new(),
     };
-    Some(ServingSummary {
+    let mut on: Vec<String> =
+        nodes.iter().filter(|n| n.services.iter().any(|s| ours(&s))).map(|n| n.node.clone()).collect();
+    if !record.on.is_empty() {
+        on = record.on.clone();
+    }
+    let routed = router
+        .filter(|router| router.process.is_some() && router.routes.iter().any(|r| r.name == record.service))
+        .map(|router| router.health.get(&record.service).cloned().unwrap_or_else(|| "not asked".into()));
+    Some(ServiceSummary {
+        name: record.service.clone(),
         engine: record.engine,
         model: record.model.clone(),
         served: record.served.clone(),
         endpoint: record.endpoint.clone(),
+        upstream: record.upstream(),
         since: record.started.clone(),
         head: node.node.clone(),
-        nodes: record.nodes,
+        layout: layout(record),
+        toolbox: record.toolbox.clone(),
+        nodes: on,
         ray_nodes_alive,
         workers,
         health,
         serves,
-        key_needed,
+        routed,
         warnings,
     })
+}
+
+/// How a service spans its nodes, in a few words.
+fn layout(record: &ServingRecord) -> String {
+    let nodes = format!("{} over {} node{}", record.backend, record.nodes, if record.nodes == 1 { "" } else { "s" });
+    match (record.tp, record.pp) {
+        (Some(tp), Some(pp)) => format!("{nodes}, TP {tp} × PP {pp}"),
+        (Some(tp), None) => format!("{nodes}, TP {tp}"),
+        _ => nodes,
+    }
 }
 
 /// Each node of this launch whose engine's logs say its data went over TCP on the RoCE `link`.
@@ -276,27 +371,32 @@ async fn link_warnings(
     nodes: &[NodeStatus],
     record: &ServingRecord,
     link: &crate::spec::Transport,
-    toolbox: &str,
 ) -> Vec<String> {
     let ours = nodes
         .iter()
-        .filter(|n| n.serving.as_ref().is_some_and(|s| s.record.started == record.started))
+        .filter(|n| n.services.iter().any(|s| s.record.service == record.service && s.record.started == record.started))
         .filter_map(|n| connected.iter().find(|r| r.name == n.node));
-    let ask = ServeLogs { toolbox: toolbox.to_string(), lines: 2000, seen: Vec::new() };
+    let ask = ServeLogs { service: Some(record.service.clone()), lines: 2000, seen: Vec::new() };
     let logs = join_all(ours.map(|remote| async { (remote.name.clone(), remote.call(ask.clone()).await) })).await;
     let logs: Vec<(String, Vec<LogTail>)> =
         logs.into_iter().filter_map(|(node, tails)| Some((node, tails.ok()?))).collect();
     tcp_on_roce(record.engine, link, &logs)
 }
 
-async fn node_status(remote: &RemoteNode, toolbox: &str) -> NodeStatus {
+async fn node_status(remote: &RemoteNode) -> NodeStatus {
     let version = remote.version().map(str::to_string);
-    let look = ServeCheck { toolbox: toolbox.to_string(), ..Default::default() };
-    let (status, check) = tokio::join!(remote.call(Status {}), remote.call(look));
-    let (status, error) = match status {
+    let (status, check) = tokio::join!(remote.call(Status {}), remote.call(ServeCheck::default()));
+    let (status, mut error) = match status {
         Ok(status) => (Some(status), None),
         Err(error) => (None, Some(error.to_string())),
     };
-    let serving = check.ok().and_then(|check| check.serving);
-    NodeStatus { node: remote.name.clone(), reachable: true, error, version, status, serving }
+    // A node that cannot say what it serves is named so, not shown serving nothing.
+    let services = match check {
+        Ok(check) => check.services,
+        Err(failed) => {
+            error.get_or_insert_with(|| format!("what it serves could not be asked: {failed}"));
+            Vec::new()
+        }
+    };
+    NodeStatus { node: remote.name.clone(), reachable: true, error, version, status, services }
 }

@@ -24,11 +24,12 @@ use crate::serving::engine::ENGINES;
 /// The most results a `bench --plot` draws beside this one.
 const PLOT_OTHERS: usize = 9;
 
-/// `bench` (head: this machine) or `cluster bench` (head: the cluster's first node).
-pub async fn run(args: &BenchArgs, head: &dyn Node, paths: &Paths, out: &Output) -> Result<i32> {
+/// `bench` (this machine) or `cluster bench` (every node; the requests from the first, the
+/// cluster's head).
+pub async fn run(args: &BenchArgs, nodes: &[&dyn Node], paths: &Paths, out: &Output) -> Result<i32> {
     let request = request(args)?;
     let store = BenchStore::open(paths)?;
-    let report = bench(head, &request, &store, out.reporter().as_ref()).await?;
+    let report = bench(nodes, &request, &store, out.reporter().as_ref()).await?;
     out.reporter().finish();
     if let (Some(path), Some(result)) = (&args.plot, &report.result) {
         let mut results = vec![result.clone()];
@@ -82,7 +83,7 @@ fn request(args: &BenchArgs) -> Result<BenchRequest> {
             let names: Vec<&str> = ENGINES.iter().map(|engine| engine.name()).collect();
             return Err(Error::Usage(format!("--endpoint needs --server ({})", names.join(" or "))));
         }
-        (None, _) => Serving::Launched { toolbox: args.name.clone() },
+        (None, _) => Serving::Launched { service: args.model.clone() },
     };
     let gate = (args.gate || args.gate_only).then(|| match (args.reference, &args.single_node_endpoint) {
         (GateReferenceArg::SingleNode, Some(url)) => GateReference::SingleNode { url: url.clone() },

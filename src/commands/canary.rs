@@ -19,6 +19,7 @@ use crate::ops::refresh::RefreshRequest;
 use crate::output::{Output, Render, Style};
 use crate::paths::Paths;
 use crate::serving::engine::EngineRef;
+use crate::serving::service_name::ServiceName;
 
 /// The canary of `entry` (`--canary`, else the cluster file's) over `nodes`; the exit code.
 pub async fn run(
@@ -35,6 +36,8 @@ pub async fn run(
     let launch = LaunchRequest {
         engine,
         toolbox: request.name.clone(),
+        service: ServiceName::parse(&engine.served_name(&model, &[]))?,
+        on: Vec::new(),
         source: engine.source(&model, None)?,
         model,
         backend: None,
@@ -119,11 +122,11 @@ impl Render for CanaryReport {
                     self.image,
                     self.reason.as_deref().unwrap_or("-")
                 ));
-                match (&self.rollback, &self.relaunched) {
-                    (Some(_), Some(model)) => {
-                        out.line(&format!("every node is back on {previous}, serving {model} again"))
+                match (&self.rollback, self.relaunched.as_slice()) {
+                    (Some(_), []) => out.line(&format!("every node is back on {previous}")),
+                    (Some(_), services) => {
+                        out.line(&format!("every node is back on {previous}, serving {} again", services.join(", ")))
                     }
-                    (Some(_), None) => out.line(&format!("every node is back on {previous}")),
                     (None, _) => out.line("there was no previous image to go back to: the nodes keep the new one"),
                 }
             }

@@ -25,7 +25,6 @@ use crate::ops::detect::DetectReport;
 use crate::ops::doctor::DoctorReport;
 use crate::ops::refresh::RefreshReport;
 use crate::ops::remove::RemoveReport;
-use crate::ops::status::StatusReport;
 use crate::rccl::RcclReport;
 use crate::toolbox::status::ToolboxStatus;
 use crate::verify::VerifyReport;
@@ -63,7 +62,7 @@ fn every_example_is_what_its_command_prints() {
     check::<RefreshReport>(&mut examples, "refresh");
     check::<RefreshReport>(&mut examples, "refresh-dry-run");
     check::<VerifyReport>(&mut examples, "verify");
-    check::<StatusReport>(&mut examples, "status");
+    check::<super::status::NodeStatus>(&mut examples, "status");
     check::<Vec<ToolboxStatus>>(&mut examples, "list");
     check::<RemoveReport>(&mut examples, "rm");
     check::<FitReport>(&mut examples, "plan");

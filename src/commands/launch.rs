@@ -13,6 +13,7 @@ use crate::node::Node;
 use crate::output::{Output, Render, Style};
 use crate::reporter::Bytes;
 use crate::serving::engine::EngineRef;
+use crate::serving::service_name::ServiceName;
 use crate::spec::parse_env;
 
 /// Launch on `nodes` and render the report; the exit code.
@@ -25,9 +26,15 @@ pub async fn run(args: &LaunchArgs, nodes: &[&dyn Node], out: &Output) -> Result
 fn request(args: &LaunchArgs) -> Result<LaunchRequest> {
     let env = parse_env(&args.env)?;
     let engine = args.engine.or_else(|| EngineRef::claiming(&args.model, args.file.as_deref())).unwrap_or_default();
+    let service = match &args.name {
+        Some(name) => name.clone(),
+        None => ServiceName::parse(&engine.served_name(&args.model, &args.extra))?,
+    };
     Ok(LaunchRequest {
         engine,
-        toolbox: args.name.clone().unwrap_or_else(|| engine.toolbox().default_toolbox.to_string()),
+        toolbox: args.toolbox.clone().unwrap_or_else(|| engine.toolbox().default_toolbox.to_string()),
+        service,
+        on: args.on.clone(),
         model: args.model.clone(),
         source: engine.source(&args.model, args.file.as_deref())?,
         backend: args.backend,
@@ -74,7 +81,7 @@ impl Render for LaunchReport {
             for reason in &self.why {
                 out.line(&format!("chosen: {reason}"));
             }
-            out.line(&format!("endpoint would be {}", self.endpoint));
+            out.line(&format!("{} would answer at {} (its engine at {})", self.service, self.endpoint, self.upstream));
             return;
         }
         if let Some(pull) = self.hub_model.as_ref().and_then(|model| model.pulled.as_ref()) {
@@ -96,11 +103,13 @@ impl Render for LaunchReport {
             (None, _) => self.engine.to_string(),
         };
         out.line(&format!(
-            "{} serving {} at {} ({how} over {nodes} node{}, {:.0} s)",
+            "{} serving {} at {} ({how} over {nodes} node{} ({}), its engine at {}, {:.0} s)",
             out.paint("✓", Style::Ok),
-            self.served,
+            self.service,
             self.endpoint,
             if nodes == 1 { "" } else { "s" },
+            self.on.join(", "),
+            self.upstream,
             self.seconds_to_serve.unwrap_or_default()
         ));
         for warning in &self.warnings {

@@ -21,6 +21,7 @@ mod rccl;
 mod refresh;
 mod rm;
 mod rollback;
+mod router;
 mod secrets;
 mod status;
 mod stop;
@@ -91,24 +92,29 @@ pub fn run(command: Command, settings: &Settings, out: &Output) -> Result<i32> {
                     Command::Rm(args) => rm::run(&args, settings, out).await,
                     Command::Rollback(args) => rollback::run(&args, settings, out).await,
                     Command::Plan(args) => plan::run(&args, &[&LocalNode::new(settings)], out).await,
+                    Command::Launch(args) if !args.on.is_empty() => Err(Error::Usage(
+                        "--on names nodes of a cluster: `strix-toolbox cluster launch MODEL --on NODE,…`".into(),
+                    )),
                     Command::Launch(args) => launch::run(&args, &[&LocalNode::new(settings)], out).await,
                     Command::Stop(args) => {
-                        stop::run(&args.toolbox(), &[&LocalNode::new(settings)], Vec::new(), out).await
+                        let node = LocalNode::new(settings);
+                        stop::run(&stop::target(&args)?, &[&node], Some(&node), Vec::new(), out).await
                     }
                     Command::Logs(args) => {
                         let node = LocalNode::new(settings);
-                        logs::run(&args.toolbox.toolbox(), &[&node], args.lines, args.follow, out).await
+                        logs::run(args.name.as_ref(), &[&node], args.lines, args.follow, out).await
                     }
                     Command::Model(command) => {
                         let request = model::ModelRequest::parse(&command)?;
                         model::run(&request, &[&LocalNode::new(settings)], Vec::new(), out).await
                     }
                     Command::Bench(bench) => {
-                        bench::run(&bench.run, &LocalNode::new(settings), &settings.paths, out).await
+                        bench::run(&bench.run, &[&LocalNode::new(settings)], &settings.paths, out).await
                     }
                     Command::Build(args) => build::run(&args, settings, out).await,
                     Command::Cluster(args) => cluster::run(&args, settings, out).await,
                     Command::Agent => agent::run(settings).await,
+                    Command::Router(args) => router::run(&args, settings).await,
                     Command::Rccl(RcclCommand::Inspect(args)) => rccl::inspect(&args, settings, out).await,
                     Command::Detect | Command::Doctor | Command::Completions(_) => {
                         unreachable!("handled above")

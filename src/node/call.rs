@@ -18,6 +18,7 @@ use crate::model::list::{ModelCacheReport, ModelList};
 use crate::model::serve::{ModelServe, ModelServeStop, ModelServeStopped, ModelServing};
 use crate::model::shape::ask::ShapeAsk;
 use crate::model::shape::source::ShapeRead;
+use crate::node::router::{RouterLook, RouterState, RouterUpdate};
 use crate::ops::detect::DetectReport;
 use crate::ops::doctor::DoctorReport;
 use crate::ops::phase::{PhaseReport, PhaseRequest};
@@ -145,6 +146,10 @@ node_calls! {
     BenchLevel(BenchLevel) -> LevelResult;
     /// The gate's prompt set asked of the endpoint, token by token.
     GateAsk(GateAsk) -> GateRun;
+    /// What the cluster's router serves (asked on the cluster's head).
+    RouterLook(RouterLook) -> RouterState;
+    /// A service's route added (the router started when none runs) or routes removed.
+    RouterUpdate(RouterUpdate) -> RouterState;
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -211,6 +216,7 @@ mod tests {
 
     fn record() -> ServingRecord {
         let mut record = ServingRecord::new(
+            "model",
             "vllm",
             "org/model",
             "model",
@@ -224,6 +230,9 @@ mod tests {
             "http://192.168.2.1:8000/v1",
         );
         record.tp = Some(3);
+        record.on = vec!["node1".into(), "node2".into(), "node3".into()];
+        record.router_listen = Some("0.0.0.0:8000".parse().unwrap());
+        record.memory_bytes = Some(40 << 30);
         record.image = "sha256:ab".into();
         record.identity =
             Some(crate::model::identity::ModelIdentity::Gguf { name: "m.gguf".into(), sha256: "ab".repeat(32) });
@@ -281,7 +290,7 @@ mod tests {
             Ping { netdev: "thunderbolt0".into(), address: Ipv4Addr::new(192, 168, 2, 2), size: 8972 }.into(),
             Exec { toolbox: "vllm".into(), argv: vec!["sh".into(), "-c".into(), "echo 'a b'; exit 3".into()] }.into(),
             ServeCheck {
-                toolbox: "llama".into(),
+                toolbox: Some("llama".into()),
                 start: true,
                 programs: vec!["ggml-rpc-server".into(), "rpc-server".into()],
                 paths: vec!["/m/x-00001-of-00002.gguf".into()],
@@ -290,6 +299,8 @@ mod tests {
                     flags: vec!["--nnodes".into()],
                 }),
                 sha256_of: Some("/m/x-00001-of-00002.gguf".into()),
+                free_ports: vec![8001, 50052],
+                keep: vec![8000],
             }
             .into(),
             RayStart {
@@ -301,7 +312,7 @@ mod tests {
                 record: record(),
             }
             .into(),
-            RayNodes { toolbox: "vllm".into() }.into(),
+            RayNodes { service: "Qwen/Qwen3-32B".into() }.into(),
             ProcessStart {
                 toolbox: "vllm".into(),
                 name: "vllm".into(),
@@ -315,15 +326,25 @@ mod tests {
             .into(),
             Reach { addresses: vec!["192.168.2.2:50052".parse().unwrap()] }.into(),
             ServeProbe {
-                toolbox: "vllm".into(),
+                service: "model".into(),
                 server: "vllm".into(),
                 address: "192.168.2.1:8000".parse().unwrap(),
                 api_key: Some(Secret::new("key".into())),
                 look_inside: true,
             }
             .into(),
-            ServeStop { toolbox: "vllm".into(), part: StopPart::Server }.into(),
-            ServeLogs { toolbox: "vllm".into(), lines: 20, seen: vec![] }.into(),
+            ServeStop { service: "model".into(), part: StopPart::Server }.into(),
+            ServeLogs {
+                service: Some("model".into()),
+                lines: 20,
+                seen: vec![crate::serving::logs::LogTail {
+                    service: "model".into(),
+                    file: "vllm".into(),
+                    lines: vec![],
+                    end: 7,
+                }],
+            }
+            .into(),
             ModelDownload {
                 toolbox: "vllm".into(),
                 repo: RepoId::parse("acme/tiny").unwrap(),
@@ -403,6 +424,22 @@ mod tests {
                 }],
             }
             .into(),
+            RouterLook { api_key: Some(Secret::new("sk-'quoted'".into())), health: true }.into(),
+            RouterUpdate {
+                add: Some(crate::router::routes::Route {
+                    name: "coder".into(),
+                    upstream: "192.168.2.3:8001".parse().unwrap(),
+                    engine: "llama.cpp".into(),
+                    model: "/models/coder.gguf".into(),
+                    nodes: vec!["node3".into()],
+                    since: "2026-11-24T10:00:00Z".into(),
+                }),
+                remove: vec!["old".into()],
+                remove_all: false,
+                listen: Some("0.0.0.0:8000".parse().unwrap()),
+                api_key: Some(Secret::new("sk-endpoint".into())),
+            }
+            .into(),
             ShapeAsk {
                 source: crate::model::shape::source::ModelSource::HubGguf {
                     repo: RepoId::parse("unsloth/Qwen3-235B-A22B-GGUF").unwrap(),
@@ -453,7 +490,9 @@ mod tests {
             NodeCall::BenchLevel(_) => 31,
             NodeCall::GateAsk(_) => 32,
             NodeCall::SpreadSign(_) => 33,
-            NodeCall::ShapeRead(_) => 34,
+            NodeCall::RouterLook(_) => 34,
+            NodeCall::RouterUpdate(_) => 35,
+            NodeCall::ShapeRead(_) => 36,
         }
     }
 
@@ -505,7 +544,7 @@ mod tests {
             PhaseReport { name: "vllm".into(), phase: Phase::Swap, changed: true, parked: true, warnings: vec![] },
         );
         let probe = ServeProbe {
-            toolbox: "llama".into(),
+            service: "tiny".into(),
             server: "llama-server".into(),
             address: "192.168.2.1:8000".parse().unwrap(),
             api_key: None,
@@ -534,7 +573,27 @@ mod tests {
             ],
         );
         let table = vec![RayNode { ip: "192.168.2.2".into(), alive: true, gpus: 1.0 }];
-        round_trip(&RayNodes { toolbox: "vllm".into() }, table);
+        round_trip(&RayNodes { service: "model".into() }, table);
+        let routed = crate::router::routes::Route {
+            name: "Qwen/Qwen3-32B".into(),
+            upstream: "192.168.2.1:8001".parse().unwrap(),
+            engine: "vllm".into(),
+            model: "Qwen/Qwen3-32B".into(),
+            nodes: vec!["node1".into(), "node2".into()],
+            since: "2026-11-24T10:00:00Z".into(),
+        };
+        let state = RouterState {
+            process: Some(crate::router::routes::RouterProcess {
+                pid: 4242,
+                listen: "0.0.0.0:8000".parse().unwrap(),
+                started: "2026-11-24T10:00:00Z".into(),
+            }),
+            routes: vec![routed],
+            api_key: true,
+            key_matches: false,
+            health: [("Qwen/Qwen3-32B".to_string(), "ok".to_string())].into(),
+        };
+        round_trip(&RouterLook { api_key: None, health: true }, state);
         let served = ModelServing {
             id: 1,
             address: "192.168.2.1:40123".parse().unwrap(),

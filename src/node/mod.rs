@@ -9,6 +9,7 @@ pub(crate) mod call;
 pub(crate) mod identity;
 pub(crate) mod local;
 pub(crate) mod remote;
+pub(crate) mod router;
 pub mod ssh;
 pub(crate) mod ssh_mux;
 pub mod ssh_persist;

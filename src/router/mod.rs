@@ -16,16 +16,21 @@
 //! router.shutdown().await;
 //! ```
 //!
+//! On a cluster the router runs on the cluster's head as a process of its own ([`daemon`]: the
+//! hidden `strix-toolbox router`), its table the [`routes`] file the launches and stops write.
+//!
 //! The module is public for the integration tests (tests/testsuite/router.rs), which run it
 //! against real `llama-server`s; nothing here is a stable API beyond this crate.
 
 mod auth;
 mod bounds;
+pub mod daemon;
 mod health;
 mod model_field;
 mod models_list;
 pub mod openai_error;
 mod proxy;
+pub mod routes;
 mod server;
 mod service;
 mod table;

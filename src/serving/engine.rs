@@ -63,6 +63,10 @@ pub trait ServingEngine: Send + Sync + 'static {
     /// What it listens on across the cluster link with no authentication of its own: only the
     /// cluster's nodes may reach these (`doctor` checks the firewall).
     fn link_ports(&self) -> &'static [LinkPort];
+    /// The port where a node's process of one service listens for the others (vLLM's
+    /// rendezvous on the head, llama.cpp's `rpc-server` on each worker) when no other service
+    /// holds it; another service on the node takes the next free one.
+    fn node_port(&self) -> u16;
 
     /// Whether MODEL (and `--file`) can only be this engine's (a GGUF is llama.cpp's).
     fn claims(&self, model: &str, file: Option<&str>) -> bool;

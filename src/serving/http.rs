@@ -32,6 +32,19 @@ pub enum HttpAnswer {
     Unasked(String),
 }
 
+impl std::fmt::Display for HttpAnswer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HttpAnswer::Refused => f.write_str("nothing listens"),
+            HttpAnswer::TimedOut => f.write_str("no answer in time"),
+            HttpAnswer::Status(code, _) => write!(f, "answered {code}"),
+            HttpAnswer::Failed(failure) => write!(f, "{failure}"),
+            HttpAnswer::NotHttp(head) => write!(f, "not an HTTP answer: {head:?}"),
+            HttpAnswer::Unasked(why) => f.write_str(why),
+        }
+    }
+}
+
 pub async fn get(address: SocketAddr, path: &str, bearer: Option<&str>, limit: Duration) -> HttpAnswer {
     match tokio::time::timeout(limit, exchange(address, path, bearer)).await {
         Err(_) => HttpAnswer::TimedOut,

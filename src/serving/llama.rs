@@ -119,6 +119,10 @@ impl ServingEngine for LlamaCpp {
         &[LinkPort { port: RPC_PORT, what: "llama.cpp's rpc-server", from_head: Some("rpc port") }]
     }
 
+    fn node_port(&self) -> u16 {
+        RPC_PORT
+    }
+
     fn claims(&self, model: &str, file: Option<&str>) -> bool {
         ModelSource::names_gguf(model, file)
     }
@@ -225,8 +229,10 @@ impl ServingEngine for LlamaCpp {
         })
     }
 
-    fn tokenize_request(&self, _model: &str, text: &str, add_special: bool) -> serde_json::Value {
-        serde_json::json!({ "content": text, "add_special": add_special })
+    /// llama-server's own fields, and the model its clients name: a router in front of it sends
+    /// the request by its `model` (llama-server ignores the field).
+    fn tokenize_request(&self, model: &str, text: &str, add_special: bool) -> serde_json::Value {
+        serde_json::json!({ "model": model, "content": text, "add_special": add_special })
     }
 
     /// Every part of a GGUF on the head, or the Hub repository's GGUF file(s) the pick names.
@@ -396,7 +402,7 @@ pub fn llama_server(
 /// address from the head; then `llama-server` on the head, proven by its endpoint and by its log
 /// naming every worker as a device it loaded the model onto. One node: `llama-server` alone.
 fn plan(nodes: &[NodeFacts], request: &PlanRequest, backend: Backend) -> LaunchPlan {
-    let listen = |facts: &NodeFacts| SocketAddr::from((facts.link_ip, RPC_PORT));
+    let listen = |facts: &NodeFacts| SocketAddr::from((facts.link_ip, facts.listen_port));
     let workers: Vec<SocketAddr> =
         if backend == Backend::Rpc { nodes[1..].iter().map(listen).collect() } else { Vec::new() };
     // The operator's own name wins; otherwise the model as given, as vLLM names it.
@@ -490,6 +496,7 @@ mod tests {
             transport: Transport::ThunderboltTcp { netdev: "thunderbolt0".into() },
             hub_cache: None,
             programs: programs.iter().map(|p| p.to_string()).collect(),
+            listen_port: RPC_PORT,
         }
     }
 
@@ -669,7 +676,8 @@ mod tests {
         assert_eq!(rpc_transport(&text(&failed)), RpcTransport::Tcp);
         let roce =
             Transport::Roce { device: "rocep194s0f0".into(), port: 1, netdev: "enp194s0np0".into(), gid_index: 1 };
-        let logs = |lines: &[&str]| vec![LogTail { file: RPC_SERVER.into(), lines: text(lines), end: 0 }];
+        let logs =
+            |lines: &[&str]| vec![LogTail { service: "m".into(), file: RPC_SERVER.into(), lines: text(lines), end: 0 }];
         let warned = crate::serving::engine::tcp_on_roce(LLAMA_CPP, &roce, &[("node2".into(), logs(&failed))]);
         assert!(warned[0].contains("node2") && warned[0].contains("RDMA activate failed"), "{warned:?}");
         assert!(crate::serving::engine::tcp_on_roce(LLAMA_CPP, &roce, &[("node2".into(), logs(&upgraded))]).is_empty());
@@ -681,7 +689,12 @@ mod tests {
         use crate::serving::logs::LogTail;
         // The real run in tests/fixtures/engine-logs: two RPC servers, -ts 3,1, the head on the CPU.
         let log = include_str!("../../tests/fixtures/engine-logs/llama-server-rpc-ts-3-1.log");
-        let head = [LogTail { file: SERVER.into(), lines: log.lines().map(str::to_string).collect(), end: 0 }];
+        let head = [LogTail {
+            service: "tiny".into(),
+            file: SERVER.into(),
+            lines: log.lines().map(str::to_string).collect(),
+            end: 0,
+        }];
         let logs = [
             NodeLog { node: "node1", link_ip: std::net::Ipv4Addr::new(10, 0, 0, 1), tails: &head },
             NodeLog { node: "node2", link_ip: std::net::Ipv4Addr::LOCALHOST, tails: &[] },

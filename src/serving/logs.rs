@@ -1,7 +1,7 @@
-//! The logs of what launches started on this node: each process's (beside the record: `vllm`,
-//! `llama-server`, `rpc-server`; they outlive the stop) and, where a launch ran Ray, Ray's own
-//! (inside the toolbox); the last lines, or what was added since the offsets the head last saw
-//! (`logs --follow` asks again with those).
+//! The logs of what launches started on this node, per service: each process's (beside the
+//! record: `vllm`, `llama-server`, `rpc-server`; they outlive the stop) and, where a launch ran
+//! Ray, Ray's own (inside the toolbox); the last lines, or what was added since the offsets the
+//! head last saw (`logs --follow` asks again with those).
 
 use std::io::{Read, Seek, SeekFrom};
 
@@ -9,7 +9,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
 use crate::serving::ray::RAY_LOGS;
-use crate::serving::record::ServingFiles;
+use crate::serving::record::{Recorded, ServingDir, ServingFiles};
+use crate::serving::service_name::ServiceName;
 use crate::settings::Settings;
 use crate::toolbox::running::RunningToolbox;
 
@@ -24,7 +25,8 @@ const TAIL_FILE: &str = r#"f="$1"; [ -f "$f" ] || exit 3; wc -c < "$f"; if [ "$2
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ServeLogs {
-    pub toolbox: String,
+    /// The service whose logs to read (None: every service's there is).
+    pub service: Option<String>,
     /// How many of the last lines, for a file not seen before.
     pub lines: usize,
     /// Where each file was read up to last time (`logs --follow`).
@@ -33,6 +35,9 @@ pub struct ServeLogs {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LogTail {
+    /// The service whose log it is.
+    #[serde(default)]
+    pub service: String,
     /// `vllm`, `llama-server`, `rpc-server`, `raylet.out`, …
     pub file: String,
     pub lines: Vec<String>,
@@ -41,17 +46,18 @@ pub struct LogTail {
 }
 
 pub async fn serve_logs(settings: &Settings, request: &ServeLogs) -> Result<Vec<LogTail>> {
-    let seen = |file: &str| request.seen.iter().find(|t| t.file == file).map(|t| t.end);
-    let files = ServingFiles::of(&settings.paths, &request.toolbox)?;
+    let serving = ServingDir::of(&settings.paths)?;
     let mut tails = Vec::new();
-    for (name, path) in files.logs() {
-        if let Some(tail) = host_file(&name, &path, seen(&name), request.lines) {
-            tails.push(tail);
+    for (service, files, record) in logged(&serving, request.service.as_deref())? {
+        let seen = |file: &str| request.seen.iter().find(|t| t.service == service && t.file == file).map(|t| t.end);
+        for (name, path) in files.logs() {
+            if let Some(tail) = host_file(&name, &path, seen(&name), request.lines) {
+                tails.push(LogTail { service: service.clone(), ..tail });
+            }
         }
-    }
-    // Ray's, where the launch ran it (or where no record says what ran).
-    let ray = files.read()?.is_none_or(|record| record.backend.runs_ray());
-    if let Some(toolbox) = RunningToolbox::if_running(settings, &request.toolbox).await?.filter(|_| ray) {
+        // Ray's, where the launch ran it.
+        let Some(record) = record.filter(|record| record.backend.runs_ray()) else { continue };
+        let Some(toolbox) = RunningToolbox::if_running(settings, &record.toolbox).await? else { continue };
         for file in RAY_FILES {
             let (mode, from) = match seen(file) {
                 Some(end) => ("bytes", (end + 1).to_string()),
@@ -66,10 +72,41 @@ pub async fn serve_logs(settings: &Settings, request: &ServeLogs) -> Result<Vec<
             }
             let mut lines = report.stdout.lines();
             let end = lines.next().and_then(|size| size.trim().parse().ok()).unwrap_or(0);
-            tails.push(LogTail { file: file.to_string(), lines: lines.map(str::to_string).collect(), end });
+            let lines = lines.map(str::to_string).collect();
+            tails.push(LogTail { service: service.clone(), file: file.to_string(), lines, end });
         }
     }
     Ok(tails)
+}
+
+/// The services whose logs to read, each with its files and its record if it has one: `service`
+/// (by its record, else by its name: its logs outlive its record), or every one that has a record
+/// or a log here.
+fn logged(
+    serving: &ServingDir,
+    service: Option<&str>,
+) -> Result<Vec<(String, ServingFiles, Option<crate::serving::record::ServingRecord>)>> {
+    if let Some(name) = service {
+        let name = ServiceName::parse(name)?;
+        return Ok(vec![match serving.find(&name)? {
+            Some(Recorded { files, record }) => (name.to_string(), files, Some(record)),
+            None => (name.to_string(), serving.files(&name), None),
+        }]);
+    }
+    let mut found: Vec<(String, ServingFiles, Option<_>)> = serving
+        .list()?
+        .into_iter()
+        .map(|Recorded { files, record }| (record.service.clone(), files, Some(record)))
+        .collect();
+    for stem in serving.logged_stems() {
+        if found.iter().any(|(_, files, _)| files.stem() == stem) {
+            continue;
+        }
+        let Some(name) = ServiceName::from_file_safe(&stem) else { continue };
+        found.push((name.to_string(), serving.files(&name), None));
+    }
+    found.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(found)
 }
 
 /// A file on this node: its last `lines` lines, or what follows `from`.
@@ -89,6 +126,7 @@ fn host_file(name: &str, path: &std::path::Path, from: Option<u64>, lines: usize
     let all: Vec<&str> = text.lines().collect();
     let shown = if from.is_some() { &all[..] } else { &all[all.len().saturating_sub(lines)..] };
     Some(LogTail {
+        service: String::new(),
         file: name.to_string(),
         lines: shown.iter().map(|l| l.to_string()).collect(),
         end: start + bytes.len() as u64,

@@ -26,6 +26,11 @@ pub struct NodeFacts {
     pub hub_cache: Option<String>,
     /// The programs its toolbox has, of those the engine asked about.
     pub programs: Vec<String>,
+    /// Where its process listens for the others, if it has one ([`ServingEngine::node_port`],
+    /// or the next free one when another service holds it).
+    ///
+    /// [`ServingEngine::node_port`]: crate::serving::engine::ServingEngine::node_port
+    pub listen_port: u16,
 }
 
 /// What the operator asked for, as every engine's plan reads it.
@@ -33,11 +38,13 @@ pub struct NodeFacts {
 pub struct PlanRequest {
     /// The model as the engine's server takes it (a Hub id, a directory, a GGUF file's path).
     pub model: String,
-    /// What the endpoint is asked to call it (the engine's own naming flag, or the model).
+    /// What the engine is asked to call it: the service's name (the engine's own naming flag
+    /// among `extra` says the same, when the operator gave one).
     pub served: String,
     /// How the model is split over the nodes (for the engines that take it).
     pub split: Parallelism,
-    /// The address the server listens on (`--host`: all interfaces unless given).
+    /// The address the engine's server listens on (the head's link address, else the
+    /// loopback: the router on the cluster's head reaches it there) and its port.
     pub host: String,
     pub port: u16,
     /// The engine's own arguments (after `--`).

@@ -13,7 +13,8 @@ use crate::error::Result;
 use crate::secret::Secret;
 use crate::serving::commands::pid_alive;
 use crate::serving::http::{get, HttpAnswer};
-use crate::serving::record::ServingFiles;
+use crate::serving::record::{ServingDir, ServingRecord};
+use crate::serving::service_name::ServiceName;
 use crate::settings::Settings;
 use crate::toolbox::running::RunningToolbox;
 
@@ -22,7 +23,8 @@ const TAIL_BYTES: u64 = 64 << 10;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ServeProbe {
-    pub toolbox: String,
+    /// The service asked about (its record says its toolbox and its server's pid).
+    pub service: String,
     /// The process that serves the endpoint (`vllm`, `llama-server`): its log and its pid.
     pub server: String,
     /// The endpoint's address (the head's link address and the port).
@@ -57,7 +59,12 @@ impl ServeProbeReport {
 }
 
 pub async fn serve_probe(settings: &Settings, request: &ServeProbe) -> Result<ServeProbeReport> {
-    let files = ServingFiles::of(&settings.paths, &request.toolbox)?;
+    let name = ServiceName::parse(&request.service)?;
+    let serving = ServingDir::of(&settings.paths)?;
+    let (files, record) = match serving.find(&name)? {
+        Some(found) => (found.files, Some(found.record)),
+        None => (serving.files(&name), None),
+    };
     let limit = Duration::from_secs(5);
     let key = request.api_key.as_ref().map(Secret::expose);
     let health = get(request.address, "/health", key, limit).await;
@@ -72,7 +79,7 @@ pub async fn serve_probe(settings: &Settings, request: &ServeProbe) -> Result<Se
     // What answers is alive; only a silent endpoint costs a look inside the toolbox (an exec),
     // and only when the caller asks for one (a launch does every few seconds while weights load).
     let answered = !models.is_empty() || key_refused;
-    let server_alive = answered || !request.look_inside || server_runs(settings, request, &files).await?;
+    let server_alive = answered || !request.look_inside || server_runs(settings, request, record.as_ref()).await?;
     Ok(ServeProbeReport {
         health,
         models,
@@ -83,9 +90,10 @@ pub async fn serve_probe(settings: &Settings, request: &ServeProbe) -> Result<Se
 }
 
 /// The recorded server still runs in the toolbox.
-async fn server_runs(settings: &Settings, request: &ServeProbe, files: &ServingFiles) -> Result<bool> {
-    let Some(pid) = files.read()?.and_then(|r| r.process(&request.server).map(|p| p.pid)) else { return Ok(false) };
-    let Some(toolbox) = RunningToolbox::if_running(settings, &request.toolbox).await? else { return Ok(false) };
+async fn server_runs(settings: &Settings, request: &ServeProbe, record: Option<&ServingRecord>) -> Result<bool> {
+    let Some(record) = record else { return Ok(false) };
+    let Some(pid) = record.process(&request.server).map(|p| p.pid) else { return Ok(false) };
+    let Some(toolbox) = RunningToolbox::if_running(settings, &record.toolbox).await? else { return Ok(false) };
     Ok(toolbox.run(&pid_alive(pid), &Default::default()).await?.success())
 }
 

@@ -1,6 +1,6 @@
 //! One process of a launch, started detached inside the toolbox: its argv with its environment
 //! (secrets among it: an HF token, an API key, Ray's token, each only ever in the exec's
-//! environment), its output in `TOOLBOX.NAME.log` beside the record (the toolbox shares the home),
+//! environment), its output in `SERVICE.NAME.log` beside the record (the toolbox shares the home),
 //! its pid recorded, so `stop`, `logs` and `status` find it. Every engine's processes start this
 //! way: `vllm serve`, `llama-server`, `rpc-server`.
 
@@ -13,6 +13,7 @@ use crate::error::{Error, Result};
 use crate::secret::Secret;
 use crate::serving::commands::detached;
 use crate::serving::record::{ServedProcess, ServingFiles, ServingRecord};
+use crate::serving::service_name::ServiceName;
 use crate::settings::Settings;
 use crate::toolbox::running::RunningToolbox;
 
@@ -44,7 +45,7 @@ pub struct ProcessStarted {
 
 pub async fn process_start(settings: &Settings, request: &ProcessStart) -> Result<ProcessStarted> {
     let toolbox = RunningToolbox::open(settings, &request.toolbox).await?;
-    let files = ServingFiles::of(&settings.paths, &toolbox.name)?;
+    let files = ServingFiles::of(&settings.paths, &ServiceName::parse(&request.record.service)?)?;
     if request.fresh_compile_cache {
         super::compile_cache::clear_before_launch(settings, &toolbox, &files, &request.env)?;
     }

@@ -16,7 +16,8 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::secret::Secret;
 use crate::serving::commands::words;
-use crate::serving::record::{ServingFiles, ServingRecord, RAY_TOKEN};
+use crate::serving::record::{ServingDir, ServingFiles, ServingRecord, RAY_TOKEN};
+use crate::serving::service_name::ServiceName;
 use crate::settings::Settings;
 use crate::toolbox::running::RunningToolbox;
 
@@ -125,7 +126,7 @@ pub struct RayStarted {
 
 pub async fn ray_start(settings: &Settings, request: &RayStart) -> Result<RayStarted> {
     let toolbox = RunningToolbox::open(settings, &request.toolbox).await?;
-    let files = ServingFiles::of(&settings.paths, &toolbox.name)?;
+    let files = ServingFiles::of(&settings.paths, &ServiceName::parse(&request.record.service)?)?;
     if request.fresh_compile_cache {
         super::compile_cache::clear_before_launch(settings, &toolbox, &files, &request.env)?;
     }
@@ -203,22 +204,23 @@ pub struct RayNode {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RayNodes {
-    pub toolbox: String,
+    /// The service whose Ray cluster to ask (its record says its toolbox and head).
+    pub service: String,
 }
 
 pub async fn ray_nodes_of(settings: &Settings, request: &RayNodes) -> Result<Vec<RayNode>> {
-    let toolbox = RunningToolbox::open(settings, &request.toolbox).await?;
-    let head_ip =
-        ServingFiles::of(&settings.paths, &toolbox.name)?.read()?.map(|record| record.head_ip).ok_or_else(|| {
-            Error::toolbox(
-                &toolbox.name,
-                "nothing was launched in it: it has no Ray cluster to ask",
-                "`cluster launch` starts one",
-            )
-        })?;
+    let name = ServiceName::parse(&request.service)?;
+    let found = ServingDir::of(&settings.paths)?.find(&name)?.ok_or_else(|| {
+        Error::toolbox(
+            name.to_string(),
+            format!("nothing was launched as {name} on this node: it has no Ray cluster to ask"),
+            "`cluster launch` starts one",
+        )
+    })?;
+    let (files, record) = (found.files, found.record);
+    let toolbox = RunningToolbox::open(settings, &record.toolbox).await?;
     let mut argv = vec!["timeout".to_string(), RAY_NODES_SECONDS.to_string()];
-    argv.extend(ray_nodes(head_ip));
-    let files = ServingFiles::of(&settings.paths, &toolbox.name)?;
+    argv.extend(ray_nodes(record.head_ip));
     let token = std::fs::read_to_string(files.secret_file(RAY_TOKEN)).unwrap_or_default();
     let env = [(AUTH_MODE.0.to_string(), AUTH_MODE.1.to_string()), (AUTH_TOKEN.to_string(), token)].into();
     let report = toolbox.run_ok("asking Ray for its nodes", &argv, &env).await?;

@@ -2,8 +2,14 @@
 //! else `~/.local/state/…`), so `stop`, `logs` and `status` find it later from any machine. The
 //! directory is under the home the toolbox mounts at the same path, so vLLM inside the toolbox
 //! writes its log beside the record and the node reads both directly.
+//!
+//! One record per service, named by the service (`serving/NAME.json`, the name file-safe: see
+//! [`ServiceName`]), its logs and secrets beside it (`NAME.PROCESS.log`, `NAME.ray-token`), whatever
+//! toolbox serves it. A record from before services had names is named by its toolbox and read as
+//! the service its `served` field names.
 
 use std::collections::BTreeMap;
+use std::io::Read;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 
@@ -14,6 +20,12 @@ use crate::model::identity::ModelIdentity;
 use crate::paths::Paths;
 use crate::secret::names_a_secret;
 use crate::serving::engine::{Backend, EngineRef};
+use crate::serving::service_name::ServiceName;
+
+/// The most records a node's serving directory is read for (a node serves a few services).
+const MAX_RECORDS: usize = 256;
+/// The largest record read (a record is a few KiB).
+const MAX_RECORD_BYTES: u64 = 1 << 20;
 
 /// The node's part in the serving cluster.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -29,6 +41,10 @@ pub enum Role {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ServingRecord {
+    /// The service's name: what its clients send as `model`, and what its engine serves it as.
+    #[serde(default)]
+    pub service: String,
+    /// The toolbox that serves it on this node.
     pub toolbox: String,
     pub model: String,
     /// Which weights serve: the Hub commit, or the GGUF by its content; none for a model given as
@@ -44,6 +60,10 @@ pub struct ServingRecord {
     pub role: Role,
     /// Nodes in the serving cluster.
     pub nodes: usize,
+    /// Those nodes as the cluster names them, the service's head first (empty in a record from
+    /// before services had nodes of their own: every node of the cluster).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub on: Vec<String>,
     /// vLLM's tensor-parallel size (llama.cpp splits layers instead).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tp: Option<usize>,
@@ -53,12 +73,22 @@ pub struct ServingRecord {
     /// The cluster link's transport at the launch (what RCCL should use between the nodes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transport: Option<crate::spec::Transport>,
+    /// The port the engine's server listens on at the service's head (its own: the router sends
+    /// it the requests that name the service).
     pub port: u16,
-    /// This node's cluster-link address, and the head's.
+    /// This node's cluster-link address, and the service's head's (where its engine listens).
     pub link_ip: Ipv4Addr,
     pub head_ip: Ipv4Addr,
-    /// `http://HEAD:PORT/v1`.
+    /// Where clients reach it: the router's `http://HOST:PORT/v1` on the cluster's head (in a
+    /// record from before the router, the engine's own).
     pub endpoint: String,
+    /// What the router of the endpoint listens on (None: a record from before the router).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub router_listen: Option<SocketAddr>,
+    /// The GPU memory the launch planned for this node, in bytes (the model-aware plan's figure;
+    /// None when the launch had none): what another service onto the node is held against.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_bytes: Option<u64>,
     /// The endpoint wants an API key (its value is never recorded).
     #[serde(default)]
     pub api_key: bool,
@@ -104,6 +134,7 @@ impl ServingRecord {
     /// A record of what a launch is about to start: no process yet.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
+        service: &str,
         toolbox: &str,
         model: &str,
         served: &str,
@@ -117,6 +148,7 @@ impl ServingRecord {
         endpoint: &str,
     ) -> ServingRecord {
         ServingRecord {
+            service: service.to_string(),
             toolbox: toolbox.to_string(),
             model: model.to_string(),
             identity: None,
@@ -125,6 +157,7 @@ impl ServingRecord {
             backend,
             role,
             nodes,
+            on: Vec::new(),
             tp: None,
             pp: None,
             transport: None,
@@ -132,6 +165,8 @@ impl ServingRecord {
             link_ip,
             head_ip,
             endpoint: endpoint.to_string(),
+            router_listen: None,
+            memory_bytes: None,
             api_key: false,
             image: String::new(),
             started: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
@@ -151,8 +186,19 @@ impl ServingRecord {
         self.processes.iter().find(|p| p.name == name)
     }
 
+    /// Where its engine answers: the service's head, at the engine's own port.
+    pub fn upstream(&self) -> SocketAddr {
+        SocketAddr::from((self.head_ip, self.port))
+    }
+
+    /// The ports this launch holds on this node: the engine's (on its head) and every listener's.
+    pub fn ports(&self) -> Vec<u16> {
+        let engine = (self.role != Role::Worker).then_some(self.port);
+        engine.into_iter().chain(self.processes.iter().filter_map(|p| p.listens.map(|a| a.port()))).collect()
+    }
+
     /// A record as it is stored, or as an older strix-toolbox stored it (`vllm_pid` and `ray`
-    /// before processes were recorded), in today's terms.
+    /// before processes were recorded; no `service` before services had names), in today's terms.
     fn parse(text: &str, files: &ServingFiles) -> serde_json::Result<ServingRecord> {
         let mut value: serde_json::Value = serde_json::from_str(text)?;
         let legacy = value.as_object_mut().map(|o| (o.remove("vllm_pid"), o.remove("ray")));
@@ -166,6 +212,9 @@ impl ServingRecord {
                 record.backend = Backend::Ray;
             }
         }
+        if record.service.is_empty() {
+            record.service = record.served.clone();
+        }
         Ok(record)
     }
 }
@@ -173,67 +222,72 @@ impl ServingRecord {
 /// The file of Ray's token for a launch (`ServingFiles::secret_file`).
 pub const RAY_TOKEN: &str = "ray-token";
 
-/// Where one toolbox's serving state lives on this node.
+/// Where one service's serving state lives on this node: its record, logs and secrets, all named
+/// `STEM.…` (the service's file-safe name; a record from before services, its toolbox's name).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServingFiles {
     dir: PathBuf,
-    toolbox: String,
+    stem: String,
 }
 
 impl ServingFiles {
-    /// For `toolbox`, under this node's own state directory (apart from other nodes' when they
+    /// For `service`, under this node's own state directory (apart from other nodes' when they
     /// share the home). A launch from before state was kept per node left its record in the
     /// shared one: it is read there until its stop removes it.
-    pub fn of(paths: &Paths, toolbox: &str) -> Result<ServingFiles> {
-        let keeps = "what was launched";
-        let own = ServingFiles::in_dir(&paths.node_state_dir(keeps)?.join("serving"), toolbox);
-        let before = ServingFiles::in_dir(&paths.state_dir(keeps)?.join("serving"), toolbox);
-        Ok(if !own.record().exists() && before.record().exists() { before } else { own })
+    pub fn of(paths: &Paths, service: &ServiceName) -> Result<ServingFiles> {
+        Ok(ServingDir::of(paths)?.files(service))
     }
 
-    pub fn in_dir(dir: &Path, toolbox: &str) -> ServingFiles {
-        ServingFiles { dir: dir.to_path_buf(), toolbox: toolbox.to_string() }
+    /// The files named `stem.…` in `dir`.
+    pub fn in_dir(dir: &Path, stem: &str) -> ServingFiles {
+        ServingFiles { dir: dir.to_path_buf(), stem: stem.to_string() }
+    }
+
+    /// What its files' names begin with.
+    pub fn stem(&self) -> &str {
+        &self.stem
     }
 
     pub fn record(&self) -> PathBuf {
-        self.dir.join(format!("{}.json", self.toolbox))
+        self.dir.join(format!("{}.json", self.stem))
     }
 
     /// The output of the process named `name` (it survives the launch command and the stop).
     pub fn log(&self, name: &str) -> PathBuf {
-        self.dir.join(format!("{}.{name}.log", self.toolbox))
+        self.dir.join(format!("{}.{name}.log", self.stem))
     }
 
-    /// Every log of this toolbox's launches here, by process name (what `logs` shows after a stop).
+    /// Every log of this service's launches here, by process name (what `logs` shows after a
+    /// stop). A process's name has no dot, so `A.B.vllm.log` is service `A.B`'s, never `A`'s.
     pub fn logs(&self) -> Vec<(String, PathBuf)> {
-        let prefix = format!("{}.", self.toolbox);
         let mut logs: Vec<(String, PathBuf)> = std::fs::read_dir(&self.dir)
             .into_iter()
             .flatten()
             .flatten()
+            .take(MAX_DIR_ENTRIES)
             .filter_map(|entry| {
                 let file = entry.file_name().into_string().ok()?;
-                let name = file.strip_prefix(&prefix)?.strip_suffix(".log")?.to_string();
-                Some((name, entry.path()))
+                let (stem, name) = file.strip_suffix(".log")?.rsplit_once('.')?;
+                (stem == self.stem).then(|| (name.to_string(), entry.path()))
             })
             .collect();
         logs.sort();
         logs
     }
 
-    /// A secret kept for this toolbox's launch (`ray-token`): 0600, beside the record.
+    /// A secret kept for this service's launch (`ray-token`): 0600, beside the record.
     pub fn secret_file(&self, what: &str) -> PathBuf {
-        self.dir.join(format!("{}.{what}", self.toolbox))
+        self.dir.join(format!("{}.{what}", self.stem))
     }
 
     /// The image the last launch ran: a different one clears vLLM's compile cache first.
     pub fn last_image(&self) -> PathBuf {
-        self.dir.join(format!("{}.last-image", self.toolbox))
+        self.dir.join(format!("{}.last-image", self.stem))
     }
 
     pub fn read(&self) -> Result<Option<ServingRecord>> {
         let path = self.record();
-        match std::fs::read_to_string(&path) {
+        match read_bounded(&path) {
             Ok(text) => ServingRecord::parse(&text, self).map(Some).map_err(|e| {
                 Error::host(
                     path.display().to_string(),
@@ -293,12 +347,132 @@ impl ServingFiles {
     }
 }
 
+/// The most entries of the serving directory looked at (records, logs, secrets of a few services).
+const MAX_DIR_ENTRIES: usize = 4096;
+
+/// What was launched: `serving/` under this node's own state directory, and under the state
+/// directory the nodes of one home share (where a launch from before state was kept per node
+/// left its record) when that is another.
+fn serving_dirs(paths: &Paths) -> Result<(PathBuf, Option<PathBuf>)> {
+    let keeps = "what was launched";
+    let own = paths.node_state_dir(keeps)?.join("serving");
+    let before = paths.state_dir(keeps)?.join("serving");
+    Ok((own.clone(), (before != own).then_some(before)))
+}
+
+/// A record's text, at most [`MAX_RECORD_BYTES`] of it (a longer file is no record).
+fn read_bounded(path: &Path) -> std::io::Result<String> {
+    let mut text = String::new();
+    std::fs::File::open(path)?.take(MAX_RECORD_BYTES).read_to_string(&mut text)?;
+    Ok(text)
+}
+
+/// The names in `dir` that end in `suffix`, without it, sorted (none when `dir` is missing).
+fn names_in(dir: &Path, suffix: &str) -> Result<Vec<String>> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(error) => return Err(Error::read(dir.to_path_buf(), error)),
+    };
+    let mut names: Vec<String> = entries
+        .flatten()
+        .take(MAX_DIR_ENTRIES)
+        .filter_map(|entry| entry.file_name().into_string().ok()?.strip_suffix(suffix).map(str::to_string))
+        .collect();
+    names.sort();
+    Ok(names)
+}
+
+/// One service's record on this node, with its files.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recorded {
+    pub files: ServingFiles,
+    pub record: ServingRecord,
+}
+
+/// Every service recorded on this node: its serving directory (and the one from before state
+/// was kept per node, where a record may still be).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServingDir {
+    own: PathBuf,
+    before: Option<PathBuf>,
+}
+
+impl ServingDir {
+    pub fn of(paths: &Paths) -> Result<ServingDir> {
+        let (own, before) = serving_dirs(paths)?;
+        Ok(ServingDir { own, before })
+    }
+
+    #[cfg(test)]
+    pub fn in_dir(dir: &Path) -> ServingDir {
+        ServingDir { own: dir.to_path_buf(), before: None }
+    }
+
+    /// Where `service`'s files are (its record need not exist: its logs outlive it): this node's
+    /// own directory, unless only the one from before holds its record.
+    pub fn files(&self, service: &ServiceName) -> ServingFiles {
+        let own = ServingFiles::in_dir(&self.own, &service.file_safe());
+        let before = self.before.as_ref().map(|dir| ServingFiles::in_dir(dir, &service.file_safe()));
+        match before {
+            Some(before) if !own.record().exists() && before.record().exists() => before,
+            _ => own,
+        }
+    }
+
+    /// Both directories, this node's own first.
+    fn dirs(&self) -> impl Iterator<Item = &PathBuf> {
+        std::iter::once(&self.own).chain(self.before.iter())
+    }
+
+    /// Every record here (`*.json`), by name; none when nothing was ever launched. A stem this
+    /// node's own directory has is not read again from the one from before.
+    pub fn list(&self) -> Result<Vec<Recorded>> {
+        let mut found: Vec<Recorded> = Vec::new();
+        for dir in self.dirs() {
+            for stem in names_in(dir, ".json")?.into_iter().take(MAX_RECORDS) {
+                if found.iter().any(|seen| seen.files.stem() == stem) {
+                    continue;
+                }
+                let files = ServingFiles::in_dir(dir, &stem);
+                if let Some(record) = files.read()? {
+                    found.push(Recorded { files, record });
+                }
+            }
+        }
+        found.sort_by(|a, b| a.record.service.cmp(&b.record.service));
+        Ok(found)
+    }
+
+    /// The stems of every log here (`STEM.PROCESS.log`), each once, sorted.
+    pub fn logged_stems(&self) -> Vec<String> {
+        let mut stems: Vec<String> = self
+            .dirs()
+            .flat_map(|dir| names_in(dir, ".log").unwrap_or_default())
+            .filter_map(|name| Some(name.rsplit_once('.')?.0.to_string()))
+            .collect();
+        stems.sort();
+        stems.dedup();
+        stems
+    }
+
+    /// `service`'s record: under its own name, else a record from before services that names it.
+    pub fn find(&self, service: &ServiceName) -> Result<Option<Recorded>> {
+        let files = self.files(service);
+        if let Some(record) = files.read()? {
+            return Ok(Some(Recorded { files, record }));
+        }
+        Ok(self.list()?.into_iter().find(|found| found.record.service == service.as_str()))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn record() -> ServingRecord {
         let mut record = ServingRecord::new(
+            "org/model",
             "vllm",
             "org/model",
             "org/model",
@@ -360,6 +534,38 @@ mod tests {
         assert_eq!(read.identity, None, "unidentified");
         assert_eq!(read.process("vllm").map(|p| p.pid), Some(42));
         assert_eq!(read.process("vllm").unwrap().log, files.log("vllm").display().to_string());
+        assert_eq!(read.service, "org/model", "the service its endpoint served");
+    }
+
+    #[test]
+    fn every_service_is_listed_and_found_by_name_old_records_by_what_they_served() {
+        let dir = tempfile::tempdir().unwrap();
+        let serving = ServingDir::in_dir(&dir.path().join("serving"));
+        assert!(serving.list().unwrap().is_empty(), "nothing launched: no directory");
+        let name = ServiceName::parse("org/model").unwrap();
+        let files = serving.files(&name);
+        files.write(&record()).unwrap();
+        assert_eq!(files.record(), dir.path().join("serving/org%2Fmodel.json"));
+        let mut coder = record();
+        coder.service = "coder".into();
+        coder.processes[0].listens = Some("192.168.2.1:29502".parse().unwrap());
+        serving.files(&ServiceName::parse("coder").unwrap()).write(&coder).unwrap();
+        // A record from before services: named by its toolbox.
+        let old = r#"{"toolbox": "llama", "model": "/m/t.gguf", "served": "tiny", "role": "single", "nodes": 1,
+            "port": 8000, "link_ip": "127.0.0.1", "head_ip": "127.0.0.1", "endpoint": "http://127.0.0.1:8000/v1",
+            "image": "sha256:ab", "started": "2026-11-23T12:00:00Z"}"#;
+        std::fs::write(dir.path().join("serving/llama.json"), old).unwrap();
+        std::fs::write(dir.path().join("serving/llama.llama-server.log"), "loaded\n").unwrap();
+        let listed: Vec<String> = serving.list().unwrap().into_iter().map(|found| found.record.service).collect();
+        assert_eq!(listed, ["coder", "org/model", "tiny"]);
+        let tiny = serving.find(&ServiceName::parse("tiny").unwrap()).unwrap().unwrap();
+        assert_eq!(tiny.files.logs().len(), 1, "its logs are its toolbox's: {:?}", tiny.files.logs());
+        assert_eq!(serving.find(&ServiceName::parse("none").unwrap()).unwrap(), None);
+        let found = serving.find(&ServiceName::parse("coder").unwrap()).unwrap().unwrap();
+        assert_eq!(
+            (found.record.ports(), found.record.upstream().to_string()),
+            (vec![8000, 29502], "192.168.2.1:8000".into())
+        );
     }
 
     #[test]
@@ -383,7 +589,12 @@ mod tests {
         std::fs::write(files.log("llama-server"), "").unwrap();
         std::fs::write(files.log("rpc-server"), "").unwrap();
         std::fs::write(dir.path().join("vllm.vllm.log"), "").unwrap();
+        std::fs::write(dir.path().join("llama.b.rpc-server.log"), "").unwrap();
         let names: Vec<String> = files.logs().into_iter().map(|(name, _)| name).collect();
-        assert_eq!(names, ["llama-server", "rpc-server"], "this toolbox's logs only, the rotated one aside");
+        assert_eq!(
+            names,
+            ["llama-server", "rpc-server"],
+            "this service's logs only (not service llama.b's), the rotated one aside"
+        );
     }
 }

@@ -1,8 +1,11 @@
 //! What a node can serve with and what it serves now: its toolbox, the engine and image it was
 //! made for, its cluster link's address, which of the programs a launch needs its toolbox has,
 //! whether the model's files are where the launch will look (`cluster launch PATH` checks every
-//! node that loads it before anything starts), and what a launch recorded there with what of it
-//! still runs.
+//! node that loads it before anything starts), the ports a new service would take, and every
+//! service recorded there (whatever its toolbox) with what of it still runs.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::{IpAddr, Ipv4Addr};
 
 use serde::{Deserialize, Serialize};
 
@@ -11,13 +14,16 @@ use crate::labels;
 use crate::link::address::{cluster_link, NodeLink};
 use crate::serving::commands::{launch_alive, words};
 use crate::serving::engine::EngineRef;
-use crate::serving::record::{ServingFiles, ServingRecord};
+use crate::serving::ports::first_free;
+use crate::serving::record::{ServingDir, ServingRecord};
 use crate::settings::Settings;
 use crate::toolbox::running::RunningToolbox;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ServeCheck {
-    pub toolbox: String,
+    /// The toolbox a launch would serve from (None: only say what the node serves).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub toolbox: Option<String>,
     /// Start the toolbox when it is stopped (a launch); else only look.
     pub start: bool,
     /// Programs to look for on the toolbox's PATH.
@@ -34,6 +40,13 @@ pub struct ServeCheck {
     /// serves, so its figures and answers are kept under the weights, not the file's name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sha256_of: Option<String>,
+    /// For each of these ports, the first from it up free on the node's link address (the
+    /// loopback without a link): held by no record here, in `keep`, or by a listener.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub free_ports: Vec<u16>,
+    /// Ports kept for something else here (the router's, on the cluster's head).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub keep: Vec<u16>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -44,7 +57,9 @@ pub struct FlagQuestion {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ServeCheckReport {
-    pub toolbox: String,
+    /// The toolbox asked about (None: none was).
+    #[serde(default)]
+    pub toolbox: Option<String>,
     /// The image it runs (registry digest, else id); None when there is no such toolbox running.
     pub image: Option<String>,
     /// The engine the toolbox was made for (its label; None: made before engines were recorded).
@@ -55,7 +70,9 @@ pub struct ServeCheckReport {
     /// The cluster link Ray and vLLM bind to (its transport, and its netdev as the kernel has it).
     #[serde(flatten)]
     pub cluster_link: NodeLink,
-    pub serving: Option<ServingState>,
+    /// Every service recorded on the node, by name, whatever its toolbox.
+    #[serde(default)]
+    pub services: Vec<ServingState>,
     /// The programs and paths were looked for (the toolbox runs: a dry run starts none).
     #[serde(default)]
     pub looked: bool,
@@ -72,6 +89,21 @@ pub struct ServeCheckReport {
     /// The SHA-256 of `sha256_of` (None: not asked, or it is missing).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sha256: Option<String>,
+    /// The free port for each of `free_ports`, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub free_ports: Vec<u16>,
+}
+
+impl ServeCheckReport {
+    /// The service named `name` here, if it has a record.
+    pub fn service(&self, name: &str) -> Option<&ServingState> {
+        self.services.iter().find(|state| state.record.service == name)
+    }
+
+    /// The services something of which still runs here.
+    pub fn active(&self) -> impl Iterator<Item = &ServingState> {
+        self.services.iter().filter(|state| state.active())
+    }
 }
 
 /// A launch's record on this node, and what of it still runs.
@@ -112,19 +144,12 @@ done"#;
 
 pub async fn serve_check(settings: &Settings, check: &ServeCheck) -> Result<ServeCheckReport> {
     let cluster_link = cluster_link(settings).await?;
-    let toolbox = if check.start {
-        Some(RunningToolbox::open(settings, &check.toolbox).await?)
-    } else {
-        RunningToolbox::if_running(settings, &check.toolbox).await?
+    let toolbox = match (&check.toolbox, check.start) {
+        (Some(name), true) => Some(RunningToolbox::open(settings, name).await?),
+        (Some(name), false) => RunningToolbox::if_running(settings, name).await?,
+        (None, _) => None,
     };
-    let serving = match &toolbox {
-        Some(toolbox) => serving_state(settings, toolbox).await?,
-        None => ServingFiles::of(&settings.paths, &check.toolbox)?.read()?.map(|record| ServingState {
-            record,
-            alive: Vec::new(),
-            ray_alive: false,
-        }),
-    };
+    let services = serving_states(settings, toolbox.as_ref()).await?;
     let (mut programs, mut missing) = (Vec::new(), Vec::new());
     let look = toolbox.as_ref().filter(|_| !check.programs.is_empty() || !check.paths.is_empty());
     if let Some(toolbox) = look {
@@ -153,6 +178,10 @@ pub async fn serve_check(settings: &Settings, check: &ServeCheck) -> Result<Serv
             sha256 = said.stdout.split_whitespace().next().filter(|hex| hex.len() == 64).map(str::to_string);
         }
     }
+    let mut held: BTreeSet<u16> = services.iter().flat_map(|state| state.record.ports()).collect();
+    held.extend(check.keep.iter().copied());
+    let address = IpAddr::V4(cluster_link.address().unwrap_or(Ipv4Addr::LOCALHOST));
+    let free_ports = check.free_ports.iter().map(|from| first_free(*from, address, &held)).collect::<Result<_>>()?;
     Ok(ServeCheckReport {
         toolbox: check.toolbox.clone(),
         image: toolbox.as_ref().map(RunningToolbox::image),
@@ -162,12 +191,13 @@ pub async fn serve_check(settings: &Settings, check: &ServeCheck) -> Result<Serv
             .map(|label| EngineRef::of_label(Some(label))),
         started: toolbox.as_ref().is_some_and(|t| t.started),
         cluster_link,
-        serving,
+        services,
         looked: look.is_some(),
         programs,
         missing,
         flags,
         sha256,
+        free_ports,
     })
 }
 
@@ -180,20 +210,49 @@ async fn flags_named(toolbox: &RunningToolbox, question: &FlagQuestion) -> Resul
     Ok(if said.success() { question.flags.iter().filter(|flag| named(flag)).cloned().collect() } else { Vec::new() })
 }
 
-/// The record in a running toolbox, with what of it is alive (one exec).
-pub async fn serving_state(settings: &Settings, toolbox: &RunningToolbox) -> Result<Option<ServingState>> {
-    let Some(record) = ServingFiles::of(&settings.paths, &toolbox.name)?.read()? else { return Ok(None) };
-    let pids: Vec<u32> = record.processes.iter().map(|p| p.pid).collect();
-    let said = toolbox.run(&launch_alive(&pids, record.backend.runs_ray()), &Default::default()).await?;
-    let running: Vec<&str> = said.stdout.lines().map(str::trim).collect();
-    let alive = record
-        .processes
-        .iter()
-        .filter(|p| running.contains(&p.pid.to_string().as_str()))
-        .map(|p| p.name.clone())
-        .collect();
-    let ray_alive = running.contains(&"ray");
-    Ok(Some(ServingState { record, alive, ray_alive }))
+/// Every service recorded here, with what of each still runs: one exec per toolbox that serves
+/// any (a stopped or removed toolbox runs nothing). `opened` is a toolbox the caller has running.
+pub async fn serving_states(settings: &Settings, opened: Option<&RunningToolbox>) -> Result<Vec<ServingState>> {
+    let recorded = ServingDir::of(&settings.paths)?.list()?;
+    let mut by_toolbox: BTreeMap<&str, Vec<&ServingRecord>> = BTreeMap::new();
+    for found in &recorded {
+        by_toolbox.entry(found.record.toolbox.as_str()).or_default().push(&found.record);
+    }
+    let mut states = Vec::new();
+    for (name, records) in by_toolbox {
+        let looked_up;
+        let running = match opened.filter(|toolbox| toolbox.name == name) {
+            Some(toolbox) => Some(toolbox),
+            None => {
+                looked_up = RunningToolbox::if_running(settings, name).await?;
+                looked_up.as_ref()
+            }
+        };
+        let pids: Vec<u32> = records.iter().flat_map(|r| r.processes.iter().map(|p| p.pid)).collect();
+        let ray = records.iter().any(|r| r.backend.runs_ray());
+        let alive: Vec<String> = match running {
+            Some(toolbox) => {
+                let said = toolbox.run(&launch_alive(&pids, ray), &Default::default()).await?;
+                said.stdout.lines().map(|line| line.trim().to_string()).collect()
+            }
+            None => Vec::new(),
+        };
+        for record in records {
+            let state = ServingState {
+                alive: record
+                    .processes
+                    .iter()
+                    .filter(|p| alive.contains(&p.pid.to_string()))
+                    .map(|p| p.name.clone())
+                    .collect(),
+                ray_alive: record.backend.runs_ray() && alive.iter().any(|line| line == "ray"),
+                record: record.clone(),
+            };
+            states.push(state);
+        }
+    }
+    states.sort_by(|a, b| a.record.service.cmp(&b.record.service));
+    Ok(states)
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
-//! Stop what a launch started on this node, whatever the engine: its recorded processes (TERM,
-//! then KILL, each wait bounded), then Ray where the launch started it (`ray stop`, then `--force`), then
-//! its record. Idempotent: nothing running is nothing to do.
+//! Stop what the launch of one service started on this node, whatever the engine and toolbox:
+//! its recorded processes (TERM, then KILL, each wait bounded), then Ray where the launch started
+//! it (`ray stop`, then `--force`), then its record. The other services here keep running.
+//! Idempotent: nothing running is nothing to do.
 
 use std::time::{Duration, Instant};
 
@@ -9,7 +10,8 @@ use serde::{Deserialize, Serialize};
 use crate::error::Result;
 use crate::serving::commands::{kill, pid_alive, process_alive};
 use crate::serving::ray::ray_stop;
-use crate::serving::record::{ServedProcess, ServingFiles, ServingRecord};
+use crate::serving::record::{ServedProcess, ServingDir, ServingRecord};
+use crate::serving::service_name::ServiceName;
 use crate::settings::Settings;
 use crate::toolbox::running::RunningToolbox;
 
@@ -31,7 +33,8 @@ pub enum StopPart {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ServeStop {
-    pub toolbox: String,
+    /// The service whose launch to stop.
+    pub service: String,
     pub part: StopPart,
 }
 
@@ -46,22 +49,21 @@ pub struct ServeStopped {
 }
 
 pub async fn serve_stop(settings: &Settings, request: &ServeStop) -> Result<ServeStopped> {
-    let files = ServingFiles::of(&settings.paths, &request.toolbox)?;
-    let record = files.read()?;
+    let name = ServiceName::parse(&request.service)?;
     let mut stopped = ServeStopped::default();
+    let Some(found) = ServingDir::of(&settings.paths)?.find(&name)? else { return Ok(stopped) };
+    let (files, record) = (found.files, found.record);
     // A stopped (or removed) toolbox runs nothing any more.
-    if let Some(toolbox) = RunningToolbox::if_running(settings, &request.toolbox).await? {
-        if let Some(record) = &record {
-            let server = record.engine.server();
-            let (now, later): (Vec<&ServedProcess>, Vec<&ServedProcess>) =
-                record.processes.iter().partition(|p| request.part == StopPart::All || p.name == server);
-            stop_processes(&toolbox, &now, &mut stopped).await?;
-            if request.part == StopPart::Server {
-                files.write(&ServingRecord { processes: later.into_iter().cloned().collect(), ..record.clone() })?;
-            }
+    if let Some(toolbox) = RunningToolbox::if_running(settings, &record.toolbox).await? {
+        let server = record.engine.server();
+        let (now, later): (Vec<&ServedProcess>, Vec<&ServedProcess>) =
+            record.processes.iter().partition(|p| request.part == StopPart::All || p.name == server);
+        stop_processes(&toolbox, &now, &mut stopped).await?;
+        if request.part == StopPart::Server {
+            files.write(&ServingRecord { processes: later.into_iter().cloned().collect(), ..record.clone() })?;
         }
-        // Ray where the launch started it, or where a launch left it without a record.
-        if request.part == StopPart::All && record.as_ref().is_none_or(|r| r.backend.runs_ray()) {
+        // Ray where this launch started it.
+        if request.part == StopPart::All && record.backend.runs_ray() {
             stop_ray(&toolbox, &mut stopped).await?;
         }
     }

@@ -5,7 +5,7 @@
 //! its compile cache is [`super::compile_cache`]'s.
 
 use std::collections::BTreeMap;
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::SocketAddr;
 
 use crate::error::{Error, Result};
 use crate::link::ports::LinkPort;
@@ -86,6 +86,10 @@ impl ServingEngine for Vllm {
             LinkPort::on_head(8265, "Ray's dashboard"),
         ];
         &RAY
+    }
+
+    fn node_port(&self) -> u16 {
+        RENDEZVOUS_PORT
     }
 
     fn claims(&self, _model: &str, _file: Option<&str>) -> bool {
@@ -267,7 +271,7 @@ impl ServingEngine for Vllm {
 }
 
 /// The node address a Ray worker's prefix names (`RayWorkerWrapper pid=212, ip=192.168.2.2`).
-fn rank_address(who: &str) -> Option<Ipv4Addr> {
+fn rank_address(who: &str) -> Option<std::net::Ipv4Addr> {
     who.split(", ").find_map(|part| part.trim().strip_prefix("ip=")).and_then(|ip| ip.parse().ok())
 }
 
@@ -292,7 +296,7 @@ pub enum Executor {
     /// The driver on the head, its workers placed by the running Ray cluster.
     Ray,
     /// vLLM's multiprocessing executor, rank `rank` of `nodes`, meeting at `master`.
-    Mp { nodes: usize, rank: usize, master: Ipv4Addr },
+    Mp { nodes: usize, rank: usize, master: SocketAddr },
 }
 
 /// `vllm serve MODEL` split `tp` × `pp`, run by `executor`; the head (rank 0, or alone) serves
@@ -316,8 +320,8 @@ pub fn vllm_serve(
         Executor::Mp { nodes, rank, master } => {
             argv.extend(["--distributed-executor-backend", "mp", "--nnodes"].map(String::from));
             argv.extend([nodes.to_string(), "--node-rank".into(), rank.to_string()]);
-            argv.extend(["--master-addr".into(), master.to_string(), "--master-port".into()]);
-            argv.push(RENDEZVOUS_PORT.to_string());
+            argv.extend(["--master-addr".into(), master.ip().to_string(), "--master-port".into()]);
+            argv.push(master.port().to_string());
             if rank > 0 {
                 argv.push("--headless".into());
                 serves_api = false;
@@ -340,6 +344,7 @@ fn plan(nodes: &[NodeFacts], request: &PlanRequest, backend: Backend) -> LaunchP
     let split = &request.split;
     let over_ray = backend == Backend::Ray;
     let head_ip = nodes[0].link_ip;
+    let rendezvous = SocketAddr::from((head_ip, nodes[0].listen_port));
     let mut extra = request.extra.clone();
     if let Some(commit) = request.hub_commit.as_ref().filter(|_| flag_value(&request.extra, "--revision").is_none()) {
         // vLLM loads the commit every node has, from its cache, never asking the Hub.
@@ -379,7 +384,7 @@ fn plan(nodes: &[NodeFacts], request: &PlanRequest, backend: Backend) -> LaunchP
         };
         let executor = match backend {
             Backend::Ray => Executor::Ray,
-            Backend::Mp => Executor::Mp { nodes: nodes.len(), rank: index, master: head_ip },
+            Backend::Mp => Executor::Mp { nodes: nodes.len(), rank: index, master: rendezvous },
             Backend::Single | Backend::Rpc => Executor::Alone,
         };
         let argv = vllm_serve(&request.model, (split.tp, split.pp), executor, (&request.host, request.port), &extra);
@@ -393,7 +398,7 @@ fn plan(nodes: &[NodeFacts], request: &PlanRequest, backend: Backend) -> LaunchP
             }
             let mut serve = PlannedCommand::process(SERVER, argv, serve_env).with_secrets(&secrets, request);
             if backend == Backend::Mp {
-                serve = serve.listening(SocketAddr::from((head_ip, RENDEZVOUS_PORT)));
+                serve = serve.listening(rendezvous);
             }
             commands.push(serve);
         } else if backend == Backend::Mp {
@@ -417,7 +422,6 @@ fn plan(nodes: &[NodeFacts], request: &PlanRequest, backend: Backend) -> LaunchP
             // the endpoint alone to prove it (vLLM serves only once every rank joined).
             let rccl_speaks =
                 request.env.get("NCCL_DEBUG").is_none_or(|level| matches!(level.as_str(), "INFO" | "TRACE"));
-            let rendezvous = SocketAddr::from((head_ip, RENDEZVOUS_PORT));
             let ranks = rccl_speaks.then_some(Proof::RanksJoined { rendezvous });
             vec![Step {
                 starts: (0..nodes.len()).map(|node| (node, 0)).collect(),
@@ -467,6 +471,7 @@ fn says_how_to_compile(word: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::net::Ipv4Addr;
 
     #[test]
     fn tp_and_pp_fill_the_nodes_and_the_link_decides_when_nobody_asked() {
@@ -539,7 +544,8 @@ mod tests {
 
     #[test]
     fn rccl_over_sockets_on_roce_is_a_warning() {
-        let tail = |line: &str| vec![LogTail { file: SERVER.into(), lines: vec![line.into()], end: 0 }];
+        let tail =
+            |line: &str| vec![LogTail { service: "m".into(), file: SERVER.into(), lines: vec![line.into()], end: 0 }];
         let socket = tail("NCCL INFO Channel 00/0 : 1[0] -> 0[0] [send] via NET/Socket/0");
         let roce =
             Transport::Roce { device: "rocep194s0f0".into(), port: 1, netdev: "enp194s0np0".into(), gid_index: 1 };
@@ -591,7 +597,12 @@ mod tests {
             })
             .to_vec();
         let tail = |lines: &[&str]| {
-            vec![LogTail { file: SERVER.into(), lines: lines.iter().map(|l| l.to_string()).collect(), end: 0 }]
+            vec![LogTail {
+                service: "m".into(),
+                file: SERVER.into(),
+                lines: lines.iter().map(|l| l.to_string()).collect(),
+                end: 0,
+            }]
         };
         let head = tail(&[
             "(EngineCore_DP0 pid=90) INFO 11-26 18:00:00 [gpu_model_runner.py:2653] Model loading took 30.5 GiB memory \
@@ -622,7 +633,7 @@ mod tests {
             vllm_serve("org/m", (1, 1), Executor::Alone, api, &[]).join(" "),
             "vllm serve org/m --tensor-parallel-size 1 --host 0.0.0.0 --port 8000"
         );
-        let master = Ipv4Addr::new(192, 168, 2, 1);
+        let master = SocketAddr::from((Ipv4Addr::new(192, 168, 2, 1), RENDEZVOUS_PORT));
         assert_eq!(
             vllm_serve("org/m", (1, 3), Executor::Mp { nodes: 3, rank: 0, master }, api, &[]).join(" "),
             "vllm serve org/m --tensor-parallel-size 1 --pipeline-parallel-size 3 --distributed-executor-backend mp \
@@ -672,6 +683,7 @@ mod tests {
             transport: crate::spec::Transport::ThunderboltTcp { netdev: "thunderbolt0".into() },
             hub_cache: cache.map(str::to_string),
             programs: vec!["vllm".into(), "ray".into()],
+            listen_port: RENDEZVOUS_PORT,
         }
     }
 

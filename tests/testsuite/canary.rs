@@ -18,6 +18,7 @@ use crate::support::cli::{stderr, strix_command};
 use crate::support::cluster::{Link, TestCluster};
 use crate::support::llama_image::{llama_image, llama_image_rope, llama_image_slow};
 use crate::support::registry::Registry;
+use crate::support::serving_files::record_path;
 use crate::support::tiny_llama::TinyLlama;
 use crate::support::wait_until;
 
@@ -58,9 +59,10 @@ fn image_id(cluster: &TestCluster, image: &str) -> String {
     String::from_utf8_lossy(&output.stdout).trim().to_string()
 }
 
-/// What the head's toolbox serves now (its record), as `status` would find it: the model, or None.
-fn served(cluster: &TestCluster) -> Option<String> {
-    let record = cluster.node(1).serving_dir().join(format!("{TOOLBOX}.json"));
+/// What the head serves now as the service `model` (its record: the service is named as the
+/// model), as `status` would find it: the model, or None.
+fn served(cluster: &TestCluster, model: &str) -> Option<String> {
+    let record = record_path(&cluster.node(1).serving_dir(), model);
     let record: Value = serde_json::from_str(&std::fs::read_to_string(record).ok()?).ok()?;
     // The processes' names, zombies excluded (the image has no pgrep).
     let listing = "for f in /proc/[0-9]*/stat; do s=$(cat \"$f\" 2>/dev/null) || continue; \
@@ -137,7 +139,11 @@ fn a_canary_keeps_a_good_image_and_rolls_every_node_back_from_a_wrong_or_slow_on
     let newer_id = image_id(&cluster, &newer);
     assert_ne!(newer_id, good_id);
     assert_eq!(images(&cluster, nodes), vec![newer_id.clone(); nodes]);
-    assert_eq!(served(&cluster).as_deref(), Some(model.as_str()), "the canary's model serves on the kept image");
+    assert_eq!(
+        served(&cluster, &model).as_deref(),
+        Some(model.as_str()),
+        "the canary's model serves on the kept image"
+    );
     let newer_digest = report["image"].as_str().unwrap().to_string();
 
     // Another RoPE base: other answers. The gate names the prompt, the token and both images.
@@ -152,8 +158,8 @@ fn a_canary_keeps_a_good_image_and_rolls_every_node_back_from_a_wrong_or_slow_on
     }
     assert_eq!(report["rollback"]["pinned"], newer_digest.as_str(), "{report:#}");
     assert_eq!(images(&cluster, nodes), vec![newer_id.clone(); nodes], "every node back on the kept image");
-    assert_eq!(report["relaunched"], model.as_str(), "{report:#}");
-    assert_eq!(served(&cluster).as_deref(), Some(model.as_str()), "what served before serves again");
+    assert_eq!(report["relaunched"], serde_json::json!([model]), "{report:#}");
+    assert_eq!(served(&cluster, &model).as_deref(), Some(model.as_str()), "what served before serves again");
     let text = String::from_utf8_lossy(&output.stderr);
     assert!(text.contains("the canary refused"), "{text}");
     let verdict = &report["gate"]["verdict"];
@@ -177,7 +183,7 @@ fn a_canary_keeps_a_good_image_and_rolls_every_node_back_from_a_wrong_or_slow_on
     }
     assert_eq!(report["result"]["verdict"]["state"], "rejected", "{report:#}");
     assert_eq!(images(&cluster, nodes), vec![newer_id.clone(); nodes], "every node back on the kept image");
-    assert_eq!(served(&cluster).as_deref(), Some(model.as_str()));
+    assert_eq!(served(&cluster, &model).as_deref(), Some(model.as_str()));
     eprintln!(
         "the slowed image served {ratio:.2} of the output tokens/s of the kept image measured just before the swap \
          ({:.1} against {:.1})",
@@ -197,7 +203,7 @@ fn a_canary_keeps_a_good_image_and_rolls_every_node_back_from_a_wrong_or_slow_on
         .expect("run strix-toolbox");
     wait_until("the canary to serve from the new image", Duration::from_secs(300), || {
         let slow_id = image_id(&cluster, &slow);
-        !slow_id.is_empty() && images(&cluster, 1) == [slow_id] && served(&cluster).is_some()
+        !slow_id.is_empty() && images(&cluster, 1) == [slow_id] && served(&cluster, &model).is_some()
     });
     // SAFETY: kill(2) on our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
@@ -214,5 +220,5 @@ fn a_canary_keeps_a_good_image_and_rolls_every_node_back_from_a_wrong_or_slow_on
     );
     assert!(report["reason"].as_str().unwrap().starts_with("interrupted before image"), "{report:#}");
     assert_eq!(images(&cluster, nodes), vec![newer_id; nodes], "every node back on the kept image");
-    assert_eq!(served(&cluster).as_deref(), Some(model.as_str()), "what served before serves again");
+    assert_eq!(served(&cluster, &model).as_deref(), Some(model.as_str()), "what served before serves again");
 }

@@ -17,6 +17,7 @@ use crate::support::hub::{HubFile, HubStandIn};
 use crate::support::node_image::{node_image, node_image_without_nnodes};
 use crate::support::podman::PodmanService;
 use crate::support::registry::Registry;
+use crate::support::serving_files::{home_serving_dir, log_path, record_path, records};
 use crate::support::wait_until;
 
 const MODEL: &str = "org/tiny-model";
@@ -97,9 +98,9 @@ fn ray_launch_args<'a>(port: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
     launch_args(port, &[&["--backend", "ray", "--tp", "2", "-e", SMALL_OBJECT_STORE], extra].concat())
 }
 
-/// Where node `index` records what a launch started.
-fn record_of(cluster: &TestCluster, index: usize) -> std::path::PathBuf {
-    cluster.node(index).serving_dir().join("vllm.json")
+/// Where node `index` records what the launch of `service` started.
+fn record_of(cluster: &TestCluster, index: usize, service: &str) -> std::path::PathBuf {
+    record_path(&cluster.node(index).serving_dir(), service)
 }
 
 /// What runs in node `index`'s toolbox, by process name (zombies excluded).
@@ -118,7 +119,8 @@ fn assert_nothing_serves(cluster: &TestCluster, nodes: usize, context: &str) {
             !running.iter().any(|name| name == "raylet" || name == "gcs_server" || name.starts_with("vllm")),
             "node{index} still runs {running:?} ({context})"
         );
-        assert!(!record_of(cluster, index).exists(), "node{index} still has a serving record ({context})");
+        let left = records(&cluster.node(index).serving_dir());
+        assert!(left.is_empty(), "node{index} still has serving records {left:?} ({context})");
     }
 }
 
@@ -186,11 +188,13 @@ fn two_nodes_serve_one_endpoint_with_a_rank_on_each_link_address() {
     let report = json(&launched);
     assert_eq!(report["backend"], "ray", "{report}");
     assert!(report["why"].to_string().contains("the image's vLLM has no --nnodes"), "{report}");
-    assert_eq!(report["endpoint"], format!("http://192.168.2.1:{port}/v1"));
+    assert_eq!(report["endpoint"], format!("http://192.168.2.1:{port}/v1"), "the router's: {report}");
     assert_eq!(report["served"], "tiny", "the name the server answers with: {report}");
+    assert_eq!(report["service"], "tiny", "named as the operator's --served-model-name says: {report}");
+    let upstream = report["upstream"].as_str().expect("the engine's address").to_string();
 
-    // The endpoint wants the key on /v1 (as vLLM does), and the try line names the model as
-    // the server does, with the key as a variable.
+    // The endpoint (the router) wants the key on /v1, and the try line names the model as the
+    // server does, with the key as a variable.
     let models_url = format!("http://192.168.2.1:{port}/v1/models");
     assert_eq!(http_status(cluster.node(2).netns().enter("python3"), &models_url, None).0, 401);
     let (status, models) = http_status(cluster.node(2).netns().enter("python3"), &models_url, Some(API_KEY));
@@ -199,7 +203,7 @@ fn two_nodes_serve_one_endpoint_with_a_rank_on_each_link_address() {
 
     // One rank on each node, on its link address, with the environment that pins it there.
     let ranks: serde_json::Value =
-        serde_json::from_str(&get_on_node(cluster, 2, &format!("http://192.168.2.1:{port}/ranks"))).unwrap();
+        serde_json::from_str(&get_on_node(cluster, 2, &format!("http://{upstream}/ranks"))).unwrap();
     let mut ips: Vec<&str> = ranks.as_array().unwrap().iter().map(|r| r["ip"].as_str().unwrap()).collect();
     ips.sort();
     assert_eq!(ips, ["192.168.2.1", "192.168.2.2"], "{ranks}");
@@ -218,27 +222,29 @@ fn two_nodes_serve_one_endpoint_with_a_rank_on_each_link_address() {
     let downloads = bed.hub.requests().iter().filter(|r| r.method == "GET" && r.path.contains("/resolve/")).count();
     assert_eq!(downloads, 2, "each file of the model once: {:?}", bed.hub.requests());
     assert_eq!(cluster.uplink().node_bytes_down(2), node2_upstream, "node2 reached upstream for the model");
-    // The token and the key reached vLLM (its log says so by hash) and nowhere else.
-    let log =
-        std::fs::read_to_string(cluster.node(1).serving_dir().join("vllm.vllm.log")).expect("vLLM's log on the head");
+    // The token reached vLLM (its log says so by hash) and nowhere else; the key is the
+    // router's alone: vLLM, on the link, gets none.
+    let log = std::fs::read_to_string(log_path(&cluster.node(1).serving_dir(), "tiny", "vllm"))
+        .expect("vLLM's log on the head");
     use sha2::Digest;
-    for (what, secret) in [("HF_TOKEN", TOKEN), ("API key", API_KEY)] {
-        let hash = format!("{:x}", sha2::Sha256::digest(secret.as_bytes()));
-        assert!(log.contains(&format!("{what}: present (sha256 {hash})")), "{log}");
-        assert!(!log.contains(secret), "{what} is in vLLM's log");
-    }
+    let hash = format!("{:x}", sha2::Sha256::digest(TOKEN.as_bytes()));
+    assert!(log.contains(&format!("HF_TOKEN: present (sha256 {hash})")), "{log}");
+    assert!(log.contains("API key: absent"), "{log}");
+    assert!(!log.contains(TOKEN) && !log.contains(API_KEY), "a secret is in vLLM's log");
     assert_no_argv_holds(&[TOKEN, API_KEY]);
 
     let status = strix_cluster(cluster, &with_key, &["status"]);
     let report = json(&status);
     assert!(!stdout(&status).contains(TOKEN) && !stdout(&status).contains(API_KEY));
-    assert_eq!(report["serving"]["model"], MODEL, "{report}");
-    assert_eq!(report["serving"]["served"], "tiny", "{report}");
-    assert_eq!(report["serving"]["serves"], true, "{report}");
-    assert_eq!(report["serving"]["ray_nodes_alive"], 2, "{report}");
+    let serving = &report["services"][0];
+    assert_eq!((serving["name"].as_str(), serving["model"].as_str()), (Some("tiny"), Some(MODEL)), "{report}");
+    assert_eq!(serving["served"], "tiny", "{report}");
+    assert_eq!((serving["serves"].as_bool(), serving["routed"].as_str()), (Some(true), Some("ok")), "{report}");
+    assert_eq!(serving["ray_nodes_alive"], 2, "{report}");
+    assert_eq!(report["router"]["api_key"], true, "{report}");
     assert!(status.status.success(), "{}", stderr(&status));
     let keyless = json(&strix_cluster(cluster, &[], &["status"]));
-    assert_eq!(keyless["serving"]["key_needed"], true, "{keyless}");
+    assert_eq!(keyless["services"][0]["serves"], true, "the engine wants no key: {keyless}");
 
     // `cluster bench` from this machine, which cannot reach the link: the head sends the requests
     // (the API key travels in its calls) and the result is kept here, keyed by the cluster's layout.
@@ -278,9 +284,15 @@ fn two_nodes_serve_one_endpoint_with_a_rank_on_each_link_address() {
     assert!(has("node1", "vllm") && has("node2", "raylet.out"), "{lines}");
     assert!(!lines.contains(TOKEN), "the token is in the logs");
 
-    let again = strix_cluster(cluster, &env, &ray_launch_args(&port, &[]));
+    // The same service again is refused; another onto its nodes too, naming it (no plan figure
+    // says both fit).
+    let again = strix_cluster(cluster, &env, &ray_launch_args(&port, &["--", "--served-model-name", "tiny"]));
     assert_eq!(again.status.code(), Some(1), "{}", stderr(&again));
-    assert!(stderr(&again).contains("already serve"), "{}", stderr(&again));
+    assert!(stderr(&again).contains("tiny already serves"), "{}", stderr(&again));
+    let beside = strix_cluster(cluster, &env, &ray_launch_args(&port, &[]));
+    let said = stderr(&beside);
+    assert_eq!(beside.status.code(), Some(1), "{said}");
+    assert!(said.contains("node1 serves tiny already") && said.contains("org/tiny-model"), "{said}");
 
     let stopped = strix_cluster(cluster, &[], &["stop"]);
     assert!(stopped.status.success(), "{}", stderr(&stopped));
@@ -330,7 +342,7 @@ fn a_failed_launch_stops_everything_it_started_on_every_node() {
         .expect("launch");
     // Interrupted once vLLM runs on the head (its pid is in the head's record) and "loads".
     wait_until("vLLM to start on the head", Duration::from_secs(180), || {
-        std::fs::read_to_string(record_of(cluster, 1)).is_ok_and(|text| {
+        std::fs::read_to_string(record_of(cluster, 1, MODEL)).is_ok_and(|text| {
             serde_json::from_str::<serde_json::Value>(&text).is_ok_and(|r| r["processes"][0]["name"] == "vllm")
         })
     });
@@ -351,7 +363,7 @@ fn a_failed_launch_stops_everything_it_started_on_every_node() {
     let said = stderr(&down);
     assert_eq!(down.status.code(), Some(1), "{said}");
     assert!(said.contains("nothing was started") && said.contains("node2"), "{said}");
-    assert!(!record_of(cluster, 1).exists(), "node1 must not record a launch");
+    assert!(!record_of(cluster, 1, MODEL).exists(), "node1 must not record a launch");
     assert!(!running_in_toolbox(cluster, 1).iter().any(|name| name == "raylet"), "Ray started on node1");
 }
 
@@ -381,8 +393,9 @@ fn one_node_serves_without_ray() {
     assert_eq!(report["tp"], 1);
     assert_eq!(report["nodes"][0]["role"], "single");
     assert_eq!(report["nodes"][0]["commands"].as_array().unwrap().len(), 1, "no Ray on one node: {report}");
+    let upstream = report["upstream"].as_str().expect("the engine's address");
     let ranks: serde_json::Value =
-        serde_json::from_str(&http_get(Command::new("python3"), &format!("http://127.0.0.1:{port}/ranks"))).unwrap();
+        serde_json::from_str(&http_get(Command::new("python3"), &format!("http://{upstream}/ranks"))).unwrap();
     assert!(ranks[0]["model"].as_str().unwrap_or_default().contains("/snapshots/"), "weights offline: {ranks}");
 
     // What serves is measured as launched: vLLM, the Hub commit that was pulled, one node; the
@@ -444,7 +457,7 @@ fn one_node_serves_without_ray() {
     let stopped = run_strix(&env, &["--json", "stop"]);
     assert!(stopped.status.success(), "{}", stderr(&stopped));
     assert_eq!(json(&stopped)["nodes"][0]["stopped"]["processes"], serde_json::json!(["vllm"]));
-    assert!(!home.path().join(".local/state/strix-toolbox/serving/vllm.json").exists());
+    assert!(!record_path(&home_serving_dir(home.path()), MODEL).exists());
 }
 
 /// No process on this machine (every node's included: they are namespaces of it) has any of
@@ -490,8 +503,9 @@ fn three_thunderbolt_nodes_serve_without_ray_split_by_layers() {
     }
 
     // One rank on each link address, each with the environment that pins it there.
+    let upstream = report["upstream"].as_str().expect("the engine's address");
     let ranks: serde_json::Value =
-        serde_json::from_str(&get_on_node(cluster, 2, &format!("http://192.168.2.1:{port}/ranks"))).unwrap();
+        serde_json::from_str(&get_on_node(cluster, 2, &format!("http://{upstream}/ranks"))).unwrap();
     let ips: Vec<&str> = ranks.as_array().unwrap().iter().map(|r| r["ip"].as_str().unwrap()).collect();
     assert_eq!(ips, ["192.168.2.1", "192.168.2.2", "192.168.2.3"], "rank R on node R+1: {ranks}");
     for rank in ranks.as_array().unwrap() {
@@ -512,9 +526,9 @@ fn three_thunderbolt_nodes_serve_without_ray_split_by_layers() {
         );
     }
     let status = json(&strix_cluster(cluster, &[], &["status"]));
-    assert_eq!(status["serving"]["serves"], true, "{status}");
-    assert!(status["serving"]["ray_nodes_alive"].is_null(), "{status}");
-    assert!(status["serving"].get("warnings").is_none(), "TCP on a TCP link is no warning: {status}");
+    assert_eq!(status["services"][0]["serves"], true, "{status}");
+    assert!(status["services"][0]["ray_nodes_alive"].is_null(), "{status}");
+    assert!(status["services"][0].get("warnings").is_none(), "TCP on a TCP link is no warning: {status}");
 
     // Measured as launched, split by layers over the three nodes: keyed and shown so.
     let operator_state = tempfile::tempdir().unwrap();

@@ -11,7 +11,7 @@ use crate::support::cli::{json, stderr, stdout, strix_command};
 use crate::support::cluster::{Link, TestCluster};
 use crate::support::hub::{HubFile, HubStandIn};
 use crate::support::llama_image::llama_hub_image;
-use crate::support::llama_server::{greedy_completion, LlamaServer};
+use crate::support::llama_server::{greedy_completion_of, LlamaServer};
 use crate::support::registry::Registry;
 use crate::support::tiny_llama::TinyLlama;
 
@@ -110,7 +110,9 @@ fn two_nodes_serve_a_hub_gguf_downloaded_once_on_the_head_alone() {
     let worker_cache = cluster.node(2).home.join(".cache/huggingface/hub/models--acme--tiny-llama-GGUF");
     assert!(!worker_cache.exists(), "the worker has a copy at {}", worker_cache.display());
     let url = format!("http://{}:{port}", cluster.node(1).link_address);
-    let answer = greedy_completion(Some(cluster.node(2).netns().name()), &url, PROMPT, TOKENS).expect("a completion");
+    let node2 = Some(cluster.node(2).netns().name());
+    let answer =
+        greedy_completion_of(node2, &url, Some(&model), PROMPT, TOKENS).expect("a completion through the router");
     assert_eq!(answer, single, "two nodes answer as the tiny llama does on one");
 
     // Launched again: nothing more comes from the Hub.
@@ -134,6 +136,6 @@ fn two_nodes_serve_a_hub_gguf_downloaded_once_on_the_head_alone() {
     );
     assert!(again.status.success(), "{}{}", stdout(&again), stderr(&again));
     assert_eq!(json(&again)["hub_model"]["pulled"]["head"]["downloaded_bytes"], 0, "the cache had it");
-    let stopped = strix_cluster(&cluster, &[], &["stop", "--engine", "llama.cpp"]);
+    let stopped = strix_cluster(&cluster, &[], &["stop", &model]);
     assert!(stopped.status.success(), "{}", stderr(&stopped));
 }

@@ -2,28 +2,44 @@
 //! Thunderbolt nodes in network namespaces, each node's toolbox `llama` from the llama image
 //! (support/llama_image.rs: llama.cpp built on CPU with the RPC backend), the tiny llama GGUF on
 //! the head only. Every token the endpoint answers comes from `llama-server` on the head, the
-//! model's layers split over the workers' `rpc-server`s across the link.
+//! model's layers split over the workers' `rpc-server`s across the link, through the router the
+//! launch starts on the cluster's head.
+//!
+//! Then several services on the same cluster behind the one endpoint (issue 34): model A over RPC
+//! on node1 and node2, model B alone on node3, both answering through the router token for token
+//! as each does alone, streamed; an unknown model's 404 naming both; the key at the router; the
+//! `openai` Python client; a service onto node3 beside B refused naming B; A stopped while a
+//! stream to B runs, which completes; the vLLM stand-in beside B through the same router; then
+//! everything stopped and the router gone.
 //!
 //! One cluster serves every step (a cluster and three toolbox pulls are most of the test's time).
 
-use std::net::SocketAddrV4;
-use std::path::PathBuf;
-use std::process::{Output, Stdio};
+use std::net::{SocketAddr, SocketAddrV4};
+use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
+use serde_json::{json, Value};
+
+use crate::router::{chat, completion, pieces, streamed, Frozen};
 use crate::support::cli::{json, stderr, stdout, strix_command};
 use crate::support::cluster::{Link, TestCluster};
+use crate::support::event_stream::EventStream;
 use crate::support::http;
 use crate::support::llama_image::llama_image;
-use crate::support::llama_server::{greedy_completion, Completion, LlamaServer};
+use crate::support::llama_server::{greedy_completion_of, Completion, LlamaServer};
+use crate::support::node_image::node_image;
+use crate::support::openai_python::openai_python;
 use crate::support::proc_net::{tcp_sockets, TcpState};
 use crate::support::registry::Registry;
+use crate::support::serving_files::{log_path, record, record_path, router_process, runs};
 use crate::support::tiny_llama::TinyLlama;
 
 const PROMPT: &str = "Once upon a time, in a small village,";
 const TOKENS: u32 = 32;
 /// The workers' RPC port (llama.cpp's default, as the plan uses it).
 const RPC_PORT: u16 = 50052;
+/// The first engine's own port on a node (the endpoint's port is the router's).
+const ENGINE_PORT: u16 = 8001;
 /// The tiny model's output matrix, 32000 x 96 float32: the one tensor above the RPC cache's 10 MiB.
 const CACHED_TENSOR: u64 = 32000 * 96 * 4;
 /// What the test servers run with (support/llama_server.rs says why): the same for the reference.
@@ -37,7 +53,7 @@ struct LlamaBed {
     cluster: TestCluster,
     /// The model as the head's toolbox sees it (the home is the node's own).
     model: String,
-    _registry: Registry,
+    registry: Registry,
 }
 
 fn llama_cluster() -> LlamaBed {
@@ -54,37 +70,43 @@ fn llama_cluster() -> LlamaBed {
         let engine = String::from_utf8_lossy(&inspected.stdout).trim().to_string();
         assert_eq!(engine, "llama.cpp", "node{index}'s toolbox llama: {}", String::from_utf8_lossy(&inspected.stderr));
     }
-    let model = cluster.node(1).home.join("models/tiny-llama.gguf");
-    std::fs::create_dir_all(model.parent().expect("a directory")).expect("mkdir models");
-    std::fs::copy(TinyLlama::default().gguf(), &model).expect("the model on the head");
-    LlamaBed { model: model.display().to_string(), cluster, _registry: registry }
+    let model = model_on(&cluster, 1, "tiny-llama.gguf", TinyLlama::default());
+    LlamaBed { model, cluster, registry }
+}
+
+/// `model` copied into node `index`'s home as `models/NAME`: its path as the toolbox sees it.
+fn model_on(cluster: &TestCluster, index: usize, name: &str, model: TinyLlama) -> String {
+    let path = cluster.node(index).home.join("models").join(name);
+    std::fs::create_dir_all(path.parent().expect("a directory")).expect("mkdir models");
+    std::fs::copy(model.gguf(), &path).expect("the model on the node");
+    path.display().to_string()
 }
 
 fn strix_cluster(cluster: &TestCluster, args: &[&str]) -> Output {
+    strix_cluster_of(cluster, &cluster.nodes_arg(), args)
+}
+
+/// `strix-toolbox --json cluster --nodes NODES … ARGS`.
+fn strix_cluster_of(cluster: &TestCluster, nodes: &str, args: &[&str]) -> Output {
     let config = cluster.ssh_config();
-    let nodes = cluster.nodes_arg();
     let mut argv = vec!["--json", "cluster"];
-    argv.extend(["--ssh-config", config.to_str().expect("utf-8"), "--nodes", &nodes, "--connect-timeout", "3"]);
+    argv.extend(["--ssh-config", config.to_str().expect("utf-8"), "--nodes", nodes, "--connect-timeout", "3"]);
     argv.extend_from_slice(args);
     strix_command(&[], &argv).stdin(Stdio::null()).output().expect("run strix-toolbox")
 }
 
 /// `cluster launch MODEL --port PORT` (the engine implied by the .gguf), the test servers' flags.
 fn launch(bed: &LlamaBed, port: &str) -> Output {
-    launch_with(bed, port, &[])
+    launch_with(bed, &bed.model, port, &[])
 }
 
-/// [`launch`] with the launch's own `options` too.
-fn launch_with(bed: &LlamaBed, port: &str, options: &[&str]) -> Output {
-    let mut args = vec!["launch", &bed.model, "--port", port, "--timeout", "120"];
+/// `cluster launch MODEL` with the launch's own `options` too.
+fn launch_with(bed: &LlamaBed, model: &str, port: &str, options: &[&str]) -> Output {
+    let mut args = vec!["launch", model, "--port", port, "--timeout", "120"];
     args.extend_from_slice(options);
     args.push("--");
     args.extend(SERVER_ARGS);
     strix_cluster(&bed.cluster, &args)
-}
-
-fn record_of(cluster: &TestCluster, index: usize) -> PathBuf {
-    cluster.node(index).serving_dir().join("llama.json")
 }
 
 /// What runs in node `index`'s toolbox, by process name (zombies excluded).
@@ -95,15 +117,25 @@ fn running_in_toolbox(cluster: &TestCluster, index: usize) -> Vec<String> {
     String::from_utf8_lossy(&output.stdout).lines().map(str::to_string).collect()
 }
 
-/// No llama.cpp server runs on any node and none records a launch.
-fn assert_nothing_serves(cluster: &TestCluster, context: &str) {
+/// No llama.cpp server runs on any node, none records `service`, and no router runs.
+fn assert_nothing_serves(cluster: &TestCluster, service: &str, context: &str) {
     for index in 1..=3 {
         let running = running_in_toolbox(cluster, index);
         assert!(
             !running.iter().any(|name| name.contains("llama-server") || name.contains("rpc-server")),
             "node{index} still runs {running:?} ({context})"
         );
-        assert!(!record_of(cluster, index).exists(), "node{index} still has a serving record ({context})");
+        let serving = cluster.node(index).serving_dir();
+        assert!(!record_path(&serving, service).exists(), "node{index} still has {service}'s record ({context})");
+    }
+    assert_no_router(cluster, context);
+}
+
+/// The router the launches started on the cluster's head has exited (its last route went).
+fn assert_no_router(cluster: &TestCluster, context: &str) {
+    if let Some(process) = router_process(&cluster.node(1).serving_dir()) {
+        let pid = process["pid"].as_u64().expect("the router's pid");
+        assert!(!runs(pid), "the router (pid {pid}) still runs ({context})");
     }
 }
 
@@ -113,13 +145,21 @@ fn node_sockets(cluster: &TestCluster, index: usize) -> Vec<crate::support::proc
     tcp_sockets(pid as u32)
 }
 
-fn greedy_through(cluster: &TestCluster, port: &str) -> Completion {
+/// A greedy completion of `model` through the endpoint, asked from node2.
+fn greedy_through(cluster: &TestCluster, port: &str, model: &str) -> Completion {
     let url = format!("http://{}:{port}", cluster.node(1).link_address);
-    greedy_completion(Some(cluster.node(2).netns().name()), &url, PROMPT, TOKENS).expect("a greedy completion")
+    greedy_completion_of(Some(cluster.node(2).netns().name()), &url, Some(model), PROMPT, TOKENS)
+        .expect("a greedy completion")
+}
+
+/// The endpoint as this test reaches it: the router listens on every address of the cluster's
+/// head, its management address among them.
+fn router_address(cluster: &TestCluster, port: &str) -> SocketAddr {
+    SocketAddr::V4(SocketAddrV4::new(cluster.node(1).mgmt_address, port.parse().expect("a port")))
 }
 
 #[test]
-fn three_nodes_serve_a_gguf_over_rpc_as_one_node_would() {
+fn three_nodes_serve_a_gguf_over_rpc_as_one_node_would_and_several_services_share_the_endpoint() {
     let single = LlamaServer::builder(&TinyLlama::default().gguf()).start().greedy(PROMPT, TOKENS);
     let bed = llama_cluster();
     let cluster = &bed.cluster;
@@ -134,11 +174,14 @@ fn three_nodes_serve_a_gguf_over_rpc_as_one_node_would() {
         workers.iter().zip(&received_before).map(|(node, before)| node.link_bytes_received() - before).collect();
     let report = json(&launched);
     assert_eq!((report["engine"].as_str(), report["backend"].as_str()), (Some("llama.cpp"), Some("rpc")), "{report}");
-    assert_eq!(report["endpoint"], format!("http://192.168.2.1:{port}/v1"));
+    assert_eq!(report["endpoint"], format!("http://192.168.2.1:{port}/v1"), "the router's: {report}");
+    assert_eq!(report["upstream"], format!("192.168.2.1:{ENGINE_PORT}"), "the engine's own port: {report}");
+    assert_eq!(report["service"], bed.model.as_str(), "named as the engine serves the model: {report}");
     assert_eq!(report["served"], bed.model.as_str(), "the model under its own name: {report}");
+    assert_eq!(report["router_started"], true, "{report}");
 
     // The head's log: the model on both workers' devices.
-    let log = std::fs::read_to_string(cluster.node(1).serving_dir().join("llama.llama-server.log"))
+    let log = std::fs::read_to_string(log_path(&cluster.node(1).serving_dir(), &bed.model, "llama-server"))
         .expect("llama-server's log on the head");
     for worker in &workers {
         let endpoint = format!("{}:{RPC_PORT}", worker.link_address);
@@ -147,10 +190,12 @@ fn three_nodes_serve_a_gguf_over_rpc_as_one_node_would() {
             "the head does not use {endpoint}:\n{log}"
         );
     }
-    // Token for token what one node answers.
-    assert_eq!(greedy_through(cluster, &port), single, "the cluster answered otherwise than one node");
+    // Token for token what one node answers, through the router.
+    assert_eq!(greedy_through(cluster, &port, &bed.model), single, "the cluster answered otherwise than one node");
 
-    // Each rpc-server listens on its link address only, and the head is connected to it.
+    // Each rpc-server listens on its link address only, and the head is connected to it; the
+    // engine on the head listens on its link address at its own port, the router on the
+    // endpoint's port on every address.
     for (index, worker) in [(2, workers[0]), (3, workers[1])] {
         let sockets = node_sockets(cluster, index);
         let listening: Vec<SocketAddrV4> = sockets
@@ -166,17 +211,28 @@ fn three_nodes_serve_a_gguf_over_rpc_as_one_node_would() {
             "node{index}: no connection from the head: {sockets:?}"
         );
     }
+    let head_listens: Vec<SocketAddrV4> =
+        node_sockets(cluster, 1).into_iter().filter(|s| s.state == TcpState::Listen).map(|s| s.local).collect();
+    assert!(head_listens.contains(&SocketAddrV4::new(cluster.node(1).link_address, ENGINE_PORT)), "{head_listens:?}");
+    let endpoint_port: u16 = port.parse().unwrap();
+    assert!(
+        head_listens.contains(&SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, endpoint_port)),
+        "the router on every address: {head_listens:?}"
+    );
 
-    // A relaunch sends the large tensor's hash, not the tensor: each worker has it cached.
-    let stopped = strix_cluster(cluster, &["stop", "--engine", "llama.cpp"]);
+    // A relaunch sends the large tensor's hash, not the tensor: each worker has it cached. A
+    // plain `cluster stop` finds the one service whatever its toolbox, and the router goes with it.
+    let stopped = strix_cluster(cluster, &["stop"]);
     assert!(stopped.status.success(), "{}", stderr(&stopped));
     let report = json(&stopped);
+    assert_eq!(report["services"], json!([bed.model]), "{report}");
     for (index, node) in report["nodes"].as_array().expect("nodes").iter().enumerate() {
         let expected = if index == 0 { "llama-server" } else { "rpc-server" };
-        assert_eq!(node["stopped"]["processes"], serde_json::json!([expected]), "{report}");
+        assert_eq!(node["stopped"]["processes"], json!([expected]), "{report}");
         assert_eq!(node["stopped"]["forced"], false, "SIGTERM was enough: {report}");
     }
-    assert_nothing_serves(cluster, "after cluster stop");
+    assert!(report["router"]["process"].is_null(), "the router exits with its last route: {report}");
+    assert_nothing_serves(cluster, &bed.model, "after cluster stop");
     let received_before: Vec<u64> = workers.iter().map(|node| node.link_bytes_received()).collect();
     let again = launch(&bed, &port);
     assert!(again.status.success(), "{}{}", stdout(&again), stderr(&again));
@@ -189,18 +245,18 @@ fn three_nodes_serve_a_gguf_over_rpc_as_one_node_would() {
         "the second load received {second_load:?} bytes, the first {first_load:?}: the -c cache spared less than \
          the output matrix"
     );
-    assert_eq!(greedy_through(cluster, &port), single, "the relaunched cluster answered otherwise");
+    assert_eq!(greedy_through(cluster, &port, &bed.model), single, "the relaunched cluster answered otherwise");
 
     // A worker killed while serving: `cluster status` names it.
-    let record: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(record_of(cluster, 3)).expect("node3's record")).unwrap();
-    let pid = record["processes"][0]["pid"].to_string();
+    let worker = record(&cluster.node(3).serving_dir(), &bed.model).expect("node3's record");
+    let pid = worker["processes"][0]["pid"].to_string();
     let killed = cluster.node(3).podman().remote(&["exec", "llama", "sh", "-c", "kill -KILL \"$1\"", "sh", &pid]);
     assert!(killed.status.success(), "kill {pid}: {}", String::from_utf8_lossy(&killed.stderr));
-    let status = strix_cluster(cluster, &["status", "--engine", "llama.cpp"]);
+    let status = strix_cluster(cluster, &["status"]);
     let report = json(&status);
-    let serving = &report["serving"];
-    assert_eq!(serving["engine"], "llama.cpp", "{report}");
+    assert_eq!(report["toolbox"], "llama", "the service's toolbox, unasked: {report}");
+    let serving = &report["services"][0];
+    assert_eq!((serving["name"].as_str(), serving["engine"].as_str()), (Some(bed.model.as_str()), Some("llama.cpp")));
     let workers_seen = serving["workers"].as_array().expect("the RPC workers");
     assert_eq!(workers_seen.len(), 2, "{report}");
     assert_eq!(workers_seen[0]["reached"], "answers", "node2 still answers: {report}");
@@ -210,10 +266,11 @@ fn three_nodes_serve_a_gguf_over_rpc_as_one_node_would() {
 
     // Stop twice: everything goes, then nothing is left to stop.
     for time in ["first", "second"] {
-        let stopped = strix_cluster(cluster, &["stop", "--engine", "llama.cpp"]);
+        let stopped = strix_cluster(cluster, &["stop"]);
         assert!(stopped.status.success(), "stop ({time}): {}", stderr(&stopped));
-        assert_nothing_serves(cluster, &format!("after the {time} stop"));
+        assert_nothing_serves(cluster, &bed.model, &format!("after the {time} stop"));
     }
+    assert_eq!(json(&strix_cluster(cluster, &["stop"]))["services"], json!([]), "nothing is left");
 
     // A worker whose firewall drops the RPC port fails the launch, named; nothing is left running.
     let node2 = cluster.node(2).netns().name().to_string();
@@ -233,43 +290,223 @@ fn three_nodes_serve_a_gguf_over_rpc_as_one_node_would() {
     // Silence is a firewall, not a server still starting: it fails on the silence, not after
     // waiting out the 60 s a starting server gets (that failure says so).
     assert!(said.contains("did not answer on the cluster link") && !said.contains("within 60 s"), "{said}");
-    assert_nothing_serves(cluster, "after a worker's RPC port was dropped");
+    assert_nothing_serves(cluster, &bed.model, "after a worker's RPC port was dropped");
     nft(&node2, &["delete", "table", "inet", "strix_test"]);
 
-    // With an API key (--api-key-file): a request without it is refused, with it answered; the
-    // key is in no argv, log or report.
+    several_services_share_the_endpoint(&bed, &port);
+}
+
+/// The issue's scenarios on the same cluster: A over RPC on node1 and node2, B alone on node3,
+/// with the key at the router.
+fn several_services_share_the_endpoint(bed: &LlamaBed, port: &str) {
+    let cluster = &bed.cluster;
+    let (model_a, seed_b) = (&bed.model, TinyLlama { seed: 2, ..TinyLlama::default() });
+    let model_b = model_on(cluster, 3, "tiny-b.gguf", seed_b);
+    let alone_a = LlamaServer::builder(&TinyLlama::default().gguf()).args(&["--alias", "alpha"]).start();
+    let alone_b = LlamaServer::builder(&seed_b.gguf()).args(&["--alias", "beta"]).start();
+    let alone = [("alpha", &alone_a), ("beta", &alone_b)];
+    let address = |server: &LlamaServer| -> SocketAddr { server.url().trim_start_matches("http://").parse().unwrap() };
     let secrets = tempfile::tempdir().expect("tempdir");
     let key_file = secrets.path().join("api-key");
     std::fs::write(&key_file, format!("{API_KEY}\n")).expect("write the key file");
-    let keyed = launch_with(&bed, &port, &["--api-key-file", key_file.to_str().expect("utf-8")]);
-    let said = format!("{}{}", stdout(&keyed), stderr(&keyed));
-    assert!(keyed.status.success(), "{said}");
+    let key_file = key_file.to_str().expect("utf-8");
+
+    let a = launch_with(bed, model_a, port, &["--on", "node1,node2", "--name", "alpha", "--api-key-file", key_file]);
+    let said = format!("{}{}", stdout(&a), stderr(&a));
+    assert!(a.status.success(), "{said}");
     assert!(!said.contains(API_KEY), "the key in the launch's output: {said}");
-    assert_eq!(json(&keyed)["api_key"], true, "{said}");
-    assert_eq!(completion_status(cluster, &port, None), 401, "no key");
-    assert_eq!(completion_status(cluster, &port, Some("sk-not-the-key")), 401, "a wrong key");
-    assert_eq!(completion_status(cluster, &port, Some(API_KEY)), 200, "the key");
+    let report = json(&a);
+    assert_eq!((report["service"].as_str(), report["on"].clone()), (Some("alpha"), json!(["node1", "node2"])));
+    assert_eq!((report["api_key"].as_bool(), report["router_started"].as_bool()), (Some(true), Some(true)));
+    let b = launch_with(bed, &model_b, port, &["--on", "node3", "--name", "beta", "--api-key-file", key_file]);
+    assert!(b.status.success(), "{}{}", stdout(&b), stderr(&b));
+    let report = json(&b);
+    assert_eq!(report["upstream"], format!("192.168.2.3:{ENGINE_PORT}"), "{report}");
+    assert_eq!(report["endpoint"], format!("http://192.168.2.1:{port}/v1"), "the one endpoint: {report}");
+    assert_eq!(report["router_started"], false, "the router was running: {report}");
+    assert_eq!(report["nodes"][0]["role"], "single", "{report}");
     crate::launch::assert_no_argv_holds(&[API_KEY]);
-    let logs = strix_cluster(cluster, &["logs", "--engine", "llama.cpp", "-n", "5000"]);
-    let said = format!("{}{}", stdout(&logs), stderr(&logs));
-    assert!(logs.status.success() && said.contains("llama-server"), "{said}");
-    assert!(!said.contains(API_KEY), "the key in a log: {said}");
-    let status = strix_cluster(cluster, &["status", "--engine", "llama.cpp"]);
-    assert!(!format!("{}{}", stdout(&status), stderr(&status)).contains(API_KEY), "the key in status");
-    let stopped = strix_cluster(cluster, &["stop", "--engine", "llama.cpp"]);
+
+    // Both answer through the one endpoint, streamed, token for token as each does alone.
+    let router = router_address(cluster, port);
+    let mut answers = Vec::new();
+    for (name, server) in alone {
+        for (path, body) in [("/v1/completions", completion(name, 48, true)), ("/v1/chat/completions", chat(name, 48))]
+        {
+            let by_itself = streamed(address(server), path, None, &body);
+            assert!(by_itself.len() > 10, "{name} {path}: {by_itself:?}");
+            assert_eq!(streamed(router, path, Some(API_KEY), &body), by_itself, "{name} {path} through the router");
+            answers.push(by_itself);
+        }
+    }
+    assert_ne!(answers[0], answers[2], "alpha's and beta's completions are the same: one engine answered both");
+    // An unknown model: OpenAI's 404 naming both; the key is the router's.
+    let url = |path: &str| format!("http://{router}{path}");
+    let unknown = completion("gpt-4", 4, false).to_string();
+    let answer = http::request_with_key(None, "POST", &url("/v1/completions"), Some(&unknown), Some(API_KEY), LIMIT)
+        .expect("a request");
+    assert_eq!(answer.status, 404, "{}", answer.body);
+    assert!(answer.body.contains("This endpoint serves `alpha`, `beta`."), "{}", answer.body);
+    for key in [None, Some("sk-not-the-key")] {
+        let body = completion("beta", 4, false).to_string();
+        let refused = http::request_with_key(None, "POST", &url("/v1/completions"), Some(&body), key, LIMIT).unwrap();
+        assert_eq!(refused.status, 401, "{key:?}: {}", refused.body);
+    }
+
+    // A real client: the `openai` package streams chat and completions to both, and raises
+    // NotFoundError for a model nobody serves.
+    let max_tokens = 24;
+    let client = Command::new(openai_python())
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/testsuite/support/openai_client.py"))
+        .arg(format!("http://{router}/v1"))
+        .arg(API_KEY)
+        .arg(max_tokens.to_string())
+        .args(["alpha", "beta", "--", "gpt-4"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run the openai client");
+    let said = String::from_utf8_lossy(&client.stdout);
+    assert!(client.status.success(), "{}\n{said}", String::from_utf8_lossy(&client.stderr));
+    let result: Value = serde_json::from_str(&said).expect("the client's JSON");
+    assert_eq!(result["listed"], json!(["alpha", "beta"]), "{result}");
+    for (name, server) in alone {
+        let direct_chat = streamed(address(server), "/v1/chat/completions", None, &chat(name, max_tokens));
+        let direct = streamed(address(server), "/v1/completions", None, &completion(name, max_tokens, true));
+        assert_eq!(result["models"][name]["chat"], json!(direct_chat), "{name}'s chat");
+        assert_eq!(result["models"][name]["completion"], json!(direct), "{name}'s completion");
+    }
+    assert_eq!((&result["unknown"]["class"], &result["unknown"]["status"]), (&json!("NotFoundError"), &json!(404)));
+
+    // `cluster status`: both services, healthy at their engines and through the router.
+    let status = strix_cluster(cluster, &["status"]);
+    let report = json(&status);
+    assert!(status.status.success(), "{report:#}");
+    let services = report["services"].as_array().expect("services");
+    let seen: Vec<(&str, Value, bool, &str)> = services
+        .iter()
+        .map(|s| {
+            (s["name"].as_str().unwrap(), s["nodes"].clone(), s["serves"] == true, s["routed"].as_str().unwrap_or("-"))
+        })
+        .collect();
+    assert_eq!(seen, [("alpha", json!(["node1", "node2"]), true, "ok"), ("beta", json!(["node3"]), true, "ok")]);
+    let router_pid = report["router"]["process"]["pid"].as_u64().expect("the router runs");
+    assert_eq!(report["router"]["api_key"], true, "{report:#}");
+    assert!(!stdout(&status).contains(API_KEY), "the key in status");
+
+    // A service onto node3 beside B, whose memory is not known to leave room: refused, naming B
+    // and node3, before anything starts.
+    let beside = launch_with(bed, &model_b, port, &["--on", "node3", "--name", "gamma", "--api-key-file", key_file]);
+    let said = stderr(&beside);
+    assert_eq!(beside.status.code(), Some(1), "{said}");
+    assert!(said.contains("node3") && said.contains("beta") && said.contains("gamma"), "{said}");
+    assert!(!record_path(&cluster.node(3).serving_dir(), "gamma").exists(), "gamma recorded on node3");
+    let on_node3 = running_in_toolbox(cluster, 3);
+    assert_eq!(on_node3.iter().filter(|name| name.contains("llama-server")).count(), 1, "{on_node3:?}");
+
+    // A stops while a stream to B runs: B's engine is held (SIGSTOP) mid-stream across the stop,
+    // and the stream then completes, token for token as B alone answers it.
+    // Its prompt evaluated afresh on both (a cached prompt is evaluated in another batch, whose
+    // rounding can tip a near tie hundreds of tokens on).
+    let mut long = completion("beta", 400, true);
+    long["cache_prompt"] = json!(false);
+    let whole = streamed(address(&alone_b), "/v1/completions", None, &long);
+    let mut stream = EventStream::open(router, "/v1/completions", Some(API_KEY), &long);
+    let status = stream.status;
+    assert_eq!(status, 200, "{}", stream.body());
+    let first = stream.next_event().expect("beta's first event");
+    let held = Frozen::stop(process_in(cluster, 3, "llama-server"));
+    let stopped = strix_cluster(cluster, &["stop", "alpha"]);
     assert!(stopped.status.success(), "{}", stderr(&stopped));
-    assert_nothing_serves(cluster, "after the keyed launch was stopped");
+    let report = json(&stopped);
+    assert_eq!(report["services"], json!(["alpha"]), "{report}");
+    let routes: Vec<&str> =
+        report["router"]["routes"].as_array().unwrap().iter().filter_map(|r| r["name"].as_str()).collect();
+    assert_eq!(routes, ["beta"], "{report}");
+    drop(held);
+    let mut events = vec![first];
+    events.extend(stream.rest());
+    assert!(stream.ended_cleanly(), "beta's stream was cut");
+    assert_eq!(pieces(&events), whole, "beta's stream, across alpha's stop");
+    for index in [1, 2] {
+        let running = running_in_toolbox(cluster, index);
+        assert!(
+            !running.iter().any(|n| n.contains("llama-server") || n.contains("rpc-server")),
+            "node{index}: {running:?}"
+        );
+    }
+    assert!(runs(router_pid), "the router kept running for beta");
+
+    // The vLLM stand-in beside llama.cpp, through the same router: a toolbox `vllm` on node1 (now
+    // free), serving a model directory there as `coder`.
+    let image = node_image(cluster.node(1).podman(), &bed.registry, "vllm-node:latest");
+    let refresh = ["refresh", "--image", &image, "--name", "vllm", "--manager", "native", "--spread", "off"];
+    let refreshed = strix_cluster_of(cluster, "node1", &refresh);
+    assert!(refreshed.status.success(), "{}", stderr(&refreshed));
+    let coder = cluster.node(1).home.join("models/coder");
+    std::fs::create_dir_all(&coder).expect("mkdir the model");
+    std::fs::write(coder.join("config.json"), r#"{"architectures": ["TinyForCausalLM"]}"#).expect("config.json");
+    let coder = coder.display().to_string();
+    let launched = strix_cluster(
+        cluster,
+        &["launch", &coder, "--engine", "vllm", "--toolbox", "vllm", "--on", "node1", "--name", "coder"]
+            .iter()
+            .copied()
+            .chain(["--api-key-file", key_file, "--timeout", "120"])
+            .collect::<Vec<_>>(),
+    );
+    assert!(launched.status.success(), "{}{}", stdout(&launched), stderr(&launched));
+    let report = json(&launched);
+    assert_eq!((report["engine"].as_str(), report["upstream"].as_str()), (Some("vllm"), Some("192.168.2.1:8001")));
+    let argv = report["nodes"][0]["commands"][0]["argv"].to_string();
+    assert!(argv.contains("\"--served-model-name\",\"coder\""), "the engine answers to the name: {argv}");
+    let (listed, _) = get_json(&url("/v1/models"), Some(API_KEY));
+    let ids: Vec<&str> = listed["data"].as_array().unwrap().iter().filter_map(|m| m["id"].as_str()).collect();
+    assert_eq!(ids, ["beta", "coder"], "{listed}");
+    let asked = completion("coder", 8, false).to_string();
+    let answer =
+        http::request_with_key(None, "POST", &url("/v1/completions"), Some(&asked), Some(API_KEY), LIMIT).unwrap();
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let answered: Value = serde_json::from_str(&answer.body).expect("JSON");
+    assert_eq!((answered["model"].as_str(), answered["usage"]["completion_tokens"].as_u64()), (Some("coder"), Some(8)));
+    let mut short = completion("beta", 24, true);
+    short["cache_prompt"] = json!(false);
+    let beta = streamed(router, "/v1/completions", Some(API_KEY), &short);
+    assert_eq!(beta, streamed(address(&alone_b), "/v1/completions", None, &short), "beta beside the stand-in");
+
+    // Everything stops, and the router with it.
+    let stopped = strix_cluster(cluster, &["stop", "--all"]);
+    assert!(stopped.status.success(), "{}", stderr(&stopped));
+    assert_eq!(json(&stopped)["services"], json!(["beta", "coder"]), "{}", stdout(&stopped));
+    assert!(!runs(router_pid), "the router runs with no service left");
+    for (index, name) in [(1, "coder"), (3, "beta")] {
+        assert!(!record_path(&cluster.node(index).serving_dir(), name).exists(), "node{index} still records {name}");
+    }
+    let logs = strix_cluster(cluster, &["logs", "beta", "-n", "5000"]);
+    let said = format!("{}{}", stdout(&logs), stderr(&logs));
+    assert!(logs.status.success() && said.contains("llama-server"), "its logs outlive it: {said}");
+    assert!(!said.contains(API_KEY), "the key in a log: {said}");
 }
 
-/// The status of a one-token completion at the head's endpoint from node2, with `key` as its
-/// bearer token when given (llama-server lets /health and /v1/models through without one).
-fn completion_status(cluster: &TestCluster, port: &str, key: Option<&str>) -> u16 {
-    let url = format!("http://{}:{port}/v1/completions", cluster.node(1).link_address);
-    let body = r#"{"prompt": "Hello", "max_tokens": 1}"#;
-    let netns = Some(cluster.node(2).netns().name());
-    http::request_with_key(netns, "POST", &url, Some(body), key, Duration::from_secs(30))
-        .unwrap_or_else(|error| panic!("POST {url}: {error}"))
-        .status
+/// Every request's bound.
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// GET `url` with `key`: the body, parsed, and the status.
+fn get_json(url: &str, key: Option<&str>) -> (Value, u16) {
+    let answer = http::request_with_key(None, "GET", url, None, key, LIMIT).expect("a request");
+    (serde_json::from_str(&answer.body).unwrap_or(Value::String(answer.body)), answer.status)
+}
+
+/// The host pid of the process named `name` in node `index`'s namespace (the only one).
+fn process_in(cluster: &TestCluster, index: usize, name: &str) -> u32 {
+    let found: Vec<i32> = cluster
+        .node(index)
+        .netns()
+        .pids()
+        .into_iter()
+        .filter(|pid| std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|comm| comm.trim() == name))
+        .collect();
+    assert_eq!(found.len(), 1, "{name} in node{index}: {found:?}");
+    found[0] as u32
 }
 
 fn nft(netns: &str, args: &[&str]) {

@@ -153,10 +153,10 @@ impl Drop for RunningRouter {
 }
 
 /// A process held with SIGSTOP until dropped (SIGCONT), even when the test fails.
-struct Frozen(i32);
+pub(crate) struct Frozen(i32);
 
 impl Frozen {
-    fn stop(pid: u32) -> Frozen {
+    pub(crate) fn stop(pid: u32) -> Frozen {
         let pid = pid as i32;
         // SAFETY: kill(2) on a child this test started.
         assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0, "SIGSTOP {pid}");
@@ -172,18 +172,18 @@ impl Drop for Frozen {
 }
 
 /// A greedy completion request of `max_tokens` (no stop at end of text: the length is fixed).
-fn completion(model: &str, max_tokens: u32, stream: bool) -> Value {
+pub(crate) fn completion(model: &str, max_tokens: u32, stream: bool) -> Value {
     json!({"model": model, "prompt": PROMPT, "max_tokens": max_tokens, "temperature": 0, "seed": 0,
            "ignore_eos": true, "stream": stream})
 }
 
-fn chat(model: &str, max_tokens: u32) -> Value {
+pub(crate) fn chat(model: &str, max_tokens: u32) -> Value {
     json!({"model": model, "messages": [{"role": "user", "content": "Tell me a story."}], "max_tokens": max_tokens,
            "temperature": 0, "seed": 0, "ignore_eos": true, "stream": true})
 }
 
 /// The piece of text each event carries (a completion's `text`, a chat chunk's `delta.content`).
-fn pieces(events: &[Value]) -> Vec<Value> {
+pub(crate) fn pieces(events: &[Value]) -> Vec<Value> {
     events
         .iter()
         .filter_map(|event| {
@@ -194,7 +194,7 @@ fn pieces(events: &[Value]) -> Vec<Value> {
 }
 
 /// A whole stream's pieces, from `address` (the router or an engine).
-fn streamed(address: SocketAddr, path: &str, key: Option<&str>, body: &Value) -> Vec<Value> {
+pub(crate) fn streamed(address: SocketAddr, path: &str, key: Option<&str>, body: &Value) -> Vec<Value> {
     let mut stream = EventStream::open(address, path, key, body);
     let status = stream.status;
     assert_eq!(status, 200, "POST {path} to {address}: {}", stream.body());

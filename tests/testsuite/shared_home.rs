@@ -8,7 +8,7 @@ use std::process::{Output, Stdio};
 use crate::support::cli::{json, stderr, stdout, strix_command};
 use crate::support::cluster::{Link, TestCluster};
 use crate::support::llama_image::llama_image;
-use crate::support::llama_server::{greedy_completion, LlamaServer};
+use crate::support::llama_server::{greedy_completion_of, LlamaServer};
 use crate::support::registry::Registry;
 use crate::support::tiny_llama::TinyLlama;
 
@@ -59,13 +59,13 @@ fn two_nodes_that_share_a_home_launch_and_the_doctor_says_so() {
     // The launch: each node's record and logs in its own part of the one home.
     let port = crate::support::free_port().to_string();
     let model_arg = model.display().to_string();
-    let mut launch = vec!["launch", &model_arg, "--port", &port, "--timeout", "120", "--"];
+    let mut launch = vec!["launch", &model_arg, "--name", "tiny", "--port", &port, "--timeout", "120", "--"];
     launch.extend(SERVER_ARGS);
     let launched = strix_cluster(&cluster, &launch);
     assert!(launched.status.success(), "{}{}", stdout(&launched), stderr(&launched));
     let records: Vec<serde_json::Value> = (1..=2)
         .map(|index| {
-            let path = cluster.node(index).serving_dir().join("llama.json");
+            let path = cluster.node(index).serving_dir().join("tiny.json");
             let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("node{index}'s record {path:?}: {e}"));
             serde_json::from_str(&text).expect("a record")
         })
@@ -74,26 +74,27 @@ fn two_nodes_that_share_a_home_launch_and_the_doctor_says_so() {
         record["processes"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap().to_string()).collect()
     };
     assert_eq!((names(&records[0]), names(&records[1])), (vec!["llama-server".into()], vec!["rpc-server".into()]));
-    assert!(cluster.node(1).serving_dir().join("llama.llama-server.log").exists());
-    assert!(cluster.node(2).serving_dir().join("llama.rpc-server.log").exists());
-    let unkept = home.join(".local/state/strix-toolbox/serving/llama.json");
+    assert!(cluster.node(1).serving_dir().join("tiny.llama-server.log").exists());
+    assert!(cluster.node(2).serving_dir().join("tiny.rpc-server.log").exists());
+    let unkept = home.join(".local/state/strix-toolbox/serving/tiny.json");
     assert!(!unkept.exists(), "a record in the shared state itself");
 
     // It answers as one node does, with the layers on node2's rpc-server.
     let single = LlamaServer::builder(&TinyLlama::default().gguf()).start().greedy(PROMPT, TOKENS);
     let url = format!("http://{}:{port}", cluster.node(1).link_address);
-    let answered = greedy_completion(Some(cluster.node(2).netns().name()), &url, PROMPT, TOKENS).expect("a completion");
+    let node2 = Some(cluster.node(2).netns().name());
+    let answered = greedy_completion_of(node2, &url, Some("tiny"), PROMPT, TOKENS).expect("a completion");
     assert_eq!(answered, single, "the cluster answered otherwise than one node");
 
-    let status = json(&strix_cluster(&cluster, &["status", "--engine", "llama.cpp"]));
-    assert_eq!(status["serving"]["workers"][0]["reached"], "answers", "{status}");
-    let stopped = strix_cluster(&cluster, &["stop", "--engine", "llama.cpp"]);
+    let status = json(&strix_cluster(&cluster, &["status"]));
+    assert_eq!(status["services"][0]["workers"][0]["reached"], "answers", "{status}");
+    let stopped = strix_cluster(&cluster, &["stop"]);
     assert!(stopped.status.success(), "{}", stderr(&stopped));
     let stopped = json(&stopped);
     for (index, expected) in [(0, "llama-server"), (1, "rpc-server")] {
         assert_eq!(stopped["nodes"][index]["stopped"]["processes"], serde_json::json!([expected]), "{stopped}");
     }
     for index in 1..=2 {
-        assert!(!cluster.node(index).serving_dir().join("llama.json").exists(), "node{index}'s record after the stop");
+        assert!(!cluster.node(index).serving_dir().join("tiny.json").exists(), "node{index}'s record after the stop");
     }
 }

@@ -120,6 +120,7 @@ fn what_served_before_is_relaunched_with_its_engine_and_executor() {
     let head = std::net::Ipv4Addr::new(192, 168, 2, 1);
     let record = |engine, backend| {
         let mut record = ServingRecord::new(
+            "m",
             NAME,
             "m",
             "m",
@@ -133,22 +134,33 @@ fn what_served_before_is_relaunched_with_its_engine_and_executor() {
             "http://192.168.2.1:8001/v1",
         );
         record.pp = Some(2);
+        record.on = vec!["b".into(), "c".into()];
+        record.router_listen = Some("0.0.0.0:8100".parse().unwrap());
         record.extra = vec!["--max-model-len".into(), "4096".into()];
         record.env = [("VLLM_LOGGING_LEVEL".to_string(), "DEBUG".to_string())].into();
         record
     };
     let canary = llama_launch("/models/canary.gguf");
+    let cluster = nodes(&["a", "b", "c"]);
+    let cluster = as_nodes(&cluster);
     use crate::serving::engine::Backend;
     use crate::serving::{llama::LLAMA_CPP as LlamaCpp, vllm::VLLM as Vllm};
-    let llama = relaunch(&record(LlamaCpp, Backend::Rpc), &canary);
-    assert_eq!((llama.engine, llama.backend, llama.port, llama.replace), (LlamaCpp, None, 8001, true));
-    let vllm = relaunch(&record(Vllm, Backend::Ray), &canary);
+    let llama = relaunch(&record(LlamaCpp, Backend::Rpc), &canary, &cluster);
+    assert_eq!((llama.engine, llama.backend, llama.port, llama.replace), (LlamaCpp, None, Some(8100), true));
+    assert_eq!((llama.service.as_str(), llama.on.as_slice()), ("m", ["b".to_string(), "c".to_string()].as_slice()));
+    let mut older = record(LlamaCpp, Backend::Rpc);
+    (older.on, older.router_listen) = (Vec::new(), None);
+    let older = relaunch(&older, &canary, &cluster);
+    assert_eq!((older.on.as_slice(), older.port), (["a".to_string(), "b".to_string()].as_slice(), None));
+    let vllm = relaunch(&record(Vllm, Backend::Ray), &canary, &cluster);
     assert_eq!((vllm.engine, vllm.backend, vllm.pp), (Vllm, Some(Backend::Ray), Some(2)));
     assert_eq!(vllm.model, "m");
     let mut from_file = record(LlamaCpp, Backend::Rpc);
     (from_file.model, from_file.file) = ("org/repo-GGUF".into(), Some("q8/m-Q8_0.gguf".into()));
     let pick = crate::model::gguf_pick::GgufPick::File("q8/m-Q8_0.gguf".into());
-    assert!(matches!(relaunch(&from_file, &canary).source, ModelSource::HubGguf { pick: p, .. } if p == pick));
+    assert!(
+        matches!(relaunch(&from_file, &canary, &cluster).source, ModelSource::HubGguf { pick: p, .. } if p == pick)
+    );
     assert_eq!(
         (vllm.extra.as_slice(), vllm.env.get("VLLM_LOGGING_LEVEL")),
         (["--max-model-len", "4096"].map(String::from).as_slice(), Some(&"DEBUG".to_string())),
@@ -161,13 +173,15 @@ fn llama_launch(model: &str) -> LaunchRequest {
     LaunchRequest {
         engine: crate::serving::llama::LLAMA_CPP,
         toolbox: NAME.into(),
+        service: ServiceName::parse(model).unwrap(),
+        on: Vec::new(),
         model: model.into(),
         source: ModelSource::of(model),
         backend: None,
         tp: None,
         pp: None,
         host: None,
-        port: 8000,
+        port: None,
         timeout: std::time::Duration::from_secs(1),
         replace: false,
         dry_run: false,

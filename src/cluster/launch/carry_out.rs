@@ -23,22 +23,30 @@ use crate::serving::ray::{RayStart, AUTH_TOKEN};
 use crate::serving::record::{recorded_env, ServingRecord};
 use crate::spec::Transport;
 
-/// The plan's steps in order, each proven before the next; the name the endpoint serves under,
+/// What the records of a launch keep beside its plan.
+pub(super) struct Recording<'a> {
+    /// Where the router of the endpoint listens.
+    pub router_listen: SocketAddr,
+    /// The GPU memory planned on each of the service's nodes (None: no plan figure).
+    pub memory: &'a [Option<u64>],
+    pub transport: &'a Transport,
+}
+
+/// The plan's steps in order, each proven before the next; the name the engine serves under,
 /// and what the proofs found wrong without failing.
 pub(super) async fn carry_out(
     nodes: &[&dyn Node],
     request: &LaunchRequest,
     plan: &LaunchReport,
-    transport: &Transport,
+    recording: &Recording<'_>,
     interrupt: &Interrupt,
     reporter: &dyn Reporter,
 ) -> Result<(String, Vec<String>)> {
+    let transport = recording.transport;
+    // The endpoint's key is the router's: the engine gets none.
     let mut secrets: BTreeMap<String, Secret> = BTreeMap::new();
     if let Some(token) = &request.hf_token {
         secrets.insert("HF_TOKEN".into(), token.clone());
-    }
-    if let Some(key) = &request.api_key {
-        secrets.insert(plan.engine.api_key_env().into(), key.clone());
     }
     if plan.backend.runs_ray() {
         secrets.insert(AUTH_TOKEN.into(), Secret::random()?);
@@ -51,15 +59,13 @@ pub(super) async fn carry_out(
             Some(ModelIdentity::Hub { repo: hub.repo.to_string(), commit: hub.commit.as_ref()?.to_string() })
         })
     });
-    let probe =
-        SocketAddr::from((request.host.filter(|h| !h.is_unspecified()).unwrap_or(plan.nodes[0].link_ip), request.port));
     let mut proving = Proving {
         nodes,
-        toolbox: &request.toolbox,
+        service: &plan.service,
         engine: plan.engine,
         planned: &plan.nodes,
-        probe,
-        api_key: request.api_key.as_ref(),
+        probe: plan.upstream,
+        api_key: None,
         timeout: request.timeout,
         interrupt,
         reporter,
@@ -73,6 +79,7 @@ pub(super) async fn carry_out(
             let command = &launched.commands[*command];
             reporter.step_started(&launched.node, &describe(command, launched));
             let mut record = ServingRecord::new(
+                &plan.service,
                 &request.toolbox,
                 &request.model,
                 &plan.served,
@@ -80,11 +87,14 @@ pub(super) async fn carry_out(
                 plan.backend,
                 launched.role,
                 plan.nodes.len(),
-                request.port,
+                plan.upstream.port(),
                 launched.link_ip,
                 plan.nodes[0].link_ip,
                 &plan.endpoint,
             );
+            record.on = plan.on.clone();
+            record.router_listen = Some(recording.router_listen);
+            record.memory_bytes = recording.memory.get(*node).copied().flatten();
             record.tp = plan.tp;
             record.pp = plan.pp;
             record.transport = (plan.nodes.len() > 1).then(|| transport.clone());

@@ -1,35 +1,40 @@
 //! The engine's plan for these nodes, as the launch reports it (`--dry-run` prints it), with no
-//! effect: what every node's check found, the model's cache and identity, and the secrets each
+//! effect: what every node's check found (its address, programs, and the free ports the service
+//! takes), the model's cache and identity, the name the engine serves it as, and the secrets each
 //! command gets by name.
 
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, SocketAddr};
 
 use super::request::{HubModel, LaunchReport, LaunchRequest};
 use crate::cluster::hub_gguf::HeadGguf;
 use crate::cluster::model::CachedEverywhere;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::model::identity::ModelIdentity;
 use crate::model::repo_id::RepoId;
 use crate::node::Node;
 use crate::serving::engine::Backend;
 use crate::serving::model_source::ModelSource;
 use crate::serving::parallelism::Parallelism;
-use crate::serving::plan::{LaunchPlan, NodeFacts, PlanRequest};
+use crate::serving::plan::{flag_value, LaunchPlan, NodeFacts, PlanRequest};
+use crate::serving::ports::ENGINE_PORTS_FROM;
 use crate::serving::ray::AUTH_TOKEN;
-use crate::serving::record::ServingRecord;
 use crate::serving::state::ServeCheckReport;
 
-/// The engine's plan for these nodes, as the launch reports it, with no effect.
+/// The engine's plan for the service's `nodes` (its head first, each with its check), as the
+/// launch reports it, with no effect; `endpoint` is the router's.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn plan(
     nodes: &[&dyn Node],
-    checks: &[ServeCheckReport],
+    checks: &[&ServeCheckReport],
     request: &LaunchRequest,
     backend: Backend,
     split: Parallelism,
     hub_model: Option<&(RepoId, Option<CachedEverywhere>)>,
     gguf: Option<&HeadGguf>,
+    endpoint: String,
 ) -> Result<LaunchReport> {
     let cached = hub_model.and_then(|(_, cached)| cached.as_ref());
+    let engine_port = checks[0].free_ports.first().copied().unwrap_or(ENGINE_PORTS_FROM);
     let facts: Vec<NodeFacts> = nodes
         .iter()
         .zip(checks)
@@ -38,17 +43,17 @@ pub(super) fn plan(
             node: node.name().to_string(),
             link_ip: check.cluster_link.address().unwrap_or(Ipv4Addr::LOCALHOST),
             transport: check.cluster_link.transport.clone(),
-            hub_cache: cached.map(|c| c.caches[index].clone()),
+            hub_cache: cached.and_then(|c| c.caches.get(index).cloned()),
             programs: check.programs.clone(),
+            listen_port: check.free_ports.get(1).copied().unwrap_or_else(|| request.engine.node_port()),
         })
         .collect();
-    let served = request.engine.served_name(&request.model, &request.extra);
+    let served = request.service.to_string();
+    let extra = named_extra(request)?;
+    // The endpoint's key is the router's: the engines, on the link or the loopback, get none.
     let mut secrets = Vec::new();
     if request.hf_token.is_some() {
         secrets.push("HF_TOKEN".to_string());
-    }
-    if request.api_key.is_some() {
-        secrets.push(request.engine.api_key_env().to_string());
     }
     if backend.runs_ray() {
         secrets.push(AUTH_TOKEN.to_string());
@@ -58,9 +63,9 @@ pub(super) fn plan(
         model: gguf.map_or_else(|| request.model.clone(), |gguf| gguf.path.clone()),
         served: served.clone(),
         split: split.clone(),
-        host: request.host.unwrap_or(Ipv4Addr::UNSPECIFIED).to_string(),
-        port: request.port,
-        extra: request.extra.clone(),
+        host: facts[0].link_ip.to_string(),
+        port: engine_port,
+        extra,
         hub_commit: cached.map(|c| c.commit.to_string()),
         env: request.env.clone(),
         secrets,
@@ -68,15 +73,17 @@ pub(super) fn plan(
         cuda_graphs: request.cuda_graphs,
     };
     let LaunchPlan { engine, backend, nodes: planned, steps, notes } = request.engine.plan(&facts, &asked, backend);
-    let probe = request.host.filter(|host| !host.is_unspecified()).unwrap_or(facts[0].link_ip);
     Ok(LaunchReport {
+        service: request.service.to_string(),
         engine,
         backend,
         model: request.model.clone(),
         served,
-        endpoint: ServingRecord::endpoint_of(probe, request.port),
+        endpoint,
+        upstream: SocketAddr::from((facts[0].link_ip, engine_port)),
         tp: Some(split.tp),
         pp: Some(split.pp),
+        on: nodes.iter().map(|node| node.name().to_string()).collect(),
         why: notes,
         warnings: Vec::new(),
         nodes: planned,
@@ -84,6 +91,7 @@ pub(super) fn plan(
         dry_run: request.dry_run,
         api_key: request.api_key.is_some(),
         replaced: false,
+        router_started: false,
         seconds_to_serve: None,
         hub_model: match (hub_model, gguf, &request.source) {
             (Some((repo, found)), _, _) => Some(HubModel {
@@ -111,4 +119,27 @@ pub(super) fn plan(
             })
         }),
     })
+}
+
+/// The engine's arguments, asking it to serve the model as the service's name: its naming flag
+/// added when the operator gave none and the engine would call it otherwise. A naming flag that
+/// says another name than `--name` is refused (the router and the engine must agree).
+fn named_extra(request: &LaunchRequest) -> Result<Vec<String>> {
+    let engine = request.engine;
+    let name = request.service.as_str();
+    let given = engine.name_flags().iter().find_map(|flag| flag_value(&request.extra, flag).map(|value| (flag, value)));
+    let mut extra = request.extra.clone();
+    match given {
+        Some((_, value)) if value == name => {}
+        Some((flag, value)) => {
+            return Err(Error::Usage(format!(
+                "the engine's `{flag} {value}` names the service otherwise than `--name {name}`: the router sends \
+                 requests for {name} to an engine that must answer to it. Fix: give one name (`--name {value}`, or \
+                 drop `{flag}`)"
+            )))
+        }
+        None if engine.served_name(&request.model, &request.extra) == name => {}
+        None => extra.extend([engine.name_flags()[0].to_string(), name.to_string()]),
+    }
+    Ok(extra)
 }

@@ -46,7 +46,8 @@ const HEAD_LOG_LINES: usize = 5000;
 /// What the proofs of one launch share.
 pub struct Proving<'a> {
     pub nodes: &'a [&'a dyn Node],
-    pub toolbox: &'a str,
+    /// The service launched (its records, logs and Ray are found by its name).
+    pub service: &'a str,
     pub engine: EngineRef,
     /// What each node was planned to run, where (the launch's plan).
     pub planned: &'a [NodePlan],
@@ -91,7 +92,7 @@ pub async fn prove(proving: &mut Proving<'_>, proof: &Proof) -> Result<()> {
 /// Until Ray's own node table has every node alive with its GPU, on its link address.
 async fn ray_joined(proving: &Proving<'_>) -> Result<()> {
     let deadline = Instant::now() + RAY_JOIN_LIMIT;
-    let ask = RayNodes { toolbox: proving.toolbox.to_string() };
+    let ask = RayNodes { service: proving.service.to_string() };
     let planned = proving.planned;
     loop {
         let table: Vec<RayNode> = proving
@@ -111,7 +112,7 @@ async fn ray_joined(proving: &Proving<'_>) -> Result<()> {
             let mut failed = MultiError::new(format!("nodes never joined Ray within {} s", RAY_JOIN_LIMIT.as_secs()));
             for index in missing {
                 let launched = &planned[index];
-                let tail = log_tail(proving.nodes[index], proving.toolbox, "raylet.out").await;
+                let tail = log_tail(proving.nodes[index], proving.service, "raylet.out").await;
                 let error = Error::Node {
                     node: launched.node.clone(),
                     message: format!(
@@ -144,7 +145,7 @@ async fn ranks_joined(proving: &mut Proving<'_>, rendezvous: SocketAddr) -> Resu
     let started = Instant::now();
     let nodes = proving.nodes;
     loop {
-        let logs = join_all(nodes.iter().map(|node| rank_log(*node, proving.toolbox, proving.engine.server()))).await;
+        let logs = join_all(nodes.iter().map(|node| rank_log(*node, proving.service, proving.engine.server()))).await;
         let waiting: Vec<usize> = (0..nodes.len()).filter(|index| !rank_joined(&logs[*index])).collect();
         if waiting.is_empty() {
             let net = match logs.iter().find_map(|lines| RcclNet::of(lines)) {
@@ -165,7 +166,7 @@ async fn ranks_joined(proving: &mut Proving<'_>, rendezvous: SocketAddr) -> Resu
             let mut failed = MultiError::new(format!("vLLM's ranks did not all join at {rendezvous}"));
             for index in if ended.is_empty() { waiting } else { ended.clone() } {
                 let node = nodes[index];
-                let tail = log_tail(node, proving.toolbox, proving.engine.server()).await;
+                let tail = log_tail(node, proving.service, proving.engine.server()).await;
                 let (why, fix) = likely_reason(&tail, rendezvous, ended.contains(&index));
                 let error = Error::Node {
                     node: node.name().to_string(),
@@ -181,8 +182,8 @@ async fn ranks_joined(proving: &mut Proving<'_>, rendezvous: SocketAddr) -> Resu
 }
 
 /// The last lines of a node's rank's log (none yet: empty).
-async fn rank_log(node: &dyn Node, toolbox: &str, server: &str) -> Vec<String> {
-    let ask = ServeLogs { toolbox: toolbox.to_string(), lines: RANK_LOG_LINES, seen: Vec::new() };
+async fn rank_log(node: &dyn Node, service: &str, server: &str) -> Vec<String> {
+    let ask = ServeLogs { service: Some(service.to_string()), lines: RANK_LOG_LINES, seen: Vec::new() };
     let tails = node.call(ask).await.unwrap_or_default();
     tails.into_iter().find(|tail| tail.file == server).map(|tail| tail.lines).unwrap_or_default()
 }
@@ -191,7 +192,7 @@ async fn rank_log(node: &dyn Node, toolbox: &str, server: &str) -> Vec<String> {
 async fn rank_alive(proving: &Proving<'_>, index: usize) -> bool {
     let address = SocketAddr::from((proving.planned[index].link_ip, proving.probe.port()));
     let probe = ServeProbe {
-        toolbox: proving.toolbox.to_string(),
+        service: proving.service.to_string(),
         server: proving.engine.server().to_string(),
         address: if index == 0 { proving.probe } else { address },
         api_key: None,
@@ -258,7 +259,7 @@ async fn reachable(proving: &Proving<'_>, listeners: &[(usize, SocketAddr)]) -> 
             for (index, address, reached) in silent {
                 let node = proving.nodes[index];
                 let (why, fix) = reached.why();
-                let tail = log_tail(node, proving.toolbox, "rpc-server").await;
+                let tail = log_tail(node, proving.service, "rpc-server").await;
                 let error = Error::Node {
                     node: node.name().to_string(),
                     message: format!(
@@ -294,7 +295,7 @@ async fn endpoint(proving: &mut Proving<'_>) -> Result<()> {
             looked = Instant::now();
         }
         let probe = ServeProbe {
-            toolbox: proving.toolbox.to_string(),
+            service: proving.service.to_string(),
             server: server.to_string(),
             address: proving.probe,
             api_key: proving.api_key.cloned(),
@@ -310,7 +311,7 @@ async fn endpoint(proving: &mut Proving<'_>) -> Result<()> {
             return Ok(());
         }
         if !report.server_alive {
-            let tail = log_tail(head, proving.toolbox, server).await;
+            let tail = log_tail(head, proving.service, server).await;
             return Err(failed(
                 format!("it exited before serving; its log ends: {tail}"),
                 format!("`strix-toolbox cluster logs --node {}` shows all of it", head.name()),
@@ -331,7 +332,7 @@ async fn endpoint(proving: &mut Proving<'_>) -> Result<()> {
         }
         proving.stopped(&format!("the wait for {}", proving.engine.title()))?;
         if started.elapsed() >= proving.timeout {
-            let tail = log_tail(head, proving.toolbox, server).await;
+            let tail = log_tail(head, proving.service, server).await;
             return Err(failed(
                 format!("it did not serve within {} s; its log ends: {tail}", proving.timeout.as_secs()),
                 "give it longer with `--timeout SECONDS` (large models load for minutes)".into(),
@@ -352,7 +353,7 @@ async fn endpoint(proving: &mut Proving<'_>) -> Result<()> {
 async fn head_log(proving: &Proving<'_>, prefix: &str, mentions: &[(usize, String)]) -> Result<()> {
     let head = proving.head();
     let server = proving.engine.server();
-    let ask = ServeLogs { toolbox: proving.toolbox.to_string(), lines: HEAD_LOG_LINES, seen: Vec::new() };
+    let ask = ServeLogs { service: Some(proving.service.to_string()), lines: HEAD_LOG_LINES, seen: Vec::new() };
     let tails =
         head.call(ask).await.map_err(|e| MultiError::one("the head's log could not be read", head.name(), e))?;
     let lines: Vec<&String> =
@@ -387,7 +388,7 @@ pub async fn link_use(proving: &mut Proving<'_>) {
     if proving.nodes.len() < 2 || !matches!(proving.transport, Transport::Roce { .. }) {
         return;
     }
-    let ask = ServeLogs { toolbox: proving.toolbox.to_string(), lines: RANK_LOG_LINES, seen: Vec::new() };
+    let ask = ServeLogs { service: Some(proving.service.to_string()), lines: RANK_LOG_LINES, seen: Vec::new() };
     let logs = join_all(proving.nodes.iter().map(|node| node.call(ask.clone()))).await;
     let logs: Vec<(String, Vec<LogTail>)> = proving
         .nodes
@@ -402,8 +403,8 @@ pub async fn link_use(proving: &mut Proving<'_>) {
 }
 
 /// The last lines of one of the node's serving logs, for an error message.
-pub async fn log_tail(node: &dyn Node, toolbox: &str, file: &str) -> String {
-    let ask = ServeLogs { toolbox: toolbox.to_string(), lines: 5, seen: Vec::new() };
+pub async fn log_tail(node: &dyn Node, service: &str, file: &str) -> String {
+    let ask = ServeLogs { service: Some(service.to_string()), lines: 5, seen: Vec::new() };
     match node.call(ask).await {
         Ok(tails) => tails
             .into_iter()

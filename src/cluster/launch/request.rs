@@ -2,7 +2,7 @@
 //! plan as carried out, with every secret's value redacted).
 
 use std::collections::BTreeMap;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -15,12 +15,20 @@ use crate::secret::{shown_env, Secret};
 use crate::serving::engine::{Backend, EngineRef};
 use crate::serving::model_source::ModelSource;
 use crate::serving::plan::{NodePlan, Step};
+use crate::serving::service_name::ServiceName;
 
 /// What to serve, and how.
 #[derive(Debug, Clone)]
 pub struct LaunchRequest {
     pub engine: EngineRef,
+    /// The toolbox it serves from (`--toolbox`).
     pub toolbox: String,
+    /// The service's name (`--name`): what its clients send as `model`, what its engine is asked
+    /// to serve it as, the key of its record, logs, route and stop.
+    pub service: ServiceName,
+    /// The nodes it runs on, as the cluster names them, its head first (`--on`; empty: every
+    /// node of the cluster).
+    pub on: Vec<String>,
     /// The model as the operator gave it.
     pub model: String,
     pub source: ModelSource,
@@ -30,15 +38,17 @@ pub struct LaunchRequest {
     /// vLLM's tensor- and pipeline-parallel sizes; neither: chosen by the link.
     pub tp: Option<usize>,
     pub pp: Option<usize>,
-    /// The address the endpoint listens on; None: every interface (as vLLM does by default).
+    /// The address the endpoint (the router on the cluster's head) listens on; None: every
+    /// interface, or where the running router listens.
     pub host: Option<Ipv4Addr>,
-    pub port: u16,
+    /// The endpoint's port; None: the running router's, else 8000.
+    pub port: Option<u16>,
     /// How long the engine may take to serve (loading weights takes minutes on a real node).
     pub timeout: Duration,
     /// Stop what already serves first, instead of refusing.
     pub replace: bool,
     pub dry_run: bool,
-    /// Extra arguments for the engine's server (after `--`).
+    /// Extra arguments for the engine's server (after `--`), as the operator gave them.
     pub extra: Vec<String>,
     /// The user's `-e KEY=VALUE`: they override the serving environment.
     pub env: BTreeMap<String, String>,
@@ -53,19 +63,26 @@ pub struct LaunchRequest {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LaunchReport {
+    /// The service's name: what its clients send as `model`.
+    pub service: String,
     pub engine: EngineRef,
     pub backend: Backend,
     pub model: String,
-    /// The name the endpoint serves it under: as `/v1/models` says, once it serves.
+    /// The name its engine serves it under: as `/v1/models` says, once it serves.
     pub served: String,
-    /// `http://HEAD:PORT/v1`.
+    /// Where clients reach it: the router on the cluster's head, `http://HEAD:PORT/v1`.
     pub endpoint: String,
+    /// Where its engine answers the router: the service's head's link address (the loopback
+    /// without a link) at the engine's own port.
+    pub upstream: SocketAddr,
     /// The tensor-parallel size.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tp: Option<usize>,
     /// The pipeline-parallel size (llama.cpp's layers split over the nodes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pp: Option<usize>,
+    /// The nodes it runs on, its head first.
+    pub on: Vec<String>,
     /// What the launch chose that the operator did not say, and why (the backend, the parallelism).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub why: Vec<String>,
@@ -76,10 +93,13 @@ pub struct LaunchReport {
     /// The order the commands start in, and what proves each step.
     pub steps: Vec<Step>,
     pub dry_run: bool,
-    /// The endpoint wants an API key.
+    /// The endpoint wants an API key (the router checks it; the engines get none).
     pub api_key: bool,
-    /// What served before was stopped first (`--replace`).
+    /// The service of the same name was stopped first (`--replace`).
     pub replaced: bool,
+    /// The router started for this service (no other service was routed).
+    #[serde(default)]
+    pub router_started: bool,
     /// From the first start to serving.
     pub seconds_to_serve: Option<f64>,
     /// The model from the Hub, in the cache of every node that loads it; None for a path.
@@ -110,13 +130,13 @@ impl LaunchReport {
         self
     }
 
-    /// A first request to try, naming the model as the server does; the key as a variable.
+    /// A first request to try, naming the service as its clients do; the key as a variable.
     pub fn curl_example(&self) -> String {
         let key = if self.api_key { " -H \"Authorization: Bearer $STRIX_API_KEY\"" } else { "" };
         format!(
             "curl {}/chat/completions -H 'Content-Type: application/json'{key} -d '{{\"model\": \"{}\", \"messages\": \
              [{{\"role\": \"user\", \"content\": \"Hello\"}}]}}'",
-            self.endpoint, self.served
+            self.endpoint, self.service
         )
     }
 }
@@ -135,6 +155,7 @@ mod tests {
             transport: crate::spec::Transport::ThunderboltTcp { netdev: "thunderbolt0".into() },
             hub_cache: None,
             programs: vec!["vllm".into()],
+            listen_port: 29501,
         }];
         let asked = PlanRequest {
             model: "/models/tiny".into(),
@@ -154,13 +175,16 @@ mod tests {
         let plan = crate::serving::vllm::VLLM.plan(&nodes, &asked, Backend::Single);
         assert_eq!(plan.nodes[0].commands[0].env["HF_TOKEN"], "hf_s3cret", "the node gets it");
         let report = LaunchReport {
+            service: asked.served.clone(),
             engine: plan.engine,
             backend: plan.backend,
             model: asked.model.clone(),
             served: asked.served.clone(),
             endpoint: "http://192.168.2.1:8000/v1".into(),
+            upstream: "192.168.2.1:8001".parse().unwrap(),
             tp: Some(1),
             pp: None,
+            on: vec!["node1".into()],
             why: Vec::new(),
             warnings: Vec::new(),
             nodes: plan.nodes,
@@ -168,6 +192,7 @@ mod tests {
             dry_run: true,
             api_key: false,
             replaced: false,
+            router_started: false,
             seconds_to_serve: None,
             hub_model: None,
             gguf: None,

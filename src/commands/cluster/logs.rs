@@ -20,8 +20,7 @@ pub(super) async fn run(mut cluster: ClusterSettings, logs: &ClusterLogsArgs, ou
             out.warn(&format!("{node}: {error}"));
         }
         let code =
-            crate::commands::logs::run(&logs.logs.toolbox.toolbox(), nodes, logs.logs.lines, logs.logs.follow, out)
-                .await?;
+            crate::commands::logs::run(logs.logs.name.as_ref(), nodes, logs.logs.lines, logs.logs.follow, out).await?;
         Ok(code.max(i32::from(!unreachable.is_empty())))
     })
     .await

@@ -39,7 +39,7 @@ pub async fn run(args: &ClusterArgs, settings: &Settings, out: &Output) -> Resul
         ClusterCommand::Verify(toolbox) => verify::run(&cluster, toolbox, out).await,
         ClusterCommand::Plan(plan) => plan::run(&cluster, plan, out).await,
         ClusterCommand::Launch(launch) => launch::run(&cluster, launch, out).await,
-        ClusterCommand::Stop(toolbox) => stop::run(&cluster, toolbox, out).await,
+        ClusterCommand::Stop(args) => stop::run(&cluster, args, out).await,
         ClusterCommand::Logs(logs) => logs::run(cluster, logs, out).await,
         ClusterCommand::Bench(bench) => bench::run(cluster, bench, settings, out).await,
         ClusterCommand::Disconnect => disconnect::run(&cluster, out).await,

@@ -1,7 +1,8 @@
-//! `cluster status`: per node its toolbox, pin, image and RCCL; what serves and whether it answers.
+//! `cluster status`: per node its toolbox, pin, image and RCCL; every service and whether it
+//! answers, at its engine and through the router; the router.
 
 use crate::check::Status;
-use crate::cli::ToolboxArgs;
+use crate::cli::StatusArgs;
 use crate::cluster::status::{cluster_status, ClusterStatusReport, NodeStatus};
 use crate::cluster::ClusterSettings;
 use crate::commands::secrets::api_key;
@@ -12,8 +13,8 @@ use crate::reporter::Bytes;
 use crate::serving::http::HttpAnswer;
 use crate::serving::reach::Reached;
 
-pub(super) async fn run(cluster: &ClusterSettings, toolbox: &ToolboxArgs, out: &Output) -> Result<i32> {
-    let report = cluster_status(cluster, &toolbox.toolbox(), api_key(None)?).await?;
+pub(super) async fn run(cluster: &ClusterSettings, args: &StatusArgs, out: &Output) -> Result<i32> {
+    let report = cluster_status(cluster, args.toolbox().as_deref(), api_key(None)?).await?;
     out.report(&report);
     Ok(i32::from(!report.disagreements.is_empty()))
 }
@@ -44,9 +45,9 @@ impl Render for ClusterStatusReport {
             ),
         ];
         out.node_table(&nodes, &rows);
-        if let Some(serving) = &self.serving {
-            let health = match &serving.health {
-                _ if serving.serves => out.paint("serving", Style::Ok),
+        for service in &self.services {
+            let health = match &service.health {
+                _ if service.serves => out.paint("serving", Style::Ok),
                 HttpAnswer::Status(code, _) => out.paint(&format!("/health answers {code}"), Style::Fail),
                 HttpAnswer::Refused => out.paint("not listening (still loading, or stopped)", Style::Warn),
                 HttpAnswer::TimedOut => out.paint("/health does not answer", Style::Fail),
@@ -54,24 +55,49 @@ impl Render for ClusterStatusReport {
                 HttpAnswer::NotHttp(head) => out.paint(&format!("not an HTTP answer: {head:?}"), Style::Fail),
                 HttpAnswer::Unasked(why) => out.paint(why, Style::Fail),
             };
-            let ray = serving
+            let ray = service
                 .ray_nodes_alive
-                .map_or(String::new(), |alive| format!(", Ray {alive} of {} node(s) alive", serving.nodes));
-            let key = if serving.key_needed { " (/v1/models wants the API key: set STRIX_API_KEY)" } else { "" };
+                .map_or(String::new(), |alive| format!(", Ray {alive} of {} node(s) alive", service.nodes.len()));
+            let routed = match service.routed.as_deref() {
+                Some("ok") => out.paint("routed", Style::Ok),
+                Some(why) => out.paint(&format!("the router: {why}"), Style::Fail),
+                None => out.paint("not routed", Style::Warn),
+            };
             out.line(&format!(
-                "{} ({}) at {} on {} since {}: {health}{ray}{key}",
-                serving.served, serving.engine, serving.endpoint, serving.head, serving.since
+                "{} {} ({} {}, {}) on {} since {}: {health}{ray}, {routed}",
+                out.paint(&service.name, Style::Bold),
+                service.model,
+                service.engine,
+                service.layout,
+                service.upstream,
+                service.nodes.join(", "),
+                service.since
             ));
-            for worker in &serving.workers {
+            for worker in &service.workers {
                 let answer = match worker.reached {
                     Reached::Answers => out.paint("answers", Style::Ok),
                     ref other => out.paint(other.why().0, Style::Fail),
                 };
                 out.line(&format!("  {} {} at {}: {answer}", worker.node, worker.process, worker.address));
             }
-            for warning in &serving.warnings {
+            for warning in &service.warnings {
                 out.warn(warning);
             }
+        }
+        match self.router.as_ref().and_then(|router| Some((router, router.process.as_ref()?))) {
+            Some((router, process)) => {
+                let routes: Vec<&str> = router.routes.iter().map(|r| r.name.as_str()).collect();
+                let key = if router.api_key { ", wants the API key" } else { "" };
+                out.line(&format!(
+                    "router on {} (pid {}, since {}{key}): {}",
+                    process.listen,
+                    process.pid,
+                    process.started,
+                    routes.join(", ")
+                ));
+            }
+            None if self.services.is_empty() => out.line("nothing serves"),
+            None => out.line("no router runs"),
         }
         if let Some(registry) = &self.registry {
             let running = match registry.status.running {

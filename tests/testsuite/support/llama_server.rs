@@ -240,7 +240,18 @@ impl Drop for RpcServer {
 /// (temperature 0, a fixed seed, `max_tokens`, no stop at end of text so the length is fixed),
 /// requested from inside `netns` when given; `logprobs: 1` for the token ids and bytes.
 pub fn greedy_completion(netns: Option<&str>, url: &str, prompt: &str, max_tokens: u32) -> Result<Completion, String> {
-    let body = json!({
+    greedy_completion_of(netns, url, None, prompt, max_tokens)
+}
+
+/// [`greedy_completion`] of the model `model` names (a router sends a request by its `model`).
+pub fn greedy_completion_of(
+    netns: Option<&str>,
+    url: &str,
+    model: Option<&str>,
+    prompt: &str,
+    max_tokens: u32,
+) -> Result<Completion, String> {
+    let mut body = json!({
         "prompt": prompt,
         "max_tokens": max_tokens,
         "temperature": 0,
@@ -248,6 +259,9 @@ pub fn greedy_completion(netns: Option<&str>, url: &str, prompt: &str, max_token
         "ignore_eos": true,
         "logprobs": 1,
     });
+    if let Some(model) = model {
+        body["model"] = json!(model);
+    }
     let endpoint = format!("{url}/v1/completions");
     let response = http::request(netns, "POST", &endpoint, Some(&body.to_string()), REQUEST_LIMIT)?;
     if response.status != 200 {
