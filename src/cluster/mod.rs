@@ -15,6 +15,7 @@ pub(crate) mod install;
 pub(crate) mod interrupt;
 pub(crate) mod launch;
 pub(crate) mod logs;
+pub(crate) mod measured;
 pub(crate) mod model;
 pub(crate) mod nodes;
 pub(crate) mod proof;

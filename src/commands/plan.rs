@@ -43,6 +43,7 @@ fn request(args: &PlanArgs) -> Result<FitRequest> {
         reserve_gib: args.reserve,
         hf_token: hf_token(args.hf_token_file.as_deref())?,
         hub_env: forwarded_hub_env(std::env::vars()),
+        ask_devices: true,
     })
 }
 

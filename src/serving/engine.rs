@@ -131,6 +131,31 @@ pub trait ServingEngine: Send + Sync + 'static {
     /// What it said after loading (its weights, its KV cache, its context), read from every
     /// node's logs, beside what the plan put on each node.
     fn measured(&self, planned: &[Planned], logs: &[NodeLog]) -> Vec<Measured>;
+    /// How it splits the model as the plan chose (None: as it always does, whatever the plan).
+    fn planned_split(&self, plan: &Plan) -> Option<Parallelism>;
+    /// The plan's flags the launch adds to the engine's own (the context, the memory, the split of
+    /// the layers), but those the operator gave among `extra`, by any spelling: theirs win.
+    fn planned_args(&self, plan: &Plan, extra: &[String]) -> Vec<String>;
+}
+
+/// `args` (flags and their values, as a plan writes them) without the flags `dropped` names.
+pub fn without_flags(args: &[String], dropped: &[&str]) -> Vec<String> {
+    let mut kept = Vec::new();
+    let mut words = args.iter().peekable();
+    while let Some(word) = words.next() {
+        let is_flag = |w: &String| w.starts_with('-') && w.parse::<f64>().is_err();
+        let value = words.next_if(|next| !is_flag(next));
+        if !dropped.contains(&word.as_str()) {
+            kept.push(word.clone());
+            kept.extend(value.cloned());
+        }
+    }
+    kept
+}
+
+/// Whether the operator's `extra` gives any of `spellings` (`--flag V`, `--flag=V`, or alone).
+pub fn gives(extra: &[String], spellings: &[&str]) -> bool {
+    extra.iter().any(|word| spellings.iter().any(|flag| word == flag || word.starts_with(&format!("{flag}="))))
 }
 
 /// An engine's toolbox.

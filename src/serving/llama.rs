@@ -14,7 +14,7 @@ use crate::image::reference::ImageRef;
 use crate::link::ports::LinkPort;
 use crate::model::shape::source::ModelSource as ShapeSource;
 use crate::model::shape::ModelShape;
-use crate::serving::engine::{Backend, EngineRef, ServingEngine, ToolboxProfile};
+use crate::serving::engine::{gives, without_flags, Backend, EngineRef, ServingEngine, ToolboxProfile};
 use crate::serving::fit::llama::LlamaRules;
 use crate::serving::fit::{llama_log, FitAsk, FitNodes, KvCacheDtype, Measured, NodeLog, NodeMemory, Plan, Planned};
 use crate::serving::logs::LogTail;
@@ -183,7 +183,7 @@ impl ServingEngine for LlamaCpp {
             1 => "one node, one GPU".to_string(),
             _ => format!("the model's layers split over the {nodes} nodes' GPUs (llama.cpp's RPC backend)"),
         };
-        Parallelism { tp: 1, pp: nodes, why }
+        Parallelism::of(1, nodes, why)
     }
 
     fn programs(&self, _backend: Backend, role: Role) -> Vec<&'static [&'static str]> {
@@ -302,6 +302,23 @@ impl ServingEngine for LlamaCpp {
             None => None,
         };
         Ok(crate::serving::fit::llama::plan(shape, &devices, head_device, &rules))
+    }
+
+    /// Its layers over every node's GPU, whatever the plan: the plan only says how many each takes.
+    fn planned_split(&self, _plan: &Plan) -> Option<Parallelism> {
+        None
+    }
+
+    /// `--tensor-split` and `-c`, unless the operator gave their own (`-ts`, `-c`/`--ctx-size`).
+    fn planned_args(&self, plan: &Plan, extra: &[String]) -> Vec<String> {
+        let mut dropped = Vec::new();
+        if gives(extra, &["-ts", "--tensor-split"]) {
+            dropped.push("--tensor-split");
+        }
+        if gives(extra, &["-c", "--ctx-size"]) {
+            dropped.push("-c");
+        }
+        without_flags(&plan.engine_args, &dropped)
     }
 
     /// The head's `llama-server` log: each RPC device's buffers by its server's address (a
@@ -504,7 +521,7 @@ mod tests {
         PlanRequest {
             model: "/models/tiny.gguf".into(),
             served: "/models/tiny.gguf".into(),
-            split: Parallelism { tp: 1, pp: 1, why: String::new() },
+            split: Parallelism::of(1, 1, ""),
             host: "0.0.0.0".into(),
             port: 8080,
             extra: extra.iter().map(|s| s.to_string()).collect(),

@@ -16,8 +16,25 @@ pub struct Parallelism {
     pub tp: usize,
     /// `--pipeline-parallel-size`.
     pub pp: usize,
+    /// `--data-parallel-size`: replicas of the attention, one a node (1: none).
+    #[serde(default = "one")]
+    pub dp: usize,
+    /// `--enable-expert-parallel`: the experts of a MoE model dealt out whole over the ranks.
+    #[serde(default)]
+    pub expert_parallel: bool,
     /// Why these, as the report says it.
     pub why: String,
+}
+
+fn one() -> usize {
+    1
+}
+
+impl Parallelism {
+    /// TP × PP, no data or expert parallelism.
+    pub fn of(tp: usize, pp: usize, why: impl Into<String>) -> Parallelism {
+        Parallelism { tp, pp, dp: 1, expert_parallel: false, why: why.into() }
+    }
 }
 
 impl Parallelism {
@@ -39,30 +56,30 @@ impl Parallelism {
                 tp * pp
             )));
         }
-        Ok(Some(Parallelism { tp, pp, why: format!("TP {tp} × PP {pp}, as asked") }))
+        Ok(Some(Parallelism::of(tp, pp, format!("TP {tp} × PP {pp}, as asked"))))
     }
 
     /// Neither asked: TP over every node on RDMA (RoCE), PP over every node on TCP.
     pub fn by_link(nodes: usize, transport: &Transport) -> Parallelism {
         match transport {
-            _ if nodes == 1 => Parallelism { tp: 1, pp: 1, why: "one node, one GPU".into() },
-            Transport::Roce { .. } => Parallelism {
-                tp: nodes,
-                pp: 1,
-                why: format!(
+            _ if nodes == 1 => Parallelism::of(1, 1, "one node, one GPU"),
+            Transport::Roce { .. } => Parallelism::of(
+                nodes,
+                1,
+                format!(
                     "tensor parallel {nodes}: the link is RoCE, and RDMA carries the all-reduce of every layer \
                      (--pp {nodes} splits the layers instead)"
                 ),
-            },
-            other => Parallelism {
-                tp: 1,
-                pp: nodes,
-                why: format!(
+            ),
+            other => Parallelism::of(
+                1,
+                nodes,
+                format!(
                     "pipeline parallel {nodes}: the link is {}, where tensor parallelism's all-reduce of every \
                      layer costs more than it gains; the layers are split instead (--tp {nodes} to override)",
                     other.label()
                 ),
-            },
+            ),
         }
     }
 }

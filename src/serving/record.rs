@@ -89,6 +89,10 @@ pub struct ServingRecord {
     /// None when the launch had none): what another service onto the node is held against.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_bytes: Option<u64>,
+    /// What the plan put on this node (its weights, its KV cache, the context): what status sets
+    /// beside what the engine said after loading.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub planned: Option<crate::serving::fit::Planned>,
     /// The endpoint wants an API key (its value is never recorded).
     #[serde(default)]
     pub api_key: bool,
@@ -167,6 +171,7 @@ impl ServingRecord {
             endpoint: endpoint.to_string(),
             router_listen: None,
             memory_bytes: None,
+            planned: None,
             api_key: false,
             image: String::new(),
             started: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),

@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use crate::link::ports::LinkPort;
 use crate::model::shape::source::ModelSource as ShapeSource;
 use crate::model::shape::ModelShape;
-use crate::serving::engine::{Backend, EngineRef, ServingEngine, ToolboxProfile};
+use crate::serving::engine::{gives, without_flags, Backend, EngineRef, ServingEngine, ToolboxProfile};
 use crate::serving::environment::serving_env;
 use crate::serving::fit::vllm::VllmRules;
 use crate::serving::fit::{vllm_log, FitAsk, FitNodes, Measured, NodeLog, Plan, Planned};
@@ -251,6 +251,28 @@ impl ServingEngine for Vllm {
         Ok(crate::serving::fit::vllm::plan(shape, &nodes.memory, &nodes.transport, &rules))
     }
 
+    /// TP × PP, and DP with expert parallelism, as the chosen layout has them.
+    fn planned_split(&self, plan: &Plan) -> Option<Parallelism> {
+        let chosen = plan.chosen.as_ref()?;
+        let layout = plan.chosen_layout()?;
+        let (tp, pp, dp) = (layout.tp as usize, layout.pp as usize, layout.dp as usize);
+        Some(Parallelism { dp, expert_parallel: layout.expert_parallel, ..Parallelism::of(tp, pp, chosen.why.clone()) })
+    }
+
+    /// `--max-model-len` and `--kv-cache-memory-bytes`; the operator's own `--max-model-len`
+    /// (the plan took it as asked) or memory setting (`--kv-cache-memory-bytes`,
+    /// `--gpu-memory-utilization`, which the cache's size would silence) win.
+    fn planned_args(&self, plan: &Plan, extra: &[String]) -> Vec<String> {
+        let mut dropped = SPLIT_FLAGS.to_vec();
+        if gives(extra, &["--max-model-len"]) {
+            dropped.push("--max-model-len");
+        }
+        if gives(extra, &["--kv-cache-memory-bytes", "--gpu-memory-utilization"]) {
+            dropped.push("--kv-cache-memory-bytes");
+        }
+        without_flags(&plan.engine_args, &dropped)
+    }
+
     /// Each rank's `Model loading took` and KV cache lines: a rank's in its own node's log (its
     /// multiprocessing executor), or in the head's prefixed with its node's address (Ray's).
     fn measured(&self, planned: &[Planned], logs: &[NodeLog]) -> Vec<Measured> {
@@ -269,6 +291,10 @@ impl ServingEngine for Vllm {
         measured
     }
 }
+
+/// The flags a vLLM launch writes itself for the split: the plan's are not added again.
+const SPLIT_FLAGS: [&str; 4] =
+    ["--tensor-parallel-size", "--pipeline-parallel-size", "--data-parallel-size", "--enable-expert-parallel"];
 
 /// The node address a Ray worker's prefix names (`RayWorkerWrapper pid=212, ip=192.168.2.2`).
 fn rank_address(who: &str) -> Option<std::net::Ipv4Addr> {
@@ -297,26 +323,47 @@ pub enum Executor {
     Ray,
     /// vLLM's multiprocessing executor, rank `rank` of `nodes`, meeting at `master`.
     Mp { nodes: usize, rank: usize, master: SocketAddr },
+    /// A data-parallel deployment across nodes (vLLM's docs/serving/data_parallel_deployment.md):
+    /// DP rank `rank` of `size`, one a node; the head's API server takes the others in at
+    /// `address` (`--data-parallel-address`, `--data-parallel-rpc-port`).
+    DataParallel { size: usize, rank: usize, address: SocketAddr },
 }
 
-/// `vllm serve MODEL` split `tp` × `pp`, run by `executor`; the head (rank 0, or alone) serves
-/// the API on `host:port`, the other ranks are `--headless`.
+/// `vllm serve MODEL` split as `split` says, run by `executor`; the head (rank 0, or alone)
+/// serves the API on `host:port`, the other ranks are `--headless`.
 pub fn vllm_serve(
     model: &str,
-    (tp, pp): (usize, usize),
+    split: &Parallelism,
     executor: Executor,
     (host, port): (&str, u16),
     extra: &[String],
 ) -> Vec<String> {
     let mut argv: Vec<String> = ["vllm", "serve", model, "--tensor-parallel-size"].map(String::from).to_vec();
-    argv.push(tp.to_string());
-    if pp > 1 {
-        argv.extend(["--pipeline-parallel-size".to_string(), pp.to_string()]);
+    argv.push(split.tp.to_string());
+    if split.pp > 1 {
+        argv.extend(["--pipeline-parallel-size".to_string(), split.pp.to_string()]);
     }
     let mut serves_api = true;
     match executor {
         Executor::Alone => {}
-        Executor::Ray => argv.extend(["--distributed-executor-backend", "ray"].map(String::from)),
+        Executor::Ray => {
+            argv.extend(["--distributed-executor-backend", "ray"].map(String::from));
+            if split.dp > 1 {
+                // Ray places every DP rank from the head's one command.
+                argv.extend(["--data-parallel-size".into(), split.dp.to_string()]);
+                argv.extend(["--data-parallel-backend", "ray"].map(String::from));
+            }
+        }
+        Executor::DataParallel { size, rank, address } => {
+            argv.extend(["--data-parallel-size".into(), size.to_string(), "--data-parallel-size-local".into()]);
+            argv.push("1".into());
+            if rank > 0 {
+                argv.extend(["--data-parallel-start-rank".into(), rank.to_string(), "--headless".into()]);
+                serves_api = false;
+            }
+            argv.extend(["--data-parallel-address".into(), address.ip().to_string()]);
+            argv.extend(["--data-parallel-rpc-port".into(), address.port().to_string()]);
+        }
         Executor::Mp { nodes, rank, master } => {
             argv.extend(["--distributed-executor-backend", "mp", "--nnodes"].map(String::from));
             argv.extend([nodes.to_string(), "--node-rank".into(), rank.to_string()]);
@@ -327,6 +374,9 @@ pub fn vllm_serve(
                 serves_api = false;
             }
         }
+    }
+    if split.expert_parallel {
+        argv.push("--enable-expert-parallel".into());
     }
     if serves_api {
         argv.extend(["--host".to_string(), host.to_string(), "--port".to_string(), port.to_string()]);
@@ -384,10 +434,13 @@ fn plan(nodes: &[NodeFacts], request: &PlanRequest, backend: Backend) -> LaunchP
         };
         let executor = match backend {
             Backend::Ray => Executor::Ray,
+            Backend::Mp if split.dp > 1 => {
+                Executor::DataParallel { size: nodes.len(), rank: index, address: rendezvous }
+            }
             Backend::Mp => Executor::Mp { nodes: nodes.len(), rank: index, master: rendezvous },
             Backend::Single | Backend::Rpc => Executor::Alone,
         };
-        let argv = vllm_serve(&request.model, (split.tp, split.pp), executor, (&request.host, request.port), &extra);
+        let argv = vllm_serve(&request.model, split, executor, (&request.host, request.port), &extra);
         if index == 0 {
             let mut serve_env = env.clone();
             let mut secrets = vec!["HF_TOKEN", VLLM.api_key_env()];
@@ -625,25 +678,56 @@ mod tests {
         let extra = vec!["--max-model-len".to_string(), "8192".to_string()];
         let api = ("0.0.0.0", 8000);
         assert_eq!(
-            vllm_serve("org/m", (2, 1), Executor::Ray, api, &extra).join(" "),
+            vllm_serve("org/m", &split(2, 1), Executor::Ray, api, &extra).join(" "),
             "vllm serve org/m --tensor-parallel-size 2 --distributed-executor-backend ray --host 0.0.0.0 --port 8000 \
              --max-model-len 8192"
         );
         assert_eq!(
-            vllm_serve("org/m", (1, 1), Executor::Alone, api, &[]).join(" "),
+            vllm_serve("org/m", &split(1, 1), Executor::Alone, api, &[]).join(" "),
             "vllm serve org/m --tensor-parallel-size 1 --host 0.0.0.0 --port 8000"
         );
         let master = SocketAddr::from((Ipv4Addr::new(192, 168, 2, 1), RENDEZVOUS_PORT));
         assert_eq!(
-            vllm_serve("org/m", (1, 3), Executor::Mp { nodes: 3, rank: 0, master }, api, &[]).join(" "),
+            vllm_serve("org/m", &split(1, 3), Executor::Mp { nodes: 3, rank: 0, master }, api, &[]).join(" "),
             "vllm serve org/m --tensor-parallel-size 1 --pipeline-parallel-size 3 --distributed-executor-backend mp \
              --nnodes 3 --node-rank 0 --master-addr 192.168.2.1 --master-port 29501 --host 0.0.0.0 --port 8000"
         );
         assert_eq!(
-            vllm_serve("org/m", (1, 3), Executor::Mp { nodes: 3, rank: 2, master }, api, &extra).join(" "),
+            vllm_serve("org/m", &split(1, 3), Executor::Mp { nodes: 3, rank: 2, master }, api, &extra).join(" "),
             "vllm serve org/m --tensor-parallel-size 1 --pipeline-parallel-size 3 --distributed-executor-backend mp \
              --nnodes 3 --node-rank 2 --master-addr 192.168.2.1 --master-port 29501 --headless --max-model-len 8192"
         );
+    }
+
+    #[test]
+    fn expert_parallel_over_data_parallel_ranks_runs_a_dp_rank_on_every_node() {
+        let nodes = [
+            facts("node1", [192, 168, 100, 1], None),
+            facts("node2", [192, 168, 100, 2], None),
+            facts("node3", [192, 168, 100, 3], None),
+        ];
+        let ep = Parallelism { dp: 3, expert_parallel: true, ..split(1, 1) };
+        let plan = planned(&nodes, request("/m", &[], &[], None), Backend::Mp, ep);
+        let argv = |node: usize| plan.nodes[node].commands[0].argv.join(" ");
+        assert!(
+            argv(0).starts_with(
+                "vllm serve /m --tensor-parallel-size 1 --data-parallel-size 3 --data-parallel-size-local 1 \
+                 --data-parallel-address 192.168.100.1 --data-parallel-rpc-port 29501 --enable-expert-parallel --host"
+            ),
+            "{}",
+            argv(0)
+        );
+        assert!(
+            argv(2).starts_with(
+                "vllm serve /m --tensor-parallel-size 1 --data-parallel-size 3 --data-parallel-size-local 1 \
+                 --data-parallel-start-rank 2 --headless --data-parallel-address 192.168.100.1 \
+                 --data-parallel-rpc-port 29501 --enable-expert-parallel"
+            ),
+            "{}",
+            argv(2)
+        );
+        assert!(!argv(1).contains("--nnodes") && !argv(1).contains("--host"), "{}", argv(1));
+        assert!(matches!(plan.steps[0].proofs[..], [Proof::RanksJoined { .. }, Proof::Endpoint]));
     }
 
     #[test]
@@ -673,7 +757,7 @@ mod tests {
     }
 
     fn split(tp: usize, pp: usize) -> Parallelism {
-        Parallelism { tp, pp, why: String::new() }
+        Parallelism::of(tp, pp, "")
     }
 
     fn facts(node: &str, ip: [u8; 4], cache: Option<&str>) -> NodeFacts {

@@ -34,7 +34,7 @@ pub async fn fit_model(nodes: &[&dyn Node], request: &FitRequest) -> Result<FitR
         hf_token: request.hf_token.clone(),
     };
     let devices = async {
-        let argv = engine.devices_question()?;
+        let argv = engine.devices_question().filter(|_| request.ask_devices)?;
         let ask = Exec { toolbox: request.toolbox.clone(), argv: argv.iter().map(|a| a.to_string()).collect() };
         Some(head.call(ask).await)
     };
@@ -58,6 +58,12 @@ pub async fn fit_model(nodes: &[&dyn Node], request: &FitRequest) -> Result<FitR
         return Err(problems.into());
     }
     let mut notes = Vec::new();
+    if engine.devices_question().is_some() && !request.ask_devices {
+        notes.push(format!(
+            "the head's {} was not asked which GPUs it sees (a dry run starts no toolbox): its own GPU is assumed",
+            engine.title()
+        ));
+    }
     let head_gpu = match devices {
         None => None,
         Some(Ok(said)) if said.success() => engine.head_gpu(&said.stdout),

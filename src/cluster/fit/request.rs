@@ -33,6 +33,8 @@ pub struct FitRequest {
     pub hf_token: Option<Secret>,
     /// The operator's `HF_*` settings that say how to reach the Hub.
     pub hub_env: BTreeMap<String, String>,
+    /// Ask the head's toolbox which GPUs its server sees (it starts the toolbox when stopped).
+    pub ask_devices: bool,
 }
 
 /// A plan as the operator reads it.

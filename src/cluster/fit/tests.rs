@@ -33,6 +33,7 @@ fn request(engine: crate::serving::engine::EngineRef, model: &Path) -> FitReques
         reserve_gib: 4,
         hf_token: None,
         hub_env: Default::default(),
+        ask_devices: true,
     }
 }
 

@@ -16,6 +16,7 @@ use crate::model::identity::ModelIdentity;
 use crate::node::{Node, NodeCalls};
 use crate::reporter::Reporter;
 use crate::secret::Secret;
+use crate::serving::fit::Planned;
 use crate::serving::model_source::ModelSource;
 use crate::serving::plan::{NodePlan, PlannedCommand, Start};
 use crate::serving::process::ProcessStart;
@@ -29,6 +30,8 @@ pub(super) struct Recording<'a> {
     pub router_listen: SocketAddr,
     /// The GPU memory planned on each of the service's nodes (None: no plan figure).
     pub memory: &'a [Option<u64>],
+    /// What the plan put on each of the service's nodes (empty: no plan).
+    pub planned: &'a [Option<Planned>],
     pub transport: &'a Transport,
 }
 
@@ -95,6 +98,7 @@ pub(super) async fn carry_out(
             record.on = plan.on.clone();
             record.router_listen = Some(recording.router_listen);
             record.memory_bytes = recording.memory.get(*node).copied().flatten();
+            record.planned = recording.planned.get(*node).cloned().flatten();
             record.tp = plan.tp;
             record.pp = plan.pp;
             record.transport = (plan.nodes.len() > 1).then(|| transport.clone());

@@ -16,6 +16,7 @@
 pub mod beside;
 mod carry_out;
 mod checks;
+mod fit;
 mod model;
 mod plan;
 mod proof;
@@ -25,6 +26,7 @@ use std::net::Ipv4Addr;
 use std::time::Instant;
 
 use crate::cluster::interrupt::Interrupt;
+use crate::cluster::measured::measured;
 use crate::cluster::router::{add_route, endpoint, listen_address, look, remove_routes, DEFAULT_PORT};
 use crate::cluster::stop::stop_service;
 use crate::error::{Error, Result};
@@ -51,28 +53,47 @@ pub async fn launch(cluster: &[&dyn Node], request: &LaunchRequest, reporter: &d
     );
     let ((checks, backend, mut why), model, router) = (checks?, model?, router?);
     checks::refuse_when_serving(cluster, request, &checks)?;
-    // The model-aware plan's figures per node are wired in here when it runs before the launch;
-    // until then no launch has one, and sharing a node is refused (never guessed).
-    let memory: Vec<Option<beside::NodeMemory>> = vec![None; on.len()];
+    // The model-aware plan: refused here when the model cannot serve on these nodes; without
+    // one (a model it cannot size), sharing a node is refused (never guessed).
+    let (fitted, unplanned) = match fit::plan_first(&nodes, request).await? {
+        fit::PlanFirst::Planned(fitted) => (Some(*fitted), None),
+        fit::PlanFirst::Unplanned(why) => {
+            reporter.warning(&why);
+            (None, Some(why))
+        }
+    };
+    let memory: Vec<Option<beside::NodeMemory>> =
+        fitted.as_ref().map_or_else(|| vec![None; on.len()], |fitted| fitted.memory.clone());
     beside::refuse_beside(cluster, &on, request, &checks, &memory)?;
     checks::refuse_second_ray(cluster, &on, request, backend, &checks)?;
     let listen = refuse_another_router(&router, request)?;
     let head_link = checks[0].cluster_link.address().unwrap_or(Ipv4Addr::LOCALHOST);
     let service_checks: Vec<_> = on.iter().map(|index| &checks[*index]).collect();
-    let split = asked.unwrap_or_else(|| {
-        let chosen = engine.parallelism(nodes.len(), &service_checks[0].cluster_link.transport);
-        if nodes.len() > 1 {
-            why.push(chosen.why.clone());
+    let split = match fitted.as_ref().and_then(|fitted| fitted.split.clone()) {
+        Some(planned) => {
+            if nodes.len() > 1 && asked.is_none() {
+                why.push(format!("planned: {}", planned.why));
+            }
+            planned
         }
-        chosen
-    });
+        None => asked.unwrap_or_else(|| {
+            let chosen = engine.parallelism(nodes.len(), &service_checks[0].cluster_link.transport);
+            if nodes.len() > 1 {
+                why.push(chosen.why.clone());
+            }
+            chosen
+        }),
+    };
+    let planned_args = fitted.as_ref().map(|fitted| fitted.args.clone()).unwrap_or_default();
     let hub = model::model_in_every_cache(&nodes, request, model, reporter).await?;
     let gguf = model::gguf_on_the_head(&nodes, request, reporter).await?;
     let endpoint = endpoint(listen, head_link);
-    let mut report =
-        plan::plan(&nodes, &service_checks, request, backend, split, hub.as_ref(), gguf.as_ref(), endpoint)?;
+    let facts = plan::Facts { checks: &service_checks, hub_model: hub.as_ref(), gguf: gguf.as_ref(), planned_args };
+    let mut report = plan::plan(&nodes, &facts, request, backend, split, endpoint)?;
     why.append(&mut report.why);
     report.why = why;
+    report.plan = fitted.as_ref().map(|fitted| fitted.plan.clone());
+    report.warnings.extend(unplanned);
     if request.dry_run {
         return Ok(report.shown());
     }
@@ -92,9 +113,11 @@ pub async fn launch(cluster: &[&dyn Node], request: &LaunchRequest, reporter: &d
     let interrupt = Interrupt::watch();
     let started = Instant::now();
     let memory: Vec<Option<u64>> = memory.iter().map(|m| m.map(|m| m.planned)).collect();
+    let planned = fitted.as_ref().map(|fitted| fitted.planned.clone()).unwrap_or_default();
     let recording = carry_out::Recording {
         router_listen: listen,
         memory: &memory,
+        planned: &planned,
         transport: &service_checks[0].cluster_link.transport,
     };
     let mut outcome = carry_out::carry_out(&nodes, request, &report, &recording, &interrupt, reporter).await;
@@ -107,10 +130,16 @@ pub async fn launch(cluster: &[&dyn Node], request: &LaunchRequest, reporter: &d
             Err(error) => outcome = Err(error),
         }
     }
+    if outcome.is_ok() && !planned.is_empty() {
+        // What the engine said it allocated, beside what the plan put on each node.
+        let on_link: Vec<_> = nodes.iter().zip(&report.nodes).map(|(node, plan)| (*node, plan.link_ip)).collect();
+        let loads: Vec<_> = planned.iter().flatten().cloned().collect();
+        report.measured = measured(&on_link, &report.service, engine, &loads).await;
+    }
     reporter.finish();
     match outcome {
         Ok((_, warnings)) => {
-            report.warnings = warnings;
+            report.warnings.extend(warnings);
             report.router_started = router.process.is_none();
             report.seconds_to_serve = Some(started.elapsed().as_secs_f64());
             Ok(report.shown())

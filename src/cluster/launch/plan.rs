@@ -20,22 +20,30 @@ use crate::serving::ports::ENGINE_PORTS_FROM;
 use crate::serving::ray::AUTH_TOKEN;
 use crate::serving::state::ServeCheckReport;
 
+/// What the launch found before its engine's plan: every service node's check, the model in the
+/// caches or on the head, and the flags the model-aware plan gives the engine.
+pub(super) struct Facts<'a> {
+    pub checks: &'a [&'a ServeCheckReport],
+    pub hub_model: Option<&'a (RepoId, Option<CachedEverywhere>)>,
+    pub gguf: Option<&'a HeadGguf>,
+    /// The model-aware plan's flags, those the operator did not give: before the operator's own.
+    pub planned_args: Vec<String>,
+}
+
 /// The engine's plan for the service's `nodes` (its head first, each with its check), as the
 /// launch reports it, with no effect; `endpoint` is the router's.
-#[allow(clippy::too_many_arguments)]
 pub(super) fn plan(
     nodes: &[&dyn Node],
-    checks: &[&ServeCheckReport],
+    facts: &Facts,
     request: &LaunchRequest,
     backend: Backend,
     split: Parallelism,
-    hub_model: Option<&(RepoId, Option<CachedEverywhere>)>,
-    gguf: Option<&HeadGguf>,
     endpoint: String,
 ) -> Result<LaunchReport> {
+    let Facts { checks, hub_model, gguf, .. } = *facts;
     let cached = hub_model.and_then(|(_, cached)| cached.as_ref());
     let engine_port = checks[0].free_ports.first().copied().unwrap_or(ENGINE_PORTS_FROM);
-    let facts: Vec<NodeFacts> = nodes
+    let node_facts: Vec<NodeFacts> = nodes
         .iter()
         .zip(checks)
         .enumerate()
@@ -49,7 +57,8 @@ pub(super) fn plan(
         })
         .collect();
     let served = request.service.to_string();
-    let extra = named_extra(request)?;
+    let mut extra = facts.planned_args.clone();
+    extra.extend(named_extra(request)?);
     // The endpoint's key is the router's: the engines, on the link or the loopback, get none.
     let mut secrets = Vec::new();
     if request.hf_token.is_some() {
@@ -63,7 +72,7 @@ pub(super) fn plan(
         model: gguf.map_or_else(|| request.model.clone(), |gguf| gguf.path.clone()),
         served: served.clone(),
         split: split.clone(),
-        host: facts[0].link_ip.to_string(),
+        host: node_facts[0].link_ip.to_string(),
         port: engine_port,
         extra,
         hub_commit: cached.map(|c| c.commit.to_string()),
@@ -72,7 +81,8 @@ pub(super) fn plan(
         image_flags: checks[0].flags.clone(),
         cuda_graphs: request.cuda_graphs,
     };
-    let LaunchPlan { engine, backend, nodes: planned, steps, notes } = request.engine.plan(&facts, &asked, backend);
+    let LaunchPlan { engine, backend, nodes: planned, steps, notes } =
+        request.engine.plan(&node_facts, &asked, backend);
     Ok(LaunchReport {
         service: request.service.to_string(),
         engine,
@@ -80,7 +90,7 @@ pub(super) fn plan(
         model: request.model.clone(),
         served,
         endpoint,
-        upstream: SocketAddr::from((facts[0].link_ip, engine_port)),
+        upstream: SocketAddr::from((node_facts[0].link_ip, engine_port)),
         tp: Some(split.tp),
         pp: Some(split.pp),
         on: nodes.iter().map(|node| node.name().to_string()).collect(),
@@ -93,6 +103,8 @@ pub(super) fn plan(
         replaced: false,
         router_started: false,
         seconds_to_serve: None,
+        plan: None,
+        measured: Vec::new(),
         hub_model: match (hub_model, gguf, &request.source) {
             (Some((repo, found)), _, _) => Some(HubModel {
                 repo: repo.clone(),

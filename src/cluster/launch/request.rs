@@ -13,6 +13,7 @@ use crate::model::repo_id::RepoId;
 use crate::model::revision::Commit;
 use crate::secret::{shown_env, Secret};
 use crate::serving::engine::{Backend, EngineRef};
+use crate::serving::fit::{Measured, Plan};
 use crate::serving::model_source::ModelSource;
 use crate::serving::plan::{NodePlan, Step};
 use crate::serving::service_name::ServiceName;
@@ -102,6 +103,13 @@ pub struct LaunchReport {
     pub router_started: bool,
     /// From the first start to serving.
     pub seconds_to_serve: Option<f64>,
+    /// The model-aware plan it launched by: every layout with its figures or the rules it breaks,
+    /// the one chosen and why (None: the model could not be sized; `warnings` says why).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<Plan>,
+    /// What each node's engine said it allocated once it served, beside the plan's figures.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub measured: Vec<Measured>,
     /// The model from the Hub, in the cache of every node that loads it; None for a path.
     pub hub_model: Option<HubModel>,
     /// A GGUF model by its content (llama.cpp; a Hub model's weights are `hub_model`'s commit).
@@ -160,7 +168,7 @@ mod tests {
         let asked = PlanRequest {
             model: "/models/tiny".into(),
             served: "/models/tiny".into(),
-            split: Parallelism { tp: 1, pp: 1, why: String::new() },
+            split: Parallelism::of(1, 1, ""),
             host: "0.0.0.0".into(),
             port: 8000,
             extra: Vec::new(),
@@ -194,6 +202,8 @@ mod tests {
             replaced: false,
             router_started: false,
             seconds_to_serve: None,
+            plan: None,
+            measured: Vec::new(),
             hub_model: None,
             gguf: None,
         };

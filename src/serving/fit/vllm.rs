@@ -106,13 +106,15 @@ pub fn kv_cache_dtype(shape: &ModelShape, asked: Option<&str>) -> Result<KvCache
     }
 }
 
-/// Every layout of `nodes` GPUs (one a node): TP × PP, and for a MoE model DP × TP with expert
-/// parallelism. (tp, pp, dp, expert_parallel).
+/// Every layout of `nodes` GPUs (one a node): TP × PP, and for a MoE model expert parallelism
+/// over data-parallel attention (DP = the nodes, a rank each) or over tensor-parallel attention
+/// (TP = the nodes). A DP rank of several TP ranks would span nodes, which vLLM's data-parallel
+/// deployment across nodes does not do with one GPU a node. (tp, pp, dp, expert_parallel).
 pub fn layouts(nodes: u32, moe: bool) -> Vec<(u32, u32, u32, bool)> {
     let divisors: Vec<u32> = (1..=nodes.max(1)).filter(|d| nodes.is_multiple_of(*d)).collect();
     let mut all: Vec<(u32, u32, u32, bool)> = divisors.iter().map(|&tp| (tp, nodes / tp, 1, false)).collect();
     if moe && nodes > 1 {
-        all.extend(divisors.iter().map(|&tp| (tp, 1, nodes / tp, true)));
+        all.extend([(1, 1, nodes, true), (nodes, 1, 1, true)]);
     }
     all
 }

@@ -101,6 +101,7 @@ def parse(argv):
     serve.add_argument("--data-parallel-start-rank", type=int, default=0)
     serve.add_argument("--data-parallel-address", default=None)
     serve.add_argument("--data-parallel-rpc-port", type=int, default=29550)
+    serve.add_argument("--data-parallel-backend", choices=["mp", "ray"], default="mp")
     serve.add_argument("--enable-expert-parallel", action="store_true")
     serve.add_argument("--enforce-eager", action="store_true")
     # As vLLM's (the `-cc` shorthand from the versions whose compilation config has
