@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
 use crate::serving::ray::RAY_LOGS;
-use crate::serving::record::{Recorded, ServingDir, ServingFiles};
+use crate::serving::record::{Recorded, ServingDir, ServingFiles, ServingRecord};
 use crate::serving::service_name::ServiceName;
 use crate::settings::Settings;
 use crate::toolbox::running::RunningToolbox;
@@ -79,13 +79,12 @@ pub async fn serve_logs(settings: &Settings, request: &ServeLogs) -> Result<Vec<
     Ok(tails)
 }
 
-/// The services whose logs to read, each with its files and its record if it has one: `service`
-/// (by its record, else by its name: its logs outlive its record), or every one that has a record
-/// or a log here.
-fn logged(
-    serving: &ServingDir,
-    service: Option<&str>,
-) -> Result<Vec<(String, ServingFiles, Option<crate::serving::record::ServingRecord>)>> {
+/// A service whose logs to read: its name, its files, its record if it still has one.
+type Logged = (String, ServingFiles, Option<ServingRecord>);
+
+/// The services whose logs to read: `service` (by its record, else by its name: its logs outlive
+/// its record), or every one that has a record or a log here.
+fn logged(serving: &ServingDir, service: Option<&str>) -> Result<Vec<Logged>> {
     if let Some(name) = service {
         let name = ServiceName::parse(name)?;
         return Ok(vec![match serving.find(&name)? {
@@ -93,7 +92,7 @@ fn logged(
             None => (name.to_string(), serving.files(&name), None),
         }]);
     }
-    let mut found: Vec<(String, ServingFiles, Option<_>)> = serving
+    let mut found: Vec<Logged> = serving
         .list()?
         .into_iter()
         .map(|Recorded { files, record }| (record.service.clone(), files, Some(record)))
@@ -136,6 +135,26 @@ fn host_file(name: &str, path: &std::path::Path, from: Option<u64>, lines: usize
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_service_with_a_record_or_a_log_has_its_logs_found_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let serving = ServingDir::in_dir(dir.path());
+        let record = r#"{"service": "Qwen/Qwen3-8B", "toolbox": "vllm", "model": "Qwen/Qwen3-8B", "served": "x",
+            "role": "single", "nodes": 1, "port": 8001, "link_ip": "127.0.0.1", "head_ip": "127.0.0.1",
+            "endpoint": "http://127.0.0.1:8000/v1", "image": "sha256:ab", "started": "2026-11-24T10:00:00Z"}"#;
+        std::fs::write(dir.path().join("Qwen%2FQwen3-8B.json"), record).unwrap();
+        std::fs::write(dir.path().join("Qwen%2FQwen3-8B.vllm.log"), "up\n").unwrap();
+        // A service stopped since: its log alone is left.
+        std::fs::write(dir.path().join("coder.llama-server.log"), "bye\n").unwrap();
+        let all: Vec<(String, bool)> =
+            logged(&serving, None).unwrap().into_iter().map(|(name, _, record)| (name, record.is_some())).collect();
+        assert_eq!(all, [("Qwen/Qwen3-8B".to_string(), true), ("coder".to_string(), false)]);
+        let (name, files, record) = logged(&serving, Some("coder")).unwrap().remove(0);
+        assert_eq!((name.as_str(), record), ("coder", None));
+        assert_eq!(files.logs().len(), 1, "its log outlives its record");
+        assert!(logged(&serving, Some("-x")).is_err(), "not a name");
+    }
 
     #[test]
     fn a_host_file_gives_its_last_lines_then_what_follows() {
