@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use crate::support::cli::{json, run_strix, stderr, stdout, strix_command};
 use crate::support::cluster::{Link, TestCluster};
-use crate::support::hub::{HubFile, HubStandIn};
+use crate::support::hub::{HubFile, HubRequest, HubStandIn};
 use crate::support::node_image::{node_image, node_image_without_nnodes};
 use crate::support::podman::PodmanService;
 use crate::support::registry::Registry;
@@ -218,9 +218,13 @@ fn two_nodes_serve_one_endpoint_with_a_rank_on_each_link_address() {
         let found = rank["model"].as_str().unwrap_or_default();
         assert!(found.contains("models--org--tiny-model/snapshots/"), "the rank found no weights offline: {rank}");
     }
-    // The weights crossed the uplink once, to the head; the worker got them over the link.
-    let downloads = bed.hub.requests().iter().filter(|r| r.method == "GET" && r.path.contains("/resolve/")).count();
-    assert_eq!(downloads, 2, "each file of the model once: {:?}", bed.hub.requests());
+    // The weights crossed the uplink once, to the head; the worker got them over the link. The
+    // plans (the refused --tp 3, the dry run, the launch) read the config by ranges on the head.
+    let requests = bed.hub.requests();
+    let gets: Vec<_> = requests.iter().filter(|r| r.method == "GET" && r.path.contains("/resolve/")).collect();
+    let (ranged, whole): (Vec<&&HubRequest>, Vec<_>) = gets.iter().partition(|r| r.range.is_some());
+    assert_eq!(whole.len(), 2, "each file of the model once: {requests:?}");
+    assert!(ranged.iter().all(|r| r.path.ends_with("/config.json")), "the plans read the config alone: {ranged:?}");
     assert_eq!(cluster.uplink().node_bytes_down(2), node2_upstream, "node2 reached upstream for the model");
     // The token reached vLLM (its log says so by hash) and nowhere else; the key is the
     // router's alone: vLLM, on the link, gets none.
