@@ -772,6 +772,12 @@ pub struct LaunchArgs {
     #[arg(long)]
     pub cuda_graphs: bool,
 
+    /// Erase vLLM's compile cache of the image first, as after a crash. Each image keeps its own
+    /// cache (a relaunch on an image that ran before starts warm, the caches of images the node
+    /// no longer holds go), and a stop that finds a vLLM process dead erases it by itself.
+    #[arg(long)]
+    pub fresh_compile_cache: bool,
+
     /// More arguments for the engine's server (`vllm serve`, `llama-server`).
     #[arg(last = true, value_name = "ENGINE ARGS")]
     pub extra: Vec<String>,

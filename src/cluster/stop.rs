@@ -94,12 +94,7 @@ impl StopReport {
                 Some(ours) => {
                     ours.error = ours.error.take().or(theirs.error);
                     ours.stopped = match (ours.stopped.take(), theirs.stopped) {
-                        (Some(mut a), Some(b)) => {
-                            a.processes.extend(b.processes);
-                            a.ray |= b.ray;
-                            a.forced |= b.forced;
-                            Some(a)
-                        }
+                        (Some(a), Some(b)) => Some(a.and(b)),
                         (a, b) => a.or(b),
                     };
                 }
@@ -118,15 +113,9 @@ pub async fn stop_service(nodes: &[&dyn Node], name: &str) -> StopReport {
         .iter()
         .zip(server.into_iter().zip(all))
         .map(|(node, (server, all))| match (server, all) {
-            (Ok(first), Ok(second)) => NodeStop {
-                node: node.name().to_string(),
-                stopped: Some(ServeStopped {
-                    processes: first.processes.into_iter().chain(second.processes).collect(),
-                    ray: second.ray,
-                    forced: first.forced || second.forced,
-                }),
-                error: None,
-            },
+            (Ok(first), Ok(second)) => {
+                NodeStop { node: node.name().to_string(), stopped: Some(first.and(second)), error: None }
+            }
             (Err(error), _) | (_, Err(error)) => {
                 NodeStop { node: node.name().to_string(), stopped: None, error: Some(error.to_string()) }
             }
@@ -231,7 +220,7 @@ mod tests {
         let processes = processes.iter().map(|p| p.to_string()).collect();
         NodeStop {
             node: node.into(),
-            stopped: Some(ServeStopped { processes, ray: false, forced: false }),
+            stopped: Some(ServeStopped { processes, ..ServeStopped::default() }),
             error: None,
         }
     }

@@ -54,6 +54,7 @@ pub async fn run(
         api_key: super::secrets::api_key(None)?,
         hub_env: forwarded_hub_env(std::env::vars()),
         cuda_graphs: false,
+        fresh_compile_cache: false,
     };
     let canary = CanaryRequest { launch, min_ratio: entry.min_ratio.unwrap_or(DEFAULT_MIN_RATIO) };
     let store = BenchStore::open(paths)?;

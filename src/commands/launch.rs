@@ -52,6 +52,7 @@ fn request(args: &LaunchArgs) -> Result<LaunchRequest> {
         // The operator's Hub settings, and those given with -e, for a pull of the model.
         hub_env: forwarded_hub_env(std::env::vars().chain(env)),
         cuda_graphs: args.cuda_graphs,
+        fresh_compile_cache: args.fresh_compile_cache,
     })
 }
 

@@ -308,7 +308,7 @@ mod tests {
                 role: RayRole::Worker { head_ip: Ipv4Addr::new(192, 168, 2, 1) },
                 env: [("VLLM_HOST_IP".to_string(), "192.168.2.2".to_string())].into_iter().collect(),
                 token: Secret::new("ray-token".into()),
-                fresh_compile_cache: true,
+                compile_cache: Some(crate::serving::compile_cache::CompileCache::Erase),
                 record: record(),
             }
             .into(),
@@ -320,7 +320,7 @@ mod tests {
                 env: Default::default(),
                 secrets: [("HF_TOKEN".to_string(), Secret::new("hf_secret".into()))].into(),
                 listens: Some("192.168.2.2:50052".parse().unwrap()),
-                fresh_compile_cache: false,
+                compile_cache: None,
                 record: record(),
             }
             .into(),

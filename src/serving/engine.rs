@@ -101,6 +101,9 @@ pub trait ServingEngine: Send + Sync + 'static {
     /// The process on the head that serves the endpoint (its log is `TOOLBOX.NAME.log`); the
     /// ranks elsewhere run under the same name where the engine has ranks.
     fn server(&self) -> &'static str;
+    /// Its processes keep a compile cache per image that a crash can leave broken
+    /// (`serving::compile_cache`): a stop that finds one of them dead erases it.
+    fn keeps_compile_cache(&self) -> bool;
     /// The variable its server takes an API key from, so the key is never in its argv.
     fn api_key_env(&self) -> &'static str;
     /// The flags that name the model at its endpoint (vLLM's `--served-model-name`).

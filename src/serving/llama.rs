@@ -201,6 +201,10 @@ impl ServingEngine for LlamaCpp {
         SERVER
     }
 
+    fn keeps_compile_cache(&self) -> bool {
+        false
+    }
+
     /// llama-server's `LLAMA_API_KEY` (`--api-key`'s).
     fn api_key_env(&self) -> &'static str {
         "LLAMA_API_KEY"
@@ -541,7 +545,7 @@ mod tests {
             facts("node3", [192, 168, 2, 3], &["rpc-server"]),
         ];
         let plan = plan(&nodes, &request(&[]), Backend::Rpc);
-        assert!(!plan.nodes.iter().flat_map(|n| &n.commands).any(|c| c.clears_compile_cache), "vLLM's cache");
+        assert!(!plan.nodes.iter().flat_map(|n| &n.commands).any(|c| c.uses_compile_cache), "vLLM's cache");
         assert_eq!(plan.nodes[1].commands[0].argv.join(" "), "ggml-rpc-server -H 192.168.2.2 -p 50052 -c");
         assert_eq!(plan.nodes[2].commands[0].argv.join(" "), "rpc-server -H 192.168.2.3 -p 50052 -c", "an older build");
         let head = &plan.nodes[0].commands[0];

@@ -71,10 +71,9 @@ pub struct PlannedCommand {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub secret_env: Vec<String>,
     pub start: Start,
-    /// It starts first of the engine's processes on its node, so it clears the engine's compile
-    /// cache first (vLLM's: a cache from another image can crash or hang it).
+    /// It runs with the engine's compile cache of its image (vLLM's: `serving::compile_cache`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub clears_compile_cache: bool,
+    pub uses_compile_cache: bool,
 }
 
 /// How a command starts, and so how it is stopped.
@@ -149,7 +148,7 @@ impl PlannedCommand {
             env,
             secret_env: Vec::new(),
             start: Start::Process { name: name.to_string(), listens: None },
-            clears_compile_cache: false,
+            uses_compile_cache: false,
         }
     }
 

@@ -9,6 +9,7 @@ use std::net::SocketAddr;
 
 use serde::{Deserialize, Serialize};
 
+use super::compile_cache::{use_image_cache, CompileCache};
 use crate::error::{Error, Result};
 use crate::secret::Secret;
 use crate::serving::commands::detached;
@@ -28,9 +29,10 @@ pub struct ProcessStart {
     pub secrets: BTreeMap<String, Secret>,
     /// Where it will listen for the other nodes, recorded with it.
     pub listens: Option<SocketAddr>,
-    /// vLLM's compiled graphs are only good for the image that compiled them: clear them first
-    /// when the toolbox runs another image than at the last launch.
-    pub fresh_compile_cache: bool,
+    /// The first vLLM process of the launch on the node: the image's own compile cache, kept or
+    /// erased first (None: not vLLM's first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compile_cache: Option<CompileCache>,
     /// This launch's record on the node: written before the process starts (so a stop finds
     /// what started), then with the process added.
     pub record: ServingRecord,
@@ -46,8 +48,9 @@ pub struct ProcessStarted {
 pub async fn process_start(settings: &Settings, request: &ProcessStart) -> Result<ProcessStarted> {
     let toolbox = RunningToolbox::open(settings, &request.toolbox).await?;
     let files = ServingFiles::of(&settings.paths, &ServiceName::parse(&request.record.service)?)?;
-    if request.fresh_compile_cache {
-        super::compile_cache::clear_before_launch(settings, &toolbox, &files, &request.env)?;
+    let mut env = request.env.clone();
+    if let Some(cache) = request.compile_cache {
+        use_image_cache(settings, &toolbox, &mut env, cache).await?;
     }
     // The same launch's record (another of its processes, or Ray, started here first) gains
     // this process; another launch's is replaced.
@@ -58,7 +61,6 @@ pub async fn process_start(settings: &Settings, request: &ProcessStart) -> Resul
     files.write(&record)?;
     files.rotate_log(&request.name)?;
     let log = files.log(&request.name).display().to_string();
-    let mut env = request.env.clone();
     env.extend(request.secrets.iter().map(|(key, secret)| (key.clone(), secret.expose().to_string())));
     let report = toolbox.run(&detached(&log, &request.argv), &env).await?;
     let pid = report.stdout.trim().parse::<u32>().ok().filter(|_| report.success()).ok_or_else(|| Error::Command {

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::compile_cache::{use_image_cache, CompileCache};
 use crate::error::{Error, Result};
 use crate::secret::Secret;
 use crate::serving::commands::words;
@@ -112,8 +113,9 @@ pub struct RayStart {
     pub env: BTreeMap<String, String>,
     /// This launch's token: the same on every node.
     pub token: Secret,
-    /// vLLM's compile cache is cleared when the image changed (see `vllm`).
-    pub fresh_compile_cache: bool,
+    /// vLLM's compile cache for the image, kept or erased first (None: not vLLM's first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compile_cache: Option<CompileCache>,
     /// What this launch records on the node (written before anything starts, so a stop finds it).
     pub record: ServingRecord,
 }
@@ -127,13 +129,13 @@ pub struct RayStarted {
 pub async fn ray_start(settings: &Settings, request: &RayStart) -> Result<RayStarted> {
     let toolbox = RunningToolbox::open(settings, &request.toolbox).await?;
     let files = ServingFiles::of(&settings.paths, &ServiceName::parse(&request.record.service)?)?;
-    if request.fresh_compile_cache {
-        super::compile_cache::clear_before_launch(settings, &toolbox, &files, &request.env)?;
+    let mut env = request.env.clone();
+    if let Some(cache) = request.compile_cache {
+        use_image_cache(settings, &toolbox, &mut env, cache).await?;
     }
     files.write(&ServingRecord { image: toolbox.image(), ..request.record.clone() })?;
     let token_file = files.secret_file(RAY_TOKEN);
     files.write_file(&token_file, request.token.expose().as_bytes())?;
-    let mut env = request.env.clone();
     env.insert(AUTH_MODE.0.into(), AUTH_MODE.1.into());
     env.insert("RAY_AUTH_TOKEN_PATH".into(), token_file.display().to_string());
     let link_ip = request.record.link_ip;

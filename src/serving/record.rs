@@ -285,11 +285,6 @@ impl ServingFiles {
         self.dir.join(format!("{}.{what}", self.stem))
     }
 
-    /// The image the last launch ran: a different one clears vLLM's compile cache first.
-    pub fn last_image(&self) -> PathBuf {
-        self.dir.join(format!("{}.last-image", self.stem))
-    }
-
     pub fn read(&self) -> Result<Option<ServingRecord>> {
         let path = self.record();
         match read_bounded(&path) {
@@ -353,7 +348,7 @@ impl ServingFiles {
 }
 
 /// The most entries of the serving directory looked at (records, logs, secrets of a few services).
-const MAX_DIR_ENTRIES: usize = 4096;
+pub(crate) const MAX_DIR_ENTRIES: usize = 4096;
 
 /// What was launched: `serving/` under this node's own state directory, and under the state
 /// directory the nodes of one home share (where a launch from before state was kept per node

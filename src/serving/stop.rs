@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
 use crate::serving::commands::{kill, pid_alive, process_alive};
+use crate::serving::compile_cache::erase_after_crash;
 use crate::serving::ray::ray_stop;
 use crate::serving::record::{ServedProcess, ServingDir, ServingRecord};
 use crate::serving::service_name::ServiceName;
@@ -46,6 +47,24 @@ pub struct ServeStopped {
     pub ray: bool,
     /// It took SIGKILL or `ray stop --force`.
     pub forced: bool,
+    /// The recorded processes that were dead already, by name: the service had crashed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub found_dead: Vec<String>,
+    /// Its engine's compile cache for the image went with it (after a crash).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub compile_cache_erased: bool,
+}
+
+impl ServeStopped {
+    /// What two stops of one service on one node stopped together (its server, then the rest).
+    pub fn and(mut self, later: ServeStopped) -> ServeStopped {
+        self.processes.extend(later.processes);
+        self.ray |= later.ray;
+        self.forced |= later.forced;
+        self.found_dead.extend(later.found_dead);
+        self.compile_cache_erased |= later.compile_cache_erased;
+        self
+    }
 }
 
 pub async fn serve_stop(settings: &Settings, request: &ServeStop) -> Result<ServeStopped> {
@@ -59,6 +78,7 @@ pub async fn serve_stop(settings: &Settings, request: &ServeStop) -> Result<Serv
         let (now, later): (Vec<&ServedProcess>, Vec<&ServedProcess>) =
             record.processes.iter().partition(|p| request.part == StopPart::All || p.name == server);
         stop_processes(&toolbox, &now, &mut stopped).await?;
+        erase_after_a_crash(settings, &toolbox, &record, &mut stopped)?;
         if request.part == StopPart::Server {
             files.write(&ServingRecord { processes: later.into_iter().cloned().collect(), ..record.clone() })?;
         }
@@ -71,6 +91,22 @@ pub async fn serve_stop(settings: &Settings, request: &ServeStop) -> Result<Serv
         files.remove()?;
     }
     Ok(stopped)
+}
+
+/// A recorded process found dead means the service crashed: an engine that keeps a compile cache
+/// loses its image's (the next launch compiles afresh), when the toolbox still runs that image.
+fn erase_after_a_crash(
+    settings: &Settings,
+    toolbox: &RunningToolbox,
+    record: &ServingRecord,
+    stopped: &mut ServeStopped,
+) -> Result<()> {
+    if stopped.found_dead.is_empty() || !record.engine.keeps_compile_cache() || toolbox.image() != record.image {
+        return Ok(());
+    }
+    erase_after_crash(settings.paths.cache_home(), &record.env, &toolbox.container.image_id)?;
+    stopped.compile_cache_erased = true;
+    Ok(())
 }
 
 /// TERM to every one that runs, KILL to those still running after the grace period.
@@ -86,6 +122,8 @@ async fn stop_processes(
             toolbox.run(&kill("TERM", process.pid), &no_env).await?;
             stopped.processes.push(process.name.clone());
             running.push(process.pid);
+        } else {
+            stopped.found_dead.push(process.name.clone());
         }
     }
     let mut deadline = Instant::now() + GRACE;

@@ -189,6 +189,11 @@ impl ServingEngine for Vllm {
         SERVER
     }
 
+    /// torch.compile's graphs under `VLLM_CACHE_ROOT`.
+    fn keeps_compile_cache(&self) -> bool {
+        true
+    }
+
     /// vLLM's `VLLM_API_KEY` (the `--api-key` default).
     fn api_key_env(&self) -> &'static str {
         "VLLM_API_KEY"
@@ -422,7 +427,7 @@ fn plan(nodes: &[NodeFacts], request: &PlanRequest, backend: Backend) -> LaunchP
             env: env.clone(),
             secret_env: Vec::new(),
             start: Start::Ray { role },
-            clears_compile_cache: false,
+            uses_compile_cache: false,
         };
         let role = backend.role_of(index);
         let mut commands = match (over_ray, index) {
@@ -457,10 +462,9 @@ fn plan(nodes: &[NodeFacts], request: &PlanRequest, backend: Backend) -> LaunchP
         } else if backend == Backend::Mp {
             commands.push(PlannedCommand::process(SERVER, argv, env.clone()).with_secrets(&["HF_TOKEN"], request));
         }
-        // What starts first on the node clears vLLM's compile cache: Ray where it runs (its
-        // actors compile), else `vllm serve`.
-        if let Some(first) = commands.first_mut() {
-            first.clears_compile_cache = true;
+        // Ray (its actors compile) and `vllm serve` take the image's own compile cache.
+        for command in &mut commands {
+            command.uses_compile_cache = true;
         }
         planned.push(NodePlan { node: facts.node.clone(), role, link_ip: facts.link_ip, commands });
     }

@@ -85,6 +85,11 @@ impl RunningToolbox {
         Ok(Some(RunningToolbox { connection, name: name.to_string(), container, user, started: false }))
     }
 
+    /// The node's engine holds image `reference` (an id or a name).
+    pub async fn holds_image(&self, reference: &str) -> Result<bool> {
+        Ok(self.connection.engine().image_inspect(reference).await?.is_some())
+    }
+
     /// The image it runs, as every node names it (registry digest, else image id).
     pub fn image(&self) -> String {
         ToolboxStatus::of(self.container.clone()).image_identity().to_string()

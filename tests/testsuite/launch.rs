@@ -401,6 +401,27 @@ fn one_node_serves_without_ray() {
     let ranks: serde_json::Value =
         serde_json::from_str(&http_get(Command::new("python3"), &format!("http://{upstream}/ranks"))).unwrap();
     assert!(ranks[0]["model"].as_str().unwrap_or_default().contains("/snapshots/"), "weights offline: {ranks}");
+    // vLLM compiles into the image's own cache root.
+    let vllm_log = log_path(&home_serving_dir(home.path()), MODEL, "vllm");
+    let by_image = home.path().join(".cache/vllm/by-image");
+    let image_roots = || -> Vec<String> {
+        std::fs::read_dir(&by_image).map_or_else(
+            |_| Vec::new(),
+            |dir| dir.flatten().map(|entry| entry.file_name().to_string_lossy().into_owned()).collect(),
+        )
+    };
+    assert_eq!(image_roots().len(), 1, "one image, one cache root: {:?}", image_roots());
+    assert!(image_roots()[0].starts_with("sha256-"), "{:?}", image_roots());
+    let said = std::fs::read_to_string(&vllm_log).unwrap();
+    assert!(
+        said.contains(&format!(
+            "Using cache directory: {}/{}/torch_compile_cache/",
+            by_image.display(),
+            image_roots()[0]
+        )),
+        "{said}"
+    );
+    assert!(said.contains("Compiling a graph"), "{said}");
 
     // What serves is measured as launched: vLLM, the Hub commit that was pulled, one node; the
     // gate's first run becomes the model's reference.
@@ -447,6 +468,8 @@ fn one_node_serves_without_ray() {
         ],
     );
     assert!(relaunched.status.success(), "{}", stderr(&relaunched));
+    let said = std::fs::read_to_string(&vllm_log).unwrap();
+    assert!(said.contains("Directly load the compiled graph(s)"), "the same image starts warm after a stop: {said}");
     let gated = run_strix(&env, &[&bench[..], &lengths[..], &["--gate-only"]].concat());
     assert_eq!(gated.status.code(), Some(1), "{}{}", stdout(&gated), stderr(&gated));
     let verdict = &json(&gated)["gate"]["verdict"];
@@ -458,9 +481,20 @@ fn one_node_serves_without_ray() {
         "{verdict}"
     );
 
+    // vLLM crashes: the stop finds it dead and erases the image's compile cache.
+    let record: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(record_path(&home_serving_dir(home.path()), MODEL)).unwrap())
+            .unwrap();
+    let pid = record["processes"][0]["pid"].as_u64().expect("vllm's pid").to_string();
+    let killed = run_strix(&env, &["enter", "vllm", "--", "kill", "-KILL", &pid]);
+    assert!(killed.status.success(), "{}", stderr(&killed));
     let stopped = run_strix(&env, &["--json", "stop"]);
     assert!(stopped.status.success(), "{}", stderr(&stopped));
-    assert_eq!(json(&stopped)["nodes"][0]["stopped"]["processes"], serde_json::json!(["vllm"]));
+    let stopped = &json(&stopped);
+    let stopped = &stopped["nodes"][0]["stopped"];
+    assert_eq!((&stopped["processes"], &stopped["found_dead"]), (&serde_json::json!([]), &serde_json::json!(["vllm"])));
+    assert_eq!(stopped["compile_cache_erased"], true, "{stopped}");
+    assert_eq!(image_roots(), Vec::<String>::new(), "the crashed image's cache went");
     assert!(!record_path(&home_serving_dir(home.path()), MODEL).exists());
 }
 

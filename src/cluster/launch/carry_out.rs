@@ -16,6 +16,7 @@ use crate::model::identity::ModelIdentity;
 use crate::node::{Node, NodeCalls};
 use crate::reporter::Reporter;
 use crate::secret::Secret;
+use crate::serving::compile_cache::CompileCache;
 use crate::serving::fit::Planned;
 use crate::serving::model_source::ModelSource;
 use crate::serving::plan::{NodePlan, PlannedCommand, Start};
@@ -139,7 +140,8 @@ async fn start(
     record: ServingRecord,
     secrets: &BTreeMap<String, Secret>,
 ) -> Result<()> {
-    let fresh_compile_cache = command.clears_compile_cache;
+    let erase = if request.fresh_compile_cache { CompileCache::Erase } else { CompileCache::Keep };
+    let compile_cache = command.uses_compile_cache.then_some(erase);
     match &command.start {
         Start::Ray { role } => {
             let token =
@@ -149,7 +151,7 @@ async fn start(
                 role: role.clone(),
                 env: command.env.clone(),
                 token,
-                fresh_compile_cache,
+                compile_cache,
                 record,
             };
             node.call(call).await.map(drop)
@@ -162,7 +164,7 @@ async fn start(
                 env: command.env.clone(),
                 secrets: command.secret_env.iter().filter_map(|n| Some((n.clone(), secrets.get(n)?.clone()))).collect(),
                 listens: *listens,
-                fresh_compile_cache,
+                compile_cache,
                 record,
             };
             node.call(call).await.map(drop)

@@ -60,6 +60,8 @@ pub struct LaunchRequest {
     pub hub_env: BTreeMap<String, String>,
     /// Capture CUDA graphs across nodes anyway (`--cuda-graphs`; the default leaves them off).
     pub cuda_graphs: bool,
+    /// Erase the engine's compile cache for the image first (`--fresh-compile-cache`).
+    pub fresh_compile_cache: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
