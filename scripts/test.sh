@@ -8,4 +8,8 @@ cd "$(dirname "$0")/.."
 bash scripts/test-deps.sh
 bash scripts/llama-cpp.sh >/dev/null
 cargo build --quiet --all-targets
+# Most end-to-end tests wait on containers, sshd and servers rather than compute: three at a time
+# on the CI's two cores keeps the run well inside its budget (a test's own waits are bounded, never
+# timed, so a busier machine only makes it slower).
+export RUST_TEST_THREADS="${RUST_TEST_THREADS:-3}"
 cargo test --all-targets "$@"
