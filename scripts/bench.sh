@@ -14,6 +14,9 @@
 #   6. `cluster launch` to serving on 3 nodes, without Ray (the default) and with `--backend ray`,
 #      against the same Ray steps typed by hand over ssh (Ray's head, each worker, `vllm serve`,
 #      polling /health): tests/testsuite/bench_launch.rs;
+#   8. `plan MODEL` of a Hub model with a 65.5 GB checkpoint (sparse shards on the Hub stand-in)
+#      against huggingface_hub's get_safetensors_metadata: the time, and the bytes each read
+#      (tests/testsuite/bench_plan.rs);
 #   7. `strix-toolbox bench` beside AIPerf (PyPI) on the same llama-server endpoint: output tokens/s
 #      within 10% (scripts/bench/bench-vs-aiperf.sh).
 # Everything runs against private podman API services and a registry started here in a namespace of
@@ -21,7 +24,7 @@
 # (tests/fixtures/strix-thunderbolt-only) whose device nodes are made by mknod.
 # Needs root and scripts/test-deps.sh. Results: stdout and target/bench/*.md.
 # BENCH_ONLY="cluster spread-noop" runs only those parts (refresh, floor, enter, verify, detect,
-# cluster, spread-new, spread-noop, launch, aiperf); the setup they need always runs.
+# cluster, spread-new, spread-noop, launch, plan, aiperf); the setup they need always runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo_root=$PWD
@@ -286,6 +289,11 @@ echo "== launch: cluster launch to serving without Ray and over Ray vs the Ray s
 # The test suite's cluster (Thunderbolt nodes, podman inside each, the node image with Ray and the
 # stand-in vLLM): the benchmark is an ignored test of the suite, so it shares that wiring.
 cargo test --release --quiet --test testsuite bench_launch -- --ignored --nocapture
+fi
+
+if wanted plan; then
+echo "== plan: plan MODEL of a 65.5 GB Hub checkpoint vs huggingface_hub's safetensors metadata read"
+cargo test --release --quiet --test testsuite bench_plan -- --ignored --nocapture
 fi
 
 if wanted aiperf; then

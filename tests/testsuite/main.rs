@@ -8,6 +8,7 @@ mod support;
 
 mod bench;
 mod bench_launch;
+mod bench_plan;
 mod broken_pipe;
 mod build;
 mod build_cli;

@@ -28,6 +28,10 @@ use crate::secret::Secret;
 
 /// The Hub's address unless `HF_ENDPOINT` says another (huggingface_hub's default).
 pub const DEFAULT_ENDPOINT: &str = "https://huggingface.co";
+/// The first bytes of a safetensors file read at once from the Hub: its 8-byte length and, for a
+/// dense model's shards (about 8 KiB of header each), the whole header: one request a shard; a
+/// longer header (a MoE model's) is read on from there.
+const SAFETENSORS_FIRST_READ: u64 = 16 << 10;
 /// The first bytes of a GGUF read at once; most headers (their vocabulary included) fit.
 const GGUF_FIRST_READ: u64 = 1 << 20;
 /// The largest file list read from the Hub's API.
@@ -349,18 +353,33 @@ impl Files {
         if !is_plain_path(name) {
             return Err(HeaderError::invalid(name, "not a file in the model").of_file(&self.model(), name));
         }
-        let (first, total) = self.range(name, 0, 8).await?;
+        // On the Hub a request costs a round trip: the header is likely in the first read. The
+        // first read stays inside the byte budget (what is left of it decides, as below).
+        let first_read = match self.place {
+            Place::Local(_) => 8,
+            Place::Hub { .. } => {
+                SAFETENSORS_FIRST_READ.min(self.limits.total_bytes.saturating_sub(self.bytes_read)).max(8)
+            }
+        };
+        let (mut first, total) = self.range(name, 0, first_read).await?;
         let length = safetensors::header_length(&first).map_err(|e| e.of_file(&self.model(), name))?;
-        if self.bytes_read.saturating_add(length) > self.limits.total_bytes {
-            return Ok(None);
+        let have = first.len() as u64;
+        let end = length.saturating_add(8);
+        if end > have {
+            if self.bytes_read.saturating_add(end - have) > self.limits.total_bytes {
+                return Ok(None);
+            }
+            let (rest, _) = self.range(name, have, end - have).await?;
+            first.extend_from_slice(&rest);
         }
-        let (json, _) = self.range(name, 8, length).await?;
+        let json = first.get(8..).unwrap_or_default();
+        let json = json.get(..json.len().min(length as usize)).unwrap_or_default();
         if json.len() as u64 != length {
             let short =
                 HeaderError::Truncated { what: "header".into(), have: 8 + json.len() as u64, needed: 8 + length };
             return Err(short.of_file(&self.model(), name));
         }
-        let header = safetensors::parse_json(&json, 8 + length).map_err(|e| e.of_file(&self.model(), name))?;
+        let header = safetensors::parse_json(json, 8 + length).map_err(|e| e.of_file(&self.model(), name))?;
         if let Some(total) = total.filter(|&total| total != header.file_bytes()) {
             let why = format!("its header describes {} bytes, the file has {total}", header.file_bytes());
             return Err(HeaderError::invalid(name, why).of_file(&self.model(), name));
