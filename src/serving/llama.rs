@@ -556,8 +556,9 @@ mod tests {
         let head = &plan.nodes[0].commands[0];
         assert_eq!(
             head.argv.join(" "),
-            "llama-server -m /models/tiny.gguf --rpc 192.168.2.2:50052,192.168.2.3:50052 -ngl 999 \
-             --alias /models/tiny.gguf --host 0.0.0.0 --port 8080"
+            "llama-server -m /models/tiny.gguf --rpc 192.168.2.2:50052,192.168.2.3:50052 -ngl 999 --metrics \
+             --alias /models/tiny.gguf --host 0.0.0.0 --port 8080",
+            "--metrics: the watch reads its progress there"
         );
         assert_eq!(head.secret_env, ["LLAMA_API_KEY"], "the key, and no HF token: the head has the file");
         assert_eq!(head.env["LLAMA_ARG_LOAD_MODE"], "none", "no mmap, in a variable every build reads or ignores");
