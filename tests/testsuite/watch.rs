@@ -126,6 +126,19 @@ impl WatchBed {
         greedy_completion_of(netns, &url, Some(SERVICE), "Once upon a time", 8).is_ok_and(|c| !c.text.is_empty())
     }
 
+    /// For scripts/bench/watch-recovery.sh: when STRIX_WATCH_RECOVERY_DIR names a directory, the
+    /// moment each fault was made (`FAULT TIME` lines), read beside the watch's event log.
+    fn fault_made(&self, fault: &str) {
+        let Some(dir) = std::env::var_os("STRIX_WATCH_RECOVERY_DIR") else { return };
+        let time = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(Path::new(&dir).join("faults.txt"))
+            .expect("the faults file");
+        std::io::Write::write_all(&mut file, format!("{fault} {time}\n").as_bytes()).expect("write the fault");
+    }
+
     /// `watch/tiny/` under the cluster's state directory on this machine.
     fn service_dir(&self) -> PathBuf {
         let clusters = self.state.path().join("strix-toolbox/clusters");
@@ -256,6 +269,7 @@ fn the_watch_relaunches_a_stalled_a_crashed_and_a_rebooted_service_and_gives_up_
     // (a) The head's llama-server stopped: its port accepts, nothing answers.
     let server = bed.pid(1, "llama-server");
     bed.signal(1, "STOP", &server);
+    bed.fault_made("stall");
     let relaunch = watch.action("relaunch", Some("stalled"));
     let reason = relaunch["reason"].as_str().expect("a reason");
     assert!(reason.starts_with("stalled: ") && reason.contains("log tails are in"), "{relaunch}");
@@ -271,6 +285,7 @@ fn the_watch_relaunches_a_stalled_a_crashed_and_a_rebooted_service_and_gives_up_
     // (b) The worker's rpc-server killed.
     let rpc = bed.pid(2, "rpc-server");
     bed.signal(2, "KILL", &rpc);
+    bed.fault_made("crash");
     let relaunch = watch.action("relaunch", Some("failing"));
     assert!(relaunch["reason"].as_str().expect("a reason").starts_with("rpc-server on "), "{relaunch}");
     watch.action("relaunched", None);
@@ -317,6 +332,7 @@ fn the_watch_relaunches_a_stalled_a_crashed_and_a_rebooted_service_and_gives_up_
     bed.cluster.node_mut(2).reboot();
     let restarted = bed.cluster.node(2).podman().remote(&["restart", "--time", "1", "llama"]);
     assert!(restarted.status.success(), "podman restart llama: {}", String::from_utf8_lossy(&restarted.stderr));
+    bed.fault_made("reboot");
     let relaunch = watch.action("relaunch", Some("node-rebooted"));
     assert!(relaunch["reason"].as_str().expect("a reason").starts_with("node "), "{relaunch}");
     watch.action("relaunched", None);
@@ -329,6 +345,10 @@ fn the_watch_relaunches_a_stalled_a_crashed_and_a_rebooted_service_and_gives_up_
     watch.action("dropped", None);
     assert_eq!(watch.interrupt(), Some(130), "Ctrl-C ends the watch with 130");
     assert!(record(&bed.cluster.node(1).serving_dir(), SERVICE).is_none(), "nothing was started after the stop");
+    if let Some(dir) = std::env::var_os("STRIX_WATCH_RECOVERY_DIR") {
+        let log = bed.service_dir().parent().expect("watch/").join("events.jsonl");
+        std::fs::copy(&log, Path::new(&dir).join("events.jsonl")).expect("the event log for the benchmark");
+    }
     let actions = watch_actions(&bed);
     assert_eq!(actions.iter().filter(|a| **a == "relaunch").count(), 3, "the event log: {actions:?}");
 }
@@ -430,4 +450,21 @@ fn install_writes_the_unit_systemd_loads_and_uninstall_removes_it() {
         log.ends_with("--user disable --now strix-toolbox-watch-root_node1.service\n--user daemon-reload\n"),
         "{log}"
     );
+}
+
+#[test]
+fn a_duration_the_watch_cannot_take_is_a_usage_error_naming_its_flag() {
+    let state = tempfile::tempdir().expect("a state directory");
+    let env = vec![("XDG_STATE_HOME".to_string(), state.path().display().to_string())];
+    for (flags, said) in [
+        (["--interval", "1.5m"], "--interval \"1.5m\": a duration is whole seconds or a whole number with its unit"),
+        (["--stall", "5d"], "--stall \"5d\": a duration is"),
+        (["--interval", "0"], "--interval 0s: it must be more than zero"),
+    ] {
+        let mut args = vec!["cluster", "--nodes", "node1", "watch"];
+        args.extend(flags);
+        let output = strix_command(&env, &args).stdin(Stdio::null()).output().expect("run strix-toolbox");
+        assert_eq!(output.status.code(), Some(2), "{flags:?}: {}", stderr(&output));
+        assert!(stderr(&output).contains(said), "{flags:?}: {}", stderr(&output));
+    }
 }

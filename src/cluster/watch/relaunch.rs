@@ -62,19 +62,21 @@ impl Relaunch<'_> {
         let state = fault.state();
         let reason = fault.reason();
         let on = service_nodes(record, &self.settings.nodes);
-        let saved = with_nodes(self.settings, async |nodes, _| {
+        // The logs first, as the fault left them; the relaunch is said then (the moment it was
+        // decided, to the log's time), before the stop, which may wait on a server that does
+        // not end at SIGTERM.
+        with_nodes(self.settings, async |nodes, _| {
             let saved = save_log_tails(nodes, &on, &name, state, &reason, self.service_dir).await;
+            let logs = match saved {
+                Ok(path) => format!("its nodes' log tails are in {}", path.display()),
+                Err(error) => format!("its nodes' log tails could not be saved: {error}"),
+            };
+            (self.emit)(WatchEvent::now(&name, state, WatchAction::Relaunch, Some(format!("{reason}; {logs}"))));
             // Every rank, the engine's server first; a node that does not answer has its own
             // record, which the launch's checks find.
             stop_service(nodes, &name).await;
-            saved
         })
         .await;
-        let logs = match saved {
-            Ok(path) => format!("its nodes' log tails are in {}", path.display()),
-            Err(error) => format!("its nodes' log tails could not be saved: {error}"),
-        };
-        (self.emit)(WatchEvent::now(&name, state, WatchAction::Relaunch, Some(format!("{reason}; {logs}"))));
 
         if let Some(why) = self.wait_for_memory(&name, state, &on).await? {
             return Ok(Relaunched::MemoryNeverFree(why));
