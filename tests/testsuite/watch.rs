@@ -211,7 +211,7 @@ impl RunningWatch {
     }
 
     /// Ctrl-C: its exit code.
-    fn interrupt(mut self) -> Option<i32> {
+    fn interrupt(&mut self) -> Option<i32> {
         let pid = self.child.id().to_string();
         let sent = Command::new("kill").args(["-INT", &pid]).status().expect("kill -INT");
         assert!(sent.success());
@@ -224,6 +224,16 @@ impl RunningWatch {
         }
         let _ = self.child.kill();
         panic!("the watch did not end after SIGINT");
+    }
+}
+
+impl Drop for RunningWatch {
+    /// A test that failed midway leaves no watch behind.
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
     }
 }
 
@@ -321,11 +331,15 @@ fn the_watch_relaunches_a_stalled_a_crashed_and_a_rebooted_service_and_gives_up_
         "{report}"
     );
 
-    // The operator launches it again: no failure; the watch reads the new launch.
+    // The operator launches it again: no failure; the watch reads the new launch (a look between
+    // the replace's stop and its start finds no record: dropped, then found again).
     let again = bed.launch(&["--replace"]);
     assert!(again.status.success(), "{}{}", stdout(&again), stderr(&again));
-    watch.action("reread", None);
+    let before = watch.seen.len();
+    watch.until("the new launch read", |e| e["action"] == "reread" || e["action"] == "watching");
     watch.serving();
+    let between: Vec<&Value> = watch.seen[before..].iter().filter(|e| e["action"] == "relaunch").collect();
+    assert!(between.is_empty(), "the operator's launch is no failure: {between:?}");
 
     // (d) The worker rebooted: its ssh sessions end, it comes back with another boot id, and
     // what ran in its toolbox is gone.
