@@ -11,13 +11,15 @@
 # time plus 10 s.
 #
 # Needs root and scripts/test-deps.sh, the llama.cpp build (scripts/llama-cpp.sh). Results: stdout
-# and target/bench/watch-recovery.md.
+# and target/bench/watch-recovery.md. BENCH_PROFILE=dev uses the debug build (no release build).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=$PWD/target/bench/watch-recovery
 rm -rf "$out"
 mkdir -p "$out"
-STRIX_WATCH_RECOVERY_DIR=$out cargo test --release --quiet --test testsuite \
+profile=()
+[[ ${BENCH_PROFILE:-release} == release ]] && profile=(--release)
+STRIX_WATCH_RECOVERY_DIR=$out cargo test "${profile[@]}" --quiet --test testsuite \
   watch::the_watch_relaunches -- --nocapture >"$out/test.log" 2>&1 || {
   tail -40 "$out/test.log" >&2
   exit 1
