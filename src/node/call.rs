@@ -337,7 +337,7 @@ mod tests {
                 look_inside: true,
             }
             .into(),
-            ServeStop { service: "model".into(), part: StopPart::Server }.into(),
+            ServeStop { service: "model".into(), part: StopPart::Server, at_once: true }.into(),
             ServeLogs {
                 service: Some("model".into()),
                 lines: 20,

@@ -36,6 +36,10 @@ pub struct ServeStop {
     /// The service whose launch to stop.
     pub service: String,
     pub part: StopPart,
+    /// SIGKILL at once, without SIGTERM's grace: the watch's stop of a stalled server, which
+    /// would never answer SIGTERM (stopped, or deadlocked).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub at_once: bool,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -58,7 +62,8 @@ pub async fn serve_stop(settings: &Settings, request: &ServeStop) -> Result<Serv
         let server = record.engine.server();
         let (now, later): (Vec<&ServedProcess>, Vec<&ServedProcess>) =
             record.processes.iter().partition(|p| request.part == StopPart::All || p.name == server);
-        stop_processes(&toolbox, &now, &mut stopped).await?;
+        let grace = if request.at_once { Duration::ZERO } else { GRACE };
+        stop_processes(&toolbox, &now, grace, &mut stopped).await?;
         if request.part == StopPart::Server {
             files.write(&ServingRecord { processes: later.into_iter().cloned().collect(), ..record.clone() })?;
         }
@@ -73,10 +78,11 @@ pub async fn serve_stop(settings: &Settings, request: &ServeStop) -> Result<Serv
     Ok(stopped)
 }
 
-/// TERM to every one that runs, KILL to those still running after the grace period.
+/// TERM to every one that runs, KILL to those still running after `grace`.
 async fn stop_processes(
     toolbox: &RunningToolbox,
     processes: &[&ServedProcess],
+    grace: Duration,
     stopped: &mut ServeStopped,
 ) -> Result<()> {
     let no_env = Default::default();
@@ -88,7 +94,7 @@ async fn stop_processes(
             running.push(process.pid);
         }
     }
-    let mut deadline = Instant::now() + GRACE;
+    let mut deadline = Instant::now() + grace;
     while !running.is_empty() {
         let mut still = Vec::new();
         for pid in running {

@@ -194,7 +194,7 @@ async fn judge(
             followed
         }
         (Some(followed), _) => followed,
-        (None, Some(record)) => start_following(request, &name, record, at, say)?,
+        (None, Some(record)) => start_following(request, &settings.nodes, &name, record, at, say)?,
         (None, None) => return Ok(()),
     };
     let mut followed = followed;
@@ -219,6 +219,7 @@ async fn judge(
 /// still the same launch (its budget, or its giving up), else afresh, settling first.
 fn start_following(
     request: &WatchRequest,
+    cluster: &[String],
     name: &str,
     record: ServingRecord,
     at: Moment,
@@ -231,7 +232,7 @@ fn start_following(
         _ => (Watcher::new(request.policy.clone(), Start::Serving), Some(at)),
     };
     let state = if settling_since.is_some() { State::Loading } else { watcher.state() };
-    let why = format!("{} on {} since {}", record.model, service_nodes(&record, &[]).join(", "), record.started);
+    let why = format!("{} on {} since {}", record.model, service_nodes(&record, cluster).join(", "), record.started);
     say(WatchEvent::now(name, state, WatchAction::Watching, Some(why)));
     Ok(Tracked { record, watcher, settling_since, adopt_next: false, said: Some(state), last_fault: None, service_dir })
 }

@@ -16,7 +16,7 @@ use super::saved_logs::save_log_tails;
 use crate::cluster::canary::relaunch as launch_again;
 use crate::cluster::interrupt::Interrupt;
 use crate::cluster::launch::{launch, LaunchRequest};
-use crate::cluster::stop::stop_service;
+use crate::cluster::stop::stop_service_with;
 use crate::cluster::{with_nodes, with_our_nodes, ClusterSettings};
 use crate::error::{Error, Result};
 use crate::secret::Secret;
@@ -73,8 +73,10 @@ impl Relaunch<'_> {
             };
             (self.emit)(WatchEvent::now(&name, state, WatchAction::Relaunch, Some(format!("{reason}; {logs}"))));
             // Every rank, the engine's server first; a node that does not answer has its own
-            // record, which the launch's checks find.
-            stop_service(nodes, &name).await;
+            // record, which the launch's checks find. A stalled or failing server answers no
+            // SIGTERM: killed at once; ranks after a crash or a reboot get their grace.
+            let at_once = matches!(fault, Fault::Stalled { .. } | Fault::Failing { .. });
+            stop_service_with(nodes, &name, at_once).await;
         })
         .await;
 
