@@ -477,6 +477,78 @@ pub enum ClusterCommand {
     /// `bench` against a service of the cluster, through its endpoint, the requests sent from the
     /// cluster's head (which reaches it on the cluster link); the result is kept on this machine.
     Bench(BenchArgs),
+    /// Keep the services serving: every --interval, a one-token completion at each service's
+    /// engine, its progress counters, each rank's process, each node's reachability and boot id;
+    /// a service stalled (requests running, no token for --stall), failing (--failures probes in
+    /// a row), with a rank gone or a node rebooted is relaunched whole from its record (its
+    /// nodes' logs saved first, their memory free), at most --max-restarts in --window, then
+    /// given up (`cluster status` says why) and --on-give-up run. In the foreground until Ctrl-C
+    /// (exit 130), or --install as a systemd user service. Never starts what has no record; a
+    /// `cluster stop` or `launch --replace` is no failure.
+    Watch(WatchArgs),
+}
+
+/// `cluster watch`: what to watch, how often and how patiently, and what to do at the end.
+#[derive(Debug, Clone, Args)]
+pub struct WatchArgs {
+    /// The services to watch [default: every service recorded on the cluster, as it finds them].
+    #[arg(value_name = "SERVICE")]
+    pub services: Vec<ServiceName>,
+
+    /// Between two looks: seconds (90) or with a unit (90s, 5m, 6h).
+    #[arg(long, value_name = "DURATION", default_value = "30s")]
+    pub interval: String,
+
+    /// Requests running (or the probe unanswered) and no token generated this long: stalled.
+    #[arg(long, value_name = "DURATION", default_value = "60s")]
+    pub stall: String,
+
+    /// The probe failing this many times in a row: failing.
+    #[arg(long, value_name = "N", default_value_t = 3, value_parser = bounded::<u32>(1, 1000))]
+    pub failures: u32,
+
+    /// After each start, how long the model has to load before its silence counts.
+    #[arg(long, value_name = "DURATION", default_value = "30m")]
+    pub grace: String,
+
+    /// At most this many relaunches of a service within --window; the next fault gives up.
+    #[arg(long, value_name = "N", default_value_t = 3, value_parser = bounded::<u32>(0, 1000))]
+    pub max_restarts: u32,
+
+    /// The window --max-restarts counts in.
+    #[arg(long, value_name = "DURATION", default_value = "6h")]
+    pub window: String,
+
+    /// The longest wait, before a relaunch, for the nodes' GPU memory to come free; then give up.
+    #[arg(long, value_name = "DURATION", default_value = "5m")]
+    pub memory_wait: String,
+
+    /// Run CMD (by `sh -c CMD`, as given) when a service is given up, with STRIX_WATCH_SERVICE
+    /// and STRIX_WATCH_REASON in its environment (a page, a mail).
+    #[arg(long, value_name = "CMD")]
+    pub on_give_up: Option<String>,
+
+    /// The endpoint's API key for a relaunch, read from FILE [default: the STRIX_API_KEY
+    /// environment variable, as `launch` reads it].
+    #[arg(long, value_name = "FILE")]
+    pub api_key_file: Option<PathBuf>,
+
+    /// Pause the running watch (maintenance): it looks and restarts nothing until --resume.
+    #[arg(long, conflicts_with_all = ["resume", "install", "uninstall"])]
+    pub pause: bool,
+
+    /// Resume a paused watch; it starts afresh (whatever was restarted meanwhile is loading).
+    #[arg(long, conflicts_with_all = ["install", "uninstall"])]
+    pub resume: bool,
+
+    /// Install the watch, with these flags, as a systemd user service on this machine and start it
+    /// (`systemctl --user status strix-toolbox-watch-NAME` shows it).
+    #[arg(long, conflicts_with = "uninstall")]
+    pub install: bool,
+
+    /// Stop and remove the systemd user service --install made.
+    #[arg(long)]
+    pub uninstall: bool,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -53,6 +53,7 @@ pub mod served_model;
 pub mod sse;
 pub mod stats;
 pub mod store;
+pub mod watch_look;
 
 pub use client::{ApiClient, Endpoint, Timeouts};
 pub use compare::{compare, Comparison};

@@ -489,8 +489,9 @@ async fn serving(nodes: &[&dyn Node], toolbox: &str) -> Result<Vec<ServingRecord
 }
 
 /// The launch of what `record` served, on the nodes it served on, with the canary's settings for
-/// the rest.
-fn relaunch(record: &ServingRecord, canary: &LaunchRequest, nodes: &[&dyn Node]) -> LaunchRequest {
+/// the rest (the watch's relaunch too: `canary` is then the watch's settings: its timeout, keys
+/// and Hub settings).
+pub(crate) fn relaunch(record: &ServingRecord, canary: &LaunchRequest, nodes: &[&dyn Node]) -> LaunchRequest {
     let asked_split = record.engine.parallelism_asked(record.tp, record.pp, record.nodes).is_ok();
     // A record from before services had nodes of their own served on the cluster's first nodes.
     let on = if record.on.is_empty() {

@@ -28,6 +28,7 @@ pub(crate) mod stop;
 #[cfg(test)]
 pub(crate) mod testing;
 pub(crate) mod verify;
+pub(crate) mod watch;
 
 use std::sync::Arc;
 

@@ -9,6 +9,8 @@ use std::net::SocketAddr;
 use futures_util::future::join_all;
 use serde::{Deserialize, Serialize};
 
+use super::watch::dir::WatchDir;
+use super::watch::state::{watched, WatchedService};
 use super::{close_all, connect_all, in_cluster_order, ClusterSettings};
 use crate::error::Result;
 use crate::node::call::Status;
@@ -67,6 +69,10 @@ pub struct ClusterStatusReport {
     /// did not answer).
     #[serde(default)]
     pub registry: Option<HeadRegistry>,
+    /// Each service the cluster's watch follows (`cluster watch`), as it last saw it: given up,
+    /// and why, above all (left out when nothing is watched).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub watch: Vec<WatchedService>,
 }
 
 /// The head's registry as its head reports it.
@@ -206,7 +212,28 @@ impl ClusterStatusReport {
                 ));
             }
         }
-        ClusterStatusReport { toolbox: toolbox.to_string(), nodes, services, router, disagreements, registry: None }
+        ClusterStatusReport {
+            toolbox: toolbox.to_string(),
+            nodes,
+            services,
+            router,
+            disagreements,
+            registry: None,
+            watch: Vec::new(),
+        }
+    }
+
+    /// What the cluster's watch says of its services; a service it gave up on is a disagreement.
+    fn with_watch(mut self, watch: Vec<WatchedService>) -> Self {
+        for given_up in watch.iter().filter(|service| service.given_up) {
+            self.disagreements.push(format!(
+                "the watch gave up on {}: {} (`cluster launch --replace` serves it again; the watch takes it up)",
+                given_up.service,
+                given_up.reason.as_deref().unwrap_or("no reason kept")
+            ));
+        }
+        self.watch = watch;
+        self
     }
 }
 
@@ -217,11 +244,12 @@ fn all_services(nodes: &[NodeStatus]) -> impl Iterator<Item = &ServingState> {
 
 /// The cluster's status, the table's rows for `toolbox` (None: the services' toolbox, else the
 /// default engine's); `api_key` is sent to an engine that wants one (one launched before the
-/// router).
+/// router); `watch`: where the cluster's watch keeps its state on this machine.
 pub async fn cluster_status(
     settings: &ClusterSettings,
     toolbox: Option<&str>,
     api_key: Option<Secret>,
+    watch: Option<&WatchDir>,
 ) -> Result<ClusterStatusReport> {
     let (connected, unreachable) = connect_all(settings).await;
     let mut nodes: Vec<NodeStatus> = join_all(connected.iter().map(node_status)).await;
@@ -250,7 +278,8 @@ pub async fn cluster_status(
         service_summary(remote, &connected, &nodes, node, state, router.as_ref(), api_key.clone())
     }))
     .await;
-    let mut report = ClusterStatusReport::new(&toolbox, nodes, summaries.into_iter().flatten().collect(), router);
+    let mut report = ClusterStatusReport::new(&toolbox, nodes, summaries.into_iter().flatten().collect(), router)
+        .with_watch(watch.map(watched).unwrap_or_default());
     report.registry = head_registry(settings, &connected).await;
     close_all(connected).await;
     Ok(report)

@@ -106,7 +106,13 @@ impl StopReport {
 /// Stop the service `name` on `nodes`: the engine's server first on all, then everything else
 /// on all (a node without its record has nothing to stop).
 pub async fn stop_service(nodes: &[&dyn Node], name: &str) -> StopReport {
-    let ask = |part| ServeStop { service: name.to_string(), part };
+    stop_service_with(nodes, name, false).await
+}
+
+/// [`stop_service`], its processes killed `at_once` (SIGKILL without SIGTERM's grace: a server
+/// the watch found stalled answers no SIGTERM).
+pub async fn stop_service_with(nodes: &[&dyn Node], name: &str, at_once: bool) -> StopReport {
+    let ask = |part| ServeStop { service: name.to_string(), part, at_once };
     let server = join_all(nodes.iter().map(|node| node.call(ask(StopPart::Server)))).await;
     let all = join_all(nodes.iter().map(|node| node.call(ask(StopPart::All)))).await;
     let nodes = nodes

@@ -79,6 +79,9 @@ fn every_example_is_what_its_command_prints() {
     check::<CanaryReport>(&mut examples, "cluster-refresh-canary");
     check::<ClusterVerifyReport>(&mut examples, "cluster-verify");
     check::<ClusterStatusReport>(&mut examples, "cluster-status");
+    check::<crate::cluster::watch::events::WatchEvent>(&mut examples, "cluster-watch");
+    check::<crate::cluster::watch::pause::PauseReport>(&mut examples, "cluster-watch-pause");
+    check::<crate::cluster::watch::install::UnitReport>(&mut examples, "cluster-watch-install");
     check::<InstallReport>(&mut examples, "cluster-install");
     check::<DisconnectReport>(&mut examples, "cluster-disconnect");
     check::<ErrorObject>(&mut examples, "error");

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use crate::bench::gate::GateRun;
 use crate::bench::load::LevelResult;
 use crate::bench::node::{BenchLevel, GateAsk};
+use crate::bench::watch_look::{WatchLook, WatchLookReport};
 use crate::link::address::{ClusterLink, PingReport};
 use crate::model::download::{ModelDownload, ModelDownloaded};
 use crate::model::fetch::{ModelFetch, ModelFetched};
@@ -150,6 +151,9 @@ node_calls! {
     RouterLook(RouterLook) -> RouterState;
     /// A service's route added (the router started when none runs) or routes removed.
     RouterUpdate(RouterUpdate) -> RouterState;
+    /// `cluster watch`'s look: the node's boot id and GPU memory; on a service's head, its
+    /// engine's probe and progress.
+    WatchLook(WatchLook) -> WatchLookReport;
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -333,7 +337,7 @@ mod tests {
                 look_inside: true,
             }
             .into(),
-            ServeStop { service: "model".into(), part: StopPart::Server }.into(),
+            ServeStop { service: "model".into(), part: StopPart::Server, at_once: true }.into(),
             ServeLogs {
                 service: Some("model".into()),
                 lines: 20,
@@ -450,6 +454,16 @@ mod tests {
                 hf_token: Some(Secret::new("hf_secret".into())),
             }
             .into(),
+            WatchLook {
+                engine: Some(crate::bench::watch_look::EngineLook {
+                    address: "192.168.2.1:8001".parse().unwrap(),
+                    served_model: "tiny".into(),
+                    generated: "llamacpp:n_decode_total".into(),
+                    running: "llamacpp:requests_processing".into(),
+                    deadline_ms: 5000,
+                }),
+            }
+            .into(),
         ]
     }
 
@@ -493,6 +507,7 @@ mod tests {
             NodeCall::RouterLook(_) => 34,
             NodeCall::RouterUpdate(_) => 35,
             NodeCall::ShapeRead(_) => 36,
+            NodeCall::WatchLook(_) => 37,
         }
     }
 

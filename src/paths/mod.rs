@@ -102,6 +102,12 @@ impl Paths {
         self.cache_home.as_deref()
     }
 
+    /// `$XDG_CONFIG_HOME`, else `~/.config` (where systemd reads a user's units:
+    /// `systemd/user/`).
+    pub fn config_home(&self) -> Option<&Path> {
+        self.config_home.as_deref()
+    }
+
     /// `$XDG_CONFIG_HOME/strix-toolbox/cluster.toml`, else `~/.config/strix-toolbox/cluster.toml`.
     pub fn cluster_file(&self) -> Option<PathBuf> {
         Some(self.config_home.as_ref()?.join(OURS).join("cluster.toml"))

@@ -106,6 +106,8 @@ pub trait ServingEngine: Send + Sync + 'static {
     fn keeps_compile_cache(&self) -> bool;
     /// The variable its server takes an API key from, so the key is never in its argv.
     fn api_key_env(&self) -> &'static str;
+    /// The metrics at its server's `/metrics` that say it makes progress (what the watch reads).
+    fn progress(&self) -> crate::watch::ProgressNames;
     /// The flags that name the model at its endpoint (vLLM's `--served-model-name`).
     fn name_flags(&self) -> &'static [&'static str];
 

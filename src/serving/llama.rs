@@ -197,6 +197,10 @@ impl ServingEngine for LlamaCpp {
         plan(nodes, request, backend)
     }
 
+    fn progress(&self) -> crate::watch::ProgressNames {
+        crate::watch::LLAMA_CPP_PROGRESS
+    }
+
     fn server(&self) -> &'static str {
         SERVER
     }
@@ -395,8 +399,10 @@ pub fn rpc_server(program: &str, listen: SocketAddr) -> Vec<String> {
     vec![program.to_string(), "-H".into(), listen.ip().to_string(), "-p".into(), listen.port().to_string(), "-c".into()]
 }
 
-/// `llama-server` on the head: the model, every worker's RPC server, all layers offloaded, the
-/// name it serves the model under, on `host:port`. (No mmap: see [`HEAD_ENV`].)
+/// `llama-server` on the head: the model, every worker's RPC server, all layers offloaded, its
+/// Prometheus metrics on (`--metrics`: the watch reads its progress there; tools/server/README.md
+/// lists `/metrics` as off unless asked), the name it serves the model under, on `host:port`. (No
+/// mmap: see [`HEAD_ENV`].)
 pub fn llama_server(
     gguf: &str,
     workers: &[SocketAddr],
@@ -411,6 +417,9 @@ pub fn llama_server(
         argv.extend(["--rpc".to_string(), list.join(",")]);
     }
     argv.extend(["-ngl", "999"].map(String::from));
+    if !crate::serving::engine::gives(extra, &["--metrics"]) {
+        argv.push("--metrics".into());
+    }
     if let Some(alias) = alias {
         argv.extend(["--alias".to_string(), alias.to_string()]);
     }
@@ -551,8 +560,9 @@ mod tests {
         let head = &plan.nodes[0].commands[0];
         assert_eq!(
             head.argv.join(" "),
-            "llama-server -m /models/tiny.gguf --rpc 192.168.2.2:50052,192.168.2.3:50052 -ngl 999 \
-             --alias /models/tiny.gguf --host 0.0.0.0 --port 8080"
+            "llama-server -m /models/tiny.gguf --rpc 192.168.2.2:50052,192.168.2.3:50052 -ngl 999 --metrics \
+             --alias /models/tiny.gguf --host 0.0.0.0 --port 8080",
+            "--metrics: the watch reads its progress there"
         );
         assert_eq!(head.secret_env, ["LLAMA_API_KEY"], "the key, and no HF token: the head has the file");
         assert_eq!(head.env["LLAMA_ARG_LOAD_MODE"], "none", "no mmap, in a variable every build reads or ignores");

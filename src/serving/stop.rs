@@ -37,6 +37,10 @@ pub struct ServeStop {
     /// The service whose launch to stop.
     pub service: String,
     pub part: StopPart,
+    /// SIGKILL at once, without SIGTERM's grace: the watch's stop of a stalled server, which
+    /// would never answer SIGTERM (stopped, or deadlocked).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub at_once: bool,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -77,8 +81,9 @@ pub async fn serve_stop(settings: &Settings, request: &ServeStop) -> Result<Serv
         let server = record.engine.server();
         let (now, later): (Vec<&ServedProcess>, Vec<&ServedProcess>) =
             record.processes.iter().partition(|p| request.part == StopPart::All || p.name == server);
-        stop_processes(&toolbox, &now, &mut stopped).await?;
-        erase_after_a_crash(settings, &toolbox, &record, &mut stopped)?;
+        let grace = if request.at_once { Duration::ZERO } else { GRACE };
+        stop_processes(&toolbox, &now, grace, &mut stopped).await?;
+        erase_after_a_crash(settings, &toolbox, &record, request.at_once, &mut stopped)?;
         if request.part == StopPart::Server {
             files.write(&ServingRecord { processes: later.into_iter().cloned().collect(), ..record.clone() })?;
         }
@@ -93,15 +98,18 @@ pub async fn serve_stop(settings: &Settings, request: &ServeStop) -> Result<Serv
     Ok(stopped)
 }
 
-/// A recorded process found dead means the service crashed: an engine that keeps a compile cache
-/// loses its image's (the next launch compiles afresh), when the toolbox still runs that image.
+/// A recorded process found dead means the service crashed, and a stop at once is the watch's
+/// after a fault (a stalled or failing engine): an engine that keeps a compile cache loses its
+/// image's (the next launch compiles afresh), when the toolbox still runs that image.
 fn erase_after_a_crash(
     settings: &Settings,
     toolbox: &RunningToolbox,
     record: &ServingRecord,
+    at_once: bool,
     stopped: &mut ServeStopped,
 ) -> Result<()> {
-    if stopped.found_dead.is_empty() || !record.engine.keeps_compile_cache() || toolbox.image() != record.image {
+    let crashed = at_once || !stopped.found_dead.is_empty();
+    if !crashed || !record.engine.keeps_compile_cache() || toolbox.image() != record.image {
         return Ok(());
     }
     erase_after_crash(settings.paths.cache_home(), &record.env, &toolbox.container.image_id)?;
@@ -109,10 +117,11 @@ fn erase_after_a_crash(
     Ok(())
 }
 
-/// TERM to every one that runs, KILL to those still running after the grace period.
+/// TERM to every one that runs, KILL to those still running after `grace`.
 async fn stop_processes(
     toolbox: &RunningToolbox,
     processes: &[&ServedProcess],
+    grace: Duration,
     stopped: &mut ServeStopped,
 ) -> Result<()> {
     let no_env = Default::default();
@@ -126,7 +135,7 @@ async fn stop_processes(
             stopped.found_dead.push(process.name.clone());
         }
     }
-    let mut deadline = Instant::now() + GRACE;
+    let mut deadline = Instant::now() + grace;
     while !running.is_empty() {
         let mut still = Vec::new();
         for pid in running {

@@ -185,6 +185,10 @@ impl ServingEngine for Vllm {
         plan(nodes, request, backend)
     }
 
+    fn progress(&self) -> crate::watch::ProgressNames {
+        crate::watch::VLLM_PROGRESS
+    }
+
     fn server(&self) -> &'static str {
         SERVER
     }

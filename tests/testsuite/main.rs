@@ -49,3 +49,4 @@ mod toolbox_manager;
 mod uplink;
 mod usage;
 mod verify;
+mod watch;

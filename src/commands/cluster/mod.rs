@@ -15,6 +15,7 @@ mod refresh;
 mod status;
 mod stop;
 mod verify;
+mod watch;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -35,7 +36,7 @@ pub async fn run(args: &ClusterArgs, settings: &Settings, out: &Output) -> Resul
     match &args.command {
         ClusterCommand::Init => unreachable!("handled above"),
         ClusterCommand::Doctor(toolbox) => doctor::run(&cluster, toolbox, out).await,
-        ClusterCommand::Status(toolbox) => status::run(&cluster, toolbox, out).await,
+        ClusterCommand::Status(toolbox) => status::run(&cluster, toolbox, settings, out).await,
         ClusterCommand::Verify(toolbox) => verify::run(&cluster, toolbox, out).await,
         ClusterCommand::Plan(plan) => plan::run(&cluster, plan, out).await,
         ClusterCommand::Launch(launch) => launch::run(&cluster, launch, out).await,
@@ -46,6 +47,7 @@ pub async fn run(args: &ClusterArgs, settings: &Settings, out: &Output) -> Resul
         ClusterCommand::Install => install::run(&cluster, out).await,
         ClusterCommand::Model(command) => model::run(&cluster, command, out).await,
         ClusterCommand::Refresh(refresh) => refresh::run(&cluster, refresh, args, settings, out).await,
+        ClusterCommand::Watch(watch) => watch::run(&cluster, args, watch, settings, out).await,
     }
 }
 

@@ -4,6 +4,7 @@
 use crate::check::Status;
 use crate::cli::StatusArgs;
 use crate::cluster::status::{cluster_status, ClusterStatusReport, NodeStatus};
+use crate::cluster::watch::dir::WatchDir;
 use crate::cluster::ClusterSettings;
 use crate::commands::secrets::api_key;
 use crate::error::Result;
@@ -12,9 +13,17 @@ use crate::output::{Output, Render, Style};
 use crate::reporter::Bytes;
 use crate::serving::http::HttpAnswer;
 use crate::serving::reach::Reached;
+use crate::settings::Settings;
 
-pub(super) async fn run(cluster: &ClusterSettings, args: &StatusArgs, out: &Output) -> Result<i32> {
-    let report = cluster_status(cluster, args.toolbox().as_deref(), api_key(None)?).await?;
+pub(super) async fn run(
+    cluster: &ClusterSettings,
+    args: &StatusArgs,
+    settings: &Settings,
+    out: &Output,
+) -> Result<i32> {
+    // The watch's state is this machine's (none without a state directory).
+    let watch = cluster.nodes.first().and_then(|head| WatchDir::of(&settings.paths, head).ok());
+    let report = cluster_status(cluster, args.toolbox().as_deref(), api_key(None)?, watch.as_ref()).await?;
     out.report(&report);
     Ok(i32::from(!report.disagreements.is_empty()))
 }
@@ -110,6 +119,23 @@ impl Render for ClusterStatusReport {
                 registry.node,
                 Bytes(registry.status.disk_bytes),
                 registry.status.images.len()
+            ));
+        }
+        for watched in &self.watch {
+            let style = match watched.state {
+                crate::watch::State::Serving => Style::Ok,
+                crate::watch::State::GivenUp | crate::watch::State::Stalled | crate::watch::State::Failing => {
+                    Style::Fail
+                }
+                _ => Style::Warn,
+            };
+            let reason = watched.reason.as_deref().map_or(String::new(), |reason| format!(": {reason}"));
+            out.line(&format!(
+                "watch: {} {} ({} restart(s), as of {}){reason}",
+                watched.service,
+                out.paint(watched.state.name(), style),
+                watched.restarts,
+                watched.updated
             ));
         }
         for node in self.nodes.iter().filter(|n| n.error.is_some()) {

@@ -1,0 +1,162 @@
+//! A fault's remedy: the whole service launched again from its record, as the canary serves a
+//! service again after a rollback ([`crate::cluster::canary::relaunch`]: the same model, file,
+//! engine, backend, split, nodes, endpoint, arguments and environment). First each node's log
+//! tails are saved, then every rank is stopped, then the relaunch waits (bounded:
+//! `--memory-wait`) until no node of the service still holds GPU memory, saying why while it
+//! waits; the launch itself proves the service serves again (within `--grace`), or stops what it
+//! started.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use super::clock::now;
+use super::events::{WatchAction, WatchEvent};
+use super::observe::{memory_of, service_nodes};
+use super::saved_logs::save_log_tails;
+use crate::cluster::canary::relaunch as launch_again;
+use crate::cluster::interrupt::Interrupt;
+use crate::cluster::launch::{launch, LaunchRequest};
+use crate::cluster::stop::stop_service_with;
+use crate::cluster::{with_nodes, with_our_nodes, ClusterSettings};
+use crate::error::{Error, Result};
+use crate::secret::Secret;
+use crate::serving::model_source::ModelSource;
+use crate::serving::record::ServingRecord;
+use crate::serving::service_name::ServiceName;
+use crate::watch::{memory_verdict, Fault, MemoryVerdict, WatchPolicy};
+
+/// What a relaunch needs that no record keeps: the endpoint's key, the Hub's token and settings.
+#[derive(Debug, Clone, Default)]
+pub struct RelaunchSecrets {
+    pub api_key: Option<Secret>,
+    pub hf_token: Option<Secret>,
+    pub hub_env: BTreeMap<String, String>,
+}
+
+/// How a relaunch ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Relaunched {
+    /// It serves again.
+    Serving,
+    /// The launch failed (it stopped what it started): why.
+    Failed(String),
+    /// The nodes' memory never came free within `--memory-wait`: why (give up).
+    MemoryNeverFree(String),
+}
+
+/// Everything the relaunch of one service needs.
+pub struct Relaunch<'a> {
+    pub settings: &'a ClusterSettings,
+    pub policy: &'a WatchPolicy,
+    pub secrets: &'a RelaunchSecrets,
+    pub interrupt: &'a Interrupt,
+    pub service_dir: &'a std::path::Path,
+    /// Each event, as it happens.
+    pub emit: &'a dyn Fn(WatchEvent),
+}
+
+impl Relaunch<'_> {
+    /// Relaunch `record`'s service for `fault`. Only a signal is an error.
+    pub async fn run(&self, record: &ServingRecord, fault: &Fault) -> Result<Relaunched> {
+        let name = record.service.clone();
+        let state = fault.state();
+        let reason = fault.reason();
+        let on = service_nodes(record, &self.settings.nodes);
+        // The logs first, as the fault left them; the relaunch is said then (the moment it was
+        // decided, to the log's time), before the stop, which may wait on a server that does
+        // not end at SIGTERM.
+        with_nodes(self.settings, async |nodes, _| {
+            let saved = save_log_tails(nodes, &on, &name, state, &reason, self.service_dir).await;
+            let logs = match saved {
+                Ok(path) => format!("its nodes' log tails are in {}", path.display()),
+                Err(error) => format!("its nodes' log tails could not be saved: {error}"),
+            };
+            (self.emit)(WatchEvent::now(&name, state, WatchAction::Relaunch, Some(format!("{reason}; {logs}"))));
+            // Every rank, the engine's server first; a node that does not answer has its own
+            // record, which the launch's checks find. A stalled or failing server answers no
+            // SIGTERM: killed at once; ranks after a crash or a reboot get their grace.
+            let at_once = matches!(fault, Fault::Stalled { .. } | Fault::Failing { .. });
+            stop_service_with(nodes, &name, at_once).await;
+        })
+        .await;
+
+        if let Some(why) = self.wait_for_memory(&name, state, &on).await? {
+            return Ok(Relaunched::MemoryNeverFree(why));
+        }
+        let base = base_request(record, self.policy, self.secrets)?;
+        let launched = with_our_nodes(self.settings, "nothing was started", async |nodes| {
+            let again = launch_again(record, &base, nodes);
+            launch(nodes, &again, self.settings.reporter.as_ref()).await
+        })
+        .await;
+        match launched {
+            Ok(_) => Ok(Relaunched::Serving),
+            Err(interrupted @ Error::Interrupted { .. }) => Err(interrupted),
+            Err(error) => Ok(Relaunched::Failed(error.to_string())),
+        }
+    }
+
+    /// Until every node of the service holds no more GPU memory than the allowance: None, or why
+    /// the wait ran out. Asked every interval, at most `--memory-wait` long.
+    async fn wait_for_memory(&self, name: &str, state: crate::watch::State, on: &[String]) -> Result<Option<String>> {
+        let since = now();
+        let rounds = self.policy.memory_wait.as_millis() / self.policy.interval.as_millis().max(1) + 2;
+        let mut said = None;
+        for _ in 0..rounds {
+            let memory = with_nodes(self.settings, async |nodes, _| memory_of(nodes, on).await).await;
+            let limit = self.policy.memory_wait;
+            match memory_verdict(&memory, self.policy.memory_allowance_bytes, since, now(), limit) {
+                MemoryVerdict::Free => return Ok(None),
+                MemoryVerdict::GiveUp(why) => return Ok(Some(why)),
+                MemoryVerdict::Wait(why) => {
+                    // Said once per change of what holds it, not at every look.
+                    let holders = why.split("; waited").next().map(str::to_string);
+                    if said != holders {
+                        (self.emit)(WatchEvent::now(name, state, WatchAction::WaitMemory, Some(why)));
+                        said = holders;
+                    }
+                }
+            }
+            let pause = tokio::time::sleep(self.policy.interval.min(Duration::from_secs(60)));
+            self.interrupt
+                .unless_it_comes("the watch's wait for the nodes' memory", async {
+                    pause.await;
+                    Ok(())
+                })
+                .await?;
+        }
+        Ok(Some(format!(
+            "the nodes' GPU memory did not come free within --memory-wait {}",
+            crate::watch::format_duration(self.policy.memory_wait)
+        )))
+    }
+}
+
+/// The watch's settings for what a record does not say: the launch may take `--grace` to serve;
+/// the keys and Hub settings of the watch's environment.
+fn base_request(record: &ServingRecord, policy: &WatchPolicy, secrets: &RelaunchSecrets) -> Result<LaunchRequest> {
+    Ok(LaunchRequest {
+        engine: record.engine,
+        toolbox: record.toolbox.clone(),
+        service: ServiceName::parse(&record.service)?,
+        on: Vec::new(),
+        model: record.model.clone(),
+        source: ModelSource::of(&record.model),
+        backend: None,
+        tp: None,
+        pp: None,
+        host: None,
+        port: None,
+        timeout: policy.grace,
+        replace: true,
+        dry_run: false,
+        extra: Vec::new(),
+        env: BTreeMap::new(),
+        hf_token: secrets.hf_token.clone(),
+        api_key: secrets.api_key.clone(),
+        hub_env: secrets.hub_env.clone(),
+        cuda_graphs: false,
+        // The stop before it, at once after a fault, erased the compile cache already.
+        fresh_compile_cache: false,
+    })
+}

@@ -1,0 +1,209 @@
+//! `cluster watch [SERVICE...]`: the watch in the foreground (each event a line; with `--json`
+//! one JSON object per line, as its event log holds them) until Ctrl-C (exit 130); `--pause`,
+//! `--resume`; `--install` / `--uninstall` as a systemd user service.
+
+use std::path::{Path, PathBuf};
+
+use crate::cli::{ClusterArgs, WatchArgs};
+use crate::cluster::watch::dir::WatchDir;
+use crate::cluster::watch::events::WatchEvent;
+use crate::cluster::watch::install::{install, uninstall, UnitReport};
+use crate::cluster::watch::pause::{set_paused, PauseReport};
+use crate::cluster::watch::relaunch::RelaunchSecrets;
+use crate::cluster::watch::{watch, WatchRequest};
+use crate::cluster::ClusterSettings;
+use crate::commands::secrets::{api_key, hf_token};
+use crate::error::{Error, Result};
+use crate::model::hub_env::forwarded_hub_env;
+use crate::output::{Output, Render, Style};
+use crate::settings::Settings;
+use crate::watch::{format_duration, parse_duration, State, WatchPolicy, WatchUnit};
+
+/// What the installed unit keeps of this session's environment: where ssh, its agent and the
+/// cluster's files are (never a secret: the unit file is readable by the user's processes).
+const UNIT_ENVIRONMENT: [&str; 5] = ["PATH", "SSH_AUTH_SOCK", "XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_RUNTIME_DIR"];
+
+pub(super) async fn run(
+    cluster: &ClusterSettings,
+    args: &ClusterArgs,
+    watch_args: &WatchArgs,
+    settings: &Settings,
+    out: &Output,
+) -> Result<i32> {
+    let head = cluster.nodes.first().ok_or_else(|| Error::Usage("the cluster has no nodes".into()))?;
+    let dir = WatchDir::of(&settings.paths, head)?;
+    if watch_args.pause || watch_args.resume {
+        out.report(&set_paused(&dir, watch_args.pause)?);
+        return Ok(0);
+    }
+    let policy = policy(watch_args)?;
+    let unit_service = unit_service(head);
+    if watch_args.uninstall {
+        out.report(&uninstall(&unit_service, config_home(settings)?).await?);
+        return Ok(0);
+    }
+    if watch_args.install {
+        let unit = WatchUnit {
+            service: unit_service,
+            program: std::env::current_exe().map_err(|e| Error::Internal(format!("this program's path: {e}")))?,
+            args: unit_args(args, watch_args, &policy)?,
+            environment: UNIT_ENVIRONMENT
+                .iter()
+                .filter_map(|name| Some((name.to_string(), std::env::var(name).ok()?)))
+                .collect(),
+        };
+        out.report(&install(&unit, config_home(settings)?).await?);
+        return Ok(0);
+    }
+    let request = WatchRequest {
+        services: watch_args.services.clone(),
+        policy,
+        on_give_up: watch_args.on_give_up.clone(),
+        dir,
+        secrets: RelaunchSecrets {
+            api_key: api_key(watch_args.api_key_file.as_deref())?,
+            hf_token: hf_token(None)?,
+            hub_env: forwarded_hub_env(std::env::vars()),
+        },
+    };
+    out.status(&format!(
+        "watching {} every {} (Ctrl-C ends it)",
+        if request.services.is_empty() { "every service".to_string() } else { names(&request) },
+        format_duration(request.policy.interval)
+    ));
+    let print = |event: &WatchEvent| print_event(out, event);
+    match watch(cluster, &request, &print).await {
+        Err(Error::Interrupted { signal, .. }) => {
+            out.status(&format!("{}: the watch ended; every service is left as it is", signal.stopped()));
+            Ok(signal.exit_code())
+        }
+        Err(error) => Err(error),
+        Ok(()) => Ok(0),
+    }
+}
+
+fn names(request: &WatchRequest) -> String {
+    request.services.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+}
+
+/// The durations and counts as the flags give them.
+fn policy(args: &WatchArgs) -> Result<WatchPolicy> {
+    let policy = WatchPolicy {
+        interval: parse_duration("--interval", &args.interval)?,
+        stall: parse_duration("--stall", &args.stall)?,
+        failures: args.failures,
+        grace: parse_duration("--grace", &args.grace)?,
+        max_restarts: args.max_restarts,
+        window: parse_duration("--window", &args.window)?,
+        memory_wait: parse_duration("--memory-wait", &args.memory_wait)?,
+        ..WatchPolicy::default()
+    };
+    policy.check()?;
+    Ok(policy)
+}
+
+/// The unit's name part: the cluster's head, as a unit name may carry it (one watch per cluster).
+fn unit_service(head: &str) -> String {
+    head.chars().map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '_' }).collect()
+}
+
+/// `cluster [how to reach the nodes] watch [SERVICE...] [the policy]`, every path absolute (the
+/// unit runs in the user's home).
+fn unit_args(args: &ClusterArgs, watch_args: &WatchArgs, policy: &WatchPolicy) -> Result<Vec<String>> {
+    let mut argv = vec!["cluster".to_string()];
+    if let Some(nodes) = &args.nodes {
+        argv.extend(["--nodes".to_string(), nodes.clone()]);
+    }
+    for (flag, path) in [("--cluster", &args.cluster), ("--ssh-config", &args.ssh_config)] {
+        if let Some(path) = path {
+            argv.extend([flag.to_string(), absolute(path)?]);
+        }
+    }
+    argv.extend(["--connect-timeout".to_string(), args.connect_timeout.to_string()]);
+    if let Some(persist) = args.ssh_persist {
+        argv.extend(["--ssh-persist".to_string(), persist.to_string()]);
+    }
+    argv.push("watch".into());
+    argv.extend(watch_args.services.iter().map(|s| s.as_str().to_string()));
+    for (flag, value) in [
+        ("--interval", format_duration(policy.interval)),
+        ("--stall", format_duration(policy.stall)),
+        ("--failures", policy.failures.to_string()),
+        ("--grace", format_duration(policy.grace)),
+        ("--max-restarts", policy.max_restarts.to_string()),
+        ("--window", format_duration(policy.window)),
+        ("--memory-wait", format_duration(policy.memory_wait)),
+    ] {
+        argv.extend([flag.to_string(), value]);
+    }
+    if let Some(command) = &watch_args.on_give_up {
+        argv.extend(["--on-give-up".to_string(), command.clone()]);
+    }
+    if watch_args.api_key_file.is_some() {
+        return Err(Error::Usage(
+            "--install keeps no key file in the unit. Fix: install it without --api-key-file; a relaunch then \
+             reads STRIX_API_KEY from the unit's environment (`systemctl --user set-environment`)"
+                .into(),
+        ));
+    }
+    Ok(argv)
+}
+
+fn absolute(path: &Path) -> Result<String> {
+    let absolute: PathBuf = std::path::absolute(path).map_err(|e| Error::read(path, e))?;
+    absolute
+        .to_str()
+        .map(str::to_string)
+        .ok_or_else(|| Error::Usage(format!("{} is not UTF-8, which a unit file cannot hold", absolute.display())))
+}
+
+fn config_home(settings: &Settings) -> Result<&Path> {
+    settings
+        .paths
+        .config_home()
+        .ok_or_else(|| Error::Usage("no place for a systemd user unit: neither XDG_CONFIG_HOME nor HOME is set".into()))
+}
+
+/// One event: a JSON line with `--json` (as the event log has it), else a line of text.
+fn print_event(out: &Output, event: &WatchEvent) {
+    if out.json() {
+        out.line(&serde_json::to_string(event).unwrap_or_default());
+        return;
+    }
+    let style = match event.state {
+        State::Serving => Style::Ok,
+        State::Loading | State::Paused | State::NodeDown => Style::Warn,
+        _ => Style::Fail,
+    };
+    let reason = event.reason.as_deref().map_or(String::new(), |reason| format!(": {reason}"));
+    out.line(&format!(
+        "{} {} {} ({}){reason}",
+        event.time,
+        out.paint(&event.service, Style::Bold),
+        out.paint(event.state.name(), style),
+        serde_json::to_value(event.action).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()
+    ));
+}
+
+impl Render for PauseReport {
+    fn render(&self, out: &Output) {
+        let what = if self.paused { "paused" } else { "resumed" };
+        let already = if self.already { " (it already was)" } else { "" };
+        out.line(&format!("the cluster's watch is {what}{already}: {}", self.file));
+    }
+}
+
+impl Render for UnitReport {
+    fn render(&self, out: &Output) {
+        if self.installed {
+            out.line(&format!(
+                "installed and started {} ({}); `systemctl --user status {}` shows it",
+                self.unit, self.file, self.unit
+            ));
+        } else if self.systemctl.is_empty() {
+            out.line(&format!("{} was not installed ({})", self.unit, self.file));
+        } else {
+            out.line(&format!("stopped and removed {} ({})", self.unit, self.file));
+        }
+    }
+}

@@ -1,0 +1,484 @@
+//! `cluster watch`, end to end, with the real llama.cpp on two namespace nodes (the head's
+//! `llama-server` over the worker's `rpc-server`, as llama_launch.rs launches them), the watch run
+//! as the binary in the foreground, its `--json` event lines read as they come. One cluster, the
+//! faults in sequence, each wait bounded, states asserted (never how long anything took):
+//!
+//! (a) the head's `llama-server` stopped with SIGSTOP (its port still accepts, nothing answers) is
+//! found stalled, its nodes' log tails saved, relaunched, and serves again; (b) the worker's
+//! `rpc-server` killed is relaunched; (c) with `--max-restarts 2` the third fault gives up:
+//! `cluster status --json` says so with the reason, and `--on-give-up` ran with the service and
+//! the reason in its environment; the operator's `launch --replace` is no failure, the watch
+//! reads the new launch; (d) the worker rebooted (a new boot id, its sessions and its toolbox's
+//! processes gone) gets the whole service back; a `cluster stop` is no failure either; Ctrl-C
+//! ends the watch with 130. A second watch on the cluster is refused while the first runs.
+//!
+//! `--install` writes its systemd user unit under XDG_CONFIG_HOME and asks `systemctl --user`
+//! (a stand-in on PATH here: this machine has no user systemd) to load and start it.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tempfile::TempDir;
+
+use crate::support::cli::{json, stderr, stdout, strix_command};
+use crate::support::cluster::{Link, TestCluster};
+use crate::support::llama_image::llama_image;
+use crate::support::llama_server::greedy_completion_of;
+use crate::support::registry::Registry;
+use crate::support::serving_files::record;
+use crate::support::tiny_llama::TinyLlama;
+
+const SERVICE: &str = "tiny";
+const SERVER_ARGS: [&str; 4] = ["--threads", "1", "--ctx-size", "2048"];
+/// The longest the test waits for any one event of the watch (a relaunch loads the model over
+/// RPC on a busy machine); a bound, never a figure the test asserts.
+const EVENT_LIMIT: Duration = Duration::from_secs(300);
+
+/// Two Thunderbolt nodes running the llama image in their toolbox `llama`, the tiny model on the
+/// head, and this machine's own state directory for the watch.
+struct WatchBed {
+    cluster: TestCluster,
+    model: String,
+    port: String,
+    state: TempDir,
+    _registry: Registry,
+}
+
+impl WatchBed {
+    fn start() -> WatchBed {
+        let registry = Registry::start();
+        let cluster = TestCluster::start_with(&registry, 2, Link::Thunderbolt);
+        let image = llama_image(cluster.node(1).podman(), &registry, "llama-node:latest", "2026-11-01T10:00:00Z");
+        let state = tempfile::tempdir().expect("a state directory");
+        let mut bed = WatchBed {
+            cluster,
+            model: String::new(),
+            port: crate::support::free_port().to_string(),
+            state,
+            _registry: registry,
+        };
+        let refresh = ["refresh", "--engine", "llama.cpp", "--image", &image, "--manager", "native", "--spread", "off"];
+        let refreshed = bed.strix(&refresh);
+        assert!(refreshed.status.success(), "{}", stderr(&refreshed));
+        let path = bed.cluster.node(1).home.join("models/tiny-llama.gguf");
+        std::fs::create_dir_all(path.parent().expect("a directory")).expect("mkdir models");
+        std::fs::copy(TinyLlama::default().gguf(), &path).expect("the model on the head");
+        bed.model = path.display().to_string();
+        // What amdgpu says of a node's GPU memory: nothing held (the relaunch waits for it).
+        for index in 1..=2 {
+            let device = bed.cluster.node(index).host_tree.path().join("sys/class/drm/card0/device");
+            std::fs::write(device.join("mem_info_gtt_used"), "0\n").expect("the tree's GTT in use");
+            std::fs::write(device.join("mem_info_vram_used"), "0\n").expect("the tree's VRAM in use");
+        }
+        bed
+    }
+
+    /// This machine's state directory (the watch's files) for every command.
+    fn env(&self) -> Vec<(String, String)> {
+        vec![("XDG_STATE_HOME".into(), self.state.path().display().to_string())]
+    }
+
+    /// `strix-toolbox --json cluster --nodes … ARGS`.
+    fn command(&self, args: &[&str]) -> Command {
+        let config = self.cluster.ssh_config();
+        let nodes = self.cluster.nodes_arg();
+        let mut argv = vec!["--json", "cluster"];
+        argv.extend(["--ssh-config", config.to_str().expect("utf-8"), "--nodes", &nodes, "--connect-timeout", "3"]);
+        argv.extend_from_slice(args);
+        strix_command(&self.env(), &argv)
+    }
+
+    fn strix(&self, args: &[&str]) -> Output {
+        self.command(args).stdin(Stdio::null()).output().expect("run strix-toolbox")
+    }
+
+    fn launch(&self, options: &[&str]) -> Output {
+        let mut args = vec!["launch", &self.model, "--name", SERVICE, "--port", &self.port, "--timeout", "120"];
+        args.extend_from_slice(options);
+        args.push("--");
+        args.extend(SERVER_ARGS);
+        self.strix(&args)
+    }
+
+    /// The pid of `process` in node `index`'s record of the service.
+    fn pid(&self, index: usize, process: &str) -> String {
+        let record = record(&self.cluster.node(index).serving_dir(), SERVICE).expect("the service's record");
+        let processes = record["processes"].as_array().expect("processes");
+        let found = processes.iter().find(|p| p["name"] == process).unwrap_or_else(|| panic!("no {process}: {record}"));
+        found["pid"].to_string()
+    }
+
+    /// `kill -SIGNAL PID` inside node `index`'s toolbox.
+    fn signal(&self, index: usize, signal: &str, pid: &str) {
+        let kill = format!("kill -{signal} \"$1\"");
+        let done = self.cluster.node(index).podman().remote(&["exec", "llama", "sh", "-c", &kill, "sh", pid]);
+        assert!(done.status.success(), "kill -{signal} {pid}: {}", String::from_utf8_lossy(&done.stderr));
+    }
+
+    /// A greedy completion through the cluster's endpoint, asked from the worker.
+    fn answers(&self) -> bool {
+        let url = format!("http://{}:{}", self.cluster.node(1).link_address, self.port);
+        let netns = Some(self.cluster.node(2).netns().name());
+        greedy_completion_of(netns, &url, Some(SERVICE), "Once upon a time", 8).is_ok_and(|c| !c.text.is_empty())
+    }
+
+    /// For scripts/bench/watch-recovery.sh: when STRIX_WATCH_RECOVERY_DIR names a directory, the
+    /// moment each fault was made (`FAULT TIME` lines), read beside the watch's event log.
+    fn fault_made(&self, fault: &str) {
+        let Some(dir) = std::env::var_os("STRIX_WATCH_RECOVERY_DIR") else { return };
+        let time = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(Path::new(&dir).join("faults.txt"))
+            .expect("the faults file");
+        std::io::Write::write_all(&mut file, format!("{fault} {time}\n").as_bytes()).expect("write the fault");
+    }
+
+    /// `watch/tiny/` under the cluster's state directory on this machine.
+    fn service_dir(&self) -> PathBuf {
+        let clusters = self.state.path().join("strix-toolbox/clusters");
+        let head =
+            std::fs::read_dir(&clusters).expect("the clusters' state").next().expect("one cluster").expect("entry");
+        head.path().join("watch").join(SERVICE)
+    }
+}
+
+/// The watch as a child, its `--json` event lines read as they come.
+struct RunningWatch {
+    child: Child,
+    events: Receiver<Value>,
+    seen: Vec<Value>,
+}
+
+impl RunningWatch {
+    fn start(bed: &WatchBed, flags: &[&str]) -> RunningWatch {
+        let mut args = vec!["watch", SERVICE];
+        args.extend_from_slice(flags);
+        let mut child = bed
+            .command(&args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start the watch");
+        let stdout = child.stdout.take().expect("its stdout");
+        let (send, events) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let event: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+                if send.send(event).is_err() {
+                    return;
+                }
+            }
+        });
+        RunningWatch { child, events, seen: Vec::new() }
+    }
+
+    /// The first event from now on that `wanted` takes; every event seen on the way is kept.
+    fn until(&mut self, what: &str, wanted: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + EVENT_LIMIT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.events.recv_timeout(left) {
+                Ok(event) => {
+                    eprintln!("watch: {event}");
+                    self.seen.push(event.clone());
+                    if wanted(&event) {
+                        return event;
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => panic!("no {what} from the watch; it said: {:#?}", self.seen),
+                Err(RecvTimeoutError::Disconnected) => {
+                    panic!("the watch ended before {what} ({:?}); it said: {:#?}", self.child.try_wait(), self.seen)
+                }
+            }
+        }
+    }
+
+    /// The next event with this `action` (and this `state`, when given).
+    fn action(&mut self, action: &str, state: Option<&str>) -> Value {
+        self.until(&format!("{action} ({state:?})"), |e| e["action"] == action && state.is_none_or(|s| e["state"] == s))
+    }
+
+    /// It serves (again): the state `serving`.
+    fn serving(&mut self) -> Value {
+        self.until("serving", |e| e["state"] == "serving")
+    }
+
+    /// Ctrl-C: its exit code.
+    fn interrupt(&mut self) -> Option<i32> {
+        let pid = self.child.id().to_string();
+        let sent = Command::new("kill").args(["-INT", &pid]).status().expect("kill -INT");
+        assert!(sent.success());
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.try_wait().expect("wait for the watch") {
+                return status.code();
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = self.child.kill();
+        panic!("the watch did not end after SIGINT");
+    }
+}
+
+impl Drop for RunningWatch {
+    /// A test that failed midway leaves no watch behind.
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+#[test]
+fn the_watch_relaunches_a_stalled_a_crashed_and_a_rebooted_service_and_gives_up_past_its_budget() {
+    let mut bed = WatchBed::start();
+    let launched = bed.launch(&[]);
+    assert!(launched.status.success(), "{}{}", stdout(&launched), stderr(&launched));
+    let report = json(&launched);
+    assert!(
+        report["nodes"][0]["commands"][0]["argv"].as_array().expect("argv").iter().any(|a| a == "--metrics"),
+        "llama-server is launched with its metrics on: {report}"
+    );
+    let gave_up_file = bed.state.path().join("gave-up");
+    let on_give_up =
+        format!("printf '%s\\n%s\\n' \"$STRIX_WATCH_SERVICE\" \"$STRIX_WATCH_REASON\" > '{}'", gave_up_file.display());
+    let flags = [
+        "--interval",
+        "1s",
+        "--stall",
+        "3s",
+        "--failures",
+        "5",
+        "--grace",
+        "120s",
+        "--max-restarts",
+        "2",
+        "--memory-wait",
+        "60s",
+        "--on-give-up",
+        &on_give_up,
+    ];
+    let mut watch = RunningWatch::start(&bed, &flags);
+    let found = watch.action("watching", None);
+    assert_eq!(found["service"], SERVICE, "{found}");
+    watch.serving();
+
+    // One watch per cluster.
+    let second = bed.strix(&["watch", "--interval", "1s"]);
+    assert_eq!(second.status.code(), Some(2), "{}", stderr(&second));
+    assert!(stderr(&second).contains("a watch already runs on this cluster"), "{}", stderr(&second));
+
+    // (a) The head's llama-server stopped: its port accepts, nothing answers.
+    let server = bed.pid(1, "llama-server");
+    bed.signal(1, "STOP", &server);
+    bed.fault_made("stall");
+    let relaunch = watch.action("relaunch", Some("stalled"));
+    let reason = relaunch["reason"].as_str().expect("a reason");
+    assert!(reason.starts_with("stalled: ") && reason.contains("log tails are in"), "{relaunch}");
+    watch.action("relaunched", None);
+    watch.serving();
+    assert!(bed.answers(), "the relaunched service answers through the endpoint");
+    assert_ne!(bed.pid(1, "llama-server"), server, "a new llama-server");
+    let saved: Vec<PathBuf> = logs_saved(&bed.service_dir(), "stalled");
+    assert_eq!(saved.len(), 1, "one log file for the stall: {saved:?}");
+    let text = std::fs::read_to_string(&saved[0]).expect("the saved log tails");
+    assert!(text.contains("# stalled: stalled: ") && text.contains("llama-server (its last"), "{text}");
+
+    // (b) The worker's rpc-server killed.
+    let rpc = bed.pid(2, "rpc-server");
+    bed.signal(2, "KILL", &rpc);
+    bed.fault_made("crash");
+    let relaunch = watch.action("relaunch", Some("failing"));
+    assert!(relaunch["reason"].as_str().expect("a reason").starts_with("rpc-server on "), "{relaunch}");
+    watch.action("relaunched", None);
+    watch.serving();
+    assert!(bed.answers(), "served again after the worker's crash");
+    assert_ne!(bed.pid(2, "rpc-server"), rpc, "a new rpc-server");
+
+    // (c) A third fault within the window: --max-restarts 2 gives up, and says why.
+    bed.signal(1, "KILL", &bed.pid(1, "llama-server"));
+    let given_up = watch.action("give-up", Some("given-up"));
+    let reason = given_up["reason"].as_str().expect("a reason");
+    assert!(reason.contains("2 restart(s) in the last 6h already, the most --max-restarts 2"), "{given_up}");
+    assert!(reason.ends_with("--on-give-up ran"), "{given_up}");
+    let said = std::fs::read_to_string(&gave_up_file).expect("--on-give-up wrote its file");
+    let said: Vec<&str> = said.lines().collect();
+    assert_eq!(said[0], SERVICE, "STRIX_WATCH_SERVICE");
+    assert!(
+        said[1].starts_with("llama-server on ") && said[1].contains("--max-restarts 2"),
+        "STRIX_WATCH_REASON: {said:?}"
+    );
+    let status = bed.strix(&["status"]);
+    let report = json(&status);
+    let watched = &report["watch"][0];
+    assert_eq!((watched["service"].as_str(), watched["state"].as_str()), (Some(SERVICE), Some("given-up")), "{report}");
+    assert_eq!(watched["given_up"], true, "{report}");
+    assert!(watched["reason"].as_str().is_some_and(|r| r.contains("--max-restarts 2")), "{report}");
+    assert!(
+        report["disagreements"]
+            .as_array()
+            .expect("disagreements")
+            .iter()
+            .any(|d| d.as_str().is_some_and(|d| d.starts_with("the watch gave up on tiny"))),
+        "{report}"
+    );
+
+    // The operator launches it again: no failure; the watch reads the new launch (a look between
+    // the replace's stop and its start finds no record: dropped, then found again).
+    let again = bed.launch(&["--replace"]);
+    assert!(again.status.success(), "{}{}", stdout(&again), stderr(&again));
+    let before = watch.seen.len();
+    watch.until("the new launch read", |e| e["action"] == "reread" || e["action"] == "watching");
+    watch.serving();
+    let between: Vec<&Value> = watch.seen[before..].iter().filter(|e| e["action"] == "relaunch").collect();
+    assert!(between.is_empty(), "the operator's launch is no failure: {between:?}");
+
+    // (d) The worker rebooted: its ssh sessions end, it comes back with another boot id, and
+    // what ran in its toolbox is gone.
+    bed.cluster.node_mut(2).reboot();
+    let restarted = bed.cluster.node(2).podman().remote(&["restart", "--time", "1", "llama"]);
+    assert!(restarted.status.success(), "podman restart llama: {}", String::from_utf8_lossy(&restarted.stderr));
+    bed.fault_made("reboot");
+    let relaunch = watch.action("relaunch", Some("node-rebooted"));
+    assert!(relaunch["reason"].as_str().expect("a reason").starts_with("node "), "{relaunch}");
+    watch.action("relaunched", None);
+    watch.serving();
+    assert!(bed.answers(), "the whole service is back after the reboot");
+
+    // Its operator stops it: no failure, no longer watched, nothing relaunched.
+    let stopped = bed.strix(&["stop", SERVICE]);
+    assert!(stopped.status.success(), "{}", stderr(&stopped));
+    watch.action("dropped", None);
+    assert_eq!(watch.interrupt(), Some(130), "Ctrl-C ends the watch with 130");
+    assert!(record(&bed.cluster.node(1).serving_dir(), SERVICE).is_none(), "nothing was started after the stop");
+    if let Some(dir) = std::env::var_os("STRIX_WATCH_RECOVERY_DIR") {
+        let log = bed.service_dir().parent().expect("watch/").join("events.jsonl");
+        std::fs::copy(&log, Path::new(&dir).join("events.jsonl")).expect("the event log for the benchmark");
+    }
+    let actions = watch_actions(&bed);
+    assert_eq!(actions.iter().filter(|a| **a == "relaunch").count(), 3, "the event log: {actions:?}");
+}
+
+/// The log files the watch saved for faults of `state`.
+fn logs_saved(service_dir: &Path, state: &str) -> Vec<PathBuf> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir(service_dir)
+        .expect("the service's watch directory")
+        .filter_map(|entry| Some(entry.ok()?.path()))
+        .filter(|path| path.to_string_lossy().ends_with(&format!("-{state}.log")))
+        .collect();
+    found.sort();
+    found
+}
+
+/// Every action in the watch's event log, in order.
+fn watch_actions(bed: &WatchBed) -> Vec<String> {
+    let log = bed.service_dir().parent().expect("watch/").join("events.jsonl");
+    let text = std::fs::read_to_string(&log).expect("the event log");
+    text.lines()
+        .map(|line| serde_json::from_str::<Value>(line).expect("a JSON line"))
+        .map(|event| event["action"].as_str().expect("an action").to_string())
+        .collect()
+}
+
+#[test]
+fn install_writes_the_unit_systemd_loads_and_uninstall_removes_it() {
+    let home = tempfile::tempdir().expect("a home");
+    let bin = home.path().join("bin");
+    std::fs::create_dir_all(&bin).expect("mkdir bin");
+    // systemctl's stand-in: this machine has no user systemd; it says what it was asked.
+    let asked = home.path().join("systemctl.log");
+    let stand_in = format!("#!/bin/sh\necho \"$*\" >> '{}'\n", asked.display());
+    let systemctl = bin.join("systemctl");
+    std::fs::write(&systemctl, stand_in).expect("write systemctl");
+    std::fs::set_permissions(&systemctl, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let env = vec![
+        ("HOME".to_string(), home.path().display().to_string()),
+        ("XDG_CONFIG_HOME".to_string(), home.path().join("config").display().to_string()),
+        ("XDG_STATE_HOME".to_string(), home.path().join("state").display().to_string()),
+        ("PATH".to_string(), path),
+    ];
+    let run = |args: &[&str]| strix_command(&env, args).stdin(Stdio::null()).output().expect("run strix-toolbox");
+    let on_give_up = "logger -t strix \"$STRIX_WATCH_SERVICE: $STRIX_WATCH_REASON\"";
+    let installed = run(&[
+        "--json",
+        "cluster",
+        "--nodes",
+        "root@node1,node2",
+        "watch",
+        "tiny",
+        "--interval",
+        "90",
+        "--window",
+        "6h",
+        "--on-give-up",
+        on_give_up,
+        "--install",
+    ]);
+    assert!(installed.status.success(), "{}", stderr(&installed));
+    let report = json(&installed);
+    assert_eq!(report["unit"], "strix-toolbox-watch-root_node1.service", "{report}");
+    let unit = home.path().join("config/systemd/user/strix-toolbox-watch-root_node1.service");
+    assert_eq!(report["file"], unit.display().to_string(), "{report}");
+    assert_eq!(
+        std::fs::read_to_string(&asked).expect("systemctl was asked"),
+        "--user daemon-reload\n--user enable --now strix-toolbox-watch-root_node1.service\n"
+    );
+    let text = std::fs::read_to_string(&unit).expect("the unit file");
+    let exec = text.lines().find(|l| l.starts_with("ExecStart=")).expect("ExecStart");
+    assert!(
+        exec.contains("\"cluster\" \"--nodes\" \"root@node1,node2\"")
+            && exec.contains("\"watch\" \"tiny\" \"--interval\" \"90s\"")
+            && exec.contains("\"--window\" \"6h\"")
+            && exec.contains("\"logger -t strix \\\"$$STRIX_WATCH_SERVICE: $$STRIX_WATCH_REASON\\\"\""),
+        "{exec}"
+    );
+    assert!(!exec.contains("--install"), "{exec}");
+    // As the user manager would load it: not one warning (scripts/test-deps.sh installs systemd).
+    let runtime = home.path().join("runtime");
+    std::fs::create_dir(&runtime).expect("mkdir runtime");
+    std::fs::set_permissions(&runtime, std::os::unix::fs::PermissionsExt::from_mode(0o700)).expect("chmod");
+    let verified = Command::new("systemd-analyze")
+        .args(["--user", "verify"])
+        .arg(&unit)
+        .env("XDG_RUNTIME_DIR", &runtime)
+        .env("HOME", home.path())
+        .output()
+        .expect("systemd-analyze (Debian's systemd package)");
+    let said = format!("{}{}", String::from_utf8_lossy(&verified.stdout), String::from_utf8_lossy(&verified.stderr));
+    assert!(verified.status.success() && said.trim().is_empty(), "systemd-analyze verify: {said}");
+    let removed = run(&["--json", "cluster", "--nodes", "root@node1,node2", "watch", "--uninstall"]);
+    assert!(removed.status.success(), "{}", stderr(&removed));
+    assert_eq!(json(&removed)["installed"], false);
+    assert!(!unit.exists(), "the unit file is gone");
+    let log = std::fs::read_to_string(&asked).expect("systemctl was asked");
+    assert!(
+        log.ends_with("--user disable --now strix-toolbox-watch-root_node1.service\n--user daemon-reload\n"),
+        "{log}"
+    );
+}
+
+#[test]
+fn a_duration_the_watch_cannot_take_is_a_usage_error_naming_its_flag() {
+    let state = tempfile::tempdir().expect("a state directory");
+    let env = vec![("XDG_STATE_HOME".to_string(), state.path().display().to_string())];
+    for (flags, said) in [
+        (["--interval", "1.5m"], "--interval \"1.5m\": a duration is whole seconds or a whole number with its unit"),
+        (["--stall", "5d"], "--stall \"5d\": a duration is"),
+        (["--interval", "0"], "--interval 0s: it must be more than zero"),
+    ] {
+        let mut args = vec!["cluster", "--nodes", "node1", "watch"];
+        args.extend(flags);
+        let output = strix_command(&env, &args).stdin(Stdio::null()).output().expect("run strix-toolbox");
+        assert_eq!(output.status.code(), Some(2), "{flags:?}: {}", stderr(&output));
+        assert!(stderr(&output).contains(said), "{flags:?}: {}", stderr(&output));
+    }
+}
