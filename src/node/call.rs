@@ -19,6 +19,7 @@ use crate::model::serve::{ModelServe, ModelServeStop, ModelServeStopped, ModelSe
 use crate::model::shape::ask::ShapeAsk;
 use crate::model::shape::source::ShapeRead;
 use crate::node::router::{RouterLook, RouterState, RouterUpdate};
+use crate::node::telemetry::{Telemetry, TelemetryReport};
 use crate::ops::detect::DetectReport;
 use crate::ops::doctor::DoctorReport;
 use crate::ops::phase::{PhaseReport, PhaseRequest};
@@ -150,6 +151,9 @@ node_calls! {
     RouterLook(RouterLook) -> RouterState;
     /// A service's route added (the router started when none runs) or routes removed.
     RouterUpdate(RouterUpdate) -> RouterState;
+    /// The node's GPU and RDMA telemetry from its host tree, and the engines it serves scraped
+    /// from the node (`cluster metrics`, `cluster top`).
+    Telemetry(Telemetry) -> TelemetryReport;
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -450,6 +454,14 @@ mod tests {
                 hf_token: Some(Secret::new("hf_secret".into())),
             }
             .into(),
+            Telemetry {
+                engines: vec![crate::node::telemetry::EngineTarget {
+                    address: "192.168.2.1:8001".parse().unwrap(),
+                    api_key: Some(Secret::new("sk-engine".into())),
+                }],
+                limit_ms: 5000,
+            }
+            .into(),
         ]
     }
 
@@ -493,6 +505,7 @@ mod tests {
             NodeCall::RouterLook(_) => 34,
             NodeCall::RouterUpdate(_) => 35,
             NodeCall::ShapeRead(_) => 36,
+            NodeCall::Telemetry(_) => 37,
         }
     }
 
@@ -635,5 +648,21 @@ mod tests {
             notes: vec![],
         };
         round_trip(&ask, read);
+        let telemetry = crate::node::telemetry::TelemetryReport {
+            host: crate::host::telemetry::NodeTelemetry {
+                cards: vec![crate::host::telemetry::CardTelemetry {
+                    card: "card0".into(),
+                    busy_percent: Some(37),
+                    power_microwatts: Some(45_500_000),
+                    temperature_millicelsius: Some(-1_500),
+                }],
+                ..Default::default()
+            },
+            engines: vec![
+                crate::node::telemetry::EngineScrape::Metrics("llamacpp:requests_processing NaN\n".into()),
+                crate::node::telemetry::EngineScrape::Failed("nothing listens at 192.168.2.1:8001".into()),
+            ],
+        };
+        round_trip(&Telemetry::default(), telemetry);
     }
 }
