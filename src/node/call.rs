@@ -454,14 +454,7 @@ mod tests {
                 hf_token: Some(Secret::new("hf_secret".into())),
             }
             .into(),
-            Telemetry {
-                engines: vec![crate::node::telemetry::EngineTarget {
-                    address: "192.168.2.1:8001".parse().unwrap(),
-                    api_key: Some(Secret::new("sk-engine".into())),
-                }],
-                limit_ms: 5000,
-            }
-            .into(),
+            Telemetry { engines: true, api_key: Some(Secret::new("sk-engine".into())), limit_ms: 5000 }.into(),
         ]
     }
 
@@ -659,8 +652,20 @@ mod tests {
                 ..Default::default()
             },
             engines: vec![
-                crate::node::telemetry::EngineScrape::Metrics("llamacpp:requests_processing NaN\n".into()),
-                crate::node::telemetry::EngineScrape::Failed("nothing listens at 192.168.2.1:8001".into()),
+                crate::node::telemetry::EngineReading {
+                    service: "tiny".into(),
+                    model: "/models/tiny.gguf".into(),
+                    engine: crate::serving::llama::LLAMA_CPP,
+                    address: "192.168.2.1:8001".parse().unwrap(),
+                    scrape: crate::node::telemetry::EngineScrape::Metrics("llamacpp:requests_processing NaN\n".into()),
+                },
+                crate::node::telemetry::EngineReading {
+                    service: "qwen".into(),
+                    model: "Qwen/Qwen3-0.6B".into(),
+                    engine: crate::serving::vllm::VLLM,
+                    address: "192.168.2.1:8002".parse().unwrap(),
+                    scrape: crate::node::telemetry::EngineScrape::Failed("nothing listens at 192.168.2.1:8002".into()),
+                },
             ],
         };
         round_trip(&Telemetry::default(), telemetry);
