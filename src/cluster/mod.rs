@@ -16,7 +16,7 @@ pub(crate) mod interrupt;
 pub(crate) mod launch;
 pub(crate) mod logs;
 pub(crate) mod measured;
-pub(crate) mod metrics;
+pub mod metrics;
 pub(crate) mod model;
 pub(crate) mod nodes;
 pub(crate) mod proof;
@@ -26,9 +26,9 @@ pub(crate) mod shared_home;
 pub(crate) mod spread;
 pub(crate) mod status;
 pub(crate) mod stop;
-pub(crate) mod top;
 #[cfg(test)]
 pub(crate) mod testing;
+pub(crate) mod top;
 pub(crate) mod verify;
 
 use std::sync::Arc;

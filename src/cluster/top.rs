@@ -24,7 +24,8 @@ const REQUESTS_RUNNING: &[&str] = &["vllm:num_requests_running", "llamacpp:reque
 const REQUESTS_WAITING: &[&str] = &["vllm:num_requests_waiting", "llamacpp:requests_deferred"];
 /// The KV cache's share in use, 0 to 1: vLLM v1's, its v0 name, and llama-server's before it
 /// dropped the gauge (today's llama-server has none: the figure is unknown for it).
-const KV_CACHE_USED: &[&str] = &["vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "llamacpp:kv_cache_usage_ratio"];
+const KV_CACHE_USED: &[&str] =
+    &["vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "llamacpp:kv_cache_usage_ratio"];
 
 /// The cluster's families at one moment.
 #[derive(Debug, Clone, PartialEq)]
@@ -187,7 +188,8 @@ mod tests {
         engine_up.push(&[("node", "node1"), ("service", "tiny"), ("model", "m")], 1.0);
         let mut error = Family::new("strix_scrape_error", MetricType::Gauge, "");
         error.push(&[("node", "node2"), ("why", "ssh: refused")], 1.0);
-        let labels = |engine: &'static str| [("node", "node1"), ("service", "tiny"), ("model", "m"), ("engine", engine)];
+        let labels =
+            |engine: &'static str| [("node", "node1"), ("service", "tiny"), ("model", "m"), ("engine", engine)];
         let mut generated = Family::new("vllm:generation_tokens_total", MetricType::Counter, "");
         generated.push(&labels("0"), tokens * 0.75);
         generated.push(&labels("1"), tokens * 0.25);
@@ -213,7 +215,10 @@ mod tests {
         assert_eq!(node1.link_transmit_bytes_per_second, Some(3000.0));
         assert_eq!(node1.link_receive_bytes_per_second, None, "no such counter");
         let node2 = &frame.nodes[1];
-        assert_eq!((node2.up, node2.error.as_deref(), node2.gpu_memory_used_bytes), (false, Some("ssh: refused"), None));
+        assert_eq!(
+            (node2.up, node2.error.as_deref(), node2.gpu_memory_used_bytes),
+            (false, Some("ssh: refused"), None)
+        );
         let tiny = &frame.services[0];
         assert_eq!(tiny.tokens_per_second, Some(40.0));
         assert_eq!(tiny.requests_running, Some(3.0));

@@ -1,0 +1,167 @@
+//! `cluster top`: the cluster's frame ([`crate::cluster::top`]) redrawn every `--interval` until
+//! Ctrl-C (exit 130) or until its reader goes away (`cluster top | head -3`: exit 0). `--once`
+//! reads twice, `--interval` apart, and prints one frame whose rates are known; `--json` prints
+//! that one frame as JSON. The first frame of the live view has no rates yet (shown as `-`).
+
+use std::io::IsTerminal;
+use std::time::{Duration, Instant};
+
+use crate::cli::TopArgs;
+use crate::cluster::metrics::{read_cluster, MetricsAsk};
+use crate::cluster::top::{frame, NodeLine, Reading, ServiceLine, TopFrame};
+use crate::cluster::{with_nodes, ClusterSettings};
+use crate::commands::secrets::api_key;
+use crate::error::{Error, Result};
+use crate::output::{Output, Render, Style};
+use crate::reporter::Bytes;
+use crate::watch::duration::parse_duration;
+
+/// Clears a terminal and puts the cursor at its top (ECMA-48 CUP and ED), between frames.
+const REDRAW: &str = "\x1b[H\x1b[2J";
+
+pub(super) async fn run(cluster: &ClusterSettings, args: &TopArgs, out: &Output) -> Result<i32> {
+    let interval = parse_duration("--interval", &args.interval)?;
+    if interval.is_zero() {
+        return Err(Error::Usage("--interval 0: a frame needs at least a second between readings (1s, 2s)".into()));
+    }
+    let ask =
+        MetricsAsk { api_key: api_key(None)?, scrape_limit: parse_duration("--scrape-timeout", &args.scrape_timeout)? };
+    let started = Instant::now();
+    with_nodes(cluster, async |nodes, unreachable| {
+        let unreachable: Vec<(String, String)> =
+            unreachable.into_iter().map(|(node, error)| (node, error.to_string())).collect();
+        let read = async || Reading {
+            families: read_cluster(nodes, &unreachable, &ask).await.families().families,
+            at_seconds: started.elapsed().as_secs_f64(),
+        };
+        if args.once || out.json() {
+            let first = read().await;
+            tokio::select! {
+                _ = tokio::time::sleep(interval) => {}
+                _ = tokio::signal::ctrl_c() => return Ok(130),
+            }
+            let second = read().await;
+            out.report(&frame(Some(&first), &second));
+            return Ok(0);
+        }
+        live(read, interval, out).await
+    })
+    .await
+}
+
+/// Frames until Ctrl-C or a closed stdout; a terminal is redrawn, a pipe gets one frame after
+/// another.
+async fn live(read: impl AsyncFn() -> Reading, interval: Duration, out: &Output) -> Result<i32> {
+    let terminal = std::io::stdout().is_terminal();
+    let mut previous: Option<Reading> = None;
+    // Bounded by Ctrl-C and by the reader: each turn waits `interval` or ends.
+    loop {
+        let current = tokio::select! {
+            reading = read() => reading,
+            _ = tokio::signal::ctrl_c() => return Ok(130),
+        };
+        if terminal {
+            out.write(REDRAW.as_bytes());
+        }
+        out.report(&frame(previous.as_ref(), &current));
+        if !terminal {
+            out.line("");
+        }
+        if out.stdout_closed() {
+            return Ok(0);
+        }
+        previous = Some(current);
+        tokio::select! {
+            _ = tokio::time::sleep(interval) => {}
+            _ = tokio::signal::ctrl_c() => return Ok(130),
+        }
+    }
+}
+
+impl Render for TopFrame {
+    fn render(&self, out: &Output) {
+        let dash = || "-".to_string();
+        let mut rows = vec![["NODE", "GPU MEMORY", "BUSY", "POWER", "TEMP", "LINK TX/s", "LINK RX/s"]
+            .map(str::to_string)
+            .to_vec()];
+        for node in &self.nodes {
+            rows.push(node_row(node, &dash));
+        }
+        table(out, &rows);
+        let mut rows = vec![["SERVICE", "MODEL", "NODE", "TOKENS/s", "RUNNING", "WAITING", "KV CACHE"]
+            .map(str::to_string)
+            .to_vec()];
+        for service in &self.services {
+            rows.push(service_row(service, &dash));
+        }
+        if self.services.is_empty() {
+            out.line(&out.paint("no service runs on the cluster", Style::Dim));
+        } else {
+            table(out, &rows);
+        }
+        for node in self.nodes.iter().filter(|n| !n.up) {
+            let why = node.error.as_deref().unwrap_or("no answer");
+            out.line(&out.paint(&format!("{}: {why}", node.node), Style::Fail));
+        }
+        for service in self.services.iter().filter(|s| !s.up) {
+            let why = service.error.as_deref().unwrap_or("no answer");
+            out.line(&out.paint(&format!("{} on {}: {why}", service.service, service.node), Style::Fail));
+        }
+    }
+}
+
+fn node_row(node: &NodeLine, dash: &dyn Fn() -> String) -> Vec<String> {
+    if !node.up {
+        return vec![node.node.clone(), "down".into(), dash(), dash(), dash(), dash(), dash()];
+    }
+    let memory = match (node.gpu_memory_used_bytes, node.gpu_memory_total_bytes) {
+        (Some(used), Some(total)) => format!("{} / {}", bytes(used), bytes(total)),
+        (Some(used), None) => bytes(used),
+        _ => dash(),
+    };
+    let rate = |value: Option<f64>| value.map_or_else(dash, bytes);
+    vec![
+        node.node.clone(),
+        memory,
+        node.gpu_busy_percent.map_or_else(dash, |p| format!("{p:.0}%")),
+        node.gpu_power_watts.map_or_else(dash, |w| format!("{w:.1} W")),
+        node.gpu_temperature_celsius.map_or_else(dash, |c| format!("{c:.0} °C")),
+        rate(node.link_transmit_bytes_per_second),
+        rate(node.link_receive_bytes_per_second),
+    ]
+}
+
+fn service_row(service: &ServiceLine, dash: &dyn Fn() -> String) -> Vec<String> {
+    let count = |value: Option<f64>| value.map_or_else(dash, |v| format!("{v:.0}"));
+    vec![
+        service.service.clone(),
+        service.model.clone(),
+        service.node.clone(),
+        if service.up { service.tokens_per_second.map_or_else(dash, |t| format!("{t:.1}")) } else { "down".into() },
+        count(service.requests_running),
+        count(service.requests_waiting),
+        service.kv_cache_used_percent.map_or_else(dash, |p| format!("{p:.0}%")),
+    ]
+}
+
+/// A count of bytes as `Bytes` shows it (a float from a metric, clamped to what it can say).
+fn bytes(value: f64) -> String {
+    Bytes(if value.is_finite() && value > 0.0 { value as u64 } else { 0 }).to_string()
+}
+
+/// Rows in columns as wide as their widest cell, the first row (the header) in bold.
+fn table(out: &Output, rows: &[Vec<String>]) {
+    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..columns)
+        .map(|column| rows.iter().filter_map(|row| row.get(column)).map(|c| c.chars().count()).max().unwrap_or(0))
+        .collect();
+    for (index, row) in rows.iter().enumerate() {
+        let cells: Vec<String> = row
+            .iter()
+            .zip(&widths)
+            .map(|(cell, width)| format!("{cell}{}", " ".repeat(width.saturating_sub(cell.chars().count()))))
+            .collect();
+        let line = cells.join("  ").trim_end().to_string();
+        out.line(&if index == 0 { out.paint(&line, Style::Bold) } else { line });
+    }
+}
