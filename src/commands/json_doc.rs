@@ -18,6 +18,7 @@ use crate::cluster::model::{ModelListReport, ModelPullReport};
 use crate::cluster::refresh::ClusterRefreshReport;
 use crate::cluster::status::ClusterStatusReport;
 use crate::cluster::stop::StopReport;
+use crate::cluster::top::TopFrame;
 use crate::cluster::verify::ClusterVerifyReport;
 use crate::error::ErrorObject;
 use crate::ops::build::BuildOutcome;
@@ -79,6 +80,7 @@ fn every_example_is_what_its_command_prints() {
     check::<CanaryReport>(&mut examples, "cluster-refresh-canary");
     check::<ClusterVerifyReport>(&mut examples, "cluster-verify");
     check::<ClusterStatusReport>(&mut examples, "cluster-status");
+    check::<TopFrame>(&mut examples, "cluster-top");
     check::<InstallReport>(&mut examples, "cluster-install");
     check::<DisconnectReport>(&mut examples, "cluster-disconnect");
     check::<ErrorObject>(&mut examples, "error");

@@ -3,7 +3,7 @@
 //! authentication of its own; its banner says never to expose it), with its local tensor cache
 //! (`-c`), so a relaunch sends the weights' hashes instead of the weights. The head's
 //! `llama-server` lists every worker in `--rpc`, offloads every layer (`-ngl 999`: its own GPU and
-//! the workers'), and splits the model's layers over them. The model is a GGUF file on the head
+//! the workers'), and splits the model's layers over them, its `/metrics` on (`--metrics`). The model is a GGUF file on the head
 //! only: the workers get their tensors over RPC.
 
 use std::collections::BTreeMap;
@@ -407,6 +407,11 @@ pub fn llama_server(
         argv.extend(["--rpc".to_string(), list.join(",")]);
     }
     argv.extend(["-ngl", "999"].map(String::from));
+    // `/metrics` answers only with `--metrics` (tools/server/README.md): `cluster metrics`,
+    // `cluster top` and the watch read the engine there.
+    if !super::engine::gives(extra, &["--metrics"]) {
+        argv.push("--metrics".into());
+    }
     if let Some(alias) = alias {
         argv.extend(["--alias".to_string(), alias.to_string()]);
     }
@@ -547,7 +552,7 @@ mod tests {
         let head = &plan.nodes[0].commands[0];
         assert_eq!(
             head.argv.join(" "),
-            "llama-server -m /models/tiny.gguf --rpc 192.168.2.2:50052,192.168.2.3:50052 -ngl 999 \
+            "llama-server -m /models/tiny.gguf --rpc 192.168.2.2:50052,192.168.2.3:50052 -ngl 999 --metrics \
              --alias /models/tiny.gguf --host 0.0.0.0 --port 8080"
         );
         assert_eq!(head.secret_env, ["LLAMA_API_KEY"], "the key, and no HF token: the head has the file");
