@@ -243,6 +243,34 @@ mod tests {
         assert_eq!((port.label("node"), port.value), (Some("node1"), 4000.0));
     }
 
+    #[tokio::test]
+    async fn every_node_is_asked_through_its_agent_and_one_that_fails_is_named() {
+        let nodes = crate::cluster::testing::nodes(&["node1", "node2"]);
+        let device = nodes[0].host_root.join("sys/class/drm/card0/device");
+        std::fs::create_dir_all(&device).unwrap();
+        std::fs::write(device.join("gpu_busy_percent"), "64\n").unwrap();
+        let lost = crate::cluster::testing::failing(&nodes[1].node, |_| true);
+        let cluster: [&dyn Node; 2] = [&nodes[0].node, &lost];
+        let unreachable = [("node3".to_string(), "ssh: No route to host".to_string())];
+        let reading = read_cluster(&cluster, &unreachable, &MetricsAsk::default()).await;
+        let seen: Vec<(&str, bool)> = reading.nodes.iter().map(|n| (n.node.as_str(), n.answer.is_ok())).collect();
+        assert_eq!(seen, [("node1", true), ("node2", false), ("node3", false)]);
+        let merged = reading.families();
+        let busy = merged.families.iter().find(|f| f.name == "strix_gpu_busy_ratio").expect("node1's busy share");
+        assert_eq!((busy.samples[0].label("node"), busy.samples[0].value), (Some("node1"), 0.64));
+        let errors = merged.families.iter().find(|f| f.name == "strix_scrape_error").expect("the failures");
+        let why: Vec<(Option<&str>, Option<&str>)> =
+            errors.samples.iter().map(|s| (s.label("node"), s.label("why"))).collect();
+        assert_eq!(
+            why,
+            [
+                (Some("node2"), Some("node node2: the connection was lost")),
+                (Some("node3"), Some("ssh: No route to host"))
+            ]
+        );
+        assert!(merged.families.iter().all(|f| f.name != "strix_engine_up"), "no service is recorded");
+    }
+
     #[test]
     fn the_exposition_names_what_failed_in_comments_and_parses_back() {
         let text = reading().exposition();

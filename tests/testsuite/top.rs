@@ -218,7 +218,7 @@ fn top_once_as_json(cluster: &TestCluster, api_key: &str) {
     assert_eq!(names, ["node1", "node2", "node3"], "{frame:#}");
     for (index, node) in (1..=3).zip(nodes) {
         assert_eq!(node["up"], true, "{node}");
-        assert_eq!(node["gpu_memory_used_bytes"].as_f64(), Some((index << 30) as f64), "{node}");
+        assert_eq!(node["gpu_memory_used_bytes"].as_f64(), Some(((index as u64) << 30) as f64), "{node}");
         assert_eq!(node["gpu_memory_total_bytes"].as_f64(), Some(133143986176.0 + 536870912.0), "{node}");
         assert_eq!(node["gpu_busy_percent"].as_f64(), Some(10.0 * index as f64), "{node}");
         // The counters hold still between the two readings: a known rate of nothing.
