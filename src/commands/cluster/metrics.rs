@@ -3,6 +3,7 @@
 //! read anew at each scrape over the ssh sessions opened at the start.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
@@ -14,13 +15,13 @@ use crate::commands::secrets::api_key;
 use crate::error::{Error, Result};
 use crate::metrics::endpoint::{listen_address, serve};
 use crate::node::remote::RemoteNode;
+use crate::node::telemetry::SCRAPE_LIMIT_MAX;
 use crate::node::Node;
 use crate::output::Output;
 use crate::watch::duration::parse_duration;
 
 pub(super) async fn run(cluster: &ClusterSettings, args: &ClusterMetricsArgs, out: &Output) -> Result<i32> {
-    let ask =
-        MetricsAsk { api_key: api_key(None)?, scrape_limit: parse_duration("--scrape-timeout", &args.scrape_timeout)? };
+    let ask = MetricsAsk { api_key: api_key(None)?, scrape_limit: scrape_limit(&args.scrape_timeout)? };
     let listen = args.listen.as_deref().map(|text| listen_address(text).map_err(as_listen_flag)).transpose()?;
     let (nodes, unreachable) = connect_all(cluster).await;
     let unreachable: Vec<(String, String)> =
@@ -59,6 +60,15 @@ pub(super) async fn run(cluster: &ClusterSettings, args: &ClusterMetricsArgs, ou
     };
     close_all(nodes).await;
     code
+}
+
+/// `--scrape-timeout`, within 1 s and what a node accepts ([`SCRAPE_LIMIT_MAX`]).
+pub(super) fn scrape_limit(text: &str) -> Result<Duration> {
+    let limit = parse_duration("--scrape-timeout", text)?;
+    if limit.is_zero() || limit > SCRAPE_LIMIT_MAX {
+        return Err(Error::Usage(format!("--scrape-timeout {text}: between 1s and {}s", SCRAPE_LIMIT_MAX.as_secs())));
+    }
+    Ok(limit)
 }
 
 fn as_nodes(nodes: &[RemoteNode]) -> Vec<&dyn Node> {

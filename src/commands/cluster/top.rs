@@ -6,6 +6,7 @@
 use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
+use super::metrics::scrape_limit;
 use crate::cli::TopArgs;
 use crate::cluster::metrics::{read_cluster, MetricsAsk};
 use crate::cluster::top::{frame, NodeLine, Reading, ServiceLine, TopFrame};
@@ -16,16 +17,21 @@ use crate::output::{Output, Render, Style};
 use crate::reporter::Bytes;
 use crate::watch::duration::parse_duration;
 
+/// The longest --interval: a view refreshed less often than hourly is no live view.
+const INTERVAL_MAX: Duration = Duration::from_secs(3600);
+
 /// Clears a terminal and puts the cursor at its top (ECMA-48 CUP and ED), between frames.
 const REDRAW: &str = "\x1b[H\x1b[2J";
 
 pub(super) async fn run(cluster: &ClusterSettings, args: &TopArgs, out: &Output) -> Result<i32> {
     let interval = parse_duration("--interval", &args.interval)?;
-    if interval.is_zero() {
-        return Err(Error::Usage("--interval 0: a frame needs at least a second between readings (1s, 2s)".into()));
+    if interval.is_zero() || interval > INTERVAL_MAX {
+        return Err(Error::Usage(format!(
+            "--interval {}: between 1s and 1h (a frame needs a second between its readings)",
+            args.interval
+        )));
     }
-    let ask =
-        MetricsAsk { api_key: api_key(None)?, scrape_limit: parse_duration("--scrape-timeout", &args.scrape_timeout)? };
+    let ask = MetricsAsk { api_key: api_key(None)?, scrape_limit: scrape_limit(&args.scrape_timeout)? };
     let started = Instant::now();
     with_nodes(cluster, async |nodes, unreachable| {
         let unreachable: Vec<(String, String)> =
@@ -163,5 +169,53 @@ fn table(out: &Output, rows: &[Vec<String>]) {
             .collect();
         let line = cells.join("  ").trim_end().to_string();
         out.line(&if index == 0 { out.paint(&line, Style::Bold) } else { line });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::output::captured;
+
+    #[test]
+    fn a_frame_is_two_tables_unknowns_a_dash_and_what_is_down_said() {
+        let node = |name: &str, up: bool| NodeLine {
+            node: name.into(),
+            up,
+            error: (!up).then(|| "ssh: No route to host".into()),
+            gpu_memory_used_bytes: up.then_some((3u64 << 30) as f64),
+            gpu_memory_total_bytes: up.then_some((124u64 << 30) as f64),
+            gpu_busy_percent: up.then_some(37.4),
+            gpu_power_watts: None,
+            gpu_temperature_celsius: up.then_some(52.25),
+            link_transmit_bytes_per_second: up.then_some(1536.0),
+            link_receive_bytes_per_second: None,
+        };
+        let frame = TopFrame {
+            rate_seconds: Some(2.0),
+            nodes: vec![node("node1", true), node("node2", false)],
+            services: vec![ServiceLine {
+                service: "tiny".into(),
+                model: "/models/tiny.gguf".into(),
+                node: "node1".into(),
+                up: true,
+                error: None,
+                tokens_per_second: Some(12.345),
+                requests_running: Some(1.0),
+                requests_waiting: Some(0.0),
+                kv_cache_used_percent: None,
+            }],
+        };
+        let (out, stdout, _) = captured(false);
+        frame.render(&out);
+        let text = stdout.text();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "NODE   GPU MEMORY             BUSY  POWER  TEMP   LINK TX/s  LINK RX/s", "{text}");
+        assert_eq!(lines[1], "node1  3.00 GiB / 124.00 GiB  37%   -      52 °C  1.50 KiB   -", "{text}");
+        assert_eq!(lines[2], "node2  down                   -     -      -      -          -", "{text}");
+        assert_eq!(lines[3], "SERVICE  MODEL              NODE   TOKENS/s  RUNNING  WAITING  KV CACHE", "{text}");
+        assert_eq!(lines[4], "tiny     /models/tiny.gguf  node1  12.3      1        0        -", "{text}");
+        assert_eq!(lines[5], "node2: ssh: No route to host", "{text}");
+        assert!(!text.contains('\x1b'), "no colour without a terminal: {text:?}");
     }
 }
