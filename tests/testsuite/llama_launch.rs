@@ -475,6 +475,7 @@ fn several_services_share_the_endpoint(bed: &LlamaBed, port: &str) {
     short["cache_prompt"] = json!(false);
     let beta = streamed(router, "/v1/completions", Some(API_KEY), &short);
     assert_eq!(beta, streamed(address(&alone_b), "/v1/completions", None, &short), "beta beside the stand-in");
+    crate::top::vllm_beside_llama(cluster, API_KEY);
 
     // Everything stops, and the router with it.
     let stopped = strix_cluster(cluster, &["stop", "--all"]);

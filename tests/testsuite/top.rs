@@ -211,6 +211,7 @@ fn top_once_as_json(cluster: &TestCluster, api_key: &str) {
     let top = run(cluster, api_key, true, &["top", "--once", "--interval", "1s"]);
     assert!(top.status.success(), "{}", stderr(&top));
     let frame = json(&top);
+    eprintln!("cluster top --once --json, two llama.cpp services:\n{frame}");
     assert!(!stdout(&top).contains(api_key));
     assert!(frame["rate_seconds"].as_f64().is_some_and(|seconds| seconds > 0.0), "two readings: {frame:#}");
     let nodes = frame["nodes"].as_array().expect("nodes");
@@ -263,7 +264,29 @@ fn top_into_head(cluster: &TestCluster, api_key: &str) {
     assert_eq!(status.and_then(|s| s.code()), Some(0), "{said}");
     assert!(!said.contains("panicked"), "{said}");
     let lines: Vec<&str> = lines.lines().collect();
+    eprintln!("cluster top | head -n 2:\n{}", lines.join("\n"));
     assert_eq!(lines.len(), 2, "{lines:?}");
     assert!(lines[0].starts_with("NODE") && lines[1].starts_with("node1"), "{lines:?}");
     stop_child(&mut top);
+}
+
+/// Later, the vLLM stand-in's `coder` on node1 beside llama.cpp's `beta` on node3: `cluster top`
+/// reads each engine by its own names (vLLM's KV cache gauge; llama-server has none).
+pub fn vllm_beside_llama(cluster: &TestCluster, api_key: &str) {
+    let top = run(cluster, api_key, true, &["top", "--once", "--interval", "1s"]);
+    assert!(top.status.success(), "{}", stderr(&top));
+    let frame = json(&top);
+    eprintln!("cluster top --once --json, vLLM beside llama.cpp:\n{frame}");
+    let services = frame["services"].as_array().expect("services");
+    let seen: Vec<(&str, &str)> =
+        services.iter().filter_map(|s| Some((s["service"].as_str()?, s["node"].as_str()?))).collect();
+    assert_eq!(seen, [("coder", "node1"), ("beta", "node3")], "{frame:#}");
+    let (coder, beta) = (&services[0], &services[1]);
+    for service in [coder, beta] {
+        assert_eq!(service["up"], true, "{service}");
+        assert!(service["tokens_per_second"].as_f64().is_some(), "{service}");
+        assert_eq!(service["requests_running"].as_f64(), Some(0.0), "{service}");
+    }
+    assert_eq!(coder["kv_cache_used_percent"].as_f64(), Some(0.0), "vLLM's gauge, nothing held: {coder}");
+    assert!(beta["kv_cache_used_percent"].is_null(), "{beta}");
 }
