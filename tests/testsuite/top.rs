@@ -9,7 +9,8 @@
 //! promtool finds nothing in it but the engines' own colon names; a real Prometheus scraping
 //! `cluster metrics --listen` holds every node's RDMA counters and both engines' series; Ctrl-C
 //! ends the endpoint with 130; `cluster top --once --json` shows every node and both services
-//! with their figures; `cluster top | head -n 2` ends with 0, no panic.
+//! with their figures; `cluster top | head -n 2` ends with 0, no panic; Ctrl-C ends the live view
+//! with 130.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -107,6 +108,7 @@ pub fn metrics_and_top(cluster: &TestCluster, api_key: &str) {
     scraped_by_prometheus(cluster, api_key);
     top_once_as_json(cluster, api_key);
     top_into_head(cluster, api_key);
+    top_ended_by_ctrl_c(cluster, api_key);
     for tree in &trees {
         for added in ADDED {
             let path = tree.join(added);
@@ -267,6 +269,32 @@ fn top_into_head(cluster: &TestCluster, api_key: &str) {
     eprintln!("cluster top | head -n 2:\n{}", lines.join("\n"));
     assert_eq!(lines.len(), 2, "{lines:?}");
     assert!(lines[0].starts_with("NODE") && lines[1].starts_with("node1"), "{lines:?}");
+    stop_child(&mut top);
+}
+
+/// The live view, once it has drawn its first line, ends on SIGINT with 130.
+fn top_ended_by_ctrl_c(cluster: &TestCluster, api_key: &str) {
+    let mut top = cluster_command(cluster, api_key, false, &["top", "--interval", "1s"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start cluster top");
+    let mut first = String::new();
+    let mut stdout = std::io::BufReader::new(top.stdout.take().expect("top's stdout"));
+    std::io::BufRead::read_line(&mut stdout, &mut first).expect("top's first line");
+    assert!(first.starts_with("NODE"), "{first:?}");
+    // SAFETY: kill(2) on the test's own child.
+    assert_eq!(unsafe { libc::kill(top.id() as i32, libc::SIGINT) }, 0);
+    let mut status = None;
+    wait_until("cluster top ending on SIGINT", Duration::from_secs(60), || {
+        status = top.try_wait().expect("its status");
+        status.is_some()
+    });
+    let mut said = String::new();
+    let _ = top.stderr.take().map(|mut stderr| stderr.read_to_string(&mut said));
+    assert_eq!(status.and_then(|s| s.code()), Some(130), "{said}");
+    assert!(!said.contains("panicked"), "{said}");
+    drop(stdout);
     stop_child(&mut top);
 }
 

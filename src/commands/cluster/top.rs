@@ -6,6 +6,8 @@
 use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
+use tokio::signal::unix::{signal, Signal, SignalKind};
+
 use super::metrics::scrape_limit;
 use crate::cli::TopArgs;
 use crate::cluster::metrics::{read_cluster, MetricsAsk};
@@ -32,6 +34,9 @@ pub(super) async fn run(cluster: &ClusterSettings, args: &TopArgs, out: &Output)
         )));
     }
     let ask = MetricsAsk { api_key: api_key(None)?, scrape_limit: scrape_limit(&args.scrape_timeout)? };
+    // Ctrl-C is caught from here on, while the nodes connect too, and ends the view with 130.
+    let mut interrupt = signal(SignalKind::interrupt())
+        .map_err(|e| Error::Internal(format!("cannot listen for Ctrl-C (SIGINT): {e}")))?;
     let started = Instant::now();
     with_nodes(cluster, async |nodes, unreachable| {
         let unreachable: Vec<(String, String)> =
@@ -41,30 +46,38 @@ pub(super) async fn run(cluster: &ClusterSettings, args: &TopArgs, out: &Output)
             at_seconds: started.elapsed().as_secs_f64(),
         };
         if args.once || out.json() {
-            let first = read().await;
-            tokio::select! {
-                _ = tokio::time::sleep(interval) => {}
-                _ = tokio::signal::ctrl_c() => return Ok(130),
-            }
-            let second = read().await;
+            let readings = async {
+                let first = read().await;
+                tokio::time::sleep(interval).await;
+                (first, read().await)
+            };
+            let (first, second) = tokio::select! {
+                readings = readings => readings,
+                _ = interrupt.recv() => return Ok(130),
+            };
             out.report(&frame(Some(&first), &second));
             return Ok(0);
         }
-        live(read, interval, out).await
+        live(read, interval, &mut interrupt, out).await
     })
     .await
 }
 
 /// Frames until Ctrl-C or a closed stdout; a terminal is redrawn, a pipe gets one frame after
 /// another.
-async fn live(read: impl AsyncFn() -> Reading, interval: Duration, out: &Output) -> Result<i32> {
+async fn live(
+    read: impl AsyncFn() -> Reading,
+    interval: Duration,
+    interrupt: &mut Signal,
+    out: &Output,
+) -> Result<i32> {
     let terminal = std::io::stdout().is_terminal();
     let mut previous: Option<Reading> = None;
     // Bounded by Ctrl-C and by the reader: each turn waits `interval` or ends.
     loop {
         let current = tokio::select! {
             reading = read() => reading,
-            _ = tokio::signal::ctrl_c() => return Ok(130),
+            _ = interrupt.recv() => return Ok(130),
         };
         if terminal {
             out.write(REDRAW.as_bytes());
@@ -79,7 +92,7 @@ async fn live(read: impl AsyncFn() -> Reading, interval: Duration, out: &Output)
         previous = Some(current);
         tokio::select! {
             _ = tokio::time::sleep(interval) => {}
-            _ = tokio::signal::ctrl_c() => return Ok(130),
+            _ = interrupt.recv() => return Ok(130),
         }
     }
 }
