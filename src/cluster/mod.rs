@@ -17,6 +17,7 @@ pub(crate) mod launch;
 pub(crate) mod logs;
 pub(crate) mod measured;
 pub mod metrics;
+pub(crate) mod metrics_nodes;
 pub(crate) mod model;
 pub(crate) mod nodes;
 pub(crate) mod proof;

@@ -10,9 +10,10 @@ use tokio::signal::unix::{signal, Signal, SignalKind};
 
 use super::metrics::scrape_limit;
 use crate::cli::TopArgs;
-use crate::cluster::metrics::{read_cluster, MetricsAsk};
+use crate::cluster::metrics::MetricsAsk;
+use crate::cluster::metrics_nodes::MetricsNodes;
 use crate::cluster::top::{frame, NodeLine, Reading, ServiceLine, TopFrame};
-use crate::cluster::{with_nodes, ClusterSettings};
+use crate::cluster::ClusterSettings;
 use crate::commands::secrets::api_key;
 use crate::error::{Error, Result};
 use crate::output::{Output, Render, Style};
@@ -38,46 +39,41 @@ pub(super) async fn run(cluster: &ClusterSettings, args: &TopArgs, out: &Output)
     let mut interrupt = signal(SignalKind::interrupt())
         .map_err(|e| Error::Internal(format!("cannot listen for Ctrl-C (SIGINT): {e}")))?;
     let started = Instant::now();
-    with_nodes(cluster, async |nodes, unreachable| {
-        let unreachable: Vec<(String, String)> =
-            unreachable.into_iter().map(|(node, error)| (node, error.to_string())).collect();
-        let read = async || Reading {
-            families: read_cluster(nodes, &unreachable, &ask).await.families().families,
-            at_seconds: started.elapsed().as_secs_f64(),
+    let nodes = MetricsNodes::new(cluster);
+    let read = async || Reading {
+        families: nodes.read(&ask).await.families().families,
+        at_seconds: started.elapsed().as_secs_f64(),
+    };
+    let code = if args.once || out.json() {
+        let readings = async {
+            let first = read().await;
+            tokio::time::sleep(interval).await;
+            (first, read().await)
         };
-        if args.once || out.json() {
-            let readings = async {
-                let first = read().await;
-                tokio::time::sleep(interval).await;
-                (first, read().await)
-            };
-            let (first, second) = tokio::select! {
-                readings = readings => readings,
-                _ = interrupt.recv() => return Ok(130),
-            };
-            out.report(&frame(Some(&first), &second));
-            return Ok(0);
+        tokio::select! {
+            (first, second) = readings => {
+                out.report(&frame(Some(&first), &second));
+                0
+            }
+            _ = interrupt.recv() => 130,
         }
+    } else {
         live(read, interval, &mut interrupt, out).await
-    })
-    .await
+    };
+    nodes.close().await;
+    Ok(code)
 }
 
 /// Frames until Ctrl-C or a closed stdout; a terminal is redrawn, a pipe gets one frame after
 /// another.
-async fn live(
-    read: impl AsyncFn() -> Reading,
-    interval: Duration,
-    interrupt: &mut Signal,
-    out: &Output,
-) -> Result<i32> {
+async fn live(read: impl AsyncFn() -> Reading, interval: Duration, interrupt: &mut Signal, out: &Output) -> i32 {
     let terminal = std::io::stdout().is_terminal();
     let mut previous: Option<Reading> = None;
     // Bounded by Ctrl-C and by the reader: each turn waits `interval` or ends.
     loop {
         let current = tokio::select! {
             reading = read() => reading,
-            _ = interrupt.recv() => return Ok(130),
+            _ = interrupt.recv() => return 130,
         };
         if terminal {
             out.write(REDRAW.as_bytes());
@@ -87,12 +83,12 @@ async fn live(
             out.line("");
         }
         if out.stdout_closed() {
-            return Ok(0);
+            return 0;
         }
         previous = Some(current);
         tokio::select! {
             _ = tokio::time::sleep(interval) => {}
-            _ = interrupt.recv() => return Ok(130),
+            _ = interrupt.recv() => return 130,
         }
     }
 }
