@@ -486,6 +486,16 @@ pub enum ClusterCommand {
     /// (exit 130), or --install as a systemd user service. Never starts what has no record; a
     /// `cluster stop` or `launch --replace` is no failure.
     Watch(WatchArgs),
+    /// The cluster's metrics in Prometheus's text format: every node's GPU memory, busy share,
+    /// power, temperature and RDMA port counters, and every service's engine `/metrics` (scraped
+    /// by its node), labelled with `node`, `service` and `model`; what could not be read is said
+    /// (`strix_node_up`/`strix_engine_up` 0, `strix_scrape_error` with why). Printed once, or
+    /// served with --listen.
+    Metrics(ClusterMetricsArgs),
+    /// A live view of the cluster, refreshed every --interval: per node its GPU memory, busy share,
+    /// power, temperature and RDMA link bytes per second; per service its tokens per second,
+    /// requests running and waiting, and KV cache in use. Ctrl-C ends it.
+    Top(TopArgs),
 }
 
 /// `cluster watch`: what to watch, how often and how patiently, and what to do at the end.
@@ -549,6 +559,38 @@ pub struct WatchArgs {
     /// Stop and remove the systemd user service --install made.
     #[arg(long)]
     pub uninstall: bool,
+}
+
+/// How `cluster metrics` reads and shows the cluster.
+#[derive(Debug, Clone, Args)]
+pub struct ClusterMetricsArgs {
+    /// Serve the metrics at ADDR:PORT (or PORT, on 127.0.0.1; --listen alone: 127.0.0.1:9464),
+    /// `GET /metrics` only, the cluster read anew at each scrape, at most 8 connections at once,
+    /// until Ctrl-C. Without it they are printed once.
+    #[arg(long, value_name = "ADDR:PORT", num_args = 0..=1, default_missing_value = "9464")]
+    pub listen: Option<String>,
+
+    /// Each engine's scrape deadline: seconds, or a number with its unit (5, 5s, 1m).
+    #[arg(long, value_name = "DURATION", default_value = "5s")]
+    pub scrape_timeout: String,
+}
+
+/// How `cluster top` shows the cluster.
+#[derive(Debug, Clone, Args)]
+pub struct TopArgs {
+    /// Between two frames, and between the two readings a rate needs: seconds, or a number with
+    /// its unit (2, 2s, 1m).
+    #[arg(long, value_name = "DURATION", default_value = "2s")]
+    pub interval: String,
+
+    /// Print one frame and exit: two readings --interval apart, so its rates are known. With
+    /// --json the frame is printed as JSON (always one frame).
+    #[arg(long)]
+    pub once: bool,
+
+    /// Each engine's scrape deadline: seconds, or a number with its unit (5, 5s, 1m).
+    #[arg(long, value_name = "DURATION", default_value = "5s")]
+    pub scrape_timeout: String,
 }
 
 #[derive(Debug, Clone, Args)]

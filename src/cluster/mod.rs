@@ -16,6 +16,8 @@ pub(crate) mod interrupt;
 pub(crate) mod launch;
 pub(crate) mod logs;
 pub(crate) mod measured;
+pub mod metrics;
+pub(crate) mod metrics_nodes;
 pub(crate) mod model;
 pub(crate) mod nodes;
 pub(crate) mod proof;
@@ -27,6 +29,7 @@ pub(crate) mod status;
 pub(crate) mod stop;
 #[cfg(test)]
 pub(crate) mod testing;
+pub(crate) mod top;
 pub(crate) mod verify;
 pub(crate) mod watch;
 

@@ -18,6 +18,7 @@ use crate::cluster::model::{ModelListReport, ModelPullReport};
 use crate::cluster::refresh::ClusterRefreshReport;
 use crate::cluster::status::ClusterStatusReport;
 use crate::cluster::stop::StopReport;
+use crate::cluster::top::TopFrame;
 use crate::cluster::verify::ClusterVerifyReport;
 use crate::error::ErrorObject;
 use crate::ops::build::BuildOutcome;
@@ -82,6 +83,7 @@ fn every_example_is_what_its_command_prints() {
     check::<crate::cluster::watch::events::WatchEvent>(&mut examples, "cluster-watch");
     check::<crate::cluster::watch::pause::PauseReport>(&mut examples, "cluster-watch-pause");
     check::<crate::cluster::watch::install::UnitReport>(&mut examples, "cluster-watch-install");
+    check::<TopFrame>(&mut examples, "cluster-top");
     check::<InstallReport>(&mut examples, "cluster-install");
     check::<DisconnectReport>(&mut examples, "cluster-disconnect");
     check::<ErrorObject>(&mut examples, "error");

@@ -179,6 +179,7 @@ pub async fn dispatch(settings: &Settings, call: NodeCall) -> Result<serde_json:
         NodeCall::WatchLook(c) => reply(&c, bench::watch_look::watch_look(settings, &c).await),
         NodeCall::RouterLook(c) => reply(&c, super::router::router_look(settings, &c).await),
         NodeCall::RouterUpdate(c) => reply(&c, super::router::router_update(settings, &c).await),
+        NodeCall::Telemetry(c) => reply(&c, super::telemetry::telemetry(settings, &c).await),
     }
 }
 

@@ -20,6 +20,7 @@ use crate::model::serve::{ModelServe, ModelServeStop, ModelServeStopped, ModelSe
 use crate::model::shape::ask::ShapeAsk;
 use crate::model::shape::source::ShapeRead;
 use crate::node::router::{RouterLook, RouterState, RouterUpdate};
+use crate::node::telemetry::{Telemetry, TelemetryReport};
 use crate::ops::detect::DetectReport;
 use crate::ops::doctor::DoctorReport;
 use crate::ops::phase::{PhaseReport, PhaseRequest};
@@ -154,6 +155,9 @@ node_calls! {
     /// `cluster watch`'s look: the node's boot id and GPU memory; on a service's head, its
     /// engine's probe and progress.
     WatchLook(WatchLook) -> WatchLookReport;
+    /// The node's GPU and RDMA telemetry from its host tree, and the engines it serves scraped
+    /// from the node (`cluster metrics`, `cluster top`).
+    Telemetry(Telemetry) -> TelemetryReport;
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -464,6 +468,7 @@ mod tests {
                 }),
             }
             .into(),
+            Telemetry { engines: true, api_key: Some(Secret::new("sk-engine".into())), limit_ms: 5000 }.into(),
         ]
     }
 
@@ -508,6 +513,7 @@ mod tests {
             NodeCall::RouterUpdate(_) => 35,
             NodeCall::ShapeRead(_) => 36,
             NodeCall::WatchLook(_) => 37,
+            NodeCall::Telemetry(_) => 38,
         }
     }
 
@@ -650,5 +656,33 @@ mod tests {
             notes: vec![],
         };
         round_trip(&ask, read);
+        let telemetry = crate::node::telemetry::TelemetryReport {
+            host: crate::host::telemetry::NodeTelemetry {
+                cards: vec![crate::host::telemetry::CardTelemetry {
+                    card: "card0".into(),
+                    busy_percent: Some(37),
+                    power_microwatts: Some(45_500_000),
+                    temperature_millicelsius: Some(-1_500),
+                }],
+                ..Default::default()
+            },
+            engines: vec![
+                crate::node::telemetry::EngineReading {
+                    service: "tiny".into(),
+                    model: "/models/tiny.gguf".into(),
+                    engine: crate::serving::llama::LLAMA_CPP,
+                    address: "192.168.2.1:8001".parse().unwrap(),
+                    scrape: crate::node::telemetry::EngineScrape::Metrics("llamacpp:requests_processing NaN\n".into()),
+                },
+                crate::node::telemetry::EngineReading {
+                    service: "qwen".into(),
+                    model: "Qwen/Qwen3-0.6B".into(),
+                    engine: crate::serving::vllm::VLLM,
+                    address: "192.168.2.1:8002".parse().unwrap(),
+                    scrape: crate::node::telemetry::EngineScrape::Failed("nothing listens at 192.168.2.1:8002".into()),
+                },
+            ],
+        };
+        round_trip(&Telemetry::default(), telemetry);
     }
 }

@@ -13,6 +13,7 @@ pub(crate) mod router;
 pub mod ssh;
 pub(crate) mod ssh_mux;
 pub mod ssh_persist;
+pub(crate) mod telemetry;
 pub(crate) mod wire;
 
 use async_trait::async_trait;

@@ -112,6 +112,11 @@ impl Output {
         self.stdout.write(text);
     }
 
+    /// Stdout's reader went away (`cluster top | head`): a live view has no one to draw for.
+    pub fn stdout_closed(&self) -> bool {
+        self.stdout.closed()
+    }
+
     /// A status line on stderr; none with `--json`.
     pub fn status(&self, text: &str) {
         if !self.mode.json {

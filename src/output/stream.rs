@@ -46,6 +46,11 @@ impl Stream {
         self.write(&bytes);
     }
 
+    /// Nothing more is written: the reader went away (or a write failed).
+    pub fn closed(&self) -> bool {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).closed
+    }
+
     /// The write error that was not a closed pipe, if one happened.
     pub fn take_error(&self) -> Option<io::Error> {
         self.0.lock().unwrap_or_else(PoisonError::into_inner).error.take()

@@ -3,7 +3,7 @@
 //! authentication of its own; its banner says never to expose it), with its local tensor cache
 //! (`-c`), so a relaunch sends the weights' hashes instead of the weights. The head's
 //! `llama-server` lists every worker in `--rpc`, offloads every layer (`-ngl 999`: its own GPU and
-//! the workers'), and splits the model's layers over them. The model is a GGUF file on the head
+//! the workers'), and splits the model's layers over them, its `/metrics` on (`--metrics`). The model is a GGUF file on the head
 //! only: the workers get their tensors over RPC.
 
 use std::collections::BTreeMap;
@@ -417,7 +417,9 @@ pub fn llama_server(
         argv.extend(["--rpc".to_string(), list.join(",")]);
     }
     argv.extend(["-ngl", "999"].map(String::from));
-    if !crate::serving::engine::gives(extra, &["--metrics"]) {
+    // `/metrics` answers only with `--metrics` (tools/server/README.md): `cluster metrics`,
+    // `cluster top` and the watch read the engine there.
+    if !super::engine::gives(extra, &["--metrics"]) {
         argv.push("--metrics".into());
     }
     if let Some(alias) = alias {

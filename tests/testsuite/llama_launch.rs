@@ -10,7 +10,8 @@
 //! as each does alone, streamed; an unknown model's 404 naming both; the key at the router; the
 //! `openai` Python client; a service onto node3 beside B refused naming B; A stopped while a
 //! stream to B runs, which completes; the vLLM stand-in beside B through the same router; then
-//! everything stopped and the router gone.
+//! everything stopped and the router gone. While A and B serve, `cluster metrics` and `cluster
+//! top` are checked on them (top.rs).
 //!
 //! One cluster serves every step (a cluster and three toolbox pulls are most of the test's time).
 
@@ -392,6 +393,8 @@ fn several_services_share_the_endpoint(bed: &LlamaBed, port: &str) {
     let router_pid = report["router"]["process"]["pid"].as_u64().expect("the router runs");
     assert_eq!(report["router"]["api_key"], true, "{report:#}");
     assert!(!stdout(&status).contains(API_KEY), "the key in status");
+    // The cluster's metrics and `cluster top` while both serve (issue 33; top.rs).
+    crate::top::metrics_and_top(cluster, API_KEY);
 
     // A service onto node3 beside B, whose memory is not known to leave room: refused, naming B
     // and node3, before anything starts.
@@ -472,6 +475,7 @@ fn several_services_share_the_endpoint(bed: &LlamaBed, port: &str) {
     short["cache_prompt"] = json!(false);
     let beta = streamed(router, "/v1/completions", Some(API_KEY), &short);
     assert_eq!(beta, streamed(address(&alone_b), "/v1/completions", None, &short), "beta beside the stand-in");
+    crate::top::vllm_beside_llama(cluster, API_KEY);
 
     // Everything stops, and the router with it.
     let stopped = strix_cluster(cluster, &["stop", "--all"]);

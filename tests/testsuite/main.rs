@@ -46,6 +46,7 @@ mod shared_home;
 mod spread;
 mod temporary_service;
 mod toolbox_manager;
+mod top;
 mod uplink;
 mod usage;
 mod verify;

@@ -109,6 +109,10 @@ fn numbers_out_of_range() {
         ([&["cluster", "status", "--ssh-persist", "86401"][..], &cluster[..]].concat(), "not in 0..=86400"),
         ([&["cluster", "disconnect", "--ssh-persist=-1"][..], &cluster[..]].concat(), "'--ssh-persist <SECONDS>'"),
         ([&["cluster", "refresh", "--wait", "5"][..], &cluster[..]].concat(), "unexpected argument '--wait'"),
+        ([&["cluster", "top", "--interval", "0"][..], &cluster[..]].concat(), "--interval 0: between 1s and 1h"),
+        ([&["cluster", "top", "--interval", "2d"][..], &cluster[..]].concat(), "--interval \"2d\": a duration"),
+        ([&["cluster", "metrics", "--scrape-timeout", "61s"][..], &cluster[..]].concat(), "between 1s and 60s"),
+        ([&["cluster", "metrics", "--listen", "localhost:9464"][..], &cluster[..]].concat(), "--listen \"localhost"),
     ];
     for (args, needle) in cases {
         usage_error(&args, needle);

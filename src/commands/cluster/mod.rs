@@ -1,4 +1,4 @@
-//! `cluster init|doctor|refresh|status|verify|plan|launch|stop|logs|bench|disconnect|install|model`:
+//! `cluster init|doctor|refresh|status|verify|plan|launch|stop|logs|bench|disconnect|install|model|metrics|top`:
 //! the whole cluster from one machine, over ssh. One file per subcommand, each with its renderer;
 //! here the dispatch and the cluster's settings (its nodes, from --nodes or the cluster file).
 
@@ -9,11 +9,13 @@ pub(super) mod init;
 mod install;
 mod launch;
 mod logs;
+mod metrics;
 mod model;
 mod plan;
 mod refresh;
 mod status;
 mod stop;
+mod top;
 mod verify;
 mod watch;
 
@@ -48,6 +50,8 @@ pub async fn run(args: &ClusterArgs, settings: &Settings, out: &Output) -> Resul
         ClusterCommand::Model(command) => model::run(&cluster, command, out).await,
         ClusterCommand::Refresh(refresh) => refresh::run(&cluster, refresh, args, settings, out).await,
         ClusterCommand::Watch(watch) => watch::run(&cluster, args, watch, settings, out).await,
+        ClusterCommand::Metrics(metrics) => metrics::run(&cluster, metrics, out).await,
+        ClusterCommand::Top(top) => top::run(&cluster, top, out).await,
     }
 }
 
