@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use super::measured::render_measured;
 use super::secrets::{api_key, hf_token};
 use crate::cli::LaunchArgs;
 use crate::cluster::launch::{launch, LaunchReport, LaunchRequest};
@@ -81,6 +82,7 @@ impl Render for LaunchReport {
             for reason in &self.why {
                 out.line(&format!("chosen: {reason}"));
             }
+            self.render_plan(out);
             out.line(&format!("{} would answer at {} (its engine at {})", self.service, self.endpoint, self.upstream));
             return;
         }
@@ -112,9 +114,27 @@ impl Render for LaunchReport {
             self.upstream,
             self.seconds_to_serve.unwrap_or_default()
         ));
+        self.render_plan(out);
         for warning in &self.warnings {
             out.line(&format!("{} {warning}", out.paint("!", Style::Warn)));
         }
         out.line(&format!("  try: {}", self.curl_example()));
+    }
+}
+
+impl LaunchReport {
+    /// The plan's choice and its flags, then each node's planned figures beside the engine's.
+    fn render_plan(&self, out: &Output) {
+        let Some(plan) = &self.plan else { return };
+        if let (Some(layout), Some(chosen)) = (plan.chosen_layout(), &plan.chosen) {
+            out.line(&format!("  plan: {}: {}", layout.label(), chosen.why));
+        }
+        if !plan.engine_args.is_empty() {
+            out.line(&format!("  plan's flags: {}", plan.engine_args.join(" ")));
+        }
+        if !self.measured.is_empty() {
+            out.line(&format!("  planned beside what {} said it allocated:", self.engine));
+            render_measured(self.engine.name(), &self.measured, out);
+        }
     }
 }

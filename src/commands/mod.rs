@@ -15,6 +15,7 @@ mod json_doc;
 mod launch;
 mod list;
 mod logs;
+mod measured;
 mod model;
 mod plan;
 mod rccl;
