@@ -19,6 +19,7 @@ pub(crate) mod measured;
 pub(crate) mod model;
 pub(crate) mod nodes;
 pub(crate) mod proof;
+pub(crate) mod recipe;
 pub(crate) mod refresh;
 pub(crate) mod router;
 pub(crate) mod shared_home;

@@ -1,6 +1,7 @@
 //! `launch MODEL` on this node, and `cluster launch MODEL` on every node: the same launch (see
 //! `cluster::launch`), over this machine or over ssh.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use super::measured::render_measured;
@@ -17,9 +18,10 @@ use crate::serving::engine::EngineRef;
 use crate::serving::service_name::ServiceName;
 use crate::spec::parse_env;
 
-/// Launch on `nodes` and render the report; the exit code.
-pub async fn run(args: &LaunchArgs, nodes: &[&dyn Node], out: &Output) -> Result<i32> {
-    let request = request(args)?;
+/// Launch on `nodes` and render the report; the exit code. `recipes`: where the models' recipes
+/// are kept (a cluster's launch serves by them; None: none is looked for).
+pub async fn run(args: &LaunchArgs, nodes: &[&dyn Node], recipes: Option<PathBuf>, out: &Output) -> Result<i32> {
+    let request = LaunchRequest { recipes, ..request(args)? };
     out.report(&launch(nodes, &request, out.reporter().as_ref()).await?);
     Ok(0)
 }
@@ -53,6 +55,7 @@ fn request(args: &LaunchArgs) -> Result<LaunchRequest> {
         // The operator's Hub settings, and those given with -e, for a pull of the model.
         hub_env: forwarded_hub_env(std::env::vars().chain(env)),
         cuda_graphs: args.cuda_graphs,
+        recipes: None,
     })
 }
 

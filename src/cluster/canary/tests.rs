@@ -191,5 +191,6 @@ fn llama_launch(model: &str) -> LaunchRequest {
         api_key: None,
         hub_env: Default::default(),
         cuda_graphs: false,
+        recipes: None,
     }
 }

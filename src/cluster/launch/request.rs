@@ -60,6 +60,9 @@ pub struct LaunchRequest {
     pub hub_env: BTreeMap<String, String>,
     /// Capture CUDA graphs across nodes anyway (`--cuda-graphs`; the default leaves them off).
     pub cuda_graphs: bool,
+    /// Where the models' recipes are kept (`cluster plan --try`): the launch serves by the
+    /// model's when the operator names no layout (None: none is looked for).
+    pub recipes: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
