@@ -530,4 +530,4 @@ fn relaunch(record: &ServingRecord, canary: &LaunchRequest, nodes: &[&dyn Node])
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

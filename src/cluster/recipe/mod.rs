@@ -71,7 +71,7 @@ impl Recipe {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     pub(crate) fn recipe() -> Recipe {
