@@ -13,12 +13,13 @@ use crate::bench::gate::DEFAULT_LOGPROB_TOLERANCE;
 use crate::bench::store::BenchStore;
 use crate::cluster::bench::{bench, BenchRequest, GateReference, Serving};
 use crate::cluster::canary::{BENCH_CONCURRENCY, BENCH_INPUT_LEN, BENCH_OUTPUT_LEN, BENCH_REQUESTS};
+use crate::cluster::interrupt::Interrupt;
 use crate::cluster::launch::{launch, LaunchRequest};
 use crate::cluster::stop::{stop_services, StopTarget};
 use crate::error::{Error, Result};
 use crate::node::Node;
 use crate::reporter::Reporter;
-use crate::serving::fit::Plan;
+use crate::serving::fit::Layout;
 
 /// One layout to try: the nodes (its head first) and the split asked of the engine.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -54,17 +55,17 @@ pub struct TryReport {
     pub kept: Option<Recipe>,
 }
 
-/// The layouts `plan` (over every node of `cluster`) finds feasible, the head alone first when
+/// The layouts of a plan over every node of `cluster` that fit, the head alone first when
 /// `head_alone_fits`. A plan of several layouts names each by its split; a plan of one lets the
 /// engine's own plan choose it (llama.cpp takes no split but its nodes). Layouts with data
 /// parallel are not tried: `--tp`/`--pp` cannot ask for them.
-pub fn candidates(cluster: &[&dyn Node], plan: &Plan, head_alone_fits: bool) -> Vec<Candidate> {
+pub fn candidates(cluster: &[&dyn Node], layouts: &[Layout], head_alone_fits: bool) -> Vec<Candidate> {
     let all: Vec<String> = cluster.iter().map(|node| node.name().to_string()).collect();
     let mut candidates = Vec::new();
     if head_alone_fits && cluster.len() > 1 {
         candidates.push(Candidate { on: all[..1].to_vec(), tp: None, pp: None });
     }
-    let feasible: Vec<_> = plan.layouts.iter().filter(|layout| layout.fits().is_some() && layout.dp == 1).collect();
+    let feasible: Vec<_> = layouts.iter().filter(|layout| layout.fits().is_some() && layout.dp == 1).collect();
     for layout in &feasible {
         let (tp, pp) = match feasible.len() {
             1 => (None, None),
@@ -115,7 +116,11 @@ pub async fn try_layouts(
                 continue;
             }
         };
-        let measured = bench(cluster, &short_bench(&request), store, reporter).await;
+        // Ctrl-C during the bench stops the try's service before it ends the run.
+        let interrupt = Interrupt::watch();
+        let during = format!("the bench of {} on {}", request.service, candidate.on.join(", "));
+        let measured =
+            interrupt.unless_it_comes(&during, bench(cluster, &short_bench(&request), store, reporter)).await;
         let stopped = stop_services(cluster, Some(cluster[0]), &StopTarget::Named(request.service.clone())).await?;
         if !stopped.failed().is_empty() {
             reporter.warning(&stopped.summary(&format!("{} was stopped after its try", request.service)));
@@ -188,5 +193,46 @@ fn short_bench(request: &LaunchRequest) -> BenchRequest {
         gate: Some(GateReference::Stored),
         logprob_tolerance: DEFAULT_LOGPROB_TOLERANCE,
         load: true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::node::local::LocalNode;
+    use crate::serving::fit::{Figures, Outcome};
+
+    fn layout(tp: u32, pp: u32, dp: u32, fits: bool) -> Layout {
+        let outcome = match fits {
+            true => Outcome::Fits(Figures { nodes: Vec::new(), context_tokens: 4096, limited_by: "the model".into() }),
+            false => Outcome::Breaks { rules: Vec::new(), needs_bytes: None },
+        };
+        Layout { tp, pp, dp, expert_parallel: dp > 1, outcome }
+    }
+
+    #[test]
+    fn the_head_alone_first_then_each_layout_that_fits_by_its_split() {
+        let settings = crate::settings::Settings::resolve(
+            "/".into(),
+            crate::engine::kind::EngineChoice::Podman,
+            std::sync::Arc::new(crate::reporter::Silent),
+        );
+        let nodes: Vec<LocalNode> = ["node1", "node2"].iter().map(|n| LocalNode::named(n, settings.clone())).collect();
+        let cluster: Vec<&dyn Node> = nodes.iter().map(|n| n as &dyn Node).collect();
+        let both = vec!["node1".to_string(), "node2".to_string()];
+        // vLLM's: several layouts, each asked by its split; one that breaks a rule, or needs data
+        // parallel, is not tried.
+        let layouts = [layout(2, 1, 1, true), layout(1, 2, 1, true), layout(2, 1, 1, false), layout(1, 1, 2, true)];
+        let tried = candidates(&cluster, &layouts, true);
+        let expected = [
+            Candidate { on: vec!["node1".into()], tp: None, pp: None },
+            Candidate { on: both.clone(), tp: Some(2), pp: Some(1) },
+            Candidate { on: both.clone(), tp: Some(1), pp: Some(2) },
+        ];
+        assert_eq!(tried, expected);
+        // llama.cpp's: one layout, which its own plan chooses; the head alone only when it holds it.
+        let tried = candidates(&cluster, &[layout(1, 2, 1, true)], false);
+        assert_eq!(tried, [Candidate { on: both, tp: None, pp: None }]);
+        assert_eq!(candidates(&cluster[..1], &[layout(1, 1, 1, true)], true).len(), 1, "one node is tried once");
     }
 }

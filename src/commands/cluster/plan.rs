@@ -41,7 +41,7 @@ pub(super) async fn run(cluster: &ClusterSettings, plan: &PlanArgs, settings: &S
             ))
         })?;
         let head_alone = fit_model(&nodes[..1], &fit).await.ok().and_then(|report| report.plan);
-        let candidates = candidates(nodes, &whole, head_alone.is_some_and(|plan| plan.chosen.is_some()));
+        let candidates = candidates(nodes, &whole.layouts, head_alone.is_some_and(|plan| plan.chosen.is_some()));
         let service = ServiceName::parse(&fit.engine.served_name(&fit.model, &plan.extra))?;
         let launch = LaunchRequest {
             engine: fit.engine,
