@@ -903,8 +903,8 @@ pub struct PlanArgs {
     /// The model: a Hugging Face repository (`org/name`), a directory on the head (vLLM), a GGUF
     /// file on the head (llama.cpp; of a split model, the first part), or a Hub repository's GGUF
     /// by its quant (`org/name:Q4_K_M`). Only its headers are read.
-    #[arg(value_name = "MODEL")]
-    pub model: String,
+    #[arg(value_name = "MODEL", required_unless_present = "recipes")]
+    pub model: Option<String>,
 
     /// The GGUF file of the Hub repository MODEL, by its path in the repository (llama.cpp).
     #[arg(long, value_name = "NAME.gguf")]
@@ -950,6 +950,33 @@ pub struct PlanArgs {
     /// The toolbox asked which GPUs the head's server sees (llama.cpp) [default: the engine's].
     #[arg(long, value_name = "NAME")]
     pub toolbox: Option<String>,
+
+    /// Launch each feasible layout in turn (`cluster plan` only), hold it to the gate and a short
+    /// bench, and keep the fastest that answers right as the model's recipe: `cluster launch
+    /// MODEL` then serves that way while the image and the model are the same.
+    #[arg(long = "try", conflicts_with_all = ["recipes", "tp", "pp"])]
+    pub try_layouts: bool,
+
+    /// List the recipes `--try` kept (`cluster plan` only).
+    #[arg(long, conflicts_with = "model")]
+    pub recipes: bool,
+
+    /// With --try: the endpoint's port [default: the running router's, else 8000].
+    #[arg(long, value_parser = bounded::<u16>(1, 65535), requires = "try_layouts")]
+    pub port: Option<u16>,
+
+    /// With --try: seconds each layout's engine may take to serve.
+    #[arg(long, value_name = "SECONDS", default_value_t = 1800, value_parser = bounded::<u64>(1, MAX_SECONDS))]
+    pub timeout: u64,
+
+    /// With --try: the endpoint's API key, read from FILE [default: the STRIX_API_KEY environment
+    /// variable], as `cluster launch` takes it.
+    #[arg(long, value_name = "FILE", requires = "try_layouts")]
+    pub api_key_file: Option<PathBuf>,
+
+    /// With --try: more arguments for the engine's server, kept in the recipe.
+    #[arg(last = true, value_name = "ENGINE ARGS", requires = "try_layouts")]
+    pub extra: Vec<String>,
 }
 
 /// Which toolbox: `--name`, else the engine's.

@@ -531,4 +531,4 @@ pub(crate) fn relaunch(record: &ServingRecord, canary: &LaunchRequest, nodes: &[
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -21,6 +21,7 @@ pub(crate) mod metrics_nodes;
 pub(crate) mod model;
 pub(crate) mod nodes;
 pub(crate) mod proof;
+pub(crate) mod recipe;
 pub(crate) mod refresh;
 pub(crate) mod router;
 pub(crate) mod shared_home;

@@ -1,8 +1,9 @@
 //! `cluster status`: per node, reachable, strix-toolbox version, and the toolbox it runs; every
 //! service the cluster serves (by name: its engine and model, its nodes and layout, since when,
 //! Ray's nodes alive or each RPC worker and whether it answers its head, its engine's `/health`
-//! asked on its head, and its route's health through the router); the router (its address, pid
-//! and routes); and the head's registry (what the spread keeps there, and its size on disk).
+//! asked on its head, and its route's health through the router, and what the plan put on each
+//! of its nodes beside what the engine said it allocated); the router (its address, pid and
+//! routes); and the head's registry (what the spread keeps there, and its size on disk).
 
 use std::net::SocketAddr;
 
@@ -12,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use super::watch::dir::WatchDir;
 use super::watch::state::{watched, WatchedService};
 use super::{close_all, connect_all, in_cluster_order, ClusterSettings};
+use crate::cluster::measured::measured;
 use crate::error::Result;
 use crate::node::call::Status;
 use crate::node::remote::RemoteNode;
@@ -21,6 +23,7 @@ use crate::ops::status::StatusReport;
 use crate::secret::Secret;
 use crate::serving::engine::tcp_on_roce;
 use crate::serving::engine::EngineRef;
+use crate::serving::fit::Measured;
 use crate::serving::http::HttpAnswer;
 use crate::serving::logs::{LogTail, ServeLogs};
 use crate::serving::probe::ServeProbe;
@@ -124,6 +127,10 @@ pub struct ServiceSummary {
     /// What is wrong while it serves: RCCL over sockets on a RoCE link (read from each rank's log).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// Per node the launch planned for: the plan's weights, KV cache and context there, beside
+    /// what the engine's log says it allocated (left out when the launch had no plan).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub measured: Vec<Measured>,
 }
 
 /// One worker's server, as the head reaches it.
@@ -360,6 +367,7 @@ async fn service_summary(
     if !record.on.is_empty() {
         on = record.on.clone();
     }
+    let measured = planned_beside_said(connected, nodes, record).await;
     let routed = router
         .filter(|router| router.process.is_some() && router.routes.iter().any(|r| r.name == record.service))
         .map(|router| router.health.get(&record.service).cloned().unwrap_or_else(|| "not asked".into()));
@@ -381,7 +389,26 @@ async fn service_summary(
         serves,
         routed,
         warnings,
+        measured,
     })
+}
+
+/// What this launch of `record`'s service planned on each of its nodes (as their records keep
+/// it), beside what the engine's logs there say it allocated; nothing without a plan.
+async fn planned_beside_said(connected: &[RemoteNode], nodes: &[NodeStatus], record: &ServingRecord) -> Vec<Measured> {
+    let ours = |s: &&ServingState| s.record.service == record.service && s.record.started == record.started;
+    let mut planned = Vec::new();
+    let mut on_link: Vec<(&dyn crate::node::Node, std::net::Ipv4Addr)> = Vec::new();
+    for node in nodes {
+        let Some(state) = node.services.iter().find(ours) else { continue };
+        let Some(remote) = connected.iter().find(|r| r.name == node.node) else { continue };
+        on_link.push((remote, state.record.link_ip));
+        planned.extend(state.record.planned.clone());
+    }
+    if planned.is_empty() {
+        return Vec::new();
+    }
+    measured(&on_link, &record.service, record.engine, &planned).await
 }
 
 /// How a service spans its nodes, in a few words.

@@ -49,6 +49,7 @@ pub async fn run(
         replace: true,
         dry_run: false,
         extra: Vec::new(),
+        recipes: None,
         env: BTreeMap::new(),
         hf_token: super::secrets::hf_token(None)?,
         api_key: super::secrets::api_key(None)?,

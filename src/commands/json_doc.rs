@@ -15,6 +15,8 @@ use crate::cluster::fit::FitReport;
 use crate::cluster::install::InstallReport;
 use crate::cluster::launch::LaunchReport;
 use crate::cluster::model::{ModelListReport, ModelPullReport};
+use crate::cluster::recipe::try_layouts::TryReport;
+use crate::cluster::recipe::Recipe;
 use crate::cluster::refresh::ClusterRefreshReport;
 use crate::cluster::status::ClusterStatusReport;
 use crate::cluster::stop::StopReport;
@@ -79,6 +81,8 @@ fn every_example_is_what_its_command_prints() {
     check::<ClusterRefreshReport>(&mut examples, "cluster-refresh");
     check::<CanaryReport>(&mut examples, "cluster-refresh-canary");
     check::<ClusterVerifyReport>(&mut examples, "cluster-verify");
+    check::<TryReport>(&mut examples, "cluster-plan-try");
+    check::<Vec<Recipe>>(&mut examples, "cluster-plan-recipes");
     check::<ClusterStatusReport>(&mut examples, "cluster-status");
     check::<crate::cluster::watch::events::WatchEvent>(&mut examples, "cluster-watch");
     check::<crate::cluster::watch::pause::PauseReport>(&mut examples, "cluster-watch-pause");

@@ -1,8 +1,10 @@
 //! `launch MODEL` on this node, and `cluster launch MODEL` on every node: the same launch (see
 //! `cluster::launch`), over this machine or over ssh.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
+use super::measured::render_measured;
 use super::secrets::{api_key, hf_token};
 use crate::cli::LaunchArgs;
 use crate::cluster::launch::{launch, LaunchReport, LaunchRequest};
@@ -16,9 +18,10 @@ use crate::serving::engine::EngineRef;
 use crate::serving::service_name::ServiceName;
 use crate::spec::parse_env;
 
-/// Launch on `nodes` and render the report; the exit code.
-pub async fn run(args: &LaunchArgs, nodes: &[&dyn Node], out: &Output) -> Result<i32> {
-    let request = request(args)?;
+/// Launch on `nodes` and render the report; the exit code. `recipes`: where the models' recipes
+/// are kept (a cluster's launch serves by them; None: none is looked for).
+pub async fn run(args: &LaunchArgs, nodes: &[&dyn Node], recipes: Option<PathBuf>, out: &Output) -> Result<i32> {
+    let request = LaunchRequest { recipes, ..request(args)? };
     out.report(&launch(nodes, &request, out.reporter().as_ref()).await?);
     Ok(0)
 }
@@ -53,6 +56,7 @@ fn request(args: &LaunchArgs) -> Result<LaunchRequest> {
         hub_env: forwarded_hub_env(std::env::vars().chain(env)),
         cuda_graphs: args.cuda_graphs,
         fresh_compile_cache: args.fresh_compile_cache,
+        recipes: None,
     })
 }
 
@@ -82,6 +86,7 @@ impl Render for LaunchReport {
             for reason in &self.why {
                 out.line(&format!("chosen: {reason}"));
             }
+            self.render_plan(out);
             out.line(&format!("{} would answer at {} (its engine at {})", self.service, self.endpoint, self.upstream));
             return;
         }
@@ -113,9 +118,27 @@ impl Render for LaunchReport {
             self.upstream,
             self.seconds_to_serve.unwrap_or_default()
         ));
+        self.render_plan(out);
         for warning in &self.warnings {
             out.line(&format!("{} {warning}", out.paint("!", Style::Warn)));
         }
         out.line(&format!("  try: {}", self.curl_example()));
+    }
+}
+
+impl LaunchReport {
+    /// The plan's choice and its flags, then each node's planned figures beside the engine's.
+    fn render_plan(&self, out: &Output) {
+        let Some(plan) = &self.plan else { return };
+        if let (Some(layout), Some(chosen)) = (plan.chosen_layout(), &plan.chosen) {
+            out.line(&format!("  plan: {}: {}", layout.label(), chosen.why));
+        }
+        if !plan.engine_args.is_empty() {
+            out.line(&format!("  plan's flags: {}", plan.engine_args.join(" ")));
+        }
+        if !self.measured.is_empty() {
+            out.line(&format!("  planned beside what {} said it allocated:", self.engine));
+            render_measured(self.engine.name(), &self.measured, out);
+        }
     }
 }

@@ -15,6 +15,7 @@ mod json_doc;
 mod launch;
 mod list;
 mod logs;
+mod measured;
 mod model;
 mod plan;
 mod rccl;
@@ -95,7 +96,7 @@ pub fn run(command: Command, settings: &Settings, out: &Output) -> Result<i32> {
                     Command::Launch(args) if !args.on.is_empty() => Err(Error::Usage(
                         "--on names nodes of a cluster: `strix-toolbox cluster launch MODEL --on NODE,…`".into(),
                     )),
-                    Command::Launch(args) => launch::run(&args, &[&LocalNode::new(settings)], out).await,
+                    Command::Launch(args) => launch::run(&args, &[&LocalNode::new(settings)], None, out).await,
                     Command::Stop(args) => {
                         let node = LocalNode::new(settings);
                         stop::run(&stop::target(&args)?, &[&node], Some(&node), Vec::new(), out).await

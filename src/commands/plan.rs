@@ -6,7 +6,7 @@
 use super::secrets::hf_token;
 use crate::cli::PlanArgs;
 use crate::cluster::fit::{fit_model, FitReport, FitRequest};
-use crate::error::{Result, EXIT_FAILURE};
+use crate::error::{Error, Result, EXIT_FAILURE};
 use crate::model::hub_env::forwarded_hub_env;
 use crate::model::shape::weights::WeightSource;
 use crate::model::shape::Sizing;
@@ -18,18 +18,26 @@ use crate::serving::fit::{FitAsk, Layout, Outcome, Plan};
 
 /// Plan on `nodes` and render the report; the exit code.
 pub async fn run(args: &PlanArgs, nodes: &[&dyn Node], out: &Output) -> Result<i32> {
+    if args.try_layouts || args.recipes {
+        return Err(Error::Usage(
+            "--try and --recipes are the cluster's: `strix-toolbox cluster plan MODEL --try`, `cluster plan --recipes`"
+                .into(),
+        ));
+    }
     let request = request(args)?;
     let report = fit_model(nodes, &request).await?;
     out.report(&report);
     Ok(if report.refused() { EXIT_FAILURE } else { 0 })
 }
 
-fn request(args: &PlanArgs) -> Result<FitRequest> {
-    let engine = EngineRef::for_model(args.engine, &args.model, args.file.as_deref());
+/// The plan `args` ask for.
+pub(super) fn request(args: &PlanArgs) -> Result<FitRequest> {
+    let model = args.model.as_deref().ok_or_else(|| Error::Usage("plan needs MODEL".into()))?;
+    let engine = EngineRef::for_model(args.engine, model, args.file.as_deref());
     Ok(FitRequest {
         engine,
-        model: args.model.clone(),
-        source: engine.source(&args.model, args.file.as_deref())?,
+        model: model.to_string(),
+        source: engine.source(model, args.file.as_deref())?,
         toolbox: args.toolbox.clone().unwrap_or_else(|| engine.toolbox().default_toolbox.to_string()),
         revision: args.revision.clone(),
         tp: args.tp,

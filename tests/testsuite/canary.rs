@@ -6,7 +6,9 @@
 //! the first's measured just before the swap; an image with another RoPE base rolled back on every
 //! node by the gate; an image slowed twentyfold rolled back by the ratio; each time what served
 //! before serves again; then Ctrl-C while the canary serves from the new image refuses it the
-//! same way, exit 130.
+//! same way, exit 130. Then `cluster plan MODEL --try` keeps the model's recipe (the head alone
+//! or the layers over both nodes, whichever is faster and answers right), and the next `cluster
+//! launch MODEL` serves by it.
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -221,4 +223,60 @@ fn a_canary_keeps_a_good_image_and_rolls_every_node_back_from_a_wrong_or_slow_on
     assert!(report["reason"].as_str().unwrap().starts_with("interrupted before image"), "{report:#}");
     assert_eq!(images(&cluster, nodes), vec![newer_id; nodes], "every node back on the kept image");
     assert_eq!(served(&cluster, &model).as_deref(), Some(model.as_str()), "what served before serves again");
+
+    a_recipe_is_found_kept_and_launched_by(&cluster, state.path(), &model, &port);
+}
+
+/// `cluster plan MODEL --try` on the same cluster (issue 32): the head alone, then the layers
+/// over both nodes, each launched, gated and benched; the fastest that answers right kept as the
+/// model's recipe; `cluster plan --recipes` lists it and `cluster launch MODEL` serves by it.
+fn a_recipe_is_found_kept_and_launched_by(cluster: &TestCluster, state: &Path, model: &str, port: &str) {
+    let (stopped, _) = cluster_command(cluster, state, &["stop", "--all"]);
+    assert!(stopped.status.success(), "{}", stderr(&stopped));
+    let (tried, report) =
+        cluster_command(cluster, state, &["plan", model, "--try", "--port", port, "--timeout", "120"]);
+    assert!(tried.status.success(), "{}\n{report:#}\n{}", stderr(&tried), head_logs(cluster));
+    let tried_on: Vec<Value> =
+        report["tried"].as_array().expect("the layouts tried").iter().map(|t| t["on"].clone()).collect();
+    assert_eq!(tried_on, [serde_json::json!(["node1"]), serde_json::json!(["node1", "node2"])], "{report:#}");
+    for layout in report["tried"].as_array().unwrap() {
+        assert_eq!(layout["answers_right"], true, "both answer as one node does: {report:#}");
+        assert!(layout["output_throughput"].as_f64().is_some_and(|t| t > 0.0), "{report:#}");
+    }
+    let kept = &report["kept"];
+    let fastest =
+        report["tried"].as_array().unwrap().iter().max_by(|a, b| {
+            a["output_throughput"].as_f64().unwrap().total_cmp(&b["output_throughput"].as_f64().unwrap())
+        });
+    assert_eq!(kept["on"], fastest.unwrap()["on"], "the fastest kept: {report:#}");
+    assert_eq!(kept["identity"]["kind"], "gguf", "{report:#}");
+    eprintln!("--try: {}", report["tried"]);
+    assert!(served(cluster, model).is_none(), "each try is stopped after it");
+
+    let (listed, recipes) = cluster_command(cluster, state, &["plan", "--recipes"]);
+    assert!(listed.status.success(), "{}", stderr(&listed));
+    assert_eq!(recipes, Value::Array(vec![kept.clone()]), "the recipe kept, listed");
+
+    let (launched, report) = cluster_command(cluster, state, &["launch", model, "--port", port, "--timeout", "120"]);
+    assert!(launched.status.success(), "{}\n{report:#}", stderr(&launched));
+    let why = report["why"][0].as_str().unwrap_or_default();
+    assert!(why.contains("the recipe from `cluster plan --try`"), "the launch says it used the recipe: {report:#}");
+    assert_eq!(report["on"], kept["on"], "on the recipe's nodes: {report:#}");
+    let (stopped, _) = cluster_command(cluster, state, &["stop", "--all"]);
+    assert!(stopped.status.success(), "{}", stderr(&stopped));
+}
+
+/// `strix-toolbox --json cluster … ARGS`, the state (bench store, recipes) under `state`.
+fn cluster_command(cluster: &TestCluster, state: &Path, args: &[&str]) -> (Output, Value) {
+    let config = cluster.ssh_config();
+    let nodes = cluster.nodes_arg();
+    let mut argv = vec!["--json", "cluster", "--ssh-config", config.to_str().expect("utf-8"), "--nodes", &nodes];
+    argv.extend(["--connect-timeout", "3"]);
+    argv.extend_from_slice(args);
+    let output = strix_command(&[("XDG_STATE_HOME".to_string(), state.display().to_string())], &argv)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run strix-toolbox");
+    let report = serde_json::from_slice(&output.stdout).unwrap_or(Value::Null);
+    (output, report)
 }

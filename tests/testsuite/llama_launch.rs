@@ -13,6 +13,10 @@
 //! everything stopped and the router gone. While A and B serve, `cluster metrics` and `cluster
 //! top` are checked on them (top.rs).
 //!
+//! The nodes' host trees report different GTT sizes (issue 32): the launch's plan splits the
+//! layers by them (`--tensor-split`), and what llama.cpp says it allocated on each worker's device
+//! (its model and KV buffers, in the launch report and `cluster status`) is within 10% of the plan.
+//!
 //! One cluster serves every step (a cluster and three toolbox pulls are most of the test's time).
 
 use std::net::{SocketAddr, SocketAddrV4};
@@ -47,6 +51,11 @@ const CACHED_TENSOR: u64 = 32000 * 96 * 4;
 const SERVER_ARGS: [&str; 4] = ["--threads", "1", "--ctx-size", "2048"];
 /// The endpoint's API key: in no argv, log or report.
 const API_KEY: &str = "sk-TESTllamaKEYthatMUSTneverSHOW24680";
+/// Each node's GTT in GiB, as its host tree's `mem_info_gtt_total` says: all different.
+const GTT_GIB: [u64; 3] = [96, 64, 32];
+/// What the plan keeps on every device beside the model: the reserve (4 GiB) and llama.cpp's
+/// compute buffers (1 GiB), the plan's defaults.
+const KEPT_GIB: u64 = 4 + 1;
 
 /// A cluster of three Thunderbolt nodes whose toolbox `llama` runs the llama image, and the tiny
 /// model in the head's home.
@@ -60,6 +69,10 @@ struct LlamaBed {
 fn llama_cluster() -> LlamaBed {
     let registry = Registry::start();
     let cluster = TestCluster::start_with(&registry, 3, Link::Thunderbolt);
+    for (index, gib) in (1..=3).zip(GTT_GIB) {
+        let gtt = cluster.node(index).host_tree.path().join("sys/class/drm/card0/device/mem_info_gtt_total");
+        std::fs::write(&gtt, format!("{}\n", gib << 30)).expect("the node's GTT size");
+    }
     let image = llama_image(cluster.node(1).podman(), &registry, "llama-node:latest", "2026-11-01T10:00:00Z");
     // The llama.cpp profile: the toolbox `llama`, its servers proven runnable before the swap.
     let refresh = ["refresh", "--engine", "llama.cpp", "--image", &image, "--manager", "native", "--spread", "off"];
@@ -193,6 +206,7 @@ fn three_nodes_serve_a_gguf_over_rpc_as_one_node_would_and_several_services_shar
     }
     // Token for token what one node answers, through the router.
     assert_eq!(greedy_through(cluster, &port, &bed.model), single, "the cluster answered otherwise than one node");
+    planned_as_llama_cpp_allocated(&report);
 
     // Each rpc-server listens on its link address only, and the head is connected to it; the
     // engine on the head listens on its link address at its own port, the router on the
@@ -237,6 +251,7 @@ fn three_nodes_serve_a_gguf_over_rpc_as_one_node_would_and_several_services_shar
     let received_before: Vec<u64> = workers.iter().map(|node| node.link_bytes_received()).collect();
     let again = launch(&bed, &port);
     assert!(again.status.success(), "{}{}", stdout(&again), stderr(&again));
+    let measured_again = json(&again)["measured"].clone();
     let second_load: Vec<u64> =
         workers.iter().zip(&received_before).map(|(node, before)| node.link_bytes_received() - before).collect();
     eprintln!("bytes the workers received over the link: first load {first_load:?}, second {second_load:?}");
@@ -257,6 +272,8 @@ fn three_nodes_serve_a_gguf_over_rpc_as_one_node_would_and_several_services_shar
     let report = json(&status);
     assert_eq!(report["toolbox"], "llama", "the service's toolbox, unasked: {report}");
     let serving = &report["services"][0];
+    // Beside the plan, what the engine said, as the launch said it: read from the head's log.
+    assert_eq!(serving["measured"], measured_again, "status and the launch read the same log: {report}");
     assert_eq!((serving["name"].as_str(), serving["engine"].as_str()), (Some(bed.model.as_str()), Some("llama.cpp")));
     let workers_seen = serving["workers"].as_array().expect("the RPC workers");
     assert_eq!(workers_seen.len(), 2, "{report}");
@@ -295,6 +312,39 @@ fn three_nodes_serve_a_gguf_over_rpc_as_one_node_would_and_several_services_shar
     nft(&node2, &["delete", "table", "inet", "strix_test"]);
 
     several_services_share_the_endpoint(&bed, &port);
+}
+
+/// The head's `--tensor-split` follows the workers' GTT sizes (the head's CPU build has no device
+/// of its own), and each worker's device holds what the plan put there: llama.cpp's model and KV
+/// buffer sizes within 10% of the plan's weights and KV cache for that node.
+fn planned_as_llama_cpp_allocated(report: &Value) {
+    let argv: Vec<&str> = report["nodes"][0]["commands"][0]["argv"]
+        .as_array()
+        .expect("the head's argv")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let split = argv.iter().position(|a| *a == "--tensor-split").and_then(|at| argv.get(at + 1));
+    let by_gtt: Vec<String> = GTT_GIB[1..].iter().map(|gib| ((gib - KEPT_GIB) << 10).to_string()).collect();
+    assert_eq!(split.copied(), Some(by_gtt.join(",").as_str()), "the split by node2's and node3's GTT: {argv:?}");
+    let measured = report["measured"].as_array().unwrap_or_else(|| panic!("no measured figures: {report}"));
+    let nodes: Vec<&str> = measured.iter().filter_map(|m| m["planned"]["node"].as_str()).collect();
+    assert_eq!(nodes, ["node2", "node3"], "a figure for each worker's device: {report}");
+    let within = |planned: &Value, said: &Value, what: &str, node: &str| {
+        let (planned, said) = (planned.as_u64().expect("a planned size"), said.as_u64());
+        let said = said.unwrap_or_else(|| panic!("{node}: llama.cpp did not say its {what}: {report}"));
+        eprintln!("{node} {what}: planned {planned} bytes, llama.cpp allocated {said}");
+        assert!(planned > 0 && said.abs_diff(planned) * 10 <= planned, "{node} {what}: planned {planned}, said {said}");
+    };
+    for figures in measured {
+        let node = figures["planned"]["node"].as_str().unwrap_or_default();
+        within(&figures["planned"]["weights_bytes"], &figures["said_weights_bytes"], "weights", node);
+        within(&figures["planned"]["kv_cache_bytes"], &figures["said_kv_cache_bytes"], "KV cache", node);
+        assert_eq!(figures["said_context_tokens"], figures["planned"]["context_tokens"], "{report}");
+    }
+    // The bigger GTT holds more layers: more of the cache.
+    let kv = |at: usize| measured[at]["said_kv_cache_bytes"].as_u64().unwrap_or_default();
+    assert!(kv(0) > kv(1), "node2 (64 GiB) holds more layers than node3 (32 GiB): {report}");
 }
 
 /// The issue's scenarios on the same cluster: A over RPC on node1 and node2, B alone on node3,

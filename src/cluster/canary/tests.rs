@@ -169,7 +169,7 @@ fn what_served_before_is_relaunched_with_its_engine_and_executor() {
 }
 
 /// A llama.cpp launch of `model` on the test toolbox, as the canary asks for one.
-fn llama_launch(model: &str) -> LaunchRequest {
+pub(crate) fn llama_launch(model: &str) -> LaunchRequest {
     LaunchRequest {
         engine: crate::serving::llama::LLAMA_CPP,
         toolbox: NAME.into(),
@@ -192,5 +192,6 @@ fn llama_launch(model: &str) -> LaunchRequest {
         hub_env: Default::default(),
         cuda_graphs: false,
         fresh_compile_cache: false,
+        recipes: None,
     }
 }

@@ -20,6 +20,7 @@ mod fit;
 mod model;
 mod plan;
 mod proof;
+mod recipe;
 mod request;
 
 use std::net::Ipv4Addr;
@@ -39,6 +40,11 @@ pub use request::{LaunchReport, LaunchRequest};
 /// Launch on the nodes of `cluster` the request names (every node when none; the cluster's head,
 /// its first node, runs the router). A failure or a signal stops what was started.
 pub async fn launch(cluster: &[&dyn Node], request: &LaunchRequest, reporter: &dyn Reporter) -> Result<LaunchReport> {
+    // The model's recipe, when the operator names no layout: its nodes, its split, its flags.
+    let recipe = recipe::for_launch(cluster, request)?;
+    let by_recipe = recipe.as_ref().map(|recipe| recipe::applied(recipe, request));
+    let as_asked = request;
+    let request = by_recipe.as_ref().unwrap_or(request);
     let on = service_nodes(cluster, &request.on)?;
     let nodes: Vec<&dyn Node> = on.iter().map(|index| cluster[*index]).collect();
     let engine = request.engine;
@@ -52,6 +58,17 @@ pub async fn launch(cluster: &[&dyn Node], request: &LaunchRequest, reporter: &d
         look(cluster[0], request.api_key.as_ref(), false)
     );
     let ((checks, backend, mut why), model, router) = (checks?, model?, router?);
+    if let Some(recipe) = &recipe {
+        let identity = model::identity(&checks[on[0]], model.as_ref(), request);
+        if let Some(stale) = recipe.stale(checks[on[0]].image.as_deref(), identity.as_ref()) {
+            // Planned afresh, as the operator asked it, saying why the recipe was not used.
+            let afresh = LaunchRequest { recipes: None, ..as_asked.clone() };
+            let mut report = Box::pin(launch(cluster, &afresh, reporter)).await?;
+            report.why.insert(0, format!("{stale}: planned afresh (`cluster plan MODEL --try` finds it again)"));
+            return Ok(report);
+        }
+        why.insert(0, recipe.used());
+    }
     checks::refuse_when_serving(cluster, request, &checks)?;
     // The model-aware plan: refused here when the model cannot serve on these nodes; without
     // one (a model it cannot size), sharing a node is refused (never guessed).

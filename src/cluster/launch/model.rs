@@ -6,12 +6,14 @@ use super::request::LaunchRequest;
 use crate::cluster::hub_gguf::{gguf_on_head, HeadGguf};
 use crate::cluster::model::{cached_everywhere, ensure_everywhere, CachedEverywhere, ModelPullRequest};
 use crate::error::Result;
+use crate::model::identity::ModelIdentity;
 use crate::model::repo_id::RepoId;
 use crate::model::revision::Revision;
 use crate::node::Node;
 use crate::reporter::Reporter;
 use crate::serving::model_source::ModelSource;
 use crate::serving::plan::flag_value;
+use crate::serving::state::ServeCheckReport;
 
 /// A Hub model (None for a path), with the revision asked for and whether the cache of every
 /// node that loads it has it.
@@ -70,4 +72,26 @@ pub(super) async fn gguf_on_the_head(
         gguf: Some(pick.clone()),
     };
     Ok(Some(gguf_on_head(nodes[0], &pull, reporter).await?))
+}
+
+/// The model's identity as the checks found it before anything starts: a GGUF file's hash on the
+/// head, a Hub model's commit in every node's cache; None when it is not known yet (a dry run
+/// hashes nothing, a model still to be pulled, a Hub GGUF read on the head later).
+pub(super) fn identity(
+    head: &ServeCheckReport,
+    model: Option<&ModelLookup>,
+    request: &LaunchRequest,
+) -> Option<ModelIdentity> {
+    match &request.source {
+        ModelSource::Path(path) => Some(ModelIdentity::Gguf {
+            name: std::path::Path::new(path).file_name()?.to_string_lossy().into_owned(),
+            sha256: head.sha256.clone()?,
+        }),
+        ModelSource::Hub(_) => {
+            let model = model?;
+            let cached = model.cached.as_ref()?;
+            Some(ModelIdentity::Hub { repo: model.repo.to_string(), commit: cached.commit.to_string() })
+        }
+        _ => None,
+    }
 }

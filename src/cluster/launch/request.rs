@@ -62,6 +62,9 @@ pub struct LaunchRequest {
     pub cuda_graphs: bool,
     /// Erase the engine's compile cache for the image first (`--fresh-compile-cache`).
     pub fresh_compile_cache: bool,
+    /// Where the models' recipes are kept (`cluster plan --try`): the launch serves by the
+    /// model's when the operator names no layout (None: none is looked for).
+    pub recipes: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -158,5 +158,6 @@ fn base_request(record: &ServingRecord, policy: &WatchPolicy, secrets: &Relaunch
         cuda_graphs: false,
         // The stop before it, at once after a fault, erased the compile cache already.
         fresh_compile_cache: false,
+        recipes: None,
     })
 }

@@ -6,6 +6,7 @@ use crate::cli::StatusArgs;
 use crate::cluster::status::{cluster_status, ClusterStatusReport, NodeStatus};
 use crate::cluster::watch::dir::WatchDir;
 use crate::cluster::ClusterSettings;
+use crate::commands::measured::render_measured;
 use crate::commands::secrets::api_key;
 use crate::error::Result;
 use crate::image::short_digest;
@@ -88,6 +89,10 @@ impl Render for ClusterStatusReport {
                     ref other => out.paint(other.why().0, Style::Fail),
                 };
                 out.line(&format!("  {} {} at {}: {answer}", worker.node, worker.process, worker.address));
+            }
+            if !service.measured.is_empty() {
+                out.line(&format!("  planned beside what {} said it allocated:", service.engine));
+                render_measured(service.engine.name(), &service.measured, out);
             }
             for warning in &service.warnings {
                 out.warn(warning);
