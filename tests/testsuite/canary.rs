@@ -104,7 +104,9 @@ fn a_canary_keeps_a_good_image_and_rolls_every_node_back_from_a_wrong_or_slow_on
     let model = model.display().to_string();
     let state = tempfile::tempdir().expect("tempdir");
     let port = crate::support::free_port().to_string();
-    let canary = ["--canary", &model, "--canary-port", &port, "--canary-timeout", "120", "--min-ratio", "0.5"];
+    // The slow image serves about 0.1 of the good one's tokens/s: 0.3 leaves a factor of three of
+    // noise on either side (a busy machine measured an equal image at 0.41 of its baseline).
+    let canary = ["--canary", &model, "--canary-port", &port, "--canary-timeout", "120", "--min-ratio", "0.3"];
 
     // Nothing served before: the answers go unchecked, and no reference is kept from them.
     let (output, report) = refresh(&cluster, state.path(), &good, &canary);
@@ -177,10 +179,10 @@ fn a_canary_keeps_a_good_image_and_rolls_every_node_back_from_a_wrong_or_slow_on
     assert_eq!(report["outcome"], "rolled-back", "{report:#}");
     assert_eq!(report["gate"]["verdict"]["passed"], true, "{report:#}");
     let ratio = report["ratio"].as_f64().unwrap();
-    assert!(ratio < 0.5, "{report:#}");
+    assert!(ratio < 0.3, "{report:#}");
     let reason = report["reason"].as_str().unwrap();
     assert_eq!(report["baseline"]["before_swap"], true, "{report:#}");
-    for part in ["output tokens/s", "--min-ratio 0.5", &short(&newer_digest), "measured just before the swap"] {
+    for part in ["output tokens/s", "--min-ratio 0.3", &short(&newer_digest), "measured just before the swap"] {
         assert!(reason.contains(part), "{part:?} in {reason}");
     }
     assert_eq!(report["result"]["verdict"]["state"], "rejected", "{report:#}");
