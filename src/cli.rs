@@ -559,6 +559,13 @@ pub struct WatchArgs {
     /// Stop and remove the systemd user service --install made.
     #[arg(long)]
     pub uninstall: bool,
+
+    /// Serve the cluster's metrics at ADDR:PORT (or PORT, on 127.0.0.1; --metrics alone:
+    /// 127.0.0.1:9464) while it watches: what `cluster metrics` serves, and the watch's own
+    /// (`strix_watch_probes_total`, `strix_watch_probe_failures_total`,
+    /// `strix_watch_restarts_total`, `strix_watch_state`) per service.
+    #[arg(long, value_name = "ADDR:PORT", num_args = 0..=1, default_missing_value = "9464")]
+    pub metrics: Option<String>,
 }
 
 /// How `cluster metrics` reads and shows the cluster.

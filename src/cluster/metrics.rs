@@ -95,6 +95,11 @@ impl ClusterReading {
     /// The families: the nodes' telemetry, whether each engine was read and why not, then every
     /// engine's own, relabelled. What the merge left out is in [`Merged::left_out`].
     pub fn families(&self) -> Merged {
+        self.families_with(Vec::new())
+    }
+
+    /// [`Self::families`] with `also` (the watch's own) merged in.
+    fn families_with(&self, also: Vec<Family>) -> Merged {
         let readings: Vec<NodeReading> = self
             .nodes
             .iter()
@@ -145,12 +150,17 @@ impl ClusterReading {
             }
         }
         let ours: Vec<Family> = [engine_up, errors].into_iter().filter(|f| !f.samples.is_empty()).collect();
-        merge([telemetry_families(&readings), ours].into_iter().chain(engines))
+        merge([telemetry_families(&readings), ours].into_iter().chain(engines).chain([also]))
     }
 
     /// Prometheus's text format, what failed and what the merge left out first as comment lines.
     pub fn exposition(&self) -> String {
-        let merged = self.families();
+        self.exposition_with(Vec::new())
+    }
+
+    /// [`Self::exposition`] with `also` (the watch's own families) merged in.
+    pub fn exposition_with(&self, also: Vec<Family>) -> String {
+        let merged = self.families_with(also);
         let mut text = String::new();
         for seen in &self.nodes {
             match &seen.answer {

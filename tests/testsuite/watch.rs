@@ -250,7 +250,10 @@ fn the_watch_relaunches_a_stalled_a_crashed_and_a_rebooted_service_and_gives_up_
     let gave_up_file = bed.state.path().join("gave-up");
     let on_give_up =
         format!("printf '%s\\n%s\\n' \"$STRIX_WATCH_SERVICE\" \"$STRIX_WATCH_REASON\" > '{}'", gave_up_file.display());
+    let metrics = format!("127.0.0.1:{}", crate::support::free_port());
     let flags = [
+        "--metrics",
+        &metrics,
         "--interval",
         "1s",
         "--stall",
@@ -270,6 +273,20 @@ fn the_watch_relaunches_a_stalled_a_crashed_and_a_rebooted_service_and_gives_up_
     let found = watch.action("watching", None);
     assert_eq!(found["service"], SERVICE, "{found}");
     watch.serving();
+
+    // Its metrics: the engines' and the nodes', and its own, its state among them.
+    let url = format!("http://{metrics}/metrics");
+    let scraped = crate::support::http::request(None, "GET", &url, None, Duration::from_secs(30)).expect("a scrape");
+    assert_eq!(scraped.status, 200, "{}", scraped.body);
+    let lines: Vec<&str> = scraped.body.lines().collect();
+    let serving = lines.iter().any(|line| {
+        line.starts_with("strix_watch_state{") && line.contains(r#"state="serving""#) && line.ends_with(" 1")
+    });
+    assert!(serving, "the watch's state: {}", scraped.body);
+    assert!(lines.iter().any(|line| line.starts_with("strix_watch_probes_total{")), "{}", scraped.body);
+    let engine = lines.iter().any(|line| line.starts_with("llamacpp:") && line.contains(r#"node="node1""#));
+    assert!(engine, "the head's engine, relabelled: {}", scraped.body);
+    assert!(lines.iter().any(|line| line.starts_with("strix_node_up{")), "{}", scraped.body);
 
     // One watch per cluster.
     let second = bed.strix(&["watch", "--interval", "1s"]);

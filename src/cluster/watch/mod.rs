@@ -42,7 +42,8 @@ use crate::error::{Error, Result};
 use crate::serving::record::ServingRecord;
 use crate::serving::service_name::ServiceName;
 use crate::watch::{
-    Action, Moment, NodeObservation, Observation, ProbeOutcome, Start, State, Step, WatchPolicy, Watcher,
+    watch_families, Action, Moment, NodeObservation, Observation, ProbeOutcome, Start, State, Step, WatchPolicy,
+    Watcher,
 };
 
 /// What the watch is asked.
@@ -55,7 +56,12 @@ pub struct WatchRequest {
     pub on_give_up: Option<String>,
     pub dir: WatchDir,
     pub secrets: RelaunchSecrets,
+    /// Where the watch keeps its own metrics after each look, for `--metrics` (None: not served).
+    pub families: Option<WatchFamilies>,
 }
+
+/// The watch's own metrics of every service it follows, as its last look left them.
+pub type WatchFamilies = std::sync::Arc<std::sync::Mutex<Vec<crate::metrics::Family>>>;
 
 /// A service the watch follows.
 struct Tracked {
@@ -105,6 +111,14 @@ pub async fn watch(settings: &ClusterSettings, request: &WatchRequest, emit: &dy
         let found = look(settings, request, &tracked).await;
         for found in found {
             judge(settings, request, &mut tracked, found, &interrupt, &say).await?;
+        }
+        if let Some(shared) = &request.families {
+            let families = tracked
+                .iter()
+                .flat_map(|(name, followed)| watch_families(name, &followed.record.model, &followed.watcher))
+                .collect();
+            // A scrape that panicked while holding it poisoned nothing it could not read again.
+            *shared.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = families;
         }
         let pause = tokio::time::sleep(request.policy.interval);
         interrupt

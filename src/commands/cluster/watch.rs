@@ -3,17 +3,24 @@
 //! `--resume`; `--install` / `--uninstall` as a systemd user service.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
 
 use crate::cli::{ClusterArgs, WatchArgs};
+use crate::cluster::metrics::MetricsAsk;
+use crate::cluster::metrics_nodes::MetricsNodes;
 use crate::cluster::watch::dir::WatchDir;
 use crate::cluster::watch::events::WatchEvent;
 use crate::cluster::watch::install::{install, uninstall, UnitReport};
 use crate::cluster::watch::pause::{set_paused, PauseReport};
 use crate::cluster::watch::relaunch::RelaunchSecrets;
-use crate::cluster::watch::{watch, WatchRequest};
+use crate::cluster::watch::{watch, WatchFamilies, WatchRequest};
 use crate::cluster::ClusterSettings;
 use crate::commands::secrets::{api_key, hf_token};
 use crate::error::{Error, Result};
+use crate::metrics::endpoint::{listen_address, serve};
 use crate::model::hub_env::forwarded_hub_env;
 use crate::output::{Output, Render, Style};
 use crate::settings::Settings;
@@ -65,20 +72,77 @@ pub(super) async fn run(
             hf_token: hf_token(None)?,
             hub_env: forwarded_hub_env(std::env::vars()),
         },
+        families: None,
     };
+    let metrics = match &watch_args.metrics {
+        Some(listen) => Some(MetricsServer::start(cluster, listen, &request.secrets).await?),
+        None => None,
+    };
+    let request = WatchRequest { families: metrics.as_ref().map(|server| server.families.clone()), ..request };
+    if let Some(server) = &metrics {
+        out.status(&format!("serving the cluster's metrics at http://{}/metrics", server.address));
+    }
     out.status(&format!(
         "watching {} every {} (Ctrl-C ends it)",
         if request.services.is_empty() { "every service".to_string() } else { names(&request) },
         format_duration(request.policy.interval)
     ));
     let print = |event: &WatchEvent| print_event(out, event);
-    match watch(cluster, &request, &print).await {
+    let watched = watch(cluster, &request, &print).await;
+    if let Some(server) = metrics {
+        server.stop().await;
+    }
+    match watched {
         Err(Error::Interrupted { signal, .. }) => {
             out.status(&format!("{}: the watch ended; every service is left as it is", signal.stopped()));
             Ok(signal.exit_code())
         }
         Err(error) => Err(error),
         Ok(()) => Ok(0),
+    }
+}
+
+/// `--metrics`: what `cluster metrics --listen` serves, and the watch's own families.
+struct MetricsServer {
+    address: std::net::SocketAddr,
+    families: WatchFamilies,
+    nodes: Arc<MetricsNodes>,
+    stop: oneshot::Sender<()>,
+    server: tokio::task::JoinHandle<()>,
+}
+
+impl MetricsServer {
+    async fn start(cluster: &ClusterSettings, listen: &str, secrets: &RelaunchSecrets) -> Result<MetricsServer> {
+        let address = listen_address(listen)?;
+        let listener = TcpListener::bind(address).await.map_err(|e| {
+            Error::host(
+                address.to_string(),
+                format!("cannot listen on {address}: {e}"),
+                "choose another address or port with --metrics ADDR:PORT",
+            )
+        })?;
+        let ask = MetricsAsk { api_key: secrets.api_key.clone(), ..MetricsAsk::default() };
+        let families = WatchFamilies::default();
+        let nodes = Arc::new(MetricsNodes::new(cluster));
+        let (shared_nodes, shared_families) = (nodes.clone(), families.clone());
+        let provider = move || {
+            let (nodes, families, ask) = (shared_nodes.clone(), shared_families.clone(), ask.clone());
+            async move {
+                let watch = families.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+                nodes.read(&ask).await.exposition_with(watch)
+            }
+        };
+        let (stop, stopped) = oneshot::channel();
+        let server = tokio::spawn(serve(listener, stopped, provider));
+        Ok(MetricsServer { address, families, nodes, stop, server })
+    }
+
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        let _ = self.server.await;
+        if let Ok(nodes) = Arc::try_unwrap(self.nodes) {
+            nodes.close().await;
+        }
     }
 }
 
@@ -135,6 +199,9 @@ fn unit_args(args: &ClusterArgs, watch_args: &WatchArgs, policy: &WatchPolicy) -
         ("--memory-wait", format_duration(policy.memory_wait)),
     ] {
         argv.extend([flag.to_string(), value]);
+    }
+    if let Some(listen) = &watch_args.metrics {
+        argv.extend(["--metrics".to_string(), listen.clone()]);
     }
     if let Some(command) = &watch_args.on_give_up {
         argv.extend(["--on-give-up".to_string(), command.clone()]);
