@@ -219,6 +219,26 @@ fn check_private(metadata: &std::fs::Metadata, euid: u32) -> std::result::Result
 /// A file to take a lock on (`flock`), opened read-write and created 0600 when missing, without
 /// following a symbolic link and without truncating it; refused when it is not a regular file of
 /// this user's (someone else's file, reached through a hard link, must not be written).
+/// Write `path`, a file of directory `dir` (made first), atomically: a temporary file in `dir`
+/// renamed over it, so a reader sees the old content or the new, never half; 0600 (a temporary
+/// file's mode) until changed.
+pub fn write_atomically(dir: &Path, path: &Path, bytes: &[u8]) -> Result<()> {
+    std::fs::create_dir_all(dir).map_err(|e| write_error(dir, e))?;
+    let mut temp = tempfile::NamedTempFile::new_in(dir).map_err(|e| write_error(dir, e))?;
+    std::io::Write::write_all(&mut temp, bytes).map_err(|e| write_error(path, e))?;
+    temp.persist(path).map_err(|e| write_error(path, e.error))?;
+    Ok(())
+}
+
+/// A file or directory of the state that could not be written.
+pub fn write_error(path: &Path, error: std::io::Error) -> Error {
+    Error::host(
+        path.display().to_string(),
+        format!("cannot write {}: {error}", path.display()),
+        "check that the home directory is writable and not full",
+    )
+}
+
 pub fn open_lock_file(path: &Path) -> std::io::Result<File> {
     let file = OpenOptions::new()
         .read(true)

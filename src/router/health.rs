@@ -67,24 +67,6 @@ fn said(health: &ServiceHealth) -> &str {
     }
 }
 
-/// `%XX` sequences decoded (a path's model name); None when that is not UTF-8 or a `%` is not
-/// followed by two hex digits.
-pub fn percent_decoded(text: &str) -> Option<String> {
-    let mut bytes = Vec::with_capacity(text.len());
-    let mut rest = text.as_bytes();
-    while let Some((&byte, tail)) = rest.split_first() {
-        if byte == b'%' {
-            let hex = std::str::from_utf8(tail.get(..2)?).ok()?;
-            bytes.push(u8::from_str_radix(hex, 16).ok()?);
-            rest = tail.get(2..)?;
-        } else {
-            bytes.push(byte);
-            rest = tail;
-        }
-    }
-    String::from_utf8(bytes).ok()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -107,15 +89,5 @@ mod tests {
             service_report("a", &ServiceHealth::Healthy),
             (StatusCode::OK, json!({"status": "ok", "service": "a", "health": "ok"}))
         );
-    }
-
-    #[test]
-    fn a_model_name_in_a_path_is_decoded() {
-        assert_eq!(percent_decoded("Qwen%2FQwen3-8B").as_deref(), Some("Qwen/Qwen3-8B"));
-        assert_eq!(percent_decoded("Qwen/Qwen3-8B").as_deref(), Some("Qwen/Qwen3-8B"));
-        assert_eq!(percent_decoded("caf%C3%A9").as_deref(), Some("café"));
-        for bad in ["%", "%2", "%zz", "%ff", "a%é"] {
-            assert_eq!(percent_decoded(bad), None, "{bad}");
-        }
     }
 }

@@ -193,19 +193,11 @@ impl RouterFiles {
 
     /// Write `path` in the directory atomically, 0600 (a temporary file's mode).
     fn write_file(&self, path: &Path, bytes: &[u8]) -> Result<()> {
-        self.make_dir()?;
-        let mut temp = tempfile::NamedTempFile::new_in(&self.dir).map_err(|e| self.write_error(&self.dir, e))?;
-        std::io::Write::write_all(&mut temp, bytes).map_err(|e| self.write_error(path, e))?;
-        temp.persist(path).map_err(|e| self.write_error(path, e.error))?;
-        Ok(())
+        crate::paths::write_atomically(&self.dir, path, bytes)
     }
 
     fn write_error(&self, path: &Path, error: std::io::Error) -> Error {
-        Error::host(
-            path.display().to_string(),
-            format!("cannot write {}: {error}", path.display()),
-            "check that the home directory is writable and not full",
-        )
+        crate::paths::write_error(path, error)
     }
 }
 

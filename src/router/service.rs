@@ -21,7 +21,7 @@ use tokio::time::timeout;
 
 use super::auth::ApiKey;
 use super::bounds::Bounds;
-use super::health::{health_report, percent_decoded, probe, probe_all, service_report};
+use super::health::{health_report, probe, probe_all, service_report};
 use super::model_field::{requested_model, RequestedModel};
 use super::models_list::merged_models;
 use super::openai_error::ApiError;
@@ -29,6 +29,7 @@ use super::proxy::{client_response, upstream_request};
 use super::table::LiveTable;
 use super::upstream::{exchange, get, UpstreamBody, UpstreamFailure};
 use crate::reporter::Reporter;
+use crate::serving::service_name::percent_decoded;
 
 /// The POST paths sent on by their body's `model`: the OpenAI paths and the unversioned ones
 /// llama-server also has (tools/server/server.cpp), and vLLM's and llama-server's tokenizer.

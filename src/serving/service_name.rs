@@ -59,20 +59,26 @@ impl ServiceName {
 
     /// The name a file-safe spelling stands for, if it is one.
     pub fn from_file_safe(safe: &str) -> Option<ServiceName> {
-        let mut bytes = Vec::with_capacity(safe.len());
-        let mut rest = safe.as_bytes();
-        while let Some((&byte, tail)) = rest.split_first() {
-            if byte == b'%' {
-                let hex = std::str::from_utf8(tail.get(..2)?).ok()?;
-                bytes.push(u8::from_str_radix(hex, 16).ok()?);
-                rest = tail.get(2..)?;
-            } else {
-                bytes.push(byte);
-                rest = tail;
-            }
-        }
-        ServiceName::parse(&String::from_utf8(bytes).ok()?).ok()
+        ServiceName::parse(&percent_decoded(safe)?).ok()
     }
+}
+
+/// `%XX` sequences decoded (a file's or a path's name); None when that is not UTF-8 or a `%` is
+/// not followed by two hex digits.
+pub fn percent_decoded(text: &str) -> Option<String> {
+    let mut bytes = Vec::with_capacity(text.len());
+    let mut rest = text.as_bytes();
+    while let Some((&byte, tail)) = rest.split_first() {
+        if byte == b'%' {
+            let hex = std::str::from_utf8(tail.get(..2)?).ok()?;
+            bytes.push(u8::from_str_radix(hex, 16).ok()?);
+            rest = tail.get(2..)?;
+        } else {
+            bytes.push(byte);
+            rest = tail;
+        }
+    }
+    String::from_utf8(bytes).ok()
 }
 
 impl fmt::Display for ServiceName {
@@ -159,5 +165,14 @@ mod tests {
         assert_eq!(the_only_one(&["a"], "cluster stop NAME").unwrap(), Some("a"));
         let several = the_only_one(&["a", "b"], "cluster stop NAME").unwrap_err().to_string();
         assert!(several.contains("a, b") && several.contains("cluster stop NAME"), "{several}");
+    }
+    #[test]
+    fn percent_escapes_are_decoded_and_a_broken_one_is_none() {
+        assert_eq!(percent_decoded("Qwen%2FQwen3-8B").as_deref(), Some("Qwen/Qwen3-8B"));
+        assert_eq!(percent_decoded("Qwen/Qwen3-8B").as_deref(), Some("Qwen/Qwen3-8B"));
+        assert_eq!(percent_decoded("caf%C3%A9").as_deref(), Some("café"));
+        for bad in ["%", "%2", "%zz", "%ff", "a%é"] {
+            assert_eq!(percent_decoded(bad), None, "{bad}");
+        }
     }
 }
