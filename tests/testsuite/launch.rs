@@ -11,6 +11,7 @@
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
+use crate::support::checkpoint::{config as checkpoint_config, dense_checkpoint};
 use crate::support::cli::{json, run_strix, stderr, stdout, strix_command};
 use crate::support::cluster::{Link, TestCluster};
 use crate::support::hub::{HubFile, HubRequest, HubStandIn};
@@ -61,8 +62,29 @@ fn serving_bed(nodes: usize, image: fn(&PodmanService, &Registry, &str) -> Strin
 fn model_hub() -> HubStandIn {
     let weights: Vec<u8> = (0..256 * 1024u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8).collect();
     let config = HubFile::new("config.json", r#"{"architectures": ["TinyForCausalLM"]}"#);
-    HubStandIn::start(&[(MODEL, vec![config, HubFile::new("model.safetensors", weights)])], Some(TOKEN))
+    // Two the plan sizes from their headers: one too big for a node (141 GB), one a few MB.
+    let (too_big, _) = dense_checkpoint(&checkpoint_config("Llama-3.3-70B-Instruct"), 4 << 30);
+    // The small one is downloaded: its files whole (a sparse file's blob is never checked).
+    let (sized, _) = dense_checkpoint(SIZED_CONFIG, 1 << 20);
+    let sized = sized
+        .into_iter()
+        .map(|mut file| {
+            file.data.resize(file.size as usize, 0);
+            file
+        })
+        .collect();
+    let repos = [(MODEL, vec![config, HubFile::new("model.safetensors", weights)]), (TOO_BIG, too_big), (SIZED, sized)];
+    HubStandIn::start(&repos, Some(TOKEN))
 }
+
+/// A model larger than one node's GPU memory.
+const TOO_BIG: &str = "meta-llama/Llama-3.3-70B-Instruct";
+/// A Qwen3 of a few MB whose shape the plan reads: its context, 4096, fits.
+const SIZED: &str = "org/tiny-qwen3";
+const SIZED_CONFIG: &str = r#"{"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 64,
+    "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+    "head_dim": 16, "vocab_size": 1024, "max_position_embeddings": 4096, "torch_dtype": "bfloat16",
+    "tie_word_embeddings": true, "rms_norm_eps": 1e-6, "rope_theta": 1000000}"#;
 
 /// The operator's environment: the Hub, and the token it wants.
 pub(crate) fn hub_env(hub: &HubStandIn) -> Vec<(String, String)> {
@@ -596,6 +618,37 @@ fn three_thunderbolt_nodes_serve_without_ray_split_by_layers() {
     assert!(said.contains("192.168.2.1:29501") && said.contains("firewall"), "{said}");
     assert!(said.contains("timed out"), "the rank's own words: {said}");
     assert_nothing_serves(cluster, 3, "after a rank could not join");
+
+    // A model too big for the node it is asked onto: refused before anything starts, with the
+    // numbers; nothing downloaded, nothing runs.
+    let on_one = |model: &'static str| ["launch", model, "--on", "node1", "--port", &port, "--timeout", "120"];
+    let big = strix_cluster(cluster, &env, &on_one(TOO_BIG));
+    let said = stderr(&big);
+    assert_eq!(big.status.code(), Some(1), "{said}");
+    assert!(said.contains("nothing was started") && said.contains("GiB"), "{said}");
+    let downloads = bed
+        .hub
+        .requests()
+        .iter()
+        .filter(|r| r.path.contains("Llama-3.3-70B-Instruct/resolve/") && r.range.is_none())
+        .count();
+    assert_eq!(downloads, 0, "the plan reads headers by ranges: {:?}", bed.hub.requests());
+    assert_nothing_serves(cluster, 3, "after a model too big was refused");
+
+    // A model the plan sizes: vLLM is given the context that fits (here the model's own).
+    let sized = strix_cluster(cluster, &env, &on_one(SIZED));
+    assert!(sized.status.success(), "{}{}", stdout(&sized), stderr(&sized));
+    let report = json(&sized);
+    let argv: Vec<&str> =
+        report["nodes"][0]["commands"][0]["argv"].as_array().unwrap().iter().filter_map(|a| a.as_str()).collect();
+    let at = argv.iter().position(|a| *a == "--max-model-len").map(|i| argv[i + 1]);
+    assert_eq!(at, Some("4096"), "{argv:?}");
+    let upstream = report["upstream"].as_str().expect("the engine's address");
+    let models: serde_json::Value =
+        serde_json::from_str(&get_on_node(cluster, 1, &format!("http://{upstream}/v1/models"))).unwrap();
+    assert_eq!(models["data"][0]["max_model_len"], 4096, "vLLM serves the planned context: {models}");
+    let stopped = strix_cluster(cluster, &[], &["stop"]);
+    assert!(stopped.status.success(), "{}", stderr(&stopped));
 }
 
 #[test]
