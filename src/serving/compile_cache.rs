@@ -30,9 +30,9 @@ pub enum CompileCache {
     Erase,
 }
 
-/// Before the first vLLM process of a launch on the node (Ray's start, or `vllm serve`): `env`
-/// gets the image's own cache root, erased first when asked; the roots of images the node's
-/// engine no longer holds go.
+/// Before each vLLM process of a launch on the node (Ray's start, `vllm serve`): `env` gets the
+/// image's own cache root, erased first when asked (nothing has compiled between two of one
+/// launch's starts); the roots of images the node's engine no longer holds go.
 pub(super) async fn use_image_cache(
     settings: &Settings,
     toolbox: &RunningToolbox,
@@ -55,8 +55,8 @@ pub(super) async fn use_image_cache(
     Ok(())
 }
 
-/// After a stop found a vLLM process of a launch on `image_id` dead: that image's cache goes, so
-/// the next launch compiles afresh. `env` is the launch's recorded environment.
+/// After a crash of a launch on `image_id` (a stop found its process dead, or the watch stopped
+/// it after a fault): that image's cache goes, so the next launch compiles afresh. `env` is the launch's recorded environment.
 pub(super) fn erase_after_crash(
     cache_home: Option<&Path>,
     env: &BTreeMap<String, String>,
