@@ -6,7 +6,8 @@
 # rpc-server killed, the worker rebooted); the watch's own event log (watch/events.jsonl, JSON lines
 # of time, service, state, action) then says, per fault, when the watch decided to relaunch
 # (detection) and when the service was seen serving again. The watch runs as the test runs it:
-# --interval 1s --stall 3s --failures 5 (a probe's deadline is the interval, at least 5 s).
+# --interval 3s --stall 6s --failures 5 (a probe's deadline is the interval: a look that ends
+# with its probe unanswered has seen no token for two intervals, so a stall is found by it).
 # The goals: a stall detected within two intervals, serving again within the warm launch
 # time plus 10 s.
 #

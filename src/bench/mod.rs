@@ -53,7 +53,7 @@ pub mod served_model;
 pub mod sse;
 pub mod stats;
 pub mod store;
-pub mod watch_look;
+pub mod token_probe;
 
 pub use client::{ApiClient, Endpoint, Timeouts};
 pub use compare::{compare, Comparison};

@@ -33,11 +33,14 @@ pub struct MetricsAsk {
     pub api_key: Option<Secret>,
     /// Each engine scrape's deadline (the node's whole answer gets [`ANSWER_SLACK`] more).
     pub scrape_limit: Duration,
+    /// The services whose engine also gets a one-token probe, within the same deadline, by
+    /// whichever node runs its server (`cluster watch`'s looks).
+    pub probe: Vec<String>,
 }
 
 impl Default for MetricsAsk {
     fn default() -> MetricsAsk {
-        MetricsAsk { api_key: None, scrape_limit: DEFAULT_SCRAPE_LIMIT }
+        MetricsAsk { api_key: None, scrape_limit: DEFAULT_SCRAPE_LIMIT, probe: Vec::new() }
     }
 }
 
@@ -72,6 +75,7 @@ pub async fn read_cluster(cluster: &[&dyn Node], unreachable: &[(String, String)
         engines: true,
         api_key: ask.api_key.clone(),
         limit_ms: u64::try_from(ask.scrape_limit.as_millis()).unwrap_or(u64::MAX),
+        probe: ask.probe.clone(),
     };
     let limit = ask.scrape_limit.saturating_add(ANSWER_SLACK);
     let answers = join_all(cluster.iter().map(|node| {
@@ -210,6 +214,7 @@ mod tests {
             engine: crate::serving::llama::LLAMA_CPP,
             address: "192.168.2.1:8001".parse().unwrap(),
             scrape,
+            probe: None,
         };
         let metrics = "# TYPE llamacpp:requests_processing gauge\nllamacpp:requests_processing 2\n";
         ClusterReading {
@@ -217,6 +222,7 @@ mod tests {
                 NodeSeen {
                     node: "node1".into(),
                     answer: Ok(TelemetryReport {
+                        boot_id: None,
                         host,
                         engines: vec![
                             engine("tiny", EngineScrape::Metrics(metrics.into())),

@@ -176,7 +176,6 @@ pub async fn dispatch(settings: &Settings, call: NodeCall) -> Result<serde_json:
         NodeCall::SpreadStatus(c) => reply(&c, spread::status::spread_status(settings).await),
         NodeCall::BenchLevel(c) => reply(&c, bench::node::bench_level(&c).await),
         NodeCall::GateAsk(c) => reply(&c, bench::node::gate_ask(&c).await),
-        NodeCall::WatchLook(c) => reply(&c, bench::watch_look::watch_look(settings, &c).await),
         NodeCall::RouterLook(c) => reply(&c, super::router::router_look(settings, &c).await),
         NodeCall::RouterUpdate(c) => reply(&c, super::router::router_update(settings, &c).await),
         NodeCall::Telemetry(c) => reply(&c, super::telemetry::telemetry(settings, &c).await),

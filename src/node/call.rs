@@ -11,7 +11,6 @@ use serde::{Deserialize, Serialize};
 use crate::bench::gate::GateRun;
 use crate::bench::load::LevelResult;
 use crate::bench::node::{BenchLevel, GateAsk};
-use crate::bench::watch_look::{WatchLook, WatchLookReport};
 use crate::link::address::{ClusterLink, PingReport};
 use crate::model::download::{ModelDownload, ModelDownloaded};
 use crate::model::fetch::{ModelFetch, ModelFetched};
@@ -152,11 +151,9 @@ node_calls! {
     RouterLook(RouterLook) -> RouterState;
     /// A service's route added (the router started when none runs) or routes removed.
     RouterUpdate(RouterUpdate) -> RouterState;
-    /// `cluster watch`'s look: the node's boot id and GPU memory; on a service's head, its
-    /// engine's probe and progress.
-    WatchLook(WatchLook) -> WatchLookReport;
-    /// The node's GPU and RDMA telemetry from its host tree, and the engines it serves scraped
-    /// from the node (`cluster metrics`, `cluster top`).
+    /// The node's boot id, its GPU and RDMA telemetry from its host tree, and the engines it
+    /// serves scraped (and probed, for `cluster watch`) from the node (`cluster metrics`, `cluster
+    /// top`, each look of `cluster watch`).
     Telemetry(Telemetry) -> TelemetryReport;
 }
 
@@ -458,17 +455,13 @@ mod tests {
                 hf_token: Some(Secret::new("hf_secret".into())),
             }
             .into(),
-            WatchLook {
-                engine: Some(crate::bench::watch_look::EngineLook {
-                    address: "192.168.2.1:8001".parse().unwrap(),
-                    served_model: "tiny".into(),
-                    generated: "llamacpp:n_decode_total".into(),
-                    running: "llamacpp:requests_processing".into(),
-                    deadline_ms: 5000,
-                }),
+            Telemetry {
+                engines: true,
+                api_key: Some(Secret::new("sk-engine".into())),
+                limit_ms: 5000,
+                probe: vec!["tiny".into()],
             }
             .into(),
-            Telemetry { engines: true, api_key: Some(Secret::new("sk-engine".into())), limit_ms: 5000 }.into(),
         ]
     }
 
@@ -512,8 +505,7 @@ mod tests {
             NodeCall::RouterLook(_) => 34,
             NodeCall::RouterUpdate(_) => 35,
             NodeCall::ShapeRead(_) => 36,
-            NodeCall::WatchLook(_) => 37,
-            NodeCall::Telemetry(_) => 38,
+            NodeCall::Telemetry(_) => 37,
         }
     }
 
@@ -657,6 +649,7 @@ mod tests {
         };
         round_trip(&ask, read);
         let telemetry = crate::node::telemetry::TelemetryReport {
+            boot_id: Some("4bd9d1c5-6a3e-4b0e-9c6d-3f1f2a7c9e10".into()),
             host: crate::host::telemetry::NodeTelemetry {
                 cards: vec![crate::host::telemetry::CardTelemetry {
                     card: "card0".into(),
@@ -673,6 +666,7 @@ mod tests {
                     engine: crate::serving::llama::LLAMA_CPP,
                     address: "192.168.2.1:8001".parse().unwrap(),
                     scrape: crate::node::telemetry::EngineScrape::Metrics("llamacpp:requests_processing NaN\n".into()),
+                    probe: Some(crate::watch::ProbeOutcome::TimedOut),
                 },
                 crate::node::telemetry::EngineReading {
                     service: "qwen".into(),
@@ -680,6 +674,7 @@ mod tests {
                     engine: crate::serving::vllm::VLLM,
                     address: "192.168.2.1:8002".parse().unwrap(),
                     scrape: crate::node::telemetry::EngineScrape::Failed("nothing listens at 192.168.2.1:8002".into()),
+                    probe: Some(crate::watch::ProbeOutcome::Failed("POST …: nothing answers there".into())),
                 },
             ],
         };

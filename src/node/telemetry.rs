@@ -1,8 +1,10 @@
-//! The node's side of the cluster's metrics ([`Telemetry`]): its GPU and RDMA ports read from its
-//! host tree (the node's [`HostRoot`](crate::host::HostRoot): `/`, or a fake tree under
-//! `--host-root`), and the engines it serves scraped from here. The engines listen on the cluster
-//! link, which the head reaches but a laptop driving the cluster over ssh may not: a node always
-//! reaches its own engine, as `/health` is asked on a service's head ([`crate::serving::probe`]).
+//! The node's side of the cluster's metrics and of the watch's looks ([`Telemetry`]): its boot id,
+//! GPU and RDMA ports read from its host tree (the node's [`HostRoot`](crate::host::HostRoot):
+//! `/`, or a fake tree under `--host-root`), and the engines it serves scraped from here, the
+//! watched ones probed beside their scrape (a stopped engine costs one deadline, not two). The
+//! engines listen on the cluster link, which the head reaches but a laptop driving the cluster
+//! over ssh may not: a node always reaches its own engine, as `/health` is asked on a service's
+//! head ([`crate::serving::probe`]).
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -10,6 +12,7 @@ use std::time::Duration;
 use futures_util::future::join_all;
 use serde::{Deserialize, Serialize};
 
+use crate::bench::token_probe::token_probe;
 use crate::error::Result;
 use crate::host::telemetry::{read, NodeTelemetry};
 use crate::metrics::{render, scrape};
@@ -17,6 +20,7 @@ use crate::secret::Secret;
 use crate::serving::engine::EngineRef;
 use crate::serving::record::{Role, ServingDir, ServingRecord};
 use crate::settings::Settings;
+use crate::watch::ProbeOutcome;
 
 /// The longest scrape a head may ask for: a deadline past it is cut to it.
 pub const SCRAPE_LIMIT_MAX: Duration = Duration::from_secs(60);
@@ -33,13 +37,19 @@ pub struct Telemetry {
     /// when it has one; vLLM does not), never in the answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_key: Option<Secret>,
-    /// Each scrape's deadline, in milliseconds (at most [`SCRAPE_LIMIT_MAX`]).
+    /// Each scrape's and probe's deadline, in milliseconds (at most [`SCRAPE_LIMIT_MAX`]).
     #[serde(default)]
     pub limit_ms: u64,
+    /// The services (by name) whose engine also gets the watch's one-token completion.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub probe: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TelemetryReport {
+    /// `/proc/sys/kernel/random/boot_id` under the host root: another one is another boot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot_id: Option<String>,
     pub host: NodeTelemetry,
     /// One per service whose engine's server runs here, by service name.
     #[serde(default)]
@@ -55,6 +65,9 @@ pub struct EngineReading {
     /// Where its engine answers (the record's upstream).
     pub address: SocketAddr,
     pub scrape: EngineScrape,
+    /// The probe's outcome, when it was asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe: Option<ProbeOutcome>,
 }
 
 /// What one engine's `/metrics` gave.
@@ -69,9 +82,11 @@ pub enum EngineScrape {
 }
 
 pub async fn telemetry(settings: &Settings, ask: &Telemetry) -> Result<TelemetryReport> {
-    let host = read(&settings.open_host_root()?);
+    let root = settings.open_host_root()?;
+    let boot_id = root.attribute("proc/sys/kernel/random/boot_id").filter(|id| !id.is_empty());
+    let host = read(&root);
     if !ask.engines {
-        return Ok(TelemetryReport { host, engines: Vec::new() });
+        return Ok(TelemetryReport { boot_id, host, engines: Vec::new() });
     }
     let mut heads: Vec<ServingRecord> = ServingDir::of(&settings.paths)?
         .list()?
@@ -84,14 +99,21 @@ pub async fn telemetry(settings: &Settings, ask: &Telemetry) -> Result<Telemetry
     let bearer = ask.api_key.as_ref().map(Secret::expose);
     let engines = join_all(heads.into_iter().map(|record| async move {
         let address = record.upstream();
-        let scrape = match scrape(address, bearer, limit).await {
+        let probed = ask.probe.contains(&record.service);
+        let (scraped, probe) = tokio::join!(scrape(address, bearer, limit), async {
+            match probed {
+                true => Some(token_probe(address, &record.served, bearer, limit).await),
+                false => None,
+            }
+        });
+        let scrape = match scraped {
             Ok(families) => EngineScrape::Metrics(render(&families)),
             Err(error) => EngineScrape::Failed(error.to_string()),
         };
-        EngineReading { service: record.service, model: record.model, engine: record.engine, address, scrape }
+        EngineReading { service: record.service, model: record.model, engine: record.engine, address, scrape, probe }
     }))
     .await;
-    Ok(TelemetryReport { host, engines })
+    Ok(TelemetryReport { boot_id, host, engines })
 }
 
 #[cfg(test)]
@@ -155,7 +177,12 @@ mod tests {
         assert_eq!(host_only.host.cards.first().and_then(|card| card.busy_percent), Some(42));
         assert!(host_only.engines.is_empty());
 
-        let ask = Telemetry { engines: true, api_key: Some(Secret::new("sk-SCRAPE-ONLY".into())), limit_ms: 10_000 };
+        let ask = Telemetry {
+            engines: true,
+            api_key: Some(Secret::new("sk-SCRAPE-ONLY".into())),
+            limit_ms: 10_000,
+            probe: Vec::new(),
+        };
         let report = telemetry(&settings, &ask).await.unwrap();
         assert!(server.await.unwrap().contains("Authorization: Bearer sk-SCRAPE-ONLY\r\n"));
         let services: Vec<&str> = report.engines.iter().map(|e| e.service.as_str()).collect();

@@ -237,7 +237,6 @@ impl Watcher {
             return self.fault(at, Fault::RankDown { node: rank.node.clone(), process: rank.process.clone() });
         }
 
-        let timed_out = seen.probe == ProbeOutcome::TimedOut;
         if seen.probe == ProbeOutcome::Passed {
             self.loading_since = None;
             self.failures_in_a_row = 0;
@@ -247,7 +246,7 @@ impl Watcher {
             self.stall.reset();
             return self.step(State::Loading, Action::Nothing);
         }
-        let quiet = self.stall.observe(at, seen.progress, timed_out);
+        let quiet = self.stall.observe(seen.began, at, seen.progress, &seen.probe);
         let last_failure = match &seen.probe {
             ProbeOutcome::Failed(why) => Some(why.clone()),
             ProbeOutcome::TimedOut => Some("no answer within its deadline".to_string()),

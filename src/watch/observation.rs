@@ -8,6 +8,11 @@ use crate::metrics::{sum_of, Family};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Observation {
+    /// When the look began: a token it saw (its probe answered, the counter moved since the look
+    /// before) came after then.
+    pub began: Moment,
+    /// When the look ended: its probe waited until then, so a probe unanswered at `at` has shown
+    /// no token for its whole deadline.
     pub at: Moment,
     /// The operator paused the watch (`cluster watch --pause`) for maintenance.
     pub paused: bool,

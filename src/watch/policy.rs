@@ -44,7 +44,21 @@ impl Default for WatchPolicy {
     }
 }
 
+/// The probe's and the scrape's deadline: the interval, within these bounds (a stopped engine is
+/// silent for the whole deadline, which a stall counts; a long interval must not hold a look for
+/// minutes).
+const SHORTEST_DEADLINE: Duration = Duration::from_secs(1);
+const LONGEST_DEADLINE: Duration = Duration::from_secs(30);
+
 impl WatchPolicy {
+    /// How long a look waits for the probe's answer and the engine's metrics. A look that ends
+    /// with its probe unanswered has seen no token since the look before ended, an interval and
+    /// this deadline ago: with `--stall` at most that (the defaults: 60 s), a stall is found at
+    /// the end of the first look after it, within two intervals.
+    pub fn probe_deadline(&self) -> Duration {
+        self.interval.clamp(SHORTEST_DEADLINE, LONGEST_DEADLINE)
+    }
+
     /// Refuse what cannot work: a zero interval (a busy loop), a stall or window of nothing, no
     /// failure to count.
     pub fn check(&self) -> Result<()> {

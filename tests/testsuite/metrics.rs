@@ -17,6 +17,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use serde_json::{json, Value};
+use strix_toolbox::bench::token_probe::token_probe;
 use strix_toolbox::metrics::endpoint::serve;
 use strix_toolbox::metrics::ScrapeError;
 use strix_toolbox::metrics::{
@@ -155,18 +156,18 @@ fn prometheus_holds_every_nodes_telemetry_and_the_engines_metrics_relabelled() {
 
 /// One look of the watch at `at` (no nodes or ranks: the engine alone).
 fn look(watcher: &mut Watcher, at: Moment, progress: Option<Progress>, probe: ProbeOutcome) -> Step {
-    watcher.observe(&Observation { at, paused: false, nodes: Vec::new(), ranks: Vec::new(), probe, progress })
+    look_from(watcher, at, at, progress, probe)
 }
 
-/// A short completion as the watch's probe: answered, taken and unanswered within `limit` (the
-/// read ran out), or failed.
-fn probe(url: &str, body: &Value, limit: Duration) -> ProbeOutcome {
-    match http::request(None, "POST", &format!("{url}/v1/completions"), Some(&body.to_string()), limit) {
-        Ok(response) if response.status == 200 => ProbeOutcome::Passed,
-        Ok(response) => ProbeOutcome::Failed(format!("HTTP {}: {}", response.status, response.body)),
-        Err(error) if error.starts_with("read from") => ProbeOutcome::TimedOut,
-        Err(error) => ProbeOutcome::Failed(error),
-    }
+/// A look begun at `began` and ended at `at` (a probe that waited its deadline).
+fn look_from(
+    watcher: &mut Watcher,
+    began: Moment,
+    at: Moment,
+    progress: Option<Progress>,
+    probe: ProbeOutcome,
+) -> Step {
+    watcher.observe(&Observation { began, at, paused: false, nodes: Vec::new(), ranks: Vec::new(), probe, progress })
 }
 
 #[test]
@@ -175,11 +176,12 @@ fn a_stopped_llama_server_is_found_stalled_within_two_intervals() {
     let address: SocketAddr = llama.url().trim_start_matches("http://").parse().unwrap();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let read = || runtime.block_on(scrape(address, None, Duration::from_secs(2)));
-    let body = json!({"prompt": "Once upon a time", "max_tokens": 2, "temperature": 0});
+    // The watch's own probe: one greedy token, asked at the engine's port with a deadline.
+    let probe = |limit: Duration| runtime.block_on(token_probe(address, "tiny", None, limit));
     let interval = WatchPolicy::default().interval;
     let mut watcher = Watcher::new(WatchPolicy::default(), Start::Serving);
 
-    let probed = probe(&llama.url(), &body, Duration::from_secs(60));
+    let probed = probe(Duration::from_secs(60));
     let progress = LLAMA_CPP_PROGRESS.read(&read().expect("scrape llama-server"));
     assert!(progress.is_some_and(|progress| progress.generated >= 1.0), "{progress:?}");
     assert_eq!(
@@ -187,28 +189,23 @@ fn a_stopped_llama_server_is_found_stalled_within_two_intervals() {
         Step { state: State::Serving, action: Action::Nothing }
     );
 
-    // SIGSTOP just after the look: the port still takes connections, nothing answers.
+    // SIGSTOP just after the look: the port still takes connections, nothing answers. The next
+    // look begins an interval after it and ends when its probe's deadline runs out.
     // SAFETY: kill(2) on the test's own child.
     assert_eq!(unsafe { libc::kill(llama.pid() as i32, libc::SIGSTOP) }, 0);
     let fault_at = Moment(0).after(Duration::from_secs(1));
-    let mut found = None;
-    for tick in 1..=3u32 {
-        let scraped = read();
-        assert!(matches!(scraped, Err(ScrapeError::Silent(..))), "{scraped:?}");
-        let probed = probe(&llama.url(), &body, Duration::from_secs(1));
-        assert_eq!(probed, ProbeOutcome::TimedOut);
-        let at = Moment(0).after(interval * tick);
-        let step = look(&mut watcher, at, None, probed);
-        if step.state == State::Stalled {
-            assert_eq!(step.action, Action::Relaunch(Fault::Stalled { quiet_seconds: 60, running: None }));
-            found = Some(at);
-            break;
-        }
-        assert_eq!(step.state, State::Serving);
-    }
+    let scraped = read();
+    assert!(matches!(scraped, Err(ScrapeError::Silent(..))), "{scraped:?}");
+    let probed = probe(Duration::from_secs(1));
+    assert_eq!(probed, ProbeOutcome::TimedOut);
+    let policy = WatchPolicy::default();
+    let began = Moment(0).after(interval);
+    let found = began.after(policy.probe_deadline());
+    let step = look_from(&mut watcher, began, found, None, probed);
     // SAFETY: as above.
     assert_eq!(unsafe { libc::kill(llama.pid() as i32, libc::SIGCONT) }, 0);
-    let found = found.expect("the stall was not found in three intervals");
+    assert_eq!(step.state, State::Stalled, "{step:?}");
+    assert_eq!(step.action, Action::Relaunch(Fault::Stalled { quiet_seconds: 60, running: None }));
     assert!(found.since(fault_at) <= 2 * interval, "found {:?} after the stop", found.since(fault_at));
     // Continued, it answers again: the probes it held are answered, the counter moves.
     let progress = LLAMA_CPP_PROGRESS.read(&read().expect("scrape llama-server once continued"));
@@ -266,8 +263,7 @@ fn the_vllm_stand_in_counts_what_it_served_and_the_watch_finds_its_stall() {
     // Stalled as the real deadlock: the port takes connections, /health answers, no token comes.
     let health = http::request(None, "GET", &format!("{}/health", vllm.url()), None, Duration::from_secs(10));
     assert_eq!(health.map(|response| response.status), Ok(200));
-    let probe_body = json!({"model": "qwen", "prompt": "gulls", "max_tokens": 2});
-    let ask = || probe(&vllm.url(), &probe_body, Duration::from_secs(1));
+    let ask = || runtime.block_on(token_probe(vllm.address(), "qwen", None, Duration::from_secs(1)));
     let progress = VLLM_PROGRESS.read(&read());
     assert_eq!(progress, Some(Progress { generated: 8.0, running: 1.0 }));
     let first = look(&mut watcher, Moment(0).after(interval), progress, ask());
@@ -284,5 +280,5 @@ fn the_vllm_stand_in_counts_what_it_served_and_the_watch_finds_its_stall() {
     assert_eq!(answered.status, 200, "{}", answered.body);
     wait_until("every stalled request done", Duration::from_secs(60), || running(0.0));
     let after = VLLM_PROGRESS.read(&read()).unwrap();
-    assert_eq!(after.generated, 8.0 + 5.0 + 2.0 + 2.0, "the stuck request's 5 tokens and both probes' 2");
+    assert_eq!(after.generated, 8.0 + 5.0 + 1.0 + 1.0, "the stuck request's 5 tokens and both probes' one");
 }

@@ -255,9 +255,9 @@ fn the_watch_relaunches_a_stalled_a_crashed_and_a_rebooted_service_and_gives_up_
         "--metrics",
         &metrics,
         "--interval",
-        "1s",
-        "--stall",
         "3s",
+        "--stall",
+        "6s",
         "--failures",
         "5",
         "--grace",
@@ -274,22 +274,28 @@ fn the_watch_relaunches_a_stalled_a_crashed_and_a_rebooted_service_and_gives_up_
     assert_eq!(found["service"], SERVICE, "{found}");
     watch.serving();
 
-    // Its metrics: the engines' and the nodes', and its own, its state among them.
+    // Its metrics, as its last look read them (left once the look's judgement is said): the
+    // engines' and the nodes', and its own, its state among them.
     let url = format!("http://{metrics}/metrics");
-    let scraped = crate::support::http::request(None, "GET", &url, None, Duration::from_secs(30)).expect("a scrape");
+    let scrape = || crate::support::http::request(None, "GET", &url, None, Duration::from_secs(30)).expect("a scrape");
+    let says_serving = |body: &str| {
+        body.lines().any(|line| {
+            line.starts_with("strix_watch_state{") && line.contains(r#"state="serving""#) && line.ends_with(" 1")
+        })
+    };
+    crate::support::wait_until("the watch's state in its metrics", Duration::from_secs(60), || {
+        says_serving(&scrape().body)
+    });
+    let scraped = scrape();
     assert_eq!(scraped.status, 200, "{}", scraped.body);
     let lines: Vec<&str> = scraped.body.lines().collect();
-    let serving = lines.iter().any(|line| {
-        line.starts_with("strix_watch_state{") && line.contains(r#"state="serving""#) && line.ends_with(" 1")
-    });
-    assert!(serving, "the watch's state: {}", scraped.body);
     assert!(lines.iter().any(|line| line.starts_with("strix_watch_probes_total{")), "{}", scraped.body);
     let engine = lines.iter().any(|line| line.starts_with("llamacpp:") && line.contains(r#"node="node1""#));
     assert!(engine, "the head's engine, relabelled: {}", scraped.body);
     assert!(lines.iter().any(|line| line.starts_with("strix_node_up{")), "{}", scraped.body);
 
     // One watch per cluster.
-    let second = bed.strix(&["watch", "--interval", "1s"]);
+    let second = bed.strix(&["watch", "--interval", "3s"]);
     assert_eq!(second.status.code(), Some(2), "{}", stderr(&second));
     assert!(stderr(&second).contains("a watch already runs on this cluster"), "{}", stderr(&second));
 

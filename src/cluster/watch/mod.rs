@@ -37,6 +37,7 @@ use self::observe::{observe, service_nodes, ClusterLook};
 use self::relaunch::{Relaunch, RelaunchSecrets, Relaunched};
 use self::state::{SavedWatch, WatchedService};
 use crate::cluster::interrupt::Interrupt;
+use crate::cluster::metrics::{ClusterReading, MetricsAsk};
 use crate::cluster::{with_nodes, ClusterSettings};
 use crate::error::{Error, Result};
 use crate::serving::record::ServingRecord;
@@ -56,12 +57,13 @@ pub struct WatchRequest {
     pub on_give_up: Option<String>,
     pub dir: WatchDir,
     pub secrets: RelaunchSecrets,
-    /// Where the watch keeps its own metrics after each look, for `--metrics` (None: not served).
-    pub families: Option<WatchFamilies>,
+    /// Where the watch leaves what its last look read, for `--metrics` (None: not served).
+    pub exposition: Option<WatchExposition>,
 }
 
-/// The watch's own metrics of every service it follows, as its last look left them.
-pub type WatchFamilies = std::sync::Arc<std::sync::Mutex<Vec<crate::metrics::Family>>>;
+/// The cluster's metrics as the watch's last look read them (every node's telemetry, every
+/// engine's own) and the watch's own of every service it follows, in Prometheus's text format.
+pub type WatchExposition = std::sync::Arc<std::sync::Mutex<String>>;
 
 /// A service the watch follows.
 struct Tracked {
@@ -108,19 +110,23 @@ pub async fn watch(settings: &ClusterSettings, request: &WatchRequest, emit: &dy
         if let Some(signal) = interrupt.came() {
             return Err(Error::Interrupted { during: "the watch".into(), signal });
         }
-        let found = look(settings, request, &tracked).await;
+        let began = tokio::time::Instant::now();
+        let (found, reading) = look(settings, request, &tracked).await;
         for found in found {
             judge(settings, request, &mut tracked, found, &interrupt, &say).await?;
         }
-        if let Some(shared) = &request.families {
+        if let Some(shared) = &request.exposition {
             let families = tracked
                 .iter()
                 .flat_map(|(name, followed)| watch_families(name, &followed.record.model, &followed.watcher))
                 .collect();
+            let text = reading.exposition_with(families);
             // A scrape that panicked while holding it poisoned nothing it could not read again.
-            *shared.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = families;
+            *shared.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = text;
         }
-        let pause = tokio::time::sleep(request.policy.interval);
+        // Looks begin every interval (a look or relaunch longer than that: the next at once), so a
+        // look's probe deadline of one interval ends a stalled one's next look within two.
+        let pause = tokio::time::sleep_until(began + request.policy.interval);
         interrupt
             .unless_it_comes("the watch", async {
                 pause.await;
@@ -130,18 +136,29 @@ pub async fn watch(settings: &ClusterSettings, request: &WatchRequest, emit: &dy
     }
 }
 
-/// One look at every service watched.
-async fn look(settings: &ClusterSettings, request: &WatchRequest, tracked: &BTreeMap<String, Tracked>) -> Vec<Found> {
-    let at = now();
+/// One look at every service watched: what it found of each, and the cluster's reading (every
+/// node's telemetry and engines) for `--metrics`.
+async fn look(
+    settings: &ClusterSettings,
+    request: &WatchRequest,
+    tracked: &BTreeMap<String, Tracked>,
+) -> (Vec<Found>, ClusterReading) {
+    let began = now();
     let paused = pause::is_paused(&request.dir);
-    let policy = &request.policy;
+    let wanted = |name: &str| request.services.is_empty() || request.services.iter().any(|s| s.as_str() == name);
+    let ask = MetricsAsk {
+        api_key: request.secrets.api_key.clone(),
+        scrape_limit: request.policy.probe_deadline(),
+        probe: Vec::new(),
+    };
     with_nodes(settings, async |nodes, unreachable| {
-        let look = ClusterLook::take(nodes, unreachable, &settings.nodes).await;
-        let wanted = |name: &str| request.services.is_empty() || request.services.iter().any(|s| s.as_str() == name);
+        let look = ClusterLook::take(nodes, unreachable, &settings.nodes, &wanted, &ask).await;
+        // The look ends when its probes have answered or run out of time: what it saw held until then.
+        let at = now();
         let heads = look.heads();
         let mut found = Vec::new();
         for (name, record) in heads.iter().filter(|(name, _)| wanted(name)) {
-            let observation = observe(nodes, &look, record, policy, paused, at).await;
+            let observation = observe(&look, record, paused, began, at);
             found.push(Found { name: name.clone(), record: Some(record.clone()), observation: Some(observation) });
         }
         for (name, followed) in tracked.iter().filter(|(name, _)| !heads.contains_key(*name)) {
@@ -149,6 +166,7 @@ async fn look(settings: &ClusterSettings, request: &WatchRequest, tracked: &BTre
             let head_answered = on.first().is_some_and(|head| look.answered(head));
             // Its head does not answer: the service is there as far as anyone knows; a node down.
             let observation = (!head_answered).then(|| Observation {
+                began,
                 at,
                 paused,
                 nodes: on
@@ -161,7 +179,7 @@ async fn look(settings: &ClusterSettings, request: &WatchRequest, tracked: &BTre
             });
             found.push(Found { name: name.clone(), record: None, observation });
         }
-        found
+        (found, look.reading)
     })
     .await
 }

@@ -1,50 +1,67 @@
 //! One look at the cluster and at each service on it: what every node serves (its records and
-//! which of their processes still run: the node's `ServeCheck`), and for each service its nodes'
-//! reachability and boot ids, each rank's process, and on its head a one-token completion with a
-//! deadline and the engine's own progress counters (the node's `WatchLook`, asked on the node:
-//! the engine listens on the cluster link).
+//! which of their processes still run: the node's `ServeCheck`), then every node's telemetry (its
+//! boot id, GPU memory, RDMA counters) with every engine scraped and each watched service's engine
+//! probed (a one-token completion with a deadline) by the node that runs it: the engines listen on
+//! the cluster link. The same reading is what `cluster watch --metrics` serves: the engines are
+//! scraped once per look, not again per Prometheus scrape.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use futures_util::future::join_all;
 
-use crate::bench::watch_look::{EngineLook, WatchLook, WatchLookReport};
+use crate::cluster::metrics::{read_cluster, ClusterReading, MetricsAsk};
 use crate::error::{Error, Result};
+use crate::metrics::{parse, ENGINE_LIMITS};
+use crate::node::telemetry::{EngineScrape, Telemetry, TelemetryReport};
 use crate::node::{Node, NodeCalls};
 use crate::serving::record::{Role, ServingRecord};
 use crate::serving::state::{ServeCheck, ServingState};
-use crate::watch::{Moment, NodeMemory, NodeObservation, Observation, ProbeOutcome, RankObservation, WatchPolicy};
+use crate::watch::{Moment, NodeMemory, NodeObservation, Observation, ProbeOutcome, Progress, RankObservation};
 
-/// The probe's and the scrape's deadline: the interval, within these bounds (a short interval
-/// must not fail a healthy engine on a busy machine; a long one must not hide a stall).
-const SHORTEST_DEADLINE: Duration = Duration::from_secs(5);
-const LONGEST_DEADLINE: Duration = Duration::from_secs(30);
-
-/// What every node serves, as one look found it: each node's services, or why it did not say.
+/// What every node serves and says, as one look found it.
 pub struct ClusterLook {
-    pub nodes: BTreeMap<String, Result<Vec<ServingState>>>,
+    /// Each node's services, or why it did not say.
+    pub serving: BTreeMap<String, Result<Vec<ServingState>>>,
+    /// Each node's telemetry, its engines scraped and the watched ones probed.
+    pub reading: ClusterReading,
     /// The cluster's nodes in its order, its head first.
     pub order: Vec<String>,
 }
 
 impl ClusterLook {
-    /// Every node answers what it serves (the unreachable ones with why).
-    pub async fn take(nodes: &[&dyn Node], unreachable: Vec<(String, Error)>, order: &[String]) -> ClusterLook {
+    /// Every node answers what it serves (the unreachable ones with why), then its telemetry,
+    /// the services `watched` takes probed.
+    pub async fn take(
+        nodes: &[&dyn Node],
+        unreachable: Vec<(String, Error)>,
+        order: &[String],
+        watched: &dyn Fn(&str) -> bool,
+        ask: &MetricsAsk,
+    ) -> ClusterLook {
         let answers = join_all(nodes.iter().map(|node| node.call(ServeCheck::default()))).await;
-        let mut found: BTreeMap<String, Result<Vec<ServingState>>> = nodes
+        let mut serving: BTreeMap<String, Result<Vec<ServingState>>> = nodes
             .iter()
             .zip(answers)
             .map(|(node, answer)| (node.name().to_string(), answer.map(|report| report.services)))
             .collect();
-        found.extend(unreachable.into_iter().map(|(node, error)| (node, Err(error))));
-        ClusterLook { nodes: found, order: order.to_vec() }
+        let unreachable: Vec<(String, String)> = unreachable
+            .into_iter()
+            .map(|(node, error)| {
+                let why = error.to_string();
+                serving.insert(node.clone(), Err(error));
+                (node, why)
+            })
+            .collect();
+        let mut look = ClusterLook { serving, reading: ClusterReading { nodes: Vec::new() }, order: order.to_vec() };
+        let probe = look.heads().into_keys().filter(|name| watched(name)).collect();
+        look.reading = read_cluster(nodes, &unreachable, &MetricsAsk { probe, ..ask.clone() }).await;
+        look
     }
 
     /// Each service's head record (the node that runs its engine's server), by name.
     pub fn heads(&self) -> BTreeMap<String, ServingRecord> {
         let mut heads = BTreeMap::new();
-        for states in self.nodes.values().filter_map(|states| states.as_ref().ok()) {
+        for states in self.serving.values().filter_map(|states| states.as_ref().ok()) {
             for state in states.iter().filter(|state| state.record.role != Role::Worker) {
                 heads.entry(state.record.service.clone()).or_insert_with(|| state.record.clone());
             }
@@ -52,14 +69,18 @@ impl ClusterLook {
         heads
     }
 
-    /// The node answered what it serves.
+    /// The node answered what it serves, and its telemetry.
     pub fn answered(&self, node: &str) -> bool {
-        self.nodes.get(node).is_some_and(|states| states.is_ok())
+        self.serving.get(node).is_some_and(|states| states.is_ok()) && self.telemetry(node).is_some()
+    }
+
+    fn telemetry(&self, node: &str) -> Option<&TelemetryReport> {
+        self.reading.nodes.iter().find(|seen| seen.node == node)?.answer.as_ref().ok()
     }
 
     /// The state of `record`'s launch on `node` (the same service, the same start).
     fn launch_on(&self, node: &str, record: &ServingRecord) -> Option<Option<&ServingState>> {
-        let states = self.nodes.get(node)?.as_ref().ok()?;
+        let states = self.serving.get(node)?.as_ref().ok()?;
         Some(states.iter().find(|s| s.record.service == record.service && s.record.started == record.started))
     }
 }
@@ -74,56 +95,40 @@ pub fn service_nodes(record: &ServingRecord, cluster: &[String]) -> Vec<String> 
     }
 }
 
-/// One look at the service `record` names.
-pub async fn observe(
-    nodes: &[&dyn Node],
-    look: &ClusterLook,
-    record: &ServingRecord,
-    policy: &WatchPolicy,
-    paused: bool,
-    at: Moment,
-) -> Observation {
+/// What the look from `began` to `at` saw of the service `record` names.
+pub fn observe(look: &ClusterLook, record: &ServingRecord, paused: bool, began: Moment, at: Moment) -> Observation {
     let on = service_nodes(record, &look.order);
-    let head = on.first().cloned().unwrap_or_default();
-    let deadline = policy.interval.clamp(SHORTEST_DEADLINE, LONGEST_DEADLINE);
-    let progress = record.engine.progress();
-    let engine = EngineLook {
-        address: record.upstream(),
-        served_model: record.served.clone(),
-        generated: progress.generated.to_string(),
-        running: progress.running.to_string(),
-        deadline_ms: u64::try_from(deadline.as_millis()).unwrap_or(u64::MAX),
+    let mut observation = Observation {
+        began,
+        at,
+        paused,
+        nodes: Vec::new(),
+        ranks: Vec::new(),
+        probe: ProbeOutcome::Skipped,
+        progress: None,
     };
-    let asks = on.iter().map(|name| {
-        let node = nodes.iter().find(|node| node.name() == name).filter(|_| look.answered(name));
-        let engine = (*name == head).then(|| engine.clone());
-        async move {
-            match node {
-                Some(node) => node.call(WatchLook { engine }).await.ok(),
-                None => None,
-            }
-        }
-    });
-    let looks: Vec<Option<WatchLookReport>> = join_all(asks).await;
-
-    let mut observation =
-        Observation { at, paused, nodes: Vec::new(), ranks: Vec::new(), probe: ProbeOutcome::Skipped, progress: None };
-    for (name, seen) in on.iter().zip(&looks) {
+    for name in &on {
+        let telemetry = look.telemetry(name).filter(|_| look.answered(name));
         observation.nodes.push(NodeObservation {
             node: name.clone(),
-            reachable: seen.is_some(),
-            boot_id: seen.as_ref().and_then(|seen| seen.boot_id.clone()),
+            reachable: telemetry.is_some(),
+            boot_id: telemetry.and_then(|seen| seen.boot_id.clone()),
         });
-        if seen.is_none() {
-            continue;
-        }
+        let Some(telemetry) = telemetry else { continue };
         observation.ranks.extend(ranks(name, look.launch_on(name, record).flatten()));
-        if let Some(engine) = seen.as_ref().and_then(|seen| seen.engine.as_ref()) {
-            observation.probe = engine.probe.clone();
-            observation.progress = engine.progress;
+        let engine = telemetry.engines.iter().find(|engine| engine.service == record.service);
+        if let Some(engine) = engine.filter(|engine| engine.probe.is_some()) {
+            observation.probe = engine.probe.clone().unwrap_or(ProbeOutcome::Skipped);
+            observation.progress = progress(record, &engine.scrape);
         }
     }
     observation
+}
+
+/// The engine's progress counters in its scrape (None: it failed, or lacks them).
+fn progress(record: &ServingRecord, scrape: &EngineScrape) -> Option<Progress> {
+    let EngineScrape::Metrics(text) = scrape else { return None };
+    record.engine.progress().read(&parse(text, &ENGINE_LIMITS).ok()?)
 }
 
 /// Each process the launch started on `node`, and whether it runs; a node without the launch's
@@ -154,7 +159,7 @@ pub async fn memory_of(nodes: &[&dyn Node], on: &[String]) -> Vec<NodeMemory> {
     let asks = on.iter().map(|name| async move {
         let node = nodes.iter().find(|node| node.name() == name);
         let used = match node {
-            Some(node) => node.call(WatchLook { engine: None }).await.ok().and_then(|seen| seen.gpu_used_bytes),
+            Some(node) => node.call(Telemetry::default()).await.ok().and_then(|seen| seen.host.gpu_memory.used_bytes()),
             None => None,
         };
         NodeMemory { node: name.clone(), used_bytes: used }
@@ -188,6 +193,57 @@ mod tests {
             record.processes.push(process);
         }
         ServingState { record, alive: alive.iter().map(|a| a.to_string()).collect(), ray_alive: false }
+    }
+
+    /// node1 heads `tiny` (its llama-server running, its engine read as `scrape`, probed as
+    /// `probe`); node2 is its worker (its rpc-server running), its telemetry `node2`.
+    fn look(scrape: EngineScrape, probe: ProbeOutcome, node2: Result<TelemetryReport, String>) -> ClusterLook {
+        let mut head = state(&["llama-server"], &["llama-server"]);
+        head.record.on = vec!["node1".into(), "node2".into()];
+        let mut worker = state(&["rpc-server"], &["rpc-server"]);
+        worker.record.role = Role::Worker;
+        worker.record.on = head.record.on.clone();
+        let engine = crate::node::telemetry::EngineReading {
+            service: "tiny".into(),
+            model: head.record.model.clone(),
+            engine: head.record.engine,
+            address: head.record.upstream(),
+            scrape,
+            probe: Some(probe),
+        };
+        let node1 = TelemetryReport { boot_id: Some("boot-1".into()), engines: vec![engine], ..Default::default() };
+        let seen = |node: &str, answer| crate::cluster::metrics::NodeSeen { node: node.into(), answer };
+        ClusterLook {
+            serving: [("node1".to_string(), Ok(vec![head])), ("node2".to_string(), Ok(vec![worker]))].into(),
+            reading: ClusterReading { nodes: vec![seen("node1", Ok(node1)), seen("node2", node2)] },
+            order: vec!["node1".into(), "node2".into()],
+        }
+    }
+
+    #[test]
+    fn a_service_is_seen_in_its_nodes_readings_its_probe_and_progress_on_its_head() {
+        let metrics = "llamacpp:n_decode_total 7\nllamacpp:requests_processing 1\n".to_string();
+        let node2 = TelemetryReport { boot_id: Some("boot-2".into()), ..Default::default() };
+        let found = look(EngineScrape::Metrics(metrics), ProbeOutcome::TimedOut, Ok(node2));
+        let heads = found.heads();
+        assert_eq!(heads.keys().collect::<Vec<_>>(), ["tiny"], "a worker's record is no head");
+        let seen = observe(&found, &heads["tiny"], false, Moment(6), Moment(9));
+        assert_eq!((seen.began, seen.at), (Moment(6), Moment(9)));
+        let boots: Vec<(&str, bool, Option<&str>)> =
+            seen.nodes.iter().map(|n| (n.node.as_str(), n.reachable, n.boot_id.as_deref())).collect();
+        assert_eq!(boots, [("node1", true, Some("boot-1")), ("node2", true, Some("boot-2"))]);
+        assert!(seen.ranks.iter().all(|rank| rank.alive) && seen.ranks.len() == 2, "{:?}", seen.ranks);
+        assert_eq!(seen.probe, ProbeOutcome::TimedOut);
+        assert_eq!(seen.progress, Some(Progress { generated: 7.0, running: 1.0 }));
+
+        // The worker's node silent, the engine's metrics unreadable: no progress, a node down.
+        let failed = EngineScrape::Failed("its /metrics did not answer within 3s".into());
+        let found = look(failed, ProbeOutcome::Passed, Err("ssh: the connection was lost".into()));
+        let seen = observe(&found, &found.heads()["tiny"], true, Moment(10), Moment(10));
+        let reachable: Vec<bool> = seen.nodes.iter().map(|n| n.reachable).collect();
+        assert_eq!(reachable, [true, false]);
+        assert_eq!((seen.probe, seen.progress, seen.paused), (ProbeOutcome::Passed, None, true));
+        assert_eq!(seen.ranks.len(), 1, "the silent node's ranks are not judged: {:?}", seen.ranks);
     }
 
     #[test]

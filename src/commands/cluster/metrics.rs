@@ -20,7 +20,8 @@ use crate::output::Output;
 use crate::watch::duration::parse_duration;
 
 pub(super) async fn run(cluster: &ClusterSettings, args: &ClusterMetricsArgs, out: &Output) -> Result<i32> {
-    let ask = MetricsAsk { api_key: api_key(None)?, scrape_limit: scrape_limit(&args.scrape_timeout)? };
+    let ask =
+        MetricsAsk { api_key: api_key(None)?, scrape_limit: scrape_limit(&args.scrape_timeout)?, probe: Vec::new() };
     let listen = args.listen.as_deref().map(|text| listen_address(text).map_err(as_listen_flag)).transpose()?;
     let Some(address) = listen else {
         let nodes = MetricsNodes::new(cluster);

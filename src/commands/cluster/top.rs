@@ -34,7 +34,8 @@ pub(super) async fn run(cluster: &ClusterSettings, args: &TopArgs, out: &Output)
             args.interval
         )));
     }
-    let ask = MetricsAsk { api_key: api_key(None)?, scrape_limit: scrape_limit(&args.scrape_timeout)? };
+    let ask =
+        MetricsAsk { api_key: api_key(None)?, scrape_limit: scrape_limit(&args.scrape_timeout)?, probe: Vec::new() };
     // Ctrl-C is caught from here on, while the nodes connect too, and ends the view with 130.
     let mut interrupt = signal(SignalKind::interrupt())
         .map_err(|e| Error::Internal(format!("cannot listen for Ctrl-C (SIGINT): {e}")))?;

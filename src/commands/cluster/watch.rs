@@ -3,20 +3,17 @@
 //! `--resume`; `--install` / `--uninstall` as a systemd user service.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
 use crate::cli::{ClusterArgs, WatchArgs};
-use crate::cluster::metrics::MetricsAsk;
-use crate::cluster::metrics_nodes::MetricsNodes;
 use crate::cluster::watch::dir::WatchDir;
 use crate::cluster::watch::events::WatchEvent;
 use crate::cluster::watch::install::{install, uninstall, UnitReport};
 use crate::cluster::watch::pause::{set_paused, PauseReport};
 use crate::cluster::watch::relaunch::RelaunchSecrets;
-use crate::cluster::watch::{watch, WatchFamilies, WatchRequest};
+use crate::cluster::watch::{watch, WatchExposition, WatchRequest};
 use crate::cluster::ClusterSettings;
 use crate::commands::secrets::{api_key, hf_token};
 use crate::error::{Error, Result};
@@ -72,13 +69,13 @@ pub(super) async fn run(
             hf_token: hf_token(None)?,
             hub_env: forwarded_hub_env(std::env::vars()),
         },
-        families: None,
+        exposition: None,
     };
     let metrics = match &watch_args.metrics {
-        Some(listen) => Some(MetricsServer::start(cluster, listen, &request.secrets).await?),
+        Some(listen) => Some(MetricsServer::start(listen).await?),
         None => None,
     };
-    let request = WatchRequest { families: metrics.as_ref().map(|server| server.families.clone()), ..request };
+    let request = WatchRequest { exposition: metrics.as_ref().map(|server| server.exposition.clone()), ..request };
     if let Some(server) = &metrics {
         out.status(&format!("serving the cluster's metrics at http://{}/metrics", server.address));
     }
@@ -102,17 +99,18 @@ pub(super) async fn run(
     }
 }
 
-/// `--metrics`: what `cluster metrics --listen` serves, and the watch's own families.
+/// `--metrics`: what the watch's last look read of the cluster (what `cluster metrics --listen`
+/// serves, read once per look: a Prometheus scrape asks no node and no engine), and the watch's
+/// own families.
 struct MetricsServer {
     address: std::net::SocketAddr,
-    families: WatchFamilies,
-    nodes: Arc<MetricsNodes>,
+    exposition: WatchExposition,
     stop: oneshot::Sender<()>,
     server: tokio::task::JoinHandle<()>,
 }
 
 impl MetricsServer {
-    async fn start(cluster: &ClusterSettings, listen: &str, secrets: &RelaunchSecrets) -> Result<MetricsServer> {
+    async fn start(listen: &str) -> Result<MetricsServer> {
         let address = listen_address(listen)?;
         let listener = TcpListener::bind(address).await.map_err(|e| {
             Error::host(
@@ -121,30 +119,25 @@ impl MetricsServer {
                 "choose another address or port with --metrics ADDR:PORT",
             )
         })?;
-        let ask = MetricsAsk { api_key: secrets.api_key.clone(), ..MetricsAsk::default() };
-        let families = WatchFamilies::default();
-        let nodes = Arc::new(MetricsNodes::new(cluster));
-        let (shared_nodes, shared_families) = (nodes.clone(), families.clone());
+        let exposition = WatchExposition::new(std::sync::Mutex::new(NOT_YET_LOOKED.to_string()));
+        let shared = exposition.clone();
         let provider = move || {
-            let (nodes, families, ask) = (shared_nodes.clone(), shared_families.clone(), ask.clone());
-            async move {
-                let watch = families.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
-                nodes.read(&ask).await.exposition_with(watch)
-            }
+            let shared = shared.clone();
+            async move { shared.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone() }
         };
         let (stop, stopped) = oneshot::channel();
         let server = tokio::spawn(serve(listener, stopped, provider));
-        Ok(MetricsServer { address, families, nodes, stop, server })
+        Ok(MetricsServer { address, exposition, stop, server })
     }
 
     async fn stop(self) {
         let _ = self.stop.send(());
         let _ = self.server.await;
-        if let Ok(nodes) = Arc::try_unwrap(self.nodes) {
-            nodes.close().await;
-        }
     }
 }
+
+/// What `--metrics` serves until the watch's first look has ended.
+const NOT_YET_LOOKED: &str = "# the watch has not finished its first look yet\n";
 
 fn names(request: &WatchRequest) -> String {
     request.services.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")

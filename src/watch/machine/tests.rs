@@ -39,9 +39,14 @@ impl Bench {
         Bench::new(WatchPolicy::default(), Start::Serving)
     }
 
-    /// One interval later, one look with this probe outcome.
+    /// One interval later, one look with this probe outcome, answered at once.
     fn look(&mut self, probe: ProbeOutcome) -> Step {
         self.now = self.now.after(self.watcher.policy().interval);
+        self.look_until(self.now, probe)
+    }
+
+    /// A look begun at `began`, ended now.
+    fn look_until(&mut self, began: Moment, probe: ProbeOutcome) -> Step {
         let nodes = ["strix1", "strix2"]
             .iter()
             .zip(self.boot_ids)
@@ -57,7 +62,16 @@ impl Bench {
             RankObservation { node: "strix2".into(), process: "rpc-server".into(), alive: self.rpc_alive },
         ];
         let progress = self.metrics.then_some(Progress { generated: self.generated, running: self.running });
-        self.watcher.observe(&Observation { at: self.now, paused: self.paused, nodes, ranks, probe, progress })
+        let seen = Observation { began, at: self.now, paused: self.paused, nodes, ranks, probe, progress };
+        self.watcher.observe(&seen)
+    }
+
+    /// A look whose probe the engine took and never answered: it begins an interval after the
+    /// last one began and ends when the probe's deadline runs out.
+    fn unanswered(&mut self) -> Step {
+        let began = self.now.after(self.watcher.policy().interval);
+        self.now = began.after(self.watcher.policy().probe_deadline());
+        self.look_until(began, ProbeOutcome::TimedOut)
     }
 
     /// A healthy look: the probe answers, and its tokens move the counter.
@@ -90,28 +104,28 @@ fn a_healthy_service_stays_serving_and_idle_is_not_a_stall() {
 
 #[test]
 fn requests_running_and_no_token_for_the_stall_is_stalled() {
-    // vLLM's deadlock: /health and the metrics answer, requests run, the counter stands.
+    // vLLM's deadlock: /health and the metrics answer, requests run, the counter stands, the
+    // probe is taken and never answered.
     let mut bench = Bench::serving();
     bench.healthy();
     bench.running = 3.0;
-    assert_eq!(bench.look(ProbeOutcome::Passed), nothing(State::Serving), "30 s quiet: not yet");
-    let step = bench.look(ProbeOutcome::Passed);
+    assert_eq!(bench.look(ProbeOutcome::Skipped), nothing(State::Serving), "30 s quiet: not yet");
+    let step = bench.unanswered();
     assert_eq!(step.state, State::Stalled);
-    assert_eq!(step.action, Action::Relaunch(Fault::Stalled { quiet_seconds: 60, running: Some(3.0) }));
+    assert_eq!(step.action, Action::Relaunch(Fault::Stalled { quiet_seconds: 90, running: Some(3.0) }));
     let Action::Relaunch(fault) = step.action else { unreachable!() };
-    assert_eq!(fault.reason(), "stalled: 3 request(s) running and no token for 1m");
+    assert_eq!(fault.reason(), "stalled: 3 request(s) running and no token for 90s");
     assert_eq!(bench.watcher.tally().restarts, 1);
 }
 
 #[test]
-fn a_stopped_server_is_found_stalled_within_two_intervals() {
+fn a_stopped_server_is_found_stalled_at_the_end_of_the_next_look_within_two_intervals() {
     // SIGSTOP just after a look: the metrics time out (unreadable), the probe is taken, unanswered.
     let mut bench = Bench::serving();
     bench.healthy();
     let fault_at = bench.now.after(Duration::from_secs(1));
     bench.metrics = false;
-    assert_eq!(bench.look(ProbeOutcome::TimedOut), nothing(State::Serving));
-    let step = bench.look(ProbeOutcome::TimedOut);
+    let step = bench.unanswered();
     assert_eq!(step.action, Action::Relaunch(Fault::Stalled { quiet_seconds: 60, running: None }));
     assert!(
         bench.now.since(fault_at) <= 2 * bench.watcher.policy().interval,
