@@ -526,6 +526,7 @@ pub(crate) fn relaunch(record: &ServingRecord, canary: &LaunchRequest, nodes: &[
         dry_run: false,
         extra: record.extra.clone(),
         env: record.env.clone(),
+        cuda_graphs: record.cuda_graphs,
         ..canary.clone()
     }
 }

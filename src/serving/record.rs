@@ -113,6 +113,10 @@ pub struct ServingRecord {
     /// The GGUF file of the Hub repository `model` it was launched with (`--file`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub file: Option<String>,
+    /// The operator asked for CUDA graph capture across nodes (`--cuda-graphs`; a launch across
+    /// nodes leaves it off otherwise): a relaunch asks it again. False in a record from before.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cuda_graphs: bool,
 }
 
 /// What of the operator's `-e` settings a record keeps: a value whose name says it is a secret
@@ -179,6 +183,7 @@ impl ServingRecord {
             extra: Vec::new(),
             env: BTreeMap::new(),
             file: None,
+            cuda_graphs: false,
         }
     }
 
@@ -480,6 +485,7 @@ mod tests {
         record.tp = Some(2);
         record.started = "2026-11-23T12:00:00Z".into();
         record.extra = vec!["--max-model-len".into(), "4096".into()];
+        record.cuda_graphs = true;
         record.env = recorded_env(
             &[("VLLM_LOGGING_LEVEL", "DEBUG"), ("WANDB_API_KEY", "s3cret")]
                 .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -527,6 +533,7 @@ mod tests {
         assert_eq!(read.process("vllm").map(|p| p.pid), Some(42));
         assert_eq!(read.process("vllm").unwrap().log, files.log("vllm").display().to_string());
         assert_eq!(read.service, "org/model", "the service its endpoint served");
+        assert!(!read.cuda_graphs, "launched before --cuda-graphs was kept: as the default launch");
     }
 
     #[test]

@@ -95,7 +95,7 @@ pub(crate) fn hub_env(hub: &HubStandIn) -> Vec<(String, String)> {
 
 /// `strix-toolbox --json cluster --ssh-config … --nodes … ARGS…` from the head, with `env` (the
 /// cluster's options first: ARGS may end with `-- VLLM ARGS`).
-fn cluster_command(cluster: &TestCluster, env: &[(String, String)], args: &[&str]) -> Command {
+pub(crate) fn cluster_command(cluster: &TestCluster, env: &[(String, String)], args: &[&str]) -> Command {
     let config = cluster.ssh_config();
     let nodes = cluster.nodes_arg();
     let mut argv = vec!["--json", "cluster"];

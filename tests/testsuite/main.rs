@@ -51,3 +51,4 @@ mod uplink;
 mod usage;
 mod verify;
 mod watch;
+mod watch_vllm;

@@ -15,11 +15,9 @@
 //! `--install` writes its systemd user unit under XDG_CONFIG_HOME and asks `systemctl --user`
 //! (a stand-in on PATH here: this machine has no user systemd) to load and start it.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
-use std::time::{Duration, Instant};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
 
 use serde_json::Value;
 use tempfile::TempDir;
@@ -29,14 +27,12 @@ use crate::support::cluster::{Link, TestCluster};
 use crate::support::llama_image::llama_image;
 use crate::support::llama_server::greedy_completion_of;
 use crate::support::registry::Registry;
+use crate::support::running_watch::RunningWatch;
 use crate::support::serving_files::record;
 use crate::support::tiny_llama::TinyLlama;
 
 const SERVICE: &str = "tiny";
 const SERVER_ARGS: [&str; 4] = ["--threads", "1", "--ctx-size", "2048"];
-/// The longest the test waits for any one event of the watch (a relaunch loads the model over
-/// RPC on a busy machine); a bound, never a figure the test asserts.
-const EVENT_LIMIT: Duration = Duration::from_secs(300);
 
 /// Two Thunderbolt nodes running the llama image in their toolbox `llama`, the tiny model on the
 /// head, and this machine's own state directory for the watch.
@@ -68,11 +64,8 @@ impl WatchBed {
         std::fs::create_dir_all(path.parent().expect("a directory")).expect("mkdir models");
         std::fs::copy(TinyLlama::default().gguf(), &path).expect("the model on the head");
         bed.model = path.display().to_string();
-        // What amdgpu says of a node's GPU memory: nothing held (the relaunch waits for it).
         for index in 1..=2 {
-            let device = bed.cluster.node(index).host_tree.path().join("sys/class/drm/card0/device");
-            std::fs::write(device.join("mem_info_gtt_used"), "0\n").expect("the tree's GTT in use");
-            std::fs::write(device.join("mem_info_vram_used"), "0\n").expect("the tree's VRAM in use");
+            bed.cluster.node(index).free_gpu_memory();
         }
         bed
     }
@@ -94,6 +87,13 @@ impl WatchBed {
 
     fn strix(&self, args: &[&str]) -> Output {
         self.command(args).stdin(Stdio::null()).output().expect("run strix-toolbox")
+    }
+
+    /// `cluster watch tiny FLAGS…`, running.
+    fn watch(&self, flags: &[&str]) -> RunningWatch {
+        let mut args = vec!["watch", SERVICE];
+        args.extend_from_slice(flags);
+        RunningWatch::start(self.command(&args))
     }
 
     fn launch(&self, options: &[&str]) -> Output {
@@ -148,95 +148,6 @@ impl WatchBed {
     }
 }
 
-/// The watch as a child, its `--json` event lines read as they come.
-struct RunningWatch {
-    child: Child,
-    events: Receiver<Value>,
-    seen: Vec<Value>,
-}
-
-impl RunningWatch {
-    fn start(bed: &WatchBed, flags: &[&str]) -> RunningWatch {
-        let mut args = vec!["watch", SERVICE];
-        args.extend_from_slice(flags);
-        let mut child = bed
-            .command(&args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start the watch");
-        let stdout = child.stdout.take().expect("its stdout");
-        let (send, events) = channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                let event: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
-                if send.send(event).is_err() {
-                    return;
-                }
-            }
-        });
-        RunningWatch { child, events, seen: Vec::new() }
-    }
-
-    /// The first event from now on that `wanted` takes; every event seen on the way is kept.
-    fn until(&mut self, what: &str, wanted: impl Fn(&Value) -> bool) -> Value {
-        let deadline = Instant::now() + EVENT_LIMIT;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.events.recv_timeout(left) {
-                Ok(event) => {
-                    eprintln!("watch: {event}");
-                    self.seen.push(event.clone());
-                    if wanted(&event) {
-                        return event;
-                    }
-                }
-                Err(RecvTimeoutError::Timeout) => panic!("no {what} from the watch; it said: {:#?}", self.seen),
-                Err(RecvTimeoutError::Disconnected) => {
-                    panic!("the watch ended before {what} ({:?}); it said: {:#?}", self.child.try_wait(), self.seen)
-                }
-            }
-        }
-    }
-
-    /// The next event with this `action` (and this `state`, when given).
-    fn action(&mut self, action: &str, state: Option<&str>) -> Value {
-        self.until(&format!("{action} ({state:?})"), |e| e["action"] == action && state.is_none_or(|s| e["state"] == s))
-    }
-
-    /// It serves (again): the state `serving`.
-    fn serving(&mut self) -> Value {
-        self.until("serving", |e| e["state"] == "serving")
-    }
-
-    /// Ctrl-C: its exit code.
-    fn interrupt(&mut self) -> Option<i32> {
-        let pid = self.child.id().to_string();
-        let sent = Command::new("kill").args(["-INT", &pid]).status().expect("kill -INT");
-        assert!(sent.success());
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while Instant::now() < deadline {
-            if let Some(status) = self.child.try_wait().expect("wait for the watch") {
-                return status.code();
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let _ = self.child.kill();
-        panic!("the watch did not end after SIGINT");
-    }
-}
-
-impl Drop for RunningWatch {
-    /// A test that failed midway leaves no watch behind.
-    fn drop(&mut self) {
-        if self.child.try_wait().ok().flatten().is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
 #[test]
 fn the_watch_relaunches_a_stalled_a_crashed_and_a_rebooted_service_and_gives_up_past_its_budget() {
     let mut bed = WatchBed::start();
@@ -269,7 +180,7 @@ fn the_watch_relaunches_a_stalled_a_crashed_and_a_rebooted_service_and_gives_up_
         "--on-give-up",
         &on_give_up,
     ];
-    let mut watch = RunningWatch::start(&bed, &flags);
+    let mut watch = bed.watch(&flags);
     let found = watch.action("watching", None);
     assert_eq!(found["service"], SERVICE, "{found}");
     watch.serving();

@@ -166,6 +166,12 @@ fn what_served_before_is_relaunched_with_its_engine_and_executor() {
         (["--max-model-len", "4096"].map(String::from).as_slice(), Some(&"DEBUG".to_string())),
         "as it served: not the canary's"
     );
+    // The graph capture as the operator asked it at the launch, whatever the canary's launch asks.
+    let mut captured = record(Vllm, Backend::Mp);
+    captured.cuda_graphs = true;
+    assert!(relaunch(&captured, &canary, &cluster).cuda_graphs, "--cuda-graphs kept");
+    let asks = LaunchRequest { cuda_graphs: true, ..canary.clone() };
+    assert!(!relaunch(&record(Vllm, Backend::Mp), &asks, &cluster).cuda_graphs, "not asked at the launch");
 }
 
 /// A llama.cpp launch of `model` on the test toolbox, as the canary asks for one.

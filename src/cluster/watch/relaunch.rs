@@ -1,6 +1,6 @@
 //! A fault's remedy: the whole service launched again from its record, as the canary serves a
 //! service again after a rollback ([`crate::cluster::canary::relaunch`]: the same model, file,
-//! engine, backend, split, nodes, endpoint, arguments and environment). First each node's log
+//! engine, backend, split, nodes, endpoint, arguments, environment and graph capture). First each node's log
 //! tails are saved, then every rank is stopped, then the relaunch waits (bounded:
 //! `--memory-wait`) until no node of the service still holds GPU memory, saying why while it
 //! waits; the launch itself proves the service serves again (within `--grace`), or stops what it
@@ -133,7 +133,8 @@ impl Relaunch<'_> {
 }
 
 /// The watch's settings for what a record does not say: the launch may take `--grace` to serve;
-/// the keys and Hub settings of the watch's environment.
+/// the keys and Hub settings of the watch's environment. What the record says (the nodes, the
+/// split, the arguments, the environment, `--cuda-graphs`) [`launch_again`] takes from it.
 fn base_request(record: &ServingRecord, policy: &WatchPolicy, secrets: &RelaunchSecrets) -> Result<LaunchRequest> {
     Ok(LaunchRequest {
         engine: record.engine,
@@ -160,4 +161,56 @@ fn base_request(record: &ServingRecord, policy: &WatchPolicy, secrets: &Relaunch
         fresh_compile_cache: false,
         recipes: None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::testing::{as_nodes, nodes};
+    use crate::serving::engine::Backend;
+    use crate::serving::record::Role;
+    use crate::serving::vllm::VLLM;
+
+    /// A two-node vLLM launch with the operator's `--cuda-graphs`, `-e` and flags after `--`.
+    fn record() -> ServingRecord {
+        let head = std::net::Ipv4Addr::new(192, 168, 2, 1);
+        let endpoint = ServingRecord::endpoint_of(head, 8000);
+        let mut record = ServingRecord::new(
+            "org/m",
+            "vllm",
+            "org/m",
+            "org/m",
+            VLLM,
+            Backend::Mp,
+            Role::Head,
+            2,
+            8001,
+            head,
+            head,
+            &endpoint,
+        );
+        (record.tp, record.pp, record.on) = (Some(1), Some(2), vec!["node1".into(), "node2".into()]);
+        record.router_listen = Some("0.0.0.0:8000".parse().unwrap());
+        record.extra = vec!["--max-model-len".into(), "4096".into()];
+        record.env = [("STANDIN_STALL_FILE".to_string(), "/home/u/stall".to_string())].into();
+        record.cuda_graphs = true;
+        record
+    }
+
+    #[test]
+    fn the_relaunch_asks_what_the_launch_was_asked_and_the_watch_the_rest() {
+        let policy = WatchPolicy { grace: Duration::from_secs(120), ..WatchPolicy::default() };
+        let secrets = RelaunchSecrets { api_key: Some(Secret::new("k".into())), ..RelaunchSecrets::default() };
+        let cluster = nodes(&["node1", "node2", "node3"]);
+        let record = record();
+        let again = launch_again(&record, &base_request(&record, &policy, &secrets).unwrap(), &as_nodes(&cluster));
+        assert!(again.cuda_graphs, "the operator's --cuda-graphs kept");
+        assert_eq!(again.extra, ["--max-model-len", "4096"], "the flags after --");
+        assert_eq!(again.env, record.env, "the -e settings");
+        assert_eq!((again.on.as_slice(), again.backend, again.pp), (record.on.as_slice(), Some(Backend::Mp), Some(2)));
+        assert_eq!((again.timeout, again.replace, again.api_key.is_some()), (policy.grace, true, true), "the watch's");
+        let plain = ServingRecord { cuda_graphs: false, ..record };
+        let again = launch_again(&plain, &base_request(&plain, &policy, &secrets).unwrap(), &as_nodes(&cluster));
+        assert!(!again.cuda_graphs, "none asked, none taken");
+    }
 }

@@ -34,6 +34,7 @@ pub mod prometheus;
 pub mod rccl_fixtures;
 pub mod registry;
 pub mod registry_image;
+pub mod running_watch;
 pub mod serving_files;
 pub mod stand_in_vllm;
 pub mod terminal;

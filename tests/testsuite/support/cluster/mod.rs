@@ -372,6 +372,14 @@ impl TestNode {
         id.trim().to_string()
     }
 
+    /// What amdgpu says of its GPU memory in its host tree: nothing held (a watch's relaunch
+    /// waits until nothing is).
+    pub fn free_gpu_memory(&self) {
+        let device = self.host_tree.path().join("sys/class/drm/card0/device");
+        std::fs::write(device.join("mem_info_gtt_used"), "0\n").expect("the tree's GTT in use");
+        std::fs::write(device.join("mem_info_vram_used"), "0\n").expect("the tree's VRAM in use");
+    }
+
     /// Where its serving records and logs are: under its home's state, its own by its machine id.
     pub fn serving_dir(&self) -> PathBuf {
         self.home.join(".local/state/strix-toolbox/nodes").join(self.machine_id()).join("serving")
