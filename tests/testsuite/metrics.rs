@@ -5,9 +5,10 @@
 //! answers `/metrics` as vLLM does and stalls on its switch, and the watch finds the stall from
 //! its real scrapes and probes (on a virtual clock).
 //!
-//! The binary has no command serving these yet (`cluster watch --metrics` is wired to the launch
-//! records later), so these tests drive the library's `metrics` and `watch` modules with the
-//! testsuite's real servers (llama-server, the tiny model, the stand-in, Prometheus).
+//! These tests drive the library's `metrics` and `watch` modules (and the watch's own probe) with
+//! the testsuite's real servers (llama-server, the tiny model, the stand-in, Prometheus); the
+//! binary's `cluster watch --metrics` and `cluster metrics --listen` are tested end to end in
+//! watch.rs and top.rs (run by llama_launch.rs).
 
 use std::collections::BTreeMap;
 use std::io::Write;
