@@ -66,12 +66,8 @@ fn image_id(cluster: &TestCluster, image: &str) -> String {
 fn served(cluster: &TestCluster, model: &str) -> Option<String> {
     let record = record_path(&cluster.node(1).serving_dir(), model);
     let record: Value = serde_json::from_str(&std::fs::read_to_string(record).ok()?).ok()?;
-    // The processes' names, zombies excluded (the image has no pgrep).
-    let listing = "for f in /proc/[0-9]*/stat; do s=$(cat \"$f\" 2>/dev/null) || continue; \
-                   case $s in *\") \"[ZX]*) ;; *) c=${s#*\\(}; echo \"${c%%)*}\";; esac; done";
-    let running = cluster.node(1).podman().remote(&["exec", TOOLBOX, "sh", "-c", listing]);
-    let running = String::from_utf8_lossy(&running.stdout).into_owned();
-    running.lines().any(|name| name == "llama-server").then(|| record["model"].as_str().unwrap_or_default().to_string())
+    let running = cluster.node(1).podman().processes_in(TOOLBOX);
+    running.iter().any(|name| name == "llama-server").then(|| record["model"].as_str().unwrap_or_default().to_string())
 }
 
 /// The head's serving logs (what the engine said), for a failure's message.

@@ -125,10 +125,7 @@ fn launch_with(bed: &LlamaBed, model: &str, port: &str, options: &[&str]) -> Out
 
 /// What runs in node `index`'s toolbox, by process name (zombies excluded).
 fn running_in_toolbox(cluster: &TestCluster, index: usize) -> Vec<String> {
-    let listing = "for f in /proc/[0-9]*/stat; do s=$(cat \"$f\" 2>/dev/null) || continue; \
-                   case $s in *\") \"[ZX]*) ;; *) c=${s#*\\(}; echo \"${c%%)*}\";; esac; done";
-    let output = cluster.node(index).podman().remote(&["exec", "llama", "sh", "-c", listing]);
-    String::from_utf8_lossy(&output.stdout).lines().map(str::to_string).collect()
+    cluster.node(index).podman().processes_in("llama")
 }
 
 /// No llama.cpp server runs on any node, none records `service`, and no router runs.

@@ -203,6 +203,29 @@ impl PodmanService {
         container
     }
 
+    /// The names of the processes that run in `container` (zombies excluded; the images have no
+    /// pgrep), asked through the node's podman service. A container that does not run runs
+    /// nothing; an exec that fails on one that runs is asked again (bounded), then fails the test
+    /// saying why: a failed exec must never read as "nothing runs".
+    pub fn processes_in(&self, container: &str) -> Vec<String> {
+        let listing = "for f in /proc/[0-9]*/stat; do s=$(cat \"$f\" 2>/dev/null) || continue; \
+                       case $s in *\") \"[ZX]*) ;; *) c=${s#*\\(}; echo \"${c%%)*}\";; esac; done";
+        let mut failures = Vec::new();
+        for _ in 0..3 {
+            let output = self.remote(&["exec", container, "sh", "-c", listing]);
+            if output.status.success() {
+                return String::from_utf8_lossy(&output.stdout).lines().map(str::to_string).collect();
+            }
+            let state = self.remote(&["container", "inspect", "--format", "{{.State.Running}}", container]);
+            if String::from_utf8_lossy(&state.stdout).trim() != "true" {
+                return Vec::new();
+            }
+            failures.push(String::from_utf8_lossy(&output.stderr).trim().to_string());
+            std::thread::sleep(std::time::Duration::from_secs(1));
+        }
+        panic!("podman exec {container} failed while it runs: {failures:?}");
+    }
+
     /// Names of every container in this testbed.
     pub fn container_names(&self) -> Vec<String> {
         self.podman_ok(&["ps", "-a", "--format", "{{.Names}}"]).lines().map(str::to_string).collect()
