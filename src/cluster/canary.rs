@@ -21,7 +21,7 @@ use std::cell::{Cell, RefCell};
 use serde::{Deserialize, Serialize};
 
 use super::interrupt::Interrupt;
-use super::launch::{launch, LaunchRequest};
+use super::launch::{launch, LaunchRequest, Pinned};
 use super::refresh::{refresh_nodes, refresh_nodes_then, BeforeSwap, ClusterOutcome, ClusterRefreshReport};
 use super::spread::SpreadSettings;
 use super::stop::{services_on, stop_toolbox};
@@ -490,7 +490,9 @@ async fn serving(nodes: &[&dyn Node], toolbox: &str) -> Result<Vec<ServingRecord
 
 /// The launch of what `record` served, on the nodes it served on, with the canary's settings for
 /// the rest (the watch's relaunch too: `canary` is then the watch's settings: its timeout, keys
-/// and Hub settings).
+/// and Hub settings). It serves the recorded weights on the recorded image or nothing
+/// ([`Pinned`]): after a rollback the nodes run the image it served on again, and a `model pull`
+/// since does not change what it serves.
 pub(crate) fn relaunch(record: &ServingRecord, canary: &LaunchRequest, nodes: &[&dyn Node]) -> LaunchRequest {
     let asked_split = record.engine.parallelism_asked(record.tp, record.pp, record.nodes).is_ok();
     // A record from before services had nodes of their own served on the cluster's first nodes.
@@ -527,6 +529,8 @@ pub(crate) fn relaunch(record: &ServingRecord, canary: &LaunchRequest, nodes: &[
         extra: record.extra.clone(),
         env: record.env.clone(),
         cuda_graphs: record.cuda_graphs,
+        // The weights and the image it served, whatever the caches and the toolbox hold now.
+        pinned: Some(Pinned::of(record)),
         ..canary.clone()
     }
 }

@@ -50,6 +50,7 @@ pub async fn run(
         dry_run: false,
         extra: Vec::new(),
         recipes: None,
+        pinned: None,
         env: BTreeMap::new(),
         hf_token: super::secrets::hf_token(None)?,
         api_key: super::secrets::api_key(None)?,

@@ -57,6 +57,7 @@ fn request(args: &LaunchArgs) -> Result<LaunchRequest> {
         cuda_graphs: args.cuda_graphs,
         fresh_compile_cache: args.fresh_compile_cache,
         recipes: None,
+        pinned: None,
     })
 }
 

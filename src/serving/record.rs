@@ -113,6 +113,10 @@ pub struct ServingRecord {
     /// The GGUF file of the Hub repository `model` it was launched with (`--file`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub file: Option<String>,
+    /// The Hub commit a Hub GGUF was pulled at (`identity` names its file by content): a relaunch
+    /// pulls it at that commit again. None for anything else, and in records from before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gguf_commit: Option<String>,
     /// The operator asked for CUDA graph capture across nodes (`--cuda-graphs`; a launch across
     /// nodes leaves it off otherwise): a relaunch asks it again. False in a record from before.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -183,6 +187,7 @@ impl ServingRecord {
             extra: Vec::new(),
             env: BTreeMap::new(),
             file: None,
+            gguf_commit: None,
             cuda_graphs: false,
         }
     }
@@ -486,6 +491,7 @@ mod tests {
         record.started = "2026-11-23T12:00:00Z".into();
         record.extra = vec!["--max-model-len".into(), "4096".into()];
         record.cuda_graphs = true;
+        record.gguf_commit = Some("c".repeat(40));
         record.env = recorded_env(
             &[("VLLM_LOGGING_LEVEL", "DEBUG"), ("WANDB_API_KEY", "s3cret")]
                 .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -534,6 +540,7 @@ mod tests {
         assert_eq!(read.process("vllm").unwrap().log, files.log("vllm").display().to_string());
         assert_eq!(read.service, "org/model", "the service its endpoint served");
         assert!(!read.cuda_graphs, "launched before --cuda-graphs was kept: as the default launch");
+        assert_eq!(read.gguf_commit, None, "launched before a Hub GGUF's commit was kept");
     }
 
     #[test]

@@ -144,7 +144,7 @@ fn assert_nothing_serves(cluster: &TestCluster, nodes: usize, context: &str) {
 }
 
 /// GET `url` from inside node `index`'s network namespace.
-fn get_on_node(cluster: &TestCluster, index: usize, url: &str) -> String {
+pub(crate) fn get_on_node(cluster: &TestCluster, index: usize, url: &str) -> String {
     http_get(cluster.node(index).netns().enter("python3"), url)
 }
 

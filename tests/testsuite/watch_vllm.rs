@@ -6,15 +6,17 @@
 //! file made, completions hang while /health and /metrics answer, as in vLLM's reported deadlock:
 //! the watch relaunches the stalled service from its record, and the relaunched ranks run as the
 //! operator launched them: graph capture not turned off, the `-e` setting in their environment.
+//! Between the launch and the stall every node's cache is left as a `model pull` of a newer
+//! commit leaves it (`main` names another snapshot): the relaunch serves the recorded commit.
 //! States and events are asserted, never how long anything took; every wait is bounded.
 
 use std::process::Output;
 
 use serde_json::Value;
 
-use crate::launch::{cluster_command, hub_env, serving_cluster};
+use crate::launch::{cluster_command, get_on_node, hub_env, serving_cluster};
 use crate::support::cli::{json, stderr, stdout};
-use crate::support::cluster::TestCluster;
+use crate::support::cluster::{TestCluster, TestNode};
 use crate::support::running_watch::RunningWatch;
 use crate::support::serving_files::record;
 
@@ -25,6 +27,8 @@ const STALL_SWITCH: &str = "STANDIN_STALL_FILE";
 /// What the launch adds to turn graph capture off across nodes (src/serving/vllm.rs): neither may
 /// be in a rank's argv when the operator asked `--cuda-graphs`.
 const CAPTURE_OFF: [&str; 2] = [r#"cudagraph_mode":"NONE"#, "--enforce-eager"];
+/// The commit a `model pull` since the launch moved `main` to.
+const PULLED_SINCE: &str = "2222222222222222222222222222222222222222";
 
 #[test]
 fn a_stalled_vllm_launched_with_cuda_graphs_is_relaunched_with_them_and_its_environment() {
@@ -59,6 +63,13 @@ fn a_stalled_vllm_launched_with_cuda_graphs_is_relaunched_with_them_and_its_envi
         (&Value::Bool(true), &stall.display().to_string().into())
     );
 
+    // A pull since: `main` names another commit on every node. The relaunch serves the recorded one.
+    let served = first["identity"]["commit"].as_str().expect("the commit served").to_string();
+    assert_ne!(served, PULLED_SINCE);
+    for index in 1..=2 {
+        main_moved(cluster.node(index), &served, PULLED_SINCE);
+    }
+
     let mut watch = RunningWatch::start(cluster_command(
         cluster,
         &env,
@@ -87,6 +98,18 @@ fn a_stalled_vllm_launched_with_cuda_graphs_is_relaunched_with_them_and_its_envi
     let again = head_record(cluster);
     assert_ne!(again["started"], first["started"], "a new launch: {again}");
     assert_eq!((&again["cuda_graphs"], &again["env"]), (&first["cuda_graphs"], &first["env"]), "{again}");
+    // At the commit that served, not the one `main` names now: each rank was asked it, and
+    // found its snapshot offline (the stand-in reads the cache with huggingface_hub).
+    assert_eq!((&again["identity"], &again["image"]), (&first["identity"], &first["image"]), "{again}");
+    for index in 1..=2 {
+        let (argv, _) = vllm_process(cluster, index);
+        assert!(argv.windows(2).any(|pair| pair == ["--revision", served.as_str()]), "node{index}: {argv:?}");
+    }
+    let upstream = format!("http://{}:{}/ranks", again["head_ip"].as_str().expect("head_ip"), again["port"]);
+    let ranks: Value = serde_json::from_str(&get_on_node(cluster, 2, &upstream)).expect("/ranks");
+    let found: Vec<&str> = ranks.as_array().expect("ranks").iter().filter_map(|rank| rank["model"].as_str()).collect();
+    assert_eq!(found.len(), 2, "{ranks}");
+    assert!(found.iter().all(|path| path.ends_with(&format!("/snapshots/{served}"))), "{ranks}");
 
     // Its operator stops it: no failure, no longer watched, nothing relaunched.
     let stopped = strix(&["stop", SERVICE]);
@@ -96,6 +119,20 @@ fn a_stalled_vllm_launched_with_cuda_graphs_is_relaunched_with_them_and_its_envi
     let relaunches = watch.seen.iter().filter(|event| event["action"] == "relaunch").count();
     assert_eq!(relaunches, 1, "one fault, one relaunch: {:#?}", watch.seen);
     assert!(record(&cluster.node(1).serving_dir(), SERVICE).is_none(), "nothing was started after the stop");
+}
+
+/// Node `node`'s cache as a `model pull` of commit `to` leaves it when `to` has the same files as
+/// `from`: its snapshot linking the same blobs, `main` naming it.
+fn main_moved(node: &TestNode, from: &str, to: &str) {
+    let repo = node.home.join(".cache/huggingface/hub").join(format!("models--{}", MODEL.replace('/', "--")));
+    let (old, new) = (repo.join("snapshots").join(from), repo.join("snapshots").join(to));
+    std::fs::create_dir_all(&new).expect("the new snapshot");
+    for entry in std::fs::read_dir(&old).expect("the served snapshot") {
+        let entry = entry.expect("a snapshot entry");
+        let target = std::fs::read_link(entry.path()).expect("a snapshot file is a link to its blob");
+        std::os::unix::fs::symlink(target, new.join(entry.file_name())).expect("a link in the new snapshot");
+    }
+    std::fs::write(repo.join("refs/main"), to).expect("refs/main");
 }
 
 /// The service's record on its head.

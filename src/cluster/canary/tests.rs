@@ -199,5 +199,6 @@ pub(crate) fn llama_launch(model: &str) -> LaunchRequest {
         cuda_graphs: false,
         fresh_compile_cache: false,
         recipes: None,
+        pinned: None,
     }
 }

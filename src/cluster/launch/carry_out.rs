@@ -12,7 +12,6 @@ use super::request::{LaunchReport, LaunchRequest};
 use crate::cluster::interrupt::Interrupt;
 use crate::error::{Error, MultiError, Result};
 use crate::model::gguf_pick::GgufPick;
-use crate::model::identity::ModelIdentity;
 use crate::node::{Node, NodeCalls};
 use crate::reporter::Reporter;
 use crate::secret::Secret;
@@ -56,13 +55,12 @@ pub(super) async fn carry_out(
         secrets.insert(AUTH_TOKEN.into(), Secret::random()?);
     }
     let started = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-    // A GGUF by its content (a Hub GGUF's commit holds every quant); else the commit every
-    // node's cache has, which the engine loads offline.
-    let identity = plan.gguf.clone().or_else(|| {
-        plan.hub_model.as_ref().and_then(|hub| {
-            Some(ModelIdentity::Hub { repo: hub.repo.to_string(), commit: hub.commit.as_ref()?.to_string() })
-        })
-    });
+    let identity = plan.identity();
+    // A Hub GGUF's identity is its file: the commit it came at is kept beside, for a relaunch.
+    let gguf_commit = match &request.source {
+        ModelSource::HubGguf { .. } => plan.hub_model.as_ref().and_then(|hub| Some(hub.commit.as_ref()?.to_string())),
+        _ => None,
+    };
     let mut proving = Proving {
         nodes,
         service: &plan.service,
@@ -106,6 +104,7 @@ pub(super) async fn carry_out(
             record.api_key = plan.api_key;
             record.started = started.clone();
             record.identity = identity.clone();
+            record.gguf_commit = gguf_commit.clone();
             record.extra = request.extra.clone();
             record.env = recorded_env(&request.env);
             record.cuda_graphs = request.cuda_graphs;

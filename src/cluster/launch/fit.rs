@@ -7,6 +7,7 @@
 //! win), and what each node holds, for its record and for another service onto it.
 
 use super::beside;
+use super::pinned::pinned_commit;
 use super::request::LaunchRequest;
 use crate::cluster::fit::{fit_model, FitRequest};
 use crate::error::{Error, Result};
@@ -48,7 +49,10 @@ pub(super) async fn plan_first(nodes: &[&dyn Node], request: &LaunchRequest) -> 
         model: request.model.clone(),
         source: request.source.clone(),
         toolbox: request.toolbox.clone(),
-        revision: flag_value(&request.extra, "--revision").map(str::to_string),
+        // A relaunch's model is read at the commit it served.
+        revision: pinned_commit(request)
+            .map(String::from)
+            .or_else(|| flag_value(&request.extra, "--revision").map(str::to_string)),
         tp: request.tp,
         pp: request.pp,
         asked: engine.fit_asked(&request.extra),

@@ -18,6 +18,7 @@ mod carry_out;
 mod checks;
 mod fit;
 mod model;
+mod pinned;
 mod plan;
 mod proof;
 mod recipe;
@@ -35,6 +36,7 @@ use crate::node::router::RouterState;
 use crate::node::Node;
 use crate::reporter::Reporter;
 use crate::router::routes::Route;
+pub use pinned::Pinned;
 pub use request::{LaunchReport, LaunchRequest};
 
 /// Launch on the nodes of `cluster` the request names (every node when none; the cluster's head,
@@ -58,6 +60,9 @@ pub async fn launch(cluster: &[&dyn Node], request: &LaunchRequest, reporter: &d
         look(cluster[0], request.api_key.as_ref(), false)
     );
     let ((checks, backend, mut why), model, router) = (checks?, model?, router?);
+    if let Some(pinned) = &request.pinned {
+        pinned.refuse_another_image(request, checks[on[0]].image.as_deref())?;
+    }
     if let Some(recipe) = &recipe {
         let identity = model::identity(&checks[on[0]], model.as_ref(), request);
         if let Some(stale) = recipe.stale(checks[on[0]].image.as_deref(), identity.as_ref()) {
@@ -113,6 +118,10 @@ pub async fn launch(cluster: &[&dyn Node], request: &LaunchRequest, reporter: &d
     report.warnings.extend(unplanned);
     if request.dry_run {
         return Ok(report.shown());
+    }
+    if let Some(pinned) = &request.pinned {
+        // What a relaunch found where it reads the model (a GGUF hashed, pulled): what served.
+        pinned.refuse_other_weights(request, report.identity().as_ref())?;
     }
     for reason in &report.why {
         reporter.step_finished(nodes[0].name(), reason);

@@ -2,6 +2,7 @@
 //! it and pulled (from the Hub once) when a node lacks it; a Hub GGUF's file(s) on the head alone.
 //! A dry run only looks.
 
+use super::pinned::{not_in_every_cache, pinned_commit, revision_asked};
 use super::request::LaunchRequest;
 use crate::cluster::hub_gguf::{gguf_on_head, HeadGguf};
 use crate::cluster::model::{cached_everywhere, ensure_everywhere, CachedEverywhere, ModelPullRequest};
@@ -12,11 +13,10 @@ use crate::model::revision::Revision;
 use crate::node::Node;
 use crate::reporter::Reporter;
 use crate::serving::model_source::ModelSource;
-use crate::serving::plan::flag_value;
 use crate::serving::state::ServeCheckReport;
 
-/// A Hub model (None for a path), with the revision asked for and whether the cache of every
-/// node that loads it has it.
+/// A Hub model (None for a path), with the revision asked for (a relaunch's: the commit it
+/// served) and whether the cache of every node that loads it has it.
 pub(super) struct ModelLookup {
     repo: RepoId,
     revision: Option<Revision>,
@@ -25,13 +25,13 @@ pub(super) struct ModelLookup {
 
 pub(super) async fn look_up_model(nodes: &[&dyn Node], request: &LaunchRequest) -> Result<Option<ModelLookup>> {
     let ModelSource::Hub(repo) = &request.source else { return Ok(None) };
-    let revision = flag_value(&request.extra, "--revision").map(Revision::parse).transpose()?;
+    let revision = revision_asked(request)?;
     let cached = cached_everywhere(nodes, repo, revision.as_ref().unwrap_or(&Revision::main())).await?;
     Ok(Some(ModelLookup { repo: repo.clone(), revision, cached }))
 }
 
 /// A Hub model in every node's cache before anything starts: pulled when a node lacks it (a dry
-/// run only looks).
+/// run only looks); a relaunch's commit is never pulled: its absence is the relaunch's failure.
 pub(super) async fn model_in_every_cache(
     nodes: &[&dyn Node],
     request: &LaunchRequest,
@@ -41,6 +41,9 @@ pub(super) async fn model_in_every_cache(
     let Some(ModelLookup { repo, revision, cached }) = model else { return Ok(None) };
     if request.dry_run || cached.is_some() {
         return Ok(Some((repo, cached)));
+    }
+    if let Some(commit) = pinned_commit(request) {
+        return Err(not_in_every_cache(request, &repo, &commit));
     }
     let pull = ModelPullRequest {
         toolbox: request.toolbox.clone(),
@@ -53,7 +56,8 @@ pub(super) async fn model_in_every_cache(
     Ok(Some((repo, Some(ensure_everywhere(nodes, &pull, reporter).await?))))
 }
 
-/// A Hub GGUF: its file(s) alone, on the head alone (a dry run downloads nothing).
+/// A Hub GGUF: its file(s) alone, on the head alone (a dry run downloads nothing); a relaunch's
+/// at the commit it was pulled at.
 pub(super) async fn gguf_on_the_head(
     nodes: &[&dyn Node],
     request: &LaunchRequest,
@@ -66,7 +70,7 @@ pub(super) async fn gguf_on_the_head(
     let pull = ModelPullRequest {
         toolbox: request.toolbox.clone(),
         repo: repo.clone(),
-        revision: None,
+        revision: pinned_commit(request).map(|commit| Revision::parse(commit.as_str())).transpose()?,
         hub_env: request.hub_env.clone(),
         hf_token: request.hf_token.clone(),
         gguf: Some(pick.clone()),

@@ -5,6 +5,7 @@
 
 use std::net::{Ipv4Addr, SocketAddr};
 
+use super::pinned::without_asked_revision;
 use super::request::{HubModel, LaunchReport, LaunchRequest};
 use crate::cluster::hub_gguf::HeadGguf;
 use crate::cluster::model::CachedEverywhere;
@@ -58,7 +59,7 @@ pub(super) fn plan(
         .collect();
     let served = request.service.to_string();
     let mut extra = facts.planned_args.clone();
-    extra.extend(named_extra(request)?);
+    extra.extend(without_asked_revision(request, named_extra(request)?));
     // The endpoint's key is the router's: the engines, on the link or the loopback, get none.
     let mut secrets = Vec::new();
     if request.hf_token.is_some() {

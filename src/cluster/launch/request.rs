@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::pinned::Pinned;
 use crate::cluster::model::ModelPullReport;
 use crate::model::identity::ModelIdentity;
 use crate::model::repo_id::RepoId;
@@ -65,6 +66,9 @@ pub struct LaunchRequest {
     /// Where the models' recipes are kept (`cluster plan --try`): the launch serves by the
     /// model's when the operator names no layout (None: none is looked for).
     pub recipes: Option<std::path::PathBuf>,
+    /// A relaunch from a record (the watch's, the canary's): the weights and image it must serve
+    /// again exactly ([`Pinned`]); None: a launch as asked.
+    pub pinned: Option<Pinned>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -141,6 +145,16 @@ impl LaunchReport {
             command.env = shown_env(&command.env);
         }
         self
+    }
+
+    /// The weights it serves: a GGUF by its content (a Hub GGUF's commit holds every quant);
+    /// else the Hub commit every node's cache has, which the engine loads offline.
+    pub fn identity(&self) -> Option<ModelIdentity> {
+        self.gguf.clone().or_else(|| {
+            self.hub_model.as_ref().and_then(|hub| {
+                Some(ModelIdentity::Hub { repo: hub.repo.to_string(), commit: hub.commit.as_ref()?.to_string() })
+            })
+        })
     }
 
     /// A first request to try, naming the service as its clients do; the key as a variable.

@@ -94,6 +94,7 @@ pub async fn try_layouts(
             tp: candidate.tp,
             pp: candidate.pp,
             recipes: None,
+            pinned: None,
             replace: false,
             dry_run: false,
             ..launch_as.clone()

@@ -1,6 +1,7 @@
 //! A fault's remedy: the whole service launched again from its record, as the canary serves a
-//! service again after a rollback ([`crate::cluster::canary::relaunch`]: the same model, file,
-//! engine, backend, split, nodes, endpoint, arguments, environment and graph capture). First each node's log
+//! service again after a rollback ([`crate::cluster::canary::relaunch`]: the same model at the
+//! same commit, file, engine, backend, split, nodes, endpoint, arguments, environment and graph
+//! capture, on the same image or not at all: [`crate::cluster::launch::Pinned`]). First each node's log
 //! tails are saved, then every rank is stopped, then the relaunch waits (bounded:
 //! `--memory-wait`) until no node of the service still holds GPU memory, saying why while it
 //! waits; the launch itself proves the service serves again (within `--grace`), or stops what it
@@ -160,6 +161,7 @@ fn base_request(record: &ServingRecord, policy: &WatchPolicy, secrets: &Relaunch
         // The stop before it, at once after a fault, erased the compile cache already.
         fresh_compile_cache: false,
         recipes: None,
+        pinned: None,
     })
 }
 
@@ -194,6 +196,9 @@ mod tests {
         record.extra = vec!["--max-model-len".into(), "4096".into()];
         record.env = [("STANDIN_STALL_FILE".to_string(), "/home/u/stall".to_string())].into();
         record.cuda_graphs = true;
+        record.identity =
+            Some(crate::model::identity::ModelIdentity::Hub { repo: "org/m".into(), commit: "1".repeat(40) });
+        record.image = "sha256:served".into();
         record
     }
 
@@ -209,6 +214,8 @@ mod tests {
         assert_eq!(again.env, record.env, "the -e settings");
         assert_eq!((again.on.as_slice(), again.backend, again.pp), (record.on.as_slice(), Some(Backend::Mp), Some(2)));
         assert_eq!((again.timeout, again.replace, again.api_key.is_some()), (policy.grace, true, true), "the watch's");
+        let pinned = again.pinned.as_ref().expect("a relaunch is pinned");
+        assert_eq!((&pinned.identity, pinned.image.as_deref()), (&record.identity, Some("sha256:served")), "as served");
         let plain = ServingRecord { cuda_graphs: false, ..record };
         let again = launch_again(&plain, &base_request(&plain, &policy, &secrets).unwrap(), &as_nodes(&cluster));
         assert!(!again.cuda_graphs, "none asked, none taken");

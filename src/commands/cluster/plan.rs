@@ -66,6 +66,7 @@ pub(super) async fn run(cluster: &ClusterSettings, plan: &PlanArgs, settings: &S
             cuda_graphs: false,
             fresh_compile_cache: false,
             recipes: None,
+            pinned: None,
         };
         let report = try_layouts(nodes, &launch, &candidates, &store, &book, out.reporter().as_ref()).await?;
         out.report(&report);
