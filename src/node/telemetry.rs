@@ -9,7 +9,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use futures_util::future::join_all;
+use futures_util::future::{join_all, OptionFuture};
 use serde::{Deserialize, Serialize};
 
 use crate::bench::token_probe::token_probe;
@@ -99,13 +99,9 @@ pub async fn telemetry(settings: &Settings, ask: &Telemetry) -> Result<Telemetry
     let bearer = ask.api_key.as_ref().map(Secret::expose);
     let engines = join_all(heads.into_iter().map(|record| async move {
         let address = record.upstream();
-        let probed = ask.probe.contains(&record.service);
-        let (scraped, probe) = tokio::join!(scrape(address, bearer, limit), async {
-            match probed {
-                true => Some(token_probe(address, &record.served, bearer, limit).await),
-                false => None,
-            }
-        });
+        let asked = ask.probe.contains(&record.service);
+        let probe = OptionFuture::from(asked.then(|| token_probe(address, &record.served, bearer, limit)));
+        let (scraped, probe) = tokio::join!(scrape(address, bearer, limit), probe);
         let scrape = match scraped {
             Ok(families) => EngineScrape::Metrics(render(&families)),
             Err(error) => EngineScrape::Failed(error.to_string()),
