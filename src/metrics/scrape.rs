@@ -95,13 +95,13 @@ async fn exchange(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use tokio::net::TcpListener;
 
     use super::*;
 
     /// A server that answers one connection with `answer` after reading the request.
-    async fn answering(answer: Vec<u8>) -> (SocketAddr, tokio::task::JoinHandle<String>) {
+    pub(crate) async fn answering(answer: Vec<u8>) -> (SocketAddr, tokio::task::JoinHandle<String>) {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap();
         let server = tokio::spawn(async move {

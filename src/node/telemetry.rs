@@ -116,7 +116,6 @@ pub async fn telemetry(settings: &Settings, ask: &Telemetry) -> Result<Telemetry
 mod tests {
     use std::net::Ipv4Addr;
 
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::TcpListener;
 
     use super::*;
@@ -153,17 +152,9 @@ mod tests {
         std::fs::write(device.join("gpu_busy_percent"), "42\n").unwrap();
         let settings = Settings { host_root: root, ..Settings::for_tests(dir.path()) };
 
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let address = listener.local_addr().unwrap();
-        let server = tokio::spawn(async move {
-            let (mut socket, _) = listener.accept().await.unwrap();
-            let mut request = vec![0u8; 4096];
-            let read = socket.read(&mut request).await.unwrap();
-            let body = "# TYPE llamacpp:requests_processing gauge\nllamacpp:requests_processing 1\n";
-            let answer = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}", body.len());
-            let _ = socket.write_all(answer.as_bytes()).await;
-            String::from_utf8_lossy(&request[..read]).into_owned()
-        });
+        let body = "# TYPE llamacpp:requests_processing gauge\nllamacpp:requests_processing 1\n";
+        let answer = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}", body.len());
+        let (address, server) = crate::metrics::scrape::tests::answering(answer.into_bytes()).await;
         let refused = TcpListener::bind("127.0.0.1:0").await.unwrap().local_addr().unwrap();
         recorded(&settings, "alpha", Role::Head, address.port());
         recorded(&settings, "beta", Role::Single, refused.port());

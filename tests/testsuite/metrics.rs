@@ -17,7 +17,7 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde_json::json;
 use strix_toolbox::bench::token_probe::token_probe;
 use strix_toolbox::metrics::endpoint::serve;
 use strix_toolbox::metrics::ScrapeError;
@@ -32,7 +32,7 @@ use strix_toolbox::watch::{
 use crate::support::host_tree::materialize;
 use crate::support::http;
 use crate::support::llama_server::LlamaServer;
-use crate::support::prometheus::Prometheus;
+use crate::support::prometheus::{key, series, Prometheus};
 use crate::support::stand_in_vllm::StandInVllm;
 use crate::support::tiny_llama::TinyLlama;
 use crate::support::wait_until;
@@ -52,21 +52,6 @@ async fn exposition(roots: &[(&'static str, PathBuf)], llama: SocketAddr) -> Str
     let merged = merge([telemetry_families(&readings), engine, watch_families("tiny", "tiny-llama", &watcher)]);
     let left_out: String = merged.left_out.iter().map(|why| format!("# left out: {why}\n")).collect();
     format!("{failure}{left_out}{}", render(&merged.families))
-}
-
-/// `{(label values…) → value}` of a query's series.
-fn series(result: &[Value], labels: &[&str]) -> BTreeMap<Vec<String>, String> {
-    result
-        .iter()
-        .map(|series| {
-            let key = labels.iter().map(|label| series["metric"][*label].as_str().unwrap_or("").to_string()).collect();
-            (key, series["value"][1].as_str().unwrap_or("").to_string())
-        })
-        .collect()
-}
-
-fn key(values: &[&str]) -> Vec<String> {
-    values.iter().map(|value| value.to_string()).collect()
 }
 
 #[test]

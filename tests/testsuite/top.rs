@@ -19,12 +19,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use serde_json::Value;
-
 use crate::support::cli::{json, stderr, stdout, strix_command};
 use crate::support::cluster::TestCluster;
 use crate::support::host_tree::fixture_dir;
-use crate::support::prometheus::Prometheus;
+use crate::support::prometheus::{key, series, Prometheus};
 use crate::support::{free_port, stop_child, wait_until};
 
 /// The fixture whose RoCE port (an E810's, down) carries irdma's counters.
@@ -80,21 +78,6 @@ fn cluster_command(cluster: &TestCluster, key: &str, json: bool, args: &[&str]) 
 
 fn run(cluster: &TestCluster, key: &str, json: bool, args: &[&str]) -> Output {
     cluster_command(cluster, key, json, args).output().expect("run strix-toolbox")
-}
-
-/// `{(label values…) → value}` of a Prometheus query's series.
-fn series(result: &[Value], labels: &[&str]) -> BTreeMap<Vec<String>, String> {
-    result
-        .iter()
-        .map(|series| {
-            let key = labels.iter().map(|label| series["metric"][*label].as_str().unwrap_or("").to_string()).collect();
-            (key, series["value"][1].as_str().unwrap_or("").to_string())
-        })
-        .collect()
-}
-
-fn key(values: &[&str]) -> Vec<String> {
-    values.iter().map(|value| value.to_string()).collect()
 }
 
 /// The checks, on `cluster` whose services `alpha` (node1, node2) and `beta` (node3) serve and

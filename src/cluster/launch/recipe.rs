@@ -31,20 +31,14 @@ mod tests {
     use crate::cluster::canary::tests::llama_launch;
     use crate::cluster::recipe::book::RecipeBook;
     use crate::cluster::recipe::tests::recipe;
-    use crate::node::local::LocalNode;
 
     #[test]
     fn the_recipe_serves_a_launch_that_names_no_layout_of_its_own() {
         let dir = tempfile::tempdir().unwrap();
         let kept = crate::cluster::recipe::Recipe { on: vec!["node2".into(), "node1".into()], ..recipe() };
         RecipeBook::at(dir.path()).keep(&kept).unwrap();
-        let settings = crate::settings::Settings::resolve(
-            "/".into(),
-            crate::engine::kind::EngineChoice::Podman,
-            std::sync::Arc::new(crate::reporter::Silent),
-        );
-        let nodes: Vec<LocalNode> = ["node1", "node2"].iter().map(|n| LocalNode::named(n, settings.clone())).collect();
-        let cluster: Vec<&dyn Node> = nodes.iter().map(|n| n as &dyn Node).collect();
+        let nodes = crate::cluster::testing::nodes(&["node1", "node2"]);
+        let cluster = crate::cluster::testing::as_nodes(&nodes);
         let request = LaunchRequest { recipes: Some(dir.path().into()), ..llama_launch(&kept.model) };
         let found = for_launch(&cluster, &request).unwrap().expect("the model's recipe");
         let by_recipe = applied(&found, &request);

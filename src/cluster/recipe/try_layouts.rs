@@ -200,7 +200,6 @@ fn short_bench(request: &LaunchRequest) -> BenchRequest {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::node::local::LocalNode;
     use crate::serving::fit::{Figures, Outcome};
 
     fn layout(tp: u32, pp: u32, dp: u32, fits: bool) -> Layout {
@@ -213,13 +212,8 @@ mod tests {
 
     #[test]
     fn the_head_alone_first_then_each_layout_that_fits_by_its_split() {
-        let settings = crate::settings::Settings::resolve(
-            "/".into(),
-            crate::engine::kind::EngineChoice::Podman,
-            std::sync::Arc::new(crate::reporter::Silent),
-        );
-        let nodes: Vec<LocalNode> = ["node1", "node2"].iter().map(|n| LocalNode::named(n, settings.clone())).collect();
-        let cluster: Vec<&dyn Node> = nodes.iter().map(|n| n as &dyn Node).collect();
+        let nodes = crate::cluster::testing::nodes(&["node1", "node2"]);
+        let cluster = crate::cluster::testing::as_nodes(&nodes);
         let both = vec!["node1".to_string(), "node2".to_string()];
         // vLLM's: several layouts, each asked by its split; one that breaks a rule, or needs data
         // parallel, is not tried.

@@ -44,17 +44,14 @@ impl ClusterLook {
             .zip(answers)
             .map(|(node, answer)| (node.name().to_string(), answer.map(|report| report.services)))
             .collect();
-        let unreachable: Vec<(String, String)> = unreachable
-            .into_iter()
-            .map(|(node, error)| {
-                let why = error.to_string();
-                serving.insert(node.clone(), Err(error));
-                (node, why)
-            })
-            .collect();
+        let mut unanswered = Vec::new();
+        for (node, error) in unreachable {
+            unanswered.push((node.clone(), error.to_string()));
+            serving.insert(node, Err(error));
+        }
         let mut look = ClusterLook { serving, reading: ClusterReading { nodes: Vec::new() }, order: order.to_vec() };
         let probe = look.heads().into_keys().filter(|name| watched(name)).collect();
-        look.reading = read_cluster(nodes, &unreachable, &MetricsAsk { probe, ..ask.clone() }).await;
+        look.reading = read_cluster(nodes, &unanswered, &MetricsAsk { probe, ..ask.clone() }).await;
         look
     }
 

@@ -3,6 +3,7 @@
 //! targets the test gives every second. Stopped (SIGTERM, then SIGKILL) when dropped; its log is
 //! kept for failure messages.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -85,4 +86,20 @@ impl Drop for Prometheus {
     fn drop(&mut self) {
         stop_child(&mut self.child);
     }
+}
+
+/// `{(label values…) → value}` of a query's series ([`Prometheus::query`]'s `result`).
+pub fn series(result: &[Value], labels: &[&str]) -> BTreeMap<Vec<String>, String> {
+    result
+        .iter()
+        .map(|series| {
+            let key = labels.iter().map(|label| series["metric"][*label].as_str().unwrap_or("").to_string()).collect();
+            (key, series["value"][1].as_str().unwrap_or("").to_string())
+        })
+        .collect()
+}
+
+/// A [`series`] key: its label values in order.
+pub fn key(values: &[&str]) -> Vec<String> {
+    values.iter().map(|value| value.to_string()).collect()
 }
