@@ -11,10 +11,8 @@
 //! watch.rs and top.rs (run by llama_launch.rs).
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use serde_json::json;
@@ -32,7 +30,7 @@ use strix_toolbox::watch::{
 use crate::support::host_tree::materialize;
 use crate::support::http;
 use crate::support::llama_server::LlamaServer;
-use crate::support::prometheus::{key, series, Prometheus};
+use crate::support::prometheus::{key, promtool_remarks_only_the_engines_colon_names, series, Prometheus};
 use crate::support::stand_in_vllm::StandInVllm;
 use crate::support::tiny_llama::TinyLlama;
 use crate::support::wait_until;
@@ -118,23 +116,7 @@ fn prometheus_holds_every_nodes_telemetry_and_the_engines_metrics_relabelled() {
 
     // promtool's lint of the exposition: only the engines' colon names (kept as their dashboards
     // know them) draw a remark; it does lint (llama.cpp's names are there to be remarked on).
-    let mut promtool = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("promtool (Debian's prometheus package; scripts/test-deps.sh lists it)");
-    promtool.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
-    let output = promtool.wait_with_output().unwrap();
-    let said = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
-    assert!(matches!(output.status.code(), Some(0 | 3)), "promtool failed ({}):\n{said}\n{text}", output.status);
-    let remarked: Vec<&str> = said.lines().filter(|line| !line.trim().is_empty()).collect();
-    assert!(remarked.iter().any(|line| line.starts_with("llamacpp:")), "promtool said nothing of llama.cpp's:\n{said}");
-    for line in remarked {
-        let name = line.split_whitespace().next().unwrap_or_default();
-        assert!(name.contains(':'), "promtool on one of ours: {line}\n{text}");
-    }
+    promtool_remarks_only_the_engines_colon_names(&text);
 
     stop.send(()).unwrap();
     runtime.block_on(server).unwrap();

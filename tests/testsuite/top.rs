@@ -13,7 +13,7 @@
 //! with 130.
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -22,7 +22,7 @@ use std::time::Duration;
 use crate::support::cli::{json, stderr, stdout, strix_command};
 use crate::support::cluster::TestCluster;
 use crate::support::host_tree::fixture_dir;
-use crate::support::prometheus::{key, series, Prometheus};
+use crate::support::prometheus::{key, promtool_remarks_only_the_engines_colon_names, series, Prometheus};
 use crate::support::{free_port, stop_child, wait_until};
 
 /// The fixture whose RoCE port (an E810's, down) carries irdma's counters.
@@ -125,23 +125,7 @@ fn printed_once(cluster: &TestCluster, api_key: &str) {
         .any(|line| line.starts_with("# ") && !line.starts_with("# HELP") && !line.starts_with("# TYPE")));
 
     // promtool: only the engines' colon names (kept as their dashboards know them) draw a remark.
-    let mut promtool = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("promtool (Debian's prometheus package; scripts/test-deps.sh lists it)");
-    promtool.stdin.take().expect("promtool's stdin").write_all(text.as_bytes()).expect("to promtool");
-    let output = promtool.wait_with_output().expect("promtool's verdict");
-    let said = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
-    assert!(matches!(output.status.code(), Some(0 | 3)), "promtool failed ({}):\n{said}\n{text}", output.status);
-    let remarked: Vec<&str> = said.lines().filter(|line| !line.trim().is_empty()).collect();
-    assert!(remarked.iter().any(|line| line.starts_with("llamacpp:")), "promtool said nothing of llama.cpp's:\n{said}");
-    for line in remarked {
-        let name = line.split_whitespace().next().unwrap_or_default();
-        assert!(name.contains(':'), "promtool on one of ours: {line}\n{text}");
-    }
+    promtool_remarks_only_the_engines_colon_names(&text);
 }
 
 fn scraped_by_prometheus(cluster: &TestCluster, api_key: &str) {

@@ -4,6 +4,7 @@
 //! kept for failure messages.
 
 use std::collections::BTreeMap;
+use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -102,4 +103,27 @@ pub fn series(result: &[Value], labels: &[&str]) -> BTreeMap<Vec<String>, String
 /// A [`series`] key: its label values in order.
 pub fn key(values: &[&str]) -> Vec<String> {
     values.iter().map(|value| value.to_string()).collect()
+}
+
+/// `promtool check metrics` on an exposition: it passes or only lints (exit 0 or 3), and every
+/// remark is on an engine's own colon name (kept as their dashboards know them), llama.cpp's among
+/// them (so the lint did run), never on one of ours.
+pub fn promtool_remarks_only_the_engines_colon_names(text: &str) {
+    let mut promtool = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool (Debian's prometheus package; scripts/test-deps.sh lists it)");
+    promtool.stdin.take().expect("promtool's stdin").write_all(text.as_bytes()).expect("to promtool");
+    let output = promtool.wait_with_output().expect("promtool's verdict");
+    let said = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    assert!(matches!(output.status.code(), Some(0 | 3)), "promtool failed ({}):\n{said}\n{text}", output.status);
+    let remarked: Vec<&str> = said.lines().filter(|line| !line.trim().is_empty()).collect();
+    assert!(remarked.iter().any(|line| line.starts_with("llamacpp:")), "promtool said nothing of llama.cpp's:\n{said}");
+    for line in remarked {
+        let name = line.split_whitespace().next().unwrap_or_default();
+        assert!(name.contains(':'), "promtool on one of ours: {line}\n{text}");
+    }
 }
