@@ -23,6 +23,15 @@ pub const ENGINE: &str = "io.github.strix-toolbox.engine";
 /// The user's `--env KEY=VALUE` pairs, as a JSON array, so `rollback` recreates them too.
 pub const USER_ENV: &str = "io.github.strix-toolbox.env";
 
+/// Where an image's engine computes: `cpu` (no GPU stack: the vLLM CPU image,
+/// containerfiles/vllm-cpu.Containerfile); absent, the node's GPU.
+pub const DEVICE: &str = "io.github.strix-toolbox.device";
+
+/// Whether an image with these labels computes on the CPU alone.
+pub fn computes_on_cpu(labels: &std::collections::BTreeMap<String, String>) -> bool {
+    labels.get(DEVICE).is_some_and(|device| device == "cpu")
+}
+
 /// sha256 of the librccl.so.1 baked into an image.
 pub const RCCL_SHA256: &str = "io.github.strix-toolbox.rccl.sha256";
 /// Comma-separated gfx targets of that library.
