@@ -64,13 +64,17 @@ if [[ ! -f "$out/image.txt" ]]; then
   export CONTAINERS_CONF="$work/containers.conf"
 
   # The base: Debian 12 minbase, what docker.io/library/debian:bookworm-slim is (no registry but
-  # PyPI's and Debian's is reachable here). The Containerfile installs its packages with apt.
-  debootstrap --variant=minbase bookworm "$work/rootfs" >>"$log" 2>&1 || fail "debootstrap bookworm"
-  tar -C "$work/rootfs" -cf "$work/rootfs.tar" . || fail "packing the base rootfs"
-  rm -rf "$work/rootfs"
-  podman "${store[@]}" import --quiet "$work/rootfs.tar" localhost/strix-toolbox/debian:bookworm >>"$log" 2>&1 \
+  # PyPI's and Debian's is reachable here), kept for the next key. The Containerfile installs its
+  # packages with apt.
+  base="$root/debian-bookworm-minbase.tar"
+  if [[ ! -f "$base" ]]; then
+    debootstrap --variant=minbase bookworm "$work/rootfs" >>"$log" 2>&1 || fail "debootstrap bookworm"
+    tar -C "$work/rootfs" -cf "$base.partial" . || fail "packing the base rootfs"
+    rm -rf "$work/rootfs"
+    mv "$base.partial" "$base"
+  fi
+  podman "${store[@]}" import --quiet "$base" localhost/strix-toolbox/debian:bookworm >>"$log" 2>&1 \
     || fail "importing the base"
-  rm -f "$work/rootfs.tar"
 
   # The wheels, by hash, kept beside the images for the next key (pip checks every hash).
   wheels="$cache/wheels"

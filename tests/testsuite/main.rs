@@ -50,5 +50,7 @@ mod top;
 mod uplink;
 mod usage;
 mod verify;
+mod vllm_cluster;
+mod vllm_launch;
 mod watch;
 mod watch_vllm;

@@ -1,5 +1,8 @@
-//! A stand-in for the Hugging Face Hub's HTTP API, for huggingface_hub 0.36's `snapshot_download`
-//! (research/model.md §2): `GET /api/models/{repo}/revision/{rev}` (the commit and the file list)
+//! A stand-in for the Hugging Face Hub's HTTP API, for huggingface_hub's `snapshot_download` (0.36's,
+//! research/model.md §2, and 2.x's, which the vLLM CPU image has): `GET
+//! /api/models/{repo}/revision/{rev}` (the commit and the file list), `GET
+//! /api/models/{repo}/tree/{rev}[/{path}]` (2.x lists the files with their sizes, git blob ids and
+//! LFS sha256s: `list_repo_tree`, one page, `recursive=true` as the client asks it),
 //! and `HEAD`/`GET /{repo}/resolve/{rev}/{path}` with the headers the client reads (`X-Repo-Commit`,
 //! `ETag`, `X-Linked-Etag` and `X-Linked-Size` for LFS files, `Content-Length`, ranges). Errors
 //! carry `X-Error-Code` as the Hub's do; unknown routes are 404. With a token set, a request
@@ -76,6 +79,23 @@ impl HubFile {
 
     pub fn is_lfs(&self) -> bool {
         LFS_SUFFIXES.iter().any(|suffix| self.path.ends_with(suffix))
+    }
+
+    /// What the Hub's tree listing says of it: its path and size, its git blob id (of its LFS
+    /// pointer, for an LFS file) and, for an LFS file, its sha256 (`hf_api.py`'s `RepoFile`).
+    fn tree_entry(&self) -> serde_json::Value {
+        if !self.is_lfs() {
+            return serde_json::json!({ "type": "file", "oid": self.etag(), "size": self.size, "path": self.path });
+        }
+        let sha256 = self.etag();
+        let pointer = format!("version https://git-lfs.github.com/spec/v1\noid sha256:{sha256}\nsize {}\n", self.size);
+        let mut sha1 = Sha1::new();
+        sha1.update(format!("blob {}\0", pointer.len()).as_bytes());
+        sha1.update(pointer.as_bytes());
+        serde_json::json!({
+            "type": "file", "oid": hex(&sha1.finalize()), "size": self.size, "path": self.path,
+            "lfs": { "oid": sha256, "size": self.size, "pointerSize": pointer.len() },
+        })
     }
 
     /// The blob name the cache gives it: sha256 for LFS files, the git blob id otherwise. A
@@ -250,7 +270,11 @@ impl Shared {
         }
         let path = target.split('?').next().unwrap_or_default();
         let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
-        // /api/models/ORG/NAME/revision/REV, or /ORG/NAME/resolve/REV/PATH...
+        // /api/models/ORG/NAME/revision/REV, /api/models/ORG/NAME/tree/REV[/PATH], or
+        // /ORG/NAME/resolve/REV/PATH...
+        if let ["api", "models", org, name, "tree", rev, under @ ..] = parts.as_slice() {
+            return self.tree(&format!("{org}/{name}"), &unquote(rev), &unquote(&under.join("/")), authorized);
+        }
         let (repo_id, revision, file) = match parts.as_slice() {
             ["api", "models", org, name, "revision", rev] => (format!("{org}/{name}"), unquote(rev), None),
             [org, name, "resolve", rev, rest @ ..] if !rest.is_empty() => {
@@ -310,6 +334,43 @@ impl Shared {
         }
         (200, answer, bytes_of(found, 0, size))
     }
+
+    /// Every file under `under` (the whole repository when empty) and the folders on the way to
+    /// them, folders first, as the Hub's recursive tree listing gives them.
+    fn tree(&self, repo_id: &str, revision: &str, under: &str, authorized: bool) -> Answer {
+        let Some(repo) = self.repos.get(repo_id) else {
+            return error(404, "RepoNotFound", "Repository not found", &[]);
+        };
+        if self.token.is_some() && !authorized {
+            return error(401, "RepoNotFound", "Repository not found", &[]);
+        }
+        if revision != "main" && revision != repo.commit {
+            return error(404, "RevisionNotFound", &format!("Invalid rev id: {revision}"), &[]);
+        }
+        let prefix = if under.is_empty() { String::new() } else { format!("{}/", under.trim_end_matches('/')) };
+        let files: Vec<&HubFile> = repo.files.values().filter(|file| file.path.starts_with(&prefix)).collect();
+        let mut folders: Vec<String> = files
+            .iter()
+            .flat_map(|file| {
+                let parts: Vec<&str> = file.path.split('/').collect();
+                (1..parts.len()).map(move |depth| parts[..depth].join("/"))
+            })
+            .filter(|folder| folder.starts_with(&prefix))
+            .collect();
+        folders.sort();
+        folders.dedup();
+        let mut entries: Vec<serde_json::Value> = folders
+            .iter()
+            .map(|folder| {
+                let oid = hex(&Sha1::digest(format!("tree {folder}").as_bytes()));
+                serde_json::json!({ "type": "directory", "oid": oid, "size": 0, "path": folder })
+            })
+            .collect();
+        entries.extend(files.iter().map(|file| file.tree_entry()));
+        let headers = vec![("Content-Type".to_string(), "application/json".to_string())];
+        (200, headers, serde_json::Value::Array(entries).to_string().into_bytes())
+    }
+
 }
 
 /// Bytes `start..end` of `file`: its held head, then zeros.
