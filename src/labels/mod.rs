@@ -30,6 +30,13 @@ pub const RCCL_GFX_TARGETS: &str = "io.github.strix-toolbox.rccl.gfx-targets";
 /// Where that library came from.
 pub const RCCL_SOURCE: &str = "io.github.strix-toolbox.rccl.source";
 
+/// The vLLM release an image holds (`0.32.0`), set by our Containerfiles: the plan sizes the KV
+/// cache by that release's rules.
+pub const VLLM_VERSION: &str = "io.github.strix-toolbox.vllm.version";
+/// The device that vLLM was built for, as `VLLM_TARGET_DEVICE` names it (`rocm`, `cuda`, `cpu`):
+/// its block size and batch defaults differ.
+pub const VLLM_DEVICE: &str = "io.github.strix-toolbox.vllm.device";
+
 pub const OCI_CREATED: &str = "org.opencontainers.image.created";
 pub const OCI_SOURCE: &str = "org.opencontainers.image.source";
 pub const OCI_REVISION: &str = "org.opencontainers.image.revision";
