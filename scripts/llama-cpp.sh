@@ -4,8 +4,9 @@
 # (PyPI carries it; the tree has tools/server, tools/rpc, gguf-py and the test vocabularies), and
 # a virtualenv with that tree's `gguf` package, which the tests write their tiny models with.
 #
-# Built once into target/llama-cpp/KEY (KEY: the pin and everything that changes the build); a
-# re-run with the same KEY builds nothing. target/llama-cpp/current points at the last one made
+# Built once per machine into the machine's test cache (STRIX_TEST_CACHE, default
+# ~/.cache/strix-toolbox-tests/llama-cpp/KEY; KEY: the pin and everything that changes the build),
+# so a fresh clone builds nothing. target/llama-cpp/current points at the last one made
 # or found; the tests read it (tests/testsuite/support/llama_cpp.rs). Prints that directory.
 #
 #   bin/llama-server, bin/ggml-rpc-server   static: they need only glibc and libstdc++
@@ -53,7 +54,7 @@ python_packages=(numpy==2.4.4 pyyaml==6.0.2)
 layout=1
 key="$version-$(printf '%s\n' "$sha256" "$layout" "${cmake_flags[@]}" "${targets[@]}" "${python_packages[@]}" \
   | sha256sum | cut -c1-12)"
-root=target/llama-cpp
+root="${STRIX_TEST_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/strix-toolbox-tests}/llama-cpp"
 out="$root/$key"
 mkdir -p "$root"
 
@@ -108,5 +109,6 @@ if [[ ! -f "$out/build.txt" ]]; then
   echo "llama-cpp: built in $((built - started)) s" >&2
 fi
 
-ln -sfn "$key" "$root/current"
-echo "$PWD/$out"
+mkdir -p target/llama-cpp
+ln -sfn "$out" target/llama-cpp/current
+echo "$out"

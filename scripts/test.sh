@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # The test command: installs what the tests need, then runs every test (unit, fixtures, end-to-end
 # against real podman, dockerd, a loopback registry and Toolbx). The tests start and stop their own
-# services. Extra arguments go to cargo test. llama.cpp (the tests' real inference engine) is built
-# here, once per pin and flags (scripts/llama-cpp.sh), so that no test builds it under a timeout.
+# services. Extra arguments go to cargo test. The real inference engines are made here, once per
+# machine and pin, so that no test makes them under a timeout: llama.cpp (scripts/llama-cpp.sh)
+# and the vLLM CPU toolbox image (scripts/vllm-cpu.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/test-deps.sh
 bash scripts/llama-cpp.sh >/dev/null
+bash scripts/vllm-cpu.sh >/dev/null
 cargo build --quiet --all-targets
 # Most end-to-end tests wait on containers, sshd and servers rather than compute: three at a time
 # on the CI's two cores keeps the run well inside its budget (a test's own waits are bounded, never

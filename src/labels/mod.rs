@@ -23,6 +23,15 @@ pub const ENGINE: &str = "io.github.strix-toolbox.engine";
 /// The user's `--env KEY=VALUE` pairs, as a JSON array, so `rollback` recreates them too.
 pub const USER_ENV: &str = "io.github.strix-toolbox.env";
 
+/// Where an image's engine computes: `cpu` (no GPU stack: the vLLM CPU image,
+/// containerfiles/vllm-cpu.Containerfile); absent, the node's GPU.
+pub const DEVICE: &str = "io.github.strix-toolbox.device";
+
+/// Whether an image with these labels computes on the CPU alone.
+pub fn computes_on_cpu(labels: &std::collections::BTreeMap<String, String>) -> bool {
+    labels.get(DEVICE).is_some_and(|device| device == "cpu")
+}
+
 /// sha256 of the librccl.so.1 baked into an image.
 pub const RCCL_SHA256: &str = "io.github.strix-toolbox.rccl.sha256";
 /// Comma-separated gfx targets of that library.
@@ -30,12 +39,9 @@ pub const RCCL_GFX_TARGETS: &str = "io.github.strix-toolbox.rccl.gfx-targets";
 /// Where that library came from.
 pub const RCCL_SOURCE: &str = "io.github.strix-toolbox.rccl.source";
 
-/// The vLLM release an image holds (`0.32.0`), set by our Containerfiles: the plan sizes the KV
-/// cache by that release's rules.
+/// The vLLM release an image holds (`0.32.0`, `v0.13.0`), set by our Containerfiles: the plan
+/// sizes the KV cache by that release's rules, on the image's [`DEVICE`].
 pub const VLLM_VERSION: &str = "io.github.strix-toolbox.vllm.version";
-/// The device that vLLM was built for, as `VLLM_TARGET_DEVICE` names it (`rocm`, `cuda`, `cpu`):
-/// its block size and batch defaults differ.
-pub const VLLM_DEVICE: &str = "io.github.strix-toolbox.vllm.device";
 
 pub const OCI_CREATED: &str = "org.opencontainers.image.created";
 pub const OCI_SOURCE: &str = "org.opencontainers.image.source";

@@ -255,13 +255,13 @@ pub async fn refresh_with(
     };
 
     let image_name = ImageRef::parse(&image_ref)?;
-    let rccl_label = image.labels.get(labels::RCCL_SHA256).cloned();
+    let image_labels = image.labels.clone();
     let mut desired = desired_toolbox(&request.name, &image_ref, &image_name, image, &spec, manager.as_ref(), &info);
     // The engine is given a reference it resolves (docker: the image's id, when only another
     // registry's name carries its digest); the labels keep the one asked for.
     desired.request.image = engine_ref;
     let (serving, programs) = (request.serving.name(), request.serving.image_programs());
-    desired.verify = request.verify.then(|| Expected::new(facts, &spec, rccl_label, serving, programs));
+    desired.verify = request.verify.then(|| Expected::new(facts, &spec, &image_labels, serving, programs));
     desired.request.labels.extend(labels::encode_user_env(&request.env).map(|env| (labels::USER_ENV.to_string(), env)));
     desired.request.labels.insert(labels::ENGINE.to_string(), request.serving.name().to_string());
     // Read again when a pull changed what is here (a tag moved back by `image_here` changes no

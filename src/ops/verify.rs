@@ -33,7 +33,6 @@ pub async fn expectation(
     let serving = EngineRef::of_label(container.labels.get(labels::ENGINE).map(String::as_str));
     let image_ref = container.labels.get(labels::IMAGE_REF).map_or("", String::as_str);
     let spec = ToolboxSpec::new(root, facts, &SpecOptions::new(&info, serving.needs(image_ref), extra_env));
-    // A container carries its image's labels: the RCCL the image was built with.
-    let rccl_label = container.labels.get(labels::RCCL_SHA256).cloned();
-    Ok(Expected::new(facts, &spec, rccl_label, serving.name(), serving.image_programs()))
+    // A container carries its image's labels: the RCCL the image was built with, its device.
+    Ok(Expected::new(facts, &spec, &container.labels, serving.name(), serving.image_programs()))
 }

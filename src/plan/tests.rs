@@ -194,6 +194,7 @@ fn a_verified_refresh_checks_the_replacement_between_create_and_swap() {
         rdma_port: None,
         engine: "vllm".into(),
         programs: Vec::new(),
+        cpu_only: false,
     };
     let mut wanted = desired("sha256:a", "h");
     wanted.verify = Some(expected);

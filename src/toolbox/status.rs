@@ -26,7 +26,7 @@ pub struct ToolboxStatus {
     pub vllm: Option<VllmLabels>,
 }
 
-/// What an image's labels say of its vLLM ([`labels::VLLM_VERSION`], [`labels::VLLM_DEVICE`]), as
+/// What an image's labels say of its vLLM ([`labels::VLLM_VERSION`], [`labels::DEVICE`]), as
 /// written there: the plan reads them.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct VllmLabels {
@@ -52,8 +52,8 @@ impl ToolboxStatus {
             image_id: container.image_id,
             running: container.running,
             created: container.created,
-            vllm: (label(labels::VLLM_VERSION).is_some() || label(labels::VLLM_DEVICE).is_some())
-                .then(|| VllmLabels { version: label(labels::VLLM_VERSION), device: label(labels::VLLM_DEVICE) }),
+            vllm: label(labels::VLLM_VERSION)
+                .map(|version| VllmLabels { version: Some(version), device: label(labels::DEVICE) }),
             name: container.name,
         }
     }

@@ -12,7 +12,7 @@ use crate::check::{Check, Status};
 /// The three tools run at the same time (torch's import alone takes seconds on a real node).
 pub async fn checks(probe: &Probe<'_>, expected: &Expected) -> Vec<Check> {
     let rdma = OptionFuture::from(expected.rdma_port.as_ref().map(|(device, port)| rdma_port(probe, device, *port)));
-    let (rocm, rdma, torch) = tokio::join!(rocm_agent(probe), rdma, torch_gpu(probe));
+    let (rocm, rdma, torch) = tokio::join!(rocm_agent(probe), rdma, torch_device(probe, expected.cpu_only));
     [Some(rocm), rdma, Some(torch)].into_iter().flatten().collect()
 }
 
@@ -56,13 +56,24 @@ async fn rdma_port(probe: &Probe<'_>, device: &str, port: u32) -> Check {
     }
 }
 
-async fn torch_gpu(probe: &Probe<'_>) -> Check {
+/// torch sees the GPU; or, in an image that computes on the CPU, computes there (a product of two
+/// small matrices: what every layer of the model does).
+async fn torch_device(probe: &Probe<'_>, cpu_only: bool) -> Check {
     const NAME: &str = "hw:torch";
-    // A fixed program, no input: torch's own answer.
-    let program = "import torch; print(torch.cuda.is_available(), torch.cuda.device_count())";
+    // Fixed programs, no input: torch's own answer.
+    let program = if cpu_only {
+        "import torch; x = torch.ones(4, 4); print('cpu', torch.__version__, float((x @ x).sum()))"
+    } else {
+        "import torch; print(torch.cuda.is_available(), torch.cuda.device_count())"
+    };
     match probe.run(&["python3", "-c", program]).await {
         Ran::Exited(0, stdout, _) if stdout.trim_start().starts_with("True") => {
             Check::new(NAME, Status::Pass, format!("torch sees the GPU ({})", stdout.trim()), None)
+        }
+        Ran::Exited(0, stdout, _) if cpu_only && stdout.trim().starts_with("cpu") && stdout.trim().ends_with(" 64.0") => {
+            let version = stdout.split_whitespace().nth(1).unwrap_or_default().to_string();
+            let said = format!("torch {version} computes on the CPU, where the image's engine runs (its device label)");
+            Check::new(NAME, Status::Pass, said, None)
         }
         Ran::Exited(_, _, stderr) if stderr.contains("No module named 'torch'") || stderr.contains("No module named torch") => {
             Check::new(NAME, Status::Skipped, "torch not in the image's python3", None)

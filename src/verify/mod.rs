@@ -46,18 +46,23 @@ pub struct Expected {
     /// The serving engine the toolbox is for (its name), and the programs its image must run.
     pub engine: String,
     pub programs: Vec<programs::RequiredProgram>,
+    /// The image computes on the CPU (its `DEVICE` label): torch is proven on the CPU, not the GPU.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub cpu_only: bool,
 }
 
 impl Expected {
-    /// What a toolbox made by `spec` on `facts` should be, for `engine` whose image must run
-    /// `programs`.
+    /// What a toolbox made by `spec` on `facts` from an image with `image_labels` should be, for
+    /// `engine` whose image must run `programs`.
     pub fn new(
         facts: &HostFacts,
         spec: &ToolboxSpec,
-        rccl_label: Option<String>,
+        image_labels: &std::collections::BTreeMap<String, String>,
         engine: &str,
         programs: &[programs::RequiredProgram],
     ) -> Expected {
+        let rccl_label = image_labels.get(crate::labels::RCCL_SHA256).cloned();
+        let cpu_only = crate::labels::computes_on_cpu(image_labels);
         // What the spec maps, not all the node has: a Vulkan llama.cpp toolbox gets no /dev/kfd.
         let maps = |node: &str| spec.devices.iter().any(|d| d.container == std::path::Path::new(node));
         let kfd = facts.gpu.kfd.iter().filter(|_| maps("/dev/kfd"));
@@ -100,7 +105,7 @@ impl Expected {
             .collect();
         let rdma_port = facts.rdma.nccl_port().filter(|_| rdma).map(|port| (port.device.clone(), port.port));
         let (engine, programs) = (engine.to_string(), programs.to_vec());
-        Expected { devices, rdma, gids, keep_groups, nccl_env, rccl_label, rdma_port, engine, programs }
+        Expected { devices, rdma, gids, keep_groups, nccl_env, rccl_label, rdma_port, engine, programs, cpu_only }
     }
 }
 

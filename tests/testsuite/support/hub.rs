@@ -49,6 +49,21 @@ impl HubFile {
         HubFile { path: path.to_string(), size: data.len() as u64, data }
     }
 
+    /// Every file of a model directory (not its folders), by name.
+    pub fn all_in(dir: &std::path::Path) -> Vec<HubFile> {
+        let mut files: Vec<HubFile> = std::fs::read_dir(dir)
+            .unwrap_or_else(|error| panic!("{}: {error}", dir.display()))
+            .map(|entry| entry.expect("a directory entry").path())
+            .filter(|path| path.is_file())
+            .map(|path| {
+                let name = path.file_name().expect("a file name").to_string_lossy().into_owned();
+                HubFile::new(&name, std::fs::read(&path).expect("read a model file"))
+            })
+            .collect();
+        files.sort_by(|a, b| a.path.cmp(&b.path));
+        files
+    }
+
     /// A file of `size` bytes whose first are `head` and the rest zeros, held as `head` alone.
     pub fn sparse(path: &str, head: Vec<u8>, size: u64) -> HubFile {
         assert!(head.len() as u64 <= size, "{path}: {} bytes of head in a file of {size}", head.len());

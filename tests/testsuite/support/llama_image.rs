@@ -11,7 +11,7 @@
 //! llama.cpp: `/opt/llama.cpp/bin/{llama-server,ggml-rpc-server}` (static), `rpc-server` and
 //! `ggml-rpc-server` on PATH (links in /usr/local/bin), and `/usr/local/bin/llama-server`, a
 //! shell wrapper that runs the real one its variant's way (as built: `exec`, the same pid). One
-//! tarball per variant, cached under target/test-cache, imported with `podman import` (a `podman
+//! tarball per variant, cached under the machine's test cache, imported with `podman import` (a `podman
 //! build` adding the wrapper as a layer took 15 s on vfs, an import 1-4 s), pushed, and removed
 //! from `podman` (image.rs).
 //!

@@ -44,6 +44,7 @@ pub mod toolbox_image;
 pub mod toolbox_lock;
 pub mod uplink;
 pub mod user;
+pub mod vllm_cpu;
 
 use std::net::TcpListener;
 use std::process::Child;

@@ -5,7 +5,7 @@
 //! (stand_in_vllm.py, named as such: no model, no GPU) that asks of the cluster what vLLM's Ray
 //! executor asks.
 //!
-//! The rootfs is made once by debootstrap and cached under target/test-cache (~2 min the first
+//! The rootfs is made once by debootstrap and cached under the machine's test cache (~2 min the first
 //! time). The wheels are downloaded on this machine by a venv's pip and installed inside offline:
 //! a pip inside the chroot would not trust this machine's TLS interception.
 
@@ -66,8 +66,7 @@ fn import_node_image(podman: &PodmanService, registry: &Registry, name: &str, ch
 
 /// The cached rootfs tarball, built on first use (serialised by a file lock).
 pub fn node_rootfs_tar() -> PathBuf {
-    let cache = repo_root().join("target/test-cache");
-    std::fs::create_dir_all(&cache).expect("create target/test-cache");
+    let cache = super::test_cache::dir();
     let ray = format!("ray=={}", ray_version());
     let recipe = sha256_hex(format!("{ray} {HUB_CLIENT} {VLLM_STAND_IN}").as_bytes());
     let tarball = cache.join(format!("node-image-{}.tar", &recipe[..12]));

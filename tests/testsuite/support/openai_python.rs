@@ -1,6 +1,6 @@
 //! The `openai` Python package, the client most programs speak to an OpenAI-compatible endpoint
 //! with, in a virtualenv of Debian's python3 (PEP 668: no pip outside one) made once under
-//! target/test-cache and kept: `pip install openai==VERSION` from PyPI, the one download.
+//! the machine's test cache and kept: `pip install openai==VERSION` from PyPI, the one download.
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -10,8 +10,7 @@ pub const OPENAI_VERSION: &str = "3.57.0";
 
 /// The venv's interpreter, which imports `openai`; made on first use (one maker at a time).
 pub fn openai_python() -> PathBuf {
-    let dir =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/test-cache").join(format!("openai-{OPENAI_VERSION}"));
+    let dir = super::test_cache::dir().join(format!("openai-{OPENAI_VERSION}"));
     std::fs::create_dir_all(&dir).expect("create the openai venv's directory");
     let lock = std::fs::File::create(dir.join("lock")).expect("lock file");
     lock.lock().expect("lock the openai venv");

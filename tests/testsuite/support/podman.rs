@@ -40,7 +40,29 @@ impl PodmanService {
         PodmanService::start_as(registry, None, Some(netns.name().to_string()))
     }
 
+    /// A node's podman with `store` (a podman storage of overlay layers, the vLLM CPU image's)
+    /// beside its own as a read-only additional image store: its images are there without a
+    /// copy, and a pull of one of them moves only its manifest and config. Overlay, as the store
+    /// is, and as a container of a 6 GB image wants (vfs would copy it per container).
+    pub fn start_in_with_store(registry: &Registry, netns: &NetNs, store: &Path) -> PodmanService {
+        PodmanService::start_with(registry, None, Some(netns.name().to_string()), Some(store))
+    }
+
+    /// The same in the test's own namespace: one node, on the machine's network.
+    pub fn start_with_store(registry: &Registry, store: &Path) -> PodmanService {
+        PodmanService::start_with(registry, None, None, Some(store))
+    }
+
     fn start_as(registry: &Registry, user: Option<TestUser>, netns: Option<String>) -> PodmanService {
+        PodmanService::start_with(registry, user, netns, None)
+    }
+
+    fn start_with(
+        registry: &Registry,
+        user: Option<TestUser>,
+        netns: Option<String>,
+        store: Option<&Path>,
+    ) -> PodmanService {
         assert!(
             user.is_none() || netns.is_none(),
             "nsenter needs root: a rootless podman runs in the test's namespace"
@@ -67,12 +89,20 @@ impl PodmanService {
             write("registries.conf", format!("[[registry]]\nlocation = \"{}\"\ninsecure = true\n", registry.host()));
         let storage_conf = write(
             "storage.conf",
-            // Rootless podman ignores graphroot and would share ~/.local/share with every other testbed.
-            format!(
-                "[storage]\ndriver = \"vfs\"\ngraphroot = \"{0}/graph\"\nrunroot = \"{0}/run\"\n\
-                 rootless_storage_path = \"{0}/graph\"\n",
-                root.display()
-            ),
+            match store {
+                // Rootless podman ignores graphroot and would share ~/.local/share with every other testbed.
+                None => format!(
+                    "[storage]\ndriver = \"vfs\"\ngraphroot = \"{0}/graph\"\nrunroot = \"{0}/run\"\n\
+                     rootless_storage_path = \"{0}/graph\"\n",
+                    root.display()
+                ),
+                Some(store) => format!(
+                    "[storage]\ndriver = \"overlay\"\ngraphroot = \"{0}/graph\"\nrunroot = \"{0}/run\"\n\
+                     [storage.options]\nadditionalimagestores = [\"{1}\"]\n",
+                    root.display(),
+                    store.display()
+                ),
+            },
         );
         let socket = root.join("podman.sock");
         let runtime_dir = root.join("xdg");

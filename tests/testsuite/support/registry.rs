@@ -25,8 +25,27 @@ impl Registry {
         Registry::start_with(Some((user, password)))
     }
 
+    /// A registry whose storage starts as `storage` (a registry's filesystem storage, like the
+    /// vLLM CPU image's): its blobs hard-linked (a blob is written once, by its digest, and never
+    /// again), its repositories' small files copied (a push rewrites a tag's link in place).
+    pub fn start_holding(storage: &std::path::Path) -> Registry {
+        Registry::start_from(None, Some(storage))
+    }
+
     fn start_with(login: Option<(&str, &str)>) -> Registry {
+        Registry::start_from(login, None)
+    }
+
+    fn start_from(login: Option<(&str, &str)>, storage: Option<&std::path::Path>) -> Registry {
         let dir = tempfile::Builder::new().prefix("registry-").tempdir().expect("tempdir");
+        if let Some(storage) = storage {
+            let (from, to) = (storage.join("docker/registry/v2"), dir.path().join("data/docker/registry/v2"));
+            std::fs::create_dir_all(&to).expect("mkdir the registry's storage");
+            for (part, how) in [("blobs", "-al"), ("repositories", "-a")] {
+                let status = Command::new("cp").arg(how).arg(from.join(part)).arg(&to).status().expect("run cp");
+                assert!(status.success(), "copy {} into the test's registry", from.join(part).display());
+            }
+        }
         let port = free_port();
         let mut config = format!(
             "version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: 127.0.0.1:{port}\n",

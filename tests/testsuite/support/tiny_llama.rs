@@ -1,6 +1,6 @@
 //! The tests' real model for llama.cpp: a tiny llama-architecture GGUF with random weights
 //! (tiny_llama.py: n_embd 96, 6 heads / 2 KV heads, FFN 256, the llama SPM vocabulary, float32),
-//! written by the build's `gguf` package and cached under target/test-cache/tiny-llama by what
+//! written by the build's `gguf` package and cached under the test cache's tiny-llama by what
 //! decides its bytes: the script, the llama.cpp build (its vocabulary and gguf), seed and layers.
 //!
 //! ```ignore

