@@ -27,10 +27,13 @@ const MAX_KEEP: u64 = 1000;
 const MAX_TP: u64 = 1024;
 /// The most log lines `logs -n` shows of each log.
 const MAX_LINES: u64 = 1_000_000;
-/// The longest context a plan is asked for, in tokens: far past any model's.
-const MAX_CONTEXT: u64 = 1 << 26;
 /// The most GiB a plan keeps back on a node.
 const MAX_RESERVE_GIB: u64 = 1 << 20;
+
+/// Tokens as vLLM's `--max-model-len` takes them (`32768`, `32k`, `25.6k`, `32K`, `1T`).
+fn tokens(text: &str) -> std::result::Result<u64, String> {
+    crate::serving::vllm_args::human_readable_int("--max-model-len", text).map_err(|error| error.to_string())
+}
 
 /// A number from `min` to `max`: anything else is a usage error (exit 2) that says the range.
 fn bounded<T>(min: u64, max: u64) -> clap::builder::RangedU64ValueParser<T>
@@ -899,6 +902,11 @@ pub struct LaunchArgs {
     #[arg(long)]
     pub fresh_compile_cache: bool,
 
+    /// GiB left free on every node for another service: the plan gives the KV cache the rest of
+    /// the GPU's memory (vLLM: every block of it) [default: 0].
+    #[arg(long, value_name = "GIB", default_value_t = 0, value_parser = bounded::<u64>(0, MAX_RESERVE_GIB))]
+    pub keep_free: u64,
+
     /// More arguments for the engine's server (`vllm serve`, `llama-server`).
     #[arg(last = true, value_name = "ENGINE ARGS")]
     pub extra: Vec<String>,
@@ -935,9 +943,19 @@ pub struct PlanArgs {
           value_parser = bounded::<u64>(0, MAX_RESERVE_GIB))]
     pub reserve: u64,
 
-    /// The longest request in tokens: every layout must hold it [default: the longest that fits,
-    /// up to the model's own].
-    #[arg(long, value_name = "TOKENS", value_parser = bounded::<u64>(1, MAX_CONTEXT))]
+    /// GiB more left free on every node for another service; the KV cache takes the rest of the
+    /// memory (vLLM: every block of it) [default: 0].
+    #[arg(long, value_name = "GIB", default_value_t = 0, value_parser = bounded::<u64>(0, MAX_RESERVE_GIB))]
+    pub keep_free: u64,
+
+    /// The engine's environment, KEY=VALUE (repeatable), as `launch -e` gives it: the plan reads
+    /// what changes the engine's memory (vLLM's VLLM_PP_LAYER_PARTITION, VLLM_MLA_DISABLE).
+    #[arg(long = "env", short = 'e', value_name = "KEY=VALUE")]
+    pub env: Vec<String>,
+
+    /// The longest request in tokens (vLLM's forms: 32768, 32k, 25.6k, 32K): every layout must
+    /// hold it [default: the longest that leaves room for one request, up to the model's own].
+    #[arg(long, value_name = "TOKENS", value_parser = tokens)]
     pub max_model_len: Option<u64>,
 
     /// The KV cache's dtype (vLLM's names: auto, bfloat16, fp8...; llama.cpp's: f16, q8_0...)

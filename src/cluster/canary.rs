@@ -529,6 +529,7 @@ pub(crate) fn relaunch(record: &ServingRecord, canary: &LaunchRequest, nodes: &[
         extra: record.extra.clone(),
         env: record.env.clone(),
         cuda_graphs: record.cuda_graphs,
+        keep_free_gib: record.keep_free_gib,
         // The weights and the image it served, whatever the caches and the toolbox hold now.
         pinned: Some(Pinned::of(record)),
         ..canary.clone()

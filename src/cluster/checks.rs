@@ -482,6 +482,7 @@ mod tests {
                 manager: Some("native".into()),
                 running: false,
                 created: None,
+                vllm: None,
             }],
         }
     }

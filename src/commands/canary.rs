@@ -57,6 +57,7 @@ pub async fn run(
         hub_env: forwarded_hub_env(std::env::vars()),
         cuda_graphs: false,
         fresh_compile_cache: false,
+        keep_free_gib: 0,
     };
     let canary = CanaryRequest { launch, min_ratio: entry.min_ratio.unwrap_or(DEFAULT_MIN_RATIO) };
     let store = BenchStore::open(paths)?;

@@ -56,6 +56,7 @@ fn request(args: &LaunchArgs) -> Result<LaunchRequest> {
         hub_env: forwarded_hub_env(std::env::vars().chain(env)),
         cuda_graphs: args.cuda_graphs,
         fresh_compile_cache: args.fresh_compile_cache,
+        keep_free_gib: args.keep_free,
         recipes: None,
         pinned: None,
     })

@@ -15,6 +15,7 @@ use crate::output::{Output, Render, Style};
 use crate::reporter::Bytes;
 use crate::serving::engine::EngineRef;
 use crate::serving::fit::{FitAsk, Layout, Outcome, Plan};
+use crate::spec::parse_env;
 
 /// Plan on `nodes` and render the report; the exit code.
 pub async fn run(args: &PlanArgs, nodes: &[&dyn Node], out: &Output) -> Result<i32> {
@@ -42,13 +43,15 @@ pub(super) fn request(args: &PlanArgs) -> Result<FitRequest> {
         revision: args.revision.clone(),
         tp: args.tp,
         pp: args.pp,
+        // The plan's own flags first, then the engine's after -- (with --try) and its -e.
         asked: FitAsk {
-            tp: None,
-            pp: None,
             max_model_len: args.max_model_len,
             kv_cache_dtype: args.kv_cache_dtype.clone(),
-        },
+            ..FitAsk::default()
+        }
+        .or(engine.fit_asked(&args.extra, &parse_env(&args.env)?)?),
         reserve_gib: args.reserve,
+        keep_free_gib: args.keep_free,
         hf_token: hf_token(args.hf_token_file.as_deref())?,
         hub_env: forwarded_hub_env(std::env::vars()),
         ask_devices: true,
@@ -103,10 +106,14 @@ impl Render for FitReport {
 }
 
 fn render_plan(plan: &Plan, out: &Output) {
-    out.line("Nodes (usable: the GPU's GTT less what is in use less the reserve):");
+    out.line("Nodes (usable: the GPU's GTT less what is in use less the reserve and what is kept free):");
     for node in &plan.nodes {
+        let free = match node.kept_free_bytes {
+            0 => String::new(),
+            kept => format!(", {} kept free for another service", Bytes(kept)),
+        };
         out.line(&format!(
-            "  {}: {} GTT, {} in use, {} kept: {} usable",
+            "  {}: {} GTT, {} in use, {} kept{free}: {} usable",
             node.node,
             Bytes(node.gtt_bytes),
             Bytes(node.gtt_used_bytes),
@@ -151,6 +158,12 @@ fn render_layout(layout: &Layout, out: &Output) {
                 figures.context_tokens,
                 figures.limited_by
             ));
+            if let Some(cache) = &figures.cache {
+                out.line(&format!(
+                    "      {} blocks of {} tokens (one is the engine's null block): KV cache size {} tokens, {}x                      requests of {} tokens at once",
+                    cache.blocks, cache.block_size, cache.tokens, cache.max_concurrency, figures.context_tokens
+                ));
+            }
             for node in &figures.nodes {
                 let per_token = node.kv_per_token.full_bytes.saturating_add(node.kv_per_token.sliding_bytes);
                 out.line(&format!(
@@ -199,5 +212,17 @@ mod tests {
         assert!(request(&vllm_gguf).is_err(), "vLLM serves no GGUF");
         assert!(Cli::try_parse_from(["strix-toolbox", "plan", "m", "--reserve", "-1"]).is_err());
         assert!(Cli::try_parse_from(["strix-toolbox", "plan", "m", "--max-model-len", "0"]).is_err());
+        // vLLM's own forms, and its environment as launch -e gives it.
+        let forms =
+            parsed(&["plan", "org/m", "--max-model-len", "25.6k", "-e", "VLLM_MLA_DISABLE=1", "--keep-free", "8"]);
+        let forms = request(&forms).expect("a request");
+        assert_eq!((forms.asked.max_model_len, forms.asked.mla_disabled, forms.keep_free_gib), (Some(25_600), true, 8));
+        assert_eq!(
+            request(&parsed(&["plan", "org/m", "--max-model-len", "1T"])).unwrap().asked.max_model_len,
+            Some(1 << 40)
+        );
+        assert!(Cli::try_parse_from(["strix-toolbox", "plan", "m", "--max-model-len", "25.6K"]).is_err());
+        let bad = parsed(&["plan", "org/m", "-e", "VLLM_PP_LAYER_PARTITION=a,b"]);
+        assert!(matches!(request(&bad), Err(Error::Usage(_))));
     }
 }

@@ -39,6 +39,10 @@ pub const RCCL_GFX_TARGETS: &str = "io.github.strix-toolbox.rccl.gfx-targets";
 /// Where that library came from.
 pub const RCCL_SOURCE: &str = "io.github.strix-toolbox.rccl.source";
 
+/// The vLLM release an image holds (`0.32.0`, `v0.13.0`), set by our Containerfiles: the plan
+/// sizes the KV cache by that release's rules, on the image's [`DEVICE`].
+pub const VLLM_VERSION: &str = "io.github.strix-toolbox.vllm.version";
+
 pub const OCI_CREATED: &str = "org.opencontainers.image.created";
 pub const OCI_SOURCE: &str = "org.opencontainers.image.source";
 pub const OCI_REVISION: &str = "org.opencontainers.image.revision";

@@ -45,7 +45,7 @@ pub fn doctor(settings: &Settings) -> Result<DoctorReport> {
     let facts = HostFacts::read(&root)?;
     let programs = if root.is_system() { Programs::TheNodes } else { Programs::ThisMachines };
     // The plan's own figures for this node, as a launch would count them.
-    let plan_memory = NodeMemory::of("this node", &facts.gpu, DEFAULT_RESERVE_GIB).ok().map(|memory| PlanMemory {
+    let plan_memory = NodeMemory::of("this node", &facts.gpu, DEFAULT_RESERVE_GIB, 0).ok().map(|memory| PlanMemory {
         gtt_used_bytes: memory.gtt_used_bytes,
         reserve_bytes: memory.reserve_bytes,
         usable_bytes: memory.usable_bytes,

@@ -9,6 +9,8 @@
 //! as the engine's name. The engine a toolbox was made for is recorded on it (the `ENGINE` label);
 //! a toolbox from before engines were recorded is the default engine's (the first of [`ENGINES`]).
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::fit::{FitAsk, FitNodes, Measured, NodeLog, Plan, Planned};
@@ -123,8 +125,9 @@ pub trait ServingEngine: Send + Sync + 'static {
     /// directory or GGUF file(s) on the head, a Hub repository or its GGUF files), at `revision`
     /// (a Hub branch, tag or commit; None: main).
     fn shape_source(&self, source: &ModelSource, revision: Option<&str>) -> Result<ShapeSource>;
-    /// What its own arguments (after `--`) ask of a plan: the context, the cache's dtype.
-    fn fit_asked(&self, extra: &[String]) -> FitAsk;
+    /// What its own arguments (after `--`) and environment (`-e`) ask of a plan: the context,
+    /// the cache's dtype, what else changes its memory; an error names what it would refuse.
+    fn fit_asked(&self, extra: &[String], env: &BTreeMap<String, String>) -> Result<FitAsk>;
     /// A command for the head's toolbox whose output says whether its server has a GPU of its
     /// own (None: the engine's plan does not depend on it).
     fn devices_question(&self) -> Option<&'static [&'static str]>;

@@ -261,12 +261,12 @@ impl ServingEngine for LlamaCpp {
     }
 
     /// `-c`/`--ctx-size` and the cache's type (`-ctk`/`--cache-type-k`, when `-ctv` agrees).
-    fn fit_asked(&self, extra: &[String]) -> FitAsk {
+    fn fit_asked(&self, extra: &[String], _env: &BTreeMap<String, String>) -> Result<FitAsk> {
         let flag = |names: &[&str]| names.iter().find_map(|name| flag_value(extra, name));
         let context = flag(&["-c", "--ctx-size"]).and_then(|c| c.trim().parse::<u64>().ok()).filter(|&c| c > 0);
         let (key, value) = (flag(&["-ctk", "--cache-type-k"]), flag(&["-ctv", "--cache-type-v"]));
         let kv_cache_dtype = key.filter(|key| value.is_none_or(|value| value == *key)).map(str::to_string);
-        FitAsk { max_model_len: context, kv_cache_dtype, ..FitAsk::default() }
+        Ok(FitAsk { max_model_len: context, kv_cache_dtype, ..FitAsk::default() })
     }
 
     /// `llama-server --list-devices`: the GPUs the head's build sees (a CPU build sees none, and
@@ -622,9 +622,11 @@ mod tests {
     #[test]
     fn the_plan_reads_its_context_and_cache_type_and_asks_the_head_for_its_gpus() {
         let words = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        let asked = LLAMA_CPP.fit_asked(&words(&["--ctx-size", "2048", "-ctk", "q8_0", "-ctv", "q8_0"]));
+        let asked = LLAMA_CPP
+            .fit_asked(&words(&["--ctx-size", "2048", "-ctk", "q8_0", "-ctv", "q8_0"]), &BTreeMap::new())
+            .unwrap();
         assert_eq!((asked.max_model_len, asked.kv_cache_dtype.as_deref()), (Some(2048), Some("q8_0")));
-        let mixed = LLAMA_CPP.fit_asked(&words(&["-c", "0", "-ctk", "q8_0", "-ctv", "f16"]));
+        let mixed = LLAMA_CPP.fit_asked(&words(&["-c", "0", "-ctk", "q8_0", "-ctv", "f16"]), &BTreeMap::new()).unwrap();
         assert_eq!((mixed.max_model_len, mixed.kv_cache_dtype), (None, None), "-c 0 is the model's own");
         assert_eq!(LLAMA_CPP.head_gpu("Available devices:\n  (none)\n"), Some(false), "a CPU build");
         let vulkan = "ggml_vulkan: Found 1 Vulkan devices:\nAvailable devices:\n  Vulkan0: AMD Radeon Graphics \
@@ -647,7 +649,7 @@ mod tests {
             NodeMemory::new("node3", 96 * gib, 0, 4 * gib),
         ];
         let thunderbolt = Transport::ThunderboltTcp { netdev: "thunderbolt0".into() };
-        let mut nodes = FitNodes { memory, transport: thunderbolt, head_gpu: None };
+        let mut nodes = FitNodes { memory, transport: thunderbolt, head_gpu: None, image: Default::default() };
         let plan = LLAMA_CPP.fit(&shape, &nodes, &FitAsk::default()).expect("a plan");
         let devices: Vec<&str> = plan.nodes.iter().map(|n| n.node.as_str()).collect();
         assert_eq!(devices, ["node2", "node3", "node1"], "RPC servers first, then the head's GPU");

@@ -31,3 +31,4 @@ pub(crate) mod service_name;
 pub(crate) mod state;
 pub(crate) mod stop;
 pub(crate) mod vllm;
+pub(crate) mod vllm_args;

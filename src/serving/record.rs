@@ -121,6 +121,14 @@ pub struct ServingRecord {
     /// nodes leaves it off otherwise): a relaunch asks it again. False in a record from before.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub cuda_graphs: bool,
+    /// GiB the operator left free on every node for another service (`--keep-free`): a relaunch
+    /// leaves them free again. 0 in a record from before.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub keep_free_gib: u64,
+}
+
+fn is_zero(gib: &u64) -> bool {
+    *gib == 0
 }
 
 /// What of the operator's `-e` settings a record keeps: a value whose name says it is a secret
@@ -189,6 +197,7 @@ impl ServingRecord {
             file: None,
             gguf_commit: None,
             cuda_graphs: false,
+            keep_free_gib: 0,
         }
     }
 

@@ -14,7 +14,7 @@ use crate::model::shape::ModelShape;
 use crate::serving::engine::{gives, without_flags, Backend, EngineRef, ServingEngine, ToolboxProfile};
 use crate::serving::environment::serving_env;
 use crate::serving::fit::vllm::VllmRules;
-use crate::serving::fit::{vllm_log, FitAsk, FitNodes, Measured, NodeLog, Plan, Planned};
+use crate::serving::fit::{self as fit, vllm_log, FitAsk, FitNodes, Measured, NodeLog, Plan, Planned};
 use crate::serving::logs::LogTail;
 use crate::serving::model_source::ModelSource;
 use crate::serving::parallelism::Parallelism;
@@ -25,6 +25,7 @@ use crate::serving::ray::{ray_head, ray_worker, RayRole, AUTH_MODE, AUTH_TOKEN, 
 use crate::serving::rccl_log::RcclNet;
 use crate::serving::record::Role;
 use crate::serving::state::FlagQuestion;
+use crate::serving::vllm_args;
 use crate::spec::{ToolboxNeeds, Transport};
 use crate::verify::programs::RequiredProgram;
 
@@ -233,13 +234,24 @@ impl ServingEngine for Vllm {
         }
     }
 
-    /// `--max-model-len` and `--kv-cache-dtype` among its arguments.
-    fn fit_asked(&self, extra: &[String]) -> FitAsk {
-        FitAsk {
-            max_model_len: flag_value(extra, "--max-model-len").and_then(human_readable_int),
+    /// `--max-model-len`, `--kv-cache-dtype` and `--max-num-batched-tokens` among its arguments,
+    /// `VLLM_PP_LAYER_PARTITION` and `VLLM_MLA_DISABLE` in its environment, read as vLLM reads
+    /// them (`serving::vllm_args`).
+    fn fit_asked(&self, extra: &[String], env: &BTreeMap<String, String>) -> Result<FitAsk> {
+        let batched = "--max-num-batched-tokens";
+        Ok(FitAsk {
+            max_model_len: flag_value(extra, "--max-model-len").map(vllm_args::max_model_len).transpose()?.flatten(),
             kv_cache_dtype: flag_value(extra, "--kv-cache-dtype").map(str::to_string),
+            max_num_batched_tokens: flag_value(extra, batched)
+                .map(|text| vllm_args::human_readable_int(batched, text))
+                .transpose()?,
+            pp_layer_partition: env
+                .get("VLLM_PP_LAYER_PARTITION")
+                .map(|v| vllm_args::pp_layer_partition(v))
+                .transpose()?,
+            mla_disabled: env.get("VLLM_MLA_DISABLE").map(|v| vllm_args::mla_disable(v)).transpose()?.unwrap_or(false),
             ..FitAsk::default()
-        }
+        })
     }
 
     /// vLLM's plan needs only the nodes' memory: one rank a node's GPU.
@@ -254,10 +266,17 @@ impl ServingEngine for Vllm {
     /// vLLM's rules (`serving::fit::vllm`): TP × PP, and DP with expert parallelism for a MoE
     /// model; `--tp`/`--pp` as asked, else chosen by the link.
     fn fit(&self, shape: &ModelShape, nodes: &FitNodes, asked: &FitAsk) -> Result<Plan> {
-        let mut rules = VllmRules::new(shape, asked.kv_cache_dtype.as_deref())?;
+        let build = nodes.image.vllm_build();
+        let mut rules = VllmRules::new(shape, asked.kv_cache_dtype.as_deref(), build)?;
         rules.asked_context = asked.max_model_len;
         rules.asked_layout = asked.tp.zip(asked.pp);
-        Ok(crate::serving::fit::vllm::plan(shape, &nodes.memory, &nodes.transport, &rules))
+        rules.max_num_batched_tokens = asked.max_num_batched_tokens;
+        rules.mla_disabled = asked.mla_disabled;
+        if let Some(partition) = &asked.pp_layer_partition {
+            fit::vllm::check_partition(&fit::vllm::as_served(shape, &rules), partition)?;
+            rules.pp_layer_partition = Some(partition.clone());
+        }
+        Ok(fit::vllm::plan(shape, &nodes.memory, &nodes.transport, &rules))
     }
 
     /// TP × PP, and DP with expert parallelism, as the chosen layout has them.
@@ -268,16 +287,19 @@ impl ServingEngine for Vllm {
         Some(Parallelism { dp, expert_parallel: layout.expert_parallel, ..Parallelism::of(tp, pp, chosen.why.clone()) })
     }
 
-    /// `--max-model-len` and `--kv-cache-memory-bytes`; the operator's own `--max-model-len`
-    /// (the plan took it as asked) or memory setting (`--kv-cache-memory-bytes`,
-    /// `--gpu-memory-utilization`, which the cache's size would silence) win.
+    /// `--max-model-len`, `--kv-cache-memory-bytes`, `--gpu-memory-utilization` and (with sliding
+    /// layers) `--max-num-batched-tokens`; the operator's own win: a flag the plan read as asked
+    /// (`--max-model-len`, `--max-num-batched-tokens`), `--kv-cache-memory-bytes`, and
+    /// `--gpu-memory-utilization`, with which vLLM sizes the cache itself.
     fn planned_args(&self, plan: &Plan, extra: &[String]) -> Vec<String> {
         let mut dropped = SPLIT_FLAGS.to_vec();
-        if gives(extra, &["--max-model-len"]) {
-            dropped.push("--max-model-len");
+        for own in ["--max-model-len", "--max-num-batched-tokens", "--kv-cache-memory-bytes"] {
+            if gives(extra, &[own]) {
+                dropped.push(own);
+            }
         }
-        if gives(extra, &["--kv-cache-memory-bytes", "--gpu-memory-utilization"]) {
-            dropped.push("--kv-cache-memory-bytes");
+        if gives(extra, &["--gpu-memory-utilization"]) {
+            dropped.extend(["--gpu-memory-utilization", "--kv-cache-memory-bytes"]);
         }
         without_flags(&plan.engine_args, &dropped)
     }
@@ -308,19 +330,6 @@ const SPLIT_FLAGS: [&str; 4] =
 /// The node address a Ray worker's prefix names (`RayWorkerWrapper pid=212, ip=192.168.2.2`).
 fn rank_address(who: &str) -> Option<std::net::Ipv4Addr> {
     who.split(", ").find_map(|part| part.trim().strip_prefix("ip=")).and_then(|ip| ip.parse().ok())
-}
-
-/// An integer as vLLM's `human_readable_int` reads it: `32768`, `32k` (×1000), `32K` (×1024),
-/// up to `g`/`G`; None for anything else (vLLM's own `-1`/`auto` included: it then decides).
-fn human_readable_int(text: &str) -> Option<u64> {
-    const SCALES: [(char, u64); 6] =
-        [('k', 1_000), ('m', 1_000_000), ('g', 1_000_000_000), ('K', 1 << 10), ('M', 1 << 20), ('G', 1 << 30)];
-    let text = text.trim();
-    let (digits, scale) = SCALES
-        .iter()
-        .find_map(|&(suffix, scale)| text.strip_suffix(suffix).map(|digits| (digits, scale)))
-        .unwrap_or((text, 1));
-    digits.parse::<u64>().ok().and_then(|n| n.checked_mul(scale)).filter(|&n| n > 0)
 }
 
 /// How one `vllm serve` spans the nodes.
@@ -570,11 +579,23 @@ mod tests {
     #[test]
     fn the_plan_reads_its_own_flags_as_vllm_reads_them() {
         let words = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        let asked = VLLM.fit_asked(&words(&["--max-model-len", "32K", "--kv-cache-dtype=fp8"]));
+        let none = BTreeMap::new();
+        let asked = VLLM.fit_asked(&words(&["--max-model-len", "32K", "--kv-cache-dtype=fp8"]), &none).unwrap();
         assert_eq!((asked.max_model_len, asked.kv_cache_dtype.as_deref()), (Some(32_768), Some("fp8")));
-        assert_eq!(VLLM.fit_asked(&words(&["--max-model-len", "8k"])).max_model_len, Some(8_000));
-        assert_eq!(VLLM.fit_asked(&words(&["--max-model-len", "-1"])).max_model_len, None, "vLLM decides");
-        assert_eq!(human_readable_int("99999999999999999999G"), None);
+        let asked = |w: &[&str]| VLLM.fit_asked(&words(w), &none);
+        assert_eq!(asked(&["--max-model-len", "8k"]).unwrap().max_model_len, Some(8_000));
+        assert_eq!(asked(&["--max-model-len", "25.6k"]).unwrap().max_model_len, Some(25_600));
+        assert_eq!(asked(&["--max-model-len", "1T"]).unwrap().max_model_len, Some(1 << 40));
+        assert_eq!(asked(&["--max-model-len", "-1"]).unwrap().max_model_len, None, "vLLM decides");
+        assert!(matches!(asked(&["--max-model-len", "99999999999999999999G"]), Err(Error::Usage(_))));
+        assert_eq!(asked(&["--max-num-batched-tokens=4K"]).unwrap().max_num_batched_tokens, Some(4096));
+        // -e VLLM_PP_LAYER_PARTITION and VLLM_MLA_DISABLE, as vLLM reads its environment.
+        let env: BTreeMap<String, String> =
+            [("VLLM_PP_LAYER_PARTITION", "31,30"), ("VLLM_MLA_DISABLE", "1")].map(|(k, v)| (k.into(), v.into())).into();
+        let asked_env = VLLM.fit_asked(&[], &env).unwrap();
+        assert_eq!((asked_env.pp_layer_partition, asked_env.mla_disabled), (Some(vec![31, 30]), true));
+        let bad: BTreeMap<String, String> = [("VLLM_MLA_DISABLE".to_string(), "yes".to_string())].into();
+        assert!(matches!(VLLM.fit_asked(&[], &bad), Err(Error::Usage(_))));
         let hub = ModelSource::Hub(crate::model::repo_id::RepoId::parse("Qwen/Qwen3-32B").unwrap());
         assert!(
             matches!(VLLM.shape_source(&hub, None).unwrap(), ShapeSource::Hub { revision, .. } if revision == "main")
@@ -592,8 +613,8 @@ mod tests {
         let roce =
             Transport::Roce { device: "rocep194s0f0".into(), port: 1, netdev: "enp194s0np0".into(), gid_index: 1 };
         let memory = (1..=2).map(|i| NodeMemory::new(&format!("node{i}"), 120 << 30, 0, 4 << 30)).collect();
-        let nodes = FitNodes { memory, transport: roce, head_gpu: None };
-        let asked = FitAsk { tp: Some(1), pp: Some(2), max_model_len: Some(8192), kv_cache_dtype: None };
+        let nodes = FitNodes { memory, transport: roce, head_gpu: None, image: Default::default() };
+        let asked = FitAsk { tp: Some(1), pp: Some(2), max_model_len: Some(8192), ..FitAsk::default() };
         let plan = VLLM.fit(&shape, &nodes, &asked).expect("a plan");
         let chosen = plan.chosen_layout().expect("PP 2 as asked");
         assert_eq!((chosen.tp, chosen.pp), (1, 2));

@@ -21,6 +21,17 @@ pub struct ToolboxStatus {
     pub manager: Option<String>,
     pub running: bool,
     pub created: Option<String>,
+    /// The vLLM its image holds, as the image's labels say it (none: they do not).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vllm: Option<VllmLabels>,
+}
+
+/// What an image's labels say of its vLLM ([`labels::VLLM_VERSION`], [`labels::DEVICE`]), as
+/// written there: the plan reads them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VllmLabels {
+    pub version: Option<String>,
+    pub device: Option<String>,
 }
 
 impl ToolboxStatus {
@@ -41,6 +52,8 @@ impl ToolboxStatus {
             image_id: container.image_id,
             running: container.running,
             created: container.created,
+            vllm: label(labels::VLLM_VERSION)
+                .map(|version| VllmLabels { version: Some(version), device: label(labels::DEVICE) }),
             name: container.name,
         }
     }

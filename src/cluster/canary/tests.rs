@@ -198,6 +198,7 @@ pub(crate) fn llama_launch(model: &str) -> LaunchRequest {
         hub_env: Default::default(),
         cuda_graphs: false,
         fresh_compile_cache: false,
+        keep_free_gib: 0,
         recipes: None,
         pinned: None,
     }

@@ -1,19 +1,23 @@
 //! `cluster plan MODEL` (and `plan MODEL` on one node), and the launch's first step: the model's
 //! shape read on the head (a node call: its own files, or the Hub over its uplink, the token in the
 //! call), each node's memory from its GPU facts (`detect`: the GTT, what is in use, the reserve
-//! kept back), and, when the engine's plan depends on it, whether the head's server has a GPU of
-//! its own (asked of its toolbox, which this starts when it is stopped). All asked at once; the
-//! plan is then the engine's pure function of what they returned (`ServingEngine::fit`).
+//! kept back), which build of the engine the head's toolbox holds (its image's labels, from the
+//! head's `status`), and, when the engine's plan depends on it, whether the head's server has a
+//! GPU of its own (asked of its toolbox, which this starts when it is stopped). All asked at once;
+//! the plan is then the engine's pure function of what they returned (`ServingEngine::fit`).
 
 mod request;
 
 use futures_util::future::join_all;
 
 use crate::error::{Error, MultiError, Result};
+use crate::labels;
 use crate::model::shape::ask::ShapeAsk;
 use crate::model::shape::Sizing;
-use crate::node::call::{Detect, Exec};
+use crate::node::call::{Detect, Exec, Status};
 use crate::node::{Node, NodeCalls};
+use crate::ops::status::StatusReport;
+use crate::serving::fit::vllm_build::HeadImage;
 use crate::serving::fit::{FitNodes, NodeMemory};
 pub use request::{FitReport, FitRequest};
 
@@ -39,8 +43,9 @@ pub async fn fit_model(nodes: &[&dyn Node], request: &FitRequest) -> Result<FitR
         Some(head.call(ask).await)
     };
     let detects = join_all(nodes.iter().map(|node| node.call(Detect {})));
-    let (read, detects, devices) = tokio::join!(head.call(shape), detects, devices);
+    let (read, detects, devices, status) = tokio::join!(head.call(shape), detects, devices, head.call(Status {}));
     let read = read?;
+    let image = head_image(status, &request.toolbox);
 
     let mut problems = MultiError::new("nothing was planned");
     let mut memory = Vec::new();
@@ -48,7 +53,7 @@ pub async fn fit_model(nodes: &[&dyn Node], request: &FitRequest) -> Result<FitR
     for (node, detect) in nodes.iter().zip(detects) {
         match detect.and_then(|detect| {
             transport.get_or_insert(detect.transport.clone());
-            NodeMemory::of(node.name(), &detect.gpu, request.reserve_gib)
+            NodeMemory::of(node.name(), &detect.gpu, request.reserve_gib, request.keep_free_gib)
         }) {
             Ok(found) => memory.push(found),
             Err(error) => problems.push(node.name(), error),
@@ -86,12 +91,30 @@ pub async fn fit_model(nodes: &[&dyn Node], request: &FitRequest) -> Result<FitR
     };
     let (plan, cannot_size) = match &read.sizing {
         Sizing::Sized(shape) => {
-            let nodes = FitNodes { memory, transport: transport.unwrap_or_default(), head_gpu };
+            let nodes = FitNodes { memory, transport: transport.unwrap_or_default(), head_gpu, image };
             (Some(engine.fit(shape, &nodes, &asked)?), None)
         }
         Sizing::CannotSize { architecture, why } => (None, Some(format!("{architecture}: {why}"))),
     };
     Ok(FitReport { engine, model: request.model.clone(), read, head_gpu, plan, cannot_size, notes })
+}
+
+/// What the image of the head's toolbox `toolbox` says of its engine, from the head's `status`.
+fn head_image(status: Result<StatusReport>, toolbox: &str) -> HeadImage {
+    let status = match status {
+        Ok(status) => status,
+        Err(error) => {
+            return HeadImage { vllm: None, why: format!("the head's toolboxes could not be listed ({error})") }
+        }
+    };
+    match status.toolboxes.into_iter().find(|found| found.name == toolbox) {
+        Some(found) if found.vllm.is_some() => HeadImage { vllm: found.vllm, why: String::new() },
+        Some(_) => HeadImage {
+            vllm: None,
+            why: format!("the image of the head's toolbox {toolbox} has no {} label", labels::VLLM_VERSION),
+        },
+        None => HeadImage { vllm: None, why: format!("the head has no toolbox {toolbox} to ask") },
+    }
 }
 
 #[cfg(test)]

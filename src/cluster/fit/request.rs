@@ -30,6 +30,8 @@ pub struct FitRequest {
     pub asked: FitAsk,
     /// GiB kept back on every node.
     pub reserve_gib: u64,
+    /// GiB more kept free on every node for another service.
+    pub keep_free_gib: u64,
     pub hf_token: Option<Secret>,
     /// The operator's `HF_*` settings that say how to reach the Hub.
     pub hub_env: BTreeMap<String, String>,

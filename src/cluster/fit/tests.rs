@@ -31,6 +31,7 @@ fn request(engine: crate::serving::engine::EngineRef, model: &Path) -> FitReques
         pp: None,
         asked: FitAsk::default(),
         reserve_gib: 4,
+        keep_free_gib: 0,
         hf_token: None,
         hub_env: Default::default(),
         ask_devices: true,
@@ -140,4 +141,35 @@ async fn a_hybrid_model_is_said_so_and_a_node_without_gtt_is_named() {
     let report = fit_model(&as_nodes(&cluster), &request(VLLM, model.path())).await.expect("a report");
     assert!(report.plan.is_none() && !report.refused());
     assert!(report.cannot_size.as_deref().is_some_and(|why| why.starts_with("Qwen3NextForCausalLM")), "{report:?}");
+}
+
+#[tokio::test]
+async fn the_images_labels_say_which_vllm_sizes_the_cache() {
+    use crate::engine::ContainerInfo;
+    use crate::labels;
+    let cluster = nodes(&["node1"]);
+    with_gtt(&cluster[0], 8);
+    let model = tempfile::tempdir().expect("a model directory");
+    write_checkpoint(fixtures::TINY_LLAMA_4L, model.path(), 4 << 30);
+    // No toolbox on the head: ROCm's rules assumed, and said.
+    let report = fit_model(&as_nodes(&cluster), &request(VLLM, model.path())).await.expect("a plan");
+    let notes = &report.plan.as_ref().expect("sized").notes;
+    assert_eq!(notes[0], "vLLM 0.32.0 on ROCm assumed: the head has no toolbox vllm to ask: blocks of 16 tokens");
+    // The toolbox's image says vLLM 0.32.0 on CPU: blocks of 128.
+    let image_labels = [(labels::MANAGED, "true"), (labels::VLLM_VERSION, "0.32.0"), (labels::DEVICE, "cpu")];
+    cluster[0].engine.add_container(ContainerInfo {
+        id: "c1".into(),
+        name: "vllm".into(),
+        labels: image_labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        ..ContainerInfo::default()
+    });
+    let report = fit_model(&as_nodes(&cluster), &request(VLLM, model.path())).await.expect("a plan");
+    let plan = report.plan.as_ref().expect("sized");
+    assert_eq!(plan.notes[0], "vLLM 0.32.0 on CPU, as the image's labels say: blocks of 128 tokens");
+    let figures = plan.chosen_layout().and_then(|l| l.fits()).expect("it fits");
+    assert_eq!(figures.cache.as_ref().map(|c| c.block_size), Some(128));
+    // --keep-free 1: a GiB fewer for the cache (8 GiB less 1 in use, 4 reserved, 1 kept: 2 GiB).
+    let keeping = FitRequest { keep_free_gib: 1, ..request(VLLM, model.path()) };
+    let kept = fit_model(&as_nodes(&cluster), &keeping).await.expect("a plan");
+    assert_eq!(kept.plan.as_ref().expect("sized").nodes[0].usable_bytes, 2 * GIB);
 }

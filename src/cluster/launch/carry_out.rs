@@ -108,6 +108,7 @@ pub(super) async fn carry_out(
             record.extra = request.extra.clone();
             record.env = recorded_env(&request.env);
             record.cuda_graphs = request.cuda_graphs;
+            record.keep_free_gib = request.keep_free_gib;
             record.file = match &request.source {
                 ModelSource::HubGguf { pick: GgufPick::File(name), .. } => Some(name.clone()),
                 _ => None,

@@ -55,8 +55,9 @@ pub(super) async fn plan_first(nodes: &[&dyn Node], request: &LaunchRequest) -> 
             .or_else(|| flag_value(&request.extra, "--revision").map(str::to_string)),
         tp: request.tp,
         pp: request.pp,
-        asked: engine.fit_asked(&request.extra),
+        asked: engine.fit_asked(&request.extra, &request.env)?,
         reserve_gib: DEFAULT_RESERVE_GIB,
+        keep_free_gib: request.keep_free_gib,
         hf_token: request.hf_token.clone(),
         hub_env: request.hub_env.clone(),
         // A dry run starts no toolbox to ask it which GPUs its server sees.
@@ -64,6 +65,8 @@ pub(super) async fn plan_first(nodes: &[&dyn Node], request: &LaunchRequest) -> 
     };
     let report = match fit_model(nodes, &asked).await {
         Ok(report) => report,
+        // What the operator asked that the engine would refuse (a cache dtype, a partition).
+        Err(error @ Error::Usage(_)) => return Err(error),
         Err(error) => {
             let why = format!("{} could not be planned ({error}): the launch goes on without a plan", request.model);
             return Ok(PlanFirst::Unplanned(why));

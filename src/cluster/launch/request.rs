@@ -63,6 +63,9 @@ pub struct LaunchRequest {
     pub cuda_graphs: bool,
     /// Erase the engine's compile cache for the image first (`--fresh-compile-cache`).
     pub fresh_compile_cache: bool,
+    /// GiB left free on every node for another service (`--keep-free`): the plan's KV cache
+    /// takes the rest.
+    pub keep_free_gib: u64,
     /// Where the models' recipes are kept (`cluster plan --try`): the launch serves by the
     /// model's when the operator names no layout (None: none is looked for).
     pub recipes: Option<std::path::PathBuf>,

@@ -204,7 +204,12 @@ mod tests {
 
     fn layout(tp: u32, pp: u32, dp: u32, fits: bool) -> Layout {
         let outcome = match fits {
-            true => Outcome::Fits(Figures { nodes: Vec::new(), context_tokens: 4096, limited_by: "the model".into() }),
+            true => Outcome::Fits(Figures {
+                nodes: Vec::new(),
+                context_tokens: 4096,
+                limited_by: "the model".into(),
+                cache: None,
+            }),
             false => Outcome::Breaks { rules: Vec::new(), needs_bytes: None },
         };
         Layout { tp, pp, dp, expert_parallel: dp > 1, outcome }

@@ -135,7 +135,8 @@ impl Relaunch<'_> {
 
 /// The watch's settings for what a record does not say: the launch may take `--grace` to serve;
 /// the keys and Hub settings of the watch's environment. What the record says (the nodes, the
-/// split, the arguments, the environment, `--cuda-graphs`) [`launch_again`] takes from it.
+/// split, the arguments, the environment, `--cuda-graphs`, `--keep-free`) [`launch_again`] takes
+/// from it.
 fn base_request(record: &ServingRecord, policy: &WatchPolicy, secrets: &RelaunchSecrets) -> Result<LaunchRequest> {
     Ok(LaunchRequest {
         engine: record.engine,
@@ -160,6 +161,7 @@ fn base_request(record: &ServingRecord, policy: &WatchPolicy, secrets: &Relaunch
         cuda_graphs: false,
         // The stop before it, at once after a fault, erased the compile cache already.
         fresh_compile_cache: false,
+        keep_free_gib: 0,
         recipes: None,
         pinned: None,
     })
@@ -196,6 +198,7 @@ mod tests {
         record.extra = vec!["--max-model-len".into(), "4096".into()];
         record.env = [("STANDIN_STALL_FILE".to_string(), "/home/u/stall".to_string())].into();
         record.cuda_graphs = true;
+        record.keep_free_gib = 20;
         record.identity =
             Some(crate::model::identity::ModelIdentity::Hub { repo: "org/m".into(), commit: "1".repeat(40) });
         record.image = "sha256:served".into();
@@ -210,6 +213,7 @@ mod tests {
         let record = record();
         let again = launch_again(&record, &base_request(&record, &policy, &secrets).unwrap(), &as_nodes(&cluster));
         assert!(again.cuda_graphs, "the operator's --cuda-graphs kept");
+        assert_eq!(again.keep_free_gib, 20, "the memory the operator left free for another service");
         assert_eq!(again.extra, ["--max-model-len", "4096"], "the flags after --");
         assert_eq!(again.env, record.env, "the -e settings");
         assert_eq!((again.on.as_slice(), again.backend, again.pp), (record.on.as_slice(), Some(Backend::Mp), Some(2)));

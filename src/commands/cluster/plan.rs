@@ -17,6 +17,7 @@ use crate::error::{Error, Result, EXIT_FAILURE};
 use crate::output::{Output, Render, Style};
 use crate::serving::service_name::ServiceName;
 use crate::settings::Settings;
+use crate::spec::parse_env;
 
 pub(super) async fn run(cluster: &ClusterSettings, plan: &PlanArgs, settings: &Settings, out: &Output) -> Result<i32> {
     if plan.recipes {
@@ -59,12 +60,13 @@ pub(super) async fn run(cluster: &ClusterSettings, plan: &PlanArgs, settings: &S
             replace: false,
             dry_run: false,
             extra: plan.extra.clone(),
-            env: Default::default(),
+            env: parse_env(&plan.env)?,
             hf_token: fit.hf_token.clone(),
             api_key: api_key(plan.api_key_file.as_deref())?,
             hub_env: fit.hub_env.clone(),
             cuda_graphs: false,
             fresh_compile_cache: false,
+            keep_free_gib: plan.keep_free,
             recipes: None,
             pinned: None,
         };

@@ -127,21 +127,43 @@ pub fn parse(bytes: &[u8]) -> Result<Sizing, HeaderError> {
     Ok(Sizing::Sized(Box::new(config.shape(architecture)?)))
 }
 
+/// What transformers fills in for the fields a Gemma 3 text config leaves out: the defaults of
+/// `Gemma3TextConfig` (transformers' `models/gemma3/configuration_gemma3.py`, as in 5.19). The
+/// published multimodal gemma-3 configs rely on them: gemma-3-27b-it's `text_config` names no
+/// `vocab_size` or `max_position_embeddings`, gemma-3-4b-it's not even its heads.
+const GEMMA3_TEXT_DEFAULTS: &str = r#"{"vocab_size": 262208, "hidden_size": 2304, "intermediate_size": 9216,
+    "num_hidden_layers": 26, "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,
+    "max_position_embeddings": 131072, "sliding_window": 4096}"#;
+
+static GEMMA3_TEXT: std::sync::LazyLock<Map<String, Value>> =
+    std::sync::LazyLock::new(|| serde_json::from_str(GEMMA3_TEXT_DEFAULTS).unwrap_or_default());
+
 /// The config's fields, the language model's first: a multimodal config keeps them under
-/// `text_config` (vLLM's `get_text_config`), InternVL's under `llm_config`.
+/// `text_config` (vLLM's `get_text_config`), InternVL's under `llm_config`; then what the
+/// family's config class fills in for a field left out.
 struct Config<'a> {
     text: Option<&'a Map<String, Value>>,
     top: &'a Map<String, Value>,
+    defaults: Option<&'static Map<String, Value>>,
 }
 
 impl<'a> Config<'a> {
     fn new(top: &'a Map<String, Value>) -> Config<'a> {
         let text = ["text_config", "language_config", "llm_config"].iter().find_map(|key| top.get(*key)?.as_object());
-        Config { text, top }
+        let model_type =
+            |config: &Map<String, Value>| config.get("model_type").and_then(Value::as_str).map(str::to_string);
+        let gemma3 = [text.and_then(model_type), model_type(top)]
+            .iter()
+            .flatten()
+            .any(|kind| kind == "gemma3_text" || kind == "gemma3");
+        Config { text, top, defaults: gemma3.then(|| &*GEMMA3_TEXT) }
     }
 
     fn get(&self, key: &str) -> Option<&'a Value> {
-        self.text.and_then(|text| text.get(key)).or_else(|| self.top.get(key))
+        self.text
+            .and_then(|text| text.get(key))
+            .or_else(|| self.top.get(key))
+            .or_else(|| self.defaults.and_then(|defaults| defaults.get(key)))
     }
 
     fn architecture(&self) -> Result<String, HeaderError> {

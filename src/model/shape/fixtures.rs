@@ -18,6 +18,9 @@ pub const QWEN3_235B_A22B: &str = include_str!("../../../tests/fixtures/model-co
 pub const GPT_OSS_120B: &str = include_str!("../../../tests/fixtures/model-configs/gpt-oss-120b.json");
 pub const DEEPSEEK_V3: &str = include_str!("../../../tests/fixtures/model-configs/DeepSeek-V3.json");
 pub const QWEN3_NEXT_80B: &str = include_str!("../../../tests/fixtures/model-configs/Qwen3-Next-80B-A3B-Instruct.json");
+pub const GEMMA_3_27B_IT: &str = include_str!("../../../tests/fixtures/model-configs/gemma-3-27b-it.json");
+/// The tests' tiny random Llama for the real vLLM (hidden 128, 4 heads, 2 KV heads, 4 layers, bf16).
+pub const TINY_LLAMA_4L: &str = include_str!("../../../tests/fixtures/model-configs/tiny-llama-4l.json");
 
 /// A tensor of a generated checkpoint.
 #[derive(Debug, Clone, PartialEq, Eq)]

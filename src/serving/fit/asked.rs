@@ -1,5 +1,6 @@
 //! What the operator asks of a plan: a layout (`--tp`/`--pp`), a context (`--max-model-len`, or
-//! the engine's own flag after `--`), the cache's dtype. A layout asked for is taken when it fits
+//! the engine's own flag after `--`), the cache's dtype, and what the engine reads from its flags
+//! and its environment (`-e`) that changes its memory. A layout asked for is taken when it fits
 //! and refused, naming the rules it breaks, when it does not: the plan never puts its own choice
 //! in its place.
 
@@ -16,6 +17,15 @@ pub struct FitAsk {
     pub max_model_len: Option<u64>,
     /// vLLM's `--kv-cache-dtype` names, or llama.cpp's cache types.
     pub kv_cache_dtype: Option<String>,
+    /// vLLM's `--max-num-batched-tokens` (what a sliding layer keeps beyond its window).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_num_batched_tokens: Option<u64>,
+    /// vLLM's `VLLM_PP_LAYER_PARTITION`: each pipeline stage's layers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pp_layer_partition: Option<Vec<u32>>,
+    /// vLLM's `VLLM_MLA_DISABLE`: latent attention served as plain attention.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub mla_disabled: bool,
 }
 
 impl FitAsk {
@@ -27,6 +37,9 @@ impl FitAsk {
             pp: self.pp.or(fallback.pp),
             max_model_len: self.max_model_len.or(fallback.max_model_len),
             kv_cache_dtype: self.kv_cache_dtype.or(fallback.kv_cache_dtype),
+            max_num_batched_tokens: self.max_num_batched_tokens.or(fallback.max_num_batched_tokens),
+            pp_layer_partition: self.pp_layer_partition.or(fallback.pp_layer_partition),
+            mla_disabled: self.mla_disabled || fallback.mla_disabled,
         }
     }
 }
@@ -78,7 +91,7 @@ mod tests {
     }
 
     fn fits() -> Outcome {
-        Outcome::Fits(Figures { nodes: Vec::new(), context_tokens: 4096, limited_by: String::new() })
+        Outcome::Fits(Figures { nodes: Vec::new(), context_tokens: 4096, limited_by: String::new(), cache: None })
     }
 
     #[test]

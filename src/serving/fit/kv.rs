@@ -27,7 +27,7 @@ impl KvCacheDtype {
     pub fn named(name: &str, why: impl Into<String>) -> Option<KvCacheDtype> {
         let (block_elements, block_bytes) = match name {
             "bfloat16" | "bf16" | "float16" | "half" | "f16" => (1, 2),
-            "fp8" | "fp8_e4m3" | "fp8_e5m2" | "fp8_inc" | "int8" => (1, 1),
+            "fp8" | "fp8_e4m3" | "fp8_e5m2" => (1, 1),
             "float32" | "float" | "f32" => (1, 4),
             "q8_0" => (32, 34),
             "q4_0" | "iq4_nl" => (32, 18),

@@ -8,7 +8,7 @@
 //! together (llama-server's unified cache), padded to 256; a sliding-window layer keeps
 //! `n_swa × slots + n_ubatch` cells, padded to 256 (`llama_kv_cache_iswa`).
 
-use super::{outcome, CacheRules, ExpertCut, KvBudget, KvCacheDtype, Layout, NodeMemory, Placement, Plan};
+use super::{outcome, CacheRules, ExpertCut, KvCacheDtype, Layout, NodeMemory, Placement, Plan};
 use crate::model::shape::weights::Weights;
 use crate::model::shape::ModelShape;
 
@@ -128,6 +128,9 @@ pub fn placements(shape: &ModelShape, devices: usize, head: Option<usize>, split
                 embedding: Some(device) == head,
                 output: device == output_device,
                 tied_output: device == output_device && shape.tied_embeddings,
+                // What a GGUF holds beside the layers goes with the embedding (a vision tower
+                // is a GGUF of its own, --mmproj).
+                beside_layers: Some(device) == head,
             }
         })
         .collect()
@@ -162,7 +165,6 @@ pub fn plan(shape: &ModelShape, devices: &[NodeMemory], head: Option<usize>, rul
         min_context: rules.min_context,
         // llama.cpp pads -c up to whole 256 cells: the cache is that many.
         asked_context: rules.asked_context.map(|asked| asked.div_ceil(PAD).saturating_mul(PAD)),
-        budget: KvBudget::PerNode,
     };
     let mut outcome = outcome(shape, &weights, devices, &placements, &cache);
     if let super::Outcome::Fits(figures) = &mut outcome {

@@ -13,6 +13,8 @@ pub(crate) mod llama_log;
 pub(crate) mod measured;
 pub(crate) mod memory;
 pub(crate) mod vllm;
+pub(crate) mod vllm_build;
+pub(crate) mod vllm_cache;
 pub(crate) mod vllm_log;
 
 use std::ops::Range;
@@ -117,6 +119,10 @@ pub struct Figures {
     pub context_tokens: u64,
     /// Whether the model or a node's memory set it.
     pub limited_by: String,
+    /// The cache as the engine sizes and says it (vLLM: its blocks, its concurrency); None for
+    /// an engine whose cache is what each node's figures say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<vllm_cache::CacheFigures>,
 }
 
 impl Figures {
@@ -210,6 +216,9 @@ pub struct Placement {
     pub output: bool,
     /// Also the tied embedding as the output head (a last pipeline stage without the first).
     pub tied_output: bool,
+    /// Also what is loaded beside the layers (a vision tower, a projector), cut across the
+    /// tensor-parallel ranks.
+    pub beside_layers: bool,
 }
 
 /// How a node holds the routed experts.
@@ -256,8 +265,10 @@ pub fn weights_on(shape: &ModelShape, weights: &Weights, placement: &Placement) 
             .saturating_add(expert);
     }
     if placement.embedding {
-        bytes =
-            bytes.saturating_add(weights.embedding_bytes.div_ceil(tp)).saturating_add(weights.other_bytes.div_ceil(tp));
+        bytes = bytes.saturating_add(weights.embedding_bytes.div_ceil(tp));
+    }
+    if placement.beside_layers {
+        bytes = bytes.saturating_add(weights.other_bytes.div_ceil(tp));
     }
     if placement.output {
         bytes = bytes.saturating_add(weights.output_bytes.div_ceil(tp));
@@ -266,16 +277,6 @@ pub fn weights_on(shape: &ModelShape, weights: &Weights, placement: &Placement) 
         bytes = bytes.saturating_add(weights.embedding_bytes.div_ceil(tp));
     }
     bytes
-}
-
-/// How the engine shares the cache's memory across nodes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum KvBudget {
-    /// Each node's cache takes what that node has (llama.cpp: each device its layers' cache).
-    PerNode,
-    /// Every node gets the same cache size (vLLM's `--kv-cache-memory-bytes` is one figure for
-    /// every worker): the smallest free memory bounds them all.
-    Uniform,
 }
 
 /// What the engine's rules say about the cache and the memory it leaves.
@@ -289,7 +290,6 @@ pub struct CacheRules<'a> {
     /// The context the operator asked for (`--max-model-len`, `-c`): the ceiling, and what every
     /// layout must hold (the model's own maximum caps it).
     pub asked_context: Option<u64>,
-    pub budget: KvBudget,
 }
 
 impl CacheRules<'_> {
@@ -311,7 +311,8 @@ impl CacheRules<'_> {
     }
 }
 
-/// A layout's outcome from its placements, one per node in order.
+/// A layout's outcome from its placements, one per node in order, each node's cache taking what
+/// that node has (llama.cpp: each device its layers' cache; vLLM's is [`vllm_cache::outcome`]).
 pub fn outcome(
     shape: &ModelShape,
     weights: &Weights,
@@ -360,13 +361,8 @@ pub fn outcome(
     if !broken.is_empty() {
         return Outcome::Breaks { rules: broken, needs_bytes: Some(needs) };
     }
-    let least_free = loads.iter().map(|l| l.free_for_kv_bytes).min().unwrap_or(0);
     for load in &mut loads {
-        let free = match rules.budget {
-            KvBudget::PerNode => load.free_for_kv_bytes,
-            KvBudget::Uniform => least_free,
-        };
-        load.context_tokens = load.kv_per_token.longest_context(free, rules.window_tokens);
+        load.context_tokens = load.kv_per_token.longest_context(load.free_for_kv_bytes, rules.window_tokens);
     }
     let (context, by) = match loads.iter().min_by_key(|l| l.context_tokens) {
         Some(tightest) if tightest.context_tokens < ceiling => {
@@ -389,7 +385,7 @@ pub fn outcome(
     for load in &mut loads {
         load.kv_cache_bytes = load.kv_per_token.bytes_at(context, rules.window_tokens);
     }
-    Outcome::Fits(Figures { nodes: loads, context_tokens: context, limited_by: by })
+    Outcome::Fits(Figures { nodes: loads, context_tokens: context, limited_by: by, cache: None })
 }
 
 /// Why no layout fits: what the least demanding layout needs on its fullest node against the

@@ -38,6 +38,7 @@ fn weights_on_a_node_by_hand() {
         embedding: true,
         output: false,
         tied_output: false,
+        beside_layers: false,
     };
     // TP 8 with 4 KV heads: the split part /8 = 125, the KV projections /4 (one head a rank,
     // replicated) = 100, replicated 10, experts /8 = 1600: 1835 a layer, 3670 for two; embedding /8 = 75.
@@ -55,7 +56,12 @@ fn the_link_orders_the_layouts() {
         pp,
         dp,
         expert_parallel,
-        outcome: Outcome::Fits(Figures { nodes: Vec::new(), context_tokens: 4096, limited_by: String::new() }),
+        outcome: Outcome::Fits(Figures {
+            nodes: Vec::new(),
+            context_tokens: 4096,
+            limited_by: String::new(),
+            cache: None,
+        }),
     };
     let breaks = |tp, pp| Layout {
         tp,

@@ -7,17 +7,27 @@
 //!   GPTQ/AWQ group or an FP8 block dividing each rank's share of a width (the quantized linear
 //!   layers' "not aligned with the quantized weight shape" and `validate_fp8_block_shape`);
 //! - pipeline parallelism: the layers split as `get_pp_indices` splits them (the remainder to the
-//!   stages before the last), never more stages than layers;
+//!   stages before the last, or `VLLM_PP_LAYER_PARTITION`), never more stages than layers; what
+//!   is loaded beside the layers (a vision tower) on every stage, as vLLM builds it there;
 //! - expert parallelism (`--enable-expert-parallel`, data parallel attention): whole experts dealt
 //!   over DP × TP ranks (`determine_expert_map`), so at least one expert a rank;
-//! - the cache: `--kv-cache-dtype auto` is the model's dtype; a sliding layer keeps its window plus
-//!   a batch (`SlidingWindowSpec.max_memory_usage_bytes`); every worker gets the same cache size.
+//! - the cache ([`super::vllm_cache`]): `--kv-cache-dtype auto` is the model's dtype; every rank
+//!   gets the same `--kv-cache-memory-bytes`, all the tightest node can give after its weights and
+//!   the runtime allowance, in whole blocks of the image's vLLM ([`super::vllm_build`]); the
+//!   context is the longest that leaves one request beside vLLM's null block;
+//! - `--gpu-memory-utilization`: with `--kv-cache-memory-bytes` it only sets vLLM's start check
+//!   (`request_memory` in `v1/worker/utils.py`: the free memory at start at least the total ×
+//!   the fraction), so it is the share of the GPU's memory the service takes, which another
+//!   service on the node leaves free.
 
+use std::borrow::Cow;
 use std::ops::Range;
 
+use super::vllm_build::VllmBuild;
+use super::vllm_cache::{self, VllmCache};
 use super::{
-    choose, choose_asked, outcome, refusal, Broken, CacheRules, ExpertCut, KvBudget, KvCacheDtype, Layout, NodeMemory,
-    Outcome, Placement, Plan, Rule,
+    choose, choose_asked, refusal, Broken, CacheRules, ExpertCut, Figures, KvCacheDtype, Layout, NodeMemory, Outcome,
+    Placement, Plan, Rule,
 };
 use crate::error::{Error, Result};
 use crate::model::shape::weights::Weights;
@@ -27,53 +37,63 @@ use crate::spec::Transport;
 /// Kept free on every node beside weights and cache: activations of a batch, HIP graphs, RCCL
 /// buffers (vLLM measures them at start; this is the plan's allowance).
 pub const DEFAULT_RUNTIME_GIB: u64 = 2;
-/// `--max-num-batched-tokens`' default for `vllm serve` (`engine/arg_utils.py`): a sliding layer
-/// keeps this many tokens beyond its window.
-pub const MAX_NUM_BATCHED_TOKENS: u64 = 8192;
-/// `--block-size`' default: the cache is allocated in blocks of 16 tokens.
-pub const BLOCK_SIZE: u64 = 16;
 /// The shortest context a layout must leave for a request: fewer is no service.
 pub const MIN_CONTEXT: u64 = 4096;
 
 /// What vLLM will do with the memory, as the plan assumes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VllmRules {
+    /// The image's vLLM, whose rules size the cache.
+    pub build: VllmBuild,
     pub kv_cache_dtype: KvCacheDtype,
     pub runtime_bytes: u64,
-    pub max_num_batched_tokens: u64,
-    pub block_size: u64,
     pub min_context: u64,
     /// `--max-model-len` as asked: every layout must hold it, and none takes more.
     pub asked_context: Option<u64>,
     /// `--tp`/`--pp` as asked: that layout or none.
     pub asked_layout: Option<(u32, u32)>,
+    /// `--max-num-batched-tokens` as asked (None: vLLM's default for the layout).
+    pub max_num_batched_tokens: Option<u64>,
+    /// `VLLM_PP_LAYER_PARTITION`: each pipeline stage's layers.
+    pub pp_layer_partition: Option<Vec<u32>>,
+    /// `VLLM_MLA_DISABLE=1`: latent attention served as plain attention.
+    pub mla_disabled: bool,
 }
 
 impl VllmRules {
-    /// The defaults, the cache's dtype as `--kv-cache-dtype` (`asked`) makes it for this model.
-    pub fn new(shape: &ModelShape, asked_kv_cache_dtype: Option<&str>) -> Result<VllmRules> {
+    /// The defaults of `build`, the cache's dtype as `--kv-cache-dtype` (`asked`) makes it for
+    /// this model.
+    pub fn new(shape: &ModelShape, asked_kv_cache_dtype: Option<&str>, build: VllmBuild) -> Result<VllmRules> {
         Ok(VllmRules {
-            kv_cache_dtype: kv_cache_dtype(shape, asked_kv_cache_dtype)?,
+            kv_cache_dtype: kv_cache_dtype(shape, asked_kv_cache_dtype, &build)?,
+            build,
             runtime_bytes: DEFAULT_RUNTIME_GIB << 30,
-            max_num_batched_tokens: MAX_NUM_BATCHED_TOKENS,
-            block_size: BLOCK_SIZE,
             min_context: MIN_CONTEXT,
             asked_context: None,
             asked_layout: None,
+            max_num_batched_tokens: None,
+            pp_layer_partition: None,
+            mla_disabled: false,
         })
     }
 }
 
-/// The cache's dtype: `--kv-cache-dtype` when given, else vLLM's `auto`, the model's own dtype
-/// (a config without one is read as float32, which vLLM serves in bfloat16).
-pub fn kv_cache_dtype(shape: &ModelShape, asked: Option<&str>) -> Result<KvCacheDtype> {
+/// The cache's dtype: `--kv-cache-dtype` when given and the image's vLLM takes it, else vLLM's
+/// `auto`, the model's own dtype (a config without one is read as float32, which vLLM serves in
+/// bfloat16).
+pub fn kv_cache_dtype(shape: &ModelShape, asked: Option<&str>, build: &VllmBuild) -> Result<KvCacheDtype> {
+    let taken = build.kv_cache_dtypes();
     match asked.filter(|name| *name != "auto") {
-        Some(name) => KvCacheDtype::named(name, format!("--kv-cache-dtype {name}")).ok_or_else(|| {
-            Error::Usage(format!(
-                "--kv-cache-dtype {name}: not a cache dtype this plan knows. Fix: auto, bfloat16, float16, fp8, \
-                 fp8_e4m3 or fp8_e5m2"
-            ))
-        }),
+        Some(name) => KvCacheDtype::named(name, format!("--kv-cache-dtype {name}"))
+            .filter(|_| taken.contains(&name))
+            .ok_or_else(|| {
+                Error::Usage(format!(
+                    "--kv-cache-dtype {name}: not a cache dtype {} takes ({}). Fix: one of {}",
+                    build.title(),
+                    build.said,
+                    taken.join(", ")
+                ))
+            }),
         None => {
             let (name, why) = match shape.dtype.as_deref() {
                 Some("float16") => ("float16", "vLLM's --kv-cache-dtype auto: the model's dtype, float16".to_string()),
@@ -103,6 +123,25 @@ pub fn kv_cache_dtype(shape: &ModelShape, asked: Option<&str>) -> Result<KvCache
             }
             Ok(dtype)
         }
+    }
+}
+
+/// The model as vLLM serves it: with `VLLM_MLA_DISABLE=1` latent attention becomes plain
+/// attention, every head its own key and value of `qk_nope_head_dim + qk_rope_head_dim`, the
+/// value padded to it (`ModelConfig.get_head_size`, `DeepseekV2Attention.forward`).
+pub fn as_served<'a>(shape: &'a ModelShape, rules: &VllmRules) -> Cow<'a, ModelShape> {
+    match &shape.mla {
+        Some(mla) if rules.mla_disabled => {
+            let head_dim = mla.qk_nope_head_dim.saturating_add(mla.qk_rope_head_dim);
+            Cow::Owned(ModelShape {
+                mla: None,
+                kv_heads: shape.attention_heads,
+                head_dim,
+                v_head_dim: head_dim,
+                ..shape.clone()
+            })
+        }
+        _ => Cow::Borrowed(shape),
     }
 }
 
@@ -235,20 +274,61 @@ pub fn pipeline_stages(layers: u32, pp: u32) -> Vec<Range<u32>> {
         .collect()
 }
 
-/// Tokens a sliding layer's cache holds at most: its window and a batch in flight, in blocks
-/// (`SlidingWindowSpec.max_memory_usage_bytes`: `cdiv(window - 1 + max_num_batched_tokens,
-/// block_size) + 1` blocks).
-pub fn window_tokens(shape: &ModelShape, rules: &VllmRules) -> u64 {
-    let Some(sliding) = &shape.sliding else { return 0 };
-    let block = rules.block_size.max(1);
-    let blocks = (sliding.window.saturating_sub(1).saturating_add(rules.max_num_batched_tokens)).div_ceil(block) + 1;
-    blocks.saturating_mul(block)
+/// Each pipeline stage's layers: `VLLM_PP_LAYER_PARTITION` when given (it must name `pp`
+/// stages: vLLM refuses other counts), else as [`pipeline_stages`] splits them.
+fn stages(shape: &ModelShape, pp: u32, rules: &VllmRules) -> std::result::Result<Vec<Range<u32>>, Broken> {
+    let Some(partition) = &rules.pp_layer_partition else { return Ok(pipeline_stages(shape.layers, pp)) };
+    if partition.len() != pp as usize {
+        return Err(Broken {
+            rule: Rule::Layers,
+            message: format!(
+                "VLLM_PP_LAYER_PARTITION names {} stages, and pipeline parallel {pp} has {pp} (vLLM: \"does not match \
+                 pp_size\")",
+                partition.len()
+            ),
+        });
+    }
+    let mut start = 0u32;
+    Ok(partition
+        .iter()
+        .map(|&size| {
+            let stage = start..start.saturating_add(size);
+            start = stage.end;
+            stage
+        })
+        .collect())
+}
+
+/// `VLLM_PP_LAYER_PARTITION` checked against the model as vLLM checks it (`get_pp_indices`).
+pub fn check_partition(shape: &ModelShape, partition: &[u32]) -> Result<()> {
+    let sum: u64 = partition.iter().map(|&n| u64::from(n)).sum();
+    if sum != u64::from(shape.layers) || partition.contains(&0) {
+        let listed: Vec<String> = partition.iter().map(u32::to_string).collect();
+        return Err(Error::Usage(format!(
+            "VLLM_PP_LAYER_PARTITION={} gives {sum} layers, and {} has {} (vLLM refuses it: \"does not match \
+             num_hidden_layers\"). Fix: name each stage's layers, none empty, adding up to {}",
+            listed.join(","),
+            shape.architecture,
+            shape.layers,
+            shape.layers
+        )));
+    }
+    Ok(())
 }
 
 /// Every layout of `nodes` for `shape` under vLLM, the one chosen on `transport`, and whether
 /// fewer nodes would do.
 pub fn plan(shape: &ModelShape, nodes: &[NodeMemory], transport: &Transport, rules: &VllmRules) -> Plan {
-    let mut plan = plan_on(shape, nodes, transport, rules);
+    let served = as_served(shape, rules);
+    let mut plan = plan_on(&served, nodes, transport, rules);
+    if matches!(served, Cow::Owned(_)) {
+        plan.notes.push(
+            "VLLM_MLA_DISABLE=1: its latent attention is served as plain attention, a key and a value for every \
+             head, the value padded to the key's width"
+                .into(),
+        );
+    }
+    let shape = &served;
     if plan.chosen.is_some() && nodes.len() > 1 && rules.asked_layout.is_none() {
         for fewer in 1..nodes.len() {
             let smaller = plan_on(shape, nodes.get(..fewer).unwrap_or_default(), transport, rules);
@@ -267,8 +347,15 @@ pub fn plan(shape: &ModelShape, nodes: &[NodeMemory], transport: &Transport, rul
     plan
 }
 
+/// `--max-num-batched-tokens` for a layout of `world` ranks: as asked, else vLLM's default on the
+/// smallest node's GPU.
+fn batched_tokens(rules: &VllmRules, nodes: &[NodeMemory], world: u32) -> u64 {
+    let device = nodes.iter().map(|node| node.gtt_bytes).min().unwrap_or(0);
+    rules.max_num_batched_tokens.unwrap_or_else(|| rules.build.default_max_num_batched_tokens(u64::from(world), device))
+}
+
 fn plan_on(shape: &ModelShape, nodes: &[NodeMemory], transport: &Transport, rules: &VllmRules) -> Plan {
-    let mut notes = Vec::new();
+    let mut notes = vec![format!("{}: blocks of {} tokens", rules.build.said, rules.build.block_size())];
     let weights = match &shape.weights {
         Some(weights) => weights.clone(),
         None => {
@@ -277,21 +364,12 @@ fn plan_on(shape: &ModelShape, nodes: &[NodeMemory], transport: &Transport, rule
         }
     };
     let count = u32::try_from(nodes.len()).unwrap_or(u32::MAX);
-    let window = window_tokens(shape, rules);
-    if window > 0 {
-        notes.push(format!(
-            "sliding-window layers keep {window} tokens: the window and a batch of {} (vLLM's default \
-             --max-num-batched-tokens)",
-            rules.max_num_batched_tokens
-        ));
-    }
     let cache = CacheRules {
         dtype: &rules.kv_cache_dtype,
-        window_tokens: window,
+        window_tokens: 0,
         runtime_bytes: rules.runtime_bytes,
         min_context: rules.min_context,
         asked_context: rules.asked_context,
-        budget: KvBudget::Uniform,
     };
     if let Some(asked) = rules.asked_context.filter(|&asked| asked > shape.max_context) {
         notes.push(format!(
@@ -317,11 +395,19 @@ fn plan_on(shape: &ModelShape, nodes: &[NodeMemory], transport: &Transport, rule
                     message: format!("its {experts} experts are fewer than the {} expert-parallel ranks", dp * tp),
                 });
             }
+            let stages = match stages(shape, pp, rules) {
+                Ok(stages) => stages,
+                Err(partition) => {
+                    broken.push(partition);
+                    Vec::new()
+                }
+            };
             let outcome = if broken.is_empty() {
-                let mut outcome =
-                    outcome(shape, &weights, nodes, &placements(shape, tp, pp, dp, expert_parallel), &cache);
-                whole_blocks(&mut outcome, rules.block_size, window);
-                outcome
+                let in_flight =
+                    rules.build.batches_in_flight(u64::from(pp)) * batched_tokens(rules, nodes, tp.saturating_mul(pp));
+                let groups = VllmCache::of(shape, rules.build.block_size(), in_flight);
+                let placements = placements(shape, &stages, tp, dp, expert_parallel);
+                vllm_cache::outcome(shape, &weights, nodes, &placements, &cache, &groups)
             } else {
                 Outcome::Breaks { rules: broken, needs_bytes: None }
             };
@@ -339,7 +425,26 @@ fn plan_on(shape: &ModelShape, nodes: &[NodeMemory], transport: &Transport, rule
             (chosen, refusal)
         }
     };
-    let engine_args = chosen.as_ref().and_then(|c| layouts.get(c.layout)).map(launch_args).unwrap_or_default();
+    let chosen_layout = chosen.as_ref().and_then(|c| layouts.get(c.layout));
+    let engine_args = chosen_layout.map(|layout| launch_args(layout, nodes, rules, shape)).unwrap_or_default();
+    if let Some(figures) = chosen_layout.and_then(Layout::fits) {
+        if shape.sliding.is_some() {
+            let layout = chosen_layout.map_or((1, 1), |l| (l.tp, l.pp));
+            notes.push(format!(
+                "sliding-window layers keep {} tokens: the window of {} and {} batch(es) of {} in flight \
+                 (--max-num-batched-tokens, given to vLLM so that it sizes them the same)",
+                figures.nodes.first().map_or(0, |n| n.window_tokens),
+                shape.sliding.as_ref().map_or(0, |s| s.window),
+                rules.build.batches_in_flight(u64::from(layout.1)),
+                batched_tokens(rules, nodes, layout.0.saturating_mul(layout.1))
+            ));
+        }
+        notes.push(format!(
+            "--gpu-memory-utilization {}: the share of each node's GTT the service takes (weights, the runtime \
+             allowance, the KV cache), which vLLM checks is free at start",
+            memory_utilization(nodes, figures, rules.runtime_bytes)
+        ));
+    }
     Plan {
         engine: "vllm".into(),
         architecture: shape.architecture.clone(),
@@ -357,21 +462,9 @@ fn plan_on(shape: &ModelShape, nodes: &[NodeMemory], transport: &Transport, rule
     }
 }
 
-/// A context the memory set, down to whole cache blocks: vLLM checks that the cache holds
-/// `--max-model-len` in blocks of `block_size` tokens, so a part block would fail its start.
-fn whole_blocks(outcome: &mut Outcome, block_size: u64, window: u64) {
-    let Outcome::Fits(figures) = outcome else { return };
-    let whole = figures.context_tokens / block_size.max(1) * block_size.max(1);
-    if whole > 0 && whole < figures.context_tokens {
-        figures.context_tokens = whole;
-        for node in &mut figures.nodes {
-            node.kv_cache_bytes = node.kv_per_token.bytes_at(whole, window);
-        }
-    }
-}
-
-/// What each node holds: ranks in vLLM's order (rank = stage × TP + TP rank), one a node.
-fn placements(shape: &ModelShape, tp: u32, pp: u32, dp: u32, expert_parallel: bool) -> Vec<Placement> {
+/// What each node holds: ranks in vLLM's order (rank = stage × TP + TP rank), one a node; what
+/// is loaded beside the layers (a vision tower) on every rank, as vLLM builds it on every stage.
+fn placements(shape: &ModelShape, stages: &[Range<u32>], tp: u32, dp: u32, expert_parallel: bool) -> Vec<Placement> {
     if expert_parallel {
         return (0..dp * tp)
             .map(|rank| Placement {
@@ -383,10 +476,11 @@ fn placements(shape: &ModelShape, tp: u32, pp: u32, dp: u32, expert_parallel: bo
                 embedding: true,
                 output: true,
                 tied_output: false,
+                beside_layers: true,
             })
             .collect();
     }
-    let stages = pipeline_stages(shape.layers, pp);
+    let pp = u32::try_from(stages.len()).unwrap_or(u32::MAX);
     let mut all = Vec::new();
     for (stage, layers) in (0u32..).zip(stages) {
         for rank in 0..tp {
@@ -400,15 +494,35 @@ fn placements(shape: &ModelShape, tp: u32, pp: u32, dp: u32, expert_parallel: bo
                 embedding: stage == 0,
                 output: last,
                 tied_output: last && stage > 0 && shape.tied_embeddings,
+                beside_layers: true,
             });
         }
     }
     all
 }
 
-/// vLLM's flags for a layout that fits: the sizes, `--max-model-len` the context that fits, and
-/// `--kv-cache-memory-bytes` the cache it needs on the fullest node (one figure for every worker).
-pub fn launch_args(layout: &Layout) -> Vec<String> {
+/// `--gpu-memory-utilization` for `figures` on `nodes`: what the service takes on each node
+/// (weights, `runtime_bytes`, its KV cache) over that node's GTT, the largest share, up to
+/// ten-thousandths; never more than any node has free now (what vLLM checks at start).
+pub fn memory_utilization(nodes: &[NodeMemory], figures: &Figures, runtime_bytes: u64) -> String {
+    let mut needed = 1u64;
+    let mut free = 10_000u64;
+    for (node, load) in nodes.iter().zip(&figures.nodes) {
+        let gtt = u128::from(node.gtt_bytes.max(1));
+        let takes = u128::from(load.weights_bytes.saturating_add(runtime_bytes).saturating_add(load.kv_cache_bytes));
+        needed = needed.max(u64::try_from((takes * 10_000).div_ceil(gtt)).unwrap_or(10_000));
+        let unused = u128::from(node.gtt_bytes.saturating_sub(node.gtt_used_bytes));
+        free = free.min(u64::try_from(unused * 10_000 / gtt).unwrap_or(10_000));
+    }
+    let share = needed.min(free).clamp(1, 10_000);
+    format!("{}.{:04}", share / 10_000, share % 10_000)
+}
+
+/// vLLM's flags for a layout that fits: the sizes; `--max-model-len` the context that fits;
+/// `--kv-cache-memory-bytes` the cache of the fullest node, whole blocks (one figure for every
+/// rank); `--gpu-memory-utilization` for the start check; and for a model with sliding layers
+/// the `--max-num-batched-tokens` their cache was sized with.
+pub fn launch_args(layout: &Layout, nodes: &[NodeMemory], rules: &VllmRules, shape: &ModelShape) -> Vec<String> {
     let Some(figures) = layout.fits() else { return Vec::new() };
     let mut args = vec![
         "--tensor-parallel-size".to_string(),
@@ -428,7 +542,13 @@ pub fn launch_args(layout: &Layout) -> Vec<String> {
         figures.context_tokens.to_string(),
         "--kv-cache-memory-bytes".to_string(),
         figures.kv_cache_bytes().to_string(),
+        "--gpu-memory-utilization".to_string(),
+        memory_utilization(nodes, figures, rules.runtime_bytes),
     ]);
+    if shape.sliding.is_some() {
+        let batched = batched_tokens(rules, nodes, layout.tp.saturating_mul(layout.pp));
+        args.extend(["--max-num-batched-tokens".to_string(), batched.to_string()]);
+    }
     args
 }
 

