@@ -21,7 +21,7 @@ use crate::support::cluster::{Link, TestCluster};
 use crate::support::host_tree::set_gtt;
 use crate::support::hub::{HubFile, HubStandIn};
 use crate::support::registry::Registry;
-
+use crate::support::running_watch::RunningWatch;
 use crate::support::serving_files::log_path;
 use crate::support::vllm_cpu::{tiny_model, vllm_cpu};
 
