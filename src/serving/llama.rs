@@ -12,13 +12,13 @@ use std::net::SocketAddr;
 use crate::error::{Error, Result};
 use crate::image::reference::ImageRef;
 use crate::link::ports::LinkPort;
-use crate::model::shape::source::ModelSource as ShapeSource;
+use crate::model::gguf_pick::gguf_parts;
 use crate::model::shape::ModelShape;
+use crate::model::source::{ModelFormat, ModelSource};
 use crate::serving::engine::{gives, without_flags, Backend, EngineRef, ServingEngine, ToolboxProfile};
 use crate::serving::fit::llama::LlamaRules;
 use crate::serving::fit::{llama_log, FitAsk, FitNodes, KvCacheDtype, Measured, NodeLog, NodeMemory, Plan, Planned};
 use crate::serving::logs::LogTail;
-use crate::serving::model_source::ModelSource;
 use crate::serving::parallelism::Parallelism;
 use crate::serving::plan::{
     flag_value, with_overrides, LaunchPlan, NodeFacts, NodePlan, PlanRequest, PlannedCommand, Proof, Step,
@@ -243,21 +243,9 @@ impl ServingEngine for LlamaCpp {
         serde_json::json!({ "model": model, "content": text, "add_special": add_special })
     }
 
-    /// Every part of a GGUF on the head, or the Hub repository's GGUF file(s) the pick names.
-    fn shape_source(&self, source: &ModelSource, revision: Option<&str>) -> Result<ShapeSource> {
-        match source {
-            ModelSource::Path(path) => {
-                Ok(ShapeSource::GgufFiles(gguf_parts(path)?.into_iter().map(Into::into).collect()))
-            }
-            ModelSource::HubGguf { repo, pick } => Ok(ShapeSource::HubGguf {
-                repo: repo.clone(),
-                revision: revision.unwrap_or("main").to_string(),
-                pick: pick.clone(),
-            }),
-            ModelSource::Hub(repo) => Err(Error::Usage(format!(
-                "{repo}: llama.cpp serves a GGUF: name it (`{repo}:QUANT` or --file NAME.gguf)"
-            ))),
-        }
+    /// A GGUF: its first part, then the others of a split model.
+    fn model_format(&self) -> ModelFormat {
+        ModelFormat::Gguf
     }
 
     /// `-c`/`--ctx-size` and the cache's type (`-ctk`/`--cache-type-k`, when `-ctv` agrees).
@@ -487,34 +475,6 @@ fn plan(nodes: &[NodeFacts], request: &PlanRequest, backend: Backend) -> LaunchP
     LaunchPlan { engine: LLAMA_CPP, backend, nodes: planned, steps, notes: Vec::new() }
 }
 
-/// Every file of a GGUF model given by its path: a split model (`NAME-00001-of-00003.gguf`) is
-/// all its parts, named by the first; anything else is itself.
-pub fn gguf_parts(path: &str) -> Result<Vec<String>> {
-    let Some((stem, index, count)) = split_name(path) else { return Ok(vec![path.to_string()]) };
-    let width = index.len();
-    let (index, count): (u32, u32) = (index.parse().unwrap_or(0), count.parse().unwrap_or(0));
-    if count == 0 || index == 0 || index > count {
-        return Err(Error::Usage(format!("{path}: part {index} of {count} is not a part of a split GGUF model")));
-    }
-    let part = |n: u32| format!("{stem}-{n:0width$}-of-{count:0width$}.gguf");
-    if index != 1 {
-        return Err(Error::Usage(format!(
-            "{path} is part {index} of a split model: llama-server takes the first part, {}",
-            part(1)
-        )));
-    }
-    Ok((1..=count).map(part).collect())
-}
-
-/// `NAME-00001-of-00003.gguf` → (`NAME`, `00001`, `00003`).
-fn split_name(path: &str) -> Option<(&str, &str, &str)> {
-    let rest = path.strip_suffix(".gguf")?;
-    let (rest, count) = rest.rsplit_once("-of-")?;
-    let (stem, index) = rest.rsplit_once('-')?;
-    let digits = |s: &str| !s.is_empty() && s.len() == count.len() && s.bytes().all(|b| b.is_ascii_digit());
-    (digits(index) && digits(count)).then_some((stem, index, count))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -631,9 +591,7 @@ mod tests {
                       (RADV GFX1151) (131072 MiB, 120000 MiB free)\n";
         assert_eq!(LLAMA_CPP.head_gpu(vulkan), Some(true));
         assert_eq!(LLAMA_CPP.head_gpu("error: invalid argument: --list-devices"), None, "an older build");
-        let split = ModelSource::Path("/m/q-00001-of-00002.gguf".into());
-        let ShapeSource::GgufFiles(parts) = LLAMA_CPP.shape_source(&split, None).unwrap() else { panic!("files") };
-        assert_eq!(parts.len(), 2);
+        assert_eq!(LLAMA_CPP.model_format(), ModelFormat::Gguf);
     }
 
     #[test]
@@ -739,22 +697,5 @@ mod tests {
         assert_eq!((measured[0].said_kv_cache_bytes, measured[0].said_context_tokens), (Some(1_572_864), Some(2048)));
         assert_eq!(rpc_address("RPC0[192.168.2.2:50052]"), Some(std::net::Ipv4Addr::new(192, 168, 2, 2)));
         assert_eq!(rpc_address("Vulkan0"), None);
-    }
-
-    #[test]
-    fn a_split_model_is_all_its_parts_named_by_the_first() {
-        assert_eq!(gguf_parts("/m/x.gguf").unwrap(), ["/m/x.gguf"]);
-        assert_eq!(
-            gguf_parts("/m/Q-A22B-Q4_K_M-00001-of-00003.gguf").unwrap(),
-            [
-                "/m/Q-A22B-Q4_K_M-00001-of-00003.gguf",
-                "/m/Q-A22B-Q4_K_M-00002-of-00003.gguf",
-                "/m/Q-A22B-Q4_K_M-00003-of-00003.gguf"
-            ]
-        );
-        let later = gguf_parts("/m/q-00002-of-00003.gguf").unwrap_err().to_string();
-        assert!(later.contains("q-00001-of-00003.gguf"), "{later}");
-        assert!(gguf_parts("/m/q-00004-of-00003.gguf").is_err());
-        assert_eq!(gguf_parts("/m/q-1-of-00003.gguf").unwrap(), ["/m/q-1-of-00003.gguf"], "not the split naming");
     }
 }

@@ -9,14 +9,13 @@ use std::net::SocketAddr;
 
 use crate::error::{Error, Result};
 use crate::link::ports::LinkPort;
-use crate::model::shape::source::ModelSource as ShapeSource;
 use crate::model::shape::ModelShape;
+use crate::model::source::{ModelFormat, ModelSource};
 use crate::serving::engine::{gives, without_flags, Backend, EngineRef, ServingEngine, ToolboxProfile};
 use crate::serving::environment::serving_env;
 use crate::serving::fit::vllm::VllmRules;
 use crate::serving::fit::{vllm_log, FitAsk, FitNodes, Measured, NodeLog, Plan, Planned};
 use crate::serving::logs::LogTail;
-use crate::serving::model_source::ModelSource;
 use crate::serving::parallelism::Parallelism;
 use crate::serving::plan::{
     flag_value, with_overrides, LaunchPlan, NodeFacts, NodePlan, PlanRequest, PlannedCommand, Proof, Start, Step,
@@ -221,16 +220,9 @@ impl ServingEngine for Vllm {
         serde_json::json!({ "model": model, "prompt": text, "add_special_tokens": add_special })
     }
 
-    /// A directory as every rank reads it (the head's copy), or the Hub repository.
-    fn shape_source(&self, source: &ModelSource, revision: Option<&str>) -> Result<ShapeSource> {
-        let revision = revision.unwrap_or("main").to_string();
-        match source {
-            ModelSource::Path(path) => Ok(ShapeSource::Directory(path.into())),
-            ModelSource::Hub(repo) => Ok(ShapeSource::Hub { repo: repo.clone(), revision, gguf: Vec::new() }),
-            ModelSource::HubGguf { repo, .. } => {
-                Err(Error::Usage(format!("{repo}: a GGUF model is served by llama.cpp, not vLLM")))
-            }
-        }
+    /// config.json and safetensors weights, as every rank reads them.
+    fn model_format(&self) -> ModelFormat {
+        ModelFormat::Safetensors
     }
 
     /// `--max-model-len` and `--kv-cache-dtype` among its arguments.
@@ -575,12 +567,7 @@ mod tests {
         assert_eq!(VLLM.fit_asked(&words(&["--max-model-len", "8k"])).max_model_len, Some(8_000));
         assert_eq!(VLLM.fit_asked(&words(&["--max-model-len", "-1"])).max_model_len, None, "vLLM decides");
         assert_eq!(human_readable_int("99999999999999999999G"), None);
-        let hub = ModelSource::Hub(crate::model::repo_id::RepoId::parse("Qwen/Qwen3-32B").unwrap());
-        assert!(
-            matches!(VLLM.shape_source(&hub, None).unwrap(), ShapeSource::Hub { revision, .. } if revision == "main")
-        );
-        let path = ModelSource::Path("/models/qwen".into());
-        assert_eq!(VLLM.shape_source(&path, None).unwrap(), ShapeSource::Directory("/models/qwen".into()));
+        assert_eq!(VLLM.model_format(), ModelFormat::Safetensors);
         assert_eq!(VLLM.devices_question(), None);
     }
 

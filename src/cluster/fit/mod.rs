@@ -4,12 +4,16 @@
 //! kept back), and, when the engine's plan depends on it, whether the head's server has a GPU of
 //! its own (asked of its toolbox, which this starts when it is stopped). All asked at once; the
 //! plan is then the engine's pure function of what they returned (`ServingEngine::fit`).
+//!
+//! The model is read where its engine reads it: a path inside the engine's toolbox on the head
+//! (`model::shape::ask`). A model that cannot be read there is [`NoPlan::Unread`]: the launch
+//! refuses it, since its engine could not load it either.
 
 mod request;
 
 use futures_util::future::join_all;
 
-use crate::error::{Error, MultiError, Result};
+use crate::error::{Error, MultiError};
 use crate::model::shape::ask::ShapeAsk;
 use crate::model::shape::Sizing;
 use crate::node::call::{Detect, Exec};
@@ -17,11 +21,35 @@ use crate::node::{Node, NodeCalls};
 use crate::serving::fit::{FitNodes, NodeMemory};
 pub use request::{FitReport, FitRequest};
 
+/// Why no plan was made.
+#[derive(Debug)]
+pub enum NoPlan {
+    /// The model could not be read where its engine reads it (not there, damaged, the Hub
+    /// refused it): its engine could not load it either.
+    Unread(Error),
+    /// Another of the plan's questions failed (a node's memory, the layout asked).
+    Failed(Error),
+}
+
+impl From<Error> for NoPlan {
+    fn from(error: Error) -> NoPlan {
+        NoPlan::Failed(error)
+    }
+}
+
+impl From<NoPlan> for Error {
+    fn from(no_plan: NoPlan) -> Error {
+        match no_plan {
+            NoPlan::Unread(error) | NoPlan::Failed(error) => error,
+        }
+    }
+}
+
 /// The plan of `request.model` on `nodes` (the head first).
-pub async fn fit_model(nodes: &[&dyn Node], request: &FitRequest) -> Result<FitReport> {
+pub async fn fit_model(nodes: &[&dyn Node], request: &FitRequest) -> std::result::Result<FitReport, NoPlan> {
     let engine = request.engine;
     let Some(head) = nodes.first() else {
-        return Err(Error::Usage("no nodes to plan for. Fix: give --nodes or a cluster file".into()));
+        return Err(Error::Usage("no nodes to plan for. Fix: give --nodes or a cluster file".into()).into());
     };
     let mut asked = request.asked.clone();
     if let Some(split) = engine.parallelism_asked(request.tp, request.pp, nodes.len())? {
@@ -29,7 +57,11 @@ pub async fn fit_model(nodes: &[&dyn Node], request: &FitRequest) -> Result<FitR
         asked.pp = u32::try_from(split.pp).ok();
     }
     let shape = ShapeAsk {
-        source: engine.shape_source(&request.source, request.revision.as_deref())?,
+        source: request.source.clone(),
+        format: engine.model_format(),
+        revision: request.revision.clone(),
+        toolbox: request.toolbox.clone(),
+        start_toolbox: request.ask_devices,
         hub_env: request.hub_env.clone(),
         hf_token: request.hf_token.clone(),
     };
@@ -40,7 +72,7 @@ pub async fn fit_model(nodes: &[&dyn Node], request: &FitRequest) -> Result<FitR
     };
     let detects = join_all(nodes.iter().map(|node| node.call(Detect {})));
     let (read, detects, devices) = tokio::join!(head.call(shape), detects, devices);
-    let read = read?;
+    let read = read.map_err(NoPlan::Unread)?;
 
     let mut problems = MultiError::new("nothing was planned");
     let mut memory = Vec::new();
@@ -55,7 +87,7 @@ pub async fn fit_model(nodes: &[&dyn Node], request: &FitRequest) -> Result<FitR
         }
     }
     if !problems.is_empty() {
-        return Err(problems.into());
+        return Err(Error::from(problems).into());
     }
     let mut notes = Vec::new();
     if engine.devices_question().is_some() && !request.ask_devices {

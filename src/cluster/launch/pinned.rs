@@ -13,8 +13,8 @@ use crate::error::{Error, Result};
 use crate::model::identity::ModelIdentity;
 use crate::model::repo_id::RepoId;
 use crate::model::revision::{Commit, Revision};
+use crate::model::source::ModelSource;
 use crate::serving::engine::without_flags;
-use crate::serving::model_source::ModelSource;
 use crate::serving::record::ServingRecord;
 
 /// The flag a Hub revision is asked with (vLLM's; the launch's own lookup reads it too).

@@ -2,7 +2,8 @@
 //! downloaded or started. Hugging Face's `config.json` gives the architecture ([`config`]), the
 //! safetensors headers and index give every tensor's bytes ([`safetensors`]), a GGUF's header gives
 //! both ([`gguf`]); [`weights`] sorts tensors into what each rank of a split holds, and [`source`]
-//! fetches the headers from a local directory, a GGUF file or the Hub by range reads.
+//! fetches the headers where the engine reads the model: a path inside its toolbox
+//! ([`in_toolbox`]), or the Hub by range reads; [`ask`] is that read asked of the head.
 //!
 //! Every byte comes from strangers: every count and length is bounded before anything is allocated
 //! for it, every product is checked, and a malformed header is a [`HeaderError`], never a panic.
@@ -12,6 +13,7 @@
 pub(crate) mod ask;
 pub(crate) mod config;
 pub(crate) mod gguf;
+pub(crate) mod in_toolbox;
 pub(crate) mod safetensors;
 pub(crate) mod source;
 pub(crate) mod weights;
