@@ -122,9 +122,10 @@ pub trait ServingEngine: Send + Sync + 'static {
     fn model_format(&self) -> ModelFormat;
     /// What its own arguments (after `--`) ask of a plan: the context, the cache's dtype.
     fn fit_asked(&self, extra: &[String]) -> FitAsk;
-    /// A command for the head's toolbox whose output says whether its server has a GPU of its
-    /// own (None: the engine's plan does not depend on it).
-    fn devices_question(&self) -> Option<&'static [&'static str]>;
+    /// A command for the head's toolbox whose output says what its server is, as the engine's plan
+    /// depends on it: whether it has a GPU of its own, its build (None: the plan depends on
+    /// neither). What it printed reaches the plan as `FitNodes::head_said`.
+    fn head_question(&self) -> Option<&'static [&'static str]>;
     /// Whether that output names a GPU (None: it says neither).
     fn head_gpu(&self, said: &str) -> Option<bool>;
     /// Every layout of `shape` over `nodes` by its own rules, each with its figures or the rules

@@ -235,7 +235,7 @@ impl ServingEngine for Vllm {
     }
 
     /// vLLM's plan needs only the nodes' memory: one rank a node's GPU.
-    fn devices_question(&self) -> Option<&'static [&'static str]> {
+    fn head_question(&self) -> Option<&'static [&'static str]> {
         None
     }
 
@@ -568,7 +568,7 @@ mod tests {
         assert_eq!(VLLM.fit_asked(&words(&["--max-model-len", "-1"])).max_model_len, None, "vLLM decides");
         assert_eq!(human_readable_int("99999999999999999999G"), None);
         assert_eq!(VLLM.model_format(), ModelFormat::Safetensors);
-        assert_eq!(VLLM.devices_question(), None);
+        assert_eq!(VLLM.head_question(), None);
     }
 
     #[test]
@@ -579,7 +579,7 @@ mod tests {
         let roce =
             Transport::Roce { device: "rocep194s0f0".into(), port: 1, netdev: "enp194s0np0".into(), gid_index: 1 };
         let memory = (1..=2).map(|i| NodeMemory::new(&format!("node{i}"), 120 << 30, 0, 4 << 30)).collect();
-        let nodes = FitNodes { memory, transport: roce, head_gpu: None };
+        let nodes = FitNodes { memory, transport: roce, head_gpu: None, head_said: None };
         let asked = FitAsk { tp: Some(1), pp: Some(2), max_model_len: Some(8192), kv_cache_dtype: None };
         let plan = VLLM.fit(&shape, &nodes, &asked).expect("a plan");
         let chosen = plan.chosen_layout().expect("PP 2 as asked");

@@ -1,8 +1,8 @@
 //! `cluster plan MODEL` (and `plan MODEL` on one node), and the launch's first step: the model's
-//! shape read on the head (a node call: its own files, or the Hub over its uplink, the token in the
-//! call), each node's memory from its GPU facts (`detect`: the GTT, what is in use, the reserve
-//! kept back), and, when the engine's plan depends on it, whether the head's server has a GPU of
-//! its own (asked of its toolbox, which this starts when it is stopped). All asked at once; the
+//! shape read on the head (a node call: a path inside the engine's toolbox there, or the Hub over
+//! its uplink, the token in the call), each node's memory from its GPU facts (`detect`: the GTT, what is in use, the reserve
+//! kept back), and, when the engine's plan depends on it, what the head's server is (its build and
+//! whether it has a GPU of its own, asked of its toolbox, which this starts when it is stopped). All asked at once; the
 //! plan is then the engine's pure function of what they returned (`ServingEngine::fit`).
 //!
 //! The model is read where its engine reads it: a path inside the engine's toolbox on the head
@@ -66,7 +66,7 @@ pub async fn fit_model(nodes: &[&dyn Node], request: &FitRequest) -> std::result
         hf_token: request.hf_token.clone(),
     };
     let devices = async {
-        let argv = engine.devices_question().filter(|_| request.ask_devices)?;
+        let argv = engine.head_question().filter(|_| request.ask_devices)?;
         let ask = Exec { toolbox: request.toolbox.clone(), argv: argv.iter().map(|a| a.to_string()).collect() };
         Some(head.call(ask).await)
     };
@@ -90,22 +90,26 @@ pub async fn fit_model(nodes: &[&dyn Node], request: &FitRequest) -> std::result
         return Err(Error::from(problems).into());
     }
     let mut notes = Vec::new();
-    if engine.devices_question().is_some() && !request.ask_devices {
+    if engine.head_question().is_some() && !request.ask_devices {
         notes.push(format!(
             "the head's {} was not asked which GPUs it sees (a dry run starts no toolbox): its own GPU is assumed",
             engine.title()
         ));
     }
+    let mut head_said = None;
     let head_gpu = match devices {
         None => None,
-        Some(Ok(said)) if said.success() => engine.head_gpu(&said.stdout),
         Some(Ok(said)) => {
-            notes.push(format!(
-                "the head's {} could not say which GPUs it sees ({}): its own GPU is assumed",
-                engine.title(),
-                said.last_lines(1).join(" ")
-            ));
-            None
+            let gpu = if said.success() { engine.head_gpu(&said.stdout) } else { None };
+            if gpu.is_none() {
+                notes.push(format!(
+                    "the head's {} could not say which GPUs it sees ({}): its own GPU is assumed",
+                    engine.title(),
+                    said.last_lines(1).join(" ")
+                ));
+            }
+            head_said = said.success().then_some(said.stdout);
+            gpu
         }
         Some(Err(error)) => {
             notes.push(format!(
@@ -118,7 +122,7 @@ pub async fn fit_model(nodes: &[&dyn Node], request: &FitRequest) -> std::result
     };
     let (plan, cannot_size) = match &read.sizing {
         Sizing::Sized(shape) => {
-            let nodes = FitNodes { memory, transport: transport.unwrap_or_default(), head_gpu };
+            let nodes = FitNodes { memory, transport: transport.unwrap_or_default(), head_gpu, head_said };
             (Some(engine.fit(shape, &nodes, &asked)?), None)
         }
         Sizing::CannotSize { architecture, why } => (None, Some(format!("{architecture}: {why}"))),

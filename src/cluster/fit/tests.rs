@@ -109,9 +109,11 @@ async fn a_cpu_head_leaves_the_layers_to_its_workers_split_by_their_gtt() {
     let head = Scripted {
         inner: &cluster[0].node,
         answer: Box::new(|call| match call {
-            NodeCall::Exec(exec) if exec.argv == ["llama-server", "--list-devices"] => answer(ExecReport {
+            NodeCall::Exec(exec) if exec.argv == crate::serving::fit::llama_build::QUESTION => answer(ExecReport {
                 exit_code: 0,
-                stdout: "Available devices:\n  (none)\n".into(),
+                stdout: "version: 0.5.0-dev (build 0, commit unknown)\n--- strix: list-devices\nAvailable devices:\n  \
+                         (none)\n--- strix: rpc-server --help\n  -d, --device <dev1,dev2,...>\n  -H, --host HOST\n"
+                    .into(),
                 stderr: String::new(),
             }),
             _ => None,
@@ -128,6 +130,8 @@ async fn a_cpu_head_leaves_the_layers_to_its_workers_split_by_their_gtt() {
     // 96 - 1 - 4 - 1 (runtime) = 90 GiB and 48 - 1 - 4 - 1 = 42 GiB, in MiB.
     let split = plan.engine_args.windows(2).find(|w| w[0] == "--tensor-split").map(|w| w[1].clone());
     assert_eq!(split.as_deref(), Some("92160,43008"));
+    let devices = plan.engine_args.windows(2).find(|w| w[0] == "--device").map(|w| w[1].clone());
+    assert_eq!(devices.as_deref(), Some("RPC0,RPC1"), "the workers' devices named, as many as the split's");
     assert!(plan.engine_args.ends_with(&["-c".to_string(), "2048".to_string()]), "{:?}", plan.engine_args);
 }
 
@@ -140,7 +144,10 @@ async fn a_head_whose_toolbox_cannot_be_asked_is_assumed_to_have_its_gpu() {
     let gguf = fixtures::tiny_llama(dir.path(), 6);
     let report = fit_model(&as_nodes(&cluster), &request(LLAMA_CPP, &gguf)).await.expect("a plan");
     assert_eq!(report.head_gpu, None);
-    assert!(report.notes[0].contains("toolbox llama was not asked"), "{:?}", report.notes);
+    assert!(report.notes[0].contains("llama-server could not say which GPUs"), "{:?}", report.notes);
+    let plan = report.plan.as_ref().expect("sized");
+    assert!(!plan.engine_args.contains(&"--device".to_string()), "no names known: {:?}", plan.engine_args);
+    assert!(plan.notes.iter().any(|n| n.contains("own device order")), "{:?}", plan.notes);
     let devices: Vec<&str> = report.plan.as_ref().expect("sized").nodes.iter().map(|n| n.node.as_str()).collect();
     assert_eq!(devices, ["node2", "node1"]);
 }

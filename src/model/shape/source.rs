@@ -127,7 +127,7 @@ pub async fn read_shape(
     let sizing = if gguf.is_empty() {
         read_safetensors_model(&mut files, &mut notes).await?
     } else {
-        read_gguf(&mut files, &gguf).await?
+        read_gguf(&mut files, &gguf, &mut notes).await?
     };
     Ok(ShapeRead {
         sizing,
@@ -218,7 +218,7 @@ async fn read_safetensors_model(files: &mut Files<'_>, notes: &mut Vec<String>) 
 }
 
 /// A GGUF model's header, each part's tensors added.
-async fn read_gguf(files: &mut Files<'_>, parts: &[String]) -> Result<Sizing> {
+async fn read_gguf(files: &mut Files<'_>, parts: &[String], notes: &mut Vec<String>) -> Result<Sizing> {
     let mut headers = Vec::new();
     for part in parts {
         headers.push(files.gguf_header(part).await?);
@@ -226,6 +226,7 @@ async fn read_gguf(files: &mut Files<'_>, parts: &[String]) -> Result<Sizing> {
     let Some((first, more)) = headers.split_first() else {
         return Err(Error::Usage("no GGUF file to read. Fix: give the model's .gguf file".into()));
     };
+    notes.extend(gguf::legacy_mla(first));
     gguf::shape(first, more).map_err(|e| e.of_file(&files.model(), parts.first().map_or("", String::as_str)))
 }
 

@@ -16,13 +16,17 @@ const GIB: u64 = 1 << 30;
 
 /// The nodes a plan is made for: each one's memory (the head first), the cluster link between
 /// them, and whether the head's server has a GPU of its own (llama.cpp's `--list-devices`; None:
-/// not asked, and the head is taken to have its GPU as every Strix Halo does).
+/// not asked, and the head is taken to have its GPU as every Strix Halo does), with what the
+/// head's toolbox answered the engine's question (its server's build and devices, for the
+/// engine's plan to read; None: not asked).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FitNodes {
     pub memory: Vec<NodeMemory>,
     pub transport: Transport,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub head_gpu: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub head_said: Option<String>,
 }
 
 /// One node's memory for a model.
