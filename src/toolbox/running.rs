@@ -90,8 +90,14 @@ impl RunningToolbox {
         Ok(self.connection.engine().image_inspect(reference).await?.is_some())
     }
 
-    /// The image it runs, as every node names it (registry digest, else image id).
+    /// The image it runs as a pull names it (registry digest, else image id): what a service's
+    /// record and a bench key keep.
     pub fn image(&self) -> String {
+        ToolboxStatus::of(self.container.clone()).image_reference().to_string()
+    }
+
+    /// The image it runs as every node names it alike (`ToolboxStatus::image_identity`).
+    pub fn image_id(&self) -> String {
         ToolboxStatus::of(self.container.clone()).image_identity().to_string()
     }
 

@@ -1,5 +1,5 @@
-//! A toolbox's status: the image it runs (as every node names it), its RCCL, its pin and manager,
-//! read from its container's labels.
+//! A toolbox's status: the image it runs (its identity, as every node names it, and the reference
+//! a pull names it by), its RCCL, its pin and manager, read from its container's labels.
 
 use serde::{Deserialize, Serialize};
 
@@ -24,9 +24,17 @@ pub struct ToolboxStatus {
 }
 
 impl ToolboxStatus {
-    /// What says which image it runs, the same on every node: the registry digest, else (a local
-    /// build) the image id.
+    /// Which image it runs, named alike on every node: the image id (the digest of the image's
+    /// config), whatever the image came by: a pull by tag or by digest, the head's registry, an
+    /// archive, a build. Not a registry digest: one image has several (an index's, its platform
+    /// manifest's), and none when it was loaded or built, so two nodes running one image could
+    /// name it differently (issue 41). What the launch, refresh and status compare.
     pub fn image_identity(&self) -> &str {
+        &self.image_id
+    }
+
+    /// The image as a pull names it: the registry digest it was made from, else its id.
+    pub fn image_reference(&self) -> &str {
         self.image_digest.as_deref().unwrap_or(&self.image_id)
     }
 

@@ -160,13 +160,17 @@ impl HeaderError {
         HeaderError::TooLarge { what: what.into(), claimed, limit }
     }
 
-    /// The error the user sees: which file of which model, why, and what to do.
+    /// The error the user sees: which file of which model, why, and what to do. A damaged file is
+    /// a failure, not a usage error.
     pub fn of_file(&self, model: &str, file: &str) -> Error {
-        Error::Usage(format!(
-            "{model}: {file} cannot be read as a model header: {self}. Fix: check that {model} is a model \
-             repository or file (config.json with safetensors weights, or a GGUF) and that {file} is not damaged; \
-             re-download it if it is local"
-        ))
+        Error::Artifact {
+            path: file.into(),
+            message: format!("{model}: {file} cannot be read as a model header: {self}"),
+            fix: Some(format!(
+                "check that {model} is a model repository or file (config.json with safetensors weights, or a GGUF) \
+                 and that {file} is not damaged; download it again"
+            )),
+        }
     }
 }
 

@@ -291,7 +291,10 @@ async fn a_damaged_shard_is_refused_with_its_name() {
     let mut file = std::fs::OpenOptions::new().write(true).open(&shard).expect("open");
     file.write_all(&(1u64 << 63).to_le_bytes()).expect("write");
     let error = read_directory(dir.path(), ReadLimits::default()).await.expect_err("huge");
-    assert!(matches!(error, Error::Usage(_)) && error.to_string().contains("claims"), "{error}");
+    assert!(
+        matches!(error, Error::Artifact { .. }) && error.exit_code() == 1 && error.to_string().contains("claims"),
+        "{error}"
+    );
 }
 
 #[tokio::test]
