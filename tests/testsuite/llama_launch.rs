@@ -422,8 +422,19 @@ fn one_image_under_two_digests_is_one_image_to_the_refresh_the_launch_and_status
     assert_eq!(label(1, "image-id"), label(3, "image-id"), "one image");
 
     // Status agrees, and names the image alike on every node.
-    let status = json(&strix_cluster(&cluster, &["status"]));
-    assert!(!status["disagreements"].to_string().contains("image"), "{status}");
+    let status = json(&strix_cluster(&cluster, &["status", "--engine", "llama.cpp"]));
+    assert_eq!(status["toolbox"], "llama", "{status}");
+    assert!(!status["disagreements"].to_string().contains("image differs"), "{status}");
+    let identities: Vec<&str> = status["nodes"]
+        .as_array()
+        .expect("nodes")
+        .iter()
+        .filter_map(|node| {
+            node["status"]["toolboxes"].as_array()?.iter().find(|t| t["name"] == "llama")?["image_id"].as_str()
+        })
+        .collect();
+    let id = label(1, "image-id");
+    assert_eq!(identities, [id.as_str(); 3], "{status}");
     // The refresh it would name as the fix: every node already runs the image.
     let again = refresh(&cluster.nodes_arg(), &v2.reference);
     assert_eq!(again["outcome"], "unchanged", "{again}");
