@@ -12,6 +12,7 @@ pub struct ToolboxStatus {
     pub name: String,
     /// The reference it was made from (`repo:channel` or `--image`).
     pub image: String,
+    /// The image's id (`sha256:…`): the same on every node that has the image.
     pub image_id: String,
     /// Registry digest of that image (`sha256:…`), when it came from a registry.
     pub image_digest: Option<String>,
@@ -21,6 +22,16 @@ pub struct ToolboxStatus {
     pub manager: Option<String>,
     pub running: bool,
     pub created: Option<String>,
+}
+
+/// An image id as `sha256:…` whoever said it: podman's container inspect gives the bare hex,
+/// docker's and the refresh's label the prefixed form.
+fn with_algorithm(id: &str) -> String {
+    if id.is_empty() || id.contains(':') {
+        id.to_string()
+    } else {
+        format!("sha256:{id}")
+    }
 }
 
 impl ToolboxStatus {
@@ -46,7 +57,7 @@ impl ToolboxStatus {
             rccl_sha256: label(labels::RCCL_SHA256),
             pin: label(labels::PIN),
             manager: label(labels::MANAGER),
-            image_id: container.image_id,
+            image_id: with_algorithm(&label(labels::IMAGE_ID).unwrap_or(container.image_id)),
             running: container.running,
             created: container.created,
             name: container.name,
