@@ -30,10 +30,10 @@ use crate::bench::result::{BenchResult, Verdict};
 use crate::bench::store::BenchStore;
 use crate::cluster::bench::{answers, bench, BenchRequest, GateReference, Serving};
 use crate::error::{Error, Result, Signal};
+use crate::model::source::ModelSource;
 use crate::node::Node;
 use crate::ops::refresh::{RefreshReport, RefreshRequest};
 use crate::reporter::Reporter;
-use crate::serving::model_source::ModelSource;
 use crate::serving::record::{Role, ServingRecord};
 use crate::serving::service_name::ServiceName;
 

@@ -467,7 +467,8 @@ mod tests {
         }
     }
 
-    fn status(digest: &str) -> StatusReport {
+    /// A status whose toolbox runs image `id`, pulled by `digest`.
+    fn status_of(id: &str, digest: &str) -> StatusReport {
         StatusReport {
             version: "0.1.0".into(),
             engine: EngineKind::Podman,
@@ -475,7 +476,7 @@ mod tests {
             toolboxes: vec![ToolboxStatus {
                 name: "vllm".into(),
                 image: "repo@sha256:x".into(),
-                image_id: "sha256:id".into(),
+                image_id: id.into(),
                 image_digest: Some(digest.into()),
                 rccl_sha256: None,
                 pin: Some("20261101-100000".into()),
@@ -498,7 +499,7 @@ mod tests {
                 fix: None,
             }])),
             detect: Some(detect(&[("amdgpu.gttsize", "126976")])),
-            status: Some(status(digest)),
+            status: Some(status_of(&format!("{digest}-id"), digest)),
             roce: Some(ClusterLink {
                 netdev: "enp194s0np0".into(),
                 address: Some(Ipv4Addr::from(address)),
@@ -598,6 +599,21 @@ mod tests {
         assert_eq!(row.problems[0].node, "node2");
         // Rows it could not take part in stay unchecked there.
         assert!(report.checks[1..].iter().all(|c| c.cells[1].status.is_none()));
+    }
+
+    #[test]
+    fn one_image_pulled_by_two_digests_is_one_image() {
+        // The index's digest on one node, its platform manifest's on another: one image id.
+        let one = NodeFacts {
+            status: Some(status_of("sha256:id", "sha256:index")),
+            ..node("node1", [192, 168, 100, 1], 9000, "x")
+        };
+        let two = NodeFacts {
+            status: Some(status_of("sha256:id", "sha256:platform")),
+            ..node("node2", [192, 168, 100, 2], 9000, "x")
+        };
+        let report = ClusterDoctorReport::new("vllm", vec![one, two]);
+        assert!(problems(&report, "image").is_empty(), "{:?}", problems(&report, "image"));
     }
 
     #[test]

@@ -10,10 +10,10 @@ use crate::model::hub_env::forwarded_hub_env;
 use crate::model::list::ModelList;
 use crate::model::repo_id::RepoId;
 use crate::model::revision::Revision;
+use crate::model::source::ModelSource;
 use crate::node::Node;
 use crate::output::{Output, Render, Row, Style};
 use crate::reporter::Bytes;
-use crate::serving::model_source::ModelSource;
 
 /// A model command, its arguments checked (before any node is asked).
 pub enum ModelRequest {

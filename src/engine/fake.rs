@@ -1,7 +1,8 @@
 //! An in-memory [`Engine`] for unit tests of the decisions above it (apply, refresh, the phases):
 //! images with ids, tags, digests and labels; containers with names, labels and a running state;
-//! a table of "registry" images that `pull` fetches from; scripted `exec` outcomes; and any chosen
-//! call made to fail, before or after it takes effect. Every call that changes something is
+//! a table of "registry" images that `pull` fetches from; scripted `exec` outcomes (or, when asked,
+//! an exec run by this machine, as if the container's files were its own); and any chosen call
+//! made to fail, before or after it takes effect. Every call that changes something is
 //! recorded, so a test can say what was (and was not) touched.
 
 use std::collections::{BTreeMap, VecDeque};
@@ -56,6 +57,8 @@ struct State {
     registry: BTreeMap<String, ImageInfo>,
     containers: Vec<ContainerInfo>,
     exec_outcomes: VecDeque<ExecOutcome>,
+    /// An exec with no scripted outcome runs on this machine.
+    exec_here: bool,
     failures: Vec<(Call, Strike)>,
     calls: Vec<Call>,
     next_id: u64,
@@ -87,6 +90,12 @@ impl FakeEngine {
     /// The outcome of the next `exec` (later ones exit 0 with no output).
     pub fn script_exec(&self, outcome: ExecOutcome) {
         self.state().exec_outcomes.push_back(outcome);
+    }
+
+    /// Run every exec with no scripted outcome on this machine (its files stand for the
+    /// container's: a model read where the engine reads it, with the real sh and coreutils).
+    pub fn exec_here(&self) {
+        self.state().exec_here = true;
     }
 
     /// Make `call` fail, changing nothing.
@@ -370,13 +379,30 @@ impl Engine for FakeEngine {
         _user: Option<&str>,
         _io: ExecIo<'_>,
     ) -> Result<ExecOutcome> {
-        self.run(Call::Exec { container: name_or_id.into(), command: command.to_vec() }, |state| {
+        let scripted = self.run(Call::Exec { container: name_or_id.into(), command: command.to_vec() }, |state| {
             let running = state.container(name_or_id).is_some_and(|i| state.containers[i].running);
             if !running {
                 return Err(refused(format!("exec in {name_or_id}"), "the container is not running"));
             }
             let none = ExecOutcome { exit_code: 0, stdout: Vec::new(), stderr: Vec::new() };
-            Ok(state.exec_outcomes.pop_front().unwrap_or(none))
+            Ok(state.exec_outcomes.pop_front().or((!state.exec_here).then_some(none)))
+        })?;
+        if let Some(outcome) = scripted {
+            return Ok(outcome);
+        }
+        let Some((program, args)) = command.split_first() else {
+            return Err(refused(format!("exec in {name_or_id}"), "no command"));
+        };
+        let output = tokio::process::Command::new(program)
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .await
+            .map_err(|e| refused(format!("exec {program} here"), &e.to_string()))?;
+        Ok(ExecOutcome {
+            exit_code: i64::from(output.status.code().unwrap_or(-1)),
+            stdout: output.stdout,
+            stderr: output.stderr,
         })
     }
 }

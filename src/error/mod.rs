@@ -189,7 +189,8 @@ pub enum Error {
     #[error(transparent)]
     Nodes(#[from] MultiError),
 
-    /// An RCCL artifact cannot be used: unreadable, damaged, or not a library for gfx1151.
+    /// An artifact cannot be used: an RCCL library unreadable, damaged, or not for gfx1151; a
+    /// model's header damaged.
     #[error("{message}{}", fix_suffix(.fix))]
     Artifact { path: PathBuf, message: String, fix: Option<String> },
 

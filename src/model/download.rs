@@ -1,13 +1,15 @@
 //! The head's download: huggingface_hub's own `snapshot_download` inside the head's toolbox (the
 //! client vLLM uses, so the cache is exactly what vLLM expects), into this node's cache, then
 //! every blob hashed here, since huggingface_hub never checks what it downloads (research §1).
-//! A blob that does not match is removed with its links and downloaded once more.
+//! A blob that does not match is removed with its links and downloaded once more. A GGUF pick is
+//! made first from the repository's model info, read by the one Hub reader (`model::hub`).
 //!
 //! The token reaches Python through the exec's environment only; the script is a constant and
 //! every value it needs is in its environment. huggingface_hub bounds each read itself
 //! (`HF_HUB_DOWNLOAD_TIMEOUT`), so a stalled Hub fails the download rather than hang it.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
@@ -15,6 +17,7 @@ use super::snapshot::{bad_blobs, files_here, manifest_here, paths_of};
 use crate::error::{Error, Result};
 use crate::model::cache::{HubCache, RepoDir};
 use crate::model::gguf_pick::{pick_gguf, GgufPick};
+use crate::model::hub::{Hub, HubAccess};
 use crate::model::manifest::{SnapshotManifest, SnapshotRecords};
 use crate::model::repo_id::RepoId;
 use crate::model::revision::{Commit, Revision};
@@ -77,35 +80,17 @@ except Exception as error:
 print(json.dumps({"snapshot": path, "version": huggingface_hub.__version__}))
 "#;
 
-/// Lists the repository's files at the revision, and the commit it resolved to; prints one JSON
-/// line as [`DOWNLOAD`] does.
-const LIST: &str = r#"import json, os, sys
-try:
-    import huggingface_hub
-    from huggingface_hub import HfApi
-except ImportError as error:
-    print(json.dumps({"error": "ImportError", "message": str(error)}))
-    sys.exit(3)
-try:
-    info = HfApi().model_info(os.environ["STRIX_MODEL_REPO"], revision=os.environ.get("STRIX_MODEL_REVISION") or "main")
-except Exception as error:
-    print(json.dumps({"error": type(error).__name__, "message": str(error)}))
-    sys.exit(2)
-print(json.dumps({"commit": info.sha, "files": [s.rfilename for s in info.siblings or []]}))
-"#;
-
-/// The call each script makes, as an error names it.
+/// The call the script makes, as an error names it.
 const DOWNLOADING: &str = "huggingface_hub.snapshot_download";
-const LISTING: &str = "huggingface_hub.model_info";
+/// The bounds of the model info's request.
+const INFO_CONNECT: Duration = Duration::from_secs(10);
+const INFO_REQUEST: Duration = Duration::from_secs(60);
 
 /// What the script printed last.
 #[derive(Debug, Deserialize)]
 struct ScriptAnswer {
     snapshot: Option<String>,
     version: Option<String>,
-    /// [`LIST`]'s answer.
-    commit: Option<String>,
-    files: Option<Vec<String>>,
     error: Option<String>,
     message: Option<String>,
 }
@@ -120,7 +105,7 @@ pub async fn model_download(settings: &Settings, request: &ModelDownload) -> Res
     // cannot mix revisions).
     let (request, gguf_files) = match &request.gguf {
         Some(pick) => {
-            let (commit, files) = list_repo(&toolbox, &cache, request).await?;
+            let (commit, files) = list_repo(request).await?;
             let chosen = pick_gguf(request.repo.as_str(), &files, pick)?;
             let pinned = ModelDownload { revision: Some(Revision::parse(commit.as_str())?), ..request.clone() };
             (pinned, chosen)
@@ -234,38 +219,18 @@ async fn run_download(
     Ok((commit, version))
 }
 
-/// The repository's file list at the revision asked for, and its commit ([`LIST`]).
-async fn list_repo(
-    toolbox: &RunningToolbox,
-    cache: &HubCache,
-    request: &ModelDownload,
-) -> Result<(Commit, Vec<String>)> {
-    let argv: Vec<String> = ["python3", "-c", LIST].map(String::from).to_vec();
-    let report = toolbox.run(&argv, &download_env(cache, request, None)).await?;
-    let secret = request.hf_token.as_ref();
-    match last_answer(&report) {
-        Some(ScriptAnswer { commit: Some(commit), files: Some(files), .. }) if report.success() => {
-            let commit = Commit::parse(&commit).ok_or_else(|| Error::Command {
-                program: LISTING.into(),
-                message: format!("{}: the Hub named no commit ({commit:?})", request.repo),
-                fix: Some("check HF_ENDPOINT: it must be the Hub or a faithful mirror".into()),
-            })?;
-            Ok((commit, files))
-        }
-        Some(ScriptAnswer { error: Some(class), message, .. }) => {
-            Err(hub_error(LISTING, &request.repo, &class, &redact(&message.unwrap_or_default(), secret), request))
-        }
-        _ => Err(Error::Command {
-            program: "python3 (huggingface_hub.model_info)".into(),
-            message: format!(
-                "in toolbox {} (exit {}): {}",
-                toolbox.name,
-                report.exit_code,
-                redact(&report.last_lines(3).join(" | "), secret)
-            ),
-            fix: Some("check that the toolbox has python3 with huggingface_hub (`strix-toolbox enter -- python3 -c 'import huggingface_hub'`)".into()),
-        }),
-    }
+/// The repository's file list at the revision asked for, and the commit it resolved to.
+async fn list_repo(request: &ModelDownload) -> Result<(Commit, Vec<String>)> {
+    let access = HubAccess::new(request.hub_env.get("HF_ENDPOINT").map(String::as_str), request.hf_token.clone());
+    let hub = Hub::new(&access, INFO_CONNECT, INFO_REQUEST)?;
+    let revision = request.revision.as_ref().map_or_else(|| "main".to_string(), ToString::to_string);
+    let (info, _) = hub.model_info(&request.repo, &revision).await?;
+    let commit = info.commit.ok_or_else(|| Error::Command {
+        program: format!("GET {}/api/models/{}/revision/{revision}", hub.endpoint(), request.repo),
+        message: format!("{}: the Hub named no commit", request.repo),
+        fix: Some("check HF_ENDPOINT: it must be the Hub or a faithful mirror".into()),
+    })?;
+    Ok((commit, info.files))
 }
 
 /// The script's environment: the operator's Hub settings, then what this download needs (`only`
@@ -368,7 +333,6 @@ mod tests {
         let env = download_env(&HubCache::at("/c"), &request(None), Some(&only));
         let files: Vec<String> = serde_json::from_str(&env["STRIX_MODEL_FILES"]).unwrap();
         assert_eq!(files, only);
-        assert!(!LIST.contains("acme") && LIST.contains("model_info(os.environ[\"STRIX_MODEL_REPO\"]"));
     }
 
     #[test]

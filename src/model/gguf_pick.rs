@@ -64,6 +64,25 @@ pub fn pick_gguf(repo: &str, files: &[String], pick: &GgufPick) -> Result<Vec<St
     }
 }
 
+/// Every file of a GGUF model given by its path: a split model (`NAME-00001-of-00003.gguf`) is
+/// all its parts, named by the first (llama.cpp's `llama_split_path` naming); anything else is
+/// itself.
+pub fn gguf_parts(path: &str) -> Result<Vec<String>> {
+    let Some(split) = split_of(path) else { return Ok(vec![path.to_string()]) };
+    let (index, count) = (split.index, split.count);
+    if count == 0 || index == 0 || index > count {
+        return Err(Error::Usage(format!("{path}: part {index} of {count} is not a part of a split GGUF model")));
+    }
+    let part = |n: u32| format!("{}-{n:05}-of-{count:05}.gguf", split.prefix);
+    if index != 1 {
+        return Err(Error::Usage(format!(
+            "{path} is part {index} of a split model: llama-server takes the first part, {}",
+            part(1)
+        )));
+    }
+    Ok((1..=count).map(part).collect())
+}
+
 /// `QUANT` followed by `.` or `-` anywhere in the path, case-insensitively (llama.cpp's
 /// `QUANT[.-]` pattern, the quant taken literally).
 fn names_quant(path: &str, quant: &str) -> bool {
@@ -190,6 +209,24 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("no file"));
+    }
+
+    #[test]
+    fn a_split_model_by_its_path_is_all_its_parts_named_by_the_first() {
+        assert_eq!(gguf_parts("/m/x.gguf").unwrap(), ["/m/x.gguf"]);
+        assert_eq!(
+            gguf_parts("/m/Q-A22B-Q4_K_M-00001-of-00003.gguf").unwrap(),
+            [
+                "/m/Q-A22B-Q4_K_M-00001-of-00003.gguf",
+                "/m/Q-A22B-Q4_K_M-00002-of-00003.gguf",
+                "/m/Q-A22B-Q4_K_M-00003-of-00003.gguf"
+            ]
+        );
+        let later = gguf_parts("/m/q-00002-of-00003.gguf").unwrap_err().to_string();
+        assert!(later.contains("q-00001-of-00003.gguf"), "{later}");
+        assert!(gguf_parts("/m/q-00004-of-00003.gguf").is_err());
+        assert!(gguf_parts("/m/q-00000-of-00003.gguf").is_err());
+        assert_eq!(gguf_parts("/m/q-1-of-00003.gguf").unwrap(), ["/m/q-1-of-00003.gguf"], "not the split naming");
     }
 
     #[test]

@@ -164,7 +164,7 @@ pub async fn dispatch(settings: &Settings, call: NodeCall) -> Result<serde_json:
         NodeCall::ModelServe(c) => reply(&c, model::serve::model_serve(settings, &c).await),
         NodeCall::ModelServeStop(c) => reply(&c, model::serve::model_serve_stop(&c).await),
         NodeCall::ModelFetch(c) => reply(&c, model::fetch::model_fetch(settings, &c).await),
-        NodeCall::ShapeRead(c) => reply(&c, model::shape::ask::shape_ask(&c).await),
+        NodeCall::ShapeRead(c) => reply(&c, model::shape::ask::shape_ask(settings, &c).await),
         NodeCall::SpreadResolve(c) => reply(&c, spread::resolve::resolve_upstream(settings, &c.image).await),
         NodeCall::ImageDigests(c) => reply(&c, spread::pull::image_digests(settings, &c).await),
         NodeCall::SpreadServe(c) => reply(&c, spread::registry::spread_serve(settings, &c).await),

@@ -446,11 +446,14 @@ mod tests {
             }
             .into(),
             ShapeAsk {
-                source: crate::model::shape::source::ModelSource::HubGguf {
+                source: crate::model::source::ModelSource::HubGguf {
                     repo: RepoId::parse("unsloth/Qwen3-235B-A22B-GGUF").unwrap(),
-                    revision: "main".into(),
                     pick: crate::model::gguf_pick::GgufPick::Quant("Q4_K_M".into()),
                 },
+                format: crate::model::source::ModelFormat::Gguf,
+                revision: Some("main".into()),
+                toolbox: "llama".into(),
+                start_toolbox: true,
                 hub_env: [("HF_ENDPOINT".to_string(), "http://127.0.0.1:8080".to_string())].into_iter().collect(),
                 hf_token: Some(Secret::new("hf_secret".into())),
             }
@@ -631,7 +634,11 @@ mod tests {
         };
         round_trip(&ModelFetch { manifest: manifest(), revision: Revision::main(), source }, fetched);
         let ask = ShapeAsk {
-            source: crate::model::shape::source::ModelSource::Directory("/models/Qwen3-32B".into()),
+            source: crate::model::source::ModelSource::Path("/models/Qwen3-32B".into()),
+            format: crate::model::source::ModelFormat::Safetensors,
+            revision: None,
+            toolbox: "vllm".into(),
+            start_toolbox: false,
             hub_env: Default::default(),
             hf_token: None,
         };
@@ -645,6 +652,7 @@ mod tests {
             requests: 1,
             commit: None,
             files: vec!["config.json".into()],
+            toolbox: Some("vllm".into()),
             notes: vec![],
         };
         round_trip(&ask, read);

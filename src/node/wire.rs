@@ -21,7 +21,7 @@ use crate::paths::Paths;
 /// The protocol this build speaks; bumped whenever a message, a call or a reply changes shape.
 /// Both sides must speak the same: their strix-toolbox versions are the same too, so a mismatch
 /// means two builds of one version.
-pub const PROTOCOL: u32 = 4;
+pub const PROTOCOL: u32 = 5;
 
 /// The longest line either side sends or reads: an exec's captured output (8 MiB a stream) fits
 /// with room for JSON's escapes.

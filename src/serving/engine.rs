@@ -15,15 +15,14 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::fit::{FitAsk, FitNodes, Measured, NodeLog, Plan, Planned};
 use super::logs::LogTail;
-use super::model_source::ModelSource;
 use super::parallelism::Parallelism;
 use super::plan::{LaunchPlan, NodeFacts, PlanRequest};
 use super::record::Role;
 use super::state::FlagQuestion;
 use crate::error::{Error, Result};
 use crate::link::ports::LinkPort;
-use crate::model::shape::source::ModelSource as ShapeSource;
 use crate::model::shape::ModelShape;
+use crate::model::source::{ModelFormat, ModelSource};
 use crate::spec::{ToolboxNeeds, Transport};
 use crate::verify::programs::RequiredProgram;
 
@@ -121,16 +120,15 @@ pub trait ServingEngine: Send + Sync + 'static {
     /// The body of its `POST /tokenize` for `text` (both answer `{"tokens": […]}`).
     fn tokenize_request(&self, model: &str, text: &str, add_special: bool) -> serde_json::Value;
 
-    /// Where the head reads the shape of the model `source` names when this engine serves it (a
-    /// directory or GGUF file(s) on the head, a Hub repository or its GGUF files), at `revision`
-    /// (a Hub branch, tag or commit; None: main).
-    fn shape_source(&self, source: &ModelSource, revision: Option<&str>) -> Result<ShapeSource>;
+    /// How it reads a model: config.json with safetensors weights, or GGUF file(s).
+    fn model_format(&self) -> ModelFormat;
     /// What its own arguments (after `--`) and environment (`-e`) ask of a plan: the context,
     /// the cache's dtype, what else changes its memory; an error names what it would refuse.
     fn fit_asked(&self, extra: &[String], env: &BTreeMap<String, String>) -> Result<FitAsk>;
-    /// A command for the head's toolbox whose output says whether its server has a GPU of its
-    /// own (None: the engine's plan does not depend on it).
-    fn devices_question(&self) -> Option<&'static [&'static str]>;
+    /// A command for the head's toolbox whose output says what its server is, as the engine's plan
+    /// depends on it: whether it has a GPU of its own, its build (None: the plan depends on
+    /// neither). What it printed reaches the plan as `FitNodes::head_said`.
+    fn head_question(&self) -> Option<&'static [&'static str]>;
     /// Whether that output names a GPU (None: it says neither).
     fn head_gpu(&self, said: &str) -> Option<bool>;
     /// Every layout of `shape` over `nodes` by its own rules, each with its figures or the rules

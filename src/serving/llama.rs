@@ -12,13 +12,14 @@ use std::net::SocketAddr;
 use crate::error::{Error, Result};
 use crate::image::reference::ImageRef;
 use crate::link::ports::LinkPort;
-use crate::model::shape::source::ModelSource as ShapeSource;
+use crate::model::gguf_pick::gguf_parts;
 use crate::model::shape::ModelShape;
+use crate::model::source::{ModelFormat, ModelSource};
 use crate::serving::engine::{gives, without_flags, Backend, EngineRef, ServingEngine, ToolboxProfile};
 use crate::serving::fit::llama::LlamaRules;
+use crate::serving::fit::llama_build::{self, LlamaBuild};
 use crate::serving::fit::{llama_log, FitAsk, FitNodes, KvCacheDtype, Measured, NodeLog, NodeMemory, Plan, Planned};
 use crate::serving::logs::LogTail;
-use crate::serving::model_source::ModelSource;
 use crate::serving::parallelism::Parallelism;
 use crate::serving::plan::{
     flag_value, with_overrides, LaunchPlan, NodeFacts, NodePlan, PlanRequest, PlannedCommand, Proof, Step,
@@ -243,21 +244,9 @@ impl ServingEngine for LlamaCpp {
         serde_json::json!({ "model": model, "content": text, "add_special": add_special })
     }
 
-    /// Every part of a GGUF on the head, or the Hub repository's GGUF file(s) the pick names.
-    fn shape_source(&self, source: &ModelSource, revision: Option<&str>) -> Result<ShapeSource> {
-        match source {
-            ModelSource::Path(path) => {
-                Ok(ShapeSource::GgufFiles(gguf_parts(path)?.into_iter().map(Into::into).collect()))
-            }
-            ModelSource::HubGguf { repo, pick } => Ok(ShapeSource::HubGguf {
-                repo: repo.clone(),
-                revision: revision.unwrap_or("main").to_string(),
-                pick: pick.clone(),
-            }),
-            ModelSource::Hub(repo) => Err(Error::Usage(format!(
-                "{repo}: llama.cpp serves a GGUF: name it (`{repo}:QUANT` or --file NAME.gguf)"
-            ))),
-        }
+    /// A GGUF: its first part, then the others of a split model.
+    fn model_format(&self) -> ModelFormat {
+        ModelFormat::Gguf
     }
 
     /// `-c`/`--ctx-size` and the cache's type (`-ctk`/`--cache-type-k`, when `-ctv` agrees).
@@ -269,22 +258,20 @@ impl ServingEngine for LlamaCpp {
         Ok(FitAsk { max_model_len: context, kv_cache_dtype, ..FitAsk::default() })
     }
 
-    /// `llama-server --list-devices`: the GPUs the head's build sees (a CPU build sees none, and
-    /// the layers then go to the workers alone).
-    fn devices_question(&self) -> Option<&'static [&'static str]> {
-        Some(&[SERVER, "--list-devices"])
+    /// The head's llama.cpp (`serving::fit::llama_build`): its version, the GPUs its build sees (a
+    /// CPU build sees none, and the layers then go to the workers alone), its RPC devices' names.
+    fn head_question(&self) -> Option<&'static [&'static str]> {
+        Some(&llama_build::QUESTION)
     }
 
-    /// `Available devices:`, then one `  NAME: DESCRIPTION (… MiB, … MiB free)` line a device, or
-    /// `  (none)`.
     fn head_gpu(&self, said: &str) -> Option<bool> {
-        let mut lines = said.lines().skip_while(|line| line.trim() != "Available devices:");
-        lines.next()?;
-        Some(lines.take_while(|line| line.starts_with(' ')).any(|line| line.contains(": ")))
+        LlamaBuild::read(said).head_devices.map(|devices| !devices.is_empty())
     }
 
     /// llama.cpp's rules (`serving::fit::llama`): the layers over every device by its memory, the
-    /// RPC servers first (as llama.cpp lists them), then the head's own GPU when it has one.
+    /// RPC servers first (as llama.cpp lists them), then the head's own GPU when it has one; every
+    /// device named (`--device`) where the build's names are known, an MLA model's cache as the
+    /// build keeps it.
     fn fit(&self, shape: &ModelShape, nodes: &FitNodes, asked: &FitAsk) -> Result<Plan> {
         let mut rules = LlamaRules::default();
         if let Some(name) = &asked.kv_cache_dtype {
@@ -309,7 +296,25 @@ impl ServingEngine for LlamaCpp {
             }
             None => None,
         };
-        Ok(crate::serving::fit::llama::plan(shape, &devices, head_device, &rules))
+        let build = nodes.head_said.as_deref().map(LlamaBuild::read).unwrap_or_default();
+        let (stores_v, why) = build.mla_stores_v();
+        rules.mla_stores_v = stores_v.then(|| why.clone());
+        let mut notes = Vec::new();
+        if shape.mla.is_some() && !stores_v {
+            notes.push(why);
+        }
+        if !workers.is_empty() {
+            match device_names(&build, workers.len(), head_device.is_some()) {
+                Ok(names) => rules.device_names = Some(names),
+                Err(why) => notes.push(format!(
+                    "llama.cpp's own device order is assumed (the RPC servers, then the head's GPU): {why}; builds from \
+                     #23007 to #23868 (May 2026) leave the head's GPU out when --rpc is given"
+                )),
+            }
+        }
+        let mut plan = crate::serving::fit::llama::plan(shape, &devices, head_device, &rules);
+        plan.notes.extend(notes);
+        Ok(plan)
     }
 
     /// Its layers over every node's GPU, whatever the plan: the plan only says how many each takes.
@@ -317,9 +322,13 @@ impl ServingEngine for LlamaCpp {
         None
     }
 
-    /// `--tensor-split` and `-c`, unless the operator gave their own (`-ts`, `-c`/`--ctx-size`).
+    /// `--device`, `--tensor-split` and `-c`, unless the operator gave their own (`-dev`, `-ts`,
+    /// `-c`/`--ctx-size`).
     fn planned_args(&self, plan: &Plan, extra: &[String]) -> Vec<String> {
         let mut dropped = Vec::new();
+        if gives(extra, &["-dev", "--device"]) {
+            dropped.push("--device");
+        }
         if gives(extra, &["-ts", "--tensor-split"]) {
             dropped.push("--tensor-split");
         }
@@ -487,32 +496,29 @@ fn plan(nodes: &[NodeFacts], request: &PlanRequest, backend: Backend) -> LaunchP
     LaunchPlan { engine: LLAMA_CPP, backend, nodes: planned, steps, notes: Vec::new() }
 }
 
-/// Every file of a GGUF model given by its path: a split model (`NAME-00001-of-00003.gguf`) is
-/// all its parts, named by the first; anything else is itself.
-pub fn gguf_parts(path: &str) -> Result<Vec<String>> {
-    let Some((stem, index, count)) = split_name(path) else { return Ok(vec![path.to_string()]) };
-    let width = index.len();
-    let (index, count): (u32, u32) = (index.parse().unwrap_or(0), count.parse().unwrap_or(0));
-    if count == 0 || index == 0 || index > count {
-        return Err(Error::Usage(format!("{path}: part {index} of {count} is not a part of a split GGUF model")));
+/// Every device of a split over `workers` RPC servers (and the head's GPU when `head`), by the
+/// names `build` gives them, in llama.cpp's order: the RPC servers as `--rpc` lists them, then the
+/// head's GPU. Why not, when the build's names are not known.
+fn device_names(build: &LlamaBuild, workers: usize, head: bool) -> std::result::Result<Vec<String>, String> {
+    let version = build.version.as_deref().unwrap_or("its version unknown");
+    match build.numbers_rpc_devices() {
+        Some(true) => {}
+        Some(false) => {
+            return Err(format!(
+                "the image's llama.cpp ({version}) names an RPC device by its address, which the launch gives it \
+                 later"
+            ))
+        }
+        None => return Err(format!("the image's llama.cpp ({version}) did not say how it names its RPC devices")),
     }
-    let part = |n: u32| format!("{stem}-{n:0width$}-of-{count:0width$}.gguf");
-    if index != 1 {
-        return Err(Error::Usage(format!(
-            "{path} is part {index} of a split model: llama-server takes the first part, {}",
-            part(1)
-        )));
+    let mut names: Vec<String> = (0..workers).map(|index| format!("RPC{index}")).collect();
+    if head {
+        match build.head_devices.as_ref().and_then(|devices| devices.first()) {
+            Some(gpu) => names.push(gpu.clone()),
+            None => return Err("the head's llama-server did not name its GPU".to_string()),
+        }
     }
-    Ok((1..=count).map(part).collect())
-}
-
-/// `NAME-00001-of-00003.gguf` → (`NAME`, `00001`, `00003`).
-fn split_name(path: &str) -> Option<(&str, &str, &str)> {
-    let rest = path.strip_suffix(".gguf")?;
-    let (rest, count) = rest.rsplit_once("-of-")?;
-    let (stem, index) = rest.rsplit_once('-')?;
-    let digits = |s: &str| !s.is_empty() && s.len() == count.len() && s.bytes().all(|b| b.is_ascii_digit());
-    (digits(index) && digits(count)).then_some((stem, index, count))
+    Ok(names)
 }
 
 #[cfg(test)]
@@ -633,9 +639,7 @@ mod tests {
                       (RADV GFX1151) (131072 MiB, 120000 MiB free)\n";
         assert_eq!(LLAMA_CPP.head_gpu(vulkan), Some(true));
         assert_eq!(LLAMA_CPP.head_gpu("error: invalid argument: --list-devices"), None, "an older build");
-        let split = ModelSource::Path("/m/q-00001-of-00002.gguf".into());
-        let ShapeSource::GgufFiles(parts) = LLAMA_CPP.shape_source(&split, None).unwrap() else { panic!("files") };
-        assert_eq!(parts.len(), 2);
+        assert_eq!(LLAMA_CPP.model_format(), ModelFormat::Gguf);
     }
 
     #[test]
@@ -649,7 +653,8 @@ mod tests {
             NodeMemory::new("node3", 96 * gib, 0, 4 * gib),
         ];
         let thunderbolt = Transport::ThunderboltTcp { netdev: "thunderbolt0".into() };
-        let mut nodes = FitNodes { memory, transport: thunderbolt, head_gpu: None, image: Default::default() };
+        let mut nodes =
+            FitNodes { memory, transport: thunderbolt, head_gpu: None, head_said: None, image: Default::default() };
         let plan = LLAMA_CPP.fit(&shape, &nodes, &FitAsk::default()).expect("a plan");
         let devices: Vec<&str> = plan.nodes.iter().map(|n| n.node.as_str()).collect();
         assert_eq!(devices, ["node2", "node3", "node1"], "RPC servers first, then the head's GPU");
@@ -661,6 +666,109 @@ mod tests {
         let figures = plan.chosen_layout().and_then(|l| l.fits()).expect("it fits on the two");
         assert_eq!(figures.context_tokens, 2048, "-c 2000 is padded to 2048 cells, as llama.cpp pads it");
         assert!(plan.notes[0].contains("no GPU of its own"), "{:?}", plan.notes);
+    }
+
+    /// The head's toolbox's answer to the plan's question: llama.cpp `version`, its devices, and
+    /// whether its rpc-server takes `--device`.
+    fn said(version: &str, devices: &[&str], rpc_device_flag: bool) -> String {
+        let mut text = format!("version: {version}\n--- strix: list-devices\nAvailable devices:\n");
+        if devices.is_empty() {
+            text.push_str("  (none)\n");
+        }
+        for device in devices {
+            text.push_str(&format!("  {device}: AMD Radeon Graphics (131072 MiB, 120000 MiB free)\n"));
+        }
+        text.push_str("--- strix: rpc-server --help\n  -H, --host HOST   host to bind to\n");
+        if rpc_device_flag {
+            text.push_str("  -d, --device <dev1,dev2,...>     comma-separated list of devices\n");
+        }
+        text
+    }
+
+    #[test]
+    fn every_device_is_named_in_the_plans_order_when_the_build_names_them_by_number() {
+        use crate::model::shape::fixtures::{with_weights, LLAMA_3_3_70B};
+        let shape = with_weights(LLAMA_3_3_70B);
+        let gib = 1u64 << 30;
+        let memory = vec![
+            NodeMemory::new("node1", 120 * gib, 0, 4 * gib),
+            NodeMemory::new("node2", 120 * gib, 0, 4 * gib),
+            NodeMemory::new("node3", 96 * gib, 0, 4 * gib),
+        ];
+        let thunderbolt = Transport::ThunderboltTcp { netdev: "thunderbolt0".into() };
+        let nodes = |said: String| {
+            let head_gpu = LLAMA_CPP.head_gpu(&said);
+            FitNodes {
+                memory: memory.clone(),
+                transport: thunderbolt.clone(),
+                head_gpu,
+                head_said: Some(said),
+                image: Default::default(),
+            }
+        };
+        let arg = |plan: &Plan, flag: &str| {
+            plan.engine_args.windows(2).find(|pair| pair[0] == flag).map(|pair| pair[1].clone())
+        };
+        // A ROCm build whose rpc-server exposes devices by number: the workers', then the head's GPU,
+        // as many as --tensor-split has entries (no build's default selection can drop one).
+        let rocm = LLAMA_CPP.fit(&shape, &nodes(said("9600 (0a1b2c3)", &["ROCm0"], true)), &FitAsk::default());
+        let rocm = rocm.expect("a plan");
+        assert_eq!(arg(&rocm, "--device").as_deref(), Some("RPC0,RPC1,ROCm0"), "{:?}", rocm.engine_args);
+        let split = arg(&rocm, "--tensor-split").expect("a split");
+        assert_eq!(split.split(',').count(), 3, "{split}");
+        // A CPU head (the tests' build): the workers' devices alone.
+        let cpu =
+            LLAMA_CPP.fit(&shape, &nodes(said("0.5.0-dev (build 0, commit unknown)", &[], true)), &FitAsk::default());
+        assert_eq!(arg(&cpu.expect("a plan"), "--device").as_deref(), Some("RPC0,RPC1"));
+        // An older build names an RPC device by its address: llama.cpp's own order, said so.
+        let old = LLAMA_CPP.fit(&shape, &nodes(said("5000 (0a1b2c3)", &["Vulkan0"], false)), &FitAsk::default());
+        let old = old.expect("a plan");
+        assert_eq!(arg(&old, "--device"), None);
+        assert!(old.notes.iter().any(|n| n.contains("own device order") && n.contains("#23868")), "{:?}", old.notes);
+        // The operator's own --device wins.
+        let extra: Vec<String> = ["-dev", "RPC1,RPC0,ROCm0"].map(String::from).to_vec();
+        assert!(!LLAMA_CPP.planned_args(&rocm, &extra).contains(&"--device".to_string()));
+        assert!(LLAMA_CPP.planned_args(&rocm, &[]).contains(&"RPC0,RPC1,ROCm0".to_string()));
+    }
+
+    #[test]
+    fn a_deepseek_gguf_is_cached_as_the_images_llama_cpp_caches_it() {
+        use crate::model::shape::{fixtures::deepseek_v3_gguf, gguf, Sizing};
+        let header = gguf::parse(&deepseek_v3_gguf(true).build()).expect("a header");
+        let Ok(Sizing::Sized(shape)) = gguf::shape(&header, &[]) else { panic!("sized") };
+        let gib = 1u64 << 30;
+        let memory =
+            vec![NodeMemory::new("node1", 120 * gib, 0, 4 * gib), NodeMemory::new("node2", 120 * gib, 0, 4 * gib)];
+        let per_token = |version: &str| {
+            let said = said(version, &["ROCm0"], true);
+            let nodes = FitNodes {
+                memory: memory.clone(),
+                transport: Transport::ThunderboltTcp { netdev: "thunderbolt0".into() },
+                head_gpu: Some(true),
+                head_said: Some(said),
+                image: Default::default(),
+            };
+            let plan = LLAMA_CPP.fit(&shape, &nodes, &FitAsk::default()).expect("a plan");
+            let figures = plan.chosen_layout().and_then(|l| l.fits()).cloned().expect("it fits");
+            let bytes: u64 = figures.nodes.iter().map(|n| n.kv_per_token.full_bytes).sum();
+            (bytes, plan.notes)
+        };
+        // A build with the V-less cache: the latent alone, (512 + 64) × 2 bytes × 61 layers.
+        let (latent, notes) = per_token("0.3.0-dev (build 10711, commit 9723942ad)");
+        assert_eq!(latent, 576 * 2 * 61);
+        assert!(notes.iter().any(|n| n.contains("latent alone")), "{notes:?}");
+        // A build from before it: K 576 and V 512 a token and layer, 1.9 times as much.
+        let (both, notes) = per_token("4800 (aabbccd)");
+        assert_eq!(both, (576 + 512) * 2 * 61);
+        assert_eq!(both * 10 / latent, 18, "1.89×");
+        assert!(
+            notes.iter().any(|n| n.contains("predates the V-less cache") && n.contains("K 576 and V 512")),
+            "{notes:?}"
+        );
+        // Unknown: the larger cache, and said.
+        let (unknown, notes) = per_token("");
+        assert_eq!(unknown, both);
+        assert!(notes.iter().any(|n| n.contains("unknown")), "{notes:?}");
     }
 
     #[test]
@@ -741,22 +849,5 @@ mod tests {
         assert_eq!((measured[0].said_kv_cache_bytes, measured[0].said_context_tokens), (Some(1_572_864), Some(2048)));
         assert_eq!(rpc_address("RPC0[192.168.2.2:50052]"), Some(std::net::Ipv4Addr::new(192, 168, 2, 2)));
         assert_eq!(rpc_address("Vulkan0"), None);
-    }
-
-    #[test]
-    fn a_split_model_is_all_its_parts_named_by_the_first() {
-        assert_eq!(gguf_parts("/m/x.gguf").unwrap(), ["/m/x.gguf"]);
-        assert_eq!(
-            gguf_parts("/m/Q-A22B-Q4_K_M-00001-of-00003.gguf").unwrap(),
-            [
-                "/m/Q-A22B-Q4_K_M-00001-of-00003.gguf",
-                "/m/Q-A22B-Q4_K_M-00002-of-00003.gguf",
-                "/m/Q-A22B-Q4_K_M-00003-of-00003.gguf"
-            ]
-        );
-        let later = gguf_parts("/m/q-00002-of-00003.gguf").unwrap_err().to_string();
-        assert!(later.contains("q-00001-of-00003.gguf"), "{later}");
-        assert!(gguf_parts("/m/q-00004-of-00003.gguf").is_err());
-        assert_eq!(gguf_parts("/m/q-1-of-00003.gguf").unwrap(), ["/m/q-1-of-00003.gguf"], "not the split naming");
     }
 }

@@ -17,7 +17,6 @@ pub(crate) mod http;
 pub(crate) mod io_failure;
 pub(crate) mod llama;
 pub(crate) mod logs;
-pub(crate) mod model_source;
 pub(crate) mod parallelism;
 pub(crate) mod plan;
 pub(crate) mod ports;

@@ -56,7 +56,7 @@ pub async fn process_start(settings: &Settings, request: &ProcessStart) -> Resul
     // this process; another launch's is replaced.
     let mut record = match files.read()? {
         Some(recorded) if recorded.started == request.record.started => recorded,
-        _ => ServingRecord { image: toolbox.image(), ..request.record.clone() },
+        _ => ServingRecord { image: toolbox.image(), image_id: Some(toolbox.image_id()), ..request.record.clone() },
     };
     files.write(&record)?;
     files.rotate_log(&request.name)?;

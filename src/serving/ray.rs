@@ -133,7 +133,11 @@ pub async fn ray_start(settings: &Settings, request: &RayStart) -> Result<RaySta
     if let Some(cache) = request.compile_cache {
         use_image_cache(settings, &toolbox, &mut env, cache).await?;
     }
-    files.write(&ServingRecord { image: toolbox.image(), ..request.record.clone() })?;
+    files.write(&ServingRecord {
+        image: toolbox.image(),
+        image_id: Some(toolbox.image_id()),
+        ..request.record.clone()
+    })?;
     let token_file = files.secret_file(RAY_TOKEN);
     files.write_file(&token_file, request.token.expose().as_bytes())?;
     env.insert(AUTH_MODE.0.into(), AUTH_MODE.1.into());

@@ -96,8 +96,11 @@ pub struct ServingRecord {
     /// The endpoint wants an API key (its value is never recorded).
     #[serde(default)]
     pub api_key: bool,
-    /// The toolbox image (registry digest, else id) it was launched from.
+    /// The toolbox image (registry digest, else id) it was launched from, as a pull names it.
     pub image: String,
+    /// That image's id, as every node names it alike (None: a record from before it was kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_id: Option<String>,
     /// When (RFC 3339): what tells one launch's record from the next.
     pub started: String,
     /// The processes this launch started here, detached, each with its log.
@@ -190,6 +193,7 @@ impl ServingRecord {
             planned: None,
             api_key: false,
             image: String::new(),
+            image_id: None,
             started: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
             processes: Vec::new(),
             extra: Vec::new(),

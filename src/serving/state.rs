@@ -60,8 +60,12 @@ pub struct ServeCheckReport {
     /// The toolbox asked about (None: none was).
     #[serde(default)]
     pub toolbox: Option<String>,
-    /// The image it runs (registry digest, else id); None when there is no such toolbox running.
+    /// The image it runs as a pull names it (registry digest, else id); None when there is no
+    /// such toolbox running.
     pub image: Option<String>,
+    /// The image it runs as every node names it alike (its id): what the nodes are compared by.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_id: Option<String>,
     /// The engine the toolbox was made for (its label; None: made before engines were recorded).
     #[serde(default)]
     pub engine: Option<EngineRef>,
@@ -185,6 +189,7 @@ pub async fn serve_check(settings: &Settings, check: &ServeCheck) -> Result<Serv
     Ok(ServeCheckReport {
         toolbox: check.toolbox.clone(),
         image: toolbox.as_ref().map(RunningToolbox::image),
+        image_id: toolbox.as_ref().map(RunningToolbox::image_id),
         engine: toolbox
             .as_ref()
             .and_then(|t| t.container.labels.get(labels::ENGINE))

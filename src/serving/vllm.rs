@@ -9,14 +9,13 @@ use std::net::SocketAddr;
 
 use crate::error::{Error, Result};
 use crate::link::ports::LinkPort;
-use crate::model::shape::source::ModelSource as ShapeSource;
 use crate::model::shape::ModelShape;
+use crate::model::source::{ModelFormat, ModelSource};
 use crate::serving::engine::{gives, without_flags, Backend, EngineRef, ServingEngine, ToolboxProfile};
 use crate::serving::environment::serving_env;
 use crate::serving::fit::vllm::VllmRules;
 use crate::serving::fit::{self as fit, vllm_log, FitAsk, FitNodes, Measured, NodeLog, Plan, Planned};
 use crate::serving::logs::LogTail;
-use crate::serving::model_source::ModelSource;
 use crate::serving::parallelism::Parallelism;
 use crate::serving::plan::{
     flag_value, with_overrides, LaunchPlan, NodeFacts, NodePlan, PlanRequest, PlannedCommand, Proof, Start, Step,
@@ -222,16 +221,9 @@ impl ServingEngine for Vllm {
         serde_json::json!({ "model": model, "prompt": text, "add_special_tokens": add_special })
     }
 
-    /// A directory as every rank reads it (the head's copy), or the Hub repository.
-    fn shape_source(&self, source: &ModelSource, revision: Option<&str>) -> Result<ShapeSource> {
-        let revision = revision.unwrap_or("main").to_string();
-        match source {
-            ModelSource::Path(path) => Ok(ShapeSource::Directory(path.into())),
-            ModelSource::Hub(repo) => Ok(ShapeSource::Hub { repo: repo.clone(), revision, gguf: Vec::new() }),
-            ModelSource::HubGguf { repo, .. } => {
-                Err(Error::Usage(format!("{repo}: a GGUF model is served by llama.cpp, not vLLM")))
-            }
-        }
+    /// config.json and safetensors weights, as every rank reads them.
+    fn model_format(&self) -> ModelFormat {
+        ModelFormat::Safetensors
     }
 
     /// `--max-model-len`, `--kv-cache-dtype` and `--max-num-batched-tokens` among its arguments,
@@ -255,7 +247,7 @@ impl ServingEngine for Vllm {
     }
 
     /// vLLM's plan needs only the nodes' memory: one rank a node's GPU.
-    fn devices_question(&self) -> Option<&'static [&'static str]> {
+    fn head_question(&self) -> Option<&'static [&'static str]> {
         None
     }
 
@@ -596,13 +588,8 @@ mod tests {
         assert_eq!((asked_env.pp_layer_partition, asked_env.mla_disabled), (Some(vec![31, 30]), true));
         let bad: BTreeMap<String, String> = [("VLLM_MLA_DISABLE".to_string(), "yes".to_string())].into();
         assert!(matches!(VLLM.fit_asked(&[], &bad), Err(Error::Usage(_))));
-        let hub = ModelSource::Hub(crate::model::repo_id::RepoId::parse("Qwen/Qwen3-32B").unwrap());
-        assert!(
-            matches!(VLLM.shape_source(&hub, None).unwrap(), ShapeSource::Hub { revision, .. } if revision == "main")
-        );
-        let path = ModelSource::Path("/models/qwen".into());
-        assert_eq!(VLLM.shape_source(&path, None).unwrap(), ShapeSource::Directory("/models/qwen".into()));
-        assert_eq!(VLLM.devices_question(), None);
+        assert_eq!(VLLM.model_format(), ModelFormat::Safetensors);
+        assert_eq!(VLLM.head_question(), None);
     }
 
     #[test]
@@ -613,7 +600,7 @@ mod tests {
         let roce =
             Transport::Roce { device: "rocep194s0f0".into(), port: 1, netdev: "enp194s0np0".into(), gid_index: 1 };
         let memory = (1..=2).map(|i| NodeMemory::new(&format!("node{i}"), 120 << 30, 0, 4 << 30)).collect();
-        let nodes = FitNodes { memory, transport: roce, head_gpu: None, image: Default::default() };
+        let nodes = FitNodes { memory, transport: roce, head_gpu: None, head_said: None, image: Default::default() };
         let asked = FitAsk { tp: Some(1), pp: Some(2), max_model_len: Some(8192), ..FitAsk::default() };
         let plan = VLLM.fit(&shape, &nodes, &asked).expect("a plan");
         let chosen = plan.chosen_layout().expect("PP 2 as asked");

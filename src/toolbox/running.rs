@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::status::ToolboxStatus;
-use crate::engine::{Connection, ContainerInfo, Engine, ExecIo};
+use crate::engine::{Connection, ContainerInfo, Engine, ExecIo, ExecOutcome};
 use crate::error::{Error, Result};
 use crate::image::reference::validate_container_name;
 use crate::manager::ManagerKind;
@@ -90,9 +90,20 @@ impl RunningToolbox {
         Ok(self.connection.engine().image_inspect(reference).await?.is_some())
     }
 
-    /// The image it runs, as every node names it (registry digest, else image id).
+    /// The image it runs as a pull names it (registry digest, else image id): what a service's
+    /// record and a bench key keep.
     pub fn image(&self) -> String {
+        ToolboxStatus::of(self.container.clone()).image_reference().to_string()
+    }
+
+    /// The image it runs as every node names it alike (`ToolboxStatus::image_identity`).
+    pub fn image_id(&self) -> String {
         ToolboxStatus::of(self.container.clone()).image_identity().to_string()
+    }
+
+    /// Run `argv` inside, its output captured as bytes.
+    pub async fn exec(&self, argv: &[String]) -> Result<ExecOutcome> {
+        self.connection.engine().exec(&self.name, argv, &[], self.user.as_deref(), ExecIo::Capture).await
     }
 
     /// Run `argv` inside, with `env` added, its output captured.

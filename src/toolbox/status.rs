@@ -1,5 +1,5 @@
-//! A toolbox's status: the image it runs (as every node names it), its RCCL, its pin and manager,
-//! read from its container's labels.
+//! A toolbox's status: the image it runs (its identity, as every node names it, and the reference
+//! a pull names it by), its RCCL, its pin and manager, read from its container's labels.
 
 use serde::{Deserialize, Serialize};
 
@@ -12,6 +12,7 @@ pub struct ToolboxStatus {
     pub name: String,
     /// The reference it was made from (`repo:channel` or `--image`).
     pub image: String,
+    /// The image's id (`sha256:…`): the same on every node that has the image.
     pub image_id: String,
     /// Registry digest of that image (`sha256:…`), when it came from a registry.
     pub image_digest: Option<String>,
@@ -34,10 +35,28 @@ pub struct VllmLabels {
     pub device: Option<String>,
 }
 
+/// An image id as `sha256:…` whoever said it: podman's container inspect gives the bare hex,
+/// docker's and the refresh's label the prefixed form.
+fn with_algorithm(id: &str) -> String {
+    if id.is_empty() || id.contains(':') {
+        id.to_string()
+    } else {
+        format!("sha256:{id}")
+    }
+}
+
 impl ToolboxStatus {
-    /// What says which image it runs, the same on every node: the registry digest, else (a local
-    /// build) the image id.
+    /// Which image it runs, named alike on every node: the image id (the digest of the image's
+    /// config), whatever the image came by: a pull by tag or by digest, the head's registry, an
+    /// archive, a build. Not a registry digest: one image has several (an index's, its platform
+    /// manifest's), and none when it was loaded or built, so two nodes running one image could
+    /// name it differently (issue 41). What the launch, refresh and status compare.
     pub fn image_identity(&self) -> &str {
+        &self.image_id
+    }
+
+    /// The image as a pull names it: the registry digest it was made from, else its id.
+    pub fn image_reference(&self) -> &str {
         self.image_digest.as_deref().unwrap_or(&self.image_id)
     }
 
@@ -49,7 +68,7 @@ impl ToolboxStatus {
             rccl_sha256: label(labels::RCCL_SHA256),
             pin: label(labels::PIN),
             manager: label(labels::MANAGER),
-            image_id: container.image_id,
+            image_id: with_algorithm(&label(labels::IMAGE_ID).unwrap_or(container.image_id)),
             running: container.running,
             created: container.created,
             vllm: label(labels::VLLM_VERSION)

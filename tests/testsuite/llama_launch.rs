@@ -30,7 +30,7 @@ use crate::support::cli::{json, stderr, stdout, strix_command};
 use crate::support::cluster::{Link, TestCluster};
 use crate::support::event_stream::EventStream;
 use crate::support::http;
-use crate::support::llama_image::llama_image;
+use crate::support::llama_image::{llama_image, llama_index_image};
 use crate::support::llama_server::{greedy_completion_of, Completion, LlamaServer};
 use crate::support::node_image::node_image;
 use crate::support::openai_python::openai_python;
@@ -311,6 +311,144 @@ fn three_nodes_serve_a_gguf_over_rpc_as_one_node_would_and_several_services_shar
     several_services_share_the_endpoint(&bed, &port);
 }
 
+/// A model the head's toolbox has and its host does not (in the toolbox's own files, as a model in
+/// the image would be) is planned there and served split by that plan; a model on the head's host
+/// that its toolbox does not see, or one in the toolbox whose header is damaged, is refused before
+/// anything starts, named; a dry run whose toolbox is stopped goes on without a plan, saying why.
+#[test]
+fn the_model_is_planned_where_llama_server_reads_it_and_one_it_cannot_read_is_refused() {
+    let single = LlamaServer::builder(&TinyLlama::default().gguf()).start().greedy(PROMPT, TOKENS);
+    let bed = llama_cluster();
+    let cluster = &bed.cluster;
+    let port = crate::support::free_port().to_string();
+    let in_toolbox = "/opt/models/tiny-llama.gguf";
+    assert!(!std::path::Path::new(in_toolbox).exists(), "the test machine has {in_toolbox}");
+    let head = cluster.node(1).podman();
+    let started = head.remote(&["start", "llama"]);
+    assert!(started.status.success(), "{}", String::from_utf8_lossy(&started.stderr));
+    let made = head.remote(&["exec", "--user", "root", "llama", "mkdir", "-p", "/opt/models"]);
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let gguf = TinyLlama::default().gguf();
+    let copied = head.remote(&["cp", gguf.to_str().expect("utf-8"), &format!("llama:{in_toolbox}")]);
+    assert!(copied.status.success(), "{}", String::from_utf8_lossy(&copied.stderr));
+
+    let planned = strix_cluster(cluster, &["plan", in_toolbox]);
+    assert!(planned.status.success(), "{}{}", stdout(&planned), stderr(&planned));
+    let report = json(&planned);
+    assert_eq!(report["read"]["toolbox"], "llama", "read in the head's toolbox: {report}");
+    let size = std::fs::metadata(&gguf).expect("the GGUF").len();
+    let read = report["read"]["bytes_read"].as_u64().expect("bytes read");
+    assert!(read < size, "{read} of the model's {size} bytes read");
+    eprintln!("the plan read {read} of {size} bytes in {} exec(s) in the toolbox", report["read"]["requests"]);
+    assert!(report["plan"]["chosen"].is_object(), "{report}");
+
+    let launched = launch_with(&bed, in_toolbox, &port, &[]);
+    assert!(launched.status.success(), "{}{}", stdout(&launched), stderr(&launched));
+    let report = json(&launched);
+    let argv: Vec<&str> =
+        report["nodes"][0]["commands"][0]["argv"].as_array().expect("argv").iter().filter_map(Value::as_str).collect();
+    assert!(argv.windows(2).any(|w| w == ["--device", "RPC0,RPC1"]), "{argv:?}");
+    assert!(argv.contains(&"--tensor-split") && argv.contains(&in_toolbox), "{argv:?}");
+    assert_eq!(greedy_through(cluster, &port, in_toolbox), single, "the toolbox's model answered otherwise");
+    let stopped = strix_cluster(cluster, &["stop"]);
+    assert!(stopped.status.success(), "{}", stderr(&stopped));
+
+    // On the head's host, not in its toolbox: refused, nothing started anywhere.
+    let host_only = tempfile::tempdir().expect("a directory outside the toolbox's mounts");
+    let on_host = host_only.path().join("tiny-llama.gguf");
+    std::fs::copy(&gguf, &on_host).expect("the model on the host");
+    let on_host = on_host.display().to_string();
+    let refused = launch_with(&bed, &on_host, &port, &[]);
+    let said = stderr(&refused);
+    assert_eq!(refused.status.code(), Some(1), "{said}");
+    assert!(said.contains(&format!("no {on_host} in toolbox llama")), "{said}");
+    assert_nothing_serves(cluster, &on_host, "after a model its toolbox does not have");
+
+    // In the toolbox but damaged (its header cut short): it cannot be planned, and is refused at
+    // once, named, rather than launched unplanned for llama-server to fail on every node.
+    let damaged = "/opt/models/damaged.gguf";
+    let cut = head.remote(&["exec", "llama", "sh", "-c", "head -c 4096 \"$1\" > \"$2\"", "sh", in_toolbox, damaged]);
+    assert!(cut.status.success(), "{}", String::from_utf8_lossy(&cut.stderr));
+    let started = std::time::Instant::now();
+    let refused = launch_with(&bed, damaged, &port, &[]);
+    eprintln!("a damaged model refused in {:?}", started.elapsed());
+    let said = stderr(&refused);
+    assert_eq!(refused.status.code(), Some(1), "a damaged file is a failure, not a usage error: {said}");
+    assert!(said.contains("cannot be planned, so it is not launched (nothing was started)"), "{said}");
+    assert!(said.contains("(in toolbox llama)") && said.contains("cannot be read as a model header"), "{said}");
+    assert_nothing_serves(cluster, damaged, "after a damaged model");
+
+    // A dry run with the head's toolbox stopped starts nothing to read it in: it says so, unplanned.
+    let stop = head.remote(&["stop", "llama"]);
+    assert!(stop.status.success(), "{}", String::from_utf8_lossy(&stop.stderr));
+    let dry = launch_with(&bed, in_toolbox, &port, &["--dry-run"]);
+    let said = format!("{}{}", stdout(&dry), stderr(&dry));
+    assert!(dry.status.success(), "{said}");
+    assert!(said.contains("not running (a dry run starts none)") && said.contains("without a plan"), "{said}");
+    let inspected = head.remote(&["inspect", "llama", "--format", "{{.State.Running}}"]);
+    assert_eq!(String::from_utf8_lossy(&inspected.stdout).trim(), "false", "the dry run started the toolbox");
+}
+
+/// One image, one identity (issue 41): two nodes refreshed to one image, then a third given the
+/// next image by its platform manifest's digest on its own, then all three refreshed to it by its
+/// tag (the index's digest). One image under two registry digests: the refresh says the third
+/// already runs it, and the launch and status agree, comparing images by their id. (They compared
+/// digests: the launch refused "the nodes run different toolbox images", status named a
+/// disagreement, and the refresh it named as the fix said every node already ran the image.)
+#[test]
+fn one_image_under_two_digests_is_one_image_to_the_refresh_the_launch_and_status() {
+    let registry = Registry::start();
+    let cluster = TestCluster::start_with(&registry, 3, Link::Thunderbolt);
+    let refresh = |nodes: &str, image: &str| {
+        let args = ["refresh", "--engine", "llama.cpp", "--image", image, "--manager", "native", "--spread", "off"];
+        let refreshed = strix_cluster_of(&cluster, nodes, &args);
+        assert!(refreshed.status.success(), "refresh {nodes} to {image}: {}", stderr(&refreshed));
+        json(&refreshed)
+    };
+    let v1 = llama_index_image(&registry, "llama:latest", "2026-11-01T10:00:00Z");
+    refresh("node1,node2", &v1.reference);
+    let v2 = llama_index_image(&registry, "llama:latest", "2026-11-08T10:00:00Z");
+    refresh("node3", &format!("{}@{}", v2.repository, v2.manifest_digest));
+    let report = refresh(&cluster.nodes_arg(), &v2.reference);
+    let actions: Vec<&str> =
+        report["nodes"].as_array().expect("nodes").iter().filter_map(|n| n["report"]["action"].as_str()).collect();
+    assert_eq!(actions[2], "unchanged", "node3 already runs the image: {report}");
+    // The circle's cause: one image id, two digests.
+    let label = |index: usize, key: &str| {
+        let labels = cluster.node(index).podman().inspect("llama")["Config"]["Labels"].clone();
+        labels[format!("io.github.strix-toolbox.{key}")].as_str().expect("a label").to_string()
+    };
+    assert_eq!((label(1, "image-digest"), label(3, "image-digest")), (v2.digest.clone(), v2.manifest_digest.clone()));
+    assert_eq!(label(1, "image-id"), label(3, "image-id"), "one image");
+
+    // Status agrees, and names the image alike on every node.
+    let status = json(&strix_cluster(&cluster, &["status", "--engine", "llama.cpp"]));
+    assert_eq!(status["toolbox"], "llama", "{status}");
+    assert!(!status["disagreements"].to_string().contains("image differs"), "{status}");
+    let identities: Vec<&str> = status["nodes"]
+        .as_array()
+        .expect("nodes")
+        .iter()
+        .filter_map(|node| {
+            node["status"]["toolboxes"].as_array()?.iter().find(|t| t["name"] == "llama")?["image_id"].as_str()
+        })
+        .collect();
+    let id = label(1, "image-id");
+    assert_eq!(identities, [id.as_str(); 3], "{status}");
+    // The refresh it would name as the fix: every node already runs the image.
+    let again = refresh(&cluster.nodes_arg(), &v2.reference);
+    assert_eq!(again["outcome"], "unchanged", "{again}");
+    // The launch takes the three as one image and serves.
+    let bed = LlamaBed { model: model_on(&cluster, 1, "tiny-llama.gguf", TinyLlama::default()), cluster, registry };
+    let port = crate::support::free_port().to_string();
+    let launched = launch(&bed, &port);
+    let said = format!("{}{}", stdout(&launched), stderr(&launched));
+    assert!(launched.status.success(), "{said}");
+    assert!(!said.contains("different toolbox images"), "{said}");
+    let stopped = strix_cluster(&bed.cluster, &["stop"]);
+    assert!(stopped.status.success(), "{}", stderr(&stopped));
+}
+
 /// The head's `--tensor-split` follows the workers' GTT sizes (the head's CPU build has no device
 /// of its own), and each worker's device holds what the plan put there: llama.cpp's model and KV
 /// buffer sizes within 10% of the plan's weights and KV cache for that node.
@@ -324,6 +462,10 @@ fn planned_as_llama_cpp_allocated(report: &Value) {
     let split = argv.iter().position(|a| *a == "--tensor-split").and_then(|at| argv.get(at + 1));
     let by_gtt: Vec<String> = GTT_GIB[1..].iter().map(|gib| ((gib - KEPT_GIB) << 10).to_string()).collect();
     assert_eq!(split.copied(), Some(by_gtt.join(",").as_str()), "the split by node2's and node3's GTT: {argv:?}");
+    // Every device named, as many as the split has entries: the workers' RPC devices by the names
+    // this build gives them (it serves with them, token for token).
+    let devices = argv.iter().position(|a| *a == "--device").and_then(|at| argv.get(at + 1));
+    assert_eq!(devices.copied(), Some("RPC0,RPC1"), "{argv:?}");
     let measured = report["measured"].as_array().unwrap_or_else(|| panic!("no measured figures: {report}"));
     let nodes: Vec<&str> = measured.iter().filter_map(|m| m["planned"]["node"].as_str()).collect();
     assert_eq!(nodes, ["node2", "node3"], "a figure for each worker's device: {report}");

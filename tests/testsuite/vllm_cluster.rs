@@ -162,7 +162,10 @@ fn the_real_vllm_serves_across_two_nodes_with_its_own_executor() {
         .lines()
         .find(|line| line.starts_with("vllm:generation_tokens_total{"))
         .unwrap_or_else(|| panic!("no vllm:generation_tokens_total: {exposition}"));
-    assert!(generated.contains("node=\"node1\"") && generated.contains(&format!("service=\"{SERVICE}\"")), "{generated}");
+    assert!(
+        generated.contains("node=\"node1\"") && generated.contains(&format!("service=\"{SERVICE}\"")),
+        "{generated}"
+    );
     let count: f64 = generated.rsplit(' ').next().and_then(|v| v.parse().ok()).expect("a sample");
     assert!(count >= 8.0 + 32.0 * 2.0, "every token served so far: {generated}");
     crate::support::prometheus::promtool_remarks_only_the_engines_colon_names(&exposition);
@@ -217,7 +220,10 @@ fn the_real_vllm_serves_across_two_nodes_with_its_own_executor() {
     for index in 1..=2 {
         let rank = index - 1;
         let log = vllm_log(cluster, index);
-        assert!(log.contains(&format!("rank {rank} in world size 2 is assigned as DP rank 0, PP rank {rank}")), "{log}");
+        assert!(
+            log.contains(&format!("rank {rank} in world size 2 is assigned as DP rank 0, PP rank {rank}")),
+            "{log}"
+        );
     }
     let answer = complete(cluster, &endpoint, "The harbour town woke slowly.");
     assert_eq!(answer["usage"]["completion_tokens"], 8, "{answer}");
@@ -234,5 +240,9 @@ const POST_WITH_TIMEOUT: &str = "import sys, urllib.request\n\
 /// names its processes: `VLLM::EngineCore`, `VLLM::Worker_TP1`...).
 fn signal_in_toolbox(cluster: &TestCluster, index: usize, signal: &str, name: &str) {
     let output = cluster.node(index).podman().remote(&["exec", "vllm", "pkill", &format!("-{signal}"), "-f", name]);
-    assert!(output.status.success(), "pkill -{signal} -f {name} on node{index}: {}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "pkill -{signal} -f {name} on node{index}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
 }

@@ -1,10 +1,15 @@
 //! `cluster plan MODEL` (and `plan MODEL` on one node), and the launch's first step: the model's
-//! shape read on the head (a node call: its own files, or the Hub over its uplink, the token in the
-//! call), each node's memory from its GPU facts (`detect`: the GTT, what is in use, the reserve
-//! kept back), which build of the engine the head's toolbox holds (its image's labels, from the
-//! head's `status`), and, when the engine's plan depends on it, whether the head's server has a
-//! GPU of its own (asked of its toolbox, which this starts when it is stopped). All asked at once;
-//! the plan is then the engine's pure function of what they returned (`ServingEngine::fit`).
+//! shape read on the head (a node call: a path inside the engine's toolbox there, or the Hub over
+//! its uplink, the token in the call), each node's memory from its GPU facts (`detect`: the GTT,
+//! what is in use, the reserve kept back), which build of the engine the head's toolbox holds (its
+//! image's labels, from the head's `status`), and, when the engine's plan depends on it, what the
+//! head's server is (its build and whether it has a GPU of its own, asked of its toolbox, which
+//! this starts when it is stopped). All asked at once; the plan is then the engine's pure function
+//! of what they returned (`ServingEngine::fit`).
+//!
+//! The model is read where its engine reads it: a path inside the engine's toolbox on the head
+//! (`model::shape::ask`). A model that cannot be read there is [`NoPlan::Unread`]: the launch
+//! refuses it, since its engine could not load it either.
 
 mod request;
 
@@ -21,11 +26,35 @@ use crate::serving::fit::vllm_build::HeadImage;
 use crate::serving::fit::{FitNodes, NodeMemory};
 pub use request::{FitReport, FitRequest};
 
+/// Why no plan was made.
+#[derive(Debug)]
+pub enum NoPlan {
+    /// The model could not be read where its engine reads it (not there, damaged, the Hub
+    /// refused it): its engine could not load it either.
+    Unread(Error),
+    /// Another of the plan's questions failed (a node's memory, the layout asked).
+    Failed(Error),
+}
+
+impl From<Error> for NoPlan {
+    fn from(error: Error) -> NoPlan {
+        NoPlan::Failed(error)
+    }
+}
+
+impl From<NoPlan> for Error {
+    fn from(no_plan: NoPlan) -> Error {
+        match no_plan {
+            NoPlan::Unread(error) | NoPlan::Failed(error) => error,
+        }
+    }
+}
+
 /// The plan of `request.model` on `nodes` (the head first).
-pub async fn fit_model(nodes: &[&dyn Node], request: &FitRequest) -> Result<FitReport> {
+pub async fn fit_model(nodes: &[&dyn Node], request: &FitRequest) -> std::result::Result<FitReport, NoPlan> {
     let engine = request.engine;
     let Some(head) = nodes.first() else {
-        return Err(Error::Usage("no nodes to plan for. Fix: give --nodes or a cluster file".into()));
+        return Err(Error::Usage("no nodes to plan for. Fix: give --nodes or a cluster file".into()).into());
     };
     let mut asked = request.asked.clone();
     if let Some(split) = engine.parallelism_asked(request.tp, request.pp, nodes.len())? {
@@ -33,18 +62,22 @@ pub async fn fit_model(nodes: &[&dyn Node], request: &FitRequest) -> Result<FitR
         asked.pp = u32::try_from(split.pp).ok();
     }
     let shape = ShapeAsk {
-        source: engine.shape_source(&request.source, request.revision.as_deref())?,
+        source: request.source.clone(),
+        format: engine.model_format(),
+        revision: request.revision.clone(),
+        toolbox: request.toolbox.clone(),
+        start_toolbox: request.ask_devices,
         hub_env: request.hub_env.clone(),
         hf_token: request.hf_token.clone(),
     };
     let devices = async {
-        let argv = engine.devices_question().filter(|_| request.ask_devices)?;
+        let argv = engine.head_question().filter(|_| request.ask_devices)?;
         let ask = Exec { toolbox: request.toolbox.clone(), argv: argv.iter().map(|a| a.to_string()).collect() };
         Some(head.call(ask).await)
     };
     let detects = join_all(nodes.iter().map(|node| node.call(Detect {})));
     let (read, detects, devices, status) = tokio::join!(head.call(shape), detects, devices, head.call(Status {}));
-    let read = read?;
+    let read = read.map_err(NoPlan::Unread)?;
     let image = head_image(status, &request.toolbox);
 
     let mut problems = MultiError::new("nothing was planned");
@@ -60,25 +93,29 @@ pub async fn fit_model(nodes: &[&dyn Node], request: &FitRequest) -> Result<FitR
         }
     }
     if !problems.is_empty() {
-        return Err(problems.into());
+        return Err(Error::from(problems).into());
     }
     let mut notes = Vec::new();
-    if engine.devices_question().is_some() && !request.ask_devices {
+    if engine.head_question().is_some() && !request.ask_devices {
         notes.push(format!(
             "the head's {} was not asked which GPUs it sees (a dry run starts no toolbox): its own GPU is assumed",
             engine.title()
         ));
     }
+    let mut head_said = None;
     let head_gpu = match devices {
         None => None,
-        Some(Ok(said)) if said.success() => engine.head_gpu(&said.stdout),
         Some(Ok(said)) => {
-            notes.push(format!(
-                "the head's {} could not say which GPUs it sees ({}): its own GPU is assumed",
-                engine.title(),
-                said.last_lines(1).join(" ")
-            ));
-            None
+            let gpu = if said.success() { engine.head_gpu(&said.stdout) } else { None };
+            if gpu.is_none() {
+                notes.push(format!(
+                    "the head's {} could not say which GPUs it sees ({}): its own GPU is assumed",
+                    engine.title(),
+                    said.last_lines(1).join(" ")
+                ));
+            }
+            head_said = said.success().then_some(said.stdout);
+            gpu
         }
         Some(Err(error)) => {
             notes.push(format!(
@@ -91,7 +128,7 @@ pub async fn fit_model(nodes: &[&dyn Node], request: &FitRequest) -> Result<FitR
     };
     let (plan, cannot_size) = match &read.sizing {
         Sizing::Sized(shape) => {
-            let nodes = FitNodes { memory, transport: transport.unwrap_or_default(), head_gpu, image };
+            let nodes = FitNodes { memory, transport: transport.unwrap_or_default(), head_gpu, head_said, image };
             (Some(engine.fit(shape, &nodes, &asked)?), None)
         }
         Sizing::CannotSize { architecture, why } => (None, Some(format!("{architecture}: {why}"))),

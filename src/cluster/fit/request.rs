@@ -7,10 +7,10 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::model::shape::source::ShapeRead;
+use crate::model::source::ModelSource;
 use crate::secret::Secret;
 use crate::serving::engine::EngineRef;
 use crate::serving::fit::{FitAsk, Plan};
-use crate::serving::model_source::ModelSource;
 
 /// What to plan, and how.
 #[derive(Debug, Clone)]

@@ -78,12 +78,14 @@ pub(super) async fn check_every_node(
         }
     }
     if problems.is_empty() {
-        let images: Vec<&str> = on.iter().filter_map(|i| answered[*i].image.as_deref()).collect();
+        // By the image id, which every node says alike (`ToolboxStatus::image_identity`): the
+        // same id is the same image whatever digest each node was given it by.
+        let images: Vec<&str> = on.iter().filter_map(|i| answered[*i].image_id.as_deref()).collect();
         if images.windows(2).any(|pair| pair[0] != pair[1]) {
             let each: Vec<String> = on
                 .iter()
                 .map(|i| {
-                    let image = answered[*i].image.as_deref().unwrap_or("-");
+                    let image = answered[*i].image_id.as_deref().unwrap_or("-");
                     format!("{} {}", cluster[*i].name(), crate::image::short_digest(image))
                 })
                 .collect();

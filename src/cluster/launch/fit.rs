@@ -1,15 +1,19 @@
 //! The launch plans first (`cluster::fit`): the model's shape read on the service's head, every
 //! node's memory, then the engine's plan. A model that fits no layout is refused before anything
 //! starts, with the numbers and the fix; a layout asked for (`--tp`/`--pp`) that the model does
-//! not allow is refused naming its rule. A model the plan cannot size (hybrid or linear
-//! attention, an unknown architecture, headers it cannot read) goes on as before, with a warning.
+//! not allow is refused naming its rule. A model that cannot be read where its engine reads it (a
+//! path its toolbox does not see, a damaged header, a Hub that refuses it) is refused at once: its
+//! engine could not load it either, and a launch without a plan would spread it over every node
+//! unsized. A model the plan cannot size (hybrid or linear attention, an unknown architecture,
+//! headers past the plan's byte budget) goes on as before, with a warning; so does a dry run whose
+//! toolbox is stopped (it starts none to read the model in).
 //! What the plan chose reaches the launch: the split, the engine's flags (the operator's own
 //! win), and what each node holds, for its record and for another service onto it.
 
 use super::beside;
 use super::pinned::pinned_commit;
 use super::request::LaunchRequest;
-use crate::cluster::fit::{fit_model, FitRequest};
+use crate::cluster::fit::{fit_model, FitRequest, NoPlan};
 use crate::error::{Error, Result};
 use crate::node::Node;
 use crate::serving::fit::memory::DEFAULT_RESERVE_GIB;
@@ -66,8 +70,23 @@ pub(super) async fn plan_first(nodes: &[&dyn Node], request: &LaunchRequest) -> 
     let report = match fit_model(nodes, &asked).await {
         Ok(report) => report,
         // What the operator asked that the engine would refuse (a cache dtype, a partition).
-        Err(error @ Error::Usage(_)) => return Err(error),
-        Err(error) => {
+        Err(NoPlan::Failed(error @ Error::Usage(_))) => return Err(error),
+        Err(NoPlan::Unread(error)) if !request.dry_run => {
+            return Err(error.context(format!(
+                "{} cannot be planned, so it is not launched (nothing was started): its model cannot be read where {} \
+                 reads it",
+                request.model,
+                engine.title()
+            )));
+        }
+        Err(NoPlan::Unread(error)) => {
+            let why = format!(
+                "{} was not read ({error}): the dry run goes on without a plan; a launch refuses a model it cannot read",
+                request.model
+            );
+            return Ok(PlanFirst::Unplanned(why));
+        }
+        Err(NoPlan::Failed(error)) => {
             let why = format!("{} could not be planned ({error}): the launch goes on without a plan", request.model);
             return Ok(PlanFirst::Unplanned(why));
         }

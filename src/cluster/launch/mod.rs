@@ -61,7 +61,7 @@ pub async fn launch(cluster: &[&dyn Node], request: &LaunchRequest, reporter: &d
     );
     let ((checks, backend, mut why), model, router) = (checks?, model?, router?);
     if let Some(pinned) = &request.pinned {
-        pinned.refuse_another_image(request, checks[on[0]].image.as_deref())?;
+        pinned.refuse_another_image(request, checks[on[0]].image.as_deref(), checks[on[0]].image_id.as_deref())?;
     }
     if let Some(recipe) = &recipe {
         let identity = model::identity(&checks[on[0]], model.as_ref(), request);

@@ -10,9 +10,9 @@ use crate::error::Result;
 use crate::model::identity::ModelIdentity;
 use crate::model::repo_id::RepoId;
 use crate::model::revision::Revision;
+use crate::model::source::ModelSource;
 use crate::node::Node;
 use crate::reporter::Reporter;
-use crate::serving::model_source::ModelSource;
 use crate::serving::state::ServeCheckReport;
 
 /// A Hub model (None for a path), with the revision asked for (a relaunch's: the commit it

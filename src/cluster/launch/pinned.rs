@@ -13,8 +13,8 @@ use crate::error::{Error, Result};
 use crate::model::identity::ModelIdentity;
 use crate::model::repo_id::RepoId;
 use crate::model::revision::{Commit, Revision};
+use crate::model::source::ModelSource;
 use crate::serving::engine::without_flags;
-use crate::serving::model_source::ModelSource;
 use crate::serving::record::ServingRecord;
 
 /// The flag a Hub revision is asked with (vLLM's; the launch's own lookup reads it too).
@@ -30,6 +30,8 @@ pub struct Pinned {
     pub gguf_commit: Option<Commit>,
     /// The toolbox image it served on: the registry digest, else the image id (None: unrecorded).
     pub image: Option<String>,
+    /// That image's id, which every node says alike (None: a record from before it was kept).
+    pub image_id: Option<String>,
 }
 
 impl Pinned {
@@ -38,6 +40,7 @@ impl Pinned {
             identity: record.identity.clone(),
             gguf_commit: record.gguf_commit.as_deref().and_then(Commit::parse),
             image: Some(record.image.clone()).filter(|image| !image.is_empty()),
+            image_id: record.image_id.clone(),
         }
     }
 
@@ -53,10 +56,24 @@ impl Pinned {
     }
 
     /// The relaunch on another image than the one it served on: refused before anything starts
-    /// (`runs`: the image the service's head's toolbox runs now).
-    pub(super) fn refuse_another_image(&self, request: &LaunchRequest, runs: Option<&str>) -> Result<()> {
+    /// (`runs` and `runs_id`: the image the service's head's toolbox runs now, as a pull names it
+    /// and by its id). Images are the same by their ids, which every node says alike; a record
+    /// from before ids were kept, by its reference.
+    pub(super) fn refuse_another_image(
+        &self,
+        request: &LaunchRequest,
+        runs: Option<&str>,
+        runs_id: Option<&str>,
+    ) -> Result<()> {
+        let same = match (self.image_id.as_deref(), runs_id) {
+            (Some(served), Some(now)) => served == now,
+            _ => match (self.image.as_deref(), runs) {
+                (Some(served), Some(now)) => served == now,
+                _ => true,
+            },
+        };
         let (Some(served), Some(runs)) = (self.image.as_deref(), runs) else { return Ok(()) };
-        if served == runs {
+        if same {
             return Ok(());
         }
         let service = &request.service;
@@ -213,7 +230,12 @@ mod tests {
         let pinned = Pinned::of(&record);
         assert_eq!(
             pinned,
-            Pinned { identity: Some(gguf('a')), gguf_commit: Some(commit('c')), image: Some("sha256:old".into()) }
+            Pinned {
+                identity: Some(gguf('a')),
+                gguf_commit: Some(commit('c')),
+                image: Some("sha256:old".into()),
+                image_id: None
+            }
         );
         // The commit the model is read at, by where it comes from.
         let hub_gguf = ModelSource::of("org/t-GGUF:Q8_0");
@@ -247,8 +269,8 @@ mod tests {
     fn another_image_is_refused_naming_both_and_the_way_back() {
         let pinned = Pinned { image: Some("sha256:old".into()), ..Pinned::default() };
         let request = relaunch(&[], Some(pinned.clone()));
-        assert!(pinned.refuse_another_image(&request, Some("sha256:old")).is_ok());
-        let error = pinned.refuse_another_image(&request, Some("sha256:new")).unwrap_err();
+        assert!(pinned.refuse_another_image(&request, Some("sha256:old"), None).is_ok());
+        let error = pinned.refuse_another_image(&request, Some("sha256:new"), None).unwrap_err();
         let said = format!("{error} {}", error.fix().unwrap_or_default());
         for part in [
             "sha256:old",
@@ -259,7 +281,20 @@ mod tests {
         ] {
             assert!(said.contains(part), "{part:?} in {said}");
         }
-        assert!(Pinned::default().refuse_another_image(&request, Some("sha256:new")).is_ok(), "no image recorded");
+        assert!(
+            Pinned::default().refuse_another_image(&request, Some("sha256:new"), None).is_ok(),
+            "no image recorded"
+        );
+        // The same image named by another digest on the node that runs it now (its index's and
+        // its platform manifest's, or none when it was loaded): the same by its id.
+        let by_id =
+            Pinned { image: Some("sha256:index".into()), image_id: Some("sha256:id1".into()), ..Pinned::default() };
+        assert!(by_id.refuse_another_image(&request, Some("sha256:platform"), Some("sha256:id1")).is_ok());
+        assert!(by_id.refuse_another_image(&request, Some("sha256:id1"), Some("sha256:id1")).is_ok());
+        assert!(
+            by_id.refuse_another_image(&request, Some("sha256:index"), Some("sha256:id2")).is_err(),
+            "another image"
+        );
     }
 
     #[test]

@@ -12,10 +12,10 @@ use crate::cluster::model::ModelPullReport;
 use crate::model::identity::ModelIdentity;
 use crate::model::repo_id::RepoId;
 use crate::model::revision::Commit;
+use crate::model::source::ModelSource;
 use crate::secret::{shown_env, Secret};
 use crate::serving::engine::{Backend, EngineRef};
 use crate::serving::fit::{Measured, Plan};
-use crate::serving::model_source::ModelSource;
 use crate::serving::plan::{NodePlan, Step};
 use crate::serving::service_name::ServiceName;
 

@@ -1,19 +1,36 @@
-//! A plan's first question, asked of the head: the model's shape, read where the head reaches it
-//! (its own files, or the Hub over its uplink with the operator's `HF_ENDPOINT`). The token
-//! travels in the call, over the node's channel: never in an argv. The answer says how many bytes
-//! and requests the read took.
+//! A plan's first question, asked of the head: the model's shape, read where its engine reads it.
+//! A path is read inside the engine's toolbox on the head (started when stopped, unless the ask
+//! says not to: a dry run starts nothing), as the engine will read it there; a Hub repository is
+//! read over the head's uplink with the operator's `HF_ENDPOINT`. The token travels in the call,
+//! over the node's channel: never in an argv. The answer says how many bytes and requests the read
+//! took.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::source::{read_shape, HubAccess, ModelSource, ReadLimits, ShapeRead};
-use crate::error::Result;
+use super::in_toolbox::RunsInToolbox;
+use super::source::{read_shape, Reach, ReadLimits, ShapeRead};
+use crate::engine::ExecOutcome;
+use crate::error::{Error, Result};
+use crate::model::hub::HubAccess;
+use crate::model::source::{ModelFormat, ModelSource};
 use crate::secret::Secret;
+use crate::settings::Settings;
+use crate::toolbox::running::RunningToolbox;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ShapeAsk {
     pub source: ModelSource,
+    /// How the engine reads the model.
+    pub format: ModelFormat,
+    /// A Hub branch, tag or commit [None: main].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<String>,
+    /// The engine's toolbox on the head, where a path is read.
+    pub toolbox: String,
+    /// Start the toolbox to read a path in it when it is stopped.
+    pub start_toolbox: bool,
     /// The operator's `HF_*` settings that say how to reach the Hub (`model::hub_env`).
     #[serde(default)]
     pub hub_env: BTreeMap<String, String>,
@@ -22,7 +39,41 @@ pub struct ShapeAsk {
 }
 
 /// The shape `ask` names, read within the default bounds.
-pub async fn shape_ask(ask: &ShapeAsk) -> Result<ShapeRead> {
+pub async fn shape_ask(settings: &Settings, ask: &ShapeAsk) -> Result<ShapeRead> {
     let hub = HubAccess::new(ask.hub_env.get("HF_ENDPOINT").map(String::as_str), ask.hf_token.clone());
-    read_shape(&ask.source, &hub, ReadLimits::default()).await
+    let toolbox = match &ask.source {
+        ModelSource::Path(path) => Some(toolbox_for(settings, ask, path).await?),
+        ModelSource::Hub(_) | ModelSource::HubGguf { .. } => None,
+    };
+    let reach = Reach { hub: &hub, toolbox: toolbox.as_ref().map(|t| t as &dyn RunsInToolbox) };
+    read_shape(&ask.source, ask.format, ask.revision.as_deref(), reach, ReadLimits::default()).await
+}
+
+/// The toolbox the model at `path` is read in: started when stopped if the ask allows it.
+async fn toolbox_for(settings: &Settings, ask: &ShapeAsk, path: &str) -> Result<RunningToolbox> {
+    if ask.start_toolbox {
+        return RunningToolbox::open(settings, &ask.toolbox).await;
+    }
+    RunningToolbox::if_running(settings, &ask.toolbox).await?.ok_or_else(|| {
+        Error::toolbox(
+            &ask.toolbox,
+            format!(
+                "{path} is read inside toolbox {}, where its engine reads it, and the toolbox is not running (a dry run \
+                 starts none)",
+                ask.toolbox
+            ),
+            format!("`strix-toolbox cluster plan {path}` (or `plan` on one node) starts it and reads the model there"),
+        )
+    })
+}
+
+#[async_trait::async_trait]
+impl RunsInToolbox for RunningToolbox {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    async fn run(&self, argv: &[String]) -> Result<ExecOutcome> {
+        self.exec(argv).await
+    }
 }

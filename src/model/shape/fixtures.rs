@@ -361,6 +361,49 @@ impl GgufBuilder {
     }
 }
 
+/// DeepSeek-V3's GGUF header as llama.cpp's convert_hf_to_gguf.py writes it (DeepseekV2Model's
+/// `set_gguf_parameters`): with `mla` the MQA form of latent attention since llama.cpp #12801
+/// (one KV head of `kv_lora_rank + qk_rope_head_dim` = 576 K and `kv_lora_rank` = 512 V values,
+/// the per-head widths under the `*_mla` keys); without, the earlier conversion (the config's 128
+/// KV heads of 192 K and 128 V values, no `*_mla` keys). Its config.json: tests/fixtures/model-configs.
+pub fn deepseek_v3_gguf(mla: bool) -> GgufBuilder {
+    let header = GgufBuilder::default()
+        .string("general.architecture", "deepseek2")
+        .u32("general.file_type", 15)
+        .u32("deepseek2.block_count", 61)
+        .u32("deepseek2.context_length", 163_840)
+        .u32("deepseek2.embedding_length", 7168)
+        .u32("deepseek2.feed_forward_length", 18_432)
+        .u32("deepseek2.attention.head_count", 128)
+        .u32("deepseek2.vocab_size", 129_280)
+        .u32("deepseek2.leading_dense_block_count", 3)
+        .u32("deepseek2.attention.q_lora_rank", 1536)
+        .u32("deepseek2.attention.kv_lora_rank", 512)
+        .u32("deepseek2.rope.dimension_count", 64)
+        .u32("deepseek2.expert_count", 256)
+        .u32("deepseek2.expert_used_count", 8)
+        .u32("deepseek2.expert_shared_count", 1)
+        .u32("deepseek2.expert_feed_forward_length", 2048);
+    let header = if mla {
+        header
+            .u32("deepseek2.attention.head_count_kv", 1)
+            .u32("deepseek2.attention.key_length", 576)
+            .u32("deepseek2.attention.value_length", 512)
+            .u32("deepseek2.attention.key_length_mla", 192)
+            .u32("deepseek2.attention.value_length_mla", 128)
+    } else {
+        header
+            .u32("deepseek2.attention.head_count_kv", 128)
+            .u32("deepseek2.attention.key_length", 192)
+            .u32("deepseek2.attention.value_length", 128)
+    };
+    header
+        .tensor("token_embd.weight", &[7168, 129_280], 12)
+        .tensor("blk.0.attn_kv_a_mqa.weight", &[7168, 576], 12)
+        .tensor("blk.3.ffn_up_exps.weight", &[7168, 2048, 256], 12)
+        .tensor("output.weight", &[7168, 129_280], 14)
+}
+
 /// llama.cpp's build for the tests (scripts/llama-cpp.sh): its `models/` (vocabulary GGUFs) and its
 /// venv's Python with gguf-py.
 pub fn llama_cpp() -> std::path::PathBuf {

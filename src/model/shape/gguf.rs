@@ -60,7 +60,6 @@ impl Value {
         }
     }
 
-    #[cfg(test)]
     pub fn as_str(&self) -> Option<&str> {
         match self {
             Value::String(s) => Some(s),
@@ -466,15 +465,19 @@ pub fn shape(first: &Header, more_parts: &[Header]) -> Result<Sizing, HeaderErro
             })
         }
     };
-    let mla = match keys.count(&arch("attention.kv_lora_rank"), 1 << 20)? {
-        Some(rank) if rank > 0 => {
+    // llama.cpp runs attention as MLA only when both `*_mla` widths are there (`is_mla()`,
+    // src/llama-hparams.h): a GGUF converted before them (llama.cpp #12801, 2025-04) is cached as
+    // the full multi-head attention its plain keys describe (`legacy_mla`).
+    let key_mla = keys.count(&arch("attention.key_length_mla"), 1 << 20)?.filter(|&n| n > 0);
+    let value_mla = keys.count(&arch("attention.value_length_mla"), 1 << 20)?.filter(|&n| n > 0);
+    let mla = match (keys.count(&arch("attention.kv_lora_rank"), 1 << 20)?, key_mla, value_mla) {
+        (Some(rank), Some(key_mla), Some(value_mla)) if rank > 0 => {
             let rope = keys.count(&arch("rope.dimension_count"), 1 << 20)?.unwrap_or(0);
-            let key_mla = keys.count(&arch("attention.key_length_mla"), 1 << 20)?.unwrap_or(head_dim);
             Some(Mla {
                 kv_lora_rank: rank,
                 qk_rope_head_dim: rope,
                 qk_nope_head_dim: key_mla.saturating_sub(rope),
-                v_head_dim: keys.count(&arch("attention.value_length_mla"), 1 << 20)?.unwrap_or(v_head_dim),
+                v_head_dim: value_mla,
                 q_lora_rank: keys.count(&arch("attention.q_lora_rank"), 1 << 20)?,
             })
         }
@@ -512,6 +515,27 @@ pub fn shape(first: &Header, more_parts: &[Header]) -> Result<Sizing, HeaderErro
         sliding,
         weights: Some(weights),
     })))
+}
+
+/// Said of a GGUF whose model has latent attention (`kv_lora_rank`) but no `*_mla` widths: it was
+/// converted before llama.cpp's MLA (#12801), and llama.cpp caches its full heads, not the latent.
+pub fn legacy_mla(header: &Header) -> Option<String> {
+    let keys = Keys(&header.keys);
+    let architecture = keys.get("general.architecture")?.as_str()?;
+    let key = |name: &str| keys.get(&format!("{architecture}.attention.{name}"));
+    let rank = key("kv_lora_rank")?.count().filter(|&rank| rank > 0)?;
+    if key("key_length_mla").is_some() && key("value_length_mla").is_some() {
+        return None;
+    }
+    let heads = key("head_count_kv").and_then(Value::count).unwrap_or(0);
+    let widths = (key("key_length").and_then(Value::count), key("value_length").and_then(Value::count));
+    let (k, v) = (widths.0.unwrap_or(0), widths.1.unwrap_or(0));
+    Some(format!(
+        "this GGUF has latent attention (kv_lora_rank {rank}) but no attention.key_length_mla/value_length_mla: it \
+         was converted before llama.cpp's MLA (#12801), and llama.cpp caches its {heads} full heads of {k} + {v} \
+         values a token and layer instead of the latent; a GGUF converted by a newer convert_hf_to_gguf.py caches far \
+         less"
+    ))
 }
 
 /// `general.file_type` by llama.cpp's name for it (`LLAMA_FTYPE_*` in `include/llama.h`).

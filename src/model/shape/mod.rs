@@ -2,7 +2,8 @@
 //! downloaded or started. Hugging Face's `config.json` gives the architecture ([`config`]), the
 //! safetensors headers and index give every tensor's bytes ([`safetensors`]), a GGUF's header gives
 //! both ([`gguf`]); [`weights`] sorts tensors into what each rank of a split holds, and [`source`]
-//! fetches the headers from a local directory, a GGUF file or the Hub by range reads.
+//! fetches the headers where the engine reads the model: a path inside its toolbox
+//! ([`in_toolbox`]), or the Hub by range reads; [`ask`] is that read asked of the head.
 //!
 //! Every byte comes from strangers: every count and length is bounded before anything is allocated
 //! for it, every product is checked, and a malformed header is a [`HeaderError`], never a panic.
@@ -12,6 +13,7 @@
 pub(crate) mod ask;
 pub(crate) mod config;
 pub(crate) mod gguf;
+pub(crate) mod in_toolbox;
 pub(crate) mod safetensors;
 pub(crate) mod source;
 pub(crate) mod weights;
@@ -158,13 +160,17 @@ impl HeaderError {
         HeaderError::TooLarge { what: what.into(), claimed, limit }
     }
 
-    /// The error the user sees: which file of which model, why, and what to do.
+    /// The error the user sees: which file of which model, why, and what to do. A damaged file is
+    /// a failure, not a usage error.
     pub fn of_file(&self, model: &str, file: &str) -> Error {
-        Error::Usage(format!(
-            "{model}: {file} cannot be read as a model header: {self}. Fix: check that {model} is a model \
-             repository or file (config.json with safetensors weights, or a GGUF) and that {file} is not damaged; \
-             re-download it if it is local"
-        ))
+        Error::Artifact {
+            path: file.into(),
+            message: format!("{model}: {file} cannot be read as a model header: {self}"),
+            fix: Some(format!(
+                "check that {model} is a model repository or file (config.json with safetensors weights, or a GGUF) \
+                 and that {file} is not damaged; download it again"
+            )),
+        }
     }
 }
 

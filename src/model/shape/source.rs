@@ -1,76 +1,38 @@
-//! Where a model's headers come from, and how little of it is read: a local directory
-//! (config.json, the safetensors index and each shard's header), local GGUF files (the header's
-//! first bytes, more only when it is longer), or a Hub repository by HTTP range reads, as
-//! huggingface_hub's `get_safetensors_metadata` reads safetensors: `GET
-//! {endpoint}/{repo}/resolve/{revision}/{file}` with `Range` for the first 8 bytes (the header's
-//! length), then for the header itself. The file list and the commit come from `GET
-//! {endpoint}/api/models/{repo}/revision/{revision}`; every file after it is read at that commit.
+//! Where a model's headers come from, and how little of it is read: a path as its engine's
+//! toolbox sees it ([`super::in_toolbox`]: config.json, the safetensors index and each shard's
+//! header, or a GGUF's first bytes, more only when its header is longer), or a Hub repository by
+//! HTTP range reads (`model::hub`), as huggingface_hub's `get_safetensors_metadata` reads
+//! safetensors: the first bytes of a file (the header's length, and most often the header), then
+//! the rest of the header. A Hub revision is resolved to its commit by the repository's model
+//! info first, and every file after it is read at that commit.
 //!
 //! Every read is bounded in bytes (each file's own bound, and [`ReadLimits::total_bytes`] for
-//! the whole) and in time; the report says how many bytes and requests it took.
+//! the whole) and in time; the report says how many bytes and requests (execs, on a path) it took.
 
-use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use reqwest::header::{HeaderValue, AUTHORIZATION, CONTENT_RANGE, RANGE};
-use reqwest::StatusCode;
 use serde::{Deserialize, Serialize};
-use tokio::io::{AsyncReadExt, AsyncSeekExt};
 
+use super::in_toolbox::{self, Ask, RunsInToolbox};
 use super::safetensors::{self, is_plain_path};
 use super::weights::{Naming, WeightSource, Weights};
 use super::{config, gguf, HeaderError, Sizing};
 use crate::error::{Error, Result};
-use crate::model::gguf_pick::{pick_gguf, GgufPick};
+use crate::model::gguf_pick::{gguf_parts, pick_gguf};
+use crate::model::hub::{Hub, HubAccess};
 use crate::model::repo_id::RepoId;
-use crate::secret::Secret;
+use crate::model::source::{ModelFormat, ModelSource};
 
-/// The Hub's address unless `HF_ENDPOINT` says another (huggingface_hub's default).
-pub const DEFAULT_ENDPOINT: &str = "https://huggingface.co";
 /// The first bytes of a safetensors file read at once from the Hub: its 8-byte length and, for a
 /// dense model's shards (about 8 KiB of header each), the whole header: one request a shard; a
 /// longer header (a MoE model's) is read on from there.
 const SAFETENSORS_FIRST_READ: u64 = 16 << 10;
 /// The first bytes of a GGUF read at once; most headers (their vocabulary included) fit.
 const GGUF_FIRST_READ: u64 = 1 << 20;
-/// The largest file list read from the Hub's API.
-const LISTING_LIMIT: u64 = 16 << 20;
 const CONFIG: &str = "config.json";
 const INDEX: &str = "model.safetensors.index.json";
 const SINGLE: &str = "model.safetensors";
-
-/// What to read the model from.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ModelSource {
-    /// A local directory with config.json and safetensors weights (a Hub snapshot).
-    Directory(PathBuf),
-    /// A local GGUF: its first part, then the others of a split model.
-    GgufFiles(Vec<PathBuf>),
-    /// A Hub repository at a revision (a branch, tag or commit); `gguf` names the GGUF files to
-    /// read (as `model::gguf_pick` chose them) instead of config.json and safetensors.
-    Hub { repo: RepoId, revision: String, gguf: Vec<String> },
-    /// The GGUF file(s) of a Hub repository that `pick` names, chosen from its file list as
-    /// `model::gguf_pick` chooses them.
-    HubGguf { repo: RepoId, revision: String, pick: GgufPick },
-}
-
-/// How to reach the Hub.
-#[derive(Debug, Clone)]
-pub struct HubAccess {
-    /// `HF_ENDPOINT`, else [`DEFAULT_ENDPOINT`].
-    pub endpoint: String,
-    pub token: Option<Secret>,
-}
-
-impl HubAccess {
-    /// The endpoint `HF_ENDPOINT` names (when set and not empty), else the Hub's.
-    pub fn new(hf_endpoint: Option<&str>, token: Option<Secret>) -> HubAccess {
-        let endpoint = hf_endpoint.map(str::trim).filter(|e| !e.is_empty()).unwrap_or(DEFAULT_ENDPOINT);
-        HubAccess { endpoint: endpoint.trim_end_matches('/').to_string(), token }
-    }
-}
 
 /// The bounds of one read of a model's shape.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,49 +54,80 @@ impl Default for ReadLimits {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ShapeRead {
     pub sizing: Sizing,
-    /// Bytes read (answers' bodies on the Hub, bytes read from local files).
+    /// Bytes read (answers' bodies on the Hub, bytes a toolbox gave from its files).
     pub bytes_read: u64,
-    /// Requests to the Hub, or files opened.
+    /// Requests to the Hub, or execs in the toolbox.
     pub requests: u32,
     /// The commit a Hub revision resolved to.
     pub commit: Option<String>,
     /// The files read, in order.
     pub files: Vec<String>,
+    /// Where a path was read: the toolbox (None: the Hub's repository).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub toolbox: Option<String>,
     /// What the reader had to assume, said (weights estimated, an index total that disagrees).
     pub notes: Vec<String>,
 }
 
-/// Read the shape of the model `source` names.
-pub async fn read_shape(source: &ModelSource, hub: &HubAccess, limits: ReadLimits) -> Result<ShapeRead> {
-    let (mut files, gguf) = match source {
-        ModelSource::Directory(path) => (Files::local(path.clone(), limits), Vec::new()),
-        ModelSource::GgufFiles(paths) => {
-            let Some(first) = paths.first() else {
-                return Err(Error::Usage("no GGUF file to read. Fix: give the model's .gguf file".into()));
+/// Where the files of a model are: a path's in the toolbox its engine reads it in, a Hub
+/// repository's on the Hub.
+pub struct Reach<'a> {
+    pub hub: &'a HubAccess,
+    /// None: no path can be read (a read of one is refused).
+    pub toolbox: Option<&'a dyn RunsInToolbox>,
+}
+
+/// Read the shape of the model `source` names as an engine reading `format` reads it, at
+/// `revision` on the Hub (None: main).
+pub async fn read_shape(
+    source: &ModelSource,
+    format: ModelFormat,
+    revision: Option<&str>,
+    reach: Reach<'_>,
+    limits: ReadLimits,
+) -> Result<ShapeRead> {
+    let revision = revision.unwrap_or("main");
+    let (mut files, gguf) = match (source, format) {
+        (ModelSource::Path(path), format) => {
+            let Some(toolbox) = reach.toolbox else {
+                return Err(Error::Internal(format!(
+                    "{path}: a path is read in its engine's toolbox, and none was given"
+                )));
             };
-            let root = first.parent().map(Path::to_path_buf).unwrap_or_default();
-            let names = paths
-                .iter()
-                .map(|path| path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default())
-                .collect();
-            (Files::local(root, limits), names)
+            match format {
+                ModelFormat::Safetensors => (Files::in_toolbox(toolbox, path, path, limits), Vec::new()),
+                ModelFormat::Gguf => (Files::in_toolbox(toolbox, "", path, limits), gguf_parts(path)?),
+            }
         }
-        ModelSource::Hub { repo, revision, gguf } => (Files::hub(repo, revision, hub, limits).await?, gguf.clone()),
-        ModelSource::HubGguf { repo, revision, pick } => {
-            let files = Files::hub(repo, revision, hub, limits).await?;
+        (ModelSource::Hub(repo), ModelFormat::Safetensors) => {
+            (Files::hub(repo, revision, reach.hub, limits).await?, Vec::new())
+        }
+        (ModelSource::HubGguf { repo, pick }, ModelFormat::Gguf) => {
+            let files = Files::hub(repo, revision, reach.hub, limits).await?;
             let listed: Vec<String> = match &files.place {
                 Place::Hub { listing, .. } => listing.iter().cloned().collect(),
-                Place::Local(_) => Vec::new(),
+                Place::Toolbox { .. } => Vec::new(),
             };
-            let names = pick_gguf(&repo.to_string(), &listed, pick)?;
+            let names = pick_gguf(repo.as_str(), &listed, pick)?;
             (files, names)
+        }
+        (ModelSource::Hub(repo), ModelFormat::Gguf) => {
+            return Err(Error::Usage(format!(
+                "{repo}: the engine serves a GGUF: name it (`{repo}:QUANT` or --file NAME.gguf)"
+            )))
+        }
+        (ModelSource::HubGguf { repo, .. }, ModelFormat::Safetensors) => {
+            return Err(Error::Usage(format!(
+                "{repo}: a GGUF model is served by llama.cpp (`--engine llama.cpp`), and this engine reads config.json \
+                 with safetensors weights"
+            )))
         }
     };
     let mut notes = Vec::new();
     let sizing = if gguf.is_empty() {
         read_safetensors_model(&mut files, &mut notes).await?
     } else {
-        read_gguf(&mut files, &gguf).await?
+        read_gguf(&mut files, &gguf, &mut notes).await?
     };
     Ok(ShapeRead {
         sizing,
@@ -142,26 +135,31 @@ pub async fn read_shape(source: &ModelSource, hub: &HubAccess, limits: ReadLimit
         requests: files.requests,
         commit: files.commit.clone(),
         files: files.read.clone(),
+        toolbox: match &files.place {
+            Place::Toolbox { toolbox, .. } => Some(toolbox.name().to_string()),
+            Place::Hub { .. } => None,
+        },
         notes,
     })
 }
 
 /// config.json, then the weights from the safetensors headers (or, past the byte budget, the
 /// index's total), or an estimate from the config when the model has no safetensors weights.
-async fn read_safetensors_model(files: &mut Files, notes: &mut Vec<String>) -> Result<Sizing> {
+async fn read_safetensors_model(files: &mut Files<'_>, notes: &mut Vec<String>) -> Result<Sizing> {
     let Some(config_bytes) = files.whole(CONFIG, config::CONFIG_LIMIT).await? else {
-        return Err(Error::Usage(format!(
-            "{}: there is no config.json. Fix: give a model with its config.json (a Hugging Face repository or \
-             snapshot), or its .gguf file",
-            files.model()
-        )));
+        return Err(files.not_there(
+            "there is no config.json",
+            &format!(
+                "give a model with its config.json (a Hugging Face repository or snapshot, as {}), or its .gguf file",
+                files.seen_by()
+            ),
+        ));
     };
     let mut shape = match config::parse(&config_bytes).map_err(|e| e.of_file(&files.model(), CONFIG))? {
         Sizing::Sized(shape) => shape,
         cannot @ Sizing::CannotSize { .. } => return Ok(cannot),
     };
-    let shards = if files.exists(INDEX).await? {
-        let bytes = files.whole(INDEX, safetensors::INDEX_LIMIT).await?.unwrap_or_default();
+    let shards = if let Some(bytes) = files.whole(INDEX, safetensors::INDEX_LIMIT).await? {
         let index = safetensors::parse_index(&bytes).map_err(|e| e.of_file(&files.model(), INDEX))?;
         Some((index.shards.clone(), index.total_size))
     } else if files.exists(SINGLE).await? {
@@ -176,51 +174,41 @@ async fn read_safetensors_model(files: &mut Files, notes: &mut Vec<String>) -> R
             ));
             Weights::estimated(&shape)
         }
-        Some((shards, index_total)) => {
-            let mut weights = Weights::new(WeightSource::Headers, shape.layers);
-            let mut complete = true;
-            for shard in &shards {
-                match files.safetensors_header(shard).await? {
-                    Some(header) => {
-                        for tensor in &header.tensors {
-                            let dimensions = tensor.shape.iter().filter(|&&d| d > 1).count();
-                            weights.add(Naming::HuggingFace, &tensor.name, dimensions, tensor.bytes);
-                        }
-                    }
-                    None => {
-                        complete = false;
-                        break;
-                    }
+        Some((shards, index_total)) => match (files.safetensors_headers(&shards).await?, index_total) {
+            (Some(headers), index_total) => {
+                let mut weights = Weights::new(WeightSource::Headers, shape.layers);
+                for tensor in headers.iter().flat_map(|header| header.tensors.iter()) {
+                    let dimensions = tensor.shape.iter().filter(|&&d| d > 1).count();
+                    weights.add(Naming::HuggingFace, &tensor.name, dimensions, tensor.bytes);
                 }
-            }
-            match (complete, index_total) {
-                (true, Some(total)) if total != weights.total_bytes => {
+                if let Some(total) = index_total.filter(|&total| total != weights.total_bytes) {
                     notes.push(format!(
                         "the index says the weights are {total} bytes; their headers add up to {}: the headers' \
                          figure is used",
                         weights.total_bytes
                     ));
-                    weights
                 }
-                (true, _) => weights,
-                (false, Some(total)) => {
-                    notes.push(format!(
-                        "the shards' headers are more than the {} bytes allowed: the index's total ({total} bytes) is \
-                         shared out by the config's parameters",
-                        files.limits.total_bytes
-                    ));
-                    Weights::estimated(&shape).scaled_to(total, WeightSource::IndexTotal)
-                }
-                (false, None) => {
-                    return Err(Error::Usage(format!(
-                        "{}: the weights' headers are larger than the {} bytes a plan reads, and the model has no \
-                         index total. Fix: this model cannot be planned; launch it with --max-model-len",
-                        files.model(),
-                        files.limits.total_bytes
-                    )))
-                }
+                weights
             }
-        }
+            (None, Some(total)) => {
+                notes.push(format!(
+                    "the shards' headers are more than the {} bytes allowed: the index's total ({total} bytes) is \
+                     shared out by the config's parameters",
+                    files.limits.total_bytes
+                ));
+                Weights::estimated(&shape).scaled_to(total, WeightSource::IndexTotal)
+            }
+            (None, None) => {
+                return Ok(Sizing::CannotSize {
+                    architecture: shape.architecture.clone(),
+                    why: format!(
+                        "its weights' headers are larger than the {} bytes a plan reads, and the model has no index \
+                         total",
+                        files.limits.total_bytes
+                    ),
+                })
+            }
+        },
     };
     if weights.source == WeightSource::Headers {
         shape.tied_embeddings = !weights.output_head;
@@ -230,7 +218,7 @@ async fn read_safetensors_model(files: &mut Files, notes: &mut Vec<String>) -> R
 }
 
 /// A GGUF model's header, each part's tensors added.
-async fn read_gguf(files: &mut Files, parts: &[String]) -> Result<Sizing> {
+async fn read_gguf(files: &mut Files<'_>, parts: &[String], notes: &mut Vec<String>) -> Result<Sizing> {
     let mut headers = Vec::new();
     for part in parts {
         headers.push(files.gguf_header(part).await?);
@@ -238,12 +226,13 @@ async fn read_gguf(files: &mut Files, parts: &[String]) -> Result<Sizing> {
     let Some((first, more)) = headers.split_first() else {
         return Err(Error::Usage("no GGUF file to read. Fix: give the model's .gguf file".into()));
     };
+    notes.extend(gguf::legacy_mla(first));
     gguf::shape(first, more).map_err(|e| e.of_file(&files.model(), parts.first().map_or("", String::as_str)))
 }
 
-/// The model's files, local or on the Hub, and what reading them took.
-struct Files {
-    place: Place,
+/// The model's files, in a toolbox or on the Hub, and what reading them took.
+struct Files<'a> {
+    place: Place<'a>,
     limits: ReadLimits,
     bytes_read: u64,
     requests: u32,
@@ -251,146 +240,164 @@ struct Files {
     read: Vec<String>,
 }
 
-enum Place {
-    Local(PathBuf),
+enum Place<'a> {
+    /// Inside the engine's toolbox: `root` joined to each name (names are whole paths when it is
+    /// empty); `model` is the path as the operator gave it.
+    Toolbox {
+        toolbox: &'a dyn RunsInToolbox,
+        root: String,
+        model: String,
+    },
     Hub {
-        http: reqwest::Client,
-        endpoint: String,
+        hub: Hub,
         repo: RepoId,
         revision: String,
-        token: Option<Secret>,
         listing: BTreeSet<String>,
     },
 }
 
-/// The Hub's answer to `GET /api/models/{repo}/revision/{revision}`, what of it is read.
-#[derive(Deserialize)]
-struct Listing {
-    sha: Option<String>,
-    #[serde(default)]
-    siblings: Vec<Sibling>,
+/// What one read gave: up to the bytes asked, and the file's size when the place said it.
+struct Part {
+    bytes: Vec<u8>,
+    total: Option<u64>,
 }
 
-#[derive(Deserialize)]
-struct Sibling {
-    rfilename: String,
-}
-
-impl Files {
-    fn local(root: PathBuf, limits: ReadLimits) -> Files {
-        Files { place: Place::Local(root), limits, bytes_read: 0, requests: 0, commit: None, read: Vec::new() }
+impl<'a> Files<'a> {
+    /// The files of the model at `model` in `toolbox`, its names in `root` (whole paths when
+    /// empty).
+    fn in_toolbox(toolbox: &'a dyn RunsInToolbox, root: &str, model: &str, limits: ReadLimits) -> Files<'a> {
+        Files::at(Place::Toolbox { toolbox, root: root.to_string(), model: model.to_string() }, limits)
     }
 
-    async fn hub(repo: &RepoId, revision: &str, access: &HubAccess, limits: ReadLimits) -> Result<Files> {
-        let http = reqwest::Client::builder()
-            .connect_timeout(limits.connect)
-            .timeout(limits.request)
-            .build()
-            .map_err(|e| Error::Internal(format!("cannot build the HTTP client: {e}")))?;
-        let mut files = Files {
-            place: Place::Hub {
-                http,
-                endpoint: access.endpoint.clone(),
-                repo: repo.clone(),
-                revision: revision.to_string(),
-                token: access.token.clone(),
-                listing: BTreeSet::new(),
-            },
-            limits,
-            bytes_read: 0,
-            requests: 0,
-            commit: None,
-            read: Vec::new(),
-        };
-        let url = format!("{}/api/models/{repo}/revision/{}", access.endpoint, quote(revision, false));
-        let (body, _) = files.get(&url, None, LISTING_LIMIT, "the repository's file list").await?;
-        let listing: Listing = serde_json::from_slice(&body).map_err(|e| {
-            hub_error(&url, "the repository's file list", &format!("not the Hub's answer ({e})"), &access.endpoint)
-        })?;
-        if let Some(commit) = listing.sha.as_deref().and_then(crate::model::revision::Commit::parse) {
-            files.commit = Some(commit.to_string());
-            if let Place::Hub { revision, .. } = &mut files.place {
-                *revision = commit.to_string();
-            }
-        }
-        if let Place::Hub { listing: names, .. } = &mut files.place {
-            *names = listing.siblings.into_iter().map(|s| s.rfilename).filter(|name| is_plain_path(name)).collect();
-        }
+    fn at(place: Place<'a>, limits: ReadLimits) -> Files<'a> {
+        Files { place, limits, bytes_read: 0, requests: 0, commit: None, read: Vec::new() }
+    }
+
+    /// The repository at `revision`: its model info first (the commit, the file list).
+    async fn hub(repo: &RepoId, revision: &str, access: &HubAccess, limits: ReadLimits) -> Result<Files<'a>> {
+        let hub = Hub::new(access, limits.connect, limits.request)?;
+        let (info, answer) = hub.model_info(repo, revision).await?;
+        let revision = info.commit.as_ref().map_or(revision.to_string(), ToString::to_string);
+        let place = Place::Hub { hub, repo: repo.clone(), revision, listing: info.files.into_iter().collect() };
+        let mut files = Files::at(place, limits);
+        files.requests = 1;
+        files.bytes_read = answer.body.len() as u64;
+        files.commit = info.commit.map(|commit| commit.to_string());
         Ok(files)
     }
 
     /// The model, as errors name it.
     fn model(&self) -> String {
         match &self.place {
-            Place::Local(root) => root.display().to_string(),
+            Place::Toolbox { toolbox, model, .. } => format!("{model} (in toolbox {})", toolbox.name()),
             Place::Hub { repo, .. } => repo.to_string(),
         }
     }
 
-    async fn exists(&self, name: &str) -> Result<bool> {
-        Ok(match &self.place {
-            Place::Local(root) => tokio::fs::metadata(root.join(name)).await.is_ok_and(|m| m.is_file()),
-            Place::Hub { listing, .. } => listing.contains(name),
-        })
+    /// Where the model is read, for a fix to name.
+    fn seen_by(&self) -> String {
+        match &self.place {
+            Place::Toolbox { toolbox, .. } => {
+                format!("toolbox {} sees it: `strix-toolbox enter {} -- ls -l PATH`", toolbox.name(), toolbox.name())
+            }
+            Place::Hub { .. } => "the Hub lists it".to_string(),
+        }
+    }
+
+    /// Whether the model has a file `name`.
+    async fn exists(&mut self, name: &str) -> Result<bool> {
+        if let Place::Hub { listing, .. } = &self.place {
+            return Ok(listing.contains(name));
+        }
+        Ok(self.ranges(&[(name.to_string(), 0, 0)]).await?.pop().flatten().is_some())
     }
 
     /// A whole small file, at most `limit` bytes (larger is refused); None when it is not there.
     async fn whole(&mut self, name: &str, limit: u64) -> Result<Option<Vec<u8>>> {
-        if !self.exists(name).await? {
-            return Ok(None);
-        }
-        let (bytes, total) = self.range(name, 0, limit.saturating_add(1)).await?;
-        let size = total.unwrap_or(bytes.len() as u64);
-        if size > limit || bytes.len() as u64 > limit {
-            return Err(HeaderError::too_large(name, size, limit).of_file(&self.model(), name));
-        }
-        Ok(Some(bytes))
-    }
-
-    /// A safetensors file's header: its first 8 bytes, then the header they announce. None when
-    /// the byte budget would be passed.
-    async fn safetensors_header(&mut self, name: &str) -> Result<Option<safetensors::Header>> {
-        if !is_plain_path(name) {
-            return Err(HeaderError::invalid(name, "not a file in the model").of_file(&self.model(), name));
-        }
-        // On the Hub a request costs a round trip: the header is likely in the first read. The
-        // first read stays inside the byte budget (what is left of it decides, as below).
-        let first_read = match self.place {
-            Place::Local(_) => 8,
-            Place::Hub { .. } => {
-                SAFETENSORS_FIRST_READ.min(self.limits.total_bytes.saturating_sub(self.bytes_read)).max(8)
-            }
-        };
-        let (mut first, total) = self.range(name, 0, first_read).await?;
-        let length = safetensors::header_length(&first).map_err(|e| e.of_file(&self.model(), name))?;
-        let have = first.len() as u64;
-        let end = length.saturating_add(8);
-        if end > have {
-            if self.bytes_read.saturating_add(end - have) > self.limits.total_bytes {
+        if let Place::Hub { listing, .. } = &self.place {
+            if !listing.contains(name) {
                 return Ok(None);
             }
-            let (rest, _) = self.range(name, have, end - have).await?;
-            first.extend_from_slice(&rest);
         }
-        let json = first.get(8..).unwrap_or_default();
-        let json = json.get(..json.len().min(length as usize)).unwrap_or_default();
-        if json.len() as u64 != length {
-            let short =
-                HeaderError::Truncated { what: "header".into(), have: 8 + json.len() as u64, needed: 8 + length };
-            return Err(short.of_file(&self.model(), name));
+        let Some(part) = self.ranges(&[(name.to_string(), 0, limit.saturating_add(1))]).await?.pop().flatten() else {
+            return Ok(None);
+        };
+        let size = part.total.unwrap_or(part.bytes.len() as u64);
+        if size > limit || part.bytes.len() as u64 > limit {
+            return Err(HeaderError::too_large(name, size, limit).of_file(&self.model(), name));
         }
-        let header = safetensors::parse_json(json, 8 + length).map_err(|e| e.of_file(&self.model(), name))?;
-        if let Some(total) = total.filter(|&total| total != header.file_bytes()) {
-            let why = format!("its header describes {} bytes, the file has {total}", header.file_bytes());
-            return Err(HeaderError::invalid(name, why).of_file(&self.model(), name));
+        Ok(Some(part.bytes))
+    }
+
+    /// Every shard's safetensors header: the first bytes of each at once (its 8-byte length, and
+    /// most often the whole header), then the rest of the longer ones at once. None when the byte
+    /// budget would be passed.
+    async fn safetensors_headers(&mut self, names: &[String]) -> Result<Option<Vec<safetensors::Header>>> {
+        if let Some(name) = names.iter().find(|name| !is_plain_path(name)) {
+            return Err(HeaderError::invalid(name, "not a file in the model").of_file(&self.model(), name));
         }
-        Ok(Some(header))
+        // A toolbox reads every shard at once whatever their number: the exact bytes, in two
+        // execs. On the Hub each read is a round trip: the header is likely in a larger first one.
+        let first_read = match self.place {
+            Place::Toolbox { .. } => 8,
+            Place::Hub { .. } => SAFETENSORS_FIRST_READ,
+        };
+        let mut left = self.limits.total_bytes.saturating_sub(self.bytes_read);
+        let mut firsts = Vec::new();
+        for name in names {
+            if left < 8 {
+                return Ok(None);
+            }
+            let first = first_read.min(left);
+            left -= first;
+            firsts.push((name.clone(), 0, first));
+        }
+        let mut heads = Vec::new();
+        let mut rests = Vec::new();
+        for ((name, _, _), part) in firsts.iter().zip(self.ranges(&firsts).await?) {
+            let Some(part) = part else { return Err(self.missing(name)) };
+            let length = safetensors::header_length(&part.bytes).map_err(|e| e.of_file(&self.model(), name))?;
+            let (have, end) = (part.bytes.len() as u64, length.saturating_add(8));
+            if end > have {
+                rests.push((name.clone(), have, end - have));
+            }
+            heads.push((name, part, length));
+        }
+        let needed = rests.iter().fold(0u64, |sum, (_, _, more)| sum.saturating_add(*more));
+        if self.bytes_read.saturating_add(needed) > self.limits.total_bytes {
+            return Ok(None);
+        }
+        let mut more: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+        if !rests.is_empty() {
+            for ((name, _, _), part) in rests.iter().zip(self.ranges(&rests).await?) {
+                let Some(part) = part else { return Err(self.missing(name)) };
+                more.insert(name.clone(), part.bytes);
+            }
+        }
+        let mut headers = Vec::new();
+        for (name, mut part, length) in heads {
+            part.bytes.extend(more.remove(name.as_str()).unwrap_or_default());
+            let json = part.bytes.get(8..).unwrap_or_default();
+            let json = json.get(..json.len().min(length as usize)).unwrap_or_default();
+            if json.len() as u64 != length {
+                let short =
+                    HeaderError::Truncated { what: "header".into(), have: 8 + json.len() as u64, needed: 8 + length };
+                return Err(short.of_file(&self.model(), name));
+            }
+            let header = safetensors::parse_json(json, 8 + length).map_err(|e| e.of_file(&self.model(), name))?;
+            if let Some(total) = part.total.filter(|&total| total != header.file_bytes()) {
+                let why = format!("its header describes {} bytes, the file has {total}", header.file_bytes());
+                return Err(HeaderError::invalid(name, why).of_file(&self.model(), name));
+            }
+            headers.push(header);
+        }
+        Ok(Some(headers))
     }
 
     /// A GGUF's header: its first bytes, then more (from where the last read stopped) while the
     /// header goes on, up to [`gguf::HEADER_LIMIT`].
     async fn gguf_header(&mut self, name: &str) -> Result<gguf::Header> {
-        if !is_plain_path(name) {
+        if matches!(self.place, Place::Hub { .. }) && !is_plain_path(name) {
             return Err(HeaderError::invalid(name, "not a file in the model").of_file(&self.model(), name));
         }
         let mut bytes: Vec<u8> = Vec::new();
@@ -398,13 +405,14 @@ impl Files {
         // Each round at least doubles what is read, up to the header's bound: a few rounds.
         for _ in 0..16 {
             let asked = want.saturating_sub(bytes.len() as u64);
-            let (more, total) = self.range(name, bytes.len() as u64, asked).await?;
-            let at_end = (more.len() as u64) < asked;
-            bytes.extend_from_slice(&more);
+            let ask = (name.to_string(), bytes.len() as u64, asked);
+            let Some(part) = self.ranges(&[ask]).await?.pop().flatten() else { return Err(self.missing(name)) };
+            let at_end = (part.bytes.len() as u64) < asked;
+            bytes.extend_from_slice(&part.bytes);
             match gguf::parse(&bytes) {
                 Ok(header) => {
                     let end = header.data_offset.saturating_add(header.data_bytes);
-                    if let Some(size) = total.filter(|&size| end > size) {
+                    if let Some(size) = part.total.filter(|&size| end > size) {
                         let why = format!("its tensors end at byte {end}, past the file's {size} bytes");
                         return Err(HeaderError::invalid(name, why).of_file(&self.model(), name));
                     }
@@ -419,150 +427,84 @@ impl Files {
         Err(HeaderError::too_large(name, bytes.len() as u64, gguf::HEADER_LIMIT).of_file(&self.model(), name))
     }
 
-    /// Up to `length` bytes of `name` from `start` (fewer at the end of the file), and the file's
-    /// size when the source says it. Refused when the file goes on past the byte budget.
-    async fn range(&mut self, name: &str, start: u64, length: u64) -> Result<(Vec<u8>, Option<u64>)> {
-        let cap = length.min(self.limits.total_bytes.saturating_sub(self.bytes_read));
-        if !self.read.iter().any(|read| read == name) {
-            self.read.push(name.to_string());
+    /// A file the model names is not there.
+    fn missing(&self, name: &str) -> Error {
+        self.not_there(&format!("there is no file {name}"), &format!("give the model's path as {}", self.seen_by()))
+    }
+
+    /// What the model lacks, and what fixes it: a toolbox's failure to find it, or a Hub id that
+    /// names no such model.
+    fn not_there(&self, what: &str, fix: &str) -> Error {
+        match &self.place {
+            Place::Toolbox { toolbox, .. } => Error::toolbox(toolbox.name(), format!("{}: {what}", self.model()), fix),
+            Place::Hub { .. } => Error::Usage(format!("{}: {what}. Fix: {fix}", self.model())),
         }
-        let (bytes, total) = match &self.place {
-            _ if cap == 0 => (Vec::new(), None),
-            Place::Local(root) => {
-                let path = root.join(name);
-                let mut file = tokio::fs::File::open(&path).await.map_err(|e| Error::read(&path, e))?;
-                let size = file.metadata().await.map_err(|e| Error::read(&path, e))?.len();
-                file.seek(std::io::SeekFrom::Start(start)).await.map_err(|e| Error::read(&path, e))?;
-                let mut bytes = Vec::with_capacity(cap.min(size.saturating_sub(start)) as usize);
-                file.take(cap).read_to_end(&mut bytes).await.map_err(|e| Error::read(&path, e))?;
+    }
+
+    /// Each of `asks` (a name, where to start, how many bytes): None for a file that is not there.
+    /// A toolbox reads them all in one exec, the Hub one request each. Refused when a file goes on
+    /// past the byte budget.
+    async fn ranges(&mut self, asks: &[(String, u64, u64)]) -> Result<Vec<Option<Part>>> {
+        let mut left = self.limits.total_bytes.saturating_sub(self.bytes_read);
+        let mut capped = Vec::with_capacity(asks.len());
+        for (name, start, length) in asks {
+            let cap = (*length).min(left);
+            left -= cap;
+            capped.push((name.clone(), *start, cap));
+            if *length > 0 && !self.read.iter().any(|read| read == name) {
+                self.read.push(name.clone());
+            }
+        }
+        let got: Vec<Option<Part>> = match &self.place {
+            Place::Toolbox { toolbox, root, .. } => {
+                let path = |name: &str| match root.as_str() {
+                    "" => name.to_string(),
+                    root => format!("{}/{name}", root.trim_end_matches('/')),
+                };
+                let in_toolbox: Vec<Ask> = capped
+                    .iter()
+                    .map(|(name, start, length)| Ask { path: path(name), start: *start, length: *length })
+                    .collect();
                 self.requests += 1;
-                self.bytes_read = self.bytes_read.saturating_add(bytes.len() as u64);
-                (bytes, Some(size))
+                in_toolbox::read(*toolbox, &in_toolbox)
+                    .await?
+                    .into_iter()
+                    .map(|got| got.map(|got| Part { bytes: got.bytes, total: Some(got.size) }))
+                    .collect()
             }
-            Place::Hub { endpoint, repo, revision, .. } => {
-                let url = format!("{endpoint}/{repo}/resolve/{}/{}", quote(revision, false), quote(name, true));
-                let end = start.saturating_add(cap).saturating_sub(1);
-                self.get(&url, Some((start, end)), cap, name).await?
+            Place::Hub { hub, repo, revision, .. } => {
+                let mut got = Vec::with_capacity(capped.len());
+                for (name, start, cap) in &capped {
+                    if *cap == 0 {
+                        got.push(Some(Part { bytes: Vec::new(), total: None }));
+                        continue;
+                    }
+                    let url = hub.file_url(repo, revision, name);
+                    let end = start.saturating_add(*cap).saturating_sub(1);
+                    self.requests += 1;
+                    let answer = hub.get(&url, Some((*start, end)), *cap, name).await?;
+                    got.push(Some(Part { bytes: answer.body, total: answer.total }));
+                }
+                got
             }
         };
-        let more = total.map_or(bytes.len() as u64 == cap, |total| total > start.saturating_add(bytes.len() as u64));
-        if cap < length && more {
-            return Err(Error::Usage(format!(
-                "{}: reading {name} would pass the {} bytes a plan reads of a model. Fix: this model's headers are \
-                 too large to plan; launch it with --max-model-len",
-                self.model(),
-                self.limits.total_bytes
-            )));
-        }
-        Ok((bytes, total))
-    }
-
-    /// `GET url` (with `Range` when given), its body up to `limit` bytes, and the file's size
-    /// (from `Content-Range`, or a whole answer's length).
-    async fn get(
-        &mut self,
-        url: &str,
-        range: Option<(u64, u64)>,
-        limit: u64,
-        what: &str,
-    ) -> Result<(Vec<u8>, Option<u64>)> {
-        let Place::Hub { http, endpoint, token, .. } = &self.place else {
-            return Err(Error::Internal("an HTTP read of a local model".into()));
-        };
-        let endpoint = endpoint.clone();
-        let mut request = http.get(url);
-        if let Some((start, end)) = range {
-            request = request.header(RANGE, format!("bytes={start}-{end}"));
-        }
-        if let Some(token) = token {
-            let mut value = HeaderValue::from_str(&format!("Bearer {}", token.expose())).map_err(|_| {
-                Error::Usage("the Hub token has characters a header cannot carry. Fix: check HF_TOKEN".into())
-            })?;
-            value.set_sensitive(true);
-            request = request.header(AUTHORIZATION, value);
-        }
-        self.requests += 1;
-        let mut response = request.send().await.map_err(|e| hub_error(url, what, &chain(&e), &endpoint))?;
-        let status = response.status();
-        if !status.is_success() {
-            let code = response
-                .headers()
-                .get("x-error-code")
-                .and_then(|v| v.to_str().ok())
-                .map(|c| format!(" ({c})"))
-                .unwrap_or_default();
-            let fix = match status {
-                StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => "a private or gated model needs a token with \
-                                                                     access (HF_TOKEN); check the id on the Hub"
-                    .to_string(),
-                StatusCode::NOT_FOUND => "check the model id, the revision and the file on the Hub".to_string(),
-                _ => format!("the Hub is {endpoint}: check HF_ENDPOINT and the network"),
-            };
-            return Err(Error::Command {
-                program: format!("GET {url}"),
-                message: format!("{what}: HTTP {status}{code}"),
-                fix: Some(fix),
-            });
-        }
-        let ranged = status == StatusCode::PARTIAL_CONTENT;
-        if range.is_some_and(|(start, _)| start > 0) && !ranged {
-            return Err(hub_error(
-                url,
-                what,
-                &format!("HTTP {status} to a range request: the server ignored it"),
-                &endpoint,
-            ));
-        }
-        let total = response
-            .headers()
-            .get(CONTENT_RANGE)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.rsplit('/').next())
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .or(if ranged { None } else { response.content_length() });
-        let mut body = Vec::new();
-        while let Some(chunk) = response.chunk().await.map_err(|e| hub_error(url, what, &chain(&e), &endpoint))? {
-            let room = usize::try_from(limit.saturating_sub(body.len() as u64)).unwrap_or(usize::MAX);
-            let kept = chunk.get(..chunk.len().min(room)).unwrap_or_default();
-            body.extend_from_slice(kept);
-            self.bytes_read = self.bytes_read.saturating_add(kept.len() as u64);
-            if body.len() as u64 >= limit {
-                break;
+        for ((name, start, length), part) in asks.iter().zip(&got) {
+            let Some(part) = part else { continue };
+            self.bytes_read = self.bytes_read.saturating_add(part.bytes.len() as u64);
+            let cap = capped.iter().find(|(n, s, _)| n == name && s == start).map_or(0, |(_, _, cap)| *cap);
+            let more = part
+                .total
+                .map_or(part.bytes.len() as u64 == cap, |total| total > start.saturating_add(part.bytes.len() as u64));
+            if cap < *length && more {
+                return Err(Error::Usage(format!(
+                    "{}: reading {name} would pass the {} bytes a plan reads of a model. Fix: this model's headers \
+                     are too large to plan; launch it with --max-model-len",
+                    self.model(),
+                    self.limits.total_bytes
+                )));
             }
         }
-        Ok((body, total))
-    }
-}
-
-/// `text` percent-encoded for a URL path (`/` kept between a file's folders, not in a revision).
-fn quote(text: &str, keep_slash: bool) -> String {
-    let mut out = String::with_capacity(text.len());
-    for byte in text.bytes() {
-        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'_' | b'.' | b'~') || (keep_slash && byte == b'/') {
-            out.push(byte as char);
-        } else {
-            out.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    out
-}
-
-/// An error and its causes, on one line.
-fn chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(&format!(": {cause}"));
-        source = cause.source();
-    }
-    text
-}
-
-fn hub_error(url: &str, what: &str, why: &str, endpoint: &str) -> Error {
-    Error::Command {
-        program: format!("GET {url}"),
-        message: format!("{what}: {why}"),
-        fix: Some(format!("the Hub is {endpoint}: check the network, proxies and HF_ENDPOINT")),
+        Ok(got)
     }
 }
 

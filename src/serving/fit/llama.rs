@@ -6,7 +6,10 @@
 //! device list (`llama.cpp`: "add RPC servers at the front of the list"). Each layer's KV cache
 //! lives on its layer's device (`-ctk`/`-ctv`, f16 by default): `-c` cells for every slot
 //! together (llama-server's unified cache), padded to 256; a sliding-window layer keeps
-//! `n_swa × slots + n_ubatch` cells, padded to 256 (`llama_kv_cache_iswa`).
+//! `n_swa × slots + n_ubatch` cells, padded to 256 (`llama_kv_cache_iswa`). An MLA model's cell is
+//! its latent (K) alone since the V-less cache (#19067), K and V before (`llama_build`). Every
+//! device is named (`--device`) when the build's names are known: then no build's default device
+//! selection can drop one (`llama_build`).
 
 use super::{outcome, CacheRules, ExpertCut, KvCacheDtype, Layout, NodeMemory, Placement, Plan};
 use crate::model::shape::weights::Weights;
@@ -34,6 +37,11 @@ pub struct LlamaRules {
     pub min_context: u64,
     /// `-c` as asked: every split must hold it (padded as llama.cpp pads it).
     pub asked_context: Option<u64>,
+    /// An MLA model's cache holds V beside its latent (a build before #19067), and why the plan
+    /// takes it so; None: the latent alone.
+    pub mla_stores_v: Option<String>,
+    /// Every device's name in llama.cpp's order (`--device`); None: llama.cpp's own order.
+    pub device_names: Option<Vec<String>>,
 }
 
 impl Default for LlamaRules {
@@ -50,6 +58,8 @@ impl Default for LlamaRules {
             ubatch: UBATCH,
             min_context: MIN_CONTEXT,
             asked_context: None,
+            mla_stores_v: None,
+            device_names: None,
         }
     }
 }
@@ -148,6 +158,11 @@ pub fn plan(shape: &ModelShape, devices: &[NodeMemory], head: Option<usize>, rul
                  the token embedding stays in the head's host memory (llama.cpp keeps the input layer on the CPU)"
             .to_string(),
     }];
+    if let (Some(_), Some(why)) = (&shape.mla, &rules.mla_stores_v) {
+        notes.push(format!("{why}: K {} and V {} values a token and layer", shape.head_dim, shape.v_head_dim));
+    }
+    let cached = as_cached(shape, rules);
+    let shape = &cached;
     let weights = match &shape.weights {
         Some(weights) => weights.clone(),
         None => {
@@ -182,6 +197,10 @@ pub fn plan(shape: &ModelShape, devices: &[NodeMemory], head: Option<usize>, rul
     let fits = layout.fits().is_some();
     let mut engine_args = Vec::new();
     if let Some(figures) = layout.fits() {
+        if let Some(names) = rules.device_names.as_ref().filter(|names| names.len() == devices.len() && names.len() > 1)
+        {
+            engine_args.extend(["--device".to_string(), names.join(",")]);
+        }
         if devices.len() > 1 {
             engine_args.extend(["--tensor-split".to_string(), tensor_split_arg(&split)]);
         }
@@ -210,6 +229,16 @@ pub fn plan(shape: &ModelShape, devices: &[NodeMemory], head: Option<usize>, rul
         refusal,
         notes,
         engine_args,
+    }
+}
+
+/// `shape` as the build caches it: a build that keeps an MLA model's V as well caches each layer
+/// as the GGUF's one head of `key_length` K and `value_length` V (576 and 512 for DeepSeek-V3),
+/// which is what the plan sizes once the latent is set aside.
+fn as_cached(shape: &ModelShape, rules: &LlamaRules) -> ModelShape {
+    match (&shape.mla, &rules.mla_stores_v) {
+        (Some(_), Some(_)) => ModelShape { mla: None, ..shape.clone() },
+        _ => shape.clone(),
     }
 }
 

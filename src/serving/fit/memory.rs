@@ -18,14 +18,17 @@ const GIB: u64 = 1 << 30;
 
 /// The nodes a plan is made for: each one's memory (the head first), the cluster link between
 /// them, whether the head's server has a GPU of its own (llama.cpp's `--list-devices`; None:
-/// not asked, and the head is taken to have its GPU as every Strix Halo does), and which build of
-/// the engine the head's toolbox holds.
+/// not asked, and the head is taken to have its GPU as every Strix Halo does), what the head's
+/// toolbox answered the engine's question (its server's build and devices, for the engine's plan
+/// to read; None: not asked), and which build of the engine the head's toolbox image holds.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FitNodes {
     pub memory: Vec<NodeMemory>,
     pub transport: Transport,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub head_gpu: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub head_said: Option<String>,
     /// What the head's toolbox's image says of its engine (the rules its plan follows).
     #[serde(default)]
     pub image: HeadImage,

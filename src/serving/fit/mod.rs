@@ -9,6 +9,7 @@
 pub(crate) mod asked;
 pub(crate) mod kv;
 pub(crate) mod llama;
+pub(crate) mod llama_build;
 pub(crate) mod llama_log;
 pub(crate) mod measured;
 pub(crate) mod memory;

@@ -370,7 +370,6 @@ impl Shared {
         let headers = vec![("Content-Type".to_string(), "application/json".to_string())];
         (200, headers, serde_json::Value::Array(entries).to_string().into_bytes())
     }
-
 }
 
 /// Bytes `start..end` of `file`: its held head, then zeros.

@@ -3,7 +3,8 @@
 //! - [`llama_image`]: llama.cpp as built;
 //! - [`llama_image_rope`]: the same server and model, but the model's RoPE base overridden
 //!   (`--override-kv llama.rope.freq_base=float:100`), so the answers change: a "broken" build;
-//! - [`llama_image_slow`]: the same answers, served far more slowly (see [`LlamaVariant::Slow`]).
+//! - [`llama_image_slow`]: the same answers, served far more slowly (see [`LlamaVariant::Slow`]);
+//! - [`llama_index_image`]: as built, published as an OCI index (two digests of one image).
 //!
 //! The rootfs is Debian bookworm, the one Toolbx accepts (toolbox_image.rs: bash, sudo, and the
 //! glibc and libstdc++ of the Debian 12 machine that built the binaries), without apt's lists and
@@ -26,6 +27,7 @@ use std::process::{Command, Stdio};
 use super::image::push_rootfs_image;
 use super::llama_cpp::llama_cpp;
 use super::node_image::node_rootfs_tar;
+use super::oci_image::{publish, ImageSpec, Published};
 use super::podman::PodmanService;
 use super::registry::Registry;
 use super::test_cache::{cached_file, recipe_hash};
@@ -59,6 +61,24 @@ pub enum LlamaVariant {
 /// date, another image digest). Returns the reference.
 pub fn llama_image(podman: &PodmanService, registry: &Registry, name: &str, created: &str) -> String {
     push_rootfs_image(podman, registry, name, &llama_rootfs_tar(LlamaVariant::AsBuilt), &[(CREATED_LABEL, created)])
+}
+
+/// llama.cpp as built, published straight to the registry as buildx publishes (oci_image.rs: an
+/// OCI index of the image and an attestation), created at `created`: one image with two registry
+/// digests, the index's (what the tag names) and its platform manifest's.
+pub fn llama_index_image(registry: &Registry, name: &str, created: &str) -> Published {
+    let rootfs = std::fs::read(llama_rootfs_tar(LlamaVariant::AsBuilt)).expect("the llama rootfs");
+    publish(
+        registry,
+        &ImageSpec {
+            name: name.into(),
+            created: created.into(),
+            layers: vec![rootfs],
+            entrypoint: None,
+            cmd: vec!["/bin/sh".into()],
+            index: true,
+        },
+    )
 }
 
 /// A `llama-server` with another RoPE base: the same model file, other answers.

@@ -107,6 +107,9 @@ pub struct Published {
     pub repository: String,
     /// What the tag names: the index's digest (or the manifest's).
     pub digest: String,
+    /// The image manifest's own digest (an index's platform manifest: a second digest of the
+    /// same image).
+    pub manifest_digest: String,
     /// Every manifest and blob, in bytes: what one copy of the image is.
     pub size: u64,
     /// The image's layers: (digest, size).
@@ -231,6 +234,7 @@ pub fn publish(registry: &Registry, spec: &ImageSpec) -> Published {
         reference: format!("{}/{}", registry.host(), spec.name),
         repository: format!("{}/{name}", registry.host()),
         digest: manifests.last().expect("a manifest").0.clone(),
+        manifest_digest: manifests[0].0.clone(),
         size,
         layers: spec.layers.iter().map(|layer| (digest(layer), layer.len() as u64)).collect(),
     }

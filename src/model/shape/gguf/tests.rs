@@ -116,6 +116,31 @@ fn an_mxfp4_moe_with_sliding_layers() {
 }
 
 #[test]
+fn a_deepseek_gguf_has_latent_attention_only_with_its_mla_widths() {
+    let bf16 = crate::serving::fit::KvCacheDtype::named("f16", "llama.cpp's default").expect("f16");
+    let per_token =
+        |shape: &ModelShape| crate::serving::fit::kv::layer_bytes_per_token(shape, shape.kv_heads.into(), &bf16);
+    // Converted since llama.cpp's MLA: the latent, 512 + 64 values a token and layer.
+    let header = parse(&fixtures::deepseek_v3_gguf(true).build()).expect("a header");
+    let Sizing::Sized(latent) = shape(&header, &[]).expect("a shape") else { panic!("sized") };
+    let mla = latent.mla.clone().expect("latent attention");
+    assert_eq!((mla.kv_lora_rank, mla.qk_rope_head_dim, mla.qk_nope_head_dim, mla.v_head_dim), (512, 64, 128, 128));
+    assert_eq!((latent.kv_heads, latent.head_dim, latent.v_head_dim), (1, 576, 512));
+    assert_eq!(per_token(&latent), 1152);
+    assert_eq!(legacy_mla(&header), None);
+    // Converted before: no `*_mla` widths, and llama.cpp caches the 128 full heads of 192 + 128
+    // values: 128 × 320 × 2 = 81,920 bytes a token and layer, 71 times the latent's.
+    let header = parse(&fixtures::deepseek_v3_gguf(false).build()).expect("a header");
+    let Sizing::Sized(heads) = shape(&header, &[]).expect("a shape") else { panic!("sized") };
+    assert_eq!(heads.mla, None, "no latent attention as llama.cpp runs it");
+    assert_eq!((heads.kv_heads, heads.head_dim, heads.v_head_dim), (128, 192, 128));
+    assert_eq!(per_token(&heads), 81_920);
+    assert_eq!(per_token(&heads) / per_token(&latent), 71);
+    let said = legacy_mla(&header).expect("said");
+    assert!(said.contains("128 full heads of 192 + 128") && said.contains("key_length_mla"), "{said}");
+}
+
+#[test]
 fn hybrid_and_unknown_architectures_are_not_guessed() {
     for arch in ["qwen3next", "mamba2", "jamba"] {
         let header = parse(&GgufBuilder::default().string("general.architecture", arch).build()).expect("a header");

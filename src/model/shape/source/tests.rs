@@ -1,12 +1,16 @@
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::net::{Ipv4Addr, TcpListener, TcpStream};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use super::*;
+use crate::model::gguf_pick::GgufPick;
 use crate::model::shape::fixtures::{self, write_checkpoint};
+use crate::model::shape::in_toolbox::testing::HereToolbox;
 use crate::model::shape::ModelShape;
+use crate::secret::Secret;
 
 const COMMIT: &str = "0123456789abcdef0123456789abcdef01234567";
 
@@ -151,19 +155,29 @@ fn sized(read: &ShapeRead) -> &ModelShape {
     }
 }
 
-fn directory(path: &Path) -> ModelSource {
-    ModelSource::Directory(path.to_path_buf())
+/// The model at `path` (a directory, or a GGUF for `format`), read as a toolbox would, by this
+/// machine's own sh and coreutils.
+async fn read_path(path: &std::path::Path, format: ModelFormat, limits: ReadLimits) -> Result<ShapeRead> {
+    let toolbox = HereToolbox { dir: std::env::temp_dir() };
+    let hub = HubAccess::new(None, None);
+    let source = ModelSource::Path(path.display().to_string());
+    read_shape(&source, format, None, Reach { hub: &hub, toolbox: Some(&toolbox) }, limits).await
 }
 
-fn local() -> HubAccess {
-    HubAccess::new(None, None)
+async fn read_directory(path: &std::path::Path, limits: ReadLimits) -> Result<ShapeRead> {
+    read_path(path, ModelFormat::Safetensors, limits).await
+}
+
+/// The model `source` names, on the Hub `access` reaches.
+async fn read_hub(source: &ModelSource, format: ModelFormat, access: &HubAccess) -> Result<ShapeRead> {
+    read_shape(source, format, None, Reach { hub: access, toolbox: None }, ReadLimits::default()).await
 }
 
 #[tokio::test]
 async fn qwen3_32b_from_its_headers_matches_the_hand_count() {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let written = write_checkpoint(fixtures::QWEN3_32B, dir.path(), 4 << 30);
-    let read = read_shape(&directory(dir.path()), &local(), ReadLimits::default()).await.expect("the shape");
+    let read = read_directory(dir.path(), ReadLimits::default()).await.expect("the shape");
     let weights = sized(&read).weights.clone().expect("weights");
     // Qwen3-32B in bfloat16 (parameters × 2 bytes):
     //   embedding and lm_head 151936 × 5120 = 777,912,320 each;
@@ -182,12 +196,16 @@ async fn qwen3_32b_from_its_headers_matches_the_hand_count() {
     assert_eq!(weights.layers[7].replicated_bytes, (2 * 5120 + 2 * 128) * 2);
     assert_eq!(weights.tensors, written.tensors);
     assert!(!sized(&read).tied_embeddings);
-    // What was read: the config, the index and each shard's 8 bytes and header; nothing else.
+    // What was read: the config, the index and each shard's 8 bytes and header; nothing else, in
+    // four execs whatever the number of shards (the config, the index, the shards' lengths, then
+    // their headers).
     let config = fixtures::QWEN3_32B.len() as u64;
     let index = std::fs::metadata(dir.path().join(INDEX)).expect("the index").len();
+    assert!(written.shards > 10, "{} shards", written.shards);
     assert_eq!(read.bytes_read, config + index + written.header_bytes);
-    assert_eq!(read.requests as usize, 2 + 2 * written.shards);
+    assert_eq!(read.requests, 4);
     assert_eq!(read.files.first().map(String::as_str), Some("config.json"));
+    assert_eq!(read.toolbox.as_deref(), Some("here"));
 }
 
 #[tokio::test]
@@ -200,7 +218,7 @@ async fn every_fixture_reads_to_its_generated_total() {
     ] {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let written = write_checkpoint(config, dir.path(), shard);
-        let read = read_shape(&directory(dir.path()), &local(), ReadLimits::default()).await.expect("the shape");
+        let read = read_directory(dir.path(), ReadLimits::default()).await.expect("the shape");
         let shape = sized(&read);
         let weights = shape.weights.clone().expect("weights");
         assert_eq!(weights.total_bytes, written.total_bytes, "{}", shape.architecture);
@@ -238,12 +256,12 @@ async fn every_fixture_reads_to_its_generated_total() {
 async fn a_model_without_safetensors_is_estimated_and_says_so() {
     let dir = tempfile::tempdir().expect("a temporary directory");
     std::fs::write(dir.path().join("config.json"), fixtures::QWEN3_32B).expect("config");
-    let read = read_shape(&directory(dir.path()), &local(), ReadLimits::default()).await.expect("the shape");
+    let read = read_directory(dir.path(), ReadLimits::default()).await.expect("the shape");
     let weights = sized(&read).weights.clone().expect("weights");
     assert_eq!(weights.source, WeightSource::Config);
     assert!(read.notes.iter().any(|n| n.contains("estimated")), "{:?}", read.notes);
     let empty = tempfile::tempdir().expect("a temporary directory");
-    let error = read_shape(&directory(empty.path()), &local(), ReadLimits::default()).await.expect_err("no config");
+    let error = read_directory(empty.path(), ReadLimits::default()).await.expect_err("no config");
     assert!(error.to_string().contains("no config.json"), "{error}");
 }
 
@@ -252,7 +270,7 @@ async fn a_hybrid_model_is_said_so_before_its_weights_are_read() {
     let dir = tempfile::tempdir().expect("a temporary directory");
     std::fs::write(dir.path().join("config.json"), fixtures::QWEN3_NEXT_80B).expect("config");
     std::fs::write(dir.path().join(INDEX), "not read").expect("index");
-    let read = read_shape(&directory(dir.path()), &local(), ReadLimits::default()).await.expect("no error");
+    let read = read_directory(dir.path(), ReadLimits::default()).await.expect("no error");
     assert!(matches!(read.sizing, Sizing::CannotSize { .. }), "{:?}", read.sizing);
     assert_eq!(read.files, vec!["config.json"]);
 }
@@ -266,14 +284,17 @@ async fn a_damaged_shard_is_refused_with_its_name() {
     let shard = dir.path().join(&name);
     let size = std::fs::metadata(&shard).expect("shard").len();
     std::fs::OpenOptions::new().write(true).open(&shard).expect("open").set_len(size - 1).expect("cut");
-    let error = read_shape(&directory(dir.path()), &local(), ReadLimits::default()).await.expect_err("damaged");
+    let error = read_directory(dir.path(), ReadLimits::default()).await.expect_err("damaged");
     let text = error.to_string();
     assert!(text.contains(&name) && text.contains("describes"), "{text}");
     // A header length of 2^63: refused after 8 bytes.
     let mut file = std::fs::OpenOptions::new().write(true).open(&shard).expect("open");
     file.write_all(&(1u64 << 63).to_le_bytes()).expect("write");
-    let error = read_shape(&directory(dir.path()), &local(), ReadLimits::default()).await.expect_err("huge");
-    assert!(matches!(error, Error::Usage(_)) && error.to_string().contains("claims"), "{error}");
+    let error = read_directory(dir.path(), ReadLimits::default()).await.expect_err("huge");
+    assert!(
+        matches!(error, Error::Artifact { .. }) && error.exit_code() == 1 && error.to_string().contains("claims"),
+        "{error}"
+    );
 }
 
 #[tokio::test]
@@ -285,7 +306,7 @@ async fn the_byte_budget_falls_back_to_the_index_total() {
     let budget = fixtures::QWEN3_235B_A22B.len() as u64 + index + (1 << 20);
     assert!(written.header_bytes > 1 << 20);
     let limits = ReadLimits { total_bytes: budget, ..ReadLimits::default() };
-    let read = read_shape(&directory(dir.path()), &local(), limits).await.expect("the shape");
+    let read = read_directory(dir.path(), limits).await.expect("the shape");
     let weights = sized(&read).weights.clone().expect("weights");
     assert_eq!(weights.source, WeightSource::IndexTotal);
     assert_eq!(weights.total_bytes, written.total_bytes);
@@ -298,7 +319,7 @@ async fn the_tiny_llama_gguf_is_read_from_its_first_bytes() {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let gguf = fixtures::tiny_llama(dir.path(), 6);
     let size = std::fs::metadata(&gguf).expect("the GGUF").len();
-    let read = read_shape(&ModelSource::GgufFiles(vec![gguf]), &local(), ReadLimits::default()).await.expect("shape");
+    let read = read_path(&gguf, ModelFormat::Gguf, ReadLimits::default()).await.expect("shape");
     assert_eq!(sized(&read).layers, 6);
     assert!(read.bytes_read <= GGUF_FIRST_READ && read.bytes_read < size / 10, "{} of {size}", read.bytes_read);
 }
@@ -313,12 +334,8 @@ async fn a_hub_model_is_read_by_ranges_at_the_listed_commit() {
         token: Some("hf_test".into()),
         ignore_ranges: false,
     });
-    let source = ModelSource::Hub {
-        repo: RepoId::parse("Qwen/Qwen3-235B-A22B").expect("an id"),
-        revision: "main".into(),
-        gguf: Vec::new(),
-    };
-    let read = read_shape(&source, &hub.access(Some("hf_test")), ReadLimits::default()).await.expect("the shape");
+    let source = ModelSource::Hub(RepoId::parse("Qwen/Qwen3-235B-A22B").expect("an id"));
+    let read = read_hub(&source, ModelFormat::Safetensors, &hub.access(Some("hf_test"))).await.expect("the shape");
     assert_eq!(read.commit.as_deref(), Some(COMMIT));
     assert_eq!(sized(&read).weights.clone().expect("weights").total_bytes, written.total_bytes);
     let seen = hub.seen();
@@ -343,14 +360,14 @@ async fn the_hub_says_why_it_refused() {
     let dir = tempfile::tempdir().expect("a temporary directory");
     write_checkpoint(fixtures::QWEN3_32B, dir.path(), 40 << 30);
     let repo = RepoId::parse("Qwen/Qwen3-32B").expect("an id");
-    let source = ModelSource::Hub { repo, revision: "main".into(), gguf: Vec::new() };
+    let source = ModelSource::Hub(repo);
     let hub = LoopbackHub::start(Served {
         repo: "Qwen/Qwen3-32B".into(),
         dir: dir.path().to_path_buf(),
         token: Some("hf_test".into()),
         ignore_ranges: false,
     });
-    let error = read_shape(&source, &hub.access(None), ReadLimits::default()).await.expect_err("no token");
+    let error = read_hub(&source, ModelFormat::Safetensors, &hub.access(None)).await.expect_err("no token");
     let text = error.to_string();
     assert!(text.contains("401") && text.contains("RepoNotFound") && text.contains("HF_TOKEN"), "{text}");
     assert!(!text.contains("hf_test"));
@@ -361,20 +378,11 @@ async fn the_hub_says_why_it_refused() {
         token: None,
         ignore_ranges: true,
     });
-    let error = read_shape(&source, &ignoring.access(None), ReadLimits::default()).await.expect_err("no ranges");
+    let error = read_hub(&source, ModelFormat::Safetensors, &ignoring.access(None)).await.expect_err("no ranges");
     assert!(error.to_string().contains("ignored"), "{error}");
     let unreachable = HubAccess::new(Some("http://127.0.0.1:9"), None);
-    let error = read_shape(&source, &unreachable, ReadLimits::default()).await.expect_err("nothing listens");
+    let error = read_hub(&source, ModelFormat::Safetensors, &unreachable).await.expect_err("nothing listens");
     assert!(error.to_string().contains("HF_ENDPOINT"), "{error}");
-}
-
-#[test]
-fn the_endpoint_and_paths_are_quoted_as_huggingface_hub_does() {
-    assert_eq!(HubAccess::new(None, None).endpoint, "https://huggingface.co");
-    assert_eq!(HubAccess::new(Some(" "), None).endpoint, "https://huggingface.co");
-    assert_eq!(HubAccess::new(Some("http://mirror:8080/"), None).endpoint, "http://mirror:8080");
-    assert_eq!(quote("refs/pr/1", false), "refs%2Fpr%2F1");
-    assert_eq!(quote("sub dir/model-00001.safetensors", true), "sub%20dir/model-00001.safetensors");
 }
 
 #[tokio::test]
@@ -389,12 +397,8 @@ async fn a_60_gb_checkpoint_is_planned_from_under_2_mb_of_the_hub() {
         token: None,
         ignore_ranges: false,
     });
-    let source = ModelSource::Hub {
-        repo: RepoId::parse("Qwen/Qwen3-32B").expect("an id"),
-        revision: "main".into(),
-        gguf: Vec::new(),
-    };
-    let read = read_shape(&source, &hub.access(None), ReadLimits::default()).await.expect("the shape");
+    let source = ModelSource::Hub(RepoId::parse("Qwen/Qwen3-32B").expect("an id"));
+    let read = read_hub(&source, ModelFormat::Safetensors, &hub.access(None)).await.expect("the shape");
     assert_eq!(sized(&read).weights.clone().expect("weights").total_bytes, 65_524_246_528);
     assert!(read.bytes_read < 2_000_000, "{} bytes read", read.bytes_read);
     assert!(hub.seen().iter().all(|s| !s.authorized), "no token was sent when none was given");
@@ -412,12 +416,11 @@ async fn a_hub_gguf_is_read_by_ranges_from_its_start() {
         token: None,
         ignore_ranges: false,
     });
-    let source = ModelSource::Hub {
+    let source = ModelSource::HubGguf {
         repo: RepoId::parse("strix/tiny-llama-GGUF").expect("an id"),
-        revision: "main".into(),
-        gguf: vec![name.clone()],
+        pick: GgufPick::File(name.clone()),
     };
-    let read = read_shape(&source, &hub.access(None), ReadLimits::default()).await.expect("the shape");
+    let read = read_hub(&source, ModelFormat::Gguf, &hub.access(None)).await.expect("the shape");
     assert_eq!(sized(&read).layers, 6);
     let seen = hub.seen();
     let reads: Vec<&Seen> = seen.iter().filter(|s| s.path.ends_with(&name)).collect();
@@ -438,13 +441,9 @@ async fn a_hub_gguf_named_by_its_quant_is_picked_from_the_file_list() {
         ignore_ranges: false,
     });
     let repo = RepoId::parse("strix/tiny-llama-GGUF").expect("an id");
-    let pick = |quant: &str| ModelSource::HubGguf {
-        repo: repo.clone(),
-        revision: "main".into(),
-        pick: crate::model::gguf_pick::GgufPick::Quant(quant.into()),
-    };
-    let read = read_shape(&pick("f32"), &hub.access(None), ReadLimits::default()).await.expect("the shape");
+    let pick = |quant: &str| ModelSource::HubGguf { repo: repo.clone(), pick: GgufPick::Quant(quant.into()) };
+    let read = read_hub(&pick("f32"), ModelFormat::Gguf, &hub.access(None)).await.expect("the shape");
     assert_eq!((sized(&read).layers, read.files.as_slice()), (6, ["tiny-llama-F32.gguf".to_string()].as_slice()));
-    let none = read_shape(&pick("Q4_K_M"), &hub.access(None), ReadLimits::default()).await.expect_err("no such quant");
+    let none = read_hub(&pick("Q4_K_M"), ModelFormat::Gguf, &hub.access(None)).await.expect_err("no such quant");
     assert!(none.to_string().contains("Q4_K_M"), "{none}");
 }

@@ -1,15 +1,20 @@
-//! Where a launch's model comes from, read from MODEL as the operator gave it (and `--file`): a
-//! path on the nodes, a whole Hub repository (vLLM), or GGUF file(s) of a Hub repository
-//! (llama.cpp: `owner/repo:QUANT`, the form `llama-server -hf` takes, or `--file NAME`). Each
-//! engine says which of these it takes (`EngineRef::source`) from the readings here.
+//! Where a model comes from, read from MODEL as the operator gave it (and `--file`): a path as
+//! the engine's toolbox sees it, a whole Hub repository (vLLM), or GGUF file(s) of a Hub
+//! repository (llama.cpp: `owner/repo:QUANT`, the form `llama-server -hf` takes, or `--file
+//! NAME`). Each engine says which of these it takes (`EngineRef::source`) from the readings here,
+//! and in which [`ModelFormat`] it reads the model; the launch, the plan's read of the model's
+//! headers (`model::shape`), the download and the record all name the model by this one value.
+
+use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::model::gguf_pick::GgufPick;
 use crate::model::repo_id::RepoId;
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum ModelSource {
-    /// A directory (vLLM) or GGUF file (llama.cpp) on the nodes that load it.
+    /// A directory (vLLM) or GGUF file (llama.cpp) as the toolbox of the nodes that load it sees it.
     Path(String),
     /// A Hub repository, every file of one revision (vLLM).
     Hub(RepoId),
@@ -61,6 +66,16 @@ impl ModelSource {
     pub fn names_gguf(model: &str, file: Option<&str>) -> bool {
         model.ends_with(".gguf") || hub_quant(model).is_some() || file.is_some()
     }
+}
+
+/// How an engine reads a model: which files hold its shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ModelFormat {
+    /// Hugging Face's layout: config.json, and safetensors weights with their index (vLLM).
+    Safetensors,
+    /// GGUF file(s): the first part, then the others of a split model (llama.cpp).
+    Gguf,
 }
 
 fn file_without_repo(model: &str, file: &str) -> Error {
