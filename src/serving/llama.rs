@@ -102,10 +102,13 @@ impl ServingEngine for LlamaCpp {
     }
 
     /// ROCm's /dev/kfd for a ROCm build (its tag says so: `rocm-…`), not for Vulkan, which needs
-    /// /dev/dri alone; no RDMA: its RPC is plain TCP.
+    /// /dev/dri alone. The node's RDMA devices and memlock for its RPC, whatever the tag: a build
+    /// with `-DGGML_RPC_RDMA=ON` upgrades each connection to RDMA when both ends find a device
+    /// (ggml-rpc's transport.cpp, docs/backend/RPC-RDMA.md), and registers its buffers (6.25 MiB a
+    /// connection: the head's, one per worker, pass the common 8 MiB limit). No NCCL: it runs no RCCL.
     fn needs(&self, image_ref: &str) -> ToolboxNeeds {
         let tag = ImageRef::parse(image_ref).ok().and_then(|r| r.tag);
-        ToolboxNeeds { kfd: tag.is_some_and(|tag| tag.starts_with("rocm")), rdma: false }
+        ToolboxNeeds { kfd: tag.is_some_and(|tag| tag.starts_with("rocm")), rdma: true, nccl: false }
     }
 
     fn image_programs(&self) -> &'static [RequiredProgram] {
@@ -219,22 +222,38 @@ impl ServingEngine for LlamaCpp {
         &["--alias", "-a"]
     }
 
-    /// A worker's `rpc-server` whose log says no RDMA connection: built without it (`transport :
-    /// TCP`), or its upgrade failed, or it never came (llama.cpp falls back to TCP silently).
+    /// A worker's `rpc-server` whose log says its last connection runs over TCP, and why, as its
+    /// log tells it apart ([`RpcLink`]): a build without RDMA, no device found on this node, none
+    /// offered by the head, or a connection that did not come up.
     fn tcp_on_roce(&self, logs: &[LogTail], node: &str) -> Option<String> {
         let lines = &logs.iter().find(|tail| tail.file == RPC_SERVER)?.lines;
-        (rpc_transport(lines) == RpcTransport::Tcp).then(|| {
-            format!(
-                "llama.cpp's RPC to {node} runs over TCP although the link is RoCE: its rpc-server logged no `RDMA \
-                 activated` (a build without -DGGML_RPC_RDMA=ON, or RDMA that did not come up: {}); RDMA is about 4% \
-                 faster at prefill and 6% at decode",
-                lines
-                    .iter()
-                    .rev()
-                    .find(|line| line.contains("RDMA") || line.contains("transport"))
-                    .map_or("no RDMA line", String::as_str)
-            )
-        })
+        let why = match RpcLink::of(lines) {
+            RpcLink::Rdma => return None,
+            RpcLink::BuiltWithout => "its rpc-server was built without RDMA (its banner says `transport : TCP`, not \
+                                      `TCP (RDMA auto-negotiate enabled)`). Fix: an image whose llama.cpp is built \
+                                      with -DGGML_RPC_RDMA=ON"
+                .to_string(),
+            RpcLink::NotProbed => format!(
+                "its rpc-server, built with RDMA, found no RDMA device with a GID for its link address: its toolbox \
+                 has no /dev/infiniband (one made before llama.cpp toolboxes carried RDMA: `strix-toolbox cluster \
+                 refresh` makes it again), GGML_RDMA_DEV/GGML_RDMA_GID name a device or GID that does not hold the \
+                 link address, or the toolbox's memlock limit is too low for its buffers. Fix: `strix-toolbox \
+                 cluster verify` on {node}"
+            ),
+            RpcLink::HeadOfferedNone => "its rpc-server found RDMA, but the head's llama-server offered none: built \
+                                         without RDMA, or its own probe found no device (its toolbox without \
+                                         /dev/infiniband, or a memlock limit below the 6.25 MiB it registers for each \
+                                         worker). Fix: `strix-toolbox cluster verify` on the head"
+                .to_string(),
+            RpcLink::ActivateFailed(line) => format!(
+                "both ends found RDMA but the connection did not come up ({line}): check that the nodes' RoCE v2 GIDs \
+                 are on one subnet and the path MTU (`strix-toolbox cluster verify`)"
+            ),
+        };
+        Some(format!(
+            "llama.cpp's RPC to {node} runs over TCP although the link is RoCE: {why}; RDMA is about 4% faster at \
+             prefill and 6% at decode (llama.cpp's docs/backend/RPC-RDMA.md)"
+        ))
     }
 
     /// llama-server's own fields, and the model its clients name: a router in front of it sends
@@ -363,12 +382,46 @@ fn rpc_address(device: &str) -> Option<std::net::Ipv4Addr> {
     })
 }
 
-/// What an `rpc-server`'s log says about its connections: `RDMA activated: qpn=…` once one
-/// upgraded (ggml-rpc's RDMA transport, llama.cpp#20590), TCP otherwise.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RpcTransport {
+/// What an `rpc-server`'s log says of the link its last connection runs over, in ggml-rpc's own
+/// lines (ggml/src/ggml-rpc: the server's banner, and transport.cpp's GGML_LOG_INFO/ERROR; the
+/// RDMA transport came with llama.cpp#20590, docs/backend/RPC-RDMA.md): the banner's
+/// `transport      : TCP` (no RDMA in the build; a build before it has no such line) or
+/// `transport      : TCP (RDMA auto-negotiate enabled)`; then for each `Accepted client
+/// connection`, `RDMA probed: dev=… gid=…` once this end registered its buffers on a device with a
+/// GID for its link address, and `RDMA activated: …` once both ends upgraded, or `RDMA activate
+/// failed, staying on TCP`. A probe that finds nothing, or a peer that offers no RDMA, is silent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RpcLink {
+    /// The last connection runs over RDMA.
     Rdma,
-    Tcp,
+    /// The build has no RDMA (or predates it): TCP whatever the node has.
+    BuiltWithout,
+    /// Built with RDMA, and this node's probe found no device with a GID for its link address.
+    NotProbed,
+    /// This node probed; the head offered no RDMA of its own.
+    HeadOfferedNone,
+    /// Both ends probed; the connection did not come up: the line that says so.
+    ActivateFailed(String),
+}
+
+impl RpcLink {
+    /// The link `lines` of an `rpc-server` log show, judged on its last connection.
+    pub fn of(lines: &[String]) -> RpcLink {
+        let last = lines.iter().rposition(|line| line.contains("Accepted client connection")).unwrap_or(0);
+        let connection = &lines[last..];
+        let said = |what: &str| connection.iter().find(|line| line.contains(what));
+        if said("RDMA activated").is_some() {
+            RpcLink::Rdma
+        } else if let Some(failed) = said("RDMA activate failed") {
+            RpcLink::ActivateFailed(failed.trim().to_string())
+        } else if said("RDMA probed").is_some() {
+            RpcLink::HeadOfferedNone
+        } else if lines.iter().any(|line| line.contains("RDMA auto-negotiate enabled")) {
+            RpcLink::NotProbed
+        } else {
+            RpcLink::BuiltWithout
+        }
+    }
 }
 
 /// On a RoCE link, the RDMA device and GID index ggml-rpc's transport uses (`GGML_RDMA_DEV`,
@@ -382,15 +435,6 @@ fn rdma_env(transport: &Transport) -> BTreeMap<String, String> {
                 .into()
         }
         _ => BTreeMap::new(),
-    }
-}
-
-/// The transport `lines` of an `rpc-server` log show.
-pub fn rpc_transport(lines: &[String]) -> RpcTransport {
-    if lines.iter().any(|line| line.contains("RDMA activated")) {
-        RpcTransport::Rdma
-    } else {
-        RpcTransport::Tcp
     }
 }
 
@@ -616,7 +660,7 @@ mod tests {
         assert!(LLAMA_CPP.parse_channel("latest").unwrap_err().to_string().contains("vulkan-radv"));
         assert!(LLAMA_CPP.needs("docker.io/kyuz0/amd-strix-halo-toolboxes:rocm-7.1.1-rocwmma").kfd);
         let vulkan = LLAMA_CPP.needs("docker.io/kyuz0/amd-strix-halo-toolboxes:vulkan-radv");
-        assert!(!vulkan.kfd && !vulkan.rdma);
+        assert!(!vulkan.kfd && vulkan.rdma && !vulkan.nccl, "RDMA for its RPC, no RCCL: {vulkan:?}");
     }
 
     #[test]
@@ -693,27 +737,54 @@ mod tests {
         assert!(!tcp.nodes[1].commands[0].env.contains_key("GGML_RDMA_DEV"), "Thunderbolt: no RDMA");
     }
 
+    /// The real `rpc-server` log of a build without RDMA (tests/fixtures/engine-logs), and the same
+    /// log as a build with RDMA writes it: its banner, and after the last connection ggml-rpc's
+    /// lines `after` (as docs/backend/RPC-RDMA.md shows them).
+    fn rpc_log(rdma_build: bool, after: &[&str]) -> Vec<String> {
+        let log = include_str!("../../tests/fixtures/engine-logs/rpc-server-tcp.log");
+        let mut lines: Vec<String> = log.lines().map(str::to_string).collect();
+        if rdma_build {
+            let banner = lines.iter_mut().find(|line| line.trim() == "transport      : TCP").expect("the banner");
+            *banner = "  transport      : TCP (RDMA auto-negotiate enabled)".into();
+        }
+        let last = lines.iter().rposition(|line| line == "Accepted client connection").expect("a connection");
+        lines.splice(last + 1..last + 1, after.iter().map(|line| line.to_string()));
+        lines
+    }
+
     #[test]
-    fn rpc_without_rdma_activated_on_roce_is_a_warning() {
-        // As ggml-rpc logs them (docs/backend/RPC-RDMA.md; GGML_LOG_INFO in its transport).
-        let upgraded = [
-            "Accepted client connection",
-            "RDMA probed: dev=rocep194s0f0 gid=1 qpn=328 inline=316",
-            "RDMA activated: qpn=328->488 mtu=1024 rx_depth=24",
-        ];
-        let stock = ["transport      : TCP", "Accepted client connection"];
-        let failed = ["transport: TCP (RDMA auto-negotiate enabled)", "RDMA activate failed, staying on TCP"];
-        let text = |lines: &[&str]| lines.iter().map(|l| l.to_string()).collect::<Vec<_>>();
-        assert_eq!(rpc_transport(&text(&upgraded)), RpcTransport::Rdma);
-        assert_eq!(rpc_transport(&text(&stock)), RpcTransport::Tcp);
-        assert_eq!(rpc_transport(&text(&failed)), RpcTransport::Tcp);
+    fn tcp_on_roce_says_what_kept_rdma_from_coming_up() {
+        const PROBED: &str = "RDMA probed: dev=rocep194s0f0 gid=3 RoCEv2 qpn=328 inline=316";
+        const ACTIVATED: &str = "RDMA activated: qpn=328->488 mtu=1024 rx_depth=24";
+        const FAILED: &str = "RDMA activate failed, staying on TCP";
+        assert_eq!(RpcLink::of(&rpc_log(false, &[])), RpcLink::BuiltWithout, "the real TCP build");
+        assert_eq!(RpcLink::of(&rpc_log(true, &[PROBED, ACTIVATED])), RpcLink::Rdma);
+        assert_eq!(RpcLink::of(&rpc_log(true, &[])), RpcLink::NotProbed);
+        assert_eq!(RpcLink::of(&rpc_log(true, &[PROBED])), RpcLink::HeadOfferedNone);
+        assert_eq!(RpcLink::of(&rpc_log(true, &[PROBED, FAILED])), RpcLink::ActivateFailed(FAILED.into()));
+        let older = ["Starting RPC server v2.0.0", "  endpoint       : 0.0.0.0:50052", "Accepted client connection"];
+        assert_eq!(RpcLink::of(&older.map(String::from)), RpcLink::BuiltWithout, "before the transport line");
+        // An earlier connection over RDMA, the last one not: the last decides.
+        let mut again = rpc_log(true, &[PROBED, ACTIVATED]);
+        again.extend(["Client connection closed", "Accepted client connection"].map(String::from));
+        assert_eq!(RpcLink::of(&again), RpcLink::NotProbed);
+
         let roce =
-            Transport::Roce { device: "rocep194s0f0".into(), port: 1, netdev: "enp194s0np0".into(), gid_index: 1 };
-        let logs =
-            |lines: &[&str]| vec![LogTail { service: "m".into(), file: RPC_SERVER.into(), lines: text(lines), end: 0 }];
-        let warned = crate::serving::engine::tcp_on_roce(LLAMA_CPP, &roce, &[("node2".into(), logs(&failed))]);
-        assert!(warned[0].contains("node2") && warned[0].contains("RDMA activate failed"), "{warned:?}");
-        assert!(crate::serving::engine::tcp_on_roce(LLAMA_CPP, &roce, &[("node2".into(), logs(&upgraded))]).is_empty());
+            Transport::Roce { device: "rocep194s0f0".into(), port: 1, netdev: "enp194s0np0".into(), gid_index: 3 };
+        let warned = |lines: Vec<String>| {
+            let logs = vec![LogTail { service: "m".into(), file: RPC_SERVER.into(), lines, end: 0 }];
+            crate::serving::engine::tcp_on_roce(LLAMA_CPP, &roce, &[("node2".into(), logs)])
+        };
+        assert!(warned(rpc_log(true, &[PROBED, ACTIVATED])).is_empty());
+        let built = warned(rpc_log(false, &[]));
+        assert!(built[0].contains("node2") && built[0].contains("-DGGML_RPC_RDMA=ON"), "{built:?}");
+        let unprobed = warned(rpc_log(true, &[])).join("");
+        assert!(unprobed.contains("/dev/infiniband") && !unprobed.contains("-DGGML_RPC_RDMA=ON"), "{unprobed}");
+        assert!(warned(rpc_log(true, &[PROBED]))[0].contains("the head's llama-server offered none"));
+        assert!(warned(rpc_log(true, &[PROBED, FAILED]))[0].contains(FAILED));
+        let thunderbolt = Transport::ThunderboltTcp { netdev: "thunderbolt0".into() };
+        let logs = vec![LogTail { service: "m".into(), file: RPC_SERVER.into(), lines: rpc_log(false, &[]), end: 0 }];
+        assert!(crate::serving::engine::tcp_on_roce(LLAMA_CPP, &thunderbolt, &[("node2".into(), logs)]).is_empty());
     }
 
     #[test]

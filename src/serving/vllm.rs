@@ -72,7 +72,7 @@ impl ServingEngine for Vllm {
     }
 
     fn needs(&self, _image_ref: &str) -> ToolboxNeeds {
-        ToolboxNeeds { kfd: true, rdma: true }
+        ToolboxNeeds { kfd: true, rdma: true, nccl: true }
     }
 
     fn image_programs(&self) -> &'static [RequiredProgram] {

@@ -226,3 +226,40 @@ fn list_and_rm_manage_only_our_toolboxes() {
     assert!(output.status.success(), "{}", stderr(&output));
     assert_eq!(podman.container_names(), ["someone-else"]);
 }
+
+#[test]
+fn a_llama_cpp_toolbox_on_an_rdma_node_carries_its_devices_and_memlock_and_no_nccl() {
+    // llama.cpp's RPC upgrades to RDMA in a build with it (GGML_RDMA_DEV/GGML_RDMA_GID, which the
+    // launch sets, pick the device): its toolbox needs the node's RDMA devices and memlock.
+    let Bed { registry: _registry, podman, host, image } = Bed::new("strix-e810-healthy");
+    let host_arg = host.path().to_str().unwrap();
+    let args = [
+        "--host-root",
+        host_arg,
+        "--json",
+        "refresh",
+        "--engine",
+        "llama.cpp",
+        "--image",
+        &image,
+        "--name",
+        "llama",
+        "--manager",
+        "native",
+        // Unlimited memlock: this machine's engine cannot start it (TESTBED.md).
+        "--no-verify",
+    ];
+    let output = run_strix(&podman.env(), &args);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let inspect = podman.inspect("llama");
+    let devices = inspect["HostConfig"]["Devices"].to_string();
+    assert!(devices.contains("/dev/infiniband/uverbs0") && devices.contains("/dev/infiniband/rdma_cm"), "{devices}");
+    assert!(!devices.contains("/dev/kfd"), "its tag is no ROCm build: {devices}");
+    let ulimits = inspect["HostConfig"]["Ulimits"].as_array().cloned().unwrap_or_default();
+    let memlock = ulimits.iter().find(|u| u["Name"] == "RLIMIT_MEMLOCK").unwrap_or_else(|| panic!("{ulimits:?}"));
+    assert_eq!((memlock["Soft"].as_i64(), memlock["Hard"].as_i64()), (Some(-1), Some(-1)), "{memlock}");
+    assert_eq!(inspect["HostConfig"]["GroupAdd"], serde_json::json!(["39", "105", "993"]), "rdma's group too");
+    let env = inspect["Config"]["Env"].to_string();
+    assert!(!env.contains("NCCL_") && !env.contains("GLOO_"), "no RCCL in a llama.cpp toolbox: {env}");
+    assert_eq!(inspect["Config"]["Labels"]["io.github.strix-toolbox.engine"], "llama.cpp");
+}
