@@ -43,21 +43,76 @@ pub const RPC_PROGRAMS: [&str; 2] = ["ggml-rpc-server", "rpc-server"];
 /// (192.168.2.2:50052) …` names a worker by its endpoint.
 pub const DEVICE_LINE: &str = "using device";
 
-/// The head's environment. No mmap: on Strix Halo's unified memory a mapped multi-GB file makes
-/// loading crawl (kyuz0's toolboxes say to always turn it off). The devices it loads onto in its
-/// log: the launch's proof reads them, and builds since `--load-mode` log them at verbosity 4
-/// only. Variables, not flags: each llama.cpp generation spells these flags its own way
-/// (`--no-mmap`, `--mmap/--no-mmap`, `--load-mode`), and a build refuses a flag it does not know
-/// but ignores a variable it does not read. The verbosity: builds register it as
-/// `LLAMA_LOG_VERBOSITY` (common/arg.cpp's `-lv`), older ones as `LLAMA_ARG_LOG_VERBOSITY`.
-/// `-e` overrides any of them.
-pub const HEAD_ENV: [(&str, &str); 5] = [
-    ("LLAMA_ARG_NO_MMAP", "1"),
-    ("LLAMA_ARG_MMAP", "0"),
-    ("LLAMA_ARG_LOAD_MODE", "none"),
-    ("LLAMA_LOG_VERBOSITY", "4"),
-    ("LLAMA_ARG_LOG_VERBOSITY", "4"),
+/// What the head's `llama-server` is set to, each by a variable rather than a flag: a build
+/// refuses a flag it does not know but ignores a variable it does not read. `-e` overrides any.
+/// - No mmap: on Strix Halo's unified memory a mapped multi-GB file makes loading crawl (kyuz0's
+///   toolboxes say to always turn it off).
+/// - Verbosity 4: the devices the model is loaded onto, which the launch's proof reads, are logged
+///   at 4 only by builds since `--load-mode`.
+///
+/// Each setting's spellings, newest first, as llama.cpp's common/arg.cpp registers them
+/// (`set_env`): `--load-mode` (`LLAMA_ARG_LOAD_MODE`), which replaced `--mmap/--no-mmap`
+/// (`LLAMA_ARG_MMAP`), which replaced `--no-mmap` alone (`LLAMA_ARG_NO_MMAP`, from when flags got
+/// variables); `-lv` as `LLAMA_ARG_LOG_VERBOSITY`, `LLAMA_LOG_VERBOSITY` before. Which ones a
+/// build reads, its `--help` says (`(env: …)` after each flag): the head's image is asked
+/// ([`ServingEngine::image_question`]), and a toolbox not asked (a dry run of a stopped one) is
+/// taken for today's llama.cpp, which the plan says.
+pub const HEAD_SETTINGS: [HeadSetting; 2] = [
+    HeadSetting {
+        what: "mmap off",
+        spellings: &[("LLAMA_ARG_LOAD_MODE", "none"), ("LLAMA_ARG_MMAP", "0"), ("LLAMA_ARG_NO_MMAP", "1")],
+        without: "it maps the model (loading is slow on unified memory)",
+    },
+    HeadSetting {
+        what: "log verbosity 4",
+        spellings: &[("LLAMA_ARG_LOG_VERBOSITY", "4"), ("LLAMA_LOG_VERBOSITY", "4")],
+        without: "it logs at its own verbosity",
+    },
 ];
+
+/// One setting of the head's `llama-server`: its variables and values, newest first.
+#[derive(Debug)]
+pub struct HeadSetting {
+    pub what: &'static str,
+    pub spellings: &'static [(&'static str, &'static str)],
+    /// What the server does when its build reads none of them.
+    pub without: &'static str,
+}
+
+/// The head's environment for an image whose `llama-server --help` named `named` of the
+/// settings' variables (None: not asked), and what the plan says of it.
+fn head_env(named: Option<&[String]>) -> (BTreeMap<String, String>, Vec<String>) {
+    let mut env = BTreeMap::new();
+    let mut notes = Vec::new();
+    for setting in &HEAD_SETTINGS {
+        let reads = |variable: &str| named.is_none_or(|named| named.iter().any(|n| n == variable));
+        match setting.spellings.iter().find(|(variable, _)| reads(variable)) {
+            Some((variable, value)) => {
+                env.insert(variable.to_string(), value.to_string());
+                if named.is_some() && Some(variable) != setting.spellings.first().map(|(newest, _)| newest) {
+                    notes.push(format!(
+                        "{}: {variable}={value}, the spelling the image's llama-server reads (an older build, its --help \
+                         says)",
+                        setting.what
+                    ));
+                }
+            }
+            None => notes.push(format!(
+                "{}: the image's llama-server reads none of {} (its --help), so {}",
+                setting.what,
+                setting.spellings.iter().map(|(variable, _)| *variable).collect::<Vec<_>>().join(", "),
+                setting.without
+            )),
+        }
+    }
+    if named.is_none() {
+        notes.push(format!(
+            "the stopped toolbox's llama-server was not asked which variables it reads: today's llama.cpp assumed ({})",
+            env.iter().map(|(key, value)| format!("{key}={value}")).collect::<Vec<_>>().join(", ")
+        ));
+    }
+    (env, notes)
+}
 
 struct LlamaCpp;
 
@@ -163,8 +218,11 @@ impl ServingEngine for LlamaCpp {
         }
     }
 
+    /// Which spellings of the head's settings ([`HEAD_SETTINGS`]) its `llama-server` reads.
     fn image_question(&self, _candidates: &[Backend]) -> Option<FlagQuestion> {
-        None
+        let variables =
+            HEAD_SETTINGS.iter().flat_map(|setting| setting.spellings.iter().map(|(variable, _)| *variable));
+        Some(FlagQuestion { help: vec![SERVER.into(), "--help".into()], flags: variables.map(String::from).collect() })
     }
 
     fn settle_backend(&self, candidates: &[Backend], _flags: Option<&[String]>) -> (Backend, Vec<String>) {
@@ -446,7 +504,7 @@ pub fn rpc_server(program: &str, listen: SocketAddr) -> Vec<String> {
 /// `llama-server` on the head: the model, every worker's RPC server, all layers offloaded, its
 /// Prometheus metrics on (`--metrics`: the watch reads its progress there; tools/server/README.md
 /// lists `/metrics` as off unless asked), the name it serves the model under, on `host:port`. (No
-/// mmap: see [`HEAD_ENV`].)
+/// mmap: see [`HEAD_SETTINGS`].)
 pub fn llama_server(
     gguf: &str,
     workers: &[SocketAddr],
@@ -488,16 +546,17 @@ fn plan(nodes: &[NodeFacts], request: &PlanRequest, backend: Backend) -> LaunchP
         .all(|flag| crate::serving::plan::flag_value(&request.extra, flag).is_none())
         .then_some(request.served.as_str());
     let mut planned = Vec::new();
+    let mut notes = Vec::new();
     for (index, facts) in nodes.iter().enumerate() {
         let (role, command) = match (backend, index) {
             (Backend::Rpc, 0) | (_, 0) => {
                 let argv = llama_server(&request.model, &workers, alias, &request.host, request.port, &request.extra);
-                let mut head_env: BTreeMap<String, String> =
-                    HEAD_ENV.iter().map(|(key, value)| (key.to_string(), value.to_string())).collect();
+                let (mut settings, said) = head_env(request.image_flags.as_deref());
+                notes.extend(said);
                 if backend == Backend::Rpc {
-                    head_env.extend(rdma_env(&facts.transport));
+                    settings.extend(rdma_env(&facts.transport));
                 }
-                let env = with_overrides(head_env, request);
+                let env = with_overrides(settings, request);
                 let role = if backend == Backend::Rpc { Role::Head } else { Role::Single };
                 let secrets = [LLAMA_CPP.api_key_env()];
                 (role, PlannedCommand::process(SERVER, argv, env).with_secrets(&secrets, request))
@@ -528,7 +587,7 @@ fn plan(nodes: &[NodeFacts], request: &PlanRequest, backend: Backend) -> LaunchP
     } else {
         vec![Step { starts: vec![(0, 0)], proofs: vec![Proof::Endpoint] }]
     };
-    LaunchPlan { engine: LLAMA_CPP, backend, nodes: planned, steps, notes: Vec::new() }
+    LaunchPlan { engine: LLAMA_CPP, backend, nodes: planned, steps, notes }
 }
 
 /// Every file of a GGUF model given by its path: a split model (`NAME-00001-of-00003.gguf`) is
@@ -611,7 +670,7 @@ mod tests {
             "--metrics: the watch reads its progress there"
         );
         assert_eq!(head.secret_env, ["LLAMA_API_KEY"], "the key, and no HF token: the head has the file");
-        assert_eq!(head.env["LLAMA_ARG_LOAD_MODE"], "none", "no mmap, in a variable every build reads or ignores");
+        assert_eq!(head.env["LLAMA_ARG_LOAD_MODE"], "none", "no mmap, in the variable today's llama.cpp reads");
         assert!(plan.nodes[1].commands[0].env.is_empty(), "{:?}", plan.nodes[1].commands[0].env);
         assert_eq!(plan.steps[0].starts, [(1, 0), (2, 0)], "the workers first, at once");
         assert!(matches!(&plan.steps[0].proofs[0], Proof::Reachable { listeners } if listeners.len() == 2));
@@ -619,6 +678,45 @@ mod tests {
             matches!(&plan.steps[1].proofs[1], Proof::HeadLog { mentions, .. } if mentions[1].1 == "192.168.2.3:50052")
         );
         assert_eq!((plan.nodes[0].role, plan.nodes[1].role), (Role::Head, Role::Worker));
+    }
+
+    #[test]
+    fn the_heads_settings_take_the_spelling_its_build_reads_and_say_what_was_assumed() {
+        use crate::serving::state::named_in;
+        let flags = LLAMA_CPP.image_question(&[Backend::Rpc]).expect("the head's help is asked").flags;
+        let pairs = |env: &BTreeMap<String, String>| {
+            env.iter().map(|(key, value)| format!("{key}={value}")).collect::<Vec<_>>().join(" ")
+        };
+        // The real llama-server of target/llama-cpp (llama-cpp-python 0.3.36's llama.cpp).
+        let help = include_str!("../../tests/fixtures/engine-logs/llama-server-help.txt");
+        let today = named_in(help, &flags);
+        assert_eq!(today, ["LLAMA_ARG_LOAD_MODE", "LLAMA_ARG_LOG_VERBOSITY"], "what that build registers");
+        let (env, notes) = head_env(Some(&today));
+        assert_eq!(pairs(&env), "LLAMA_ARG_LOAD_MODE=none LLAMA_ARG_LOG_VERBOSITY=4");
+        assert!(notes.is_empty(), "nothing assumed: {notes:?}");
+        // Older builds' help, as their common/arg.cpp registered the flags: `--mmap, --no-mmap`
+        // with LLAMA_ARG_MMAP; before, `--no-mmap` with LLAMA_ARG_NO_MMAP and `-lv` with
+        // LLAMA_LOG_VERBOSITY.
+        let mmap_pair = "--mmap, --no-mmap  whether to memory-map model (default: enabled)\n  (env: LLAMA_ARG_MMAP)\n\
+                         -lv, --verbosity, --log-verbosity N  Set the verbosity threshold.\n  (env: \
+                         LLAMA_ARG_LOG_VERBOSITY)\n";
+        let (env, notes) = head_env(Some(&named_in(mmap_pair, &flags)));
+        assert_eq!(pairs(&env), "LLAMA_ARG_LOG_VERBOSITY=4 LLAMA_ARG_MMAP=0");
+        assert!(notes.len() == 1 && notes[0].contains("LLAMA_ARG_MMAP=0"), "{notes:?}");
+        let oldest = "--no-mmap  do not memory-map model\n  (env: LLAMA_ARG_NO_MMAP)\n-lv, --verbosity, \
+                      --log-verbosity N\n  (env: LLAMA_LOG_VERBOSITY)\n";
+        let (env, notes) = head_env(Some(&named_in(oldest, &flags)));
+        assert_eq!(pairs(&env), "LLAMA_ARG_NO_MMAP=1 LLAMA_LOG_VERBOSITY=4");
+        assert_eq!(notes.len(), 2, "{notes:?}");
+        // A help that names none (it failed): nothing set, and said.
+        let (env, notes) = head_env(Some(&[]));
+        assert!(env.is_empty() && notes.iter().any(|note| note.contains("it maps the model")), "{notes:?}");
+        // Not asked (a dry run of a stopped toolbox): today's llama.cpp, and the plan says so.
+        let (env, notes) = head_env(None);
+        assert_eq!(pairs(&env), "LLAMA_ARG_LOAD_MODE=none LLAMA_ARG_LOG_VERBOSITY=4");
+        assert!(notes.len() == 1 && notes[0].contains("not asked"), "{notes:?}");
+        let plan = plan(&[facts("node1", [127, 0, 0, 1], &["llama-server"])], &request(&[]), Backend::Single);
+        assert_eq!(plan.notes, notes, "the launch's report says it");
     }
 
     #[test]

@@ -202,12 +202,17 @@ pub async fn serve_check(settings: &Settings, check: &ServeCheck) -> Result<Serv
 }
 
 /// The flags of `question` its help names (a help that fails names none: an engine too old to
-/// take the question, or none at all).
+/// take the question, or none at all). A flag's variable counts as one of its words (llama.cpp's
+/// `(env: LLAMA_ARG_LOAD_MODE)`).
 async fn flags_named(toolbox: &RunningToolbox, question: &FlagQuestion) -> Result<Vec<String>> {
     let said = toolbox.run(&question.help, &Default::default()).await?;
-    let named =
-        |flag: &String| said.stdout.split(|c: char| c.is_whitespace() || c == ',' || c == '=').any(|word| word == flag);
-    Ok(if said.success() { question.flags.iter().filter(|flag| named(flag)).cloned().collect() } else { Vec::new() })
+    Ok(if said.success() { named_in(&said.stdout, &question.flags) } else { Vec::new() })
+}
+
+/// Of `flags`, those `help` names as words of their own.
+pub fn named_in(help: &str, flags: &[String]) -> Vec<String> {
+    let words: BTreeSet<&str> = help.split(|c: char| c.is_whitespace() || matches!(c, ',' | '=' | '(' | ')')).collect();
+    flags.iter().filter(|flag| words.contains(flag.as_str())).cloned().collect()
 }
 
 /// Every service recorded here, with what of each still runs: one exec per toolbox that serves
