@@ -263,3 +263,39 @@ fn a_llama_cpp_toolbox_on_an_rdma_node_carries_its_devices_and_memlock_and_no_nc
     assert!(!env.contains("NCCL_") && !env.contains("GLOO_"), "no RCCL in a llama.cpp toolbox: {env}");
     assert_eq!(inspect["Config"]["Labels"]["io.github.strix-toolbox.engine"], "llama.cpp");
 }
+
+#[test]
+fn a_rootful_engine_that_cannot_raise_memlock_is_refused_before_anything_is_staged() {
+    // This machine's engine as it is (TESTBED.md): root in a container without CAP_SYS_RESOURCE,
+    // hard memlock 8 MiB; the node's own session unlimited (the host tree's proc/self/limits).
+    // The engine's /proc entry is found by its socket's listener: podman's service, this test's.
+    let Bed { registry, podman, host, image } = Bed::new("strix-e810-healthy");
+    let proc_dir = host.path().join(format!("proc/{}", podman.pid()));
+    std::fs::create_dir_all(&proc_dir).unwrap();
+    std::fs::write(
+        proc_dir.join("limits"),
+        "Limit                     Soft Limit           Hard Limit           Units     \n\
+         Max locked memory         8388608              8388608              bytes     \n",
+    )
+    .unwrap();
+    std::fs::write(proc_dir.join("status"), "Name:\tpodman\nCapEff:\t000001fffeffffff\n").unwrap();
+    std::fs::write(proc_dir.join("uid_map"), "         0          0 4294967295\n").unwrap();
+
+    let requests_before = registry.requests().len();
+    let output = refresh(&podman, host.path(), &image, &[]);
+    assert_eq!(output.status.code(), Some(1), "a failure, not a usage error: {}", stderr(&output));
+    let error = json(&output);
+    assert_eq!(error["error"]["kind"], "host", "{error}");
+    let message = error["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains(&format!("podman's service (pid {})", podman.pid())), "{message}");
+    assert!(message.contains("8388608 bytes (8 MiB)") && message.contains("no CAP_SYS_RESOURCE"), "{message}");
+    assert!(error["error"]["fix"].as_str().unwrap_or_default().contains("LimitMEMLOCK=infinity"), "{error}");
+    assert!(podman.container_names().is_empty(), "nothing staged");
+    let pulled = registry.requests()[requests_before..].iter().any(|r| r.starts_with("GET ") && r.contains("/blobs/"));
+    assert!(!pulled, "nothing pulled: {:?}", registry.requests());
+
+    // A thunderbolt-only node asks no memlock: the same engine makes its toolbox.
+    let thunderbolt = materialize("strix-thunderbolt-only");
+    let output = refresh(&podman, thunderbolt.path(), &image, &[]);
+    assert!(output.status.success(), "{}", stderr(&output));
+}
