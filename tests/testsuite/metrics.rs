@@ -66,7 +66,7 @@ fn prometheus_holds_every_nodes_telemetry_and_the_engines_metrics_relabelled() {
     let roots = vec![("strix1", strix1.path().to_path_buf()), ("strix2", strix2.path().to_path_buf())];
     let provider = move || {
         let roots = roots.clone();
-        async move { exposition(&roots, llama_address).await }
+        async move { Ok(exposition(&roots, llama_address).await) }
     };
     let (stop, stopped) = tokio::sync::oneshot::channel();
     let server = runtime.spawn(serve(listener, stopped, provider));

@@ -192,14 +192,25 @@ fn the_watch_relaunches_a_stalled_a_crashed_and_a_rebooted_service_and_gives_up_
         &on_give_up,
     ];
     let mut watch = bed.watch(&flags);
+    // Before its first look ends it has nothing to show: a scrape is refused (a failed scrape for
+    // Prometheus, `up` 0), never an empty 200 (a target up with nothing to say).
+    let url = format!("http://{metrics}/metrics");
+    let scrape = || crate::support::http::request(None, "GET", &url, None, Duration::from_secs(30)).expect("a scrape");
+    crate::support::wait_until("the watch's metrics endpoint", Duration::from_secs(30), || {
+        std::net::TcpStream::connect(&metrics).is_ok()
+    });
+    let early = scrape();
+    match early.status {
+        503 => assert_eq!(early.body, "the watch has not finished its first look yet\n"),
+        200 => assert!(early.body.contains("strix_watch_state{"), "a 200 has the watch's samples: {}", early.body),
+        other => panic!("{other}: {}", early.body),
+    }
     let found = watch.action("watching", None);
     assert_eq!(found["service"], SERVICE, "{found}");
     watch.serving();
 
     // Its metrics, as its last look read them (left once the look's judgement is said): the
     // engines' and the nodes', and its own, its state among them.
-    let url = format!("http://{metrics}/metrics");
-    let scrape = || crate::support::http::request(None, "GET", &url, None, Duration::from_secs(30)).expect("a scrape");
     let says_serving = |body: &str| {
         body.lines().any(|line| {
             line.starts_with("strix_watch_state{") && line.contains(r#"state="serving""#) && line.ends_with(" 1")
@@ -218,7 +229,7 @@ fn the_watch_relaunches_a_stalled_a_crashed_and_a_rebooted_service_and_gives_up_
 
     // One watch per cluster.
     let second = bed.strix(&["watch", "--interval", "3s"]);
-    assert_eq!(second.status.code(), Some(2), "{}", stderr(&second));
+    assert_eq!(second.status.code(), Some(1), "a conflict is a failure, not usage: {}", stderr(&second));
     assert!(stderr(&second).contains("a watch already runs on this cluster"), "{}", stderr(&second));
 
     // (a) The head's llama-server stopped: its port accepts, nothing answers.

@@ -34,12 +34,17 @@ impl WatchLock {
                 let who = holder
                     .filter(|pid| !pid.is_empty())
                     .map_or("another process".to_string(), |pid| format!("pid {pid}"));
-                Err(Error::Usage(format!(
-                    "a watch already runs on this cluster ({who}, lock {}); two would relaunch the same service \
-                     twice. Fix: stop that one first (`cluster watch --uninstall` if it was installed, else Ctrl-C \
-                     it), or pause it (`cluster watch --pause`)",
-                    path.display()
-                )))
+                // A conflict, not a wrong command line: a failure (exit 1).
+                Err(Error::host(
+                    path.display().to_string(),
+                    format!(
+                        "a watch already runs on this cluster ({who}, lock {}); two would relaunch the same service \
+                         twice",
+                        path.display()
+                    ),
+                    "stop that one first (`cluster watch --uninstall` if it was installed, else Ctrl-C it), or pause \
+                     it (`cluster watch --pause`)",
+                ))
             }
             Err(TryLockError::Error(e)) => Err(unwritable(&path, &e)),
         }
@@ -56,7 +61,7 @@ mod tests {
         let dir = WatchDir::at(root.path());
         let first = WatchLock::take(&dir).unwrap();
         let refused = WatchLock::take(&dir).unwrap_err();
-        assert_eq!(refused.kind(), crate::error::ErrorKind::Usage);
+        assert_eq!((refused.kind(), refused.exit_code()), (crate::error::ErrorKind::Host, 1), "a failure, not usage");
         assert!(refused.to_string().contains(&format!("pid {}", std::process::id())), "{refused}");
         drop(first);
         WatchLock::take(&dir).unwrap();

@@ -62,8 +62,9 @@ pub struct WatchRequest {
 }
 
 /// The cluster's metrics as the watch's last look read them (every node's telemetry, every
-/// engine's own) and the watch's own of every service it follows, in Prometheus's text format.
-pub type WatchExposition = std::sync::Arc<std::sync::Mutex<String>>;
+/// engine's own) and the watch's own of every service it follows, in Prometheus's text format;
+/// None before its first look has ended.
+pub type WatchExposition = std::sync::Arc<std::sync::Mutex<Option<String>>>;
 
 /// A service the watch follows.
 struct Tracked {
@@ -122,7 +123,7 @@ pub async fn watch(settings: &ClusterSettings, request: &WatchRequest, emit: &dy
                 .collect();
             let text = reading.exposition_with(families);
             // A scrape that panicked while holding it poisoned nothing it could not read again.
-            *shared.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = text;
+            *shared.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(text);
         }
         // Looks begin every interval (a look or relaunch longer than that: the next at once), so a
         // look's probe deadline of one interval ends a stalled one's next look within two.

@@ -158,13 +158,17 @@ impl HeaderError {
         HeaderError::TooLarge { what: what.into(), claimed, limit }
     }
 
-    /// The error the user sees: which file of which model, why, and what to do.
+    /// The error the user sees: which file of which model, why, and what to do. A file that is not
+    /// what it should be is a failure (exit 1), not a wrong command line.
     pub fn of_file(&self, model: &str, file: &str) -> Error {
-        Error::Usage(format!(
-            "{model}: {file} cannot be read as a model header: {self}. Fix: check that {model} is a model \
-             repository or file (config.json with safetensors weights, or a GGUF) and that {file} is not damaged; \
-             re-download it if it is local"
-        ))
+        Error::host(
+            format!("{model}: {file}"),
+            format!("{model}: {file} cannot be read as a model header: {self}"),
+            format!(
+                "check that {model} is a model repository or file (config.json with safetensors weights, or a GGUF) \
+                 and that {file} is not damaged; re-download it if it is local"
+            ),
+        )
     }
 }
 

@@ -273,7 +273,8 @@ async fn a_damaged_shard_is_refused_with_its_name() {
     let mut file = std::fs::OpenOptions::new().write(true).open(&shard).expect("open");
     file.write_all(&(1u64 << 63).to_le_bytes()).expect("write");
     let error = read_shape(&directory(dir.path()), &local(), ReadLimits::default()).await.expect_err("huge");
-    assert!(matches!(error, Error::Usage(_)) && error.to_string().contains("claims"), "{error}");
+    assert!(error.to_string().contains("claims"), "{error}");
+    assert_eq!(error.exit_code(), 1, "a damaged file is a failure, not a usage error: {error}");
 }
 
 #[tokio::test]
