@@ -315,6 +315,11 @@ fn the_watch_relaunches_a_stalled_a_crashed_and_a_rebooted_service_and_gives_up_
     watch.action("dropped", None);
     assert_eq!(watch.interrupt(), Some(130), "Ctrl-C ends the watch with 130");
     assert!(record(&bed.cluster.node(1).serving_dir(), SERVICE).is_none(), "nothing was started after the stop");
+    // Its last word is about a launch that is gone and a watch that ended: status says nothing of it.
+    let status = json(&bed.strix(&["status"]));
+    assert!(status.get("watch").is_none(), "{status}");
+    let disagreements = status["disagreements"].as_array().expect("disagreements");
+    assert!(!disagreements.iter().any(|d| d.as_str().is_some_and(|d| d.contains("watch"))), "{status}");
     if let Some(dir) = std::env::var_os("STRIX_WATCH_RECOVERY_DIR") {
         let log = bed.service_dir().parent().expect("watch/").join("events.jsonl");
         std::fs::copy(&log, Path::new(&dir).join("events.jsonl")).expect("the event log for the benchmark");

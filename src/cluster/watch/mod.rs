@@ -259,7 +259,7 @@ fn start_following(
     say: &dyn Fn(WatchEvent),
 ) -> Result<Tracked> {
     let service_dir = request.dir.service_dir(&ServiceName::parse(name)?)?;
-    let saved = state::load(&service_dir).filter(|saved| saved.record_started == record.started);
+    let saved = state::load(&service_dir).filter(|saved| saved.shown.record_started == record.started);
     let (watcher, settling_since) = match saved {
         Some(saved) if saved.watcher.policy() == &request.policy => (saved.watcher, None),
         _ => (Watcher::new(request.policy.clone(), Start::Serving), Some(at)),
@@ -347,8 +347,9 @@ fn save(followed: &Tracked, name: &str, state: State) {
             restarts: watcher.tally().restarts,
             updated: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
             watch_pid: std::process::id(),
+            record_started: followed.record.started.clone(),
+            watching: true,
         },
-        record_started: followed.record.started.clone(),
         watcher: watcher.clone(),
     };
     // The watch goes on without it; `cluster status` then shows the last state written.
