@@ -154,7 +154,7 @@ fn a_stopped_llama_server_is_found_stalled_within_two_intervals() {
     assert!(progress.is_some_and(|progress| progress.generated >= 1.0), "{progress:?}");
     assert_eq!(
         look(&mut watcher, Moment(0), progress, probed),
-        Step { state: State::Serving, action: Action::Nothing }
+        Step { state: State::Serving, action: Action::Nothing, news: Vec::new() }
     );
 
     // SIGSTOP just after the look: the port still takes connections, nothing answers. The next

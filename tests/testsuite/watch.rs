@@ -9,8 +9,12 @@
 //! `cluster status --json` says so with the reason, and `--on-give-up` ran with the service and
 //! the reason in its environment; the operator's `launch --replace` is no failure, the watch
 //! reads the new launch; (d) the worker rebooted (a new boot id, its sessions and its toolbox's
-//! processes gone) gets the whole service back; a `cluster stop` is no failure either; Ctrl-C
-//! ends the watch with 130. A second watch on the cluster is refused while the first runs.
+//! processes gone) gets the whole service back; (e) the worker's GPU hangs (its kernel's log,
+//! recorded amdgpu output, says so; its rpc-server dies of it): the watch says so with the
+//! kernel's line, counts it, relaunches nothing while the reset runs and relaunches once it ended;
+//! a `cluster stop` is no failure either; Ctrl-C ends the watch with 130, and `cluster status`
+//! then says nothing of the stopped service. A second watch on the cluster is refused while the
+//! first runs, and its metrics answer 503 before its first look ends.
 //!
 //! `--install` writes its systemd user unit under XDG_CONFIG_HOME and asks `systemctl --user`
 //! (a stand-in on PATH here: this machine has no user systemd) to load and start it.
@@ -135,6 +139,16 @@ impl WatchBed {
             std::thread::sleep(Duration::from_secs(2));
         }
         Err(last)
+    }
+
+    /// Node `index`'s kernel log (its host tree's `dev/kmsg`, what the node reads as /dev/kmsg)
+    /// becomes `records`, at once (a reading never sees it half written).
+    fn kernel_log(&self, index: usize, records: &str) {
+        let dev = self.cluster.node(index).host_tree.path().join("dev");
+        std::fs::create_dir_all(&dev).expect("the tree's dev/");
+        let partial = dev.join("kmsg.partial");
+        std::fs::write(&partial, records).expect("write the kernel log");
+        std::fs::rename(&partial, dev.join("kmsg")).expect("the kernel log in place");
     }
 
     /// For scripts/bench/watch-recovery.sh: when STRIX_WATCH_RECOVERY_DIR names a directory, the
@@ -309,6 +323,41 @@ fn the_watch_relaunches_a_stalled_a_crashed_and_a_rebooted_service_and_gives_up_
     watch.serving();
     bed.answers().expect("the whole service is back after the reboot");
 
+    // (e) The worker's GPU hangs: its kernel's log (recorded amdgpu output, tests/fixtures/
+    // strix-gpu-hang) says MES stopped answering and the reset began, and its rpc-server died of
+    // it. Said with the kernel's line and counted; no relaunch while the reset runs, however
+    // many looks; once the kernel says it ended, the relaunch is the hang's.
+    let kmsg = include_str!("../fixtures/strix-gpu-hang/dev/kmsg");
+    let reset_ends = kmsg.find("\n6,2021,").expect("the reset's end") + 1;
+    bed.kernel_log(2, &kmsg[..reset_ends]);
+    bed.signal(2, "KILL", &bed.pid(2, "rpc-server"));
+    bed.fault_made("gpu-hang");
+    let hang = watch.action("gpu-hang", Some("gpu-hang"));
+    let line = "amdgpu 0000:c5:00.0: amdgpu: MES failed to respond to msg=REMOVE_QUEUE";
+    assert_eq!(hang["reason"], format!("GPU hang on node2: {line}"), "{hang}");
+    let counter = |name: &str| {
+        let body = scrape().body;
+        let sample =
+            body.lines().find(|line| line.starts_with(&format!("{name}{{")) && line.contains(r#"service="tiny""#));
+        sample.and_then(|line| line.rsplit(' ').next()?.parse::<f64>().ok()).unwrap_or(-1.0)
+    };
+    let looks = counter("strix_watch_probes_total");
+    crate::support::wait_until("two more looks while the GPU resets", Duration::from_secs(120), || {
+        counter("strix_watch_probes_total") >= looks + 2.0
+    });
+    let during = watch.drain();
+    assert!(!during.iter().any(|e| e["action"] == "relaunch"), "no relaunch into a reset: {during:?}");
+    assert_eq!(counter("strix_watch_gpu_hangs_total"), 1.0, "counted once");
+    bed.kernel_log(2, kmsg);
+    let relaunch = watch.action("relaunch", Some("gpu-hang"));
+    let reason = relaunch["reason"].as_str().expect("a reason");
+    // Its rpc-server gone, the head's llama-server went with it: whichever the look found first.
+    assert!(reason.starts_with(&format!("GPU hang on node2 ({line}); then ")), "{relaunch}");
+    assert!(reason.contains(" is not running; its nodes' log tails are in "), "{relaunch}");
+    watch.action("relaunched", None);
+    watch.serving();
+    bed.answers().expect("the whole service is back after the GPU's reset");
+
     // Its operator stops it: no failure, no longer watched, nothing relaunched.
     let stopped = bed.strix(&["stop", SERVICE]);
     assert!(stopped.status.success(), "{}", stderr(&stopped));
@@ -325,7 +374,8 @@ fn the_watch_relaunches_a_stalled_a_crashed_and_a_rebooted_service_and_gives_up_
         std::fs::copy(&log, Path::new(&dir).join("events.jsonl")).expect("the event log for the benchmark");
     }
     let actions = watch_actions(&bed);
-    assert_eq!(actions.iter().filter(|a| **a == "relaunch").count(), 3, "the event log: {actions:?}");
+    assert_eq!(actions.iter().filter(|a| **a == "relaunch").count(), 4, "the event log: {actions:?}");
+    assert_eq!(actions.iter().filter(|a| **a == "gpu-hang").count(), 1, "the event log: {actions:?}");
 }
 
 /// The log files the watch saved for faults of `state`.

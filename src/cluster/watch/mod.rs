@@ -172,7 +172,12 @@ async fn look(
                 paused,
                 nodes: on
                     .iter()
-                    .map(|node| NodeObservation { node: node.clone(), reachable: look.answered(node), boot_id: None })
+                    .map(|node| NodeObservation {
+                        node: node.clone(),
+                        reachable: look.answered(node),
+                        boot_id: None,
+                        gpu_hangs: Vec::new(),
+                    })
                     .collect(),
                 ranks: Vec::new(),
                 probe: ProbeOutcome::Skipped,
@@ -242,6 +247,9 @@ async fn judge(
         }
     }
     let step = followed.watcher.observe(&observation);
+    for news in &step.news {
+        say(WatchEvent::now(&name, step.state, WatchAction::GpuHang, Some(news.clone())));
+    }
     act(settings, request, &mut followed, &name, step, interrupt, say).await?;
     save(&followed, &name, followed.watcher.state());
     tracked.insert(name, followed);

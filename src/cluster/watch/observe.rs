@@ -110,6 +110,7 @@ pub fn observe(look: &ClusterLook, record: &ServingRecord, paused: bool, began: 
             node: name.clone(),
             reachable: telemetry.is_some(),
             boot_id: telemetry.and_then(|seen| seen.boot_id.clone()),
+            gpu_hangs: telemetry.map(|seen| seen.host.gpu_hangs.clone()).unwrap_or_default(),
         });
         let Some(telemetry) = telemetry else { continue };
         observation.ranks.extend(ranks(name, look.launch_on(name, record).flatten()));
