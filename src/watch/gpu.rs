@@ -132,7 +132,7 @@ mod tests {
         let mut watch = GpuWatch::default();
         watch.look(Moment(0), &[node("boot-a", &[])]);
         let rebooted = node("boot-b", &[(2, GpuReset::None)]);
-        assert!(watch.look(Moment(30_000), &[rebooted.clone()]).new.is_empty(), "what boot-b held came before");
+        assert!(watch.look(Moment(30_000), &[rebooted]).new.is_empty(), "what boot-b held came before");
         let silent = NodeObservation { reachable: false, ..node("boot-b", &[(2, GpuReset::None), (7, underway())]) };
         assert_eq!(watch.look(Moment(60_000), &[silent]), GpuLook::default());
     }
