@@ -471,30 +471,15 @@ async fn node_status(remote: &RemoteNode) -> NodeStatus {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::serving::engine::Backend;
-    use crate::serving::record::ServingRecord;
     use crate::watch::State;
 
     /// node1, reachable, recording `tiny` launched at `started` (None: recording nothing).
     fn cluster(started: Option<&str>, reachable: bool) -> Vec<NodeStatus> {
         let services = started
             .map(|started| {
-                let mut record = ServingRecord::new(
-                    "tiny",
-                    "llama",
-                    "/m/tiny.gguf",
-                    "tiny",
-                    crate::serving::llama::LLAMA_CPP,
-                    Backend::Single,
-                    Role::Single,
-                    1,
-                    8001,
-                    "127.0.0.1".parse().unwrap(),
-                    "127.0.0.1".parse().unwrap(),
-                    "http://127.0.0.1:8000/v1",
-                );
-                record.started = started.to_string();
-                vec![ServingState { record, alive: vec!["llama-server".into()], ray_alive: false }]
+                let mut state = crate::cluster::watch::observe::tests::state(&["llama-server"], &["llama-server"]);
+                state.record.started = started.to_string();
+                vec![state]
             })
             .unwrap_or_default();
         let node = NodeStatus { node: "node1".into(), reachable, error: None, version: None, status: None, services };

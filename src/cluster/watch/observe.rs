@@ -166,12 +166,13 @@ pub async fn memory_of(nodes: &[&dyn Node], on: &[String]) -> Vec<NodeMemory> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::serving::engine::Backend;
     use crate::serving::record::ServedProcess;
 
-    fn state(processes: &[&str], alive: &[&str]) -> ServingState {
+    /// The head's state of `tiny` (llama.cpp over two nodes) with `processes`, `alive` of them running.
+    pub(crate) fn state(processes: &[&str], alive: &[&str]) -> ServingState {
         let mut record = ServingRecord::new(
             "tiny",
             "llama",
