@@ -532,7 +532,8 @@ pub struct WatchArgs {
     #[arg(long, value_name = "DURATION", default_value = "6h")]
     pub window: String,
 
-    /// The longest wait, before a relaunch, for the nodes' GPU memory to come free; then give up.
+    /// The longest wait, before a relaunch, for the nodes' GPU memory to come free, or for a GPU
+    /// reset the kernel began to end; then give up.
     #[arg(long, value_name = "DURATION", default_value = "5m")]
     pub memory_wait: String,
 

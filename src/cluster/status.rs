@@ -230,8 +230,19 @@ impl ClusterStatusReport {
         }
     }
 
-    /// What the cluster's watch says of its services; a service it gave up on is a disagreement.
+    /// What the cluster's watch says of its services. A word about a launch no node records now
+    /// (stopped since, or launched again) is history and left out, when every node answered; a
+    /// word whose watch no longer runs is shown as its last. A launch still recorded that the
+    /// watch gave up on is a disagreement, whether or not a watch runs.
     fn with_watch(mut self, watch: Vec<WatchedService>) -> Self {
+        let all_answered = self.nodes.iter().all(|node| node.reachable);
+        let recorded = |word: &WatchedService| {
+            all_services(&self.nodes).any(|state| {
+                state.record.service == word.service
+                    && (word.record_started.is_empty() || state.record.started == word.record_started)
+            })
+        };
+        let watch: Vec<WatchedService> = watch.into_iter().filter(|word| !all_answered || recorded(word)).collect();
         for given_up in watch.iter().filter(|service| service.given_up) {
             self.disagreements.push(format!(
                 "the watch gave up on {}: {} (`cluster launch --replace` serves it again; the watch takes it up)",
@@ -455,4 +466,73 @@ async fn node_status(remote: &RemoteNode) -> NodeStatus {
         }
     };
     NodeStatus { node: remote.name.clone(), reachable: true, error, version, status, services }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::watch::State;
+
+    /// node1, reachable, recording `tiny` launched at `started` (None: recording nothing).
+    fn cluster(started: Option<&str>, reachable: bool) -> Vec<NodeStatus> {
+        let services = started
+            .map(|started| {
+                let mut state = crate::cluster::watch::observe::tests::state(&["llama-server"], &["llama-server"]);
+                state.record.started = started.to_string();
+                vec![state]
+            })
+            .unwrap_or_default();
+        let node = NodeStatus { node: "node1".into(), reachable, error: None, version: None, status: None, services };
+        vec![node]
+    }
+
+    fn word(state: State, record_started: &str, watching: bool) -> WatchedService {
+        WatchedService {
+            service: "tiny".into(),
+            state,
+            given_up: state == State::GivenUp,
+            reason: Some("3 restart(s) in the last 6h already".into()),
+            restarts: 3,
+            updated: "2026-11-28T08:00:00Z".into(),
+            watch_pid: 4242,
+            record_started: record_started.into(),
+            watching,
+        }
+    }
+
+    fn report(nodes: Vec<NodeStatus>, watch: Vec<WatchedService>) -> ClusterStatusReport {
+        ClusterStatusReport::new("llama", nodes, Vec::new(), None).with_watch(watch)
+    }
+
+    /// What disagrees because of the watch.
+    fn the_watchs(report: &ClusterStatusReport) -> Vec<&String> {
+        report.disagreements.iter().filter(|d| d.contains("watch")).collect()
+    }
+
+    const LAUNCHED: &str = "2026-11-28T07:00:00Z";
+
+    #[test]
+    fn a_watch_word_about_a_launch_no_node_records_is_history() {
+        // The service was stopped after its watch ended: nothing is said of it, nothing disagrees.
+        let stopped = report(cluster(None, true), vec![word(State::Loading, LAUNCHED, false)]);
+        assert!(stopped.watch.is_empty() && the_watchs(&stopped).is_empty(), "{stopped:?}");
+        // Given up on a launch that is gone (stopped, or launched again since): no failure either.
+        let gone = report(cluster(None, true), vec![word(State::GivenUp, LAUNCHED, false)]);
+        assert!(gone.watch.is_empty() && the_watchs(&gone).is_empty(), "{gone:?}");
+        let relaunched =
+            report(cluster(Some("2026-11-28T09:00:00Z"), true), vec![word(State::GivenUp, LAUNCHED, true)]);
+        assert!(relaunched.watch.is_empty() && the_watchs(&relaunched).is_empty(), "{relaunched:?}");
+    }
+
+    #[test]
+    fn a_given_up_launch_still_recorded_disagrees_whether_or_not_its_watch_runs() {
+        for watching in [true, false] {
+            let given_up = report(cluster(Some(LAUNCHED), true), vec![word(State::GivenUp, LAUNCHED, watching)]);
+            assert_eq!(given_up.watch.len(), 1);
+            assert!(the_watchs(&given_up)[0].starts_with("the watch gave up on tiny"), "{given_up:?}");
+        }
+        // A node that did not answer may hold the record: the word stays.
+        let unsure = report(cluster(None, false), vec![word(State::Serving, LAUNCHED, false)]);
+        assert_eq!(unsure.watch.len(), 1, "{unsure:?}");
+    }
 }

@@ -25,6 +25,7 @@ use crate::reporter::Reporter;
 pub struct DockerEngine {
     client: bollard::Docker,
     endpoint: String,
+    socket: std::path::PathBuf,
 }
 
 impl DockerEngine {
@@ -36,7 +37,7 @@ impl DockerEngine {
                 "point DOCKER_HOST at docker's unix socket (unix:///run/docker.sock)",
             )
         })?;
-        Ok(DockerEngine { client, endpoint })
+        Ok(DockerEngine { client, endpoint, socket: socket.to_path_buf() })
     }
 }
 
@@ -75,6 +76,7 @@ impl Engine for DockerEngine {
             rootless,
             runtime: info.default_runtime.unwrap_or_else(|| "runc".into()),
             version: info.server_version.unwrap_or_default(),
+            pid: super::endpoint::listener_pid(&self.socket),
         })
     }
 

@@ -42,6 +42,27 @@ pub fn answers(socket: &Path) -> bool {
     std::os::unix::net::UnixStream::connect(socket).is_ok()
 }
 
+/// The pid of the process listening on `socket`, as the kernel tells a peer (SO_PEERCRED: the
+/// listener's credentials when it called listen(2); systemd's for a socket it activates). None
+/// when it cannot be had, or the listener is in another pid namespace (the kernel says 0).
+pub fn listener_pid(socket: &Path) -> Option<u32> {
+    use std::os::fd::AsRawFd;
+    let stream = std::os::unix::net::UnixStream::connect(socket).ok()?;
+    let mut credentials = libc::ucred { pid: 0, uid: 0, gid: 0 };
+    let mut length = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: a connected socket, and a ucred buffer of the length given.
+    let answered = unsafe {
+        libc::getsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            std::ptr::addr_of_mut!(credentials).cast(),
+            &mut length,
+        )
+    } == 0;
+    u32::try_from(credentials.pid).ok().filter(|&pid| answered && pid > 0)
+}
+
 /// The process environment, as the functions above take it.
 pub fn process_env(name: &str) -> Option<String> {
     std::env::var(name).ok()

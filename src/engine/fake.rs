@@ -191,7 +191,13 @@ impl Engine for FakeEngine {
     }
 
     async fn info(&self) -> Result<EngineInfo> {
-        Ok(EngineInfo { kind: EngineKind::Podman, rootless: false, runtime: "crun".into(), version: "fake".into() })
+        Ok(EngineInfo {
+            kind: EngineKind::Podman,
+            rootless: false,
+            runtime: "crun".into(),
+            version: "fake".into(),
+            pid: None,
+        })
     }
 
     async fn pull(&self, reference: &str, reporter: &dyn Reporter) -> Result<()> {

@@ -44,6 +44,9 @@ pub struct EngineInfo {
     pub runtime: String,
     /// Server version, for messages (empty when not asked for).
     pub version: String,
+    /// The engine's server process as this host sees it (who listens on its socket): its limits
+    /// are those its containers start under. None: not known (another pid namespace, a guess).
+    pub pid: Option<u32>,
 }
 
 /// An image as the engine reports it.

@@ -120,6 +120,7 @@ impl Engine for PodmanEngine {
             rootless: owner != 0,
             runtime: crate::engine::probe::podman_runtime(),
             version: String::new(),
+            pid: super::endpoint::listener_pid(&self.socket),
         })
     }
 

@@ -13,7 +13,7 @@ pub fn guessed_info(kind: EngineKind) -> EngineInfo {
         EngineKind::Docker => "runc".to_string(),
         EngineKind::Podman => podman_runtime(),
     };
-    EngineInfo { kind, rootless: running_rootless(), runtime, version: String::new() }
+    EngineInfo { kind, rootless: running_rootless(), runtime, version: String::new(), pid: None }
 }
 
 /// Whether this process runs rootless (the engine it talks to usually does too).

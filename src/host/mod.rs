@@ -9,6 +9,7 @@ pub mod devices;
 pub mod ethtool;
 pub mod firewalld;
 pub mod gpu;
+pub mod gpu_hangs;
 pub mod groups;
 pub mod installed;
 pub mod ipv4;

@@ -1,6 +1,7 @@
 //! What a node's GPU and RDMA ports are doing now, read when asked (a scrape): the GPU memory in
 //! use and in all ([`super::gpu`] reads those), each card's busy share, power and temperature
-//! (amdgpu's hwmon), and each RDMA port's bytes and packets sent and received. Counters stay
+//! (amdgpu's hwmon), the GPU hangs the kernel's log tells this boot ([`super::gpu_hangs`]), and
+//! each RDMA port's bytes and packets sent and received. Counters stay
 //! counters: whoever reads them twice (Prometheus, `cluster top`) takes the difference.
 //!
 //! The ports count in one of two places, by driver:
@@ -15,6 +16,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::gpu::{self, is_card};
+use super::gpu_hangs::{self, GpuHang};
 use super::{rdma, HostRoot};
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -24,6 +26,9 @@ pub struct NodeTelemetry {
     pub cards: Vec<CardTelemetry>,
     /// One entry per RDMA port with counters.
     pub ports: Vec<PortTraffic>,
+    /// The GPU hangs of this boot, the newest last (a node that does not say: none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gpu_hangs: Vec<GpuHang>,
     /// Files that exist but could not be understood.
     pub warnings: Vec<String>,
 }
@@ -95,7 +100,11 @@ pub fn read(root: &HostRoot) -> NodeTelemetry {
         .iter()
         .filter_map(|port| read_port(root, &port.device, port.port, &mut warnings))
         .collect();
-    NodeTelemetry { gpu_memory, cards, ports, warnings }
+    let gpu_hangs = gpu_hangs::read(root).unwrap_or_else(|why| {
+        warnings.push(why);
+        Vec::new()
+    });
+    NodeTelemetry { gpu_memory, cards, ports, gpu_hangs, warnings }
 }
 
 const DRM: &str = "/sys/class/drm";

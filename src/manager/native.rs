@@ -60,7 +60,8 @@ mod tests {
     #[test]
     fn the_toolbox_runs_an_init_that_reaps_on_either_engine() {
         for kind in [EngineKind::Podman, EngineKind::Docker] {
-            let engine = EngineInfo { kind, rootless: false, runtime: "crun".into(), version: String::new() };
+            let engine =
+                EngineInfo { kind, rootless: false, runtime: "crun".into(), version: String::new(), pid: None };
             let mut request = CreateRequest { name: "vllm".into(), image: "img".into(), ..Default::default() };
             Native { home: None }.complete(&mut request, &engine);
             assert!(request.init, "{kind:?}");

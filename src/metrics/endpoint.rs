@@ -1,5 +1,7 @@
 //! The watch's Prometheus endpoint: `GET /metrics` answers whatever the provider renders at that
-//! moment; nothing else is served (another path: 404, another method: 405), nothing is changed by
+//! moment, or 503 with the provider's reason while it has nothing to show (the watch before its
+//! first look: Prometheus takes a non-2xx answer as a failed scrape, `up` 0, where an empty 200
+//! would read as a target that is up with nothing to say); nothing else is served (another path: 404, another method: 405), nothing is changed by
 //! a request. Bounded like the head's other servers ([`crate::link_server`]): at most
 //! [`CONNECTION_LIMIT`] connections at once, the request head within its size and time, each write
 //! within its limit, and the provider within [`PROVIDE_LIMIT`] (503 past it: a scrape waits for
@@ -36,11 +38,14 @@ pub fn listen_address(text: &str) -> Result<SocketAddr> {
     })
 }
 
+/// What a provider renders: the exposition, or why there is none yet.
+pub type Rendered = std::result::Result<String, String>;
+
 /// Serve `listener` until `stop` fires, each `GET /metrics` with what `provider` renders.
 pub async fn serve<Provider, Rendering>(listener: TcpListener, stop: oneshot::Receiver<()>, provider: Provider)
 where
     Provider: Fn() -> Rendering + Clone + Send + 'static,
-    Rendering: Future<Output = String> + Send + 'static,
+    Rendering: Future<Output = Rendered> + Send + 'static,
 {
     let refused = AtomicU64::new(0);
     // No idle end: the endpoint lives as long as the watch.
@@ -57,7 +62,7 @@ where
 async fn answer<Provider, Rendering>(mut socket: TcpStream, provider: Provider)
 where
     Provider: Fn() -> Rendering,
-    Rendering: Future<Output = String>,
+    Rendering: Future<Output = Rendered>,
 {
     let Ok((head, _)) = read_head(&mut socket, REQUEST_LIMIT).await else { return };
     let method = head.first_line.first().map(String::as_str).unwrap_or_default();
@@ -65,7 +70,8 @@ where
     let path = target.split('?').next().unwrap_or_default();
     let (status, extra, body) = match (method, path) {
         ("GET", "/metrics") => match tokio::time::timeout(PROVIDE_LIMIT, provider()).await {
-            Ok(text) => ("200 OK", format!("Content-Type: {CONTENT_TYPE}\r\n"), text),
+            Ok(Ok(text)) => ("200 OK", format!("Content-Type: {CONTENT_TYPE}\r\n"), text),
+            Ok(Err(why)) => ("503 Service Unavailable", String::new(), format!("{why}\n")),
             Err(_) => ("503 Service Unavailable", String::new(), "the metrics took too long to gather\n".into()),
         },
         (_, "/metrics") => ("405 Method Not Allowed", "Allow: GET\r\n".into(), "only GET\n".into()),
@@ -105,22 +111,31 @@ mod tests {
         let counted = scrapes.clone();
         let provider = move || {
             let scrape = counted.fetch_add(1, Ordering::SeqCst) + 1;
-            async move { format!("# HELP strix_scrapes x\n# TYPE strix_scrapes counter\nstrix_scrapes {scrape}\n") }
+            async move {
+                match scrape {
+                    1 => Err("nothing read yet".to_string()),
+                    _ => Ok(format!("# HELP strix_scrapes x\n# TYPE strix_scrapes counter\nstrix_scrapes {scrape}\n")),
+                }
+            }
         };
         let server = tokio::spawn(serve(listener, stopped, provider));
 
+        // Nothing to show yet: not a target that is up with no samples.
         let first = ask(address, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").await;
-        assert!(first.starts_with("HTTP/1.1 200 OK\r\n"), "{first}");
-        assert!(first.contains("Content-Type: text/plain; version=0.0.4; charset=utf-8\r\n"), "{first}");
-        assert!(first.ends_with("strix_scrapes 1\n"), "{first}");
-        let second = ask(address, "GET /metrics?x=1 HTTP/1.0\r\n\r\n").await;
+        assert!(first.starts_with("HTTP/1.1 503 Service Unavailable\r\n"), "{first}");
+        assert!(first.ends_with("\r\n\r\nnothing read yet\n"), "{first}");
+        let second = ask(address, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").await;
+        assert!(second.starts_with("HTTP/1.1 200 OK\r\n"), "{second}");
+        assert!(second.contains("Content-Type: text/plain; version=0.0.4; charset=utf-8\r\n"), "{second}");
         assert!(second.ends_with("strix_scrapes 2\n"), "{second}");
+        let third = ask(address, "GET /metrics?x=1 HTTP/1.0\r\n\r\n").await;
+        assert!(third.ends_with("strix_scrapes 3\n"), "{third}");
 
         let post = ask(address, "POST /metrics HTTP/1.1\r\nContent-Length: 0\r\n\r\n").await;
         assert!(post.starts_with("HTTP/1.1 405 Method Not Allowed\r\n") && post.contains("Allow: GET\r\n"), "{post}");
         let other = ask(address, "GET /v1/models HTTP/1.1\r\n\r\n").await;
         assert!(other.starts_with("HTTP/1.1 404 Not Found\r\n"), "{other}");
-        assert_eq!(scrapes.load(Ordering::SeqCst), 2, "only GET /metrics renders");
+        assert_eq!(scrapes.load(Ordering::SeqCst), 3, "only GET /metrics renders");
 
         // A head past its size limit is dropped unanswered.
         let endless = format!("GET /metrics HTTP/1.1\r\nX: {}\r\n\r\n", "a".repeat(64 << 10));
@@ -140,7 +155,7 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap();
         let (stop, stopped) = oneshot::channel();
-        let server = tokio::spawn(serve(listener, stopped, || async { String::new() }));
+        let server = tokio::spawn(serve(listener, stopped, || async { Ok(String::new()) }));
         // Each holds its slot: connected, no request yet.
         let mut held = Vec::new();
         for _ in 0..CONNECTION_LIMIT {

@@ -149,6 +149,7 @@ mod tests {
                 transmit_packets: Some(7),
                 receive_packets: None,
             }],
+            gpu_hangs: Vec::new(),
             warnings: Vec::new(),
         };
         let families = telemetry_families(&[

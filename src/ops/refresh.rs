@@ -11,6 +11,7 @@ use crate::engine::absent::AbsentEngine;
 use crate::engine::find::{carried_digests, find_image, not_present_after_pull, FoundImage};
 use crate::engine::{CreateRequest, Engine, EngineInfo, EngineKind, ImageInfo};
 use crate::error::{Error, Result};
+use crate::host::limits::{read_process, ProcessLimits};
 use crate::host::{HostFacts, HostRoot};
 use crate::image::reference::{validate_container_name, ImageRef};
 use crate::labels;
@@ -193,7 +194,7 @@ pub async fn refresh_with(
 
     let options = SpecOptions::new(&info, request.serving.needs(&request.image_ref), extra_env);
     let spec = ToolboxSpec::new(root, facts, &options);
-    check_memlock(facts, &info)?;
+    check_memlock(root, facts, &spec, &info)?;
 
     // A dry run changes nothing: it neither waits for another refresh nor holds one up.
     let _lock = if request.dry_run {
@@ -478,56 +479,117 @@ fn local_build_tag(base: &str) -> Result<String> {
     Ok(format!("localhost/{short_name}:{}-rccl", base_name.tag.as_deref().unwrap_or("latest")))
 }
 
-/// RDMA pins memory: with a rootless engine the container inherits the hard memlock limit and
-/// cannot raise it, so `--ulimit memlock=-1` makes it fail at start. Stop before creating anything.
-fn check_memlock(facts: &HostFacts, info: &EngineInfo) -> Result<()> {
-    let limited = facts.memlock.as_ref().is_some_and(|m| !m.hard_is_unlimited());
-    if facts.rdma.present() && info.rootless && limited {
-        let hard = facts.memlock.as_ref().and_then(|m| m.hard).unwrap_or(0);
-        return Err(Error::host(
-            "memlock hard limit",
+/// RDMA pins memory, so an RDMA toolbox asks memlock unlimited, and the runtime sets that limit
+/// as its engine may: beyond the engine's own hard limit only with CAP_SYS_RESOURCE in the initial
+/// user namespace. A rootless engine never has it; a rootful one in a container started without
+/// it (a node that is itself a container) has not either: the toolbox would be staged and fail at
+/// start ("error setting rlimit"). The engine's own limits decide, asked whatever its mode: its
+/// server's `/proc/PID` ([`EngineInfo::pid`]); else, rootless, this user's session's, which it
+/// runs under. Refused before anything is created, with the numbers and the fix.
+fn check_memlock(root: &HostRoot, facts: &HostFacts, spec: &ToolboxSpec, info: &EngineInfo) -> Result<()> {
+    let asks_unlimited = spec.ulimits.iter().any(|limit| limit.name == "memlock" && limit.hard.is_none());
+    let program = info.kind.program();
+    let engine_limits = info.pid.and_then(|pid| {
+        Some((format!("{program}'s service (pid {pid})"), read_process(root, &format!("/proc/{pid}"))?))
+    });
+    let session = || {
+        let memlock = facts.memlock.clone()?;
+        Some((format!("this session, which rootless {program} runs under"), ProcessLimits { memlock, raises: false }))
+    };
+    let Some((whose, limits)) = engine_limits.or_else(|| info.rootless.then(session).flatten()) else {
+        return Ok(());
+    };
+    let Some(hard) = limits.memlock.hard.filter(|_| asks_unlimited && !limits.raises) else { return Ok(()) };
+    let why = if info.rootless { "it runs rootless" } else { "it has no CAP_SYS_RESOURCE" };
+    Err(Error::host(
+        "memlock hard limit",
+        format!(
+            "the toolbox asks memlock unlimited (RDMA pins memory), but {whose} has a hard memlock limit of {hard} \
+             bytes ({} MiB) and cannot raise it ({why}): the toolbox would fail at start; nothing was created",
+            hard >> 20
+        ),
+        if info.rootless {
+            format!("{}, and rerun", crate::doctor::memlock::FIX)
+        } else {
             format!(
-                "the memlock hard limit is {hard} bytes and {} runs rootless: a toolbox with RDMA needs it \
-                 unlimited and would fail at start",
-                info.kind.program()
-            ),
-            format!("{}, and rerun", crate::doctor::memlock::FIX),
-        ));
-    }
-    Ok(())
+                "raise {program}'s hard memlock limit to unlimited: `LimitMEMLOCK=infinity` in its systemd unit \
+                 (`systemctl edit {program}.service`, then restart it), or, a node that is itself a container, start \
+                 it with `--ulimit memlock=-1` or `--cap-add SYS_RESOURCE`; then rerun"
+            )
+        },
+    ))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::host::{Memlock, RdmaFacts};
+    use crate::host::Memlock;
 
-    fn node(hard: Option<u64>, rdma: bool) -> HostFacts {
-        HostFacts {
-            memlock: Some(Memlock { soft: hard, hard }),
-            rdma: RdmaFacts {
-                devices: if rdma { vec!["/dev/infiniband/uverbs0".into()] } else { vec![] },
-                ..Default::default()
-            },
-            ..Default::default()
-        }
+    fn node(hard: Option<u64>) -> HostFacts {
+        HostFacts { memlock: Some(Memlock { soft: hard, hard }), ..Default::default() }
     }
 
-    fn engine(rootless: bool) -> EngineInfo {
-        EngineInfo { kind: EngineKind::Podman, rootless, runtime: "crun".into(), version: String::new() }
+    fn engine(rootless: bool, pid: Option<u32>) -> EngineInfo {
+        EngineInfo { kind: EngineKind::Podman, rootless, runtime: "crun".into(), version: String::new(), pid }
     }
+
+    /// A toolbox spec with RDMA (memlock unlimited), or without.
+    fn spec(rdma: bool) -> ToolboxSpec {
+        let memlock = crate::engine::Ulimit { name: "memlock".into(), soft: None, hard: None };
+        ToolboxSpec { ulimits: if rdma { vec![memlock] } else { Vec::new() }, ..Default::default() }
+    }
+
+    /// A node whose engine runs as pid 4242: its hard memlock (None: unlimited) and its CapEff.
+    fn engine_node(hard: Option<u64>, caps: &str) -> (tempfile::TempDir, HostRoot) {
+        let dir = tempfile::tempdir().unwrap();
+        let proc_dir = dir.path().join("proc/4242");
+        std::fs::create_dir_all(&proc_dir).unwrap();
+        let hard = hard.map_or("unlimited".to_string(), |bytes| bytes.to_string());
+        std::fs::write(proc_dir.join("limits"), format!("Max locked memory  {hard}  {hard}  bytes\n")).unwrap();
+        std::fs::write(proc_dir.join("status"), format!("CapEff:\t{caps}\n")).unwrap();
+        std::fs::write(proc_dir.join("uid_map"), "0 0 4294967295\n").unwrap();
+        let root = HostRoot::open(dir.path()).unwrap();
+        (dir, root)
+    }
+
+    /// Root's capabilities without CAP_SYS_RESOURCE (a container started without it), and with.
+    const NO_SYS_RESOURCE: &str = "000001fffeffffff";
+    const ALL: &str = "000001ffffffffff";
 
     #[test]
     fn rootless_rdma_with_a_memlock_limit_stops_before_creating_anything() {
-        let error = check_memlock(&node(Some(8 << 20), true), &engine(true)).unwrap_err().to_string();
+        let none = HostRoot::system();
+        let error = check_memlock(&none, &node(Some(8 << 20)), &spec(true), &engine(true, None)).unwrap_err();
+        let error = error.to_string();
         assert!(error.contains("8388608") && error.contains("/etc/security/limits.d/"), "{error}");
+        assert!(error.contains("rootless podman runs under") && error.contains("it runs rootless"), "{error}");
     }
 
     #[test]
-    fn memlock_is_fine_when_unlimited_rootful_or_without_rdma() {
-        check_memlock(&node(None, true), &engine(true)).unwrap();
-        check_memlock(&node(Some(8 << 20), true), &engine(false)).unwrap();
-        check_memlock(&node(Some(8 << 20), false), &engine(true)).unwrap();
+    fn a_rootful_engine_that_cannot_raise_its_limit_is_refused_with_its_numbers_and_fix() {
+        // The node's own session is unlimited: the engine's limits decide, not ours.
+        let (_dir, root) = engine_node(Some(8 << 20), NO_SYS_RESOURCE);
+        let error = check_memlock(&root, &node(None), &spec(true), &engine(false, Some(4242))).unwrap_err();
+        assert_eq!(error.kind(), crate::error::ErrorKind::Host);
+        let text = error.to_string();
+        assert!(text.contains("podman's service (pid 4242)") && text.contains("8388608 bytes (8 MiB)"), "{text}");
+        assert!(text.contains("no CAP_SYS_RESOURCE") && text.contains("LimitMEMLOCK=infinity"), "{text}");
+        // With CAP_SYS_RESOURCE it raises the limit itself; unlimited needs no raising.
+        let (_dir, root) = engine_node(Some(8 << 20), ALL);
+        check_memlock(&root, &node(Some(8 << 20)), &spec(true), &engine(false, Some(4242))).unwrap();
+        let (_dir, root) = engine_node(None, NO_SYS_RESOURCE);
+        check_memlock(&root, &node(Some(8 << 20)), &spec(true), &engine(false, Some(4242))).unwrap();
+    }
+
+    #[test]
+    fn memlock_is_fine_when_unlimited_unasked_or_the_rootful_engine_is_not_found() {
+        let none = HostRoot::system();
+        check_memlock(&none, &node(None), &spec(true), &engine(true, None)).unwrap();
+        check_memlock(&none, &node(Some(8 << 20)), &spec(false), &engine(true, None)).unwrap();
+        let (_dir, root) = engine_node(Some(8 << 20), NO_SYS_RESOURCE);
+        check_memlock(&root, &node(Some(8 << 20)), &spec(false), &engine(false, Some(4242))).unwrap();
+        // A rootful engine whose process this node's /proc does not show: not judged.
+        check_memlock(&root, &node(Some(8 << 20)), &spec(true), &engine(false, Some(999_999))).unwrap();
     }
 
     mod with_a_fake_engine {

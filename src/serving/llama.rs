@@ -44,21 +44,76 @@ pub const RPC_PROGRAMS: [&str; 2] = ["ggml-rpc-server", "rpc-server"];
 /// (192.168.2.2:50052) …` names a worker by its endpoint.
 pub const DEVICE_LINE: &str = "using device";
 
-/// The head's environment. No mmap: on Strix Halo's unified memory a mapped multi-GB file makes
-/// loading crawl (kyuz0's toolboxes say to always turn it off). The devices it loads onto in its
-/// log: the launch's proof reads them, and builds since `--load-mode` log them at verbosity 4
-/// only. Variables, not flags: each llama.cpp generation spells these flags its own way
-/// (`--no-mmap`, `--mmap/--no-mmap`, `--load-mode`), and a build refuses a flag it does not know
-/// but ignores a variable it does not read. The verbosity: builds register it as
-/// `LLAMA_LOG_VERBOSITY` (common/arg.cpp's `-lv`), older ones as `LLAMA_ARG_LOG_VERBOSITY`.
-/// `-e` overrides any of them.
-pub const HEAD_ENV: [(&str, &str); 5] = [
-    ("LLAMA_ARG_NO_MMAP", "1"),
-    ("LLAMA_ARG_MMAP", "0"),
-    ("LLAMA_ARG_LOAD_MODE", "none"),
-    ("LLAMA_LOG_VERBOSITY", "4"),
-    ("LLAMA_ARG_LOG_VERBOSITY", "4"),
+/// What the head's `llama-server` is set to, each by a variable rather than a flag: a build
+/// refuses a flag it does not know but ignores a variable it does not read. `-e` overrides any.
+/// - No mmap: on Strix Halo's unified memory a mapped multi-GB file makes loading crawl (kyuz0's
+///   toolboxes say to always turn it off).
+/// - Verbosity 4: the devices the model is loaded onto, which the launch's proof reads, are logged
+///   at 4 only by builds since `--load-mode`.
+///
+/// Each setting's spellings, newest first, as llama.cpp's common/arg.cpp registers them
+/// (`set_env`): `--load-mode` (`LLAMA_ARG_LOAD_MODE`), which replaced `--mmap/--no-mmap`
+/// (`LLAMA_ARG_MMAP`), which replaced `--no-mmap` alone (`LLAMA_ARG_NO_MMAP`, from when flags got
+/// variables); `-lv` as `LLAMA_ARG_LOG_VERBOSITY`, `LLAMA_LOG_VERBOSITY` before. Which ones a
+/// build reads, its `--help` says (`(env: …)` after each flag): the head's image is asked
+/// ([`ServingEngine::image_question`]), and a toolbox not asked (a dry run of a stopped one) is
+/// taken for today's llama.cpp, which the plan says.
+pub const HEAD_SETTINGS: [HeadSetting; 2] = [
+    HeadSetting {
+        what: "mmap off",
+        spellings: &[("LLAMA_ARG_LOAD_MODE", "none"), ("LLAMA_ARG_MMAP", "0"), ("LLAMA_ARG_NO_MMAP", "1")],
+        without: "it maps the model (loading is slow on unified memory)",
+    },
+    HeadSetting {
+        what: "log verbosity 4",
+        spellings: &[("LLAMA_ARG_LOG_VERBOSITY", "4"), ("LLAMA_LOG_VERBOSITY", "4")],
+        without: "it logs at its own verbosity",
+    },
 ];
+
+/// One setting of the head's `llama-server`: its variables and values, newest first.
+#[derive(Debug)]
+pub struct HeadSetting {
+    pub what: &'static str,
+    pub spellings: &'static [(&'static str, &'static str)],
+    /// What the server does when its build reads none of them.
+    pub without: &'static str,
+}
+
+/// The head's environment for an image whose `llama-server --help` named `named` of the
+/// settings' variables (None: not asked), and what the plan says of it.
+fn head_env(named: Option<&[String]>) -> (BTreeMap<String, String>, Vec<String>) {
+    let mut env = BTreeMap::new();
+    let mut notes = Vec::new();
+    for setting in &HEAD_SETTINGS {
+        let reads = |variable: &str| named.is_none_or(|named| named.iter().any(|n| n == variable));
+        match setting.spellings.iter().find(|(variable, _)| reads(variable)) {
+            Some((variable, value)) => {
+                env.insert(variable.to_string(), value.to_string());
+                if named.is_some() && Some(variable) != setting.spellings.first().map(|(newest, _)| newest) {
+                    notes.push(format!(
+                        "{}: {variable}={value}, the spelling the image's llama-server reads (an older build, its --help \
+                         says)",
+                        setting.what
+                    ));
+                }
+            }
+            None => notes.push(format!(
+                "{}: the image's llama-server reads none of {} (its --help), so {}",
+                setting.what,
+                setting.spellings.iter().map(|(variable, _)| *variable).collect::<Vec<_>>().join(", "),
+                setting.without
+            )),
+        }
+    }
+    if named.is_none() {
+        notes.push(format!(
+            "the stopped toolbox's llama-server was not asked which variables it reads: today's llama.cpp assumed ({})",
+            env.iter().map(|(key, value)| format!("{key}={value}")).collect::<Vec<_>>().join(", ")
+        ));
+    }
+    (env, notes)
+}
 
 struct LlamaCpp;
 
@@ -103,10 +158,13 @@ impl ServingEngine for LlamaCpp {
     }
 
     /// ROCm's /dev/kfd for a ROCm build (its tag says so: `rocm-…`), not for Vulkan, which needs
-    /// /dev/dri alone; no RDMA: its RPC is plain TCP.
+    /// /dev/dri alone. The node's RDMA devices and memlock for its RPC, whatever the tag: a build
+    /// with `-DGGML_RPC_RDMA=ON` upgrades each connection to RDMA when both ends find a device
+    /// (ggml-rpc's transport.cpp, docs/backend/RPC-RDMA.md), and registers its buffers (6.25 MiB a
+    /// connection: the head's, one per worker, pass the common 8 MiB limit). No NCCL: it runs no RCCL.
     fn needs(&self, image_ref: &str) -> ToolboxNeeds {
         let tag = ImageRef::parse(image_ref).ok().and_then(|r| r.tag);
-        ToolboxNeeds { kfd: tag.is_some_and(|tag| tag.starts_with("rocm")), rdma: false }
+        ToolboxNeeds { kfd: tag.is_some_and(|tag| tag.starts_with("rocm")), rdma: true, nccl: false }
     }
 
     fn image_programs(&self) -> &'static [RequiredProgram] {
@@ -161,8 +219,11 @@ impl ServingEngine for LlamaCpp {
         }
     }
 
+    /// Which spellings of the head's settings ([`HEAD_SETTINGS`]) its `llama-server` reads.
     fn image_question(&self, _candidates: &[Backend]) -> Option<FlagQuestion> {
-        None
+        let variables =
+            HEAD_SETTINGS.iter().flat_map(|setting| setting.spellings.iter().map(|(variable, _)| *variable));
+        Some(FlagQuestion { help: vec![SERVER.into(), "--help".into()], flags: variables.map(String::from).collect() })
     }
 
     fn settle_backend(&self, candidates: &[Backend], _flags: Option<&[String]>) -> (Backend, Vec<String>) {
@@ -220,22 +281,38 @@ impl ServingEngine for LlamaCpp {
         &["--alias", "-a"]
     }
 
-    /// A worker's `rpc-server` whose log says no RDMA connection: built without it (`transport :
-    /// TCP`), or its upgrade failed, or it never came (llama.cpp falls back to TCP silently).
+    /// A worker's `rpc-server` whose log says its last connection runs over TCP, and why, as its
+    /// log tells it apart ([`RpcLink`]): a build without RDMA, no device found on this node, none
+    /// offered by the head, or a connection that did not come up.
     fn tcp_on_roce(&self, logs: &[LogTail], node: &str) -> Option<String> {
         let lines = &logs.iter().find(|tail| tail.file == RPC_SERVER)?.lines;
-        (rpc_transport(lines) == RpcTransport::Tcp).then(|| {
-            format!(
-                "llama.cpp's RPC to {node} runs over TCP although the link is RoCE: its rpc-server logged no `RDMA \
-                 activated` (a build without -DGGML_RPC_RDMA=ON, or RDMA that did not come up: {}); RDMA is about 4% \
-                 faster at prefill and 6% at decode",
-                lines
-                    .iter()
-                    .rev()
-                    .find(|line| line.contains("RDMA") || line.contains("transport"))
-                    .map_or("no RDMA line", String::as_str)
-            )
-        })
+        let why = match RpcLink::of(lines) {
+            RpcLink::Rdma => return None,
+            RpcLink::BuiltWithout => "its rpc-server was built without RDMA (its banner says `transport : TCP`, not \
+                                      `TCP (RDMA auto-negotiate enabled)`). Fix: an image whose llama.cpp is built \
+                                      with -DGGML_RPC_RDMA=ON"
+                .to_string(),
+            RpcLink::NotProbed => format!(
+                "its rpc-server, built with RDMA, found no RDMA device with a GID for its link address: its toolbox \
+                 has no /dev/infiniband (one made before llama.cpp toolboxes carried RDMA: `strix-toolbox cluster \
+                 refresh` makes it again), GGML_RDMA_DEV/GGML_RDMA_GID name a device or GID that does not hold the \
+                 link address, or the toolbox's memlock limit is too low for its buffers. Fix: `strix-toolbox \
+                 cluster verify` on {node}"
+            ),
+            RpcLink::HeadOfferedNone => "its rpc-server found RDMA, but the head's llama-server offered none: built \
+                                         without RDMA, or its own probe found no device (its toolbox without \
+                                         /dev/infiniband, or a memlock limit below the 6.25 MiB it registers for each \
+                                         worker). Fix: `strix-toolbox cluster verify` on the head"
+                .to_string(),
+            RpcLink::ActivateFailed(line) => format!(
+                "both ends found RDMA but the connection did not come up ({line}): check that the nodes' RoCE v2 GIDs \
+                 are on one subnet and the path MTU (`strix-toolbox cluster verify`)"
+            ),
+        };
+        Some(format!(
+            "llama.cpp's RPC to {node} runs over TCP although the link is RoCE: {why}; RDMA is about 4% faster at \
+             prefill and 6% at decode (llama.cpp's docs/backend/RPC-RDMA.md)"
+        ))
     }
 
     /// llama-server's own fields, and the model its clients name: a router in front of it sends
@@ -372,12 +449,46 @@ fn rpc_address(device: &str) -> Option<std::net::Ipv4Addr> {
     })
 }
 
-/// What an `rpc-server`'s log says about its connections: `RDMA activated: qpn=…` once one
-/// upgraded (ggml-rpc's RDMA transport, llama.cpp#20590), TCP otherwise.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RpcTransport {
+/// What an `rpc-server`'s log says of the link its last connection runs over, in ggml-rpc's own
+/// lines (ggml/src/ggml-rpc: the server's banner, and transport.cpp's GGML_LOG_INFO/ERROR; the
+/// RDMA transport came with llama.cpp#20590, docs/backend/RPC-RDMA.md): the banner's
+/// `transport      : TCP` (no RDMA in the build; a build before it has no such line) or
+/// `transport      : TCP (RDMA auto-negotiate enabled)`; then for each `Accepted client
+/// connection`, `RDMA probed: dev=… gid=…` once this end registered its buffers on a device with a
+/// GID for its link address, and `RDMA activated: …` once both ends upgraded, or `RDMA activate
+/// failed, staying on TCP`. A probe that finds nothing, or a peer that offers no RDMA, is silent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RpcLink {
+    /// The last connection runs over RDMA.
     Rdma,
-    Tcp,
+    /// The build has no RDMA (or predates it): TCP whatever the node has.
+    BuiltWithout,
+    /// Built with RDMA, and this node's probe found no device with a GID for its link address.
+    NotProbed,
+    /// This node probed; the head offered no RDMA of its own.
+    HeadOfferedNone,
+    /// Both ends probed; the connection did not come up: the line that says so.
+    ActivateFailed(String),
+}
+
+impl RpcLink {
+    /// The link `lines` of an `rpc-server` log show, judged on its last connection.
+    pub fn of(lines: &[String]) -> RpcLink {
+        let last = lines.iter().rposition(|line| line.contains("Accepted client connection")).unwrap_or(0);
+        let connection = &lines[last..];
+        let said = |what: &str| connection.iter().find(|line| line.contains(what));
+        if said("RDMA activated").is_some() {
+            RpcLink::Rdma
+        } else if let Some(failed) = said("RDMA activate failed") {
+            RpcLink::ActivateFailed(failed.trim().to_string())
+        } else if said("RDMA probed").is_some() {
+            RpcLink::HeadOfferedNone
+        } else if lines.iter().any(|line| line.contains("RDMA auto-negotiate enabled")) {
+            RpcLink::NotProbed
+        } else {
+            RpcLink::BuiltWithout
+        }
+    }
 }
 
 /// On a RoCE link, the RDMA device and GID index ggml-rpc's transport uses (`GGML_RDMA_DEV`,
@@ -394,15 +505,6 @@ fn rdma_env(transport: &Transport) -> BTreeMap<String, String> {
     }
 }
 
-/// The transport `lines` of an `rpc-server` log show.
-pub fn rpc_transport(lines: &[String]) -> RpcTransport {
-    if lines.iter().any(|line| line.contains("RDMA activated")) {
-        RpcTransport::Rdma
-    } else {
-        RpcTransport::Tcp
-    }
-}
-
 /// `rpc-server` on a worker: bound to its link address, with its local cache.
 pub fn rpc_server(program: &str, listen: SocketAddr) -> Vec<String> {
     vec![program.to_string(), "-H".into(), listen.ip().to_string(), "-p".into(), listen.port().to_string(), "-c".into()]
@@ -411,7 +513,7 @@ pub fn rpc_server(program: &str, listen: SocketAddr) -> Vec<String> {
 /// `llama-server` on the head: the model, every worker's RPC server, all layers offloaded, its
 /// Prometheus metrics on (`--metrics`: the watch reads its progress there; tools/server/README.md
 /// lists `/metrics` as off unless asked), the name it serves the model under, on `host:port`. (No
-/// mmap: see [`HEAD_ENV`].)
+/// mmap: see [`HEAD_SETTINGS`].)
 pub fn llama_server(
     gguf: &str,
     workers: &[SocketAddr],
@@ -453,16 +555,17 @@ fn plan(nodes: &[NodeFacts], request: &PlanRequest, backend: Backend) -> LaunchP
         .all(|flag| crate::serving::plan::flag_value(&request.extra, flag).is_none())
         .then_some(request.served.as_str());
     let mut planned = Vec::new();
+    let mut notes = Vec::new();
     for (index, facts) in nodes.iter().enumerate() {
         let (role, command) = match (backend, index) {
             (Backend::Rpc, 0) | (_, 0) => {
                 let argv = llama_server(&request.model, &workers, alias, &request.host, request.port, &request.extra);
-                let mut head_env: BTreeMap<String, String> =
-                    HEAD_ENV.iter().map(|(key, value)| (key.to_string(), value.to_string())).collect();
+                let (mut settings, said) = head_env(request.image_flags.as_deref());
+                notes.extend(said);
                 if backend == Backend::Rpc {
-                    head_env.extend(rdma_env(&facts.transport));
+                    settings.extend(rdma_env(&facts.transport));
                 }
-                let env = with_overrides(head_env, request);
+                let env = with_overrides(settings, request);
                 let role = if backend == Backend::Rpc { Role::Head } else { Role::Single };
                 let secrets = [LLAMA_CPP.api_key_env()];
                 (role, PlannedCommand::process(SERVER, argv, env).with_secrets(&secrets, request))
@@ -493,7 +596,7 @@ fn plan(nodes: &[NodeFacts], request: &PlanRequest, backend: Backend) -> LaunchP
     } else {
         vec![Step { starts: vec![(0, 0)], proofs: vec![Proof::Endpoint] }]
     };
-    LaunchPlan { engine: LLAMA_CPP, backend, nodes: planned, steps, notes: Vec::new() }
+    LaunchPlan { engine: LLAMA_CPP, backend, nodes: planned, steps, notes }
 }
 
 /// Every device of a split over `workers` RPC servers (and the head's GPU when `head`), by the
@@ -573,7 +676,7 @@ mod tests {
             "--metrics: the watch reads its progress there"
         );
         assert_eq!(head.secret_env, ["LLAMA_API_KEY"], "the key, and no HF token: the head has the file");
-        assert_eq!(head.env["LLAMA_ARG_LOAD_MODE"], "none", "no mmap, in a variable every build reads or ignores");
+        assert_eq!(head.env["LLAMA_ARG_LOAD_MODE"], "none", "no mmap, in the variable today's llama.cpp reads");
         assert!(plan.nodes[1].commands[0].env.is_empty(), "{:?}", plan.nodes[1].commands[0].env);
         assert_eq!(plan.steps[0].starts, [(1, 0), (2, 0)], "the workers first, at once");
         assert!(matches!(&plan.steps[0].proofs[0], Proof::Reachable { listeners } if listeners.len() == 2));
@@ -581,6 +684,45 @@ mod tests {
             matches!(&plan.steps[1].proofs[1], Proof::HeadLog { mentions, .. } if mentions[1].1 == "192.168.2.3:50052")
         );
         assert_eq!((plan.nodes[0].role, plan.nodes[1].role), (Role::Head, Role::Worker));
+    }
+
+    #[test]
+    fn the_heads_settings_take_the_spelling_its_build_reads_and_say_what_was_assumed() {
+        use crate::serving::state::named_in;
+        let flags = LLAMA_CPP.image_question(&[Backend::Rpc]).expect("the head's help is asked").flags;
+        let pairs = |env: &BTreeMap<String, String>| {
+            env.iter().map(|(key, value)| format!("{key}={value}")).collect::<Vec<_>>().join(" ")
+        };
+        // The real llama-server of target/llama-cpp (llama-cpp-python 0.3.36's llama.cpp).
+        let help = include_str!("../../tests/fixtures/engine-logs/llama-server-help.txt");
+        let today = named_in(help, &flags);
+        assert_eq!(today, ["LLAMA_ARG_LOAD_MODE", "LLAMA_ARG_LOG_VERBOSITY"], "what that build registers");
+        let (env, notes) = head_env(Some(&today));
+        assert_eq!(pairs(&env), "LLAMA_ARG_LOAD_MODE=none LLAMA_ARG_LOG_VERBOSITY=4");
+        assert!(notes.is_empty(), "nothing assumed: {notes:?}");
+        // Older builds' help, as their common/arg.cpp registered the flags: `--mmap, --no-mmap`
+        // with LLAMA_ARG_MMAP; before, `--no-mmap` with LLAMA_ARG_NO_MMAP and `-lv` with
+        // LLAMA_LOG_VERBOSITY.
+        let mmap_pair = "--mmap, --no-mmap  whether to memory-map model (default: enabled)\n  (env: LLAMA_ARG_MMAP)\n\
+                         -lv, --verbosity, --log-verbosity N  Set the verbosity threshold.\n  (env: \
+                         LLAMA_ARG_LOG_VERBOSITY)\n";
+        let (env, notes) = head_env(Some(&named_in(mmap_pair, &flags)));
+        assert_eq!(pairs(&env), "LLAMA_ARG_LOG_VERBOSITY=4 LLAMA_ARG_MMAP=0");
+        assert!(notes.len() == 1 && notes[0].contains("LLAMA_ARG_MMAP=0"), "{notes:?}");
+        let oldest = "--no-mmap  do not memory-map model\n  (env: LLAMA_ARG_NO_MMAP)\n-lv, --verbosity, \
+                      --log-verbosity N\n  (env: LLAMA_LOG_VERBOSITY)\n";
+        let (env, notes) = head_env(Some(&named_in(oldest, &flags)));
+        assert_eq!(pairs(&env), "LLAMA_ARG_NO_MMAP=1 LLAMA_LOG_VERBOSITY=4");
+        assert_eq!(notes.len(), 2, "{notes:?}");
+        // A help that names none (it failed): nothing set, and said.
+        let (env, notes) = head_env(Some(&[]));
+        assert!(env.is_empty() && notes.iter().any(|note| note.contains("it maps the model")), "{notes:?}");
+        // Not asked (a dry run of a stopped toolbox): today's llama.cpp, and the plan says so.
+        let (env, notes) = head_env(None);
+        assert_eq!(pairs(&env), "LLAMA_ARG_LOAD_MODE=none LLAMA_ARG_LOG_VERBOSITY=4");
+        assert!(notes.len() == 1 && notes[0].contains("not asked"), "{notes:?}");
+        let plan = plan(&[facts("node1", [127, 0, 0, 1], &["llama-server"])], &request(&[]), Backend::Single);
+        assert_eq!(plan.notes, notes, "the launch's report says it");
     }
 
     #[test]
@@ -622,7 +764,7 @@ mod tests {
         assert!(LLAMA_CPP.parse_channel("latest").unwrap_err().to_string().contains("vulkan-radv"));
         assert!(LLAMA_CPP.needs("docker.io/kyuz0/amd-strix-halo-toolboxes:rocm-7.1.1-rocwmma").kfd);
         let vulkan = LLAMA_CPP.needs("docker.io/kyuz0/amd-strix-halo-toolboxes:vulkan-radv");
-        assert!(!vulkan.kfd && !vulkan.rdma);
+        assert!(!vulkan.kfd && vulkan.rdma && !vulkan.nccl, "RDMA for its RPC, no RCCL: {vulkan:?}");
     }
 
     #[test]
@@ -803,27 +945,54 @@ mod tests {
         assert!(!tcp.nodes[1].commands[0].env.contains_key("GGML_RDMA_DEV"), "Thunderbolt: no RDMA");
     }
 
+    /// The real `rpc-server` log of a build without RDMA (tests/fixtures/engine-logs), and the same
+    /// log as a build with RDMA writes it: its banner, and after the last connection ggml-rpc's
+    /// lines `after` (as docs/backend/RPC-RDMA.md shows them).
+    fn rpc_log(rdma_build: bool, after: &[&str]) -> Vec<String> {
+        let log = include_str!("../../tests/fixtures/engine-logs/rpc-server-tcp.log");
+        let mut lines: Vec<String> = log.lines().map(str::to_string).collect();
+        if rdma_build {
+            let banner = lines.iter_mut().find(|line| line.trim() == "transport      : TCP").expect("the banner");
+            *banner = "  transport      : TCP (RDMA auto-negotiate enabled)".into();
+        }
+        let last = lines.iter().rposition(|line| line == "Accepted client connection").expect("a connection");
+        lines.splice(last + 1..last + 1, after.iter().map(|line| line.to_string()));
+        lines
+    }
+
     #[test]
-    fn rpc_without_rdma_activated_on_roce_is_a_warning() {
-        // As ggml-rpc logs them (docs/backend/RPC-RDMA.md; GGML_LOG_INFO in its transport).
-        let upgraded = [
-            "Accepted client connection",
-            "RDMA probed: dev=rocep194s0f0 gid=1 qpn=328 inline=316",
-            "RDMA activated: qpn=328->488 mtu=1024 rx_depth=24",
-        ];
-        let stock = ["transport      : TCP", "Accepted client connection"];
-        let failed = ["transport: TCP (RDMA auto-negotiate enabled)", "RDMA activate failed, staying on TCP"];
-        let text = |lines: &[&str]| lines.iter().map(|l| l.to_string()).collect::<Vec<_>>();
-        assert_eq!(rpc_transport(&text(&upgraded)), RpcTransport::Rdma);
-        assert_eq!(rpc_transport(&text(&stock)), RpcTransport::Tcp);
-        assert_eq!(rpc_transport(&text(&failed)), RpcTransport::Tcp);
+    fn tcp_on_roce_says_what_kept_rdma_from_coming_up() {
+        const PROBED: &str = "RDMA probed: dev=rocep194s0f0 gid=3 RoCEv2 qpn=328 inline=316";
+        const ACTIVATED: &str = "RDMA activated: qpn=328->488 mtu=1024 rx_depth=24";
+        const FAILED: &str = "RDMA activate failed, staying on TCP";
+        assert_eq!(RpcLink::of(&rpc_log(false, &[])), RpcLink::BuiltWithout, "the real TCP build");
+        assert_eq!(RpcLink::of(&rpc_log(true, &[PROBED, ACTIVATED])), RpcLink::Rdma);
+        assert_eq!(RpcLink::of(&rpc_log(true, &[])), RpcLink::NotProbed);
+        assert_eq!(RpcLink::of(&rpc_log(true, &[PROBED])), RpcLink::HeadOfferedNone);
+        assert_eq!(RpcLink::of(&rpc_log(true, &[PROBED, FAILED])), RpcLink::ActivateFailed(FAILED.into()));
+        let older = ["Starting RPC server v2.0.0", "  endpoint       : 0.0.0.0:50052", "Accepted client connection"];
+        assert_eq!(RpcLink::of(&older.map(String::from)), RpcLink::BuiltWithout, "before the transport line");
+        // An earlier connection over RDMA, the last one not: the last decides.
+        let mut again = rpc_log(true, &[PROBED, ACTIVATED]);
+        again.extend(["Client connection closed", "Accepted client connection"].map(String::from));
+        assert_eq!(RpcLink::of(&again), RpcLink::NotProbed);
+
         let roce =
-            Transport::Roce { device: "rocep194s0f0".into(), port: 1, netdev: "enp194s0np0".into(), gid_index: 1 };
-        let logs =
-            |lines: &[&str]| vec![LogTail { service: "m".into(), file: RPC_SERVER.into(), lines: text(lines), end: 0 }];
-        let warned = crate::serving::engine::tcp_on_roce(LLAMA_CPP, &roce, &[("node2".into(), logs(&failed))]);
-        assert!(warned[0].contains("node2") && warned[0].contains("RDMA activate failed"), "{warned:?}");
-        assert!(crate::serving::engine::tcp_on_roce(LLAMA_CPP, &roce, &[("node2".into(), logs(&upgraded))]).is_empty());
+            Transport::Roce { device: "rocep194s0f0".into(), port: 1, netdev: "enp194s0np0".into(), gid_index: 3 };
+        let warned = |lines: Vec<String>| {
+            let logs = vec![LogTail { service: "m".into(), file: RPC_SERVER.into(), lines, end: 0 }];
+            crate::serving::engine::tcp_on_roce(LLAMA_CPP, &roce, &[("node2".into(), logs)])
+        };
+        assert!(warned(rpc_log(true, &[PROBED, ACTIVATED])).is_empty());
+        let built = warned(rpc_log(false, &[]));
+        assert!(built[0].contains("node2") && built[0].contains("-DGGML_RPC_RDMA=ON"), "{built:?}");
+        let unprobed = warned(rpc_log(true, &[])).join("");
+        assert!(unprobed.contains("/dev/infiniband") && !unprobed.contains("-DGGML_RPC_RDMA=ON"), "{unprobed}");
+        assert!(warned(rpc_log(true, &[PROBED]))[0].contains("the head's llama-server offered none"));
+        assert!(warned(rpc_log(true, &[PROBED, FAILED]))[0].contains(FAILED));
+        let thunderbolt = Transport::ThunderboltTcp { netdev: "thunderbolt0".into() };
+        let logs = vec![LogTail { service: "m".into(), file: RPC_SERVER.into(), lines: rpc_log(false, &[]), end: 0 }];
+        assert!(crate::serving::engine::tcp_on_roce(LLAMA_CPP, &thunderbolt, &[("node2".into(), logs)]).is_empty());
     }
 
     #[test]

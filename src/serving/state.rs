@@ -153,35 +153,25 @@ pub async fn serve_check(settings: &Settings, check: &ServeCheck) -> Result<Serv
         (Some(name), false) => RunningToolbox::if_running(settings, name).await?,
         (None, _) => None,
     };
-    let services = serving_states(settings, toolbox.as_ref()).await?;
-    let (mut programs, mut missing) = (Vec::new(), Vec::new());
+    // Each question is an exec of its own in the toolbox: asked at once, the check takes as long
+    // as the longest (an engine's help: a Python start), not their sum.
     let look = toolbox.as_ref().filter(|_| !check.programs.is_empty() || !check.paths.is_empty());
-    if let Some(toolbox) = look {
-        let mut argv = words(&["sh", "-c", LOOK, "sh"]);
-        argv.extend(check.programs.iter().cloned());
-        argv.push("--".into());
-        argv.extend(check.paths.iter().cloned());
-        let said = toolbox.run_ok("looking for the launch's programs and files", &argv, &Default::default()).await?;
-        for line in said.stdout.lines() {
-            match line.split_once(' ') {
-                Some(("program", name)) => programs.push(name.to_string()),
-                Some(("missing", path)) => missing.push(path.to_string()),
-                _ => {}
+    let (services, (programs, missing), flags, sha256) = tokio::try_join!(
+        serving_states(settings, toolbox.as_ref()),
+        look_for(look, check),
+        async {
+            match (&toolbox, &check.flags) {
+                (Some(toolbox), Some(question)) => flags_named(toolbox, question).await.map(Some),
+                _ => Ok(None),
             }
-        }
-    }
-    let flags = match (&toolbox, &check.flags) {
-        (Some(toolbox), Some(question)) => Some(flags_named(toolbox, question).await?),
-        _ => None,
-    };
-    let mut sha256 = None;
-    if let (Some(toolbox), Some(path)) = (&toolbox, &check.sha256_of) {
-        if !missing.contains(path) {
-            let argv = words(&["sha256sum", "--", path]);
-            let said = toolbox.run_ok(&format!("hashing {path}"), &argv, &Default::default()).await?;
-            sha256 = said.stdout.split_whitespace().next().filter(|hex| hex.len() == 64).map(str::to_string);
-        }
-    }
+        },
+        async {
+            match (&toolbox, &check.sha256_of) {
+                (Some(toolbox), Some(path)) => sha256_of(toolbox, path).await,
+                _ => Ok(None),
+            }
+        },
+    )?;
     let mut held: BTreeSet<u16> = services.iter().flat_map(|state| state.record.ports()).collect();
     held.extend(check.keep.iter().copied());
     let address = IpAddr::V4(cluster_link.address().unwrap_or(Ipv4Addr::LOCALHOST));
@@ -206,13 +196,47 @@ pub async fn serve_check(settings: &Settings, check: &ServeCheck) -> Result<Serv
     })
 }
 
+/// The programs of `check` the toolbox has, and its paths that are not there (or not readable).
+async fn look_for(toolbox: Option<&RunningToolbox>, check: &ServeCheck) -> Result<(Vec<String>, Vec<String>)> {
+    let (mut programs, mut missing) = (Vec::new(), Vec::new());
+    let Some(toolbox) = toolbox else { return Ok((programs, missing)) };
+    let mut argv = words(&["sh", "-c", LOOK, "sh"]);
+    argv.extend(check.programs.iter().cloned());
+    argv.push("--".into());
+    argv.extend(check.paths.iter().cloned());
+    let said = toolbox.run_ok("looking for the launch's programs and files", &argv, &Default::default()).await?;
+    for line in said.stdout.lines() {
+        match line.split_once(' ') {
+            Some(("program", name)) => programs.push(name.to_string()),
+            Some(("missing", path)) => missing.push(path.to_string()),
+            _ => {}
+        }
+    }
+    Ok((programs, missing))
+}
+
+/// The SHA-256 of `path` in the toolbox; None when it cannot be read there (a missing file is
+/// named by the look beside).
+async fn sha256_of(toolbox: &RunningToolbox, path: &str) -> Result<Option<String>> {
+    let said = toolbox.run(&words(&["sha256sum", "--", path]), &Default::default()).await?;
+    Ok(said
+        .success()
+        .then(|| said.stdout.split_whitespace().next().filter(|hex| hex.len() == 64).map(str::to_string))
+        .flatten())
+}
+
 /// The flags of `question` its help names (a help that fails names none: an engine too old to
-/// take the question, or none at all).
+/// take the question, or none at all). A flag's variable counts as one of its words (llama.cpp's
+/// `(env: LLAMA_ARG_LOAD_MODE)`).
 async fn flags_named(toolbox: &RunningToolbox, question: &FlagQuestion) -> Result<Vec<String>> {
     let said = toolbox.run(&question.help, &Default::default()).await?;
-    let named =
-        |flag: &String| said.stdout.split(|c: char| c.is_whitespace() || c == ',' || c == '=').any(|word| word == flag);
-    Ok(if said.success() { question.flags.iter().filter(|flag| named(flag)).cloned().collect() } else { Vec::new() })
+    Ok(if said.success() { named_in(&said.stdout, &question.flags) } else { Vec::new() })
+}
+
+/// Of `flags`, those `help` names as words of their own.
+pub fn named_in(help: &str, flags: &[String]) -> Vec<String> {
+    let words: BTreeSet<&str> = help.split(|c: char| c.is_whitespace() || matches!(c, ',' | '=' | '(' | ')')).collect();
+    flags.iter().filter(|flag| words.contains(flag.as_str())).cloned().collect()
 }
 
 /// Every service recorded here, with what of each still runs: one exec per toolbox that serves

@@ -72,7 +72,7 @@ impl ServingEngine for Vllm {
     }
 
     fn needs(&self, _image_ref: &str) -> ToolboxNeeds {
-        ToolboxNeeds { kfd: true, rdma: true }
+        ToolboxNeeds { kfd: true, rdma: true, nccl: true }
     }
 
     fn image_programs(&self) -> &'static [RequiredProgram] {
@@ -474,10 +474,14 @@ fn plan(nodes: &[NodeFacts], request: &PlanRequest, backend: Backend) -> LaunchP
         planned.push(NodePlan { node: facts.node.clone(), role, link_ip: facts.link_ip, commands });
     }
     let steps = match backend {
+        // `ray start` on a worker returns once its node is in the head's table (Ray's Node waits
+        // for it: ray/_private/node.py), as the steps typed by hand count on: `vllm serve` starts
+        // then, and Ray's own node table is read while it loads, not before (a python start on the
+        // head, seconds of the launch that were the proof's alone).
         Backend::Ray => vec![
             Step { starts: vec![(0, 0)], proofs: Vec::new() },
-            Step { starts: (1..nodes.len()).map(|node| (node, 0)).collect(), proofs: vec![Proof::RayJoined] },
-            Step { starts: vec![(0, 1)], proofs: vec![Proof::Endpoint] },
+            Step { starts: (1..nodes.len()).map(|node| (node, 0)).collect(), proofs: Vec::new() },
+            Step { starts: vec![(0, 1)], proofs: vec![Proof::RayJoined, Proof::Endpoint] },
         ],
         Backend::Mp => {
             // RCCL's start-up lines are the ranks' proof; an operator's `-e NCCL_DEBUG=WARN` leaves
@@ -815,8 +819,8 @@ mod tests {
         assert_eq!(serve.env["RAY_AUTH_MODE"], "token");
         let order: Vec<Vec<(usize, usize)>> = plan.steps.iter().map(|s| s.starts.clone()).collect();
         assert_eq!(order, [vec![(0, 0)], vec![(1, 0)], vec![(0, 1)]]);
-        assert_eq!(plan.steps[1].proofs, [Proof::RayJoined]);
-        assert_eq!(plan.steps[2].proofs, [Proof::Endpoint]);
+        assert!(plan.steps[1].proofs.is_empty(), "each worker's `ray start` returns once it joined");
+        assert_eq!(plan.steps[2].proofs, [Proof::RayJoined, Proof::Endpoint], "Ray's table read while vLLM loads");
     }
 
     #[test]

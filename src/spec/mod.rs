@@ -4,8 +4,10 @@
 //! - always /dev/dri and `seccomp=unconfined` (ROCm's KFD ioctls and RCCL's process_vm_readv
 //!   are blocked by default profiles); /dev/kfd for ROCm (vLLM; llama.cpp's ROCm tags, not its
 //!   Vulkan ones); never `--privileged`;
-//! - llama.cpp's toolbox: no RDMA devices, memlock or NCCL transport (its RPC is TCP);
-//! - RDMA devices present → /dev/infiniband and memlock unlimited (verbs pin memory); else neither;
+//! - RDMA devices present → /dev/infiniband and memlock unlimited (verbs pin memory); else neither.
+//!   Both engines' toolboxes carry them: RCCL's transport, and llama.cpp's RPC, which upgrades its
+//!   connections to RDMA when built with `-DGGML_RPC_RDMA=ON` (ggml-rpc's transport.cpp);
+//! - NCCL's and Gloo's transport environment for the engines that run them (vLLM), not llama.cpp;
 //! - groups: rootless podman on crun keeps the user's host groups (crun's
 //!   `run.oci.keep_original_groups=1`); elsewhere a named `--group-add rdma` would resolve inside
 //!   the image (and fail where the image lacks it), so the host's numeric gids are added instead;
@@ -47,9 +49,12 @@ pub struct SpecOptions {
 pub struct ToolboxNeeds {
     /// ROCm's /dev/kfd (not for a Vulkan llama.cpp image).
     pub kfd: bool,
-    /// The node's RDMA devices, memlock and NCCL's transport (RCCL over RoCE; llama.cpp's RPC is
-    /// plain TCP).
+    /// The node's RDMA devices and an unlimited memlock, where the node has RDMA (RCCL over RoCE,
+    /// llama.cpp's RPC over RDMA).
     pub rdma: bool,
+    /// NCCL's and Gloo's transport environment (`NCCL_SOCKET_IFNAME`, `NCCL_IB_HCA`, ...): for
+    /// the engines that run RCCL.
+    pub nccl: bool,
 }
 
 impl SpecOptions {
@@ -109,7 +114,7 @@ impl ToolboxSpec {
                 wanted.iter().filter_map(|name| facts.groups.gids.get(*name)).map(|gid| gid.to_string()).collect();
         }
 
-        if options.needs.rdma {
+        if options.needs.nccl {
             spec.env = Transport::of(facts).env();
         }
         spec.env.extend(options.extra_env.clone());

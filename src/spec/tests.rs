@@ -54,22 +54,26 @@ fn options(engine: EngineKind, rootless: bool, runtime: &str) -> SpecOptions {
         rootless,
         runtime: runtime.into(),
         extra_env: Default::default(),
-        needs: ToolboxNeeds { kfd: true, rdma: true },
+        needs: ToolboxNeeds { kfd: true, rdma: true, nccl: true },
     }
 }
 
 #[test]
-fn a_llama_cpp_toolbox_has_the_gpu_and_its_groups_and_no_rdma() {
-    let needs = ToolboxNeeds { kfd: false, rdma: false };
+fn a_llama_cpp_toolbox_carries_the_nodes_rdma_for_its_rpc_and_no_nccl() {
+    // What llama.cpp's Vulkan toolbox needs (serving::llama says so).
+    let needs = ToolboxNeeds { kfd: false, rdma: true, nccl: false };
     let vulkan = SpecOptions { needs, ..options(EngineKind::Docker, false, "runc") };
     let spec = ToolboxSpec::new(&root(), &rdma_node(), &vulkan);
-    assert_eq!(containers(&spec), [Path::new("/dev/dri")], "Vulkan needs no /dev/kfd, and no RDMA");
-    assert!(spec.ulimits.is_empty(), "no memlock: {:?}", spec.ulimits);
-    assert_eq!(spec.group_add, ["44", "105"], "video and render, not rdma");
+    assert_eq!(containers(&spec), [Path::new("/dev/dri"), Path::new("/dev/infiniband")], "Vulkan: no /dev/kfd");
+    assert_eq!(spec.ulimits, [Ulimit { name: "memlock".into(), soft: None, hard: None }], "verbs pin memory");
+    assert_eq!(spec.group_add, ["44", "105", "993"], "video, render and rdma");
     assert!(spec.env.is_empty(), "no NCCL transport: {:?}", spec.env);
-    let rocm = SpecOptions { needs: ToolboxNeeds { kfd: true, ..needs }, ..vulkan };
+    let rocm = SpecOptions { needs: ToolboxNeeds { kfd: true, ..needs }, ..vulkan.clone() };
     let spec = ToolboxSpec::new(&root(), &rdma_node(), &rocm);
-    assert_eq!(containers(&spec), [Path::new("/dev/kfd"), Path::new("/dev/dri")], "a ROCm tag");
+    assert_eq!(containers(&spec)[..2], [Path::new("/dev/kfd"), Path::new("/dev/dri")], "a ROCm tag");
+    // Where the node has no RDMA, neither devices nor memlock.
+    let spec = ToolboxSpec::new(&root(), &gpu_node(), &vulkan);
+    assert_eq!((containers(&spec), spec.ulimits.len()), (vec![Path::new("/dev/dri")], 0));
 }
 
 fn containers(spec: &ToolboxSpec) -> Vec<&Path> {

@@ -82,7 +82,8 @@ fn judge(found: &[String]) -> Check {
         return Check::new(
             NAME,
             Status::Warn,
-            "no libibverbs in the image: RCCL cannot use RDMA and falls back to sockets",
+            "no libibverbs in the image: nothing in it can use RDMA (RCCL falls back to sockets, llama.cpp's RPC \
+             to TCP)",
             Some(FIX.into()),
         );
     };

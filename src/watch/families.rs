@@ -1,5 +1,5 @@
 //! The watch's own metrics, beside the engines' and the nodes': how many probes it sent and how
-//! many failed, how many restarts it made, and its state as one gauge per state (1 for the one it
+//! many failed, how many restarts it made, how many GPU hangs its nodes' kernels told, and its state as one gauge per state (1 for the one it
 //! is in), each labelled with the service and its model.
 
 use super::machine::{State, Watcher};
@@ -23,13 +23,19 @@ pub fn watch_families(service: &str, model: &str, watcher: &Watcher) -> Vec<Fami
         "Relaunches of the whole service the watch decided.",
     );
     restarts.push(&labels, tally.restarts as f64);
+    let mut gpu_hangs = Family::new(
+        "strix_watch_gpu_hangs_total",
+        MetricType::Counter,
+        "GPU hangs the kernels of the service's nodes told (amdgpu: MES, ring timeouts, page faults, resets).",
+    );
+    gpu_hangs.push(&labels, tally.gpu_hangs as f64);
     let mut state =
         Family::new("strix_watch_state", MetricType::Gauge, "The service's state as the watch sees it (1: in it).");
     for each in State::ALL {
         let value = if each == watcher.state() { 1.0 } else { 0.0 };
         state.push(&[("service", service), ("model", model), ("state", each.name())], value);
     }
-    vec![probes, failures, restarts, state]
+    vec![probes, failures, restarts, gpu_hangs, state]
 }
 
 #[cfg(test)]

@@ -5,7 +5,12 @@
 //! - given up stays given up (a human looks next); paused does nothing and, on resume, starts
 //!   afresh (the operator may have restarted anything);
 //! - node down: a node's agent does not answer; wait (it may be rebooting), count nothing;
-//! - node rebooted: a node's boot id changed; a rank's process gone: relaunch, loading or not;
+//! - node rebooted: a node's boot id changed: relaunch, loading or not;
+//! - GPU hang: a node's kernel says its GPU hung ([`super::gpu`]): said, with the kernel's line,
+//!   and counted; while its reset runs, wait (at most `--memory-wait`, then give up; a failed
+//!   reset gives up: the node needs a reboot), counting nothing; the fault found after it (its
+//!   ranks gone, a stall, failing probes) is the hang's, until the next start;
+//! - a rank's process gone: relaunch, loading or not;
 //! - loading: since the last start no probe passed and `--grace` has not run out; the probe's
 //!   failures and the engine's silence do not count yet;
 //! - stalled: work pending and no progress for `--stall`; failing: `--failures` probes in a row;
@@ -22,6 +27,7 @@ use serde::{Deserialize, Serialize};
 use super::budget::RestartBudget;
 use super::clock::Moment;
 use super::duration::format_duration;
+use super::gpu::GpuWatch;
 use super::observation::{Observation, ProbeOutcome};
 use super::policy::WatchPolicy;
 use super::stall::StallClock;
@@ -35,18 +41,21 @@ pub enum State {
     Failing,
     NodeDown,
     NodeRebooted,
+    /// A GPU of its nodes hung: its reset runs (the watch waits), or the fault after it relaunches.
+    GpuHang,
     Paused,
     GivenUp,
 }
 
 impl State {
-    pub const ALL: [State; 8] = [
+    pub const ALL: [State; 9] = [
         State::Serving,
         State::Loading,
         State::Stalled,
         State::Failing,
         State::NodeDown,
         State::NodeRebooted,
+        State::GpuHang,
         State::Paused,
         State::GivenUp,
     ];
@@ -60,6 +69,7 @@ impl State {
             State::Failing => "failing",
             State::NodeDown => "node-down",
             State::NodeRebooted => "node-rebooted",
+            State::GpuHang => "gpu-hang",
             State::Paused => "paused",
             State::GivenUp => "given-up",
         }
@@ -80,6 +90,8 @@ pub enum Fault {
     RankDown { node: String, process: String },
     /// The relaunch itself failed.
     LaunchFailed { why: String },
+    /// A GPU of its nodes hung (the kernel's line), and then the service failed as `then` says.
+    GpuHang { node: String, line: String, then: String },
 }
 
 impl Fault {
@@ -88,6 +100,7 @@ impl Fault {
         match self {
             Fault::Stalled { .. } => State::Stalled,
             Fault::NodeRebooted { .. } => State::NodeRebooted,
+            Fault::GpuHang { .. } => State::GpuHang,
             Fault::Failing { .. } | Fault::RankDown { .. } | Fault::LaunchFailed { .. } => State::Failing,
         }
     }
@@ -109,6 +122,7 @@ impl Fault {
             Fault::NodeRebooted { node } => format!("node {node} rebooted"),
             Fault::RankDown { node, process } => format!("{process} on {node} is not running"),
             Fault::LaunchFailed { why } => format!("the relaunch failed: {why}"),
+            Fault::GpuHang { node, line, then } => format!("GPU hang on {node} ({line}); then {then}"),
         }
     }
 }
@@ -128,6 +142,10 @@ pub enum Action {
 pub struct Step {
     pub state: State,
     pub action: Action,
+    /// What the look found to say besides: each GPU hang new since the look before
+    /// (`GPU hang on node2: LINE`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub news: Vec<String>,
 }
 
 /// How the watch finds the service when it starts.
@@ -145,6 +163,9 @@ pub struct Tally {
     pub probes: u64,
     pub probe_failures: u64,
     pub restarts: u64,
+    /// GPU hangs on its nodes.
+    #[serde(default)]
+    pub gpu_hangs: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -161,6 +182,15 @@ pub struct Watcher {
     given_up: Option<String>,
     state: State,
     tally: Tally,
+    /// Its nodes' GPU hangs and resets, across looks.
+    #[serde(default)]
+    gpu: GpuWatch,
+    /// The GPU hang seen since the last start, (node, the kernel's line): the next fault is its.
+    #[serde(default)]
+    gpu_hang: Option<(String, String)>,
+    /// What the look under way has to say besides its state.
+    #[serde(skip)]
+    news: Vec<String>,
 }
 
 impl Watcher {
@@ -181,6 +211,9 @@ impl Watcher {
             given_up: None,
             state,
             tally: Tally::default(),
+            gpu: GpuWatch::default(),
+            gpu_hang: None,
+            news: Vec::new(),
         }
     }
 
@@ -233,6 +266,31 @@ impl Watcher {
                 return self.fault(at, Fault::NodeRebooted { node: node.node.clone() });
             }
         }
+        let gpu = self.gpu.look(at, &seen.nodes);
+        for (node, hang) in &gpu.new {
+            self.tally.gpu_hangs += 1;
+            self.news.push(format!("GPU hang on {node}: {}", hang.line));
+            self.gpu_hang.get_or_insert_with(|| (node.clone(), hang.line.clone()));
+        }
+        if let Some((node, line)) = gpu.failed {
+            return self.give_up(format!(
+                "the GPU reset on {node} failed ({line}): its GPU runs nothing until the node is rebooted; then \
+                 `cluster launch --replace` serves it again"
+            ));
+        }
+        if let Some((node, since, line)) = gpu.resetting {
+            if at.since(since) >= self.policy.memory_wait {
+                return self.give_up(format!(
+                    "the GPU reset on {node} (after {line}) has not ended in {} (--memory-wait): reboot the node, then \
+                     `cluster launch --replace`",
+                    format_duration(self.policy.memory_wait)
+                ));
+            }
+            // Nothing answers while the GPU resets: the silence is the reset's, not the service's.
+            self.failures_in_a_row = 0;
+            self.stall.reset();
+            return self.step(State::GpuHang, Action::Nothing);
+        }
         if let Some(rank) = seen.ranks.iter().find(|rank| !rank.alive) {
             return self.fault(at, Fault::RankDown { node: rank.node.clone(), process: rank.process.clone() });
         }
@@ -275,6 +333,7 @@ impl Watcher {
         self.failures_in_a_row = 0;
         self.stall.reset();
         self.boot_ids.clear();
+        self.gpu_hang = None;
         self.state = State::Loading;
     }
 
@@ -290,6 +349,13 @@ impl Watcher {
     }
 
     fn fault(&mut self, at: Moment, fault: Fault) -> Step {
+        // A fault after a GPU hang (its ranks died of it, or stalled) is the hang's; a reboot is not.
+        let fault = match (self.gpu_hang.take(), fault) {
+            (Some((node, line)), fault) if !matches!(fault, Fault::NodeRebooted { .. }) => {
+                Fault::GpuHang { node, line, then: fault.reason() }
+            }
+            (_, fault) => fault,
+        };
         match self.budget.spend(at) {
             Ok(()) => {
                 self.tally.restarts += 1;
@@ -304,7 +370,7 @@ impl Watcher {
 
     fn step(&mut self, state: State, action: Action) -> Step {
         self.state = state;
-        Step { state, action }
+        Step { state, action, news: std::mem::take(&mut self.news) }
     }
 }
 

@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::clock::Moment;
+use crate::host::gpu_hangs::GpuHang;
 use crate::metrics::{sum_of, Family};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -30,6 +31,9 @@ pub struct NodeObservation {
     pub reachable: bool,
     /// `/proc/sys/kernel/random/boot_id`, as its agent says it: another one is another boot.
     pub boot_id: Option<String>,
+    /// The GPU hangs of this boot its kernel's log tells, the newest last.
+    #[serde(default)]
+    pub gpu_hangs: Vec<GpuHang>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -23,7 +23,8 @@ pub struct WatchPolicy {
     /// `--max-restarts` in `--window`; one more gives up.
     pub max_restarts: u32,
     pub window: Duration,
-    /// `--memory-wait`: the longest wait for the nodes' GPU memory to come free before a relaunch.
+    /// `--memory-wait`: the longest wait for the nodes' GPUs before a relaunch: their memory to
+    /// come free, a reset under way to end.
     pub memory_wait: Duration,
     /// GTT and VRAM a node may still hold and count as free (the desktop, the kernel's own).
     pub memory_allowance_bytes: u64,

@@ -201,6 +201,19 @@ fn three_nodes_serve_a_gguf_over_rpc_as_one_node_would_and_several_services_shar
             "the head does not use {endpoint}:\n{log}"
         );
     }
+    // Those lines come at verbosity 4 only in this build: set, as mmap off, by the variables its
+    // `llama-server --help` names, and no other spelling.
+    let pid = process_in(cluster, 1, "llama-server");
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).expect("the head's llama-server's environment");
+    let environ: Vec<String> = environ.split(|b| *b == 0).map(|v| String::from_utf8_lossy(v).into_owned()).collect();
+    let mut llama_args: Vec<&str> = environ
+        .iter()
+        .map(String::as_str)
+        .filter(|v| v.starts_with("LLAMA_ARG_") || v.starts_with("LLAMA_LOG"))
+        .collect();
+    llama_args.sort_unstable();
+    assert_eq!(llama_args, ["LLAMA_ARG_LOAD_MODE=none", "LLAMA_ARG_LOG_VERBOSITY=4"], "{environ:?}");
+    assert!(!said.contains("assumed"), "the image was asked: {said}");
     // Token for token what one node answers, through the router.
     assert_eq!(greedy_through(cluster, &port, &bed.model), single, "the cluster answered otherwise than one node");
     planned_as_llama_cpp_allocated(&report);

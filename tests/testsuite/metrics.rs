@@ -66,7 +66,7 @@ fn prometheus_holds_every_nodes_telemetry_and_the_engines_metrics_relabelled() {
     let roots = vec![("strix1", strix1.path().to_path_buf()), ("strix2", strix2.path().to_path_buf())];
     let provider = move || {
         let roots = roots.clone();
-        async move { exposition(&roots, llama_address).await }
+        async move { Ok(exposition(&roots, llama_address).await) }
     };
     let (stop, stopped) = tokio::sync::oneshot::channel();
     let server = runtime.spawn(serve(listener, stopped, provider));
@@ -154,7 +154,7 @@ fn a_stopped_llama_server_is_found_stalled_within_two_intervals() {
     assert!(progress.is_some_and(|progress| progress.generated >= 1.0), "{progress:?}");
     assert_eq!(
         look(&mut watcher, Moment(0), progress, probed),
-        Step { state: State::Serving, action: Action::Nothing }
+        Step { state: State::Serving, action: Action::Nothing, news: Vec::new() }
     );
 
     // SIGSTOP just after the look: the port still takes connections, nothing answers. The next

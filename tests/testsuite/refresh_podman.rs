@@ -226,3 +226,76 @@ fn list_and_rm_manage_only_our_toolboxes() {
     assert!(output.status.success(), "{}", stderr(&output));
     assert_eq!(podman.container_names(), ["someone-else"]);
 }
+
+#[test]
+fn a_llama_cpp_toolbox_on_an_rdma_node_carries_its_devices_and_memlock_and_no_nccl() {
+    // llama.cpp's RPC upgrades to RDMA in a build with it (GGML_RDMA_DEV/GGML_RDMA_GID, which the
+    // launch sets, pick the device): its toolbox needs the node's RDMA devices and memlock.
+    let Bed { registry: _registry, podman, host, image } = Bed::new("strix-e810-healthy");
+    let host_arg = host.path().to_str().unwrap();
+    let args = [
+        "--host-root",
+        host_arg,
+        "--json",
+        "refresh",
+        "--engine",
+        "llama.cpp",
+        "--image",
+        &image,
+        "--name",
+        "llama",
+        "--manager",
+        "native",
+        // Unlimited memlock: this machine's engine cannot start it (TESTBED.md).
+        "--no-verify",
+    ];
+    let output = run_strix(&podman.env(), &args);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let inspect = podman.inspect("llama");
+    let devices = inspect["HostConfig"]["Devices"].to_string();
+    assert!(devices.contains("/dev/infiniband/uverbs0") && devices.contains("/dev/infiniband/rdma_cm"), "{devices}");
+    assert!(!devices.contains("/dev/kfd"), "its tag is no ROCm build: {devices}");
+    let ulimits = inspect["HostConfig"]["Ulimits"].as_array().cloned().unwrap_or_default();
+    let memlock = ulimits.iter().find(|u| u["Name"] == "RLIMIT_MEMLOCK").unwrap_or_else(|| panic!("{ulimits:?}"));
+    assert_eq!((memlock["Soft"].as_i64(), memlock["Hard"].as_i64()), (Some(-1), Some(-1)), "{memlock}");
+    assert_eq!(inspect["HostConfig"]["GroupAdd"], serde_json::json!(["39", "105", "993"]), "rdma's group too");
+    let env = inspect["Config"]["Env"].to_string();
+    assert!(!env.contains("NCCL_") && !env.contains("GLOO_"), "no RCCL in a llama.cpp toolbox: {env}");
+    assert_eq!(inspect["Config"]["Labels"]["io.github.strix-toolbox.engine"], "llama.cpp");
+}
+
+#[test]
+fn a_rootful_engine_that_cannot_raise_memlock_is_refused_before_anything_is_staged() {
+    // This machine's engine as it is (TESTBED.md): root in a container without CAP_SYS_RESOURCE,
+    // hard memlock 8 MiB; the node's own session unlimited (the host tree's proc/self/limits).
+    // The engine's /proc entry is found by its socket's listener: podman's service, this test's.
+    let Bed { registry, podman, host, image } = Bed::new("strix-e810-healthy");
+    let proc_dir = host.path().join(format!("proc/{}", podman.pid()));
+    std::fs::create_dir_all(&proc_dir).unwrap();
+    std::fs::write(
+        proc_dir.join("limits"),
+        "Limit                     Soft Limit           Hard Limit           Units     \n\
+         Max locked memory         8388608              8388608              bytes     \n",
+    )
+    .unwrap();
+    std::fs::write(proc_dir.join("status"), "Name:\tpodman\nCapEff:\t000001fffeffffff\n").unwrap();
+    std::fs::write(proc_dir.join("uid_map"), "         0          0 4294967295\n").unwrap();
+
+    let requests_before = registry.requests().len();
+    let output = refresh(&podman, host.path(), &image, &[]);
+    assert_eq!(output.status.code(), Some(1), "a failure, not a usage error: {}", stderr(&output));
+    let error = json(&output);
+    assert_eq!(error["error"]["kind"], "host", "{error}");
+    let message = error["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains(&format!("podman's service (pid {})", podman.pid())), "{message}");
+    assert!(message.contains("8388608 bytes (8 MiB)") && message.contains("no CAP_SYS_RESOURCE"), "{message}");
+    assert!(error["error"]["fix"].as_str().unwrap_or_default().contains("LimitMEMLOCK=infinity"), "{error}");
+    assert!(podman.container_names().is_empty(), "nothing staged");
+    let pulled = registry.requests()[requests_before..].iter().any(|r| r.starts_with("GET ") && r.contains("/blobs/"));
+    assert!(!pulled, "nothing pulled: {:?}", registry.requests());
+
+    // A thunderbolt-only node asks no memlock: the same engine makes its toolbox.
+    let thunderbolt = materialize("strix-thunderbolt-only");
+    let output = refresh(&podman, thunderbolt.path(), &image, &[]);
+    assert!(output.status.success(), "{}", stderr(&output));
+}

@@ -9,8 +9,12 @@
 //! `cluster status --json` says so with the reason, and `--on-give-up` ran with the service and
 //! the reason in its environment; the operator's `launch --replace` is no failure, the watch
 //! reads the new launch; (d) the worker rebooted (a new boot id, its sessions and its toolbox's
-//! processes gone) gets the whole service back; a `cluster stop` is no failure either; Ctrl-C
-//! ends the watch with 130. A second watch on the cluster is refused while the first runs.
+//! processes gone) gets the whole service back; (e) the worker's GPU hangs (its kernel's log,
+//! recorded amdgpu output, says so; its rpc-server dies of it): the watch says so with the
+//! kernel's line, counts it, relaunches nothing while the reset runs and relaunches once it ended;
+//! a `cluster stop` is no failure either; Ctrl-C ends the watch with 130, and `cluster status`
+//! then says nothing of the stopped service. A second watch on the cluster is refused while the
+//! first runs, and its metrics answer 503 before its first look ends.
 //!
 //! `--install` writes its systemd user unit under XDG_CONFIG_HOME and asks `systemctl --user`
 //! (a stand-in on PATH here: this machine has no user systemd) to load and start it.
@@ -137,6 +141,16 @@ impl WatchBed {
         Err(last)
     }
 
+    /// Node `index`'s kernel log (its host tree's `dev/kmsg`, what the node reads as /dev/kmsg)
+    /// becomes `records`, at once (a reading never sees it half written).
+    fn kernel_log(&self, index: usize, records: &str) {
+        let dev = self.cluster.node(index).host_tree.path().join("dev");
+        std::fs::create_dir_all(&dev).expect("the tree's dev/");
+        let partial = dev.join("kmsg.partial");
+        std::fs::write(&partial, records).expect("write the kernel log");
+        std::fs::rename(&partial, dev.join("kmsg")).expect("the kernel log in place");
+    }
+
     /// For scripts/bench/watch-recovery.sh: when STRIX_WATCH_RECOVERY_DIR names a directory, the
     /// moment each fault was made (`FAULT TIME` lines), read beside the watch's event log.
     fn fault_made(&self, fault: &str) {
@@ -192,14 +206,25 @@ fn the_watch_relaunches_a_stalled_a_crashed_and_a_rebooted_service_and_gives_up_
         &on_give_up,
     ];
     let mut watch = bed.watch(&flags);
+    // Before its first look ends it has nothing to show: a scrape is refused (a failed scrape for
+    // Prometheus, `up` 0), never an empty 200 (a target up with nothing to say).
+    let url = format!("http://{metrics}/metrics");
+    let scrape = || crate::support::http::request(None, "GET", &url, None, Duration::from_secs(30)).expect("a scrape");
+    crate::support::wait_until("the watch's metrics endpoint", Duration::from_secs(30), || {
+        std::net::TcpStream::connect(&metrics).is_ok()
+    });
+    let early = scrape();
+    match early.status {
+        503 => assert_eq!(early.body, "the watch has not finished its first look yet\n"),
+        200 => assert!(early.body.contains("strix_watch_state{"), "a 200 has the watch's samples: {}", early.body),
+        other => panic!("{other}: {}", early.body),
+    }
     let found = watch.action("watching", None);
     assert_eq!(found["service"], SERVICE, "{found}");
     watch.serving();
 
     // Its metrics, as its last look read them (left once the look's judgement is said): the
     // engines' and the nodes', and its own, its state among them.
-    let url = format!("http://{metrics}/metrics");
-    let scrape = || crate::support::http::request(None, "GET", &url, None, Duration::from_secs(30)).expect("a scrape");
     let says_serving = |body: &str| {
         body.lines().any(|line| {
             line.starts_with("strix_watch_state{") && line.contains(r#"state="serving""#) && line.ends_with(" 1")
@@ -218,7 +243,7 @@ fn the_watch_relaunches_a_stalled_a_crashed_and_a_rebooted_service_and_gives_up_
 
     // One watch per cluster.
     let second = bed.strix(&["watch", "--interval", "3s"]);
-    assert_eq!(second.status.code(), Some(2), "{}", stderr(&second));
+    assert_eq!(second.status.code(), Some(1), "a conflict is a failure, not usage: {}", stderr(&second));
     assert!(stderr(&second).contains("a watch already runs on this cluster"), "{}", stderr(&second));
 
     // (a) The head's llama-server stopped: its port accepts, nothing answers.
@@ -298,18 +323,59 @@ fn the_watch_relaunches_a_stalled_a_crashed_and_a_rebooted_service_and_gives_up_
     watch.serving();
     bed.answers().expect("the whole service is back after the reboot");
 
+    // (e) The worker's GPU hangs: its kernel's log (recorded amdgpu output, tests/fixtures/
+    // strix-gpu-hang) says MES stopped answering and the reset began, and its rpc-server died of
+    // it. Said with the kernel's line and counted; no relaunch while the reset runs, however
+    // many looks; once the kernel says it ended, the relaunch is the hang's.
+    let kmsg = include_str!("../fixtures/strix-gpu-hang/dev/kmsg");
+    let reset_ends = kmsg.find("\n6,2021,").expect("the reset's end") + 1;
+    bed.kernel_log(2, &kmsg[..reset_ends]);
+    bed.signal(2, "KILL", &bed.pid(2, "rpc-server"));
+    bed.fault_made("gpu-hang");
+    let hang = watch.action("gpu-hang", Some("gpu-hang"));
+    let line = "amdgpu 0000:c5:00.0: amdgpu: MES failed to respond to msg=REMOVE_QUEUE";
+    assert_eq!(hang["reason"], format!("GPU hang on node2: {line}"), "{hang}");
+    let counter = |name: &str| {
+        let body = scrape().body;
+        let sample =
+            body.lines().find(|line| line.starts_with(&format!("{name}{{")) && line.contains(r#"service="tiny""#));
+        sample.and_then(|line| line.rsplit(' ').next()?.parse::<f64>().ok()).unwrap_or(-1.0)
+    };
+    let looks = counter("strix_watch_probes_total");
+    crate::support::wait_until("two more looks while the GPU resets", Duration::from_secs(120), || {
+        counter("strix_watch_probes_total") >= looks + 2.0
+    });
+    let during = watch.drain();
+    assert!(!during.iter().any(|e| e["action"] == "relaunch"), "no relaunch into a reset: {during:?}");
+    assert_eq!(counter("strix_watch_gpu_hangs_total"), 1.0, "counted once");
+    bed.kernel_log(2, kmsg);
+    let relaunch = watch.action("relaunch", Some("gpu-hang"));
+    let reason = relaunch["reason"].as_str().expect("a reason");
+    // Its rpc-server gone, the head's llama-server went with it: whichever the look found first.
+    assert!(reason.starts_with(&format!("GPU hang on node2 ({line}); then ")), "{relaunch}");
+    assert!(reason.contains(" is not running; its nodes' log tails are in "), "{relaunch}");
+    watch.action("relaunched", None);
+    watch.serving();
+    bed.answers().expect("the whole service is back after the GPU's reset");
+
     // Its operator stops it: no failure, no longer watched, nothing relaunched.
     let stopped = bed.strix(&["stop", SERVICE]);
     assert!(stopped.status.success(), "{}", stderr(&stopped));
     watch.action("dropped", None);
     assert_eq!(watch.interrupt(), Some(130), "Ctrl-C ends the watch with 130");
     assert!(record(&bed.cluster.node(1).serving_dir(), SERVICE).is_none(), "nothing was started after the stop");
+    // Its last word is about a launch that is gone and a watch that ended: status says nothing of it.
+    let status = json(&bed.strix(&["status"]));
+    assert!(status.get("watch").is_none(), "{status}");
+    let disagreements = status["disagreements"].as_array().expect("disagreements");
+    assert!(!disagreements.iter().any(|d| d.as_str().is_some_and(|d| d.contains("watch"))), "{status}");
     if let Some(dir) = std::env::var_os("STRIX_WATCH_RECOVERY_DIR") {
         let log = bed.service_dir().parent().expect("watch/").join("events.jsonl");
         std::fs::copy(&log, Path::new(&dir).join("events.jsonl")).expect("the event log for the benchmark");
     }
     let actions = watch_actions(&bed);
-    assert_eq!(actions.iter().filter(|a| **a == "relaunch").count(), 3, "the event log: {actions:?}");
+    assert_eq!(actions.iter().filter(|a| **a == "relaunch").count(), 4, "the event log: {actions:?}");
+    assert_eq!(actions.iter().filter(|a| **a == "gpu-hang").count(), 1, "the event log: {actions:?}");
 }
 
 /// The log files the watch saved for faults of `state`.

@@ -28,6 +28,8 @@ pub enum WatchAction {
     Relaunch,
     /// The nodes still hold GPU memory: the relaunch waits.
     WaitMemory,
+    /// A node's kernel says its GPU hung: the reason is the kernel's line.
+    GpuHang,
     /// The relaunch proved it serves again (it loads until its first probe passes).
     Relaunched,
     RelaunchFailed,

@@ -62,8 +62,9 @@ pub struct WatchRequest {
 }
 
 /// The cluster's metrics as the watch's last look read them (every node's telemetry, every
-/// engine's own) and the watch's own of every service it follows, in Prometheus's text format.
-pub type WatchExposition = std::sync::Arc<std::sync::Mutex<String>>;
+/// engine's own) and the watch's own of every service it follows, in Prometheus's text format;
+/// None before its first look has ended.
+pub type WatchExposition = std::sync::Arc<std::sync::Mutex<Option<String>>>;
 
 /// A service the watch follows.
 struct Tracked {
@@ -122,7 +123,7 @@ pub async fn watch(settings: &ClusterSettings, request: &WatchRequest, emit: &dy
                 .collect();
             let text = reading.exposition_with(families);
             // A scrape that panicked while holding it poisoned nothing it could not read again.
-            *shared.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = text;
+            *shared.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(text);
         }
         // Looks begin every interval (a look or relaunch longer than that: the next at once), so a
         // look's probe deadline of one interval ends a stalled one's next look within two.
@@ -171,7 +172,12 @@ async fn look(
                 paused,
                 nodes: on
                     .iter()
-                    .map(|node| NodeObservation { node: node.clone(), reachable: look.answered(node), boot_id: None })
+                    .map(|node| NodeObservation {
+                        node: node.clone(),
+                        reachable: look.answered(node),
+                        boot_id: None,
+                        gpu_hangs: Vec::new(),
+                    })
                     .collect(),
                 ranks: Vec::new(),
                 probe: ProbeOutcome::Skipped,
@@ -241,6 +247,9 @@ async fn judge(
         }
     }
     let step = followed.watcher.observe(&observation);
+    for news in &step.news {
+        say(WatchEvent::now(&name, step.state, WatchAction::GpuHang, Some(news.clone())));
+    }
     act(settings, request, &mut followed, &name, step, interrupt, say).await?;
     save(&followed, &name, followed.watcher.state());
     tracked.insert(name, followed);
@@ -258,7 +267,7 @@ fn start_following(
     say: &dyn Fn(WatchEvent),
 ) -> Result<Tracked> {
     let service_dir = request.dir.service_dir(&ServiceName::parse(name)?)?;
-    let saved = state::load(&service_dir).filter(|saved| saved.record_started == record.started);
+    let saved = state::load(&service_dir).filter(|saved| saved.shown.record_started == record.started);
     let (watcher, settling_since) = match saved {
         Some(saved) if saved.watcher.policy() == &request.policy => (saved.watcher, None),
         _ => (Watcher::new(request.policy.clone(), Start::Serving), Some(at)),
@@ -346,8 +355,9 @@ fn save(followed: &Tracked, name: &str, state: State) {
             restarts: watcher.tally().restarts,
             updated: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
             watch_pid: std::process::id(),
+            record_started: followed.record.started.clone(),
+            watching: true,
         },
-        record_started: followed.record.started.clone(),
         watcher: watcher.clone(),
     };
     // The watch goes on without it; `cluster status` then shows the last state written.

@@ -110,6 +110,7 @@ pub fn observe(look: &ClusterLook, record: &ServingRecord, paused: bool, began: 
             node: name.clone(),
             reachable: telemetry.is_some(),
             boot_id: telemetry.and_then(|seen| seen.boot_id.clone()),
+            gpu_hangs: telemetry.map(|seen| seen.host.gpu_hangs.clone()).unwrap_or_default(),
         });
         let Some(telemetry) = telemetry else { continue };
         observation.ranks.extend(ranks(name, look.launch_on(name, record).flatten()));
@@ -165,12 +166,13 @@ pub async fn memory_of(nodes: &[&dyn Node], on: &[String]) -> Vec<NodeMemory> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::serving::engine::Backend;
     use crate::serving::record::ServedProcess;
 
-    fn state(processes: &[&str], alive: &[&str]) -> ServingState {
+    /// The head's state of `tiny` (llama.cpp over two nodes) with `processes`, `alive` of them running.
+    pub(crate) fn state(processes: &[&str], alive: &[&str]) -> ServingState {
         let mut record = ServingRecord::new(
             "tiny",
             "llama",

@@ -1,13 +1,16 @@
 //! Each watched service's state, kept in `watch/SERVICE/state.json` as the watch last saw it:
 //! what `cluster status` shows (given up, and why, above all), and the watch's own memory of the
 //! service (its restart budget, the boot ids it saw) for a watch started again, which takes it up
-//! where the last one left it when the record is still the same launch.
+//! where the last one left it when the record is still the same launch. The file outlives its
+//! watch: what reads it asks whether that watch still runs ([`watched`]) and whether the launch
+//! it speaks of is still there (`cluster status`).
 
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
 use super::dir::{unwritable, WatchDir};
+use super::lock::running_watch;
 use crate::error::Result;
 use crate::watch::{State, Watcher};
 
@@ -33,6 +36,12 @@ pub struct WatchedService {
     pub updated: String,
     /// The pid of the watch that wrote it.
     pub watch_pid: u32,
+    /// The record's start time: the launch it speaks of.
+    #[serde(default)]
+    pub record_started: String,
+    /// The watch that wrote it runs now; else this is a past watch's last word.
+    #[serde(default)]
+    pub watching: bool,
 }
 
 /// What the file holds: the shown state, and the watch's memory of the launch it watched.
@@ -40,8 +49,6 @@ pub struct WatchedService {
 pub struct SavedWatch {
     #[serde(flatten)]
     pub shown: WatchedService,
-    /// The record's start time: the launch the watcher's memory is of.
-    pub record_started: String,
     pub watcher: Watcher,
 }
 
@@ -66,10 +73,16 @@ pub fn forget(service_dir: &Path) {
     let _ = std::fs::remove_file(state_path(service_dir));
 }
 
-/// Every watched service's state in `dir`, by name.
+/// Every watched service's state in `dir`, by name, each saying whether the watch that wrote it
+/// runs now.
 pub fn watched(dir: &WatchDir) -> Vec<WatchedService> {
-    let mut found: Vec<WatchedService> =
-        dir.service_dirs(MAX_SERVICES).iter().filter_map(|service| load(service)).map(|saved| saved.shown).collect();
+    let running = running_watch(dir);
+    let mut found: Vec<WatchedService> = dir
+        .service_dirs(MAX_SERVICES)
+        .iter()
+        .filter_map(|service| load(service))
+        .map(|saved| WatchedService { watching: running == Some(saved.shown.watch_pid), ..saved.shown })
+        .collect();
     found.sort_by(|a, b| a.service.cmp(&b.service));
     found
 }
@@ -103,14 +116,28 @@ mod tests {
                 reason: watcher.given_up().map(str::to_string),
                 restarts: 3,
                 updated: "2026-11-26T10:00:00Z".into(),
-                watch_pid: 42,
+                watch_pid: std::process::id(),
+                record_started: "2026-11-26T09:00:00Z".into(),
+                watching: true,
             },
-            record_started: "2026-11-26T09:00:00Z".into(),
             watcher,
         };
         save(&service_dir, &saved).unwrap();
         assert_eq!(load(&service_dir), Some(saved.clone()));
+        // Its watch ended: its word is a past one's.
+        let past = WatchedService { watching: false, ..saved.shown.clone() };
+        assert_eq!(watched(&dir), std::slice::from_ref(&past));
+        // A watch runs, but not the one that wrote it: still a past word.
+        let other = crate::cluster::watch::lock::WatchLock::take(&dir).unwrap();
+        let mut by_another = saved.clone();
+        by_another.shown.watch_pid = std::process::id() + 1;
+        save(&service_dir, &by_another).unwrap();
+        assert!(!watched(&dir)[0].watching);
+        // The one that wrote it runs.
+        save(&service_dir, &saved).unwrap();
         assert_eq!(watched(&dir), [saved.shown]);
+        drop(other);
+        assert_eq!(watched(&dir), [past]);
         forget(&service_dir);
         assert!(watched(&dir).is_empty());
     }

@@ -42,7 +42,7 @@ pub(super) async fn run(cluster: &ClusterSettings, args: &ClusterMetricsArgs, ou
     let shared = nodes.clone();
     let provider = move || {
         let (nodes, ask) = (shared.clone(), ask.clone());
-        async move { nodes.read(&ask).await.exposition() }
+        async move { Ok(nodes.read(&ask).await.exposition()) }
     };
     let (stop, stopped) = oneshot::channel();
     let server = tokio::spawn(serve(listener, stopped, provider));

@@ -135,13 +135,19 @@ impl Render for ClusterStatusReport {
                 _ => Style::Warn,
             };
             let reason = watched.reason.as_deref().map_or(String::new(), |reason| format!(": {reason}"));
-            out.line(&format!(
-                "watch: {} {} ({} restart(s), as of {}){reason}",
-                watched.service,
-                out.paint(watched.state.name(), style),
-                watched.restarts,
-                watched.updated
-            ));
+            let state = out.paint(watched.state.name(), style);
+            if watched.watching {
+                out.line(&format!(
+                    "watch: {} {state} ({} restart(s), as of {}){reason}",
+                    watched.service, watched.restarts, watched.updated
+                ));
+            } else {
+                out.line(&format!(
+                    "watch: {} was {state} when its watch (pid {}) last looked, at {}; that watch no longer runs \
+                     ({} restart(s)){reason}",
+                    watched.service, watched.watch_pid, watched.updated, watched.restarts
+                ));
+            }
         }
         for node in self.nodes.iter().filter(|n| n.error.is_some()) {
             out.line(&format!(

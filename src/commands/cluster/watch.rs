@@ -119,11 +119,12 @@ impl MetricsServer {
                 "choose another address or port with --metrics ADDR:PORT",
             )
         })?;
-        let exposition = WatchExposition::new(std::sync::Mutex::new(NOT_YET_LOOKED.to_string()));
+        let exposition = WatchExposition::new(std::sync::Mutex::new(None));
         let shared = exposition.clone();
         let provider = move || {
             let shared = shared.clone();
-            async move { shared.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone() }
+            let reading = shared.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+            async move { reading.ok_or_else(|| NOT_YET_LOOKED.to_string()) }
         };
         let (stop, stopped) = oneshot::channel();
         let server = tokio::spawn(serve(listener, stopped, provider));
@@ -136,8 +137,8 @@ impl MetricsServer {
     }
 }
 
-/// What `--metrics` serves until the watch's first look has ended.
-const NOT_YET_LOOKED: &str = "# the watch has not finished its first look yet\n";
+/// Why `--metrics` answers 503 until the watch's first look has ended.
+const NOT_YET_LOOKED: &str = "the watch has not finished its first look yet";
 
 fn names(request: &WatchRequest) -> String {
     request.services.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use super::*;
+use crate::host::gpu_hangs::{hangs, GpuHang};
 use crate::watch::observation::{NodeObservation, Progress, RankObservation};
 
 /// The watch's virtual clock and what the service shows it.
@@ -18,6 +19,8 @@ struct Bench {
     running: f64,
     /// None: the metrics cannot be read.
     metrics: bool,
+    /// What each node's kernel tells of its GPU's hangs.
+    gpu_hangs: [Vec<GpuHang>; 2],
 }
 
 impl Bench {
@@ -32,6 +35,7 @@ impl Bench {
             generated: 0.0,
             running: 0.0,
             metrics: true,
+            gpu_hangs: [Vec::new(), Vec::new()],
         }
     }
 
@@ -51,10 +55,12 @@ impl Bench {
             .iter()
             .zip(self.boot_ids)
             .zip(self.reachable)
-            .map(|((node, boot), reachable)| NodeObservation {
+            .zip(self.gpu_hangs.clone())
+            .map(|(((node, boot), reachable), gpu_hangs)| NodeObservation {
                 node: node.to_string(),
                 reachable,
                 boot_id: Some(boot.to_string()),
+                gpu_hangs,
             })
             .collect();
         let ranks = vec![
@@ -82,7 +88,7 @@ impl Bench {
 }
 
 fn nothing(state: State) -> Step {
-    Step { state, action: Action::Nothing }
+    Step { state, action: Action::Nothing, news: Vec::new() }
 }
 
 fn failed() -> ProbeOutcome {
@@ -99,7 +105,7 @@ fn a_healthy_service_stays_serving_and_idle_is_not_a_stall() {
     for _ in 0..120 {
         assert_eq!(bench.look(ProbeOutcome::Skipped), nothing(State::Serving));
     }
-    assert_eq!(bench.watcher.tally(), Tally { probes: 10, probe_failures: 0, restarts: 0 });
+    assert_eq!(bench.watcher.tally(), Tally { probes: 10, probe_failures: 0, restarts: 0, gpu_hangs: 0 });
 }
 
 #[test]
@@ -145,7 +151,7 @@ fn failures_in_a_row_make_failing_and_a_pass_between_resets_them() {
     let step = bench.look(failed());
     assert_eq!(step.state, State::Failing);
     assert_eq!(step.action, Action::Relaunch(Fault::Failing { failures: 3, last: "HTTP 500".into() }));
-    assert_eq!(bench.watcher.tally(), Tally { probes: 6, probe_failures: 5, restarts: 1 });
+    assert_eq!(bench.watcher.tally(), Tally { probes: 6, probe_failures: 5, restarts: 1, gpu_hangs: 0 });
 }
 
 #[test]
@@ -286,6 +292,92 @@ fn a_failed_relaunch_spends_the_budget_too() {
 fn memory_that_never_frees_gives_up() {
     let mut bench = Bench::serving();
     let step = bench.watcher.give_up("strix2 still holds 60.0 GiB".into());
-    assert_eq!(step, Step { state: State::GivenUp, action: Action::GiveUp("strix2 still holds 60.0 GiB".into()) });
+    let given_up = Action::GiveUp("strix2 still holds 60.0 GiB".into());
+    assert_eq!(step, Step { state: State::GivenUp, action: given_up, news: Vec::new() });
     assert_eq!(bench.healthy().state, State::GivenUp);
+}
+
+/// strix2's kernel log (ROCm legacy-rocm-build issue 5724, recorded as `/dev/kmsg` records, in
+/// tests/fixtures/strix-gpu-hang): a page fault long before, then MES stops answering and the GPU
+/// is reset; `succeeded` ends the reset.
+fn strix2_kernel(reset: Option<&str>) -> Vec<GpuHang> {
+    let log = include_str!("../../../tests/fixtures/strix-gpu-hang/dev/kmsg");
+    let cut = log.find("GPU reset(1)").map(|at| log[..at].rfind('\n').map_or(0, |newline| newline + 1)).unwrap();
+    match reset {
+        None => hangs(&log[..cut]),
+        Some(_) => hangs(log),
+    }
+}
+
+#[test]
+fn a_gpu_hang_is_said_and_counted_its_reset_waited_for_and_the_fault_after_it_is_its() {
+    let mut bench = Bench::serving();
+    // What the log held before the watch's first look is old.
+    bench.gpu_hangs[1] = hangs(
+        "3,10,1000000,-;amdgpu 0000:c5:00.0: amdgpu: [gfxhub] page fault (src_id:0 ring:24 vmid:8 pasid:32771)\n",
+    );
+    assert_eq!(bench.healthy(), nothing(State::Serving));
+    // MES stops answering and the reset begins: said with the kernel's line, counted, waited for.
+    bench.gpu_hangs[1] = strix2_kernel(None);
+    bench.rpc_alive = false;
+    let step = bench.look(failed());
+    assert_eq!((step.state, &step.action), (State::GpuHang, &Action::Nothing), "no relaunch into a reset");
+    assert_eq!(
+        step.news,
+        ["GPU hang on strix2: amdgpu 0000:c5:00.0: amdgpu: MES failed to respond to msg=REMOVE_QUEUE"]
+    );
+    assert_eq!(bench.watcher.tally().gpu_hangs, 1);
+    for _ in 0..4 {
+        assert_eq!(bench.look(failed()), nothing(State::GpuHang), "its silence is the reset's");
+    }
+    // The reset ended; its rank died of it: the relaunch is the hang's.
+    bench.gpu_hangs[1] = strix2_kernel(Some("succeeded"));
+    let step = bench.look(failed());
+    let Action::Relaunch(fault) = &step.action else { panic!("{step:?}") };
+    assert_eq!(step.state, State::GpuHang);
+    assert_eq!(
+        fault.reason(),
+        "GPU hang on strix2 (amdgpu 0000:c5:00.0: amdgpu: MES failed to respond to msg=REMOVE_QUEUE); then rpc-server \
+         on strix2 is not running"
+    );
+    assert!(step.news.is_empty() && bench.watcher.tally().gpu_hangs == 1, "said once, counted once");
+    // After the relaunch, a fault is its own again.
+    bench.watcher.started(bench.now);
+    bench.rpc_alive = true;
+    bench.healthy();
+    bench.rpc_alive = false;
+    let Action::Relaunch(fault) = bench.look(ProbeOutcome::Passed).action else { panic!() };
+    assert_eq!(fault, Fault::RankDown { node: "strix2".into(), process: "rpc-server".into() });
+}
+
+#[test]
+fn a_gpu_hang_alone_relaunches_nothing_a_reset_past_the_wait_or_failed_gives_up() {
+    // Another process's page fault: said and counted; the service serves on.
+    let mut bench = Bench::serving();
+    bench.healthy();
+    bench.gpu_hangs[0] =
+        hangs("3,4,5000000,-;amdgpu 0000:c5:00.0: amdgpu: [gfxhub] page fault (src_id:0 ring:24 vmid:8 pasid:32771)\n");
+    let step = bench.healthy();
+    assert_eq!((step.state, step.action, step.news.len()), (State::Serving, Action::Nothing, 1));
+
+    // A reset that never ends: given up past --memory-wait (5 min).
+    let mut bench = Bench::serving();
+    bench.healthy();
+    bench.gpu_hangs[1] = strix2_kernel(None);
+    assert_eq!(bench.look(failed()).state, State::GpuHang);
+    for _ in 0..9 {
+        assert_eq!(bench.look(failed()).state, State::GpuHang, "{:?}", bench.now);
+    }
+    let Action::GiveUp(reason) = bench.look(failed()).action else { panic!("5 min of reset") };
+    assert!(reason.starts_with("the GPU reset on strix2 (after amdgpu ") && reason.contains("5m"), "{reason}");
+
+    // A reset that fails: given up at once, the node needs a reboot.
+    let mut bench = Bench::serving();
+    bench.healthy();
+    bench.gpu_hangs[1] = strix2_kernel(None);
+    bench.look(failed());
+    let log = include_str!("../../../tests/fixtures/strix-gpu-hang/dev/kmsg").replace("succeeded!", "failed");
+    bench.gpu_hangs[1] = hangs(&log);
+    let Action::GiveUp(reason) = bench.look(failed()).action else { panic!("a failed reset") };
+    assert!(reason.contains("GPU reset(1) failed") && reason.contains("rebooted"), "{reason}");
 }

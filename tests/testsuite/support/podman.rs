@@ -163,6 +163,11 @@ impl PodmanService {
         self.spawn();
     }
 
+    /// The API service's pid (it listens on the socket itself: the engine's own process).
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("the podman service runs").id()
+    }
+
     /// What the strix-toolbox binary, podman and toolbox need to share this testbed.
     pub fn env(&self) -> Vec<(String, String)> {
         self.env.clone()

@@ -68,6 +68,13 @@ impl RunningWatch {
         self.until(&format!("{action} ({state:?})"), |e| e["action"] == action && state.is_none_or(|s| e["state"] == s))
     }
 
+    /// Every event the watch said so far and the test has not read, without waiting.
+    pub fn drain(&mut self) -> Vec<Value> {
+        let fresh: Vec<Value> = self.events.try_iter().collect();
+        self.seen.extend(fresh.iter().cloned());
+        fresh
+    }
+
     /// It serves (again): the state `serving`.
     pub fn serving(&mut self) -> Value {
         self.until("serving", |e| e["state"] == "serving")
