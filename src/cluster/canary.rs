@@ -531,6 +531,7 @@ pub(crate) fn relaunch(record: &ServingRecord, canary: &LaunchRequest, nodes: &[
         cuda_graphs: record.cuda_graphs,
         // The weights and the image it served, whatever the caches and the toolbox hold now.
         pinned: Some(Pinned::of(record)),
+        on_demand: None,
         ..canary.clone()
     }
 }

@@ -8,7 +8,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use crate::error::Result;
 use crate::node::router::{RouterLook, RouterState, RouterUpdate};
 use crate::node::{Node, NodeCalls};
-use crate::router::routes::{Route, RouterProcess};
+use crate::router::routes::{Registered, Route, RouterProcess};
 use crate::secret::Secret;
 use crate::serving::record::ServingRecord;
 
@@ -48,6 +48,7 @@ pub async fn add_route(
 ) -> Result<RouterState> {
     let update = RouterUpdate {
         add: Some(route),
+        register: None,
         remove: Vec::new(),
         remove_all: false,
         listen: Some(listen),
@@ -56,9 +57,36 @@ pub async fn add_route(
     head.call(update).await
 }
 
-/// The routes of `names` removed (every route: `all`); the router exits with the last.
+/// `registered` on the router (started on `listen` with `api_key` when none runs): it starts the
+/// service when a request names it.
+pub async fn register(
+    head: &dyn Node,
+    registered: Registered,
+    listen: SocketAddr,
+    api_key: Option<&Secret>,
+) -> Result<RouterState> {
+    let update = RouterUpdate {
+        add: None,
+        register: Some(registered),
+        remove: Vec::new(),
+        remove_all: false,
+        listen: Some(listen),
+        api_key: api_key.cloned(),
+    };
+    head.call(update).await
+}
+
+/// The routes and registrations of `names` removed (every one: `all`); the router exits with the
+/// last.
 pub async fn remove_routes(head: &dyn Node, names: &[String], all: bool) -> Result<RouterState> {
-    let update = RouterUpdate { add: None, remove: names.to_vec(), remove_all: all, listen: None, api_key: None };
+    let update = RouterUpdate {
+        add: None,
+        register: None,
+        remove: names.to_vec(),
+        remove_all: all,
+        listen: None,
+        api_key: None,
+    };
     head.call(update).await
 }
 

@@ -200,5 +200,6 @@ pub(crate) fn llama_launch(model: &str) -> LaunchRequest {
         fresh_compile_cache: false,
         recipes: None,
         pinned: None,
+        on_demand: None,
     }
 }

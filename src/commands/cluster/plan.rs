@@ -67,6 +67,7 @@ pub(super) async fn run(cluster: &ClusterSettings, plan: &PlanArgs, settings: &S
             fresh_compile_cache: false,
             recipes: None,
             pinned: None,
+            on_demand: None,
         };
         let report = try_layouts(nodes, &launch, &candidates, &store, &book, out.reporter().as_ref()).await?;
         out.report(&report);
