@@ -57,15 +57,18 @@ pub use self::demand::Starter;
 pub use self::keys::KeyBook;
 pub use self::routes::Registered;
 pub use self::table::{RoutingTable, Upstream};
+/// What a [`Starter`] answers with, and what it says a service holds on a node.
+pub use crate::error::Result;
 /// The secret type an [`Upstream`]'s and the router's keys are (its Debug and Display redacted).
 pub use crate::secret::Secret;
+pub use crate::serving::room::{Held, Room};
 
 use self::auth::{Gate, LiveGate};
 use self::demand::Demand;
 use self::routes::RouterFiles;
 use self::service::Shared;
 use self::table::LiveTable;
-use crate::error::{Error, Result};
+use crate::error::Error;
 use crate::reporter::Reporter;
 
 /// What a router serves, beyond its table: the keys per user, the services registered to start

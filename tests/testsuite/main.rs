@@ -31,6 +31,7 @@ mod llama_hub;
 mod llama_launch;
 mod metrics;
 mod model;
+mod on_demand;
 mod patches;
 mod plan;
 mod rccl_abi;

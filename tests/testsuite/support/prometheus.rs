@@ -127,3 +127,28 @@ pub fn promtool_remarks_only_the_engines_colon_names(text: &str) {
         assert!(name.contains(':'), "promtool on one of ours: {line}\n{text}");
     }
 }
+
+/// `promtool check metrics` on an exposition of ours alone: not one remark.
+pub fn promtool_passes(text: &str) {
+    let mut promtool = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool (Debian's prometheus package; scripts/test-deps.sh lists it)");
+    promtool.stdin.take().expect("promtool's stdin").write_all(text.as_bytes()).expect("to promtool");
+    let output = promtool.wait_with_output().expect("promtool's verdict");
+    let said = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    assert!(output.status.success() && said.trim().is_empty(), "promtool ({}):\n{said}\n{text}", output.status);
+}
+
+/// The value of the sample `name` whose labels include `labels`, in an exposition (the crate's
+/// own reader parses it).
+pub fn value_of(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    let families = strix_toolbox::metrics::parse(text, &strix_toolbox::metrics::ENGINE_LIMITS).expect("an exposition");
+    families.iter().flat_map(|family| &family.samples).find_map(|sample| {
+        let ours = sample.name == name && labels.iter().all(|(label, value)| sample.label(label) == Some(*value));
+        ours.then_some(sample.value)
+    })
+}
