@@ -14,6 +14,7 @@ mod build;
 mod build_cli;
 mod canary;
 mod cluster;
+mod cluster_on_demand;
 mod cluster_persist;
 mod cluster_ssh;
 mod cluster_wiring;

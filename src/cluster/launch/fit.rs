@@ -60,7 +60,7 @@ pub(super) async fn plan_first(nodes: &[&dyn Node], request: &LaunchRequest) -> 
         hf_token: request.hf_token.clone(),
         hub_env: request.hub_env.clone(),
         // A dry run starts no toolbox to ask it which GPUs its server sees.
-        ask_devices: !request.only_looks(),
+        ask_devices: !request.dry_run,
     };
     let report = match fit_model(nodes, &asked).await {
         Ok(report) => report,
