@@ -18,7 +18,7 @@ use crate::model::list::{ModelCacheReport, ModelList};
 use crate::model::serve::{ModelServe, ModelServeStop, ModelServeStopped, ModelServing};
 use crate::model::shape::ask::ShapeAsk;
 use crate::model::shape::source::ShapeRead;
-use crate::node::router::{RouterLook, RouterState, RouterUpdate};
+use crate::node::router::{RouterExposition, RouterLook, RouterScrape, RouterState, RouterUpdate};
 use crate::node::router_keys::{KeysReport, RouterKeys};
 use crate::node::telemetry::{Telemetry, TelemetryReport};
 use crate::ops::detect::DetectReport;
@@ -155,6 +155,8 @@ node_calls! {
     RouterUpdate(RouterUpdate) -> RouterState;
     /// The router's keys per user: listed, one added (by its digest) or removed.
     RouterKeys(RouterKeys) -> KeysReport;
+    /// The router's own metrics, scraped on its node (the cluster's head).
+    RouterScrape(RouterScrape) -> RouterExposition;
     /// The node's boot id, its GPU and RDMA telemetry from its host tree, and the engines it
     /// serves scraped (and probed, for `cluster watch`) from the node (`cluster metrics`, `cluster
     /// top`, each look of `cluster watch`).
@@ -472,6 +474,7 @@ mod tests {
                 remove: Some("bob".into()),
             }
             .into(),
+            RouterScrape {}.into(),
             ShapeAsk {
                 source: crate::model::shape::source::ModelSource::HubGguf {
                     repo: RepoId::parse("unsloth/Qwen3-235B-A22B-GGUF").unwrap(),
@@ -532,8 +535,9 @@ mod tests {
             NodeCall::RouterLook(_) => 34,
             NodeCall::RouterUpdate(_) => 35,
             NodeCall::RouterKeys(_) => 36,
-            NodeCall::ShapeRead(_) => 37,
-            NodeCall::Telemetry(_) => 38,
+            NodeCall::RouterScrape(_) => 37,
+            NodeCall::ShapeRead(_) => 38,
+            NodeCall::Telemetry(_) => 39,
         }
     }
 
@@ -655,6 +659,7 @@ mod tests {
             file: "/home/u/.local/state/strix-toolbox/router/keys.json".into(),
         };
         round_trip(&RouterKeys::default(), keys);
+        round_trip(&RouterScrape {}, RouterExposition::Metrics("strix_router_starts_total{service=\"a\"} 1\n".into()));
         let served = ModelServing {
             id: 1,
             address: "192.168.2.1:40123".parse().unwrap(),

@@ -90,6 +90,30 @@ impl RouterState {
     }
 }
 
+/// The router's own metrics (`GET /metrics` on its node), for `cluster metrics`, `top` and the
+/// watch's `--metrics`: its exposition, or None when no router runs here.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RouterScrape {}
+
+/// What the router's `/metrics` said, or why it said nothing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RouterExposition {
+    /// No router runs on this node.
+    None,
+    Metrics(String),
+    Failed(String),
+}
+
+pub async fn router_scrape(settings: &Settings, _ask: &RouterScrape) -> Result<RouterExposition> {
+    let files = RouterFiles::of(&settings.paths)?;
+    let Some(process) = running(&files)? else { return Ok(RouterExposition::None) };
+    Ok(match get(local(process.listen), "/metrics", None, ASK_LIMIT).await {
+        HttpAnswer::Status(200, text) => RouterExposition::Metrics(text),
+        other => RouterExposition::Failed(format!("the router on {}: {other}", process.listen)),
+    })
+}
+
 /// A change of the routes: a service added or registered to start on demand (the router started
 /// for it when none runs), services removed, their registrations with them (the router exits
 /// with the last route and registration).

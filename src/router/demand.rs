@@ -247,7 +247,6 @@ async fn make_room_and_start(shared: &Arc<Shared>, name: &str) -> std::result::R
     let demand = &shared.demand;
     let starter = demand.starter.clone().ok_or_else(|| Arc::from("this router has no way to start services"))?;
     let _placement = demand.placement.lock().await;
-    let began = Instant::now();
     let registered = demand.registered(name).ok_or_else(|| Arc::from(format!("`{name}` is no longer registered")))?;
     if let Some(upstream) = shared.table.snapshot().get(name) {
         return Ok(upstream.clone());
@@ -271,6 +270,8 @@ async fn make_room_and_start(shared: &Arc<Shared>, name: &str) -> std::result::R
         shared.reporter.line(&format!("router: stopping {other} (idle longest) to make room for {name}"));
         stop(shared, &other, StopReason::Room).await.map_err(|e| failed(format!("stopping {other} for room: {e}")))?;
     }
+    // A start's seconds are its launch's: the stops that made room are counted as stops.
+    let began = Instant::now();
     shared.reporter.line(&format!("router: starting {name} on {}", registered.nodes.join(", ")));
     let address = starter.start(&registered).await.map_err(|e| failed(e.to_string()))?;
     let upstream = Upstream::new(address);
@@ -286,6 +287,7 @@ async fn make_room_and_start(shared: &Arc<Shared>, name: &str) -> std::result::R
 async fn stop(shared: &Arc<Shared>, name: &str, why: StopReason) -> Result<()> {
     let demand = &shared.demand;
     let Some(registered) = demand.registered(name) else { return Ok(()) };
+    let began = Instant::now();
     if let Some(entry) = demand.entries().get_mut(name) {
         entry.phase = Phase::Stopping;
     }
@@ -307,7 +309,8 @@ async fn stop(shared: &Arc<Shared>, name: &str, why: StopReason) -> Result<()> {
     }
     if outcome.is_ok() {
         shared.metrics.stopped(name, why);
-        shared.reporter.line(&format!("router: stopped {name} ({})", why.name()));
+        let took = began.elapsed().as_secs_f64();
+        shared.reporter.line(&format!("router: stopped {name} ({}, {took:.1} s)", why.name()));
     }
     outcome
 }

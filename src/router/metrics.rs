@@ -148,7 +148,7 @@ impl RouterMetrics {
         let mut seconds = Family::new(
             "strix_router_start_seconds",
             MetricType::Histogram,
-            "Seconds from a start on demand (room made first) until the service served.",
+            "Seconds a start on demand took, from its launch until the service served (the stops that made room for it are counted as stops).",
         );
         for (service, starts) in &counts.starts {
             started.push(&[("service", service)], starts.started as f64);

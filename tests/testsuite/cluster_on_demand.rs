@@ -195,6 +195,17 @@ fn more_models_than_memory_start_on_demand_behind_the_router_with_keys_per_user(
         .map(|s| (s["name"].as_str().unwrap_or(""), s["state"].as_str().unwrap_or("")))
         .collect();
     assert_eq!(on_demand, [("alpha", "stopped"), ("beta", "stopped")], "{status}");
+    // `cluster top` and `cluster metrics` say the same, from the router's own metrics.
+    let top = json(&cluster_command(cluster, &["top", "--once", "--interval", "1s"]));
+    assert_eq!(
+        top["on_demand"],
+        json!([{"service": "alpha", "state": "stopped"}, {"service": "beta", "state": "stopped"}]),
+        "{top}"
+    );
+    let exposition = cluster_command(cluster, &["metrics"]);
+    let text = String::from_utf8_lossy(&exposition.stdout).into_owned();
+    let labels = [("node", "node1"), ("service", "beta"), ("state", "stopped")];
+    assert_eq!(value_of(&text, "strix_router_service_state", &labels), Some(1.0), "{text}");
     // A model the router does not know is a 404 that starts nothing.
     let unknown = ask(&bed, "gamma", Some(API_KEY));
     assert_eq!(unknown.status, 404, "{}", unknown.body);
@@ -204,9 +215,11 @@ fn more_models_than_memory_start_on_demand_behind_the_router_with_keys_per_user(
     let alone_alpha = LlamaServer::builder(&alpha_weights.gguf()).args(&["--alias", "alpha"]).start();
     let alone_address = alone_alpha.url().trim_start_matches("http://").parse().expect("an address");
     let body = completion("alpha", 24, true);
+    let received = cluster.node(2).link_bytes_received();
     let began = Instant::now();
     let through = streamed(router_address(cluster, &bed.port), "/v1/completions", Some(API_KEY), &body);
     let cold_on_demand = began.elapsed();
+    let first_load = cluster.node(2).link_bytes_received() - received;
     assert_eq!(through, streamed(alone_address, "/v1/completions", None, &body), "alpha through the router");
     assert_eq!(listed(&bed), states(&[("alpha", "serving"), ("beta", "stopped")]));
     assert_eq!(recorded_on(&bed, 2, &["alpha", "beta"]), ["alpha"], "alpha's rpc-server on node2");
@@ -222,6 +235,7 @@ fn more_models_than_memory_start_on_demand_behind_the_router_with_keys_per_user(
     assert_eq!(value_of(&text, "strix_router_stops_total", &[("service", "alpha"), ("reason", "room")]), Some(1.0));
 
     // Three requests for alpha at once: one start (beta stopped for it again), all answered.
+    let received = cluster.node(2).link_bytes_received();
     let asked: Vec<_> = (0..3)
         .map(|_| {
             let url = url(&bed, "/v1/completions");
@@ -235,6 +249,10 @@ fn more_models_than_memory_start_on_demand_behind_the_router_with_keys_per_user(
         let answer = answer.join().expect("a request");
         assert_eq!(answer.status, 200, "{}", answer.body);
     }
+    let second_load = cluster.node(2).link_bytes_received() - received;
+    // The second start finds node2's rpc-server cache warm: the output matrix (32000 x 96 float32,
+    // the one tensor over llama.cpp's 10 MiB threshold) is not sent again.
+    assert!(second_load + 32000 * 96 * 4 <= first_load, "first start {first_load} bytes, second {second_load}");
     let (both_starts, starts) = start_seconds(&bed, "alpha");
     assert_eq!(starts, 2.0, "three requests, one start: {}", metrics(&bed));
     let second_start = both_starts - first_start;
@@ -260,7 +278,8 @@ fn more_models_than_memory_start_on_demand_behind_the_router_with_keys_per_user(
 
     eprintln!(
         "figures: alpha's first request through the router, a cold start on demand: {:.1} s (the router's start: \
-         {first_start:.1} s); the second start of alpha: {second_start:.1} s",
+         {first_start:.1} s, {first_load} bytes to node2); the second start of alpha: {second_start:.1} s \
+         ({second_load} bytes)",
         cold_on_demand.as_secs_f64()
     );
 }

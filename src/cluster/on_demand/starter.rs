@@ -26,6 +26,10 @@ use crate::secret::Secret;
 use crate::serving::room::Held;
 use crate::settings::Settings;
 
+/// How long the head's ssh master to a node stays up after a start or stop, for the next to
+/// reuse (the look for room and the launch right after it, the next request's start).
+const SSH_PERSIST: Duration = Duration::from_secs(300);
+
 /// The router's starter on the cluster's head.
 pub struct ClusterStarter {
     /// This node, as its own strix-toolbox sees it.
@@ -57,7 +61,7 @@ impl ClusterStarter {
             config_file: launch.ssh_config.clone().filter(|file| file.exists()),
             connect_timeout: Duration::from_secs(launch.connect_timeout_seconds),
             runtime_dir: Paths::of_this_process().runtime_path().to_path_buf(),
-            persist: Duration::ZERO,
+            persist: SSH_PERSIST,
         };
         let others: Vec<&String> = launch.on.iter().filter(|name| **name != launch.head).collect();
         let connecting = others.iter().map(|name| RemoteNode::connect(name, &ssh));
