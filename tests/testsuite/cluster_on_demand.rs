@@ -251,8 +251,10 @@ fn more_models_than_memory_start_on_demand_behind_the_router_with_keys_per_user(
     }
     let second_load = cluster.node(2).link_bytes_received() - received;
     // The second start finds node2's rpc-server cache warm: the output matrix (32000 x 96 float32,
-    // the one tensor over llama.cpp's 10 MiB threshold) is not sent again.
-    assert!(second_load + 32000 * 96 * 4 <= first_load, "first start {first_load} bytes, second {second_load}");
+    // 12.3 MB, the one tensor over llama.cpp's 10 MiB threshold) is not sent again. (Three
+    // completions' RPC traffic went with the second start, one with the first: a few KB.)
+    let cached: u64 = 32000 * 96 * 4;
+    assert!(second_load + cached * 9 / 10 <= first_load, "first start {first_load} bytes, second {second_load}");
     let (both_starts, starts) = start_seconds(&bed, "alpha");
     assert_eq!(starts, 2.0, "three requests, one start: {}", metrics(&bed));
     let second_start = both_starts - first_start;
