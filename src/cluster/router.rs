@@ -46,14 +46,8 @@ pub async fn add_route(
     listen: SocketAddr,
     api_key: Option<&Secret>,
 ) -> Result<RouterState> {
-    let update = RouterUpdate {
-        add: Some(route),
-        register: None,
-        remove: Vec::new(),
-        remove_all: false,
-        listen: Some(listen),
-        api_key: api_key.cloned(),
-    };
+    let update =
+        RouterUpdate { add: Some(route), listen: Some(listen), api_key: api_key.cloned(), ..Default::default() };
     head.call(update).await
 }
 
@@ -66,12 +60,10 @@ pub async fn register(
     api_key: Option<&Secret>,
 ) -> Result<RouterState> {
     let update = RouterUpdate {
-        add: None,
         register: Some(registered),
-        remove: Vec::new(),
-        remove_all: false,
         listen: Some(listen),
         api_key: api_key.cloned(),
+        ..Default::default()
     };
     head.call(update).await
 }
@@ -79,14 +71,7 @@ pub async fn register(
 /// The routes and registrations of `names` removed (every one: `all`); the router exits with the
 /// last.
 pub async fn remove_routes(head: &dyn Node, names: &[String], all: bool) -> Result<RouterState> {
-    let update = RouterUpdate {
-        add: None,
-        register: None,
-        remove: names.to_vec(),
-        remove_all: all,
-        listen: None,
-        api_key: None,
-    };
+    let update = RouterUpdate { remove: names.to_vec(), remove_all: all, ..Default::default() };
     head.call(update).await
 }
 

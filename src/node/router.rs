@@ -117,7 +117,7 @@ pub async fn router_scrape(settings: &Settings, _ask: &RouterScrape) -> Result<R
 /// A change of the routes: a service added or registered to start on demand (the router started
 /// for it when none runs), services removed, their registrations with them (the router exits
 /// with the last route and registration).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RouterUpdate {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub add: Option<Route>,

@@ -75,14 +75,7 @@ mod tests {
     use crate::router::keys::digest_hex;
 
     fn entry(name: &str) -> KeyEntry {
-        KeyEntry {
-            name: name.into(),
-            sha256: digest_hex(name.as_bytes()),
-            models: vec!["coder".into()],
-            rpm: Some(6),
-            tpm: None,
-            created: "2026-11-28T10:00:00Z".into(),
-        }
+        KeyEntry { models: vec!["coder".into()], rpm: Some(6), ..crate::router::keys::entry(name) }
     }
 
     #[tokio::test]

@@ -140,12 +140,9 @@ mod tests {
 
     fn user(name: &str, key: &str, models: &[&str]) -> KeyEntry {
         KeyEntry {
-            name: name.into(),
             sha256: digest_hex(key.as_bytes()),
             models: models.iter().map(|m| m.to_string()).collect(),
-            rpm: None,
-            tpm: None,
-            created: String::new(),
+            ..crate::router::keys::entry(name)
         }
     }
 

@@ -11,6 +11,8 @@
 //! a service serves while its route is in the table; a stop takes its route out of the table and
 //! the routes file first (so nothing sends it more, and the watch, seeing it registered without
 //! a route, knows it was stopped on purpose), waits for the requests under way, then stops it.
+//! A start that failed answers the requests for it with its reason for [`FAILED_HOLD`], then the
+//! next request tries again.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -34,6 +36,9 @@ pub const STATES: [&str; 4] = ["serving", "starting", "stopping", "stopped"];
 const IDLE_LOOK: Duration = Duration::from_secs(1);
 /// Between two looks at the requests under way of a service being stopped.
 const DRAIN_LOOK: Duration = Duration::from_millis(100);
+/// How long a failed start's reason answers the requests for it before one starts it again: a
+/// model that cannot start is not launched again for every request.
+const FAILED_HOLD: Duration = Duration::from_secs(10);
 
 /// What starts and stops services on their nodes.
 #[async_trait]
@@ -66,6 +71,8 @@ struct Entry {
     last_used: Instant,
     /// Its requests under way.
     in_flight: usize,
+    /// Its last start failed, when and why.
+    failed: Option<(Instant, Arc<str>)>,
 }
 
 /// Every service registered to start on demand, and what the router is doing with each.
@@ -101,7 +108,12 @@ impl Demand {
         entries.retain(|name, _| registered.iter().any(|r| &r.name == name));
         for each in registered {
             match entries.get_mut(&each.name) {
-                Some(entry) => entry.registered = each.clone(),
+                Some(entry) if entry.registered != *each => {
+                    // Registered again, otherwise: a start tries it afresh.
+                    entry.registered = each.clone();
+                    entry.failed = None;
+                }
+                Some(_) => {}
                 None => {
                     let entry = Entry {
                         registered: each.clone(),
@@ -159,12 +171,16 @@ impl Demand {
         self.entries().get(name).map_or(0, |entry| entry.in_flight)
     }
 
-    /// `name`'s start ended: settled, just used when it serves now.
-    fn settle(&self, name: &str, used: bool) {
+    /// `name`'s start ended: settled, just used when it serves now, its failure kept when not.
+    fn settle(&self, name: &str, outcome: &std::result::Result<Upstream, Arc<str>>) {
         if let Some(entry) = self.entries().get_mut(name) {
             entry.phase = Phase::Settled;
-            if used {
-                entry.last_used = Instant::now();
+            match outcome {
+                Ok(_) => {
+                    entry.last_used = Instant::now();
+                    entry.failed = None;
+                }
+                Err(why) => entry.failed = Some((Instant::now(), why.clone())),
             }
         }
     }
@@ -208,6 +224,9 @@ pub async fn serving(shared: &Arc<Shared>, name: &str) -> std::result::Result<Up
                 if let Some(upstream) = shared.table.snapshot().get(name) {
                     return Ok(upstream.clone());
                 }
+                if let Some((_, why)) = entry.failed.as_ref().filter(|(at, _)| at.elapsed() < FAILED_HOLD) {
+                    return Err(NotServing::Failed(why.clone()));
+                }
                 let start = begin_start(shared.clone(), name.to_string());
                 entry.phase = Phase::Starting(start.clone());
                 (start, wait)
@@ -232,7 +251,7 @@ pub async fn serving(shared: &Arc<Shared>, name: &str) -> std::result::Result<Up
 fn begin_start(shared: Arc<Shared>, name: String) -> Start {
     let task = tokio::spawn(async move {
         let outcome = make_room_and_start(&shared, &name).await;
-        shared.demand.settle(&name, outcome.is_ok());
+        shared.demand.settle(&name, &outcome);
         if let Err(why) = &outcome {
             shared.reporter.warning(&format!("router: {why}"));
         }

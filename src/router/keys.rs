@@ -125,20 +125,22 @@ pub fn check_name(name: &str) -> Result<()> {
     Ok(())
 }
 
+/// A unit test's key `name`, its value its name, every model, no rates.
+#[cfg(test)]
+pub(crate) fn entry(name: &str) -> KeyEntry {
+    KeyEntry {
+        name: name.into(),
+        sha256: digest_hex(name.as_bytes()),
+        models: Vec::new(),
+        rpm: None,
+        tpm: None,
+        created: "2026-11-28T10:00:00Z".into(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn entry(name: &str) -> KeyEntry {
-        KeyEntry {
-            name: name.into(),
-            sha256: digest_hex(name.as_bytes()),
-            models: Vec::new(),
-            rpm: None,
-            tpm: None,
-            created: "2026-11-28T10:00:00Z".into(),
-        }
-    }
 
     #[test]
     fn keys_are_added_once_by_name_and_removed() {

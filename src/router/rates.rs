@@ -117,7 +117,7 @@ mod tests {
     use super::*;
 
     fn key(rpm: Option<u64>, tpm: Option<u64>) -> KeyEntry {
-        KeyEntry { name: "alice".into(), sha256: String::new(), models: Vec::new(), rpm, tpm, created: String::new() }
+        KeyEntry { rpm, tpm, ..crate::router::keys::entry("alice") }
     }
 
     #[test]

@@ -109,17 +109,8 @@ pub fn key(values: &[&str]) -> Vec<String> {
 /// remark is on an engine's own colon name (kept as their dashboards know them), llama.cpp's among
 /// them (so the lint did run), never on one of ours.
 pub fn promtool_remarks_only_the_engines_colon_names(text: &str) {
-    let mut promtool = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("promtool (Debian's prometheus package; scripts/test-deps.sh lists it)");
-    promtool.stdin.take().expect("promtool's stdin").write_all(text.as_bytes()).expect("to promtool");
-    let output = promtool.wait_with_output().expect("promtool's verdict");
-    let said = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
-    assert!(matches!(output.status.code(), Some(0 | 3)), "promtool failed ({}):\n{said}\n{text}", output.status);
+    let (status, said) = promtool_check(text);
+    assert!(matches!(status.code(), Some(0 | 3)), "promtool failed ({status}):\n{said}\n{text}");
     let remarked: Vec<&str> = said.lines().filter(|line| !line.trim().is_empty()).collect();
     assert!(remarked.iter().any(|line| line.starts_with("llamacpp:")), "promtool said nothing of llama.cpp's:\n{said}");
     for line in remarked {
@@ -130,6 +121,12 @@ pub fn promtool_remarks_only_the_engines_colon_names(text: &str) {
 
 /// `promtool check metrics` on an exposition of ours alone: not one remark.
 pub fn promtool_passes(text: &str) {
+    let (status, said) = promtool_check(text);
+    assert!(status.success() && said.trim().is_empty(), "promtool ({status}):\n{said}\n{text}");
+}
+
+/// `promtool check metrics` on `text`: how it exited, and what it said.
+fn promtool_check(text: &str) -> (std::process::ExitStatus, String) {
     let mut promtool = Command::new("promtool")
         .args(["check", "metrics"])
         .stdin(Stdio::piped())
@@ -140,7 +137,7 @@ pub fn promtool_passes(text: &str) {
     promtool.stdin.take().expect("promtool's stdin").write_all(text.as_bytes()).expect("to promtool");
     let output = promtool.wait_with_output().expect("promtool's verdict");
     let said = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
-    assert!(output.status.success() && said.trim().is_empty(), "promtool ({}):\n{said}\n{text}", output.status);
+    (output.status, said)
 }
 
 /// The value of the sample `name` whose labels include `labels`, in an exposition (the crate's
