@@ -468,6 +468,35 @@ mod tests {
     }
 
     #[test]
+    fn a_service_on_demand_without_its_route_was_stopped_on_purpose() {
+        let stopped = OnDemandState {
+            name: "chat".into(),
+            engine: "llama.cpp".into(),
+            model: "/m/chat.gguf".into(),
+            nodes: vec!["node1".into()],
+            idle_seconds: None,
+            state: "stopped".into(),
+            planned_bytes: vec![1],
+        };
+        let route = Route {
+            name: "coder".into(),
+            upstream: "192.168.2.1:8001".parse().unwrap(),
+            engine: "llama.cpp".into(),
+            model: "/m/coder.gguf".into(),
+            nodes: vec!["node1".into()],
+            since: String::new(),
+        };
+        let coder = OnDemandState { name: "coder".into(), ..stopped.clone() };
+        let state = RouterState { routes: vec![route], on_demand: vec![stopped, coder], ..RouterState::default() };
+        assert!(state.stopped_on_demand("chat"), "registered, no route");
+        assert!(!state.stopped_on_demand("coder"), "registered and routed: it serves");
+        assert!(!state.stopped_on_demand("other"), "not on demand: the watch's to relaunch");
+        assert_eq!(on_demand_state("starting (on demand)"), Some("starting"));
+        assert_eq!(on_demand_state("stopped (starts on a request)"), Some("stopped"));
+        assert_eq!(on_demand_state("connect failed: refused"), None);
+    }
+
+    #[test]
     fn only_a_live_router_of_ours_counts_as_running() {
         assert!(!is_router(std::process::id()), "this test is no router");
         assert!(!is_router(u32::MAX - 1));

@@ -264,6 +264,13 @@ fn more_models_than_memory_start_on_demand_behind_the_router_with_keys_per_user(
     launched_otherwise_never_stopped(&bed, &beta_model);
     idle_stops_and_the_watch_leaves_it(&bed, &beta_model);
 
+    // What the router said of its starts and stops (for the figures below).
+    let log = cluster.node(1).serving_dir().join("../router/router.log");
+    let log = std::fs::read_to_string(&log).unwrap_or_else(|e| format!("{}: {e}", log.display()));
+    for line in log.lines().filter(|line| line.starts_with("router: ")) {
+        eprintln!("router.log: {line}");
+    }
+
     // `cluster stop alpha` unregisters it: a 404 from then on; the last one takes the router along.
     let stopped = cluster_command(cluster, &["stop", "alpha"]);
     assert!(stopped.status.success(), "{}", stderr(&stopped));
