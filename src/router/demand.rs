@@ -120,6 +120,7 @@ impl Demand {
                         phase: Phase::Settled,
                         last_used: Instant::now(),
                         in_flight: 0,
+                        failed: None,
                     };
                     entries.insert(each.name.clone(), entry);
                 }

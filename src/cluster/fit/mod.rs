@@ -10,6 +10,7 @@ mod request;
 use futures_util::future::join_all;
 
 use crate::error::{Error, MultiError, Result};
+use crate::host::gpu::GpuFacts;
 use crate::model::shape::ask::ShapeAsk;
 use crate::model::shape::Sizing;
 use crate::node::call::{Detect, Exec};
@@ -48,7 +49,8 @@ pub async fn fit_model(nodes: &[&dyn Node], request: &FitRequest) -> Result<FitR
     for (node, detect) in nodes.iter().zip(detects) {
         match detect.and_then(|detect| {
             transport.get_or_insert(detect.transport.clone());
-            NodeMemory::of(node.name(), &detect.gpu, request.reserve_gib)
+            let in_use = detect.gpu.gtt_used_bytes.filter(|_| request.count_in_use);
+            NodeMemory::of(node.name(), &GpuFacts { gtt_used_bytes: in_use, ..detect.gpu }, request.reserve_gib)
         }) {
             Ok(found) => memory.push(found),
             Err(error) => problems.push(node.name(), error),

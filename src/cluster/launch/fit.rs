@@ -61,6 +61,7 @@ pub(super) async fn plan_first(nodes: &[&dyn Node], request: &LaunchRequest) -> 
         hub_env: request.hub_env.clone(),
         // A dry run starts no toolbox to ask it which GPUs its server sees.
         ask_devices: !request.dry_run,
+        count_in_use: request.on_demand.is_none(),
     };
     let report = match fit_model(nodes, &asked).await {
         Ok(report) => report,
