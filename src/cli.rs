@@ -495,10 +495,55 @@ pub enum ClusterCommand {
     /// (`strix_node_up`/`strix_engine_up` 0, `strix_scrape_error` with why). Printed once, or
     /// served with --listen.
     Metrics(ClusterMetricsArgs),
+    /// Keys per user at the cluster's endpoint: each with the models it may use and its requests
+    /// and tokens a minute. The router answers 401 to no key or an unknown one, 403 to a model
+    /// the key may not use, 429 (with Retry-After) past its rates; a change counts from the next
+    /// second, without a restart. The endpoint's own key (--api-key-file) keeps every model.
+    #[command(subcommand)]
+    Keys(KeysCommand),
     /// A live view of the cluster, refreshed every --interval: per node its GPU memory, busy share,
     /// power, temperature and RDMA link bytes per second; per service its tokens per second,
     /// requests running and waiting, and KV cache in use. Ctrl-C ends it.
     Top(TopArgs),
+}
+
+/// `cluster keys`.
+#[derive(Debug, Clone, Subcommand)]
+pub enum KeysCommand {
+    /// Make a key named NAME and print it, once: only its SHA-256 is kept, on the cluster's head.
+    Add(KeysAddArgs),
+    /// Every key by name, with its models and rates (never a key).
+    List,
+    /// Remove the key NAME: refused from the next second on.
+    Rm(KeysRmArgs),
+}
+
+/// `cluster keys add NAME`.
+#[derive(Debug, Clone, Args)]
+pub struct KeysAddArgs {
+    /// Its name (letters, digits, `.`, `_`, `-`): in `keys list`, the router's metrics and refusals.
+    #[arg(value_name = "NAME")]
+    pub name: String,
+
+    /// The services it may use, by name [default: every one].
+    #[arg(long, value_name = "A,B,...", value_delimiter = ',')]
+    pub models: Vec<String>,
+
+    /// Requests a minute it may send [default: no limit].
+    #[arg(long, value_name = "N", value_parser = bounded::<u64>(1, u32::MAX as u64))]
+    pub rpm: Option<u64>,
+
+    /// Tokens a minute its answers may count (the engines' usage, prompt and completion) [default:
+    /// no limit].
+    #[arg(long, value_name = "N", value_parser = bounded::<u64>(1, u64::MAX >> 1))]
+    pub tpm: Option<u64>,
+}
+
+/// `cluster keys rm NAME`.
+#[derive(Debug, Clone, Args)]
+pub struct KeysRmArgs {
+    #[arg(value_name = "NAME")]
+    pub name: String,
 }
 
 /// `cluster watch`: what to watch, how often and how patiently, and what to do at the end.
@@ -907,6 +952,24 @@ pub struct LaunchArgs {
     /// the GPU's memory (vLLM: every block of it) [default: 0].
     #[arg(long, value_name = "GIB", default_value_t = 0, value_parser = bounded::<u64>(0, MAX_RESERVE_GIB))]
     pub keep_free: u64,
+
+    /// Register it to start on demand instead of starting it now: planned (refused at once when
+    /// it can never fit its nodes) and registered with the router, which starts it when a request
+    /// names it, first stopping the services started on demand that idle longest on its nodes
+    /// when they cannot hold it beside what runs there (by the plan's figures; a service launched
+    /// without --on-demand is never stopped for one), and stops it after --idle without a request.
+    #[arg(long)]
+    pub on_demand: bool,
+
+    /// With --on-demand: stop it after this long without a request (90s, 10m, 1h) [default: only
+    /// when another needs its room].
+    #[arg(long, value_name = "DURATION", requires = "on_demand")]
+    pub idle: Option<String>,
+
+    /// With --on-demand: how long a request waits for its start before a 503 (the start goes on;
+    /// a request after it finds it starting or serving) [default: 5m].
+    #[arg(long, value_name = "DURATION", requires = "on_demand")]
+    pub wait: Option<String>,
 
     /// More arguments for the engine's server (`vllm serve`, `llama-server`).
     #[arg(last = true, value_name = "ENGINE ARGS")]

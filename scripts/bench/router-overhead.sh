@@ -3,7 +3,9 @@
 # bench` (streamed completions, exact token counts, TTFT and output tokens/s as `vllm bench serve`
 # reports them) against a real llama.cpp `llama-server` on loopback: straight to the engine, and
 # through the router as a cluster's head runs it (`strix-toolbox router`, the hidden command a
-# launch starts, its routes file in a private state directory). The two alternate round by round,
+# launch starts, its routes file in a private state directory), with a key per user checked on
+# every request (the router's keys file, the key's rates checked and its tokens counted: set
+# BENCH_KEYS=0 for none). The two alternate round by round,
 # which goes first alternating too, so drift in the machine's load falls on both alike; each
 # figure is the median over the rounds. The issue's goals: TTFT p50 no more than 1 ms higher,
 # output tokens/s at least 0.98 of direct, at every concurrency level; the script exits 1 when one
@@ -65,23 +67,40 @@ cat >"$state/strix-toolbox/router/routes.json" <<EOF
 {"routes": [{"name": "tiny", "upstream": "127.0.0.1:$port", "engine": "llama.cpp", "model": "$model",
   "nodes": ["this machine"], "since": "$(date -u +%Y-%m-%dT%H:%M:%SZ)"}]}
 EOF
+# A key per user, as `cluster keys add bench --models tiny --rpm … --tpm …` keeps it (its hash),
+# with rates no run reaches: checked and counted on every request, never refused.
+router_key=''
+if [[ ${BENCH_KEYS:-1} != 0 ]]; then
+  router_key=sk-strix-$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
+  digest=$(printf '%s' "$router_key" | sha256sum | cut -d' ' -f1)
+  (umask 077 && cat >"$state/strix-toolbox/router/keys.json" <<EOF
+{"keys": [{"name": "bench", "sha256": "$digest", "models": ["tiny"], "rpm": 1000000, "tpm": 1000000000,
+  "created": "$(date -u +%Y-%m-%dT%H:%M:%SZ)"}]}
+EOF
+  )
+fi
 router_port=$(free_port)
 taskset -c 1 "$strix" router --listen "127.0.0.1:$router_port" --dir "$state/strix-toolbox/router" \
   >"$work/router.log" 2>&1 &
 router_pid=$!
 wait_for "http://127.0.0.1:$router_port/health/tiny" || { echo "router-overhead: the router did not start" >&2; cat "$work/router.log" >&2; exit 1; }
 
-# `strix-toolbox bench` against one endpoint; its report in $2. Results go to a store of its own.
+# `strix-toolbox bench` against one endpoint (with key $3, if any); its report in $2. Results go
+# to a store of its own.
 bench() {
-  XDG_STATE_HOME=$work/bench taskset -c 1 "$strix" --json bench --endpoint "$1" --server llama.cpp \
+  STRIX_API_KEY=${3:-} XDG_STATE_HOME=$work/bench taskset -c 1 "$strix" --json bench --endpoint "$1" \
+    --server llama.cpp \
     --gguf "$model" --served-model tiny --concurrency "$concurrency" --requests "$requests" \
     --input-len "$input_len" --output-len "$output_len" >"$2"
 }
 for round in $(seq 1 "$rounds"); do
   if (( round % 2 )); then order="direct router"; else order="router direct"; fi
   for side in $order; do
-    if [[ $side == direct ]]; then url="http://127.0.0.1:$port/v1"; else url="http://127.0.0.1:$router_port/v1"; fi
-    bench "$url" "$work/$side-$round.json"
+    if [[ $side == direct ]]; then
+      bench "http://127.0.0.1:$port/v1" "$work/$side-$round.json"
+    else
+      bench "http://127.0.0.1:$router_port/v1" "$work/$side-$round.json" "$router_key"
+    fi
   done
 done
 

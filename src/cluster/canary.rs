@@ -532,6 +532,7 @@ pub(crate) fn relaunch(record: &ServingRecord, canary: &LaunchRequest, nodes: &[
         keep_free_gib: record.keep_free_gib,
         // The weights and the image it served, whatever the caches and the toolbox hold now.
         pinned: Some(Pinned::of(record)),
+        on_demand: None,
         ..canary.clone()
     }
 }

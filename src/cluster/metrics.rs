@@ -1,7 +1,9 @@
 //! The cluster's metrics, read once: every node's telemetry (GPU memory, busy share, power,
 //! temperature, RDMA port counters, from its host tree) and every service's engine `/metrics`,
 //! each scraped by the node that runs its server ([`Telemetry`]), relabelled with its `node`,
-//! `service` and `model`, merged into one family per name. What could not be read is said, never
+//! `service` and `model`, and the router's own (its keys' requests and tokens, its starts on
+//! demand: [`RouterScrape`] on the cluster's head, relabelled with its `node`), merged into one
+//! family per name. What could not be read is said, never
 //! left a silent hole: `strix_node_up` and `strix_engine_up` are 0 for it and
 //! `strix_scrape_error` names why (a comment line too, in [`ClusterReading::exposition`]). The
 //! engines' API key is the scrapes' bearer only: no family, label or comment holds it.
@@ -16,6 +18,7 @@ use futures_util::future::join_all;
 use crate::metrics::{
     merge, parse, relabel, render, telemetry_families, Family, Merged, MetricType, NodeReading, ENGINE_LIMITS,
 };
+use crate::node::router::{RouterExposition, RouterScrape};
 use crate::node::telemetry::{EngineScrape, Telemetry, TelemetryReport};
 use crate::node::{Node, NodeCalls};
 use crate::secret::Secret;
@@ -49,6 +52,16 @@ impl Default for MetricsAsk {
 pub struct ClusterReading {
     /// In the cluster's order: the connected nodes, then those that could not be connected.
     pub nodes: Vec<NodeSeen>,
+    /// The router's own metrics, as the first node that answered (the cluster's head, when it
+    /// did) scraped them; None: not asked.
+    pub router: Option<RouterSeen>,
+}
+
+/// The router's metrics as its node scraped them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RouterSeen {
+    pub node: String,
+    pub exposition: RouterExposition,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -78,6 +91,15 @@ pub async fn read_cluster(cluster: &[&dyn Node], unreachable: &[(String, String)
         probe: ask.probe.clone(),
     };
     let limit = ask.scrape_limit.saturating_add(ANSWER_SLACK);
+    let router = async {
+        let head = cluster.first()?;
+        let exposition = match tokio::time::timeout(limit, head.call(RouterScrape {})).await {
+            Ok(Ok(exposition)) => exposition,
+            Ok(Err(error)) => RouterExposition::Failed(error.to_string()),
+            Err(_) => RouterExposition::Failed(format!("it did not answer within {}s", limit.as_secs())),
+        };
+        Some(RouterSeen { node: head.name().to_string(), exposition })
+    };
     let answers = join_all(cluster.iter().map(|node| {
         let call = call.clone();
         async move {
@@ -88,11 +110,11 @@ pub async fn read_cluster(cluster: &[&dyn Node], unreachable: &[(String, String)
             };
             NodeSeen { node: node.name().to_string(), answer }
         }
-    }))
-    .await;
+    }));
+    let (answers, router) = futures_util::join!(answers, router);
     let mut nodes = answers;
     nodes.extend(unreachable.iter().map(|(node, why)| NodeSeen { node: node.clone(), answer: Err(why.clone()) }));
-    ClusterReading { nodes }
+    ClusterReading { nodes, router }
 }
 
 impl ClusterReading {
@@ -153,6 +175,13 @@ impl ClusterReading {
                 }
             }
         }
+        if let Some(RouterSeen { node, exposition: RouterExposition::Metrics(text) }) = &self.router {
+            // The router's own names are ours (`strix_router_…`): its node says where it runs.
+            if let Ok(mut families) = parse(text, &ENGINE_LIMITS) {
+                relabel(&mut families, &[("node", node.as_str())]);
+                engines.push(families);
+            }
+        }
         let ours: Vec<Family> = [engine_up, errors].into_iter().filter(|f| !f.samples.is_empty()).collect();
         merge([telemetry_families(&readings), ours].into_iter().chain(engines).chain([also]))
     }
@@ -178,6 +207,9 @@ impl ClusterReading {
                     }
                 }
             }
+        }
+        if let Some(RouterSeen { node, exposition: RouterExposition::Failed(why) }) = &self.router {
+            text.push_str(&comment(&format!("the router on {node}: no metrics: {why}")));
         }
         for why in &merged.left_out {
             text.push_str(&comment(&format!("left out: {why}")));
@@ -232,6 +264,14 @@ mod tests {
                 },
                 NodeSeen { node: "node2".into(), answer: Err("ssh: Connection refused\nagain".into()) },
             ],
+            router: Some(RouterSeen {
+                node: "node1".into(),
+                exposition: RouterExposition::Metrics(
+                    "# HELP strix_router_starts_total s\n# TYPE strix_router_starts_total counter\n\
+                     strix_router_starts_total{service=\"tiny\"} 1\n"
+                        .into(),
+                ),
+            }),
         }
     }
 
@@ -257,6 +297,11 @@ mod tests {
         );
         let port = &find("strix_rdma_port_transmit_bytes_total").samples[0];
         assert_eq!((port.label("node"), port.value), (Some("node1"), 4000.0));
+        let started = &find("strix_router_starts_total").samples[0];
+        assert_eq!(
+            (started.label("service"), started.label("node"), started.value),
+            (Some("tiny"), Some("node1"), 1.0)
+        );
     }
 
     #[tokio::test]

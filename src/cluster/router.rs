@@ -8,7 +8,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use crate::error::Result;
 use crate::node::router::{RouterLook, RouterState, RouterUpdate};
 use crate::node::{Node, NodeCalls};
-use crate::router::routes::{Route, RouterProcess};
+use crate::router::routes::{Registered, Route, RouterProcess};
 use crate::secret::Secret;
 use crate::serving::record::ServingRecord;
 
@@ -46,19 +46,32 @@ pub async fn add_route(
     listen: SocketAddr,
     api_key: Option<&Secret>,
 ) -> Result<RouterState> {
+    let update =
+        RouterUpdate { add: Some(route), listen: Some(listen), api_key: api_key.cloned(), ..Default::default() };
+    head.call(update).await
+}
+
+/// `registered` on the router (started on `listen` with `api_key` when none runs): it starts the
+/// service when a request names it.
+pub async fn register(
+    head: &dyn Node,
+    registered: Registered,
+    listen: SocketAddr,
+    api_key: Option<&Secret>,
+) -> Result<RouterState> {
     let update = RouterUpdate {
-        add: Some(route),
-        remove: Vec::new(),
-        remove_all: false,
+        register: Some(registered),
         listen: Some(listen),
         api_key: api_key.cloned(),
+        ..Default::default()
     };
     head.call(update).await
 }
 
-/// The routes of `names` removed (every route: `all`); the router exits with the last.
+/// The routes and registrations of `names` removed (every one: `all`); the router exits with the
+/// last.
 pub async fn remove_routes(head: &dyn Node, names: &[String], all: bool) -> Result<RouterState> {
-    let update = RouterUpdate { add: None, remove: names.to_vec(), remove_all: all, listen: None, api_key: None };
+    let update = RouterUpdate { remove: names.to_vec(), remove_all: all, ..Default::default() };
     head.call(update).await
 }
 

@@ -1,6 +1,7 @@
 //! `cluster top`'s frame: the cluster's families ([`super::metrics`]) as a line per node (GPU
-//! memory in use and in all, busy share, power, temperature, the RDMA ports' bytes per second)
-//! and a line per service (tokens per second, requests running and waiting, KV cache in use).
+//! memory in use and in all, busy share, power, temperature, the RDMA ports' bytes per second),
+//! a line per service (tokens per second, requests running and waiting, KV cache in use), and
+//! each service registered to start on demand with the state the router says it is in.
 //! Rates take two readings: a counter's rise between them over the seconds between them, summed
 //! over its series; a series that fell restarted from zero (its engine or node restarted), so its
 //! rise is its value now, as Prometheus's `rate()` counts it; a series only one reading has gives
@@ -41,6 +42,17 @@ pub struct TopFrame {
     pub rate_seconds: Option<f64>,
     pub nodes: Vec<NodeLine>,
     pub services: Vec<ServiceLine>,
+    /// The services registered to start on demand, by name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub on_demand: Vec<OnDemandLine>,
+}
+
+/// A service registered to start on demand, and its state (`serving`, `starting`, `stopping`,
+/// `stopped`), as the router's `strix_router_service_state` says.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OnDemandLine {
+    pub service: String,
+    pub state: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -129,7 +141,13 @@ pub fn frame(previous: Option<&Reading>, current: &Reading) -> TopFrame {
             })
         })
         .collect();
-    TopFrame { rate_seconds: seconds, nodes, services }
+    let on_demand = samples(now, "strix_router_service_state")
+        .filter(|sample| sample.value == 1.0)
+        .filter_map(|sample| {
+            Some(OnDemandLine { service: sample.label("service")?.into(), state: sample.label("state")?.into() })
+        })
+        .collect();
+    TopFrame { rate_seconds: seconds, nodes, services, on_demand }
 }
 
 /// The samples named `name`.
@@ -244,6 +262,21 @@ mod tests {
         // A clock that did not move gives no rate rather than a division by zero.
         let same = Reading { at_seconds: 0.0, families: families(1.0, 1.0) };
         assert_eq!(frame(Some(&before), &same).rate_seconds, None);
+    }
+
+    #[test]
+    fn services_on_demand_are_shown_in_the_state_the_router_says() {
+        let mut state = Family::new("strix_router_service_state", MetricType::Gauge, "");
+        for (service, now) in [("coder", "serving"), ("chat", "stopped")] {
+            for each in ["serving", "starting", "stopping", "stopped"] {
+                state.push(&[("node", "node1"), ("service", service), ("state", each)], f64::from(each == now));
+            }
+        }
+        let mut families = families(1.0, 1.0);
+        families.push(state);
+        let frame = frame(None, &Reading { at_seconds: 0.0, families });
+        let shown: Vec<(&str, &str)> = frame.on_demand.iter().map(|l| (l.service.as_str(), l.state.as_str())).collect();
+        assert_eq!(shown, [("coder", "serving"), ("chat", "stopped")]);
     }
 
     #[test]

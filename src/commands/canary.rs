@@ -51,6 +51,7 @@ pub async fn run(
         extra: Vec::new(),
         recipes: None,
         pinned: None,
+        on_demand: None,
         env: BTreeMap::new(),
         hf_token: super::secrets::hf_token(None)?,
         api_key: super::secrets::api_key(None)?,

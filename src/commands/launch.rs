@@ -7,23 +7,58 @@ use std::time::Duration;
 use super::measured::render_measured;
 use super::secrets::{api_key, hf_token};
 use crate::cli::LaunchArgs;
-use crate::cluster::launch::{launch, LaunchReport, LaunchRequest};
-use crate::error::Result;
+use crate::cluster::launch::{launch, LaunchReport, LaunchRequest, OnDemandAsk};
+use crate::error::{Error, Result};
 use crate::model::hub_env::forwarded_hub_env;
-use crate::node::ssh::shell_quote;
+use crate::node::ssh::{shell_quote, SshOptions};
 use crate::node::Node;
 use crate::output::{Output, Render, Style};
 use crate::reporter::Bytes;
 use crate::serving::engine::EngineRef;
 use crate::serving::service_name::ServiceName;
 use crate::spec::parse_env;
+use crate::watch::{format_duration, parse_duration};
 
 /// Launch on `nodes` and render the report; the exit code. `recipes`: where the models' recipes
-/// are kept (a cluster's launch serves by them; None: none is looked for).
-pub async fn run(args: &LaunchArgs, nodes: &[&dyn Node], recipes: Option<PathBuf>, out: &Output) -> Result<i32> {
-    let request = LaunchRequest { recipes, ..request(args)? };
+/// are kept (a cluster's launch serves by them; None: none is looked for); `ssh`: how the
+/// cluster's nodes are reached (a service started on demand is reached so from the head).
+pub async fn run(
+    args: &LaunchArgs,
+    nodes: &[&dyn Node],
+    recipes: Option<PathBuf>,
+    ssh: Option<&SshOptions>,
+    out: &Output,
+) -> Result<i32> {
+    let request = LaunchRequest { recipes, on_demand: on_demand(args, ssh)?, ..request(args)? };
     out.report(&launch(nodes, &request, out.reporter().as_ref()).await?);
     Ok(0)
+}
+
+/// How long a request waits for a start on demand unless `--wait` says.
+const DEFAULT_WAIT: Duration = Duration::from_secs(300);
+
+/// What `--on-demand` asks, when given.
+fn on_demand(args: &LaunchArgs, ssh: Option<&SshOptions>) -> Result<Option<OnDemandAsk>> {
+    if !args.on_demand {
+        return Ok(None);
+    }
+    let wait = args.wait.as_deref().map(|wait| parse_duration("--wait", wait)).transpose()?.unwrap_or(DEFAULT_WAIT);
+    if wait.is_zero() {
+        return Err(Error::Usage("--wait 0: a request must wait for its start a moment at least (30s, 5m)".into()));
+    }
+    Ok(Some(OnDemandAsk {
+        idle: args
+            .idle
+            .as_deref()
+            .map(|idle| parse_duration("--idle", idle))
+            .transpose()?
+            .filter(|idle| !idle.is_zero()),
+        wait,
+        ssh_config: ssh
+            .and_then(|ssh| ssh.config_file.as_ref())
+            .map(|file| std::path::absolute(file).unwrap_or(file.clone())),
+        connect_timeout: ssh.map_or(Duration::from_secs(10), |ssh| ssh.connect_timeout),
+    }))
 }
 
 fn request(args: &LaunchArgs) -> Result<LaunchRequest> {
@@ -59,6 +94,7 @@ fn request(args: &LaunchArgs) -> Result<LaunchRequest> {
         keep_free_gib: args.keep_free,
         recipes: None,
         pinned: None,
+        on_demand: None,
     })
 }
 
@@ -90,6 +126,28 @@ impl Render for LaunchReport {
             }
             self.render_plan(out);
             out.line(&format!("{} would answer at {} (its engine at {})", self.service, self.endpoint, self.upstream));
+            return;
+        }
+        if let Some(registered) = &self.on_demand {
+            let idle = registered.idle_seconds.map_or("only for another's room".to_string(), |idle| {
+                format!("after {} without a request", format_duration(Duration::from_secs(idle)))
+            });
+            out.line(&format!(
+                "{} {} registered on demand at {}: it starts when a request names it (on {}; a request waits up to \
+                 {} for it), and stops {idle}",
+                out.paint("✓", Style::Ok),
+                self.service,
+                self.endpoint,
+                self.on.join(", "),
+                format_duration(Duration::from_secs(registered.wait_seconds)),
+            ));
+            for (node, planned) in self.on.iter().zip(&registered.planned_bytes) {
+                if let Some(bytes) = planned {
+                    out.line(&format!("  {node}: {} of its GPU memory while it serves", Bytes(*bytes)));
+                }
+            }
+            self.render_plan(out);
+            out.line(&format!("  try: {}", self.curl_example()));
             return;
         }
         if let Some(pull) = self.hub_model.as_ref().and_then(|model| model.pulled.as_ref()) {

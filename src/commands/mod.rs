@@ -96,7 +96,7 @@ pub fn run(command: Command, settings: &Settings, out: &Output) -> Result<i32> {
                     Command::Launch(args) if !args.on.is_empty() => Err(Error::Usage(
                         "--on names nodes of a cluster: `strix-toolbox cluster launch MODEL --on NODE,…`".into(),
                     )),
-                    Command::Launch(args) => launch::run(&args, &[&LocalNode::new(settings)], None, out).await,
+                    Command::Launch(args) => launch::run(&args, &[&LocalNode::new(settings)], None, None, out).await,
                     Command::Stop(args) => {
                         let node = LocalNode::new(settings);
                         stop::run(&stop::target(&args)?, &[&node], Some(&node), Vec::new(), out).await

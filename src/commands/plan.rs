@@ -55,6 +55,7 @@ pub(super) fn request(args: &PlanArgs) -> Result<FitRequest> {
         hf_token: hf_token(args.hf_token_file.as_deref())?,
         hub_env: forwarded_hub_env(std::env::vars()),
         ask_devices: true,
+        count_in_use: true,
     })
 }
 

@@ -1,15 +1,25 @@
 //! `strix-toolbox router --listen ADDRESS:PORT --dir DIR` (hidden): the cluster's endpoint on the
-//! cluster's head, as a launch starts it (see `router::daemon`), its routes and key in DIR (the
-//! launch's own: this process may not see the node as it does, under another `--host-root`).
-//! Its lines go to its log (`DIR/router.log`).
+//! cluster's head, as a launch starts it (see `router::daemon`), its routes, keys and key in DIR
+//! (the launch's own: this process may not see the node as it does, under another `--host-root`).
+//! The services registered to start on demand it starts and stops with the cluster's launch and
+//! stop, run from here (`cluster::on_demand`), with this node's own Hub token and settings, if
+//! any. Its lines go to its log (`DIR/router.log`).
 
+use std::sync::Arc;
+
+use super::secrets::hf_token;
 use crate::cli::RouterArgs;
+use crate::cluster::on_demand::starter::ClusterStarter;
 use crate::error::Result;
+use crate::model::hub_env::forwarded_hub_env;
 use crate::router::daemon::serve;
 use crate::router::routes::RouterFiles;
 use crate::settings::Settings;
 
 pub async fn run(args: &RouterArgs, settings: &Settings) -> Result<i32> {
-    serve(&RouterFiles::in_dir(&args.dir), args.listen, settings.reporter.clone()).await?;
+    let files = RouterFiles::in_dir(&args.dir);
+    let starter =
+        ClusterStarter::new(settings.clone(), files.clone(), hf_token(None)?, forwarded_hub_env(std::env::vars()));
+    serve(&files, args.listen, settings.reporter.clone(), Some(Arc::new(starter))).await?;
     Ok(0)
 }

@@ -71,8 +71,14 @@ impl Family {
 
     /// Add a sample named as the family, with these labels.
     pub fn push(&mut self, labels: &[(&str, &str)], value: f64) {
+        self.push_named("", labels, value);
+    }
+
+    /// Add a sample named as the family with `suffix` (a histogram's `_bucket`, `_sum` or
+    /// `_count`), with these labels.
+    pub fn push_named(&mut self, suffix: &str, labels: &[(&str, &str)], value: f64) {
         let labels = labels.iter().map(|(name, value)| (name.to_string(), value.to_string())).collect();
-        self.samples.push(Sample { name: self.name.clone(), labels, value, timestamp_ms: None });
+        self.samples.push(Sample { name: format!("{}{suffix}", self.name), labels, value, timestamp_ms: None });
     }
 
     /// Whether a sample called `name` belongs to this family (its name, or it with one of its

@@ -178,6 +178,8 @@ pub async fn dispatch(settings: &Settings, call: NodeCall) -> Result<serde_json:
         NodeCall::GateAsk(c) => reply(&c, bench::node::gate_ask(&c).await),
         NodeCall::RouterLook(c) => reply(&c, super::router::router_look(settings, &c).await),
         NodeCall::RouterUpdate(c) => reply(&c, super::router::router_update(settings, &c).await),
+        NodeCall::RouterKeys(c) => reply(&c, super::router_keys::router_keys(settings, &c).await),
+        NodeCall::RouterScrape(c) => reply(&c, super::router::router_scrape(settings, &c).await),
         NodeCall::Telemetry(c) => reply(&c, super::telemetry::telemetry(settings, &c).await),
     }
 }

@@ -18,7 +18,8 @@ use crate::model::list::{ModelCacheReport, ModelList};
 use crate::model::serve::{ModelServe, ModelServeStop, ModelServeStopped, ModelServing};
 use crate::model::shape::ask::ShapeAsk;
 use crate::model::shape::source::ShapeRead;
-use crate::node::router::{RouterLook, RouterState, RouterUpdate};
+use crate::node::router::{RouterExposition, RouterLook, RouterScrape, RouterState, RouterUpdate};
+use crate::node::router_keys::{KeysReport, RouterKeys};
 use crate::node::telemetry::{Telemetry, TelemetryReport};
 use crate::ops::detect::DetectReport;
 use crate::ops::doctor::DoctorReport;
@@ -149,8 +150,13 @@ node_calls! {
     GateAsk(GateAsk) -> GateRun;
     /// What the cluster's router serves (asked on the cluster's head).
     RouterLook(RouterLook) -> RouterState;
-    /// A service's route added (the router started when none runs) or routes removed.
+    /// A service's route added or registered to start on demand (the router started when none
+    /// runs), or routes and registrations removed.
     RouterUpdate(RouterUpdate) -> RouterState;
+    /// The router's keys per user: listed, one added (by its digest) or removed.
+    RouterKeys(RouterKeys) -> KeysReport;
+    /// The router's own metrics, scraped on its node (the cluster's head).
+    RouterScrape(RouterScrape) -> RouterExposition;
     /// The node's boot id, its GPU and RDMA telemetry from its host tree, and the engines it
     /// serves scraped (and probed, for `cluster watch`) from the node (`cluster metrics`, `cluster
     /// top`, each look of `cluster watch`).
@@ -439,12 +445,36 @@ mod tests {
                     nodes: vec!["node3".into()],
                     since: "2026-11-24T10:00:00Z".into(),
                 }),
+                register: Some(crate::router::routes::Registered {
+                    name: "chat".into(),
+                    engine: "llama.cpp".into(),
+                    model: "/models/chat.gguf".into(),
+                    nodes: vec!["node1".into()],
+                    room: vec![Some(crate::serving::room::Room { planned: 1 << 30, usable: 32 << 30 })],
+                    idle_seconds: Some(600),
+                    wait_seconds: 300,
+                    since: "2026-11-24T10:00:00Z".into(),
+                    launch: serde_json::json!({"model": "/models/chat.gguf"}),
+                }),
                 remove: vec!["old".into()],
                 remove_all: false,
                 listen: Some("0.0.0.0:8000".parse().unwrap()),
                 api_key: Some(Secret::new("sk-endpoint".into())),
             }
             .into(),
+            RouterKeys {
+                add: Some(crate::router::keys::KeyEntry {
+                    name: "alice".into(),
+                    sha256: "ab".repeat(32),
+                    models: vec!["chat".into()],
+                    rpm: Some(60),
+                    tpm: Some(100_000),
+                    created: "2026-11-28T10:00:00Z".into(),
+                }),
+                remove: Some("bob".into()),
+            }
+            .into(),
+            RouterScrape {}.into(),
             ShapeAsk {
                 source: crate::model::source::ModelSource::HubGguf {
                     repo: RepoId::parse("unsloth/Qwen3-235B-A22B-GGUF").unwrap(),
@@ -507,8 +537,10 @@ mod tests {
             NodeCall::SpreadSign(_) => 33,
             NodeCall::RouterLook(_) => 34,
             NodeCall::RouterUpdate(_) => 35,
-            NodeCall::ShapeRead(_) => 36,
-            NodeCall::Telemetry(_) => 37,
+            NodeCall::RouterKeys(_) => 36,
+            NodeCall::RouterScrape(_) => 37,
+            NodeCall::ShapeRead(_) => 38,
+            NodeCall::Telemetry(_) => 39,
         }
     }
 
@@ -608,8 +640,29 @@ mod tests {
             api_key: true,
             key_matches: false,
             health: [("Qwen/Qwen3-32B".to_string(), "ok".to_string())].into(),
+            on_demand: vec![crate::node::router::OnDemandState {
+                name: "chat".into(),
+                engine: "llama.cpp".into(),
+                model: "/models/chat.gguf".into(),
+                nodes: vec!["node1".into()],
+                idle_seconds: Some(600),
+                state: "stopped".into(),
+                planned_bytes: vec![1 << 30],
+            }],
         };
         round_trip(&RouterLook { api_key: None, health: true }, state);
+        let keys = KeysReport {
+            keys: vec![crate::node::router_keys::KeyShown {
+                name: "alice".into(),
+                models: vec!["chat".into()],
+                rpm: Some(60),
+                tpm: None,
+                created: "2026-11-28T10:00:00Z".into(),
+            }],
+            file: "/home/u/.local/state/strix-toolbox/router/keys.json".into(),
+        };
+        round_trip(&RouterKeys::default(), keys);
+        round_trip(&RouterScrape {}, RouterExposition::Metrics("strix_router_starts_total{service=\"a\"} 1\n".into()));
         let served = ModelServing {
             id: 1,
             address: "192.168.2.1:40123".parse().unwrap(),

@@ -19,8 +19,8 @@ impl LocalNode {
         LocalNode { name, settings: settings.clone() }
     }
 
-    /// A node of a unit test's in-process cluster, named `name`.
-    #[cfg(test)]
+    /// This machine under the name its cluster gives it (the router's starts on the cluster's
+    /// head; a unit test's in-process cluster).
     pub fn named(name: &str, settings: Settings) -> LocalNode {
         LocalNode { name: name.to_string(), settings }
     }

@@ -10,6 +10,7 @@ pub(crate) mod identity;
 pub(crate) mod local;
 pub(crate) mod remote;
 pub(crate) mod router;
+pub(crate) mod router_keys;
 pub mod ssh;
 pub(crate) mod ssh_mux;
 pub mod ssh_persist;

@@ -3,8 +3,8 @@
 //! started when it does not run (`strix-toolbox router`, a process of this binary on the host,
 //! detached, in a session of its own, its output in `router.log`, its pid in `router.json`), and
 //! the change proven from the router itself before the call returns (its `/health/NAME` routes a
-//! new service, answers 404 for a removed one; with the last route gone, it has exited). One
-//! change at a time: a lock beside the routes.
+//! new service or one registered to start on demand, answers 404 for a removed one; with the last
+//! route and registration gone, it has exited). One change at a time: a lock beside the routes.
 
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
-use crate::router::routes::{Route, RouterFiles, RouterProcess, Routes};
+use crate::router::routes::{Registered, Route, RouterFiles, RouterProcess, Routes};
 use crate::secret::Secret;
 use crate::serving::http::{get, HttpAnswer};
 use crate::serving::probe::last_line;
@@ -31,8 +31,6 @@ const CHANGE_LIMIT: Duration = Duration::from_secs(20);
 const EXIT_LIMIT: Duration = Duration::from_secs(20);
 /// Between two looks at the router while a change shows.
 const POLL: Duration = Duration::from_millis(100);
-/// How long a launch or stop waits for another's change of the routes.
-const LOCK_LIMIT: Duration = Duration::from_secs(120);
 /// Each request to the router from its own node.
 const ASK_LIMIT: Duration = Duration::from_secs(5);
 
@@ -61,14 +59,70 @@ pub struct RouterState {
     /// Each route's engine as the router reaches it: `ok`, or why not (asked only with `health`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub health: BTreeMap<String, String>,
+    /// The services registered to start on demand, each with its state.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub on_demand: Vec<OnDemandState>,
 }
 
-/// A change of the routes: a service added (the router started for it when none runs), services
-/// removed (the router exits with the last route).
+/// A service registered to start on demand, as the router's head sees it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OnDemandState {
+    pub name: String,
+    pub engine: String,
+    pub model: String,
+    /// Its nodes, its head first.
+    pub nodes: Vec<String>,
+    /// No request for this long: stopped (None: only for another's room).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_seconds: Option<u64>,
+    /// `serving`, `starting`, `stopping` or `stopped`: the router's word when it was asked
+    /// (`health`), else what the routes file says (routed: serving; else stopped).
+    pub state: String,
+    /// The GPU memory its plan puts on each of its nodes, in bytes, in the same order.
+    pub planned_bytes: Vec<u64>,
+}
+
+impl RouterState {
+    /// The service `name` is registered to start on demand and does not serve: the router
+    /// stopped it (or has not started it) on purpose.
+    pub fn stopped_on_demand(&self, name: &str) -> bool {
+        self.on_demand.iter().any(|s| s.name == name) && !self.routes.iter().any(|r| r.name == name)
+    }
+}
+
+/// The router's own metrics (`GET /metrics` on its node), for `cluster metrics`, `top` and the
+/// watch's `--metrics`: its exposition, or None when no router runs here.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RouterScrape {}
+
+/// What the router's `/metrics` said, or why it said nothing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RouterExposition {
+    /// No router runs on this node.
+    None,
+    Metrics(String),
+    Failed(String),
+}
+
+pub async fn router_scrape(settings: &Settings, _ask: &RouterScrape) -> Result<RouterExposition> {
+    let files = RouterFiles::of(&settings.paths)?;
+    let Some(process) = running(&files)? else { return Ok(RouterExposition::None) };
+    Ok(match get(local(process.listen), "/metrics", None, ASK_LIMIT).await {
+        HttpAnswer::Status(200, text) => RouterExposition::Metrics(text),
+        other => RouterExposition::Failed(format!("the router on {}: {other}", process.listen)),
+    })
+}
+
+/// A change of the routes: a service added or registered to start on demand (the router started
+/// for it when none runs), services removed, their registrations with them (the router exits
+/// with the last route and registration).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RouterUpdate {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub add: Option<Route>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub register: Option<Registered>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub remove: Vec<String>,
     /// Every route goes (`stop --all`).
@@ -87,48 +141,82 @@ pub async fn router_look(settings: &Settings, look: &RouterLook) -> Result<Route
     let files = RouterFiles::of(&settings.paths)?;
     let process = running(&files)?;
     let key = files.read_key()?.filter(|_| process.is_some());
+    let routes = files.read_routes()?;
+    let on_demand = routes
+        .on_demand
+        .iter()
+        .map(|registered| OnDemandState {
+            name: registered.name.clone(),
+            engine: registered.engine.clone(),
+            model: registered.model.clone(),
+            nodes: registered.nodes.clone(),
+            idle_seconds: registered.idle_seconds,
+            state: if routes.names().contains(&registered.name.as_str()) { "serving" } else { "stopped" }.into(),
+            planned_bytes: registered.room.iter().map(|room| room.map_or(0, |room| room.planned)).collect(),
+        })
+        .collect();
     let mut state = RouterState {
-        routes: files.read_routes()?.routes,
+        routes: routes.routes,
         api_key: key.is_some(),
         key_matches: same_key(key.as_ref(), look.api_key.as_ref()),
         health: BTreeMap::new(),
         process,
+        on_demand,
     };
     if let (true, Some(process)) = (look.health, &state.process) {
         state.health = match get(local(process.listen), "/health", None, ASK_LIMIT).await {
             HttpAnswer::Status(_, body) => each_health(&body),
             other => state.routes.iter().map(|route| (route.name.clone(), format!("the router: {other}"))).collect(),
         };
+        // The router's own word for those not serving (starting, stopping, stopped).
+        for service in &mut state.on_demand {
+            if let Some(said) = state.health.get(&service.name).and_then(|said| on_demand_state(said)) {
+                service.state = said.into();
+            }
+        }
     }
     Ok(state)
+}
+
+/// The state a service started on demand is in, from what the router's `/health` says of it.
+fn on_demand_state(said: &str) -> Option<&'static str> {
+    ["starting", "stopping", "stopped"].into_iter().find(|state| said.starts_with(&format!("{state} (")))
 }
 
 pub async fn router_update(settings: &Settings, update: &RouterUpdate) -> Result<RouterState> {
     let files = RouterFiles::of(&settings.paths)?;
     let process = running(&files)?;
-    if update.add.is_none() && process.is_none() && files.routes_bytes()?.is_none() {
+    let adds = update.added();
+    if adds.is_none() && process.is_none() && files.routes_bytes()?.is_none() {
         // Nothing was ever routed here: nothing to remove.
         return router_look(settings, &RouterLook::default()).await;
     }
-    files.make_dir()?;
-    let _lock = lock(&files).await?;
+    let _lock = files.lock().await?;
     let routes = files.read_routes()?;
     let process = running(&files)?;
-    if let (Some(process), Some(route)) = (&process, &update.add) {
-        refuse_another_router(&files, process, update, &route.name)?;
+    if let (Some(process), Some(name)) = (&process, adds) {
+        refuse_another_router(&files, process, update, name)?;
     }
-    let removed: Vec<String> =
-        if update.remove_all { routes.names().iter().map(|n| n.to_string()).collect() } else { update.remove.clone() };
+    let removed: Vec<String> = if update.remove_all {
+        let mut every: Vec<String> = routes.names().iter().map(|n| n.to_string()).collect();
+        every.extend(routes.on_demand.iter().map(|r| r.name.clone()));
+        every
+    } else {
+        update.remove.clone()
+    };
     let mut next = routes.without(&removed);
     if let Some(route) = &update.add {
         next = next.with(route.clone());
     }
+    if let Some(registered) = &update.register {
+        next = next.with_registered(registered.clone());
+    }
     if let Err(error) = change(&files, process, update, &removed, &next).await {
-        // A route the router did not take goes again (the launch then stops its service).
-        if let Some(route) = &update.add {
-            let back = next.without(std::slice::from_ref(&route.name));
+        // What the router did not take goes again (a launch then stops its service).
+        if let Some(name) = adds {
+            let back = next.without(&[name.to_string()]);
             files.write_routes(&back)?;
-            if back.routes.is_empty() {
+            if back.is_empty() {
                 if let Some(process) = running(&files)? {
                     wait_for_exit(&process).await;
                 }
@@ -150,14 +238,14 @@ async fn change(
     next: &Routes,
 ) -> Result<()> {
     files.write_routes(next)?;
-    if next.routes.is_empty() {
+    if next.is_empty() {
         if let Some(process) = &process {
             wait_for_exit(process).await;
         }
         return files.write_key(None);
     }
     // Removals alone need no router: with none running, the file is all there is to change.
-    let process = match (process, &update.add) {
+    let process = match (process, update.added()) {
         (Some(process), _) => process,
         (None, Some(_)) => start(files, update)?,
         (None, None) => return Ok(()),
@@ -165,10 +253,17 @@ async fn change(
     for name in removed {
         shows(files, &process, name, false).await?;
     }
-    if let Some(route) = &update.add {
-        shows(files, &process, &route.name, true).await?;
+    if let Some(name) = update.added() {
+        shows(files, &process, name, true).await?;
     }
     Ok(())
+}
+
+impl RouterUpdate {
+    /// The service this change routes or registers, if any.
+    fn added(&self) -> Option<&str> {
+        self.add.as_ref().map(|route| route.name.as_str()).or(self.register.as_ref().map(|r| r.name.as_str()))
+    }
 }
 
 /// A running router serves the endpoint as it was started: the same address and key.
@@ -349,31 +444,6 @@ fn each_health(body: &str) -> BTreeMap<String, String> {
         .collect()
 }
 
-/// The routes' lock, waited for (a launch or stop elsewhere changes them for seconds).
-async fn lock(files: &RouterFiles) -> Result<std::fs::File> {
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(files.lock_path())
-        .map_err(|error| Error::read(files.lock_path(), error))?;
-    let deadline = Instant::now() + LOCK_LIMIT;
-    loop {
-        match file.try_lock() {
-            Ok(()) => return Ok(file),
-            Err(std::fs::TryLockError::WouldBlock) if Instant::now() < deadline => tokio::time::sleep(POLL).await,
-            Err(std::fs::TryLockError::WouldBlock) => {
-                return Err(Error::toolbox(
-                    "router",
-                    format!("another launch or stop changed the router's routes for over {} s", LOCK_LIMIT.as_secs()),
-                    "try again once it ends",
-                ))
-            }
-            Err(std::fs::TryLockError::Error(error)) => return Err(Error::read(files.lock_path(), error)),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -395,6 +465,35 @@ mod tests {
         assert!(each_health("not json").is_empty());
         assert_eq!(local("0.0.0.0:8000".parse().unwrap()), "127.0.0.1:8000".parse().unwrap());
         assert_eq!(local("192.168.2.1:8000".parse().unwrap()), "192.168.2.1:8000".parse().unwrap());
+    }
+
+    #[test]
+    fn a_service_on_demand_without_its_route_was_stopped_on_purpose() {
+        let stopped = OnDemandState {
+            name: "chat".into(),
+            engine: "llama.cpp".into(),
+            model: "/m/chat.gguf".into(),
+            nodes: vec!["node1".into()],
+            idle_seconds: None,
+            state: "stopped".into(),
+            planned_bytes: vec![1],
+        };
+        let route = Route {
+            name: "coder".into(),
+            upstream: "192.168.2.1:8001".parse().unwrap(),
+            engine: "llama.cpp".into(),
+            model: "/m/coder.gguf".into(),
+            nodes: vec!["node1".into()],
+            since: String::new(),
+        };
+        let coder = OnDemandState { name: "coder".into(), ..stopped.clone() };
+        let state = RouterState { routes: vec![route], on_demand: vec![stopped, coder], ..RouterState::default() };
+        assert!(state.stopped_on_demand("chat"), "registered, no route");
+        assert!(!state.stopped_on_demand("coder"), "registered and routed: it serves");
+        assert!(!state.stopped_on_demand("other"), "not on demand: the watch's to relaunch");
+        assert_eq!(on_demand_state("starting (on demand)"), Some("starting"));
+        assert_eq!(on_demand_state("stopped (starts on a request)"), Some("stopped"));
+        assert_eq!(on_demand_state("connect failed: refused"), None);
     }
 
     #[test]

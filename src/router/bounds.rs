@@ -35,6 +35,9 @@ pub struct Bounds {
     pub max_probe_bytes: usize,
     /// How long `shutdown` lets answers under way finish before it cuts them.
     pub shutdown_grace: Duration,
+    /// How long a stop on demand (for another's room, or idle) lets the service's answers under
+    /// way finish before it stops the service anyway.
+    pub drain: Duration,
 }
 
 impl Default for Bounds {
@@ -52,6 +55,7 @@ impl Default for Bounds {
             probe: Duration::from_secs(5),
             max_probe_bytes: 1 << 20,
             shutdown_grace: Duration::from_secs(10),
+            drain: Duration::from_secs(120),
         }
     }
 }

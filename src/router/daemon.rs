@@ -1,8 +1,10 @@
 //! The router as the cluster's head runs it (`strix-toolbox router`, a detached process the
-//! launch starts): it serves the routes file's table with the key file's key, reads the routes
-//! file again every [`RELOAD_INTERVAL`] and serves a changed table from the next request on
-//! (streams under way keep their engine), and exits once no route is left, the file is gone, or
-//! SIGTERM or SIGINT came, letting the answers under way finish first.
+//! launch starts): it serves the routes file's table and registrations with the key file's key
+//! and the keys file's keys, reads both files again every [`RELOAD_INTERVAL`] and serves a change
+//! from the next request on (streams under way keep their engine), starts and stops the services
+//! registered to start on demand through its [`Starter`], and exits once no route and no
+//! registration is left, the file is gone, or SIGTERM or SIGINT came, letting the answers under
+//! way finish first.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -10,59 +12,81 @@ use std::time::Duration;
 
 use tokio::signal::unix::{signal, SignalKind};
 
+use super::demand::Starter;
 use super::routes::{parse_routes, RouterFiles, Routes};
-use super::Router;
+use super::{Router, Setup};
 use crate::error::{Error, Result};
 use crate::reporter::Reporter;
 
-/// How often the routes file is read for a change (a launch waits for its route at most about
-/// this long after writing it).
+/// How often the routes and keys files are read for a change (a launch waits for its route at
+/// most about this long after writing it; a key added or removed counts from then on).
 pub const RELOAD_INTERVAL: Duration = Duration::from_millis(500);
 
 /// Why the router stopped serving.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ended {
-    /// The last route went (or the routes file did).
+    /// The last route and registration went (or the routes file did).
     NoRoutes,
     /// SIGTERM or SIGINT.
     Signalled,
 }
 
-/// Serve `files`' routes on `listen` until one of the ends of [`Ended`].
-pub async fn serve(files: &RouterFiles, listen: SocketAddr, reporter: Arc<dyn Reporter>) -> Result<Ended> {
+/// Serve `files`' routes on `listen`, starting services on demand with `starter`, until one of
+/// the ends of [`Ended`].
+pub async fn serve(
+    files: &RouterFiles,
+    listen: SocketAddr,
+    reporter: Arc<dyn Reporter>,
+    starter: Option<Arc<dyn Starter>>,
+) -> Result<Ended> {
     let mut terminate = signal(SignalKind::terminate()).map_err(signal_error)?;
     let mut interrupt = signal(SignalKind::interrupt()).map_err(signal_error)?;
     let nothing = || reporter.line(&format!("no route in {}: nothing to serve", files.routes_path().display()));
-    let Some(mut seen) = files.routes_bytes()? else {
+    let Some(bytes) = files.routes_bytes()? else {
         nothing();
         return Ok(Ended::NoRoutes);
     };
-    let routes = parse_routes(&seen, &files.routes_path())?;
-    if routes.routes.is_empty() {
+    let routes = parse_routes(&bytes, &files.routes_path())?;
+    if routes.is_empty() {
         nothing();
         return Ok(Ended::NoRoutes);
     }
-    let router = Router::start(listen, routes.table(), files.read_key()?, reporter.clone()).await?;
+    let mut keys_seen = files.keys_bytes()?;
+    let setup = Setup {
+        table: routes.table(),
+        api_key: files.read_key()?,
+        keys: files.read_keys()?,
+        registered: routes.on_demand.clone(),
+        starter,
+        files: Some(files.clone()),
+        ..Setup::of(Default::default(), None, reporter.clone())
+    };
+    let router = Router::start_with(listen, setup).await?;
     reporter.line(&format!("serving {} at {}", said(&routes), router.address()));
+    let mut seen = Some(bytes);
     let ended = loop {
         tokio::select! {
             _ = tokio::time::sleep(RELOAD_INTERVAL) => {}
             _ = terminate.recv() => break Ended::Signalled,
             _ = interrupt.recv() => break Ended::Signalled,
         }
-        let Some(bytes) = files.routes_bytes()? else { break Ended::NoRoutes };
-        if bytes == seen {
-            continue;
-        }
-        seen = bytes;
-        match parse_routes(&seen, &files.routes_path()) {
-            Ok(routes) if routes.routes.is_empty() => break Ended::NoRoutes,
-            Ok(routes) => {
-                router.update(routes.table());
-                reporter.line(&format!("now serving {}", said(&routes)));
-            }
+        match router.reload(&mut seen).await {
+            Ok(Some(routes)) if routes.is_empty() => break Ended::NoRoutes,
+            Ok(Some(routes)) => reporter.line(&format!("now serving {}", said(&routes))),
+            Ok(None) => {}
             // A writer replaces the file whole: an unreadable one keeps the table as it was.
             Err(error) => reporter.warning(&format!("the routes did not change: {error}")),
+        }
+        let keys = files.keys_bytes()?;
+        if keys != keys_seen {
+            match files.read_keys() {
+                Ok(book) => {
+                    router.update_keys(&book);
+                    reporter.line(&format!("now taking {} key(s) per user", book.keys.len()));
+                }
+                Err(error) => reporter.warning(&format!("the keys did not change: {error}")),
+            }
+            keys_seen = keys;
         }
     };
     reporter.line(match ended {
@@ -74,7 +98,14 @@ pub async fn serve(files: &RouterFiles, listen: SocketAddr, reporter: Arc<dyn Re
 }
 
 fn said(routes: &Routes) -> String {
-    let each: Vec<String> = routes.routes.iter().map(|r| format!("{} → {}", r.name, r.upstream)).collect();
+    let mut each: Vec<String> = routes.routes.iter().map(|r| format!("{} → {}", r.name, r.upstream)).collect();
+    each.extend(
+        routes
+            .on_demand
+            .iter()
+            .filter(|r| !routes.names().contains(&r.name.as_str()))
+            .map(|r| format!("{} (on demand)", r.name)),
+    );
     each.join(", ")
 }
 
@@ -104,7 +135,7 @@ mod tests {
     async fn the_router_follows_its_routes_file_and_ends_with_the_last_route() {
         let dir = tempfile::tempdir().unwrap();
         let files = RouterFiles::in_dir(dir.path());
-        let nothing = serve(&files, "127.0.0.1:0".parse().unwrap(), Arc::new(crate::reporter::Silent)).await;
+        let nothing = serve(&files, "127.0.0.1:0".parse().unwrap(), Arc::new(crate::reporter::Silent), None).await;
         assert_eq!(nothing.unwrap(), Ended::NoRoutes, "no routes file: nothing to serve");
 
         // Engines that are not there: the router's own /health/NAME says which it routes.
@@ -115,7 +146,7 @@ mod tests {
         let recorded = Arc::new(crate::reporter::Recorder::default());
         let serving = tokio::spawn({
             let (files, recorded) = (files.clone(), recorded.clone());
-            async move { serve(&files, listen, recorded).await }
+            async move { serve(&files, listen, recorded, None).await }
         });
         let status = |name: &'static str| async move {
             let path = format!("/health/{name}");

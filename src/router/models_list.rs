@@ -1,20 +1,23 @@
 //! `GET /v1/models` through the router: one list of every service, each entry as its engine
 //! describes its model (vLLM's `max_model_len`, `root`; llama-server's `meta`), with the `id` the
-//! router routes by. An engine that did not answer still has its entry (the table says it is
-//! served; `/health/{model}` says how it is), with only OpenAI's four fields.
+//! router routes by and its state (`"status": {"value": "serving"}`; `starting`, `stopping` or
+//! `stopped` for one started on demand: the shape llama-server's own router mode gives its
+//! models' states, tools/server/server-models.cpp). An engine that did not answer, or a service
+//! that does not serve now, still has its entry, with OpenAI's four fields and its state.
 
 use serde_json::{json, Map, Value};
 
 /// What the router says for a service whose engine listed nothing it could read.
 const OWNED_BY: &str = "strix-toolbox";
 
-/// The merged list: `answers` are each service's name and its engine's `/v1/models` body, parsed,
-/// when it answered. An engine lists the model it serves first (vLLM lists LoRA adapters after
-/// it; the router routes by the service, not by adapter), so its first entry stands for it.
-pub fn merged_models(answers: &[(&str, Option<Value>)]) -> Value {
+/// The merged list: `answers` are each service's name, its engine's `/v1/models` body, parsed,
+/// when it answered, and its state. An engine lists the model it serves first (vLLM lists LoRA
+/// adapters after it; the router routes by the service, not by adapter), so its first entry
+/// stands for it.
+pub fn merged_models(answers: &[(&str, Option<Value>, &str)]) -> Value {
     let data: Vec<Value> = answers
         .iter()
-        .map(|(name, answer)| {
+        .map(|(name, answer, state)| {
             let first = answer.as_ref().and_then(|body| body.get("data")?.as_array()?.first()?.as_object().cloned());
             let mut entry = first.unwrap_or_else(|| {
                 let mut entry = Map::new();
@@ -24,6 +27,7 @@ pub fn merged_models(answers: &[(&str, Option<Value>)]) -> Value {
                 entry
             });
             entry.insert("id".into(), json!(name));
+            entry.insert("status".into(), json!({"value": state}));
             Value::Object(entry)
         })
         .collect();
@@ -43,13 +47,23 @@ mod tests {
         let llama = json!({"models": [{"name": "coder"}], "object": "list", "data": [
             {"id": "coder", "object": "model", "created": 18, "owned_by": "llamacpp", "meta": {"n_vocab": 32000}},
         ]});
-        let merged = merged_models(&[("qwen", Some(vllm)), ("coder", Some(llama)), ("down", None)]);
+        let merged = merged_models(&[
+            ("qwen", Some(vllm), "serving"),
+            ("coder", Some(llama), "serving"),
+            ("down", None, "serving"),
+            ("later", None, "stopped"),
+        ]);
+        let serving = json!({"value": "serving"});
         assert_eq!(
             merged,
             json!({"object": "list", "data": [
-                {"id": "qwen", "object": "model", "created": 17, "owned_by": "vllm", "max_model_len": 4096},
-                {"id": "coder", "object": "model", "created": 18, "owned_by": "llamacpp", "meta": {"n_vocab": 32000}},
-                {"id": "down", "object": "model", "created": 0, "owned_by": "strix-toolbox"},
+                {"id": "qwen", "object": "model", "created": 17, "owned_by": "vllm", "max_model_len": 4096,
+                 "status": serving},
+                {"id": "coder", "object": "model", "created": 18, "owned_by": "llamacpp", "meta": {"n_vocab": 32000},
+                 "status": serving},
+                {"id": "down", "object": "model", "created": 0, "owned_by": "strix-toolbox", "status": serving},
+                {"id": "later", "object": "model", "created": 0, "owned_by": "strix-toolbox",
+                 "status": {"value": "stopped"}},
             ]})
         );
     }
@@ -57,10 +71,10 @@ mod tests {
     #[test]
     fn an_answer_without_a_list_counts_as_none() {
         for odd in [json!({}), json!({"data": []}), json!({"data": "x"}), json!({"data": [7]}), json!([1])] {
-            let merged = merged_models(&[("m", Some(odd.clone()))]);
+            let merged = merged_models(&[("m", Some(odd.clone()), "starting")]);
             assert_eq!(
                 merged["data"][0],
-                json!({"id": "m", "object": "model", "created": 0, "owned_by": OWNED_BY}),
+                json!({"id": "m", "object": "model", "created": 0, "owned_by": OWNED_BY, "status": {"value": "starting"}}),
                 "{odd}"
             );
         }

@@ -10,7 +10,10 @@
 //! a numeric code and its 401 is a bare `{"error": "Unauthorized"}`; llama-server's 401 is
 //! `{"error": {"message": "Invalid API Key", "type": "authentication_error", "code": 401}}`
 //! (tools/server/server-http.cpp): clients read the status and `error.message`, which every shape
-//! has. No message carries a request's header or a key.
+//! has. A key that may not use the model is OpenAI's 403 for a project without access to it
+//! (`invalid_request_error`, `model_not_found`), a key past its rates OpenAI's 429
+//! (`rate_limit_exceeded`, its `type` the limit: `requests` or `tokens`) with `Retry-After`. No
+//! message carries a request's header or a key.
 
 use std::time::Duration;
 
@@ -27,9 +30,13 @@ pub struct ApiError {
     pub kind: &'static str,
     pub param: Option<&'static str>,
     pub code: Option<&'static str>,
+    /// Seconds after which the request may pass (`Retry-After`), when it may.
+    pub retry_after: Option<u64>,
 }
 
 const INVALID_REQUEST: &str = "invalid_request_error";
+/// What a client waiting for a start on demand is told to wait before it asks again.
+const RETRY_STARTING: u64 = 5;
 const SERVER_ERROR: &str = "server_error";
 
 impl ApiError {
@@ -45,6 +52,7 @@ impl ApiError {
             kind: INVALID_REQUEST,
             param: Some("model"),
             code: Some("model_not_found"),
+            retry_after: None,
         }
     }
 
@@ -56,6 +64,75 @@ impl ApiError {
             kind: INVALID_REQUEST,
             param: None,
             code: Some("invalid_api_key"),
+            retry_after: None,
+        }
+    }
+
+    /// The key `key` may not use `model`; `allowed`: what it may.
+    pub fn model_not_allowed(key: &str, model: &str, allowed: &[String]) -> ApiError {
+        let names: Vec<String> = allowed.iter().map(|name| format!("`{name}`")).collect();
+        ApiError {
+            status: StatusCode::FORBIDDEN,
+            message: format!(
+                "The key `{key}` does not have access to model `{model}`; it may use {}.",
+                names.join(", ")
+            ),
+            kind: INVALID_REQUEST,
+            param: Some("model"),
+            code: Some("model_not_found"),
+            retry_after: None,
+        }
+    }
+
+    /// The key `key` is past its rate of `what` (`requests` or `tokens`) a minute for `model`.
+    pub fn rate_limited(
+        key: &str,
+        model: &str,
+        what: &'static str,
+        limit: u64,
+        used: u64,
+        retry_after: u64,
+    ) -> ApiError {
+        let short = if what == "requests" { "RPM" } else { "TPM" };
+        ApiError {
+            status: StatusCode::TOO_MANY_REQUESTS,
+            message: format!(
+                "Rate limit reached for {model} with the key `{key}` on {what} per min ({short}): Limit {limit}, Used \
+                 {used}. Please try again in {retry_after}s."
+            ),
+            kind: what,
+            param: None,
+            code: Some("rate_limit_exceeded"),
+            retry_after: Some(retry_after),
+        }
+    }
+
+    /// `model`, started on demand, did not serve within `wait` (its start goes on).
+    pub fn still_starting(model: &str, wait: Duration) -> ApiError {
+        ApiError {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            message: format!(
+                "The model `{model}` is starting on demand and did not serve within {} s; its start goes on: retry \
+                 shortly.",
+                wait.as_secs()
+            ),
+            kind: SERVER_ERROR,
+            param: None,
+            code: Some("model_starting"),
+            retry_after: Some(RETRY_STARTING),
+        }
+    }
+
+    /// A model started on demand could not be started: why, as the router says it ("`m` could
+    /// not be started: …").
+    pub fn start_failed(why: &str) -> ApiError {
+        ApiError {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            message: format!("The model {why}"),
+            kind: SERVER_ERROR,
+            param: None,
+            code: Some("model_start_failed"),
+            retry_after: None,
         }
     }
 
@@ -67,6 +144,7 @@ impl ApiError {
             kind: INVALID_REQUEST,
             param: None,
             code: None,
+            retry_after: None,
         }
     }
 
@@ -78,6 +156,7 @@ impl ApiError {
             kind: INVALID_REQUEST,
             param: None,
             code: Some("invalid_json"),
+            retry_after: None,
         }
     }
 
@@ -88,6 +167,7 @@ impl ApiError {
             kind: INVALID_REQUEST,
             param: None,
             code: Some("request_too_large"),
+            retry_after: None,
         }
     }
 
@@ -99,6 +179,7 @@ impl ApiError {
             kind: INVALID_REQUEST,
             param: None,
             code: Some("request_incomplete"),
+            retry_after: None,
         }
     }
 
@@ -110,6 +191,7 @@ impl ApiError {
             kind: SERVER_ERROR,
             param: None,
             code: Some("service_unreachable"),
+            retry_after: None,
         }
     }
 
@@ -121,6 +203,7 @@ impl ApiError {
             kind: SERVER_ERROR,
             param: None,
             code: Some("service_timeout"),
+            retry_after: None,
         }
     }
 
@@ -132,6 +215,7 @@ impl ApiError {
             kind: SERVER_ERROR,
             param: None,
             code: Some("too_many_connections"),
+            retry_after: None,
         }
     }
 

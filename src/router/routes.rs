@@ -1,27 +1,39 @@
 //! What the router of a cluster serves, kept on the cluster's head under its state directory
 //! (`$XDG_STATE_HOME/strix-toolbox/router/`): `routes.json`, every service that serves (its name,
 //! where its engine answers, the engine, the model, its nodes, since when), written by the launch
-//! once the service is proven and by the stop; `api-key` (0600), the endpoint's key, the router's
-//! alone; `router.json`, the running router's pid and address; `router.log`, what it said.
+//! once the service is proven and by the stop, and every service registered to start on demand
+//! ([`Registered`]); `api-key` (0600), the endpoint's key, the router's alone; `keys.json`
+//! (0600), the keys per user by their hashes ([`super::keys`]); `router.json`, the running
+//! router's pid and address; `router.log`, what it said. One change at a time: a lock beside them.
 //!
 //! ```json
 //! {"routes": [{"name": "coder", "upstream": "192.168.2.3:8001", "engine": "llama.cpp",
-//!   "model": "/models/coder.gguf", "nodes": ["node3"], "since": "2026-11-24T10:00:00Z"}]}
+//!   "model": "/models/coder.gguf", "nodes": ["node3"], "since": "2026-11-24T10:00:00Z"}],
+//!  "on_demand": [{"name": "coder", "engine": "llama.cpp", "model": "/models/coder.gguf",
+//!   "nodes": ["node3"], "room": [{"planned": 1073741824, "usable": 34359738368}],
+//!   "idle_seconds": 600, "wait_seconds": 300, "since": "2026-11-24T10:00:00Z", "launch": {…}}]}
 //! ```
 
 use std::io::Read;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use super::keys::KeyBook;
 use super::table::{RoutingTable, Upstream};
 use crate::error::{Error, Result};
 use crate::paths::Paths;
 use crate::secret::Secret;
+use crate::serving::room::Room;
 
-/// The largest routes or key file read (a route is a few hundred bytes).
+/// The largest routes, keys or key file read (a route is a few hundred bytes).
 const MAX_FILE_BYTES: u64 = 1 << 20;
+/// How long a change of the routes waits for another's (a launch or stop changes them for seconds).
+const LOCK_LIMIT: Duration = Duration::from_secs(120);
+/// Between two tries of the lock.
+const LOCK_POLL: Duration = Duration::from_millis(100);
 
 /// One service the router sends requests to.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -39,10 +51,54 @@ pub struct Route {
     pub since: String,
 }
 
+/// A service registered to start on demand (`cluster launch --on-demand`): the router starts it
+/// when a request names it, stops it after `idle_seconds` without one, or for another's room.
+/// While it serves it has its [`Route`] too; stopped, only this.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Registered {
+    /// The service's name: what clients send as `model`.
+    pub name: String,
+    /// The engine, as records name it.
+    pub engine: String,
+    pub model: String,
+    /// Its nodes, the service's head first.
+    pub nodes: Vec<String>,
+    /// Per node, in the same order: what the plan puts there and what the node has for serving
+    /// (None: nothing; a head whose server has no GPU of its own).
+    pub room: Vec<Option<Room>>,
+    /// No request for this long: stopped (None: it stops only for another's room).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_seconds: Option<u64>,
+    /// How long a request waits for its start before a 503 (the start goes on).
+    pub wait_seconds: u64,
+    /// When it was registered (RFC 3339).
+    pub since: String,
+    /// What a start launches, as the cluster's launch reads it; the router keeps it as it came.
+    pub launch: serde_json::Value,
+}
+
+impl Registered {
+    /// Its nodes where its plan puts something, each with its room there.
+    pub fn needs(&self) -> Vec<(String, Room)> {
+        self.nodes.iter().zip(&self.room).filter_map(|(node, room)| Some((node.clone(), (*room)?))).collect()
+    }
+
+    pub fn idle(&self) -> Option<Duration> {
+        self.idle_seconds.map(Duration::from_secs)
+    }
+
+    pub fn wait(&self) -> Duration {
+        Duration::from_secs(self.wait_seconds)
+    }
+}
+
 /// The routes file.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Routes {
     pub routes: Vec<Route>,
+    /// The services registered to start on demand, serving or not.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub on_demand: Vec<Registered>,
 }
 
 impl Routes {
@@ -60,14 +116,39 @@ impl Routes {
         self
     }
 
-    /// Without the routes named in `names`.
-    pub fn without(mut self, names: &[String]) -> Routes {
-        self.routes.retain(|r| !names.contains(&r.name));
+    /// `registered` in place of any registration of the same name.
+    pub fn with_registered(mut self, registered: Registered) -> Routes {
+        self.on_demand.retain(|r| r.name != registered.name);
+        self.on_demand.push(registered);
+        self.on_demand.sort_by(|a, b| a.name.cmp(&b.name));
         self
     }
 
+    /// Without the services named in `names`: their routes and their registrations.
+    pub fn without(mut self, names: &[String]) -> Routes {
+        self.routes.retain(|r| !names.contains(&r.name));
+        self.on_demand.retain(|r| !names.contains(&r.name));
+        self
+    }
+
+    /// Without `name`'s route, registered still (the router stopped it: it starts on demand).
+    pub fn without_route(mut self, name: &str) -> Routes {
+        self.routes.retain(|r| r.name != name);
+        self
+    }
+
+    /// The names of the services that serve.
     pub fn names(&self) -> Vec<&str> {
         self.routes.iter().map(|route| route.name.as_str()).collect()
+    }
+
+    pub fn registered(&self, name: &str) -> Option<&Registered> {
+        self.on_demand.iter().find(|r| r.name == name)
+    }
+
+    /// Nothing serves and nothing is registered: the router has nothing to do.
+    pub fn is_empty(&self) -> bool {
+        self.routes.is_empty() && self.on_demand.is_empty()
     }
 }
 
@@ -110,6 +191,11 @@ impl RouterFiles {
         self.dir.join("api-key")
     }
 
+    /// The keys per user, by their hashes.
+    pub fn keys_path(&self) -> PathBuf {
+        self.dir.join("keys.json")
+    }
+
     pub fn process_path(&self) -> PathBuf {
         self.dir.join("router.json")
     }
@@ -146,6 +232,67 @@ impl RouterFiles {
         let text = serde_json::to_string_pretty(routes)
             .map_err(|e| Error::Internal(format!("cannot encode the routes: {e}")))?;
         self.write_file(&self.routes_path(), text.as_bytes())
+    }
+
+    /// The keys file's bytes as they are now; None when there is none.
+    pub fn keys_bytes(&self) -> Result<Option<Vec<u8>>> {
+        read_bounded(&self.keys_path())
+    }
+
+    /// The keys per user (none when there is no keys file).
+    pub fn read_keys(&self) -> Result<KeyBook> {
+        match self.keys_bytes()? {
+            Some(bytes) => KeyBook::parse(&bytes, &self.keys_path()),
+            None => Ok(KeyBook::default()),
+        }
+    }
+
+    /// Write the keys atomically, 0600.
+    pub fn write_keys(&self, keys: &KeyBook) -> Result<()> {
+        let text =
+            serde_json::to_string_pretty(keys).map_err(|e| Error::Internal(format!("cannot encode the keys: {e}")))?;
+        self.write_file(&self.keys_path(), text.as_bytes())
+    }
+
+    /// The lock one change of the routes or keys holds, waited for (another launch or stop
+    /// changes them for seconds); released when dropped.
+    pub async fn lock(&self) -> Result<std::fs::File> {
+        self.make_dir()?;
+        let path = self.lock_path();
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|error| Error::read(path.clone(), error))?;
+        let deadline = Instant::now() + LOCK_LIMIT;
+        loop {
+            match file.try_lock() {
+                Ok(()) => return Ok(file),
+                Err(std::fs::TryLockError::WouldBlock) if Instant::now() < deadline => {
+                    tokio::time::sleep(LOCK_POLL).await
+                }
+                Err(std::fs::TryLockError::WouldBlock) => {
+                    return Err(Error::toolbox(
+                        "router",
+                        format!(
+                            "another launch or stop changed the router's routes for over {} s",
+                            LOCK_LIMIT.as_secs()
+                        ),
+                        "try again once it ends",
+                    ))
+                }
+                Err(std::fs::TryLockError::Error(error)) => return Err(Error::read(path, error)),
+            }
+        }
+    }
+
+    /// The routes changed by `change`, under the lock, written whole: what they are now.
+    pub async fn change_routes(&self, change: impl FnOnce(Routes) -> Routes) -> Result<Routes> {
+        let _lock = self.lock().await?;
+        let next = change(self.read_routes()?);
+        self.write_routes(&next)?;
+        Ok(next)
     }
 
     /// The endpoint's key, if the router wants one.

@@ -84,22 +84,32 @@ impl<Name: Into<String>> FromIterator<(Name, Upstream)> for RoutingTable {
 }
 
 /// The table the running router reads: each request takes a snapshot, `update` replaces it.
+/// Who changes it from what it read (the routes file, a start or stop on demand) holds
+/// [`LiveTable::writing`] meanwhile, so a table read from an older file never undoes a newer change.
 #[derive(Debug)]
-pub(crate) struct LiveTable(RwLock<Arc<RoutingTable>>);
+pub(crate) struct LiveTable {
+    table: RwLock<Arc<RoutingTable>>,
+    writing: tokio::sync::Mutex<()>,
+}
 
 impl LiveTable {
     pub fn new(table: RoutingTable) -> LiveTable {
-        LiveTable(RwLock::new(Arc::new(table)))
+        LiveTable { table: RwLock::new(Arc::new(table)), writing: tokio::sync::Mutex::new(()) }
     }
 
     /// The table as it is now. A writer that panicked cannot have left half a table (the swap is
     /// one assignment), so a poisoned lock is read as it stands.
     pub fn snapshot(&self) -> Arc<RoutingTable> {
-        self.0.read().unwrap_or_else(|poisoned| poisoned.into_inner()).clone()
+        self.table.read().unwrap_or_else(|poisoned| poisoned.into_inner()).clone()
     }
 
     pub fn replace(&self, table: RoutingTable) {
-        *self.0.write().unwrap_or_else(|poisoned| poisoned.into_inner()) = Arc::new(table);
+        *self.table.write().unwrap_or_else(|poisoned| poisoned.into_inner()) = Arc::new(table);
+    }
+
+    /// One change at a time: held from the read a change is made of to its `replace`.
+    pub async fn writing(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        self.writing.lock().await
     }
 }
 

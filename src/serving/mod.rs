@@ -26,6 +26,7 @@ pub(crate) mod ray;
 pub(crate) mod rccl_log;
 pub(crate) mod reach;
 pub(crate) mod record;
+pub(crate) mod room;
 pub(crate) mod service_name;
 pub(crate) mod state;
 pub(crate) mod stop;

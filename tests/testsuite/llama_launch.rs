@@ -89,19 +89,19 @@ fn llama_cluster() -> LlamaBed {
 }
 
 /// `model` copied into node `index`'s home as `models/NAME`: its path as the toolbox sees it.
-fn model_on(cluster: &TestCluster, index: usize, name: &str, model: TinyLlama) -> String {
+pub(crate) fn model_on(cluster: &TestCluster, index: usize, name: &str, model: TinyLlama) -> String {
     let path = cluster.node(index).home.join("models").join(name);
     std::fs::create_dir_all(path.parent().expect("a directory")).expect("mkdir models");
     std::fs::copy(model.gguf(), &path).expect("the model on the node");
     path.display().to_string()
 }
 
-fn strix_cluster(cluster: &TestCluster, args: &[&str]) -> Output {
+pub(crate) fn strix_cluster(cluster: &TestCluster, args: &[&str]) -> Output {
     strix_cluster_of(cluster, &cluster.nodes_arg(), args)
 }
 
 /// `strix-toolbox --json cluster --nodes NODES … ARGS`.
-fn strix_cluster_of(cluster: &TestCluster, nodes: &str, args: &[&str]) -> Output {
+pub(crate) fn strix_cluster_of(cluster: &TestCluster, nodes: &str, args: &[&str]) -> Output {
     let config = cluster.ssh_config();
     let mut argv = vec!["--json", "cluster"];
     argv.extend(["--ssh-config", config.to_str().expect("utf-8"), "--nodes", nodes, "--connect-timeout", "3"]);
@@ -124,7 +124,7 @@ fn launch_with(bed: &LlamaBed, model: &str, port: &str, options: &[&str]) -> Out
 }
 
 /// What runs in node `index`'s toolbox, by process name (zombies excluded).
-fn running_in_toolbox(cluster: &TestCluster, index: usize) -> Vec<String> {
+pub(crate) fn running_in_toolbox(cluster: &TestCluster, index: usize) -> Vec<String> {
     cluster.node(index).podman().processes_in("llama")
 }
 
@@ -165,7 +165,7 @@ fn greedy_through(cluster: &TestCluster, port: &str, model: &str) -> Completion 
 
 /// The endpoint as this test reaches it: the router listens on every address of the cluster's
 /// head, its management address among them.
-fn router_address(cluster: &TestCluster, port: &str) -> SocketAddr {
+pub(crate) fn router_address(cluster: &TestCluster, port: &str) -> SocketAddr {
     SocketAddr::V4(SocketAddrV4::new(cluster.node(1).mgmt_address, port.parse().expect("a port")))
 }
 

@@ -201,5 +201,6 @@ pub(crate) fn llama_launch(model: &str) -> LaunchRequest {
         keep_free_gib: 0,
         recipes: None,
         pinned: None,
+        on_demand: None,
     }
 }

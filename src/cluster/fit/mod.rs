@@ -16,6 +16,7 @@ mod request;
 use futures_util::future::join_all;
 
 use crate::error::{Error, MultiError, Result};
+use crate::host::gpu::GpuFacts;
 use crate::labels;
 use crate::model::shape::ask::ShapeAsk;
 use crate::model::shape::Sizing;
@@ -86,7 +87,9 @@ pub async fn fit_model(nodes: &[&dyn Node], request: &FitRequest) -> std::result
     for (node, detect) in nodes.iter().zip(detects) {
         match detect.and_then(|detect| {
             transport.get_or_insert(detect.transport.clone());
-            NodeMemory::of(node.name(), &detect.gpu, request.reserve_gib, request.keep_free_gib)
+            let in_use = detect.gpu.gtt_used_bytes.filter(|_| request.count_in_use);
+            let gpu = GpuFacts { gtt_used_bytes: in_use, ..detect.gpu };
+            NodeMemory::of(node.name(), &gpu, request.reserve_gib, request.keep_free_gib)
         }) {
             Ok(found) => memory.push(found),
             Err(error) => problems.push(node.name(), error),

@@ -37,6 +37,10 @@ pub struct FitRequest {
     pub hub_env: BTreeMap<String, String>,
     /// Ask the head's toolbox which GPUs its server sees (it starts the toolbox when stopped).
     pub ask_devices: bool,
+    /// Count the GTT in use now against what the nodes have (a launch); false: plan each node as
+    /// if nothing held its GTT (a service registered on demand, for which what runs there now
+    /// may be stopped: refused only when it could never fit).
+    pub count_in_use: bool,
 }
 
 /// A plan as the operator reads it.

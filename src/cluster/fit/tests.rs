@@ -49,6 +49,7 @@ fn request(engine: crate::serving::engine::EngineRef, model: &Path) -> FitReques
         hf_token: None,
         hub_env: Default::default(),
         ask_devices: true,
+        count_in_use: true,
     }
 }
 

@@ -8,21 +8,8 @@ use super::request::LaunchRequest;
 use crate::error::{Error, MultiError, Result};
 use crate::node::Node;
 use crate::reporter::Bytes;
+use crate::serving::room::{fits_beside, Room};
 use crate::serving::state::ServeCheckReport;
-
-/// What the model-aware plan says of one node for this launch: the GPU memory the new service
-/// takes there, and what the node has for serving in all.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct NodeMemory {
-    pub planned: u64,
-    pub usable: u64,
-}
-
-/// Whether `planned` fits on a node beside `held` (each other service's recorded figure): the
-/// one place the plan's figure is compared.
-pub fn fits_beside(memory: NodeMemory, held: &[u64]) -> bool {
-    held.iter().try_fold(memory.planned, |sum, bytes| sum.checked_add(*bytes)).is_some_and(|sum| sum <= memory.usable)
-}
 
 /// Refuse the launch on a node of the service (`on`, indices into `cluster`) where another
 /// service runs, unless the plan's figures (`memory`, per service node; None without one) say it
@@ -32,7 +19,7 @@ pub(super) fn refuse_beside(
     on: &[usize],
     request: &LaunchRequest,
     checks: &[ServeCheckReport],
-    memory: &[Option<NodeMemory>],
+    memory: &[Option<Room>],
 ) -> Result<()> {
     let name = request.service.as_str();
     let mut problems = MultiError::new("nothing was started");
@@ -83,19 +70,5 @@ pub(super) fn refuse_beside(
         Ok(())
     } else {
         Err(problems.into())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_service_fits_when_every_figure_adds_up_to_what_the_node_has() {
-        let memory = NodeMemory { planned: 40 << 30, usable: 100 << 30 };
-        assert!(fits_beside(memory, &[]));
-        assert!(fits_beside(memory, &[60 << 30]));
-        assert!(!fits_beside(memory, &[60 << 30, 1]));
-        assert!(!fits_beside(NodeMemory { planned: u64::MAX, usable: u64::MAX }, &[1]), "no overflow");
     }
 }

@@ -47,11 +47,11 @@ pub(super) async fn check_every_node(
             let role = backends[0].role_of(rank);
             ask = ServeCheck {
                 toolbox: Some(request.toolbox.clone()),
-                start: !request.dry_run,
+                start: !request.only_looks(),
                 programs,
                 paths: engine.model_paths(&request.source, role)?,
                 flags: if rank == 0 { engine.image_question(backends) } else { None },
-                sha256_of: engine.identity_file(&request.source, role).filter(|_| !request.dry_run),
+                sha256_of: engine.identity_file(&request.source, role).filter(|_| !request.only_looks()),
                 free_ports: vec![ENGINE_PORTS_FROM, engine.node_port()],
                 ..ask
             };

@@ -10,7 +10,6 @@
 //! What the plan chose reaches the launch: the split, the engine's flags (the operator's own
 //! win), and what each node holds, for its record and for another service onto it.
 
-use super::beside;
 use super::pinned::pinned_commit;
 use super::request::LaunchRequest;
 use crate::cluster::fit::{fit_model, FitRequest, NoPlan};
@@ -20,6 +19,7 @@ use crate::serving::fit::memory::DEFAULT_RESERVE_GIB;
 use crate::serving::fit::{Plan, Planned};
 use crate::serving::parallelism::Parallelism;
 use crate::serving::plan::flag_value;
+use crate::serving::room::Room;
 
 /// What the plan gives the launch.
 #[derive(Debug, Clone)]
@@ -33,7 +33,7 @@ pub(super) struct Fitted {
     /// server has no GPU of its own).
     pub planned: Vec<Option<Planned>>,
     /// Per service node: the GPU memory the service takes there against what the node has.
-    pub memory: Vec<Option<beside::NodeMemory>>,
+    pub memory: Vec<Option<Room>>,
 }
 
 /// A plan, or why the launch goes on without one.
@@ -66,6 +66,7 @@ pub(super) async fn plan_first(nodes: &[&dyn Node], request: &LaunchRequest) -> 
         hub_env: request.hub_env.clone(),
         // A dry run starts no toolbox to ask it which GPUs its server sees.
         ask_devices: !request.dry_run,
+        count_in_use: request.on_demand.is_none(),
     };
     let report = match fit_model(nodes, &asked).await {
         Ok(report) => report,
@@ -115,7 +116,7 @@ pub(super) async fn plan_first(nodes: &[&dyn Node], request: &LaunchRequest) -> 
         .map(|(load, node)| {
             let load = load.as_ref()?;
             let has = plan.nodes.iter().find(|memory| memory.node == node.name())?;
-            Some(beside::NodeMemory {
+            Some(Room {
                 planned: load.weights_bytes.saturating_add(load.kv_cache_bytes).saturating_add(plan.runtime_bytes),
                 usable: has.gtt_bytes.saturating_sub(has.reserve_bytes),
             })

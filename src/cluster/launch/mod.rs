@@ -22,6 +22,7 @@ mod pinned;
 mod plan;
 mod proof;
 mod recipe;
+mod register;
 mod request;
 
 use std::net::Ipv4Addr;
@@ -36,8 +37,9 @@ use crate::node::router::RouterState;
 use crate::node::Node;
 use crate::reporter::Reporter;
 use crate::router::routes::Route;
+use crate::serving::room::Room;
 pub use pinned::Pinned;
-pub use request::{LaunchReport, LaunchRequest};
+pub use request::{LaunchReport, LaunchRequest, OnDemandAsk};
 
 /// Launch on the nodes of `cluster` the request names (every node when none; the cluster's head,
 /// its first node, runs the router). A failure or a signal stops what was started.
@@ -84,10 +86,13 @@ pub async fn launch(cluster: &[&dyn Node], request: &LaunchRequest, reporter: &d
             (None, Some(why))
         }
     };
-    let memory: Vec<Option<beside::NodeMemory>> =
+    let memory: Vec<Option<Room>> =
         fitted.as_ref().map_or_else(|| vec![None; on.len()], |fitted| fitted.memory.clone());
-    beside::refuse_beside(cluster, &on, request, &checks, &memory)?;
-    checks::refuse_second_ray(cluster, &on, request, backend, &checks)?;
+    // A service started on demand has its room made when it starts, not now.
+    if request.on_demand.is_none() {
+        beside::refuse_beside(cluster, &on, request, &checks, &memory)?;
+        checks::refuse_second_ray(cluster, &on, request, backend, &checks)?;
+    }
     let listen = refuse_another_router(&router, request)?;
     let head_link = checks[0].cluster_link.address().unwrap_or(Ipv4Addr::LOCALHOST);
     let service_checks: Vec<_> = on.iter().map(|index| &checks[*index]).collect();
@@ -116,8 +121,12 @@ pub async fn launch(cluster: &[&dyn Node], request: &LaunchRequest, reporter: &d
     report.why = why;
     report.plan = fitted.as_ref().map(|fitted| fitted.plan.clone());
     report.warnings.extend(unplanned);
-    if request.dry_run {
-        return Ok(report.shown());
+    match &request.on_demand {
+        Some(ask) if !request.dry_run => {
+            return register::register_on_demand(cluster, request, ask, report, fitted.as_ref(), &router, listen).await
+        }
+        _ if request.dry_run => return Ok(report.shown()),
+        _ => {}
     }
     if let Some(pinned) = &request.pinned {
         // What a relaunch found where it reads the model (a GGUF hashed, pulled): what served.

@@ -39,7 +39,7 @@ pub(super) async fn model_in_every_cache(
     reporter: &dyn Reporter,
 ) -> Result<Option<(RepoId, Option<CachedEverywhere>)>> {
     let Some(ModelLookup { repo, revision, cached }) = model else { return Ok(None) };
-    if request.dry_run || cached.is_some() {
+    if request.only_looks() || cached.is_some() {
         return Ok(Some((repo, cached)));
     }
     if let Some(commit) = pinned_commit(request) {
@@ -64,7 +64,7 @@ pub(super) async fn gguf_on_the_head(
     reporter: &dyn Reporter,
 ) -> Result<Option<HeadGguf>> {
     let ModelSource::HubGguf { repo, pick } = &request.source else { return Ok(None) };
-    if request.dry_run {
+    if request.only_looks() {
         return Ok(None);
     }
     let pull = ModelPullRequest {

@@ -131,6 +131,7 @@ pub(super) fn plan(
                 sha256,
             })
         }),
+        on_demand: None,
     })
 }
 

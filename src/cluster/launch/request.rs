@@ -72,6 +72,40 @@ pub struct LaunchRequest {
     /// A relaunch from a record (the watch's, the canary's): the weights and image it must serve
     /// again exactly ([`Pinned`]); None: a launch as asked.
     pub pinned: Option<Pinned>,
+    /// Register it to start on demand instead of starting it (`--on-demand`): checked and planned
+    /// as a dry run is, then registered with the router.
+    pub on_demand: Option<OnDemandAsk>,
+}
+
+impl LaunchRequest {
+    /// The launch only looks: a dry run, or a registration on demand (nothing starts, nothing
+    /// is pulled or hashed; the router's start does that).
+    pub fn only_looks(&self) -> bool {
+        self.dry_run || self.on_demand.is_some()
+    }
+}
+
+/// What `--on-demand` asks beside the launch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OnDemandAsk {
+    /// No request for this long: stopped (None: only for another's room).
+    pub idle: Option<Duration>,
+    /// How long a request waits for the start before a 503.
+    pub wait: Duration,
+    /// How the cluster's head reaches the service's other nodes: `ssh -F FILE` (the cluster's own,
+    /// at the same path on the head) and its connect timeout.
+    pub ssh_config: Option<std::path::PathBuf>,
+    pub connect_timeout: Duration,
+}
+
+/// A service registered to start on demand, as the launch reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OnDemandRegistration {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_seconds: Option<u64>,
+    pub wait_seconds: u64,
+    /// Per node of the service: the GPU memory its plan takes there, in bytes (None: nothing).
+    pub planned_bytes: Vec<Option<u64>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -127,6 +161,10 @@ pub struct LaunchReport {
     /// A GGUF model by its content (llama.cpp; a Hub model's weights are `hub_model`'s commit).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gguf: Option<ModelIdentity>,
+    /// It was registered to start on demand, not started (`nodes` and `steps` are what a start
+    /// runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_demand: Option<OnDemandRegistration>,
 }
 
 /// A Hub model as the launch found or pulled it.
@@ -228,6 +266,7 @@ mod tests {
             measured: Vec::new(),
             hub_model: None,
             gguf: None,
+            on_demand: None,
         };
         let shown = report.shown();
         let json = serde_json::to_string(&shown).unwrap();

@@ -34,7 +34,7 @@ use self::events::{EventLog, WatchAction, WatchEvent};
 use self::give_up::run_on_give_up;
 use self::lock::WatchLock;
 use self::observe::{observe, service_nodes, ClusterLook};
-use self::relaunch::{Relaunch, RelaunchSecrets, Relaunched};
+use self::relaunch::{stopped_on_demand, Relaunch, RelaunchSecrets, Relaunched};
 use self::state::{SavedWatch, WatchedService};
 use crate::cluster::interrupt::Interrupt;
 use crate::cluster::metrics::{ClusterReading, MetricsAsk};
@@ -249,6 +249,13 @@ async fn judge(
     let step = followed.watcher.observe(&observation);
     for news in &step.news {
         say(WatchEvent::now(&name, step.state, WatchAction::GpuHang, Some(news.clone())));
+    }
+    if matches!(step.action, Action::Relaunch(_)) && stopped_on_demand(settings, &name).await {
+        // The router stopped it on purpose (idle, or for another's room): it starts on a request.
+        state::forget(&followed.service_dir);
+        let why = "the router stopped it (started on demand): not relaunched; a request starts it again";
+        say(WatchEvent::now(&name, step.state, WatchAction::Dropped, Some(why.into())));
+        return Ok(());
     }
     act(settings, request, &mut followed, &name, step, interrupt, say).await?;
     save(&followed, &name, followed.watcher.state());

@@ -49,7 +49,8 @@ impl ClusterLook {
             unanswered.push((node.clone(), error.to_string()));
             serving.insert(node, Err(error));
         }
-        let mut look = ClusterLook { serving, reading: ClusterReading { nodes: Vec::new() }, order: order.to_vec() };
+        let mut look =
+            ClusterLook { serving, reading: ClusterReading { nodes: Vec::new(), router: None }, order: order.to_vec() };
         let probe = look.heads().into_keys().filter(|name| watched(name)).collect();
         look.reading = read_cluster(nodes, &unanswered, &MetricsAsk { probe, ..ask.clone() }).await;
         look
@@ -214,7 +215,7 @@ pub(crate) mod tests {
         let seen = |node: &str, answer| crate::cluster::metrics::NodeSeen { node: node.into(), answer };
         ClusterLook {
             serving: [("node1".to_string(), Ok(vec![head])), ("node2".to_string(), Ok(vec![worker]))].into(),
-            reading: ClusterReading { nodes: vec![seen("node1", Ok(node1)), seen("node2", node2)] },
+            reading: ClusterReading { nodes: vec![seen("node1", Ok(node1)), seen("node2", node2)], router: None },
             order: vec!["node1".into(), "node2".into()],
         }
     }

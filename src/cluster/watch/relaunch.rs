@@ -17,6 +17,7 @@ use super::saved_logs::save_log_tails;
 use crate::cluster::canary::relaunch as launch_again;
 use crate::cluster::interrupt::Interrupt;
 use crate::cluster::launch::{launch, LaunchRequest};
+use crate::cluster::router::look;
 use crate::cluster::stop::stop_service_with;
 use crate::cluster::{with_nodes, with_our_nodes, ClusterSettings};
 use crate::error::{Error, Result};
@@ -133,6 +134,19 @@ impl Relaunch<'_> {
     }
 }
 
+/// Whether the router on the cluster's head stopped `name` on purpose: registered to start on
+/// demand, without its route (the router takes the route out before it stops the service). A
+/// head that does not answer says no.
+pub async fn stopped_on_demand(settings: &ClusterSettings, name: &str) -> bool {
+    with_nodes(settings, async |nodes, _| match nodes.first() {
+        Some(head) if settings.nodes.first().is_some_and(|first| first == head.name()) => {
+            look(*head, None, false).await.is_ok_and(|router| router.stopped_on_demand(name))
+        }
+        _ => false,
+    })
+    .await
+}
+
 /// The watch's settings for what a record does not say: the launch may take `--grace` to serve;
 /// the keys and Hub settings of the watch's environment. What the record says (the nodes, the
 /// split, the arguments, the environment, `--cuda-graphs`, `--keep-free`) [`launch_again`] takes
@@ -164,6 +178,7 @@ fn base_request(record: &ServingRecord, policy: &WatchPolicy, secrets: &Relaunch
         keep_free_gib: 0,
         recipes: None,
         pinned: None,
+        on_demand: None,
     })
 }
 

@@ -16,7 +16,7 @@ pub(super) async fn run(
 ) -> Result<i32> {
     let recipes = RecipeBook::open(&settings.paths).ok().map(|book| book.dir().to_path_buf());
     with_our_nodes(cluster, "nothing was started", async |nodes| {
-        crate::commands::launch::run(launch, nodes, recipes.clone(), out).await
+        crate::commands::launch::run(launch, nodes, recipes.clone(), Some(&cluster.ssh), out).await
     })
     .await
 }

@@ -1,4 +1,4 @@
-//! `cluster init|doctor|refresh|status|verify|plan|launch|stop|logs|bench|disconnect|install|model|metrics|top`:
+//! `cluster init|doctor|refresh|status|verify|plan|launch|stop|logs|bench|disconnect|install|model|metrics|top|keys`:
 //! the whole cluster from one machine, over ssh. One file per subcommand, each with its renderer;
 //! here the dispatch and the cluster's settings (its nodes, from --nodes or the cluster file).
 
@@ -7,6 +7,7 @@ mod disconnect;
 mod doctor;
 pub(super) mod init;
 mod install;
+mod keys;
 mod launch;
 mod logs;
 mod metrics;
@@ -52,6 +53,7 @@ pub async fn run(args: &ClusterArgs, settings: &Settings, out: &Output) -> Resul
         ClusterCommand::Watch(watch) => watch::run(&cluster, args, watch, settings, out).await,
         ClusterCommand::Metrics(metrics) => metrics::run(&cluster, metrics, out).await,
         ClusterCommand::Top(top) => top::run(&cluster, top, out).await,
+        ClusterCommand::Keys(command) => keys::run(&cluster, command, out).await,
     }
 }
 

@@ -69,6 +69,7 @@ pub(super) async fn run(cluster: &ClusterSettings, plan: &PlanArgs, settings: &S
             keep_free_gib: plan.keep_free,
             recipes: None,
             pinned: None,
+            on_demand: None,
         };
         let report = try_layouts(nodes, &launch, &candidates, &store, &book, out.reporter().as_ref()).await?;
         out.report(&report);

@@ -113,6 +113,22 @@ impl Render for ClusterStatusReport {
             None if self.services.is_empty() => out.line("nothing serves"),
             None => out.line("no router runs"),
         }
+        for service in self.router.iter().flat_map(|router| &router.on_demand) {
+            let state = match service.state.as_str() {
+                "serving" => out.paint("serving", Style::Ok),
+                other => out.paint(other, Style::Warn),
+            };
+            let idle = service.idle_seconds.map_or(String::new(), |idle| {
+                format!(", stops after {} idle", crate::watch::format_duration(std::time::Duration::from_secs(idle)))
+            });
+            out.line(&format!(
+                "on demand: {} ({} {}) on {}: {state}{idle}",
+                out.paint(&service.name, Style::Bold),
+                service.model,
+                service.engine,
+                service.nodes.join(", ")
+            ));
+        }
         if let Some(registry) = &self.registry {
             let running = match registry.status.running {
                 Some(true) => "running",

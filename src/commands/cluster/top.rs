@@ -123,6 +123,11 @@ impl Render for TopFrame {
             let why = service.error.as_deref().unwrap_or("no answer");
             out.line(&out.paint(&format!("{} on {}: {why}", service.service, service.node), Style::Fail));
         }
+        if !self.on_demand.is_empty() {
+            let each: Vec<String> =
+                self.on_demand.iter().map(|line| format!("{} {}", line.service, line.state)).collect();
+            out.line(&format!("on demand: {}", each.join(", ")));
+        }
     }
 }
 
@@ -215,6 +220,7 @@ mod tests {
                 requests_waiting: Some(0.0),
                 kv_cache_used_percent: None,
             }],
+            on_demand: vec![crate::cluster::top::OnDemandLine { service: "chat".into(), state: "stopped".into() }],
         };
         let (out, stdout, _) = captured(false);
         frame.render(&out);
@@ -226,6 +232,7 @@ mod tests {
         assert_eq!(lines[3], "SERVICE  MODEL              NODE   TOKENS/s  RUNNING  WAITING  KV CACHE", "{text}");
         assert_eq!(lines[4], "tiny     /models/tiny.gguf  node1  12.3      1        0        -", "{text}");
         assert_eq!(lines[5], "node2: ssh: No route to host", "{text}");
+        assert_eq!(lines[6], "on demand: chat stopped", "{text}");
         assert!(!text.contains('\x1b'), "no colour without a terminal: {text:?}");
     }
 }

@@ -7,11 +7,20 @@ use std::net::{SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 
-/// A response: the status and the (de-chunked) body.
+/// A response: the status, the head's fields and the (de-chunked) body.
 #[derive(Debug)]
 pub struct Response {
     pub status: u16,
+    /// Each field's name (lower case) and value, in order.
+    pub headers: Vec<(String, String)>,
     pub body: String,
+}
+
+impl Response {
+    /// The value of the field `name` (lower case), if the head has it.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(field, _)| field == name).map(|(_, value)| value.as_str())
+    }
 }
 
 /// `METHOD http://ADDR/PATH` with an optional JSON body, from `netns` (None: the test's own
@@ -86,9 +95,15 @@ fn parse(raw: &[u8]) -> Option<Response> {
         let line = line.to_ascii_lowercase();
         line.starts_with("transfer-encoding:") && line.contains("chunked")
     });
+    let headers = head
+        .lines()
+        .skip(1)
+        .filter_map(|line| line.split_once(':'))
+        .map(|(name, value)| (name.trim().to_ascii_lowercase(), value.trim().to_string()))
+        .collect();
     let body = &raw[split + 4..];
     let body = if chunked { dechunk(body)? } else { body.to_vec() };
-    Some(Response { status, body: String::from_utf8_lossy(&body).into_owned() })
+    Some(Response { status, headers, body: String::from_utf8_lossy(&body).into_owned() })
 }
 
 fn dechunk(mut body: &[u8]) -> Option<Vec<u8>> {

@@ -109,6 +109,24 @@ pub fn key(values: &[&str]) -> Vec<String> {
 /// remark is on an engine's own colon name (kept as their dashboards know them), llama.cpp's among
 /// them (so the lint did run), never on one of ours.
 pub fn promtool_remarks_only_the_engines_colon_names(text: &str) {
+    let (status, said) = promtool_check(text);
+    assert!(matches!(status.code(), Some(0 | 3)), "promtool failed ({status}):\n{said}\n{text}");
+    let remarked: Vec<&str> = said.lines().filter(|line| !line.trim().is_empty()).collect();
+    assert!(remarked.iter().any(|line| line.starts_with("llamacpp:")), "promtool said nothing of llama.cpp's:\n{said}");
+    for line in remarked {
+        let name = line.split_whitespace().next().unwrap_or_default();
+        assert!(name.contains(':'), "promtool on one of ours: {line}\n{text}");
+    }
+}
+
+/// `promtool check metrics` on an exposition of ours alone: not one remark.
+pub fn promtool_passes(text: &str) {
+    let (status, said) = promtool_check(text);
+    assert!(status.success() && said.trim().is_empty(), "promtool ({status}):\n{said}\n{text}");
+}
+
+/// `promtool check metrics` on `text`: how it exited, and what it said.
+fn promtool_check(text: &str) -> (std::process::ExitStatus, String) {
     let mut promtool = Command::new("promtool")
         .args(["check", "metrics"])
         .stdin(Stdio::piped())
@@ -119,11 +137,15 @@ pub fn promtool_remarks_only_the_engines_colon_names(text: &str) {
     promtool.stdin.take().expect("promtool's stdin").write_all(text.as_bytes()).expect("to promtool");
     let output = promtool.wait_with_output().expect("promtool's verdict");
     let said = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
-    assert!(matches!(output.status.code(), Some(0 | 3)), "promtool failed ({}):\n{said}\n{text}", output.status);
-    let remarked: Vec<&str> = said.lines().filter(|line| !line.trim().is_empty()).collect();
-    assert!(remarked.iter().any(|line| line.starts_with("llamacpp:")), "promtool said nothing of llama.cpp's:\n{said}");
-    for line in remarked {
-        let name = line.split_whitespace().next().unwrap_or_default();
-        assert!(name.contains(':'), "promtool on one of ours: {line}\n{text}");
-    }
+    (output.status, said)
+}
+
+/// The value of the sample `name` whose labels include `labels`, in an exposition (the crate's
+/// own reader parses it).
+pub fn value_of(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    let families = strix_toolbox::metrics::parse(text, &strix_toolbox::metrics::ENGINE_LIMITS).expect("an exposition");
+    families.iter().flat_map(|family| &family.samples).find_map(|sample| {
+        let ours = sample.name == name && labels.iter().all(|(label, value)| sample.label(label) == Some(*value));
+        ours.then_some(sample.value)
+    })
 }

@@ -239,7 +239,24 @@ impl TestCluster {
         config
     }
 
+    /// An ssh config like `ssh_config()` whose every node is reached through its own namespace
+    /// (`ProxyCommand nsenter --net=… socat`: sshd at its management address, from inside the
+    /// node), so it works from the test's namespace and from inside any node's, where a node has
+    /// no route to another's management address: how the cluster's head reaches the other nodes
+    /// when it drives them (the router's starts on demand).
+    pub fn ssh_config_from_any_node(&self) -> PathBuf {
+        let config = self.dir.path().join("ssh_config.any_node");
+        if !config.exists() {
+            self.write_ssh_config_with(&config, &self.dir.path().join("id_ed25519"), true);
+        }
+        config
+    }
+
     fn write_ssh_config(&self, path: &Path, key: &Path) {
+        self.write_ssh_config_with(path, key, false);
+    }
+
+    fn write_ssh_config_with(&self, path: &Path, key: &Path, through_namespace: bool) {
         let known_hosts = self.dir.path().join("known_hosts");
         let mut text = String::new();
         for node in &self.nodes {
@@ -252,6 +269,10 @@ impl TestCluster {
                 key.display(),
                 known_hosts.display()
             ));
+            if through_namespace {
+                let netns = node.netns().name();
+                text.push_str(&format!("  ProxyCommand nsenter --net=/run/netns/{netns} socat STDIO TCP:%h:%p\n"));
+            }
         }
         std::fs::write(path, text).expect("write ssh config");
     }
