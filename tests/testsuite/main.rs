@@ -33,6 +33,7 @@ mod metrics;
 mod model;
 mod patches;
 mod plan;
+mod plan_real_vllm;
 mod rccl_abi;
 mod rccl_inspect;
 mod readme;
