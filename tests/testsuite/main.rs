@@ -35,6 +35,7 @@ mod model;
 mod on_demand;
 mod patches;
 mod plan;
+mod plan_real_vllm;
 mod rccl_abi;
 mod rccl_inspect;
 mod readme;

@@ -403,8 +403,8 @@ fn plan_on(shape: &ModelShape, nodes: &[NodeMemory], transport: &Transport, rule
                 }
             };
             let outcome = if broken.is_empty() {
-                let in_flight =
-                    rules.build.batches_in_flight(u64::from(pp)) * batched_tokens(rules, nodes, tp.saturating_mul(pp));
+                let batched = batched_tokens(rules, nodes, tp.saturating_mul(pp));
+                let in_flight = rules.build.batches_in_flight(u64::from(pp)).saturating_mul(batched);
                 let groups = VllmCache::of(shape, rules.build.block_size(), in_flight);
                 let placements = placements(shape, &stages, tp, dp, expert_parallel);
                 vllm_cache::outcome(shape, &weights, nodes, &placements, &cache, &groups)

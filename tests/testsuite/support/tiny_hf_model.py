@@ -5,8 +5,14 @@ sentences (any text tokenizes, as with GPT-2's; the bench's passage into many di
 and a chat template (the `openai` client's chat requests need one). Run inside the vLLM CPU image
 (it has torch, transformers and tokenizers): `python3 tiny_hf_model.py SHAPE OUT_DIR`.
 
-Shapes (the config each is, beyond the vocabulary and the 4096-token context):
+Shapes (the config each is, beyond the vocabulary and a 4096-token context unless it says
+another), each a kind of KV cache vLLM sizes its own way:
 - llama-gqa: Llama, hidden 128, 4 heads and 2 KV heads of 32, 4 layers, bf16.
+- llama-mha: Llama, hidden 128, 4 heads and 4 KV heads of 32, 4 layers, bf16, 16384 tokens.
+- gemma3-sliding: Gemma 3 (text), hidden 128, 4 heads and 2 KV heads of 32, 6 layers: 4 that
+  slide over 256 tokens and 2 full, bf16 (vLLM's hybrid cache groups).
+- qwen3-moe: Qwen3-MoE, hidden 128, 4 heads and 2 KV heads of 32, 4 layers of 4 experts (2 a
+  token, 64 wide), bf16, 16384 tokens.
 """
 
 import os
@@ -16,11 +22,39 @@ import torch
 import transformers
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
+# What every shape shares: hidden 128, an MLP of 256, 4 heads of 32.
+BASE = dict(hidden_size=128, intermediate_size=256, num_attention_heads=4)
+GQA = dict(BASE, num_key_value_heads=2, head_dim=32)
+
 SHAPES = {
-    "llama-gqa": (
+    "llama-gqa": (transformers.LlamaConfig, transformers.LlamaForCausalLM, dict(GQA, num_hidden_layers=4)),
+    "llama-mha": (
         transformers.LlamaConfig,
         transformers.LlamaForCausalLM,
-        dict(hidden_size=128, intermediate_size=256, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2),
+        dict(BASE, num_hidden_layers=4, num_key_value_heads=4, max_position_embeddings=16384),
+    ),
+    "gemma3-sliding": (
+        transformers.Gemma3TextConfig,
+        transformers.Gemma3ForCausalLM,
+        dict(
+            GQA,
+            num_hidden_layers=6,
+            query_pre_attn_scalar=32,
+            sliding_window=256,
+            layer_types=["sliding_attention", "sliding_attention", "full_attention"] * 2,
+        ),
+    ),
+    "qwen3-moe": (
+        transformers.Qwen3MoeConfig,
+        transformers.Qwen3MoeForCausalLM,
+        dict(
+            GQA,
+            num_hidden_layers=4,
+            num_experts=4,
+            num_experts_per_tok=2,
+            moe_intermediate_size=64,
+            max_position_embeddings=16384,
+        ),
     ),
 }
 
@@ -61,12 +95,16 @@ def main(shape, out):
     fast.save_pretrained(out)
     torch.manual_seed(0)
     config = config_class(
-        vocab_size=tokenizer.get_vocab_size(),
-        max_position_embeddings=4096,
-        bos_token_id=tokenizer.token_to_id("<s>"),
-        eos_token_id=tokenizer.token_to_id("</s>"),
-        torch_dtype="bfloat16",
-        **sizes,
+        **dict(
+            dict(
+                vocab_size=tokenizer.get_vocab_size(),
+                max_position_embeddings=4096,
+                bos_token_id=tokenizer.token_to_id("<s>"),
+                eos_token_id=tokenizer.token_to_id("</s>"),
+                torch_dtype="bfloat16",
+            ),
+            **sizes,
+        )
     )
     model_class(config).to(torch.bfloat16).save_pretrained(out)
 

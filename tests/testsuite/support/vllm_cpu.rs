@@ -88,36 +88,13 @@ impl VllmCpu {
     /// `podman run --rm` of the image with `args` (after the image), on a storage of its own
     /// that has the image's store beside it; panics with the output when it fails.
     pub fn run(&self, volumes: &[(&Path, &str)], args: &[&str]) -> String {
-        let dir = tempfile::Builder::new().prefix("vllm-run-").tempdir_in("/tmp").expect("tempdir");
-        let conf = dir.path().join("containers.conf");
-        // TESTBED.md: runc (crun refuses this kernel's hybrid cgroups), limits within the hard ones.
-        std::fs::write(
-            &conf,
-            "[containers]\ndefault_ulimits = [\"nofile=1024:1024\", \"nproc=1024:1024\"]\n\
-             [engine]\nruntime = \"runc\"\ncgroup_manager = \"cgroupfs\"\n",
-        )
-        .expect("write containers.conf");
-        let mut command = Command::new("podman");
-        command
-            .env("CONTAINERS_CONF", &conf)
-            .arg("--root")
-            .arg(dir.path().join("graph"))
-            .arg("--runroot")
-            .arg(dir.path().join("run"))
-            .args(["--storage-driver", "overlay", "--storage-opt"])
-            .arg(format!("overlay.imagestore={}", self.store().display()))
-            .args(["run", "--rm", "--network", "none"]);
+        let scratch = Scratch::new(self);
+        let mut command = scratch.podman();
+        command.args(["run", "--rm", "--network", "none"]);
         for (host, inside) in volumes {
             command.arg("--volume").arg(format!("{}:{inside}", host.display()));
         }
         let output = command.arg(self.image()).args(args).stdin(Stdio::null()).output().expect("run podman");
-        let _ = Command::new("podman")
-            .arg("--root")
-            .arg(dir.path().join("graph"))
-            .arg("--runroot")
-            .arg(dir.path().join("run"))
-            .args(["--storage-driver", "overlay", "system", "reset", "--force"])
-            .output();
         assert!(
             output.status.success(),
             "podman run {} {args:?} failed: {}{}",
@@ -126,6 +103,97 @@ impl VllmCpu {
             String::from_utf8_lossy(&output.stderr)
         );
         String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
+    /// The log of `vllm serve MODEL ARGS` in the image (the model directory at `/model`), up to
+    /// where vLLM says its KV cache (`Maximum concurrency for …`) or fails to start; the server is
+    /// then stopped. The wait is bounded by its polls, not by the clock's reading.
+    pub fn serve_log(&self, model: &Path, args: &[&str]) -> String {
+        const POLLS: u32 = 1800;
+        let scratch = Scratch::new(self);
+        let log = scratch.dir.path().join("vllm.log");
+        let file = std::fs::File::create(&log).expect("the log file");
+        let name = format!("vllm-serve-{}", scratch.dir.path().file_name().expect("a name").to_string_lossy());
+        let mut server = scratch
+            .podman()
+            // vLLM's executor wants 160 MiB of /dev/shm for its queues; podman gives 64 by default.
+            .args(["run", "--rm", "--network", "none", "--shm-size", "1g", "--name", &name])
+            .args(["--env", "HF_HUB_OFFLINE=1", "--volume"])
+            .arg(format!("{}:/model:ro", model.display()))
+            .args([self.image(), "vllm", "serve", "/model"])
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(file.try_clone().expect("the log file"))
+            .stderr(file)
+            .spawn()
+            .expect("run podman");
+        let mut said = String::new();
+        for _ in 0..POLLS {
+            // Lossy: a read in the middle of a write may end inside a character.
+            said = String::from_utf8_lossy(&std::fs::read(&log).unwrap_or_default()).into_owned();
+            let ended = server.try_wait().expect("the server's podman").is_some();
+            if ended || said.contains("Maximum concurrency for") || said.contains("EngineCore failed to start") {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(500));
+        }
+        // Stopped, and forced when it does not stop (each wait bounded by its polls).
+        let _ = scratch.podman().args(["stop", "--time", "10", &name]).output();
+        if server.try_wait().expect("the server's podman").is_none() {
+            let _ = scratch.podman().args(["rm", "--force", "--time", "0", &name]).output();
+            let _ = server.kill();
+        }
+        let _ = server.wait();
+        said
+    }
+}
+
+/// A podman storage of a test's own, with the image's store beside it read-only; reset when
+/// dropped.
+struct Scratch {
+    dir: tempfile::TempDir,
+    store: PathBuf,
+}
+
+impl Scratch {
+    fn new(vllm: &VllmCpu) -> Scratch {
+        let dir = tempfile::Builder::new().prefix("vllm-run-").tempdir_in("/tmp").expect("tempdir");
+        // TESTBED.md: runc (crun refuses this kernel's hybrid cgroups), limits within the hard ones.
+        std::fs::write(
+            dir.path().join("containers.conf"),
+            "[containers]\ndefault_ulimits = [\"nofile=1024:1024\", \"nproc=1024:1024\"]\n\
+             [engine]\nruntime = \"runc\"\ncgroup_manager = \"cgroupfs\"\n",
+        )
+        .expect("write containers.conf");
+        Scratch { dir, store: vllm.store() }
+    }
+
+    /// `podman` on this storage, the image's store beside it.
+    fn podman(&self) -> Command {
+        let mut command = self.own();
+        command
+            .env("CONTAINERS_CONF", self.dir.path().join("containers.conf"))
+            .arg("--storage-opt")
+            .arg(format!("overlay.imagestore={}", self.store.display()));
+        command
+    }
+
+    /// `podman` on this storage alone (what its reset may wipe: never the image's store).
+    fn own(&self) -> Command {
+        let mut command = Command::new("podman");
+        command
+            .arg("--root")
+            .arg(self.dir.path().join("graph"))
+            .arg("--runroot")
+            .arg(self.dir.path().join("run"))
+            .args(["--storage-driver", "overlay"]);
+        command
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = self.own().args(["system", "reset", "--force"]).output();
     }
 }
 
