@@ -35,6 +35,7 @@ mod patches;
 mod plan;
 mod rccl_abi;
 mod rccl_inspect;
+mod rccl_log;
 mod readme;
 mod refresh_lock;
 mod refresh_podman;
