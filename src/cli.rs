@@ -1220,6 +1220,33 @@ pub struct BuildArgs {
 pub enum RcclCommand {
     /// Verify an RCCL artifact carries gfx1151 code objects; report targets, sha256 and size.
     Inspect(RcclInspectArgs),
+    /// Judge an RCCL (or NCCL) log: did the data go over RDMA or TCP, or did RCCL fail, and why.
+    ///
+    /// Reads FILE, or standard input when FILE is `-` or missing: a rank's log (`strix-toolbox
+    /// logs`), or the output of any program run with NCCL_DEBUG=INFO (best with
+    /// NCCL_DEBUG_SUBSYS=INIT,NET,ENV, as strix-toolbox sets). Several ranks' logs may be judged
+    /// together: each line names its host and process. Lines longer than 4096 bytes are read in
+    /// part; a binary file is judged unknown.
+    ///
+    /// Verdicts, each with the lines that decided it:
+    ///   rdma     the communicators took IB verbs (NET/IB: RoCE or InfiniBand), and nothing failed
+    ///   tcp      a communicator took TCP sockets (NET/Socket), with why IB did not start
+    ///   failed   a communicator never formed (e.g. "Failed to initialize any NET plugin": no
+    ///            network could start), or RCCL failed once it had formed
+    ///   unknown  the log does not say (no NCCL lines, or none about the network yet)
+    ///
+    /// Exit status: 0 on rdma, and on tcp where the log did not ask for IB (NCCL_IB_DISABLE=1, or
+    /// NCCL_NET left IB out); 1 on tcp where IB was asked (a fall-back), on failed and on unknown,
+    /// and when the file cannot be read; 2 on a usage error.
+    #[command(verbatim_doc_comment)]
+    Log(RcclLogArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct RcclLogArgs {
+    /// The log; `-` or nothing reads standard input.
+    #[arg(value_name = "FILE")]
+    pub file: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -7,14 +7,13 @@
 use futures_util::future::join_all;
 use serde::{Deserialize, Serialize};
 
-use super::proof::{
-    judge_rccl_log, parse_bandwidth_gbps, parse_latency_us, RcclNetwork, REFERENCE_BANDWIDTH_GBPS, REFERENCE_LATENCY_US,
-};
+use super::proof::{parse_bandwidth_gbps, parse_latency_us, REFERENCE_BANDWIDTH_GBPS, REFERENCE_LATENCY_US};
 use super::{in_cluster_order, with_nodes, ClusterSettings};
 use crate::check::Status;
 use crate::error::Result;
 use crate::node::call::{Detect, Exec, Link, Verify};
 use crate::node::{Node, NodeCalls};
+use crate::rccl::log::{judge, RcclLogReport, RcclVerdict};
 use crate::spec::transport::Transport;
 use crate::toolbox::running::ExecReport;
 use crate::verify::VerifyReport;
@@ -315,29 +314,70 @@ async fn all_reduce(toolbox: &str, from: &Endpoint<'_>, to: &Endpoint<'_>) -> Pr
         (Ok(zero), Ok(one)) => (zero, one),
         (Err(error), _) | (_, Err(error)) => return Proof::failed(error.to_string(), vec![]),
     };
-    let log = format!("{}\n{}", text(&zero), text(&one));
-    let verdict = judge_rccl_log(&log);
-    match (verdict.network, zero.success() && one.success()) {
-        (RcclNetwork::Roce, true) => Proof {
+    let rccl = judge(text(&zero).lines().chain(text(&one).lines()));
+    all_reduce_proof(rccl, zero.success() && one.success(), last_lines(&zero))
+}
+
+/// What RCCL's log (`rccl`) and the ranks' exit (`completed`, rank 0's `last_words`) prove.
+fn all_reduce_proof(rccl: RcclLogReport, completed: bool, last_words: Vec<String>) -> Proof {
+    let with_fix = |rccl: &RcclLogReport| match &rccl.fix {
+        Some(fix) => format!("{}. Fix: {fix}", rccl.why),
+        None => rccl.why.clone(),
+    };
+    match (rccl.verdict, completed) {
+        (RcclVerdict::Rdma, true) => Proof {
             status: Status::Pass,
-            message: "the all-reduce ran over RoCE (NET/IB)".into(),
+            message: format!("the all-reduce ran: {}", rccl.why),
             latency_us: None,
             bandwidth_gbps: None,
-            evidence: verdict.evidence,
+            evidence: rccl.evidence,
         },
-        (RcclNetwork::Socket, _) => Proof::failed(
-            "RCCL fell back to TCP sockets: check /dev/infiniband, memlock and NCCL_IB_GID_INDEX inside (verify), \
-             and NCCL_IB_HCA",
-            verdict.evidence,
-        ),
-        (network, false) => {
-            // RCCL's own warnings (a failed ibv_reg_mr is memlock) before the program's last words.
-            let mut evidence = if network == RcclNetwork::Unknown { verdict.evidence } else { vec![] };
-            evidence.extend(last_lines(&zero));
+        // On the RoCE link this proof runs on, sockets are a fall-back whatever the log asked.
+        (RcclVerdict::Tcp | RcclVerdict::Failed, _) => {
+            let mut evidence = rccl.evidence.clone();
+            if !completed {
+                evidence.extend(last_words);
+            }
+            Proof::failed(with_fix(&rccl), evidence)
+        }
+        (verdict, false) => {
+            // What RCCL said (when it does not name the network) before the program's last words.
+            let mut evidence = if verdict == RcclVerdict::Unknown { rccl.evidence } else { vec![] };
+            evidence.extend(last_words);
             Proof::failed("the all-reduce did not complete", evidence)
         }
-        (RcclNetwork::Unknown, true) => {
-            Proof::failed("the all-reduce ran, but RCCL's log does not say over which network", verdict.evidence)
-        }
+        (RcclVerdict::Unknown, true) => Proof::failed(
+            format!("the all-reduce ran, but RCCL's log does not say over which network: {}", with_fix(&rccl)),
+            rccl.evidence,
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn proof(log: &str, completed: bool) -> Proof {
+        all_reduce_proof(judge(log.lines()), completed, vec!["RuntimeError: the last words".into()])
+    }
+
+    #[test]
+    fn the_all_reduce_is_proved_by_the_rccl_judge() {
+        let roce = proof(include_str!("../../tests/fixtures/rccl-logs/written/nccl-2.28.9-roce.log"), true);
+        assert_eq!(roce.status, Status::Pass, "{roce:?}");
+        assert_eq!(roce.message, "the all-reduce ran: RCCL carries the data with RDMA over RoCE (NET/IB)");
+        let sockets = proof(include_str!("../../tests/fixtures/rccl-logs/nccl-2.28.9/exact-hca.log"), true);
+        assert_eq!(sockets.status, Status::Fail);
+        assert!(sockets.message.starts_with("RCCL fell back to TCP sockets (NET/Socket): IB found no device"));
+        assert!(sockets.message.contains(". Fix: ") && !sockets.evidence.iter().any(|l| l.contains("last words")));
+        // No network started: the communicator never formed, which is no TCP.
+        let none =
+            proof(include_str!("../../tests/fixtures/rccl-logs/written/nccl-2.28.9-net-ib-no-device.log"), false);
+        assert_eq!(none.status, Status::Fail);
+        assert!(none.message.contains("never formed") && !none.message.contains("fell back"), "{}", none.message);
+        assert!(none.evidence.iter().any(|l| l.contains("Failed to initialize any NET plugin")), "{none:?}");
+        assert_eq!(none.evidence.last().map(String::as_str), Some("RuntimeError: the last words"));
+        let silent = proof("RuntimeError: no GPU", false);
+        assert_eq!((silent.status, silent.message.as_str()), (Status::Fail, "the all-reduce did not complete"));
     }
 }

@@ -68,6 +68,7 @@ pub fn run(command: Command, settings: &Settings, out: &Output) -> Result<i32> {
         Command::Detect => detect::run(settings, out),
         Command::Doctor => doctor::run(settings, out),
         Command::Completions(args) => completions::run(&args, out),
+        Command::Rccl(RcclCommand::Log(args)) => rccl::log(&args, out),
         // The store alone: no runtime either.
         Command::Bench(bench) if bench.command.is_some() => match &bench.command {
             Some(BenchSubcommand::History(args)) => bench::history(args, &settings.paths, out),
@@ -117,7 +118,10 @@ pub fn run(command: Command, settings: &Settings, out: &Output) -> Result<i32> {
                     Command::Agent => agent::run(settings).await,
                     Command::Router(args) => router::run(&args, settings).await,
                     Command::Rccl(RcclCommand::Inspect(args)) => rccl::inspect(&args, settings, out).await,
-                    Command::Detect | Command::Doctor | Command::Completions(_) => {
+                    Command::Detect
+                    | Command::Doctor
+                    | Command::Completions(_)
+                    | Command::Rccl(RcclCommand::Log(_)) => {
                         unreachable!("handled above")
                     }
                 }

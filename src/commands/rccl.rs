@@ -1,13 +1,20 @@
 //! `rccl inspect FILE [--against IMAGE]`: report an artifact's targets, sha256, size and dynamic
 //! view, and reject it unless it carries gfx1151 code objects (and, against an image, would load there).
+//! `rccl log [FILE]`: what RCCL's own log says of the network it took, and why.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::io::IsTerminal;
+use std::path::Path;
 
-use crate::cli::RcclInspectArgs;
-use crate::error::Result;
-use crate::output::{Output, Render};
+use crate::cli::{RcclInspectArgs, RcclLogArgs};
+use crate::error::{Error, Result, EXIT_FAILURE};
+use crate::output::{Output, Render, Style};
+use crate::rccl::log::{RcclLogReport, RcclVerdict};
 use crate::rccl::RcclReport;
 use crate::settings::Settings;
+
+/// The processes `rccl log` names one by one in text (all of them in `--json`).
+const PROCESSES_SHOWN: usize = 8;
 
 pub async fn inspect(args: &RcclInspectArgs, settings: &Settings, out: &Output) -> Result<i32> {
     let report = crate::ops::rccl::inspect(settings, &args.file, args.against.as_deref()).await?;
@@ -18,6 +25,69 @@ pub async fn inspect(args: &RcclInspectArgs, settings: &Settings, out: &Output) 
             // The report is already printed; say why on stderr and exit 1.
             out.error(&rejection);
             Ok(crate::error::EXIT_FAILURE)
+        }
+    }
+}
+
+/// Exit 0 when what ran is what the log asked (RDMA; TCP with IB switched off), else 1.
+pub fn log(args: &RcclLogArgs, out: &Output) -> Result<i32> {
+    let file = args.file.as_deref().filter(|path| *path != Path::new("-"));
+    if file.is_none() && std::io::stdin().is_terminal() {
+        return Err(Error::Usage(
+            "no log to judge: give a FILE, or pipe one in (`strix-toolbox logs NAME | strix-toolbox rccl log`)".into(),
+        ));
+    }
+    let report = crate::ops::rccl::judge_log(file)?;
+    out.report(&report);
+    Ok(if report.ok { 0 } else { EXIT_FAILURE })
+}
+
+impl Render for RcclLogReport {
+    fn render(&self, out: &Output) {
+        let style = match self.verdict {
+            RcclVerdict::Rdma => Style::Ok,
+            RcclVerdict::Tcp if self.ok => Style::Ok,
+            RcclVerdict::Unknown => Style::Warn,
+            RcclVerdict::Tcp | RcclVerdict::Failed => Style::Fail,
+        };
+        out.line(&format!("{}  {}", out.paint(self.verdict.label(), style), self.why));
+        out.line(&format!("  asked for IB  {}", if self.asked_for_ib { "yes" } else { "no" }));
+        if !self.processes.is_empty() {
+            let mut named: Vec<String> = self
+                .processes
+                .iter()
+                .take(PROCESSES_SHOWN)
+                .map(|process| {
+                    let name = if process.process.is_empty() { "(no NCCL prefix)" } else { &process.process };
+                    let networks = if process.networks.is_empty() {
+                        "no network yet".to_string()
+                    } else {
+                        format!("over {}", process.networks.join(", "))
+                    };
+                    let formed = if process.formed > 0 { "formed" } else { "not formed" };
+                    let warnings = match process.warnings {
+                        0 => String::new(),
+                        count => format!(", {count} warning(s)"),
+                    };
+                    format!("{name} {networks}, {formed}{warnings}")
+                })
+                .collect();
+            if self.processes.len() > PROCESSES_SHOWN {
+                named.push(format!("and {} more", self.processes.len() - PROCESSES_SHOWN));
+            }
+            out.line(&format!("  processes     {}", named.join("; ")));
+        }
+        let cut =
+            if self.cut_lines > 0 { format!(", {} read in part (too long)", self.cut_lines) } else { String::new() };
+        out.line(&format!("  lines         {} read, {} from NCCL{cut}", self.lines_read, self.nccl_lines));
+        if let Some(fix) = &self.fix {
+            out.line(&format!("  fix           {fix}"));
+        }
+        if !self.evidence.is_empty() {
+            out.line("  decided by");
+            for line in &self.evidence {
+                out.line(&format!("    {line}"));
+            }
         }
     }
 }

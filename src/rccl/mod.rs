@@ -1,5 +1,6 @@
 //! RCCL artifacts: open (.so / .gz / .zip), check the ELF, find the offload bundles (plain or
-//! compressed) holding the GPU code objects, and judge whether the library carries gfx1151.
+//! compressed) holding the GPU code objects, and judge whether the library carries gfx1151; and
+//! RCCL's own log ([`log`]): which network it took between the nodes, or why it failed.
 //!
 //! Everything in an artifact is untrusted: parsers bounds-check every offset and size
 //! ([`bytes`]), and decompression is capped, so a damaged download fails with a message.
@@ -12,6 +13,7 @@ pub mod compressed;
 pub mod dynamic;
 pub mod elf;
 pub mod fatbin;
+pub mod log;
 pub mod report;
 pub mod stock;
 pub mod verdict;

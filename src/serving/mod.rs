@@ -23,7 +23,6 @@ pub(crate) mod ports;
 pub(crate) mod probe;
 pub(crate) mod process;
 pub(crate) mod ray;
-pub(crate) mod rccl_log;
 pub(crate) mod reach;
 pub(crate) mod record;
 pub(crate) mod room;

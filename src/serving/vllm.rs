@@ -11,6 +11,7 @@ use crate::error::{Error, Result};
 use crate::link::ports::LinkPort;
 use crate::model::shape::ModelShape;
 use crate::model::source::{ModelFormat, ModelSource};
+use crate::rccl::log::{judge, RcclVerdict};
 use crate::serving::engine::{gives, without_flags, Backend, EngineRef, ServingEngine, ToolboxProfile};
 use crate::serving::environment::serving_env;
 use crate::serving::fit::vllm::VllmRules;
@@ -21,7 +22,6 @@ use crate::serving::plan::{
     flag_value, with_overrides, LaunchPlan, NodeFacts, NodePlan, PlanRequest, PlannedCommand, Proof, Start, Step,
 };
 use crate::serving::ray::{ray_head, ray_worker, RayRole, AUTH_MODE, AUTH_TOKEN, RAY_PORT};
-use crate::serving::rccl_log::RcclNet;
 use crate::serving::record::Role;
 use crate::serving::state::FlagQuestion;
 use crate::serving::vllm_args;
@@ -208,11 +208,12 @@ impl ServingEngine for Vllm {
     }
 
     fn tcp_on_roce(&self, logs: &[LogTail], node: &str) -> Option<String> {
-        let lines = &logs.iter().find(|tail| tail.file == SERVER)?.lines;
-        (RcclNet::of(lines) == Some(RcclNet::Socket)).then(|| {
+        let rccl = judge(&logs.iter().find(|tail| tail.file == SERVER)?.lines);
+        (rccl.verdict == RcclVerdict::Tcp).then(|| {
             format!(
-                "RCCL on {node} runs over NET/Socket (TCP) although the link is RoCE: tensor parallelism is slow \
-                 this way; check the RoCE settings (`strix-toolbox cluster verify`, NCCL_IB_HCA, NCCL_IB_GID_INDEX)"
+                "on {node}, {}, although the link is RoCE: tensor parallelism is slow this way; check the RoCE \
+                 settings (`strix-toolbox cluster verify`, NCCL_IB_HCA, NCCL_IB_GID_INDEX)",
+                rccl.why
             )
         })
     }

@@ -38,6 +38,7 @@ mod plan;
 mod plan_real_vllm;
 mod rccl_abi;
 mod rccl_inspect;
+mod rccl_log;
 mod readme;
 mod refresh_lock;
 mod refresh_podman;

@@ -12,6 +12,7 @@ use futures_util::future::join_all;
 use crate::cluster::interrupt::Interrupt;
 use crate::error::{Error, MultiError, Result};
 use crate::node::{Node, NodeCalls};
+use crate::rccl::log::{judge, RcclVerdict};
 use crate::reporter::Reporter;
 use crate::secret::Secret;
 use crate::serving::engine::tcp_on_roce;
@@ -22,7 +23,6 @@ use crate::serving::logs::{LogTail, ServeLogs};
 use crate::serving::plan::{NodePlan, Proof};
 use crate::serving::probe::{ServeProbe, ServeProbeReport};
 use crate::serving::ray::{RayNode, RayNodes};
-use crate::serving::rccl_log::RcclNet;
 use crate::serving::reach::{Reach, Reached};
 use crate::spec::Transport;
 
@@ -141,7 +141,8 @@ fn joined(table: &[RayNode], ip: Ipv4Addr) -> bool {
 
 /// Until every node's rank says (RCCL's `Init COMPLETE`) it joined; then which network RCCL took,
 /// a warning when it is sockets on a RoCE link. A rank whose process ended, or every rank still
-/// out at the timeout, is named with its log's end and the likely reason.
+/// out at the timeout, is named with its log's end and why: RCCL's, when its log says it failed,
+/// else the likely reason.
 async fn ranks_joined(proving: &mut Proving<'_>, rendezvous: SocketAddr) -> Result<()> {
     let started = Instant::now();
     let nodes = proving.nodes;
@@ -149,10 +150,11 @@ async fn ranks_joined(proving: &mut Proving<'_>, rendezvous: SocketAddr) -> Resu
         let logs = join_all(nodes.iter().map(|node| rank_log(*node, proving.service, proving.engine.server()))).await;
         let waiting: Vec<usize> = (0..nodes.len()).filter(|index| !rank_joined(&logs[*index])).collect();
         if waiting.is_empty() {
-            let net = match logs.iter().find_map(|lines| RcclNet::of(lines)) {
-                Some(RcclNet::Ib) => "; RCCL over NET/IB (RDMA)",
-                Some(RcclNet::Socket) => "; RCCL over NET/Socket (TCP)",
-                None => "",
+            // Each line carries its rank's host and pid: the ranks' logs are judged as one.
+            let net = match judge(logs.iter().flatten()).verdict {
+                RcclVerdict::Rdma => "; RCCL over NET/IB (RDMA)",
+                RcclVerdict::Tcp => "; RCCL over NET/Socket (TCP)",
+                RcclVerdict::Failed | RcclVerdict::Unknown => "",
             };
             let said = format!("{} ranks joined at {rendezvous}{net}", nodes.len());
             proving.reporter.step_finished(proving.head().name(), &said);
@@ -168,7 +170,12 @@ async fn ranks_joined(proving: &mut Proving<'_>, rendezvous: SocketAddr) -> Resu
             for index in if ended.is_empty() { waiting } else { ended.clone() } {
                 let node = nodes[index];
                 let tail = log_tail(node, proving.service, proving.engine.server()).await;
-                let (why, fix) = likely_reason(&tail, rendezvous, ended.contains(&index));
+                // RCCL's own word on why, when it says its communicator failed; else the log's end.
+                let rccl = judge(&logs[index]);
+                let (why, fix) = match (rccl.verdict, rccl.fix) {
+                    (RcclVerdict::Failed, Some(fix)) => (rccl.why, fix),
+                    _ => likely_reason(&tail, rendezvous, ended.contains(&index)),
+                };
                 let error = Error::Node {
                     node: node.name().to_string(),
                     message: format!("its rank {index} never joined: {why}; its log ends: {tail}"),

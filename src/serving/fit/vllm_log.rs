@@ -118,11 +118,11 @@ fn count(text: &str) -> Option<u64> {
 /// then gives each rank its place in it (`rank 1 in world size 2 is assigned as DP rank 0, PP
 /// rank 0, …`). Where the backend is gloo (vLLM's CPU build), that group is the data plane, and
 /// the place is the proof; where it is nccl (RCCL on ROCm), the proof is RCCL's own communicator
-/// coming up (`NCCL INFO … Init COMPLETE`, `rccl_log`).
+/// coming up (`NCCL INFO … Init COMPLETE`), as RCCL's log judge reads it (`rccl::log`).
 pub fn rank_joined(lines: &[String]) -> bool {
     let over_gloo = lines.iter().any(|line| line.contains("distributed_init_method=") && line.contains("backend=gloo"));
     let placed = lines.iter().any(|line| line.contains(" in world size ") && line.contains(" is assigned as "));
-    (over_gloo && placed) || crate::serving::rccl_log::joined(lines)
+    (over_gloo && placed) || crate::rccl::log::judge(lines).joined()
 }
 
 #[cfg(test)]

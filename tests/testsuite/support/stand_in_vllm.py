@@ -168,16 +168,29 @@ def seen_here(model, revision, ip):
 
 
 def rccl_started(rank, size):
-    """RCCL's start-up lines, as NCCL_DEBUG=INFO prints them (sockets: this machine has no RDMA)."""
+    """RCCL's start-up lines as NCCL 2.28 prints them with NCCL_DEBUG=INFO over sockets
+    (tests/fixtures/rccl-logs/nccl-2.28.9/; this machine has no RDMA): IB is switched off or finds
+    no device, the Socket network takes over, the communicator forms, its channels connect."""
     if os.environ.get("NCCL_DEBUG") != "INFO":
         return
-    where = f"{socket.gethostname()}:{os.getpid()}:{os.getpid()} [0]"
+    where = f"{socket.gethostname()}:{os.getpid()}:{os.getpid()} [0] NCCL INFO"
     # NCCL names the interface it matched, without the exact-match '=' of NCCL_SOCKET_IFNAME.
     interface = os.environ.get('NCCL_SOCKET_IFNAME', 'eth0').lstrip('^').lstrip('=')
-    print(f"{where} NCCL INFO NET/Socket : Using [0]{interface}", flush=True)
+    address = os.environ.get("VLLM_HOST_IP", "127.0.0.1")
+    if os.environ.get("NCCL_IB_DISABLE", "0") != "0":
+        print(f"{where} NCCL_IB_DISABLE set by environment to {os.environ['NCCL_IB_DISABLE']}.", flush=True)
+    else:
+        print(f"{where} NET/IB : No device found.", flush=True)
+    print(f"{where} Failed to initialize NET plugin IB", flush=True)
+    print(f"{where} NET/Socket : Using [0]{interface}:{address}<0>", flush=True)
+    print(f"{where} Initialized NET plugin Socket", flush=True)
+    print(f"{where} Assigned NET plugin Socket to comm", flush=True)
+    print(f"{where} Using network Socket", flush=True)
+    init = f"ncclCommInitRankConfig comm 0x5a rank {rank} nranks {size} cudaDev 0 nvmlDev 0 busId c1000 commId 0x1"
+    print(f"{where} {init} - Init START", flush=True)
+    print(f"{where} {init} - Init COMPLETE", flush=True)
     for peer in ((rank + 1) % size, (rank - 1) % size):
-        print(f"{where} NCCL INFO Channel 00/0 : {rank}[0] -> {peer}[0] [send] via NET/Socket/0", flush=True)
-    print(f"{where} NCCL INFO comm 0x5a rank {rank} nranks {size} cudaDev 0 busId c1000 - Init COMPLETE", flush=True)
+        print(f"{where} Channel 00/0 : {rank}[0] -> {peer}[0] [send] via NET/Socket/0", flush=True)
 
 
 def rendezvous_head(args, address, port, size):
