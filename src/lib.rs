@@ -1,8 +1,17 @@
-//! strix-toolbox: host facts → toolbox spec → plan → apply.
+//! strix-toolbox: the toolbox on every Strix Halo node, and models served across the nodes.
 //!
-//! Facts are read only through [`host::HostRoot`], the spec and the plan are pure data, and
-//! effects go through the [`engine::Engine`] and [`manager`] seams. [`ops`] are the operations
-//! (settings in, typed reports out); [`commands`] parse, call one operation and render.
+//! - A node: host facts → toolbox spec → plan → apply → verify. Facts are read only through
+//!   [`host::HostRoot`], the spec and the plan are pure data, effects go through the
+//!   [`engine::Engine`] and [`manager`] seams, and the new toolbox is verified from the inside
+//!   before it is swapped in; until then the old one is untouched.
+//! - Serving, on the toolboxes: [`serving`] (each engine a profile, a launch a plan of steps and
+//!   proofs, a record per service) and [`model`] (fetched once), the [`router`] in front of what
+//!   serves, and [`bench`], [`metrics`] and [`watch`] to measure it and keep it serving.
+//! - The cluster on top: [`cluster`] runs the same operations on every [`node`] (this machine, or
+//!   one over ssh), all or nothing.
+//!
+//! [`ops`] are the operations (settings in, typed reports out); [`commands`] parse, call one
+//! operation and render. docs/architecture.md draws the refresh, the launch and the watch.
 
 pub(crate) mod apply;
 pub mod bench;
