@@ -156,7 +156,8 @@ pub async fn refresh(settings: &Settings, request: &RefreshRequest) -> Result<Re
     listen_for_signals();
     // Asked first: the registry answers while the node's facts are read and its engine reached.
     let upstream = AskedDigest::ask(settings, request);
-    let node = read_gpu_node(settings)?;
+    // The GPU is required once the image is known: a CPU image (its device label) needs none.
+    let node = read_node(settings)?;
     match settings.connect().await {
         Ok(connection) => refresh_with(settings, &node, connection.engine(), request, upstream).await,
         // A dry run changes nothing, so it can plan without an engine: against an empty one.
@@ -172,9 +173,15 @@ pub async fn refresh(settings: &Settings, request: &RefreshRequest) -> Result<Re
 
 /// The node's facts, refusing a node without a GPU before any engine is contacted.
 pub fn read_gpu_node(settings: &Settings) -> Result<(HostRoot, HostFacts)> {
+    let (root, facts) = read_node(settings)?;
+    facts.require_gpu(&root)?;
+    Ok((root, facts))
+}
+
+/// The node's facts, GPU or none.
+pub fn read_node(settings: &Settings) -> Result<(HostRoot, HostFacts)> {
     let root = settings.open_host_root()?;
     let facts = HostFacts::read(&root)?;
-    facts.require_gpu(&root)?;
     Ok((root, facts))
 }
 
@@ -257,6 +264,10 @@ pub async fn refresh_with(
 
     let image_name = ImageRef::parse(&image_ref)?;
     let image_labels = image.labels.clone();
+    // A GPU image (every image but one whose device label says CPU) needs the node's GPU.
+    if !labels::computes_on_cpu(&image_labels) {
+        facts.require_gpu(root)?;
+    }
     let mut desired = desired_toolbox(&request.name, &image_ref, &image_name, image, &spec, manager.as_ref(), &info);
     // The engine is given a reference it resolves (docker: the image's id, when only another
     // registry's name carries its digest); the labels keep the one asked for.

