@@ -1,7 +1,9 @@
 //! A plan's first question, asked of the head: the model's shape, read where its engine reads it.
 //! A path is read inside the engine's toolbox on the head (started when stopped, unless the ask
 //! says not to: a dry run starts nothing), as the engine will read it there; a Hub repository is
-//! read over the head's uplink with the operator's `HF_ENDPOINT`. The token travels in the call,
+//! read over the head's uplink with the operator's `HF_ENDPOINT`, unless the head's cache holds the
+//! commit asked (a relaunch's pinned one): then its snapshot is read in the toolbox, as the engine
+//! reads it offline, and a relaunch needs no Hub. The token travels in the call,
 //! over the node's channel: never in an argv. The answer says how many bytes and requests the read
 //! took.
 
@@ -13,7 +15,9 @@ use super::in_toolbox::RunsInToolbox;
 use super::source::{read_shape, Reach, ReadLimits, ShapeRead};
 use crate::engine::ExecOutcome;
 use crate::error::{Error, Result};
+use crate::model::cache::HubCache;
 use crate::model::hub::HubAccess;
+use crate::model::revision::Commit;
 use crate::model::source::{ModelFormat, ModelSource};
 use crate::secret::Secret;
 use crate::settings::Settings;
@@ -41,12 +45,29 @@ pub struct ShapeAsk {
 /// The shape `ask` names, read within the default bounds.
 pub async fn shape_ask(settings: &Settings, ask: &ShapeAsk) -> Result<ShapeRead> {
     let hub = HubAccess::new(ask.hub_env.get("HF_ENDPOINT").map(String::as_str), ask.hf_token.clone());
+    if let Some(snapshot) = cached_snapshot(settings, ask) {
+        let toolbox = toolbox_for(settings, ask, &snapshot).await?;
+        let reach = Reach { hub: &hub, toolbox: Some(&toolbox as &dyn RunsInToolbox) };
+        return read_shape(&ModelSource::Path(snapshot), ask.format, None, reach, ReadLimits::default()).await;
+    }
     let toolbox = match &ask.source {
         ModelSource::Path(path) => Some(toolbox_for(settings, ask, path).await?),
         ModelSource::Hub(_) | ModelSource::HubGguf { .. } => None,
     };
     let reach = Reach { hub: &hub, toolbox: toolbox.as_ref().map(|t| t as &dyn RunsInToolbox) };
     read_shape(&ask.source, ask.format, ask.revision.as_deref(), reach, ReadLimits::default()).await
+}
+
+/// The snapshot of a Hub repository at the commit `ask` names, when the head's cache has it whole
+/// enough to read (its config.json there).
+fn cached_snapshot(settings: &Settings, ask: &ShapeAsk) -> Option<String> {
+    let ModelSource::Hub(repo) = &ask.source else { return None };
+    if ask.format != ModelFormat::Safetensors {
+        return None;
+    }
+    let commit = Commit::parse(ask.revision.as_deref()?)?;
+    let snapshot = HubCache::of(&settings.paths).ok()?.repo(repo).snapshot_dir(&commit);
+    snapshot.join("config.json").is_file().then(|| snapshot.display().to_string())
 }
 
 /// The toolbox the model at `path` is read in: started when stopped if the ask allows it.
