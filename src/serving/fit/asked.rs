@@ -6,7 +6,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{gib, Chosen, Layout, NodeMemory, Outcome, Refusal};
+use super::{Chosen, Layout, NodeMemory, Outcome, Refusal};
+use crate::reporter::Bytes;
 
 /// What the operator asked of the plan; None: the engine's rules decide.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -68,7 +69,7 @@ pub fn choose_asked(layouts: &[Layout], nodes: &[NodeMemory], tp: u32, pp: u32) 
         Outcome::Breaks { rules, needs_bytes } => {
             let said: Vec<&str> = rules.iter().map(|broken| broken.message.as_str()).collect();
             let needs = needs_bytes.map_or(String::new(), |needs| {
-                format!(" (it needs {} GiB on its fullest node, which has {} GiB usable)", gib(needs), gib(has))
+                format!(" (it needs {} on its fullest node, which has {} usable)", Bytes(needs), Bytes(has))
             });
             Err(Refusal {
                 message: format!("{}, as asked, cannot serve this model: {}{needs}", layout.label(), said.join("; ")),
@@ -112,13 +113,13 @@ mod tests {
 
     #[test]
     fn a_layout_short_of_memory_is_refused_with_the_numbers() {
-        let memory = Broken { rule: Rule::Memory, message: "node1: its weights need 200.0 GiB".into() };
+        let memory = Broken { rule: Rule::Memory, message: "node1: its weights need 200.00 GiB".into() };
         let layouts = vec![layout(2, 1, Outcome::Breaks { rules: vec![memory], needs_bytes: Some(210 << 30) })];
         let nodes = vec![NodeMemory::new("node1", 100 << 30, 0, 4 << 30); 2];
         let refused = choose_asked(&layouts, &nodes, 2, 1).expect_err("too big");
         assert!(!refused.asked_against_the_model());
         assert!(
-            refused.message.contains("needs 210.0 GiB") && refused.message.contains("96.0 GiB usable"),
+            refused.message.contains("needs 210.00 GiB") && refused.message.contains("96.00 GiB usable"),
             "{refused:?}"
         );
         assert_eq!((refused.needs_bytes, refused.has_bytes), (210 << 30, 96 << 30));

@@ -24,13 +24,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::shape::weights::Weights;
 use crate::model::shape::ModelShape;
+use crate::reporter::Bytes;
 use crate::spec::Transport;
 pub use asked::{choose_asked, FitAsk};
 pub use kv::{KvCacheDtype, KvPerToken};
 pub use measured::{Measured, NodeLog, Planned};
 pub use memory::{FitNodes, NodeMemory};
-
-const GIB: f64 = (1u64 << 30) as f64;
 
 /// Every layout, the one chosen and why, or why none fits.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -337,11 +336,11 @@ pub fn outcome(
             broken.push(Broken {
                 rule: Rule::Memory,
                 message: format!(
-                    "{}: its weights need {} GiB, and it has {} GiB usable ({} GiB of it kept for the runtime)",
+                    "{}: its weights need {}, and it has {} usable ({} of it kept for the runtime)",
                     node.node,
-                    gib(weights_bytes),
-                    gib(node.usable_bytes),
-                    gib(rules.runtime_bytes)
+                    Bytes(weights_bytes),
+                    Bytes(node.usable_bytes),
+                    Bytes(rules.runtime_bytes)
                 ),
             });
         }
@@ -412,10 +411,10 @@ pub fn refusal(layouts: &[Layout], nodes: &[NodeMemory], min_context: u64) -> Re
             format!("every layout breaks a rule of the model ({})", rules.join("; "))
         }
         Some(needs) => format!(
-            "it needs {} GiB per node (weights, runtime and a cache of {min_context} tokens) in its least demanding \
-             layout, and the nodes have {} GiB usable",
-            gib(needs),
-            gib(has)
+            "it needs {} per node (weights, runtime and a cache of {min_context} tokens) in its least demanding \
+             layout, and the nodes have {} usable",
+            Bytes(needs),
+            Bytes(has)
         ),
     };
     Refusal {
@@ -427,11 +426,6 @@ pub fn refusal(layouts: &[Layout], nodes: &[NodeMemory], min_context: u64) -> Re
         has_bytes: has,
         asked_breaks: Vec::new(),
     }
-}
-
-/// The bytes as GiB with one decimal, for messages.
-pub fn gib(bytes: u64) -> String {
-    format!("{:.1}", bytes as f64 / GIB)
 }
 
 /// The order layouts are preferred on `transport`: on RoCE tensor parallel where the model

@@ -102,7 +102,7 @@ fn a_refusal_says_what_is_needed_and_what_there_is() {
     let refusal = refusal(&[memory], &nodes, 4096);
     assert_eq!((refusal.needs_bytes, refusal.has_bytes), (240 << 30, 86 << 30));
     assert!(
-        refusal.message.contains("needs 240.0 GiB per node") && refusal.message.contains("86.0 GiB"),
+        refusal.message.contains("needs 240.00 GiB per node") && refusal.message.contains("86.00 GiB"),
         "{}",
         refusal.message
     );

@@ -24,11 +24,12 @@ use serde::{Deserialize, Serialize};
 
 use super::kv::layer_bytes_per_token;
 use super::{
-    gib, kv_heads_on_rank, weights_on, Broken, CacheRules, Figures, KvPerToken, NodeLoad, NodeMemory, Outcome,
-    Placement, Rule,
+    kv_heads_on_rank, weights_on, Broken, CacheRules, Figures, KvPerToken, NodeLoad, NodeMemory, Outcome, Placement,
+    Rule,
 };
 use crate::model::shape::weights::Weights;
 use crate::model::shape::ModelShape;
+use crate::reporter::Bytes;
 
 /// The model's layers in vLLM's cache groups.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -183,11 +184,11 @@ pub fn outcome(
             broken.push(Broken {
                 rule: Rule::Memory,
                 message: format!(
-                    "{}: its weights need {} GiB, and it has {} GiB usable ({} GiB of it kept for the runtime)",
+                    "{}: its weights need {}, and it has {} usable ({} of it kept for the runtime)",
                     node.node,
-                    gib(weights_bytes),
-                    gib(node.usable_bytes),
-                    gib(rules.runtime_bytes)
+                    Bytes(weights_bytes),
+                    Bytes(node.usable_bytes),
+                    Bytes(rules.runtime_bytes)
                 ),
             });
         }

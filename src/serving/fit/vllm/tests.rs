@@ -144,7 +144,7 @@ fn a_model_too_big_for_the_nodes_is_refused_with_the_numbers() {
     // The least demanding layout holds at least half the weights on a node.
     assert!(refusal.needs_bytes > total / 2 && refusal.needs_bytes < total / 2 + 8 * GIB, "{}", refusal.needs_bytes);
     assert!(
-        refusal.message.contains("GiB per node") && refusal.message.contains("116.0 GiB usable"),
+        refusal.message.contains("GiB per node") && refusal.message.contains("116.00 GiB usable"),
         "{}",
         refusal.message
     );
