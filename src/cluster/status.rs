@@ -15,7 +15,7 @@ use super::watch::state::{watched, WatchedService};
 use super::{close_all, connect_all, in_cluster_order, ClusterSettings};
 use crate::cluster::measured::measured;
 use crate::error::Result;
-use crate::node::call::Status;
+use crate::node::call::StatusCall;
 use crate::node::remote::RemoteNode;
 use crate::node::router::RouterState;
 use crate::node::NodeCalls;
@@ -452,7 +452,7 @@ async fn link_warnings(
 
 async fn node_status(remote: &RemoteNode) -> NodeStatus {
     let version = remote.version().map(str::to_string);
-    let (status, check) = tokio::join!(remote.call(Status {}), remote.call(ServeCheck::default()));
+    let (status, check) = tokio::join!(remote.call(StatusCall {}), remote.call(ServeCheck::default()));
     let (status, mut error) = match status {
         Ok(status) => (Some(status), None),
         Err(error) => (None, Some(error.to_string())),

@@ -16,7 +16,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use super::fit::{FitAsk, FitNodes, Measured, NodeLog, Plan, Planned};
 use super::logs::LogTail;
 use super::parallelism::Parallelism;
-use super::plan::{LaunchPlan, NodeFacts, PlanRequest};
+use super::plan::{LaunchPlan, NodeForPlan, PlanRequest};
 use super::record::Role;
 use super::state::FlagQuestion;
 use crate::error::{Error, Result};
@@ -98,7 +98,7 @@ pub trait ServingEngine: Send + Sync + 'static {
     /// of which will do.
     fn programs(&self, backend: Backend, role: Role) -> Vec<&'static [&'static str]>;
     /// What each node runs, in steps, and what proves each step.
-    fn plan(&self, nodes: &[NodeFacts], request: &PlanRequest, backend: Backend) -> LaunchPlan;
+    fn plan(&self, nodes: &[NodeForPlan], request: &PlanRequest, backend: Backend) -> LaunchPlan;
     /// The process on the head that serves the endpoint (its log is `TOOLBOX.NAME.log`); the
     /// ranks elsewhere run under the same name where the engine has ranks.
     fn server(&self) -> &'static str;

@@ -22,7 +22,7 @@ use crate::serving::fit::{llama_log, FitAsk, FitNodes, KvCacheDtype, Measured, N
 use crate::serving::logs::LogTail;
 use crate::serving::parallelism::Parallelism;
 use crate::serving::plan::{
-    flag_value, with_overrides, LaunchPlan, NodeFacts, NodePlan, PlanRequest, PlannedCommand, Proof, Step,
+    flag_value, with_overrides, LaunchPlan, LaunchStep, NodeForPlan, NodePlan, PlanRequest, PlannedCommand, Proof,
 };
 use crate::serving::record::Role;
 use crate::serving::state::FlagQuestion;
@@ -255,7 +255,7 @@ impl ServingEngine for LlamaCpp {
         }
     }
 
-    fn plan(&self, nodes: &[NodeFacts], request: &PlanRequest, backend: Backend) -> LaunchPlan {
+    fn plan(&self, nodes: &[NodeForPlan], request: &PlanRequest, backend: Backend) -> LaunchPlan {
         plan(nodes, request, backend)
     }
 
@@ -544,8 +544,8 @@ pub fn llama_server(
 /// What each node runs: every worker's `rpc-server` at once, proven by each answering on its link
 /// address from the head; then `llama-server` on the head, proven by its endpoint and by its log
 /// naming every worker as a device it loaded the model onto. One node: `llama-server` alone.
-fn plan(nodes: &[NodeFacts], request: &PlanRequest, backend: Backend) -> LaunchPlan {
-    let listen = |facts: &NodeFacts| SocketAddr::from((facts.link_ip, facts.listen_port));
+fn plan(nodes: &[NodeForPlan], request: &PlanRequest, backend: Backend) -> LaunchPlan {
+    let listen = |facts: &NodeForPlan| SocketAddr::from((facts.link_ip, facts.listen_port));
     let workers: Vec<SocketAddr> =
         if backend == Backend::Rpc { nodes[1..].iter().map(listen).collect() } else { Vec::new() };
     // The operator's own name wins; otherwise the model as given, as vLLM names it.
@@ -584,17 +584,17 @@ fn plan(nodes: &[NodeFacts], request: &PlanRequest, backend: Backend) -> LaunchP
         let listeners: Vec<(usize, SocketAddr)> = (1..nodes.len()).map(|i| (i, workers[i - 1])).collect();
         let mentions = listeners.iter().map(|(node, address)| (*node, address.to_string())).collect();
         vec![
-            Step {
+            LaunchStep {
                 starts: (1..nodes.len()).map(|node| (node, 0)).collect(),
                 proofs: vec![Proof::Reachable { listeners }],
             },
-            Step {
+            LaunchStep {
                 starts: vec![(0, 0)],
                 proofs: vec![Proof::Endpoint, Proof::HeadLog { prefix: DEVICE_LINE.into(), mentions }],
             },
         ]
     } else {
-        vec![Step { starts: vec![(0, 0)], proofs: vec![Proof::Endpoint] }]
+        vec![LaunchStep { starts: vec![(0, 0)], proofs: vec![Proof::Endpoint] }]
     };
     LaunchPlan { engine: LLAMA_CPP, backend, nodes: planned, steps, notes }
 }
@@ -630,8 +630,8 @@ mod tests {
     use crate::spec::Transport;
     use std::net::Ipv4Addr;
 
-    fn facts(node: &str, ip: [u8; 4], programs: &[&str]) -> NodeFacts {
-        NodeFacts {
+    fn facts(node: &str, ip: [u8; 4], programs: &[&str]) -> NodeForPlan {
+        NodeForPlan {
             node: node.into(),
             link_ip: Ipv4Addr::from(ip),
             transport: Transport::ThunderboltTcp { netdev: "thunderbolt0".into() },
@@ -915,7 +915,7 @@ mod tests {
 
     #[test]
     fn on_roce_both_ends_of_rpc_name_the_nodes_rdma_device_and_gid() {
-        let roce = |ip: [u8; 4], program: &str| NodeFacts {
+        let roce = |ip: [u8; 4], program: &str| NodeForPlan {
             transport: Transport::Roce {
                 device: "rocep194s0f0".into(),
                 port: 1,

@@ -15,11 +15,12 @@ use crate::rccl::log::{judge, RcclVerdict};
 use crate::serving::engine::{gives, without_flags, Backend, EngineRef, ServingEngine, ToolboxProfile};
 use crate::serving::environment::serving_env;
 use crate::serving::fit::vllm::VllmRules;
-use crate::serving::fit::{self as fit, vllm_log, FitAsk, FitNodes, Measured, NodeLog, Plan, Planned};
+use crate::serving::fit::{self, vllm_log, FitAsk, FitNodes, Measured, NodeLog, Plan, Planned};
 use crate::serving::logs::LogTail;
 use crate::serving::parallelism::Parallelism;
 use crate::serving::plan::{
-    flag_value, with_overrides, LaunchPlan, NodeFacts, NodePlan, PlanRequest, PlannedCommand, Proof, Start, Step,
+    flag_value, with_overrides, LaunchPlan, LaunchStep, NodeForPlan, NodePlan, PlanRequest, PlannedCommand, Proof,
+    StartKind,
 };
 use crate::serving::ray::{ray_head, ray_worker, RayRole, AUTH_MODE, AUTH_TOKEN, RAY_PORT};
 use crate::serving::record::Role;
@@ -181,7 +182,7 @@ impl ServingEngine for Vllm {
         }
     }
 
-    fn plan(&self, nodes: &[NodeFacts], request: &PlanRequest, backend: Backend) -> LaunchPlan {
+    fn plan(&self, nodes: &[NodeForPlan], request: &PlanRequest, backend: Backend) -> LaunchPlan {
         plan(nodes, request, backend)
     }
 
@@ -401,7 +402,7 @@ pub fn vllm_serve(
 /// executor: `vllm serve` on every node at once (the head's rank 0 and its API, a headless rank
 /// on each other node), proven by every rank's log saying it joined, then by the endpoint. On
 /// one node, `vllm serve` alone.
-fn plan(nodes: &[NodeFacts], request: &PlanRequest, backend: Backend) -> LaunchPlan {
+fn plan(nodes: &[NodeForPlan], request: &PlanRequest, backend: Backend) -> LaunchPlan {
     let split = &request.split;
     let over_ray = backend == Backend::Ray;
     let head_ip = nodes[0].link_ip;
@@ -432,7 +433,7 @@ fn plan(nodes: &[NodeFacts], request: &PlanRequest, backend: Backend) -> LaunchP
             argv: Vec::new(),
             env: env.clone(),
             secret_env: Vec::new(),
-            start: Start::Ray { role },
+            start: StartKind::Ray { role },
             uses_compile_cache: false,
         };
         let role = backend.role_of(index);
@@ -480,9 +481,9 @@ fn plan(nodes: &[NodeFacts], request: &PlanRequest, backend: Backend) -> LaunchP
         // then, and Ray's own node table is read while it loads, not before (a python start on the
         // head, seconds of the launch that were the proof's alone).
         Backend::Ray => vec![
-            Step { starts: vec![(0, 0)], proofs: Vec::new() },
-            Step { starts: (1..nodes.len()).map(|node| (node, 0)).collect(), proofs: Vec::new() },
-            Step { starts: vec![(0, 1)], proofs: vec![Proof::RayJoined, Proof::Endpoint] },
+            LaunchStep { starts: vec![(0, 0)], proofs: Vec::new() },
+            LaunchStep { starts: (1..nodes.len()).map(|node| (node, 0)).collect(), proofs: Vec::new() },
+            LaunchStep { starts: vec![(0, 1)], proofs: vec![Proof::RayJoined, Proof::Endpoint] },
         ],
         Backend::Mp => {
             // RCCL's start-up lines are the ranks' proof; an operator's `-e NCCL_DEBUG=WARN` leaves
@@ -490,12 +491,12 @@ fn plan(nodes: &[NodeFacts], request: &PlanRequest, backend: Backend) -> LaunchP
             let rccl_speaks =
                 request.env.get("NCCL_DEBUG").is_none_or(|level| matches!(level.as_str(), "INFO" | "TRACE"));
             let ranks = rccl_speaks.then_some(Proof::RanksJoined { rendezvous });
-            vec![Step {
+            vec![LaunchStep {
                 starts: (0..nodes.len()).map(|node| (node, 0)).collect(),
                 proofs: ranks.into_iter().chain([Proof::Endpoint]).collect(),
             }]
         }
-        Backend::Single | Backend::Rpc => vec![Step { starts: vec![(0, 0)], proofs: vec![Proof::Endpoint] }],
+        Backend::Single | Backend::Rpc => vec![LaunchStep { starts: vec![(0, 0)], proofs: vec![Proof::Endpoint] }],
     };
     LaunchPlan { engine: VLLM, backend, nodes: planned, steps, notes }
 }
@@ -773,7 +774,7 @@ mod tests {
     }
 
     /// The plan of `request` split `split`.
-    fn planned(nodes: &[NodeFacts], request: PlanRequest, backend: Backend, split: Parallelism) -> LaunchPlan {
+    fn planned(nodes: &[NodeForPlan], request: PlanRequest, backend: Backend, split: Parallelism) -> LaunchPlan {
         plan(nodes, &PlanRequest { split, ..request }, backend)
     }
 
@@ -781,8 +782,8 @@ mod tests {
         Parallelism::of(tp, pp, "")
     }
 
-    fn facts(node: &str, ip: [u8; 4], cache: Option<&str>) -> NodeFacts {
-        NodeFacts {
+    fn facts(node: &str, ip: [u8; 4], cache: Option<&str>) -> NodeForPlan {
+        NodeForPlan {
             node: node.into(),
             link_ip: std::net::Ipv4Addr::from(ip),
             transport: crate::spec::Transport::ThunderboltTcp { netdev: "thunderbolt0".into() },

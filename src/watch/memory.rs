@@ -13,7 +13,7 @@ use crate::reporter::Bytes;
 
 /// What one node holds now: its GTT and VRAM in use (None: it does not say, or did not answer).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct NodeMemory {
+pub struct HeldMemory {
     pub node: String,
     pub used_bytes: Option<u64>,
 }
@@ -31,7 +31,7 @@ pub enum MemoryVerdict {
 
 /// Whether to relaunch now, having waited since `waiting_since`, at most `limit`.
 pub fn memory_verdict(
-    nodes: &[NodeMemory],
+    nodes: &[HeldMemory],
     allowance_bytes: u64,
     waiting_since: Moment,
     now: Moment,
@@ -75,8 +75,8 @@ pub fn memory_verdict(
 mod tests {
     use super::*;
 
-    fn node(name: &str, used: Option<u64>) -> NodeMemory {
-        NodeMemory { node: name.into(), used_bytes: used }
+    fn node(name: &str, used: Option<u64>) -> HeldMemory {
+        HeldMemory { node: name.into(), used_bytes: used }
     }
 
     #[test]

@@ -20,7 +20,7 @@ use crate::host::gpu::GpuFacts;
 use crate::labels;
 use crate::model::shape::ask::ShapeAsk;
 use crate::model::shape::Sizing;
-use crate::node::call::{Detect, Exec, Status};
+use crate::node::call::{Detect, Exec, StatusCall};
 use crate::node::{Node, NodeCalls};
 use crate::ops::status::StatusReport;
 use crate::serving::fit::vllm_build::HeadImage;
@@ -77,7 +77,7 @@ pub async fn fit_model(nodes: &[&dyn Node], request: &FitRequest) -> std::result
         Some(head.call(ask).await)
     };
     let detects = join_all(nodes.iter().map(|node| node.call(Detect {})));
-    let (read, detects, devices, status) = tokio::join!(head.call(shape), detects, devices, head.call(Status {}));
+    let (read, detects, devices, status) = tokio::join!(head.call(shape), detects, devices, head.call(StatusCall {}));
     let read = read.map_err(NoPlan::Unread)?;
     let image = head_image(status, &request.toolbox);
 

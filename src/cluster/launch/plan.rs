@@ -16,7 +16,7 @@ use crate::model::source::ModelSource;
 use crate::node::Node;
 use crate::serving::engine::Backend;
 use crate::serving::parallelism::Parallelism;
-use crate::serving::plan::{flag_value, LaunchPlan, NodeFacts, PlanRequest};
+use crate::serving::plan::{flag_value, LaunchPlan, NodeForPlan, PlanRequest};
 use crate::serving::ports::ENGINE_PORTS_FROM;
 use crate::serving::ray::AUTH_TOKEN;
 use crate::serving::state::ServeCheckReport;
@@ -44,11 +44,11 @@ pub(super) fn plan(
     let Facts { checks, hub_model, gguf, .. } = *facts;
     let cached = hub_model.and_then(|(_, cached)| cached.as_ref());
     let engine_port = checks[0].free_ports.first().copied().unwrap_or(ENGINE_PORTS_FROM);
-    let node_facts: Vec<NodeFacts> = nodes
+    let node_facts: Vec<NodeForPlan> = nodes
         .iter()
         .zip(checks)
         .enumerate()
-        .map(|(index, (node, check))| NodeFacts {
+        .map(|(index, (node, check))| NodeForPlan {
             node: node.name().to_string(),
             link_ip: check.cluster_link.address().unwrap_or(Ipv4Addr::LOCALHOST),
             transport: check.cluster_link.transport.clone(),

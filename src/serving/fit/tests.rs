@@ -56,7 +56,7 @@ fn the_link_orders_the_layouts() {
         pp,
         dp,
         expert_parallel,
-        outcome: Outcome::Fits(Figures {
+        outcome: LayoutOutcome::Fits(LayoutFigures {
             nodes: Vec::new(),
             context_tokens: 4096,
             limited_by: String::new(),
@@ -68,7 +68,7 @@ fn the_link_orders_the_layouts() {
         pp,
         dp: 1,
         expert_parallel: false,
-        outcome: Outcome::Breaks {
+        outcome: LayoutOutcome::Breaks {
             rules: vec![Broken { rule: Rule::AttentionHeads, message: "heads".into() }],
             needs_bytes: None,
         },
@@ -94,7 +94,7 @@ fn a_refusal_says_what_is_needed_and_what_there_is() {
         pp: 1,
         dp: 1,
         expert_parallel: false,
-        outcome: Outcome::Breaks {
+        outcome: LayoutOutcome::Breaks {
             rules: vec![Broken { rule: Rule::Memory, message: "a: too big".into() }],
             needs_bytes: Some(240 << 30),
         },
