@@ -284,7 +284,7 @@ pub async fn cluster_status(
         all_services(&nodes)
             .map(|s| s.record.toolbox.clone())
             .next()
-            .unwrap_or_else(|| EngineRef::default().toolbox().default_toolbox.to_string())
+            .unwrap_or_else(|| EngineRef::default().profile().toolbox.default_toolbox.to_string())
     });
     let head = connected.iter().find(|node| Some(&node.name) == settings.nodes.first());
     let router = match head {
@@ -360,7 +360,7 @@ async fn service_summary(
     };
     let probe = ServeProbe {
         service: record.service.clone(),
-        server: record.engine.server().to_string(),
+        server: record.engine.profile().server.to_string(),
         address: record.upstream(),
         api_key,
         look_inside: true,

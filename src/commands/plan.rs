@@ -39,7 +39,7 @@ pub(super) fn request(args: &PlanArgs) -> Result<FitRequest> {
         engine,
         model: model.to_string(),
         source: engine.source(model, args.file.as_deref())?,
-        toolbox: args.toolbox.clone().unwrap_or_else(|| engine.toolbox().default_toolbox.to_string()),
+        toolbox: args.toolbox.clone().unwrap_or_else(|| engine.profile().toolbox.default_toolbox.to_string()),
         revision: args.revision.clone(),
         tp: args.tp,
         pp: args.pp,
@@ -94,7 +94,7 @@ impl Render for FitReport {
             shape.kv_heads,
             shape.head_dim,
             shape.max_context,
-            self.engine.title()
+            self.engine.profile().title
         ));
         out.line(&format!("  {took}"));
         for note in read.notes.iter().chain(&self.notes) {

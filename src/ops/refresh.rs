@@ -261,7 +261,7 @@ pub async fn refresh_with(
     // The engine is given a reference it resolves (docker: the image's id, when only another
     // registry's name carries its digest); the labels keep the one asked for.
     desired.request.image = engine_ref;
-    let (serving, programs) = (request.serving.name(), request.serving.image_programs());
+    let (serving, programs) = (request.serving.name(), request.serving.profile().image_programs);
     desired.verify = request.verify.then(|| Expected::new(facts, &spec, &image_labels, serving, programs));
     desired.request.labels.extend(labels::encode_user_env(&request.env).map(|env| (labels::USER_ENV.to_string(), env)));
     desired.request.labels.insert(labels::ENGINE.to_string(), request.serving.name().to_string());

@@ -26,10 +26,10 @@ pub struct NodeForPlan {
     pub hub_cache: Option<String>,
     /// The programs its toolbox has, of those the engine asked about.
     pub programs: Vec<String>,
-    /// Where its process listens for the others, if it has one ([`ServingEngine::node_port`],
+    /// Where its process listens for the others, if it has one ([`EngineProfile::node_port`],
     /// or the next free one when another service holds it).
     ///
-    /// [`ServingEngine::node_port`]: crate::serving::engine::ServingEngine::node_port
+    /// [`EngineProfile::node_port`]: crate::serving::engine::EngineProfile::node_port
     pub listen_port: u16,
 }
 

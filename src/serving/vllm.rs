@@ -12,7 +12,7 @@ use crate::link::ports::LinkPort;
 use crate::model::shape::ModelShape;
 use crate::model::source::{ModelFormat, ModelSource};
 use crate::rccl::log::{judge, RcclVerdict};
-use crate::serving::engine::{gives, without_flags, Backend, EngineRef, ServingEngine, ToolboxProfile};
+use crate::serving::engine::{gives, without_flags, Backend, EngineProfile, EngineRef, ServingEngine, ToolboxProfile};
 use crate::serving::environment::serving_env;
 use crate::serving::fit::vllm::VllmRules;
 use crate::serving::fit::{self, vllm_log, FitAsk, FitNodes, Measured, NodeLog, Plan, Planned};
@@ -27,7 +27,6 @@ use crate::serving::record::Role;
 use crate::serving::state::FlagQuestion;
 use crate::serving::vllm_args;
 use crate::spec::{ToolboxNeeds, Transport};
-use crate::verify::programs::RequiredProgram;
 
 /// vLLM, as the launch and everything else ask it.
 pub const VLLM: EngineRef = EngineRef::of(&Vllm);
@@ -44,57 +43,49 @@ const NNODES: &str = "--nnodes";
 /// compilation config has `cudagraph_mode` (the shorthand came after it).
 const COMPILATION_SHORTHAND: &str = "-cc";
 
+/// vLLM's constants.
+const PROFILE: EngineProfile = EngineProfile {
+    name: "vllm",
+    aliases: &[],
+    about: "vLLM: tensor or pipeline parallel across the nodes, safetensors models from the Hub or a directory",
+    title: "vLLM",
+    toolbox: ToolboxProfile {
+        image_repo: crate::DEFAULT_IMAGE_REPO,
+        channels: &crate::image::reference::CHANNELS,
+        default_toolbox: "vllm",
+        ask_channel: true,
+    },
+    image_programs: &[],
+    link_ports: &[
+        LinkPort::on_head(RAY_PORT, "Ray's GCS"),
+        LinkPort::on_head(10001, "Ray's client server"),
+        LinkPort::on_head(8265, "Ray's dashboard"),
+    ],
+    node_port: RENDEZVOUS_PORT,
+    // config.json and safetensors weights, as every rank reads them.
+    model_format: ModelFormat::Safetensors,
+    missing_model_fix: "put the model at the same path on every node (or give its Hub id: the launch then pulls it \
+                        once and spreads it)",
+    server: SERVER,
+    // torch.compile's graphs under `VLLM_CACHE_ROOT`.
+    keeps_compile_cache: true,
+    // vLLM's `VLLM_API_KEY` (the `--api-key` default).
+    api_key_env: "VLLM_API_KEY",
+    progress: crate::watch::VLLM_PROGRESS,
+    name_flags: &["--served-model-name"],
+    // vLLM's plan needs only the nodes' memory: one rank a node's GPU.
+    head_question: None,
+};
+
 struct Vllm;
 
 impl ServingEngine for Vllm {
-    fn name(&self) -> &'static str {
-        "vllm"
-    }
-
-    fn aliases(&self) -> &'static [&'static str] {
-        &[]
-    }
-
-    fn about(&self) -> &'static str {
-        "vLLM: tensor or pipeline parallel across the nodes, safetensors models from the Hub or a directory"
-    }
-
-    fn title(&self) -> &'static str {
-        "vLLM"
-    }
-
-    fn toolbox(&self) -> &'static ToolboxProfile {
-        &ToolboxProfile {
-            image_repo: crate::DEFAULT_IMAGE_REPO,
-            channels: &crate::image::reference::CHANNELS,
-            default_toolbox: "vllm",
-            ask_channel: true,
-        }
+    fn profile(&self) -> &'static EngineProfile {
+        &PROFILE
     }
 
     fn needs(&self, _image_ref: &str) -> ToolboxNeeds {
         ToolboxNeeds { kfd: true, rdma: true, nccl: true }
-    }
-
-    fn image_programs(&self) -> &'static [RequiredProgram] {
-        &[]
-    }
-
-    fn link_ports(&self) -> &'static [LinkPort] {
-        const RAY: [LinkPort; 3] = [
-            LinkPort::on_head(RAY_PORT, "Ray's GCS"),
-            LinkPort::on_head(10001, "Ray's client server"),
-            LinkPort::on_head(8265, "Ray's dashboard"),
-        ];
-        &RAY
-    }
-
-    fn node_port(&self) -> u16 {
-        RENDEZVOUS_PORT
-    }
-
-    fn claims(&self, _model: &str, _file: Option<&str>) -> bool {
-        false
     }
 
     fn source(&self, model: &str, file: Option<&str>) -> Result<ModelSource> {
@@ -116,11 +107,6 @@ impl ServingEngine for Vllm {
 
     fn identity_file(&self, _source: &ModelSource, _role: Role) -> Option<String> {
         None
-    }
-
-    fn missing_model_fix(&self) -> &'static str {
-        "put the model at the same path on every node (or give its Hub id: the launch then pulls it once and \
-         spreads it)"
     }
 
     /// Its multiprocessing executor where the image's vLLM spans nodes with it, else Ray's.
@@ -186,28 +172,6 @@ impl ServingEngine for Vllm {
         plan(nodes, request, backend)
     }
 
-    fn progress(&self) -> crate::watch::ProgressNames {
-        crate::watch::VLLM_PROGRESS
-    }
-
-    fn server(&self) -> &'static str {
-        SERVER
-    }
-
-    /// torch.compile's graphs under `VLLM_CACHE_ROOT`.
-    fn keeps_compile_cache(&self) -> bool {
-        true
-    }
-
-    /// vLLM's `VLLM_API_KEY` (the `--api-key` default).
-    fn api_key_env(&self) -> &'static str {
-        "VLLM_API_KEY"
-    }
-
-    fn name_flags(&self) -> &'static [&'static str] {
-        &["--served-model-name"]
-    }
-
     fn tcp_on_roce(&self, logs: &[LogTail], node: &str) -> Option<String> {
         let rccl = judge(&logs.iter().find(|tail| tail.file == SERVER)?.lines);
         (rccl.verdict == RcclVerdict::Tcp).then(|| {
@@ -221,11 +185,6 @@ impl ServingEngine for Vllm {
 
     fn tokenize_request(&self, model: &str, text: &str, add_special: bool) -> serde_json::Value {
         serde_json::json!({ "model": model, "prompt": text, "add_special_tokens": add_special })
-    }
-
-    /// config.json and safetensors weights, as every rank reads them.
-    fn model_format(&self) -> ModelFormat {
-        ModelFormat::Safetensors
     }
 
     /// `--max-model-len`, `--kv-cache-dtype` and `--max-num-batched-tokens` among its arguments,
@@ -246,11 +205,6 @@ impl ServingEngine for Vllm {
             mla_disabled: env.get("VLLM_MLA_DISABLE").map(|v| vllm_args::mla_disable(v)).transpose()?.unwrap_or(false),
             ..FitAsk::default()
         })
-    }
-
-    /// vLLM's plan needs only the nodes' memory: one rank a node's GPU.
-    fn head_question(&self) -> Option<&'static [&'static str]> {
-        None
     }
 
     fn head_gpu(&self, _said: &str) -> Option<bool> {
@@ -455,7 +409,7 @@ fn plan(nodes: &[NodeForPlan], request: &PlanRequest, backend: Backend) -> Launc
         let argv = vllm_serve(&request.model, split, executor, (&request.host, request.port), &extra);
         if index == 0 {
             let mut serve_env = env.clone();
-            let mut secrets = vec!["HF_TOKEN", VLLM.api_key_env()];
+            let mut secrets = vec!["HF_TOKEN", PROFILE.api_key_env];
             if over_ray {
                 // The driver talks to Ray: it needs the launch's token too.
                 serve_env.insert(AUTH_MODE.0.into(), AUTH_MODE.1.into());
@@ -594,8 +548,8 @@ mod tests {
         assert_eq!((asked_env.pp_layer_partition, asked_env.mla_disabled), (Some(vec![31, 30]), true));
         let bad: BTreeMap<String, String> = [("VLLM_MLA_DISABLE".to_string(), "yes".to_string())].into();
         assert!(matches!(VLLM.fit_asked(&[], &bad), Err(Error::Usage(_))));
-        assert_eq!(VLLM.model_format(), ModelFormat::Safetensors);
-        assert_eq!(VLLM.head_question(), None);
+        assert_eq!(PROFILE.model_format, ModelFormat::Safetensors);
+        assert_eq!(PROFILE.head_question, None);
     }
 
     #[test]

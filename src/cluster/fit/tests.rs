@@ -39,7 +39,7 @@ fn request(engine: crate::serving::engine::EngineRef, model: &Path) -> FitReques
         engine,
         source: engine.source(&model, None).expect("a source"),
         model,
-        toolbox: engine.toolbox().default_toolbox.into(),
+        toolbox: engine.profile().toolbox.default_toolbox.into(),
         revision: None,
         tp: None,
         pp: None,

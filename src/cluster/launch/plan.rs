@@ -54,7 +54,7 @@ pub(super) fn plan(
             transport: check.cluster_link.transport.clone(),
             hub_cache: cached.and_then(|c| c.caches.get(index).cloned()),
             programs: check.programs.clone(),
-            listen_port: check.free_ports.get(1).copied().unwrap_or_else(|| request.engine.node_port()),
+            listen_port: check.free_ports.get(1).copied().unwrap_or_else(|| request.engine.profile().node_port),
         })
         .collect();
     let served = request.service.to_string();
@@ -141,7 +141,8 @@ pub(super) fn plan(
 fn named_extra(request: &LaunchRequest) -> Result<Vec<String>> {
     let engine = request.engine;
     let name = request.service.as_str();
-    let given = engine.name_flags().iter().find_map(|flag| flag_value(&request.extra, flag).map(|value| (flag, value)));
+    let given =
+        engine.profile().name_flags.iter().find_map(|flag| flag_value(&request.extra, flag).map(|value| (flag, value)));
     let mut extra = request.extra.clone();
     match given {
         Some((_, value)) if value == name => {}
@@ -153,7 +154,7 @@ fn named_extra(request: &LaunchRequest) -> Result<Vec<String>> {
             )))
         }
         None if engine.served_name(&request.model, &request.extra) == name => {}
-        None => extra.extend([engine.name_flags()[0].to_string(), name.to_string()]),
+        None => extra.extend([engine.profile().name_flags[0].to_string(), name.to_string()]),
     }
     Ok(extra)
 }

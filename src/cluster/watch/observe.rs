@@ -127,7 +127,7 @@ pub fn observe(look: &ClusterLook, record: &ServingRecord, paused: bool, began: 
 /// The engine's progress counters in its scrape (None: it failed, or lacks them).
 fn progress(record: &ServingRecord, scrape: &EngineScrape) -> Option<Progress> {
     let EngineScrape::Metrics(text) = scrape else { return None };
-    record.engine.progress().read(&parse(text, &ENGINE_LIMITS).ok()?)
+    record.engine.profile().progress.read(&parse(text, &ENGINE_LIMITS).ok()?)
 }
 
 /// Each process the launch started on `node`, and whether it runs; a node without the launch's
