@@ -136,7 +136,7 @@ impl ValueEnum for EngineRef {
     }
 
     fn to_possible_value(&self) -> Option<PossibleValue> {
-        Some(PossibleValue::new(self.name()).aliases(self.aliases().iter().copied()).help(self.about()))
+        Some(PossibleValue::new(self.name()).aliases(self.profile().aliases.iter().copied()).help(self.profile().about))
     }
 }
 
@@ -1082,7 +1082,7 @@ pub struct ToolboxArgs {
 
 impl ToolboxArgs {
     pub fn toolbox(&self) -> String {
-        self.name.clone().unwrap_or_else(|| self.engine.toolbox().default_toolbox.to_string())
+        self.name.clone().unwrap_or_else(|| self.engine.profile().toolbox.default_toolbox.to_string())
     }
 }
 
@@ -1101,7 +1101,7 @@ pub struct StatusArgs {
 impl StatusArgs {
     /// The toolbox asked for, if one was.
     pub fn toolbox(&self) -> Option<String> {
-        self.name.clone().or_else(|| self.engine.map(|engine| engine.toolbox().default_toolbox.to_string()))
+        self.name.clone().or_else(|| self.engine.map(|engine| engine.profile().toolbox.default_toolbox.to_string()))
     }
 }
 

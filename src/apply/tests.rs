@@ -2,7 +2,7 @@
 //! never lost, the temporary one never left behind, a pin still in use is kept.
 
 use super::*;
-use crate::engine::fake::{Call, FakeEngine};
+use crate::engine::fake::{FakeEngine, RecordedCall};
 use crate::engine::{ContainerInfo, CreateRequest, ImageInfo};
 use crate::labels;
 use crate::manager::Native;
@@ -47,13 +47,13 @@ fn replace_plan(name: &str) -> RefreshPlan {
 }
 
 /// The calls that touched the container `id` or `name`.
-fn touching(engine: &FakeEngine, id: &str, name: &str) -> Vec<Call> {
+fn touching(engine: &FakeEngine, id: &str, name: &str) -> Vec<RecordedCall> {
     engine
         .calls()
         .into_iter()
         .filter(|call| match call {
-            Call::Rename { from, to } => [from, to].iter().any(|n| *n == id || *n == name),
-            Call::Remove(n) | Call::Start(n) | Call::Stop(n) => n == id || n == name,
+            RecordedCall::Rename { from, to } => [from, to].iter().any(|n| *n == id || *n == name),
+            RecordedCall::Remove(n) | RecordedCall::Start(n) | RecordedCall::Stop(n) => n == id || n == name,
             _ => false,
         })
         .collect()
@@ -83,7 +83,7 @@ async fn a_failing_create_removes_the_temporary_container_and_never_touches_the_
     let engine = engine_with_toolbox("vllm");
     let old = engine.container("vllm").unwrap();
     // The engine made the container, then the call failed (a connection lost after it acted).
-    engine.fail_after(Call::Create(temp_name("vllm")));
+    engine.fail_after(RecordedCall::Create(temp_name("vllm")));
     let reporter = Recorder::default();
     let error = apply("vllm", &replace_plan("vllm"), &engine, &Native { home: None }, &reporter).await.unwrap_err();
     assert!(error.to_string().contains("injected failure"), "{error}");
@@ -98,7 +98,7 @@ async fn a_failing_create_removes_the_temporary_container_and_never_touches_the_
 async fn a_failing_swap_puts_the_old_toolbox_back() {
     let engine = engine_with_toolbox("vllm");
     let old = engine.container("vllm").unwrap();
-    engine.fail(Call::rename(&temp_name("vllm"), "vllm"));
+    engine.fail(RecordedCall::rename(&temp_name("vllm"), "vllm"));
     let error = apply("vllm", &replace_plan("vllm"), &engine, &Native { home: None }, &Silent).await.unwrap_err();
     assert!(error.to_string().contains("injected failure"), "{error}");
     assert_eq!(engine.container("vllm"), Some(old), "the old toolbox is back under its name");
@@ -109,8 +109,8 @@ async fn a_failing_swap_puts_the_old_toolbox_back() {
 #[tokio::test]
 async fn a_swap_that_cannot_put_the_old_toolbox_back_says_how() {
     let engine = engine_with_toolbox("vllm");
-    engine.fail(Call::rename(&temp_name("vllm"), "vllm"));
-    engine.fail(Call::rename("old-id", "vllm"));
+    engine.fail(RecordedCall::rename(&temp_name("vllm"), "vllm"));
+    engine.fail(RecordedCall::rename("old-id", "vllm"));
     let error =
         apply("vllm", &replace_plan("vllm"), &engine, &Native { home: None }, &Silent).await.unwrap_err().to_string();
     assert!(error.contains("putting the old toolbox back failed too"), "{error}");

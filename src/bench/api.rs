@@ -112,7 +112,7 @@ pub struct Usage {
 
 /// `GET /v1/models`.
 #[derive(Debug, Clone, Deserialize)]
-pub struct ModelList {
+pub struct ModelsResponse {
     pub data: Vec<ModelEntry>,
 }
 

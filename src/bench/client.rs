@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use reqwest::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE};
 use reqwest::{Response, StatusCode};
 
-use super::api::{Completion, CompletionRequest, ModelList, Tokenized};
+use super::api::{Completion, CompletionRequest, ModelsResponse, Tokenized};
 use super::exchange::StreamedCompletion;
 use super::key::EngineRef;
 use super::sse::SseParser;
@@ -106,7 +106,7 @@ impl ApiClient {
         let url = format!("{}/models", self.endpoint.base);
         let request = self.authorized(self.http.get(&url));
         let body = self.read_whole(request, &format!("GET {url}"), "the model list").await?;
-        let list: ModelList = serde_json::from_slice(&body).map_err(|e| {
+        let list: ModelsResponse = serde_json::from_slice(&body).map_err(|e| {
             super::error::endpoint(
                 &format!("GET {url}"),
                 "the model list",

@@ -60,5 +60,5 @@ pub use compare::{compare, Comparison};
 pub use figures::Figures;
 pub use key::{BenchKey, EngineRef, LinkTransport, ModelIdentity};
 pub use load::LevelResult;
-pub use result::{BenchResult, Verdict};
+pub use result::{Acceptance, BenchResult};
 pub use store::{BenchStore, History, HistoryFilter};

@@ -31,12 +31,12 @@ pub struct BenchResult {
     /// Requests per level.
     pub requests: u32,
     pub levels: Vec<LevelResult>,
-    pub verdict: Verdict,
+    pub verdict: Acceptance,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "state", rename_all = "kebab-case")]
-pub enum Verdict {
+pub enum Acceptance {
     Accepted,
     Rejected { reason: String },
 }
@@ -61,7 +61,7 @@ impl BenchResult {
             served_model: served_model.to_string(),
             requests,
             levels,
-            verdict: Verdict::Accepted,
+            verdict: Acceptance::Accepted,
         };
         let content = serde_json::to_vec(&result).unwrap_or_default();
         let digest = Sha256::digest(content);
@@ -70,7 +70,7 @@ impl BenchResult {
     }
 
     pub fn accepted(&self) -> bool {
-        self.verdict == Verdict::Accepted
+        self.verdict == Acceptance::Accepted
     }
 
     pub fn level(&self, concurrency: u32) -> Option<&LevelResult> {

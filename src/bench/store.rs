@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::key::{BenchKey, EngineRef};
-use super::result::{BenchResult, Verdict, RESULT_FORMAT};
+use super::result::{Acceptance, BenchResult, RESULT_FORMAT};
 use crate::error::{Error, Result};
 use crate::paths::Paths;
 
@@ -133,7 +133,7 @@ impl BenchStore {
     }
 
     /// Accept or reject a kept result (the canary decides after its gate and bench).
-    pub fn set_verdict(&self, id: &str, verdict: Verdict) -> Result<BenchResult> {
+    pub fn set_verdict(&self, id: &str, verdict: Acceptance) -> Result<BenchResult> {
         let mut result = self.find(id)?;
         result.verdict = verdict;
         self.save(&result)?;
@@ -239,7 +239,7 @@ mod tests {
             store.save(kept).unwrap();
         }
         assert_eq!(store.last_accepted(&first.key).unwrap(), Some(second.clone()));
-        let rejected = store.set_verdict(&second.id, Verdict::Rejected { reason: "slow".into() }).unwrap();
+        let rejected = store.set_verdict(&second.id, Acceptance::Rejected { reason: "slow".into() }).unwrap();
         assert!(!rejected.accepted());
         assert_eq!(store.last_accepted(&first.key).unwrap(), Some(first.clone()));
         assert_eq!(store.last_accepted(&first.key.on_image("sha256:bbbb")).unwrap(), Some(other_image));

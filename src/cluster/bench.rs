@@ -265,7 +265,8 @@ async fn find(nodes: &[&dyn Node], request: &BenchRequest, reporter: &dyn Report
             for (_, services) in services_on(nodes).await {
                 // The service's head: what serves its endpoint runs there.
                 let serves = |state: &ServingState| {
-                    state.record.role != Role::Worker && state.alive.iter().any(|p| p == state.record.engine.server())
+                    state.record.role != Role::Worker
+                        && state.alive.iter().any(|p| p == state.record.engine.profile().server)
                 };
                 serving.extend(services?.into_iter().filter(serves));
             }

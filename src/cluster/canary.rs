@@ -26,7 +26,7 @@ use super::refresh::{refresh_nodes, refresh_nodes_then, BeforeSwap, ClusterOutco
 use super::spread::SpreadSettings;
 use super::stop::{services_on, stop_toolbox};
 use crate::bench::gate::{GateReport, GateRun, DEFAULT_LOGPROB_TOLERANCE};
-use crate::bench::result::{BenchResult, Verdict};
+use crate::bench::result::{Acceptance, BenchResult};
 use crate::bench::store::BenchStore;
 use crate::cluster::bench::{answers, bench, BenchRequest, GateReference, Serving};
 use crate::error::{Error, Result, Signal};
@@ -256,7 +256,7 @@ pub async fn canary_refresh(
     let reason = report.reason.clone().unwrap_or_default();
     reporter.warning(&format!("the canary refused image {}: {reason}", report.image));
     if let Some(result) = report.result.as_mut() {
-        *result = store.set_verdict(&result.id, Verdict::Rejected { reason: reason.clone() })?;
+        *result = store.set_verdict(&result.id, Acceptance::Rejected { reason: reason.clone() })?;
     }
     // The swap back stops whatever still runs in the toolbox anyway: a node that cannot say so
     // now does not keep the cluster on the refused image.

@@ -8,7 +8,7 @@ use super::facts::{NodeFacts, PathProbe};
 use super::{close_all, connect_all, in_cluster_order, ClusterSettings};
 use crate::error::Result;
 use crate::link::address::jumbo_payload;
-use crate::node::call::{Detect, Doctor, Link, Ping, Status};
+use crate::node::call::{Detect, Doctor, Link, Ping, StatusCall};
 use crate::node::remote::RemoteNode;
 use crate::node::NodeCalls;
 use crate::serving::engine::link_ports;
@@ -39,7 +39,8 @@ async fn node_facts(remote: &RemoteNode) -> NodeFacts {
         facts.errors.push(error.to_string());
         return facts;
     }
-    let (doctor, detect, status) = tokio::join!(remote.call(Doctor {}), remote.call(Detect {}), remote.call(Status {}));
+    let (doctor, detect, status) =
+        tokio::join!(remote.call(Doctor {}), remote.call(Detect {}), remote.call(StatusCall {}));
     facts.doctor = doctor.map_err(|e| facts.errors.push(e.to_string())).ok();
     facts.detect = detect.map_err(|e| facts.errors.push(e.to_string())).ok();
     facts.status = status.map_err(|e| facts.errors.push(e.to_string())).ok();

@@ -22,7 +22,7 @@ pub async fn measured(
     planned: &[Planned],
 ) -> Vec<Measured> {
     let from_start =
-        LogTail { service: service.to_string(), file: engine.server().to_string(), lines: Vec::new(), end: 0 };
+        LogTail { service: service.to_string(), file: engine.profile().server.to_string(), lines: Vec::new(), end: 0 };
     let ask = ServeLogs { service: Some(service.to_string()), lines: 0, seen: vec![from_start] };
     let tails = join_all(nodes.iter().map(|(node, _)| node.call(ask.clone()))).await;
     let tails: Vec<Vec<LogTail>> = tails.into_iter().map(Result::unwrap_or_default).collect();

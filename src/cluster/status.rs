@@ -15,7 +15,7 @@ use super::watch::state::{watched, WatchedService};
 use super::{close_all, connect_all, in_cluster_order, ClusterSettings};
 use crate::cluster::measured::measured;
 use crate::error::Result;
-use crate::node::call::Status;
+use crate::node::call::StatusCall;
 use crate::node::remote::RemoteNode;
 use crate::node::router::RouterState;
 use crate::node::NodeCalls;
@@ -284,7 +284,7 @@ pub async fn cluster_status(
         all_services(&nodes)
             .map(|s| s.record.toolbox.clone())
             .next()
-            .unwrap_or_else(|| EngineRef::default().toolbox().default_toolbox.to_string())
+            .unwrap_or_else(|| EngineRef::default().profile().toolbox.default_toolbox.to_string())
     });
     let head = connected.iter().find(|node| Some(&node.name) == settings.nodes.first());
     let router = match head {
@@ -360,7 +360,7 @@ async fn service_summary(
     };
     let probe = ServeProbe {
         service: record.service.clone(),
-        server: record.engine.server().to_string(),
+        server: record.engine.profile().server.to_string(),
         address: record.upstream(),
         api_key,
         look_inside: true,
@@ -452,7 +452,7 @@ async fn link_warnings(
 
 async fn node_status(remote: &RemoteNode) -> NodeStatus {
     let version = remote.version().map(str::to_string);
-    let (status, check) = tokio::join!(remote.call(Status {}), remote.call(ServeCheck::default()));
+    let (status, check) = tokio::join!(remote.call(StatusCall {}), remote.call(ServeCheck::default()));
     let (status, mut error) = match status {
         Ok(status) => (Some(status), None),
         Err(error) => (None, Some(error.to_string())),

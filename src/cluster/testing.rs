@@ -93,13 +93,13 @@ pub fn publish(nodes: &[TestNode], digit: char) -> ImageInfo {
 }
 
 /// A node's own answer to a call (None: the call goes on to the node).
-pub type Answer<'a> = Box<dyn Fn(&NodeCall) -> Option<Result<serde_json::Value>> + Send + Sync + 'a>;
+pub type CannedAnswer<'a> = Box<dyn Fn(&NodeCall) -> Option<Result<serde_json::Value>> + Send + Sync + 'a>;
 
 /// A node that answers some calls itself (what the fake engine cannot: the registry API, the
 /// head's registry) and hands the others to `inner`.
 pub struct Scripted<'a> {
     pub inner: &'a dyn Node,
-    pub answer: Answer<'a>,
+    pub answer: CannedAnswer<'a>,
 }
 
 #[async_trait]

@@ -41,7 +41,7 @@ pub struct NodeVerify {
 
 /// One proof between two nodes.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Proof {
+pub struct LinkProof {
     pub status: Status,
     pub message: String,
     pub latency_us: Option<f64>,
@@ -50,13 +50,19 @@ pub struct Proof {
     pub evidence: Vec<String>,
 }
 
-impl Proof {
-    fn skipped(why: impl Into<String>) -> Proof {
-        Proof { status: Status::Skipped, message: why.into(), latency_us: None, bandwidth_gbps: None, evidence: vec![] }
+impl LinkProof {
+    fn skipped(why: impl Into<String>) -> LinkProof {
+        LinkProof {
+            status: Status::Skipped,
+            message: why.into(),
+            latency_us: None,
+            bandwidth_gbps: None,
+            evidence: vec![],
+        }
     }
 
-    fn failed(why: impl Into<String>, evidence: Vec<String>) -> Proof {
-        Proof { status: Status::Fail, message: why.into(), latency_us: None, bandwidth_gbps: None, evidence }
+    fn failed(why: impl Into<String>, evidence: Vec<String>) -> LinkProof {
+        LinkProof { status: Status::Fail, message: why.into(), latency_us: None, bandwidth_gbps: None, evidence }
     }
 }
 
@@ -65,8 +71,8 @@ pub struct PairProof {
     /// The client (perftest) and rank 0 (RCCL).
     pub from: String,
     pub to: String,
-    pub perftest: Proof,
-    pub rccl: Proof,
+    pub perftest: LinkProof,
+    pub rccl: LinkProof,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -143,8 +149,8 @@ pub async fn verify_nodes(nodes: &[&dyn Node], toolbox: &str) -> ClusterVerifyRe
                 (Err(why), _) | (_, Err(why)) => PairProof {
                     from: from_name.clone(),
                     to: to_name.clone(),
-                    perftest: Proof::skipped(format!("not run: {why}")),
-                    rccl: Proof::skipped(format!("not run: {why}")),
+                    perftest: LinkProof::skipped(format!("not run: {why}")),
+                    rccl: LinkProof::skipped(format!("not run: {why}")),
                 },
             });
         }
@@ -219,23 +225,23 @@ async fn lacks(toolbox: &str, endpoints: [&Endpoint<'_>; 2], argv: &[&str], what
 }
 
 /// A perftest pair: the server on `to`, the client on `from`, latency then bandwidth.
-async fn perftest(toolbox: &str, from: &Endpoint<'_>, to: &Endpoint<'_>) -> Proof {
+async fn perftest(toolbox: &str, from: &Endpoint<'_>, to: &Endpoint<'_>) -> LinkProof {
     if let Some(why) = lacks(toolbox, [from, to], &["ib_write_lat", "--version"], "ib_write_lat (perftest)").await {
-        return Proof::skipped(why);
+        return LinkProof::skipped(why);
     }
     let lat = match perftest_run(toolbox, "ib_write_lat", from, to, &[]).await {
         Ok(output) => output,
         Err(proof) => return proof,
     };
     let Some(latency) = parse_latency_us(&text(&lat)) else {
-        return Proof::failed("ib_write_lat printed no result table", last_lines(&lat));
+        return LinkProof::failed("ib_write_lat printed no result table", last_lines(&lat));
     };
     let bw = perftest_run(toolbox, "ib_write_bw", from, to, &["--report_gbits"]).await;
     let bandwidth = bw.ok().and_then(|output| parse_bandwidth_gbps(&text(&output)));
     let status = if latency <= REFERENCE_LATENCY_US * 3.0 { Status::Pass } else { Status::Warn };
     let bandwidth_text = bandwidth
         .map_or("bandwidth unknown".into(), |b| format!("{b:.1} Gb/s (reference ~{REFERENCE_BANDWIDTH_GBPS} Gb/s)"));
-    Proof {
+    LinkProof {
         status,
         message: format!("RDMA write {latency:.2} µs (reference ~{REFERENCE_LATENCY_US} µs), {bandwidth_text}"),
         latency_us: Some(latency),
@@ -252,7 +258,7 @@ async fn perftest_run(
     from: &Endpoint<'_>,
     to: &Endpoint<'_>,
     extra: &[&str],
-) -> std::result::Result<ExecReport, Proof> {
+) -> std::result::Result<ExecReport, LinkProof> {
     let common = |endpoint: &Endpoint<'_>| -> Vec<String> {
         let mut args = argv(&["timeout", PROOF_SECONDS, program, "-d", &endpoint.device]);
         args.extend(["-i".into(), endpoint.port.to_string(), "-x".into(), endpoint.gid_index.to_string(), "-F".into()]);
@@ -272,20 +278,20 @@ async fn perftest_run(
     // The server's own outcome adds nothing the client's does not say.
     drop(server);
     match client {
-        Ok(client) if missing(&client) => Err(Proof::skipped(format!("{program} not in the image"))),
+        Ok(client) if missing(&client) => Err(LinkProof::skipped(format!("{program} not in the image"))),
         Ok(client) if client.success() => Ok(client),
-        Ok(client) => Err(Proof::failed(
+        Ok(client) => Err(LinkProof::failed(
             format!("{program} failed between {} and {}", from.node.name(), to.node.name()),
             last_lines(&client),
         )),
-        Err(error) => Err(Proof::failed(error.to_string(), vec![])),
+        Err(error) => Err(LinkProof::failed(error.to_string(), vec![])),
     }
 }
 
 /// Two ranks of torch.distributed over RCCL, rank 0 on `from`; RCCL's log decides.
-async fn all_reduce(toolbox: &str, from: &Endpoint<'_>, to: &Endpoint<'_>) -> Proof {
+async fn all_reduce(toolbox: &str, from: &Endpoint<'_>, to: &Endpoint<'_>) -> LinkProof {
     if let Some(why) = lacks(toolbox, [from, to], &["python3", "-c", "import torch"], "python3 with torch").await {
-        return Proof::skipped(why);
+        return LinkProof::skipped(why);
     }
     let rank = |rank: &str| -> Vec<String> {
         let master = format!("MASTER_ADDR={}", from.address);
@@ -312,20 +318,20 @@ async fn all_reduce(toolbox: &str, from: &Endpoint<'_>, to: &Endpoint<'_>) -> Pr
     let (zero, one) = tokio::join!(in_toolbox(from.node, toolbox, rank0), in_toolbox(to.node, toolbox, rank1));
     let (zero, one) = match (zero, one) {
         (Ok(zero), Ok(one)) => (zero, one),
-        (Err(error), _) | (_, Err(error)) => return Proof::failed(error.to_string(), vec![]),
+        (Err(error), _) | (_, Err(error)) => return LinkProof::failed(error.to_string(), vec![]),
     };
     let rccl = judge(text(&zero).lines().chain(text(&one).lines()));
     all_reduce_proof(rccl, zero.success() && one.success(), last_lines(&zero))
 }
 
 /// What RCCL's log (`rccl`) and the ranks' exit (`completed`, rank 0's `last_words`) prove.
-fn all_reduce_proof(rccl: RcclLogReport, completed: bool, last_words: Vec<String>) -> Proof {
+fn all_reduce_proof(rccl: RcclLogReport, completed: bool, last_words: Vec<String>) -> LinkProof {
     let with_fix = |rccl: &RcclLogReport| match &rccl.fix {
         Some(fix) => format!("{}. Fix: {fix}", rccl.why),
         None => rccl.why.clone(),
     };
     match (rccl.verdict, completed) {
-        (RcclVerdict::Rdma, true) => Proof {
+        (RcclVerdict::Rdma, true) => LinkProof {
             status: Status::Pass,
             message: format!("the all-reduce ran: {}", rccl.why),
             latency_us: None,
@@ -338,15 +344,15 @@ fn all_reduce_proof(rccl: RcclLogReport, completed: bool, last_words: Vec<String
             if !completed {
                 evidence.extend(last_words);
             }
-            Proof::failed(with_fix(&rccl), evidence)
+            LinkProof::failed(with_fix(&rccl), evidence)
         }
         (verdict, false) => {
             // What RCCL said (when it does not name the network) before the program's last words.
             let mut evidence = if verdict == RcclVerdict::Unknown { rccl.evidence } else { vec![] };
             evidence.extend(last_words);
-            Proof::failed("the all-reduce did not complete", evidence)
+            LinkProof::failed("the all-reduce did not complete", evidence)
         }
-        (RcclVerdict::Unknown, true) => Proof::failed(
+        (RcclVerdict::Unknown, true) => LinkProof::failed(
             format!("the all-reduce ran, but RCCL's log does not say over which network: {}", with_fix(&rccl)),
             rccl.evidence,
         ),
@@ -357,7 +363,7 @@ fn all_reduce_proof(rccl: RcclLogReport, completed: bool, last_words: Vec<String
 mod tests {
     use super::*;
 
-    fn proof(log: &str, completed: bool) -> Proof {
+    fn proof(log: &str, completed: bool) -> LinkProof {
         all_reduce_proof(judge(log.lines()), completed, vec!["RuntimeError: the last words".into()])
     }
 

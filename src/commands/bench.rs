@@ -10,7 +10,7 @@ use sha2::{Digest, Sha256};
 use crate::bench::compare::{compare, named, Comparison};
 use crate::bench::gate::{GateReport, MismatchKind};
 use crate::bench::key::ModelIdentity;
-use crate::bench::result::{BenchResult, Verdict};
+use crate::bench::result::{Acceptance, BenchResult};
 use crate::bench::store::{BenchStore, History, HistoryFilter};
 use crate::bench::{plot, LevelResult};
 use crate::cli::{BenchArgs, BenchCompareArgs, BenchHistoryArgs, GateReferenceArg};
@@ -247,8 +247,8 @@ impl Render for History {
         }
         for result in &self.results {
             let verdict = match &result.verdict {
-                Verdict::Accepted => out.paint("accepted", Style::Ok),
-                Verdict::Rejected { reason } => out.paint(&format!("rejected: {reason}"), Style::Fail),
+                Acceptance::Accepted => out.paint("accepted", Style::Ok),
+                Acceptance::Rejected { reason } => out.paint(&format!("rejected: {reason}"), Style::Fail),
             };
             let levels: Vec<String> = result
                 .levels

@@ -9,7 +9,7 @@ use crate::serving::engine::EngineRef;
 use crate::settings::Settings;
 
 pub async fn run(args: &EnterArgs, settings: &Settings, out: &Output) -> Result<i32> {
-    let name = args.name.as_deref().unwrap_or(EngineRef::default().toolbox().default_toolbox);
+    let name = args.name.as_deref().unwrap_or(EngineRef::default().profile().toolbox.default_toolbox);
     match enter(settings, name, &args.command, out).await? {
         Entry::Ran(code) => Ok(code),
         // The shell replaces this process; exec_replace returns only on failure.

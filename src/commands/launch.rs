@@ -70,7 +70,7 @@ fn request(args: &LaunchArgs) -> Result<LaunchRequest> {
     };
     Ok(LaunchRequest {
         engine,
-        toolbox: args.toolbox.clone().unwrap_or_else(|| engine.toolbox().default_toolbox.to_string()),
+        toolbox: args.toolbox.clone().unwrap_or_else(|| engine.profile().toolbox.default_toolbox.to_string()),
         service,
         on: args.on.clone(),
         model: args.model.clone(),

@@ -14,7 +14,7 @@ use crate::node::Node;
 use crate::output::{Output, Render, Style};
 use crate::reporter::Bytes;
 use crate::serving::engine::EngineRef;
-use crate::serving::fit::{FitAsk, Layout, Outcome, Plan};
+use crate::serving::fit::{FitAsk, Layout, LayoutOutcome, Plan};
 use crate::spec::parse_env;
 
 /// Plan on `nodes` and render the report; the exit code.
@@ -39,7 +39,7 @@ pub(super) fn request(args: &PlanArgs) -> Result<FitRequest> {
         engine,
         model: model.to_string(),
         source: engine.source(model, args.file.as_deref())?,
-        toolbox: args.toolbox.clone().unwrap_or_else(|| engine.toolbox().default_toolbox.to_string()),
+        toolbox: args.toolbox.clone().unwrap_or_else(|| engine.profile().toolbox.default_toolbox.to_string()),
         revision: args.revision.clone(),
         tp: args.tp,
         pp: args.pp,
@@ -94,7 +94,7 @@ impl Render for FitReport {
             shape.kv_heads,
             shape.head_dim,
             shape.max_context,
-            self.engine.title()
+            self.engine.profile().title
         ));
         out.line(&format!("  {took}"));
         for note in read.notes.iter().chain(&self.notes) {
@@ -151,7 +151,7 @@ fn render_plan(plan: &Plan, out: &Output) {
 
 fn render_layout(layout: &Layout, out: &Output) {
     match &layout.outcome {
-        Outcome::Fits(figures) => {
+        LayoutOutcome::Fits(figures) => {
             out.line(&format!(
                 "  {} {}: a context of {} tokens (set by {})",
                 out.paint("✓", Style::Ok),
@@ -178,7 +178,7 @@ fn render_layout(layout: &Layout, out: &Output) {
                 ));
             }
         }
-        Outcome::Breaks { rules, .. } => {
+        LayoutOutcome::Breaks { rules, .. } => {
             let said: Vec<&str> = rules.iter().map(|rule| rule.message.as_str()).collect();
             out.line(&format!("  {} {}: {}", out.paint("✗", Style::Fail), layout.label(), said.join("; ")));
         }

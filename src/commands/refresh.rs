@@ -59,11 +59,13 @@ fn target(options: &RefreshOptions, out: &Output) -> Result<(String, String)> {
     let channel = match &options.channel {
         Some(channel) => engine.parse_channel(channel)?,
         // A full --image names its own tag, and an engine with one recommended tag asks nothing.
-        None if options.image.is_some() || !engine.toolbox().ask_channel => engine.toolbox().channels[0],
+        None if options.image.is_some() || !engine.profile().toolbox.ask_channel => {
+            engine.profile().toolbox.channels[0]
+        }
         None => ask_channel(engine, out)?,
     };
     let name = options.name.clone().unwrap_or_else(|| engine.toolbox_for(channel));
-    let repo = options.image_repo.as_deref().unwrap_or(engine.toolbox().image_repo);
+    let repo = options.image_repo.as_deref().unwrap_or(engine.profile().toolbox.image_repo);
     let image_ref = options.image.clone().unwrap_or_else(|| format!("{repo}:{channel}"));
     Ok((name, image_ref))
 }
@@ -71,7 +73,7 @@ fn target(options: &RefreshOptions, out: &Output) -> Result<(String, String)> {
 /// On a terminal, ask which of the engine's channels (its first is the default); otherwise the
 /// first.
 fn ask_channel(engine: EngineRef, out: &Output) -> Result<&'static str> {
-    let channels = engine.toolbox().channels;
+    let channels = engine.profile().toolbox.channels;
     let default = channels[0];
     if !std::io::stdin().is_terminal() || !std::io::stderr().is_terminal() {
         return Ok(default);

@@ -11,7 +11,7 @@ pub async fn run(args: &RollbackArgs, settings: &Settings, out: &Output) -> Resu
     out.report(
         &rollback(
             settings,
-            args.name.as_deref().unwrap_or(EngineRef::default().toolbox().default_toolbox),
+            args.name.as_deref().unwrap_or(EngineRef::default().profile().toolbox.default_toolbox),
             args.dry_run,
         )
         .await?,

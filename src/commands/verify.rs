@@ -10,7 +10,8 @@ use crate::verify::VerifyReport;
 
 pub async fn run(args: &VerifyArgs, settings: &Settings, out: &Output) -> Result<i32> {
     let report =
-        verify(settings, args.name.as_deref().unwrap_or(EngineRef::default().toolbox().default_toolbox)).await?;
+        verify(settings, args.name.as_deref().unwrap_or(EngineRef::default().profile().toolbox.default_toolbox))
+            .await?;
     out.report(&report);
     Ok(report.exit_code())
 }

@@ -1,7 +1,8 @@
 //! The GPU: /dev/kfd, a gfx1151 in the KFD topology, a render node.
 
-use super::{check, gib, Check, Status};
+use super::{check, Check, Status};
 use crate::host::HostFacts;
+use crate::reporter::Bytes;
 
 pub(super) fn checks(facts: &HostFacts, checks: &mut Vec<Check>) {
     let gpu = &facts.gpu;
@@ -23,7 +24,7 @@ pub(super) fn checks(facts: &HostFacts, checks: &mut Vec<Check>) {
         ));
     } else {
         let memory = match gpu.gtt_bytes {
-            Some(gtt) => format!(", GTT {}", gib(gtt)),
+            Some(gtt) => format!(", GTT {}", Bytes(gtt)),
             None => String::new(),
         };
         checks.push(check("gpu", Status::Pass, format!("gfx1151 GPU at /dev/kfd{memory}"), None));

@@ -8,8 +8,9 @@
 //! larger than the GTT the kernel keeps allocations in the carve-out, and the plan's figure is
 //! then wrong: the fix is the carve-out at its minimum and a large GTT.
 
-use super::{check, gib, Check, Status};
+use super::{check, Check, Status};
 use crate::host::gpu::GpuFacts;
+use crate::reporter::Bytes;
 
 /// The plan's figures for this node, as the plan computes them (the doctor's caller hands them
 /// down: the plan stands on a higher floor).
@@ -39,10 +40,10 @@ pub(super) fn checks(gpu: &GpuFacts, plan: Option<PlanMemory>, checks: &mut Vec<
     };
     let planned = format!(
         "the plan counts the GTT: {} less {} in use less a {} reserve = {} for a model",
-        gib(gtt),
-        gib(plan.gtt_used_bytes),
-        gib(plan.reserve_bytes),
-        gib(plan.usable_bytes)
+        Bytes(gtt),
+        Bytes(plan.gtt_used_bytes),
+        Bytes(plan.reserve_bytes),
+        Bytes(plan.usable_bytes)
     );
     match gpu.vram_bytes {
         _ if plan.usable_bytes == 0 => checks.push(check(
@@ -61,8 +62,8 @@ pub(super) fn checks(gpu: &GpuFacts, plan: Option<PlanMemory>, checks: &mut Vec<
             format!(
                 "the VRAM carve-out ({}) is larger than the GTT ({}): the kernel then keeps the GPU's allocations in \
                  the carve-out, and {planned}, which is not what the GPU gets",
-                gib(vram),
-                gib(gtt)
+                Bytes(vram),
+                Bytes(gtt)
             ),
             Some(
                 "set the iGPU memory (UMA frame buffer) to its minimum, 512 MB, in the BIOS, and a large GTT with \
@@ -76,8 +77,8 @@ pub(super) fn checks(gpu: &GpuFacts, plan: Option<PlanMemory>, checks: &mut Vec<
             format!(
                 "HIP may report {} (the VRAM carve-out, mem_info_vram_total: ROCm/hip#3892) where the GPU maps {} of \
                  GTT; {planned}",
-                gib(vram),
-                gib(gtt)
+                Bytes(vram),
+                Bytes(gtt)
             ),
             None,
         )),

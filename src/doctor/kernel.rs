@@ -6,10 +6,11 @@
 
 use std::cmp::Ordering;
 
-use super::{check, gib, Check, Status};
+use super::{check, Check, Status};
 use crate::host::cmdline::{with_params, REQUIRED_PARAMS};
 use crate::host::os::OsFamily;
 use crate::host::HostFacts;
+use crate::reporter::Bytes;
 
 const MIB: u64 = 1 << 20;
 /// amdgpu.gttsize counts MiB, ttm.pages_limit 4 KiB pages.
@@ -128,15 +129,15 @@ fn gtt_checks(facts: &HostFacts, recipe: &mut Recipe, checks: &mut Vec<Check>) {
         let (status, message, fix) = match pages.cmp(&wanted_pages) {
             Ordering::Equal => (
                 Status::Pass,
-                format!("ttm.pages_limit={pages} matches amdgpu.gttsize={gtt_mib} ({})", gib(asked)),
+                format!("ttm.pages_limit={pages} matches amdgpu.gttsize={gtt_mib} ({})", Bytes(asked)),
                 None,
             ),
             Ordering::Less => (
                 Status::Warn,
                 format!(
                     "ttm.pages_limit={pages} caps GPU memory at {} but amdgpu.gttsize={gtt_mib} asks for {}",
-                    gib(allowed),
-                    gib(asked)
+                    Bytes(allowed),
+                    Bytes(asked)
                 ),
                 Some(format!("set ttm.pages_limit={wanted_pages} (MiB × 256): {}", recipe.fix_for("kernel:gtt-vs-ttm"))),
             ),
@@ -144,8 +145,8 @@ fn gtt_checks(facts: &HostFacts, recipe: &mut Recipe, checks: &mut Vec<Check>) {
                 Status::Warn,
                 format!(
                     "ttm.pages_limit={pages} ({}) and amdgpu.gttsize={gtt_mib} ({}) disagree: pages should be MiB × 256",
-                    gib(allowed),
-                    gib(asked)
+                    Bytes(allowed),
+                    Bytes(asked)
                 ),
                 Some(format!(
                     "set ttm.pages_limit={wanted_pages} (or amdgpu.gttsize={}): {}",
@@ -162,7 +163,7 @@ fn gtt_checks(facts: &HostFacts, recipe: &mut Recipe, checks: &mut Vec<Check>) {
         checks.push(check(
             "kernel:gtt-size",
             Status::Pass,
-            format!("GTT {} as amdgpu.gttsize asks", gib(actual)),
+            format!("GTT {} as amdgpu.gttsize asks", Bytes(actual)),
             None,
         ));
         return;
@@ -180,8 +181,8 @@ fn gtt_checks(facts: &HostFacts, recipe: &mut Recipe, checks: &mut Vec<Check>) {
         Status::Warn,
         format!(
             "the GPU has {} of GTT but amdgpu.gttsize={gtt_mib} asks for {}: the parameter did not take effect",
-            gib(actual),
-            gib(asked)
+            Bytes(actual),
+            Bytes(asked)
         ),
         Some(fix),
     ));

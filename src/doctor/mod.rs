@@ -62,10 +62,6 @@ pub fn run_checks(
     checks
 }
 
-fn gib(bytes: u64) -> String {
-    format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64)
-}
-
 /// Jumbo frames: what RoCE wants end to end, and what a TCP link needs to keep up.
 const JUMBO_MTU: u32 = 9000;
 

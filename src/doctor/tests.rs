@@ -36,7 +36,7 @@ fn gttsize_and_pages_limit_must_agree_both_ways() {
     let too_few = run(&gtt("126976", "1048576", None));
     let verdict = find(&too_few, "kernel:gtt-vs-ttm");
     assert_eq!(verdict.status, Status::Warn);
-    assert!(verdict.message.contains("caps GPU memory at 4.0 GiB"), "{}", verdict.message);
+    assert!(verdict.message.contains("caps GPU memory at 4.00 GiB"), "{}", verdict.message);
     assert!(verdict.fix.as_deref().unwrap().starts_with("set ttm.pages_limit=32505856"));
     assert!(!has(&too_few, "kernel:gtt-size"), "no GTT reported, nothing to compare");
 
@@ -52,7 +52,7 @@ fn a_gtt_smaller_than_asked_is_reported_once() {
     let checks = run(&gtt("126976", "32505856", Some(64 << 30)));
     let verdict = find(&checks, "kernel:gtt-size");
     assert_eq!(verdict.status, Status::Warn);
-    assert!(verdict.message.contains("64.0 GiB") && verdict.message.contains("124.0 GiB"), "{}", verdict.message);
+    assert!(verdict.message.contains("64.00 GiB") && verdict.message.contains("124.00 GiB"), "{}", verdict.message);
     assert!(verdict.fix.as_deref().unwrap().contains("dmesg"), "params agree: the driver's log says why");
     assert_eq!(checks.iter().filter(|c| c.name.starts_with("kernel:gtt")).count(), 2);
 
@@ -379,13 +379,15 @@ fn the_gpu_memory_check_says_what_the_plan_counts_or_that_it_cannot() {
     let checks = run_checks(&facts, &Installed::default(), Programs::TheNodes, &PORTS, Some(plan));
     let memory = find(&checks, "gpu:memory");
     assert_eq!(memory.status, Status::Info);
-    assert!(memory.message.starts_with("HIP may report 16.0 GiB"), "{}", memory.message);
-    assert!(memory.message.ends_with("120.0 GiB less 2.0 GiB in use less a 4.0 GiB reserve = 114.0 GiB for a model"));
+    assert!(memory.message.starts_with("HIP may report 16.00 GiB"), "{}", memory.message);
+    assert!(memory
+        .message
+        .ends_with("120.00 GiB less 2.00 GiB in use less a 4.00 GiB reserve = 114.00 GiB for a model"));
 
     let nothing_left = PlanMemory { usable_bytes: 0, ..plan };
     let checks = run_checks(&facts, &Installed::default(), Programs::TheNodes, &PORTS, Some(nothing_left));
     assert_eq!(find(&checks, "gpu:memory").status, Status::Warn);
-    assert!(find(&checks, "gpu:memory").message.ends_with("= 0.0 GiB for a model: no model fits here"));
+    assert!(find(&checks, "gpu:memory").message.ends_with("= 0 B for a model: no model fits here"));
 
     facts.gpu.vram_bytes = None;
     let checks = run_checks(&facts, &Installed::default(), Programs::TheNodes, &PORTS, Some(plan));

@@ -16,7 +16,7 @@ use crate::reporter::Reporter;
 
 /// A call that changes something, with what it was given.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Call {
+pub enum RecordedCall {
     Pull(String),
     ImageTag { id: String, reference: String },
     ImageRemove(String),
@@ -30,9 +30,9 @@ pub enum Call {
     Exec { container: String, command: Vec<String> },
 }
 
-impl Call {
-    pub fn rename(from: &str, to: &str) -> Call {
-        Call::Rename { from: from.into(), to: to.into() }
+impl RecordedCall {
+    pub fn rename(from: &str, to: &str) -> RecordedCall {
+        RecordedCall::Rename { from: from.into(), to: to.into() }
     }
 }
 
@@ -59,8 +59,8 @@ struct State {
     exec_outcomes: VecDeque<ExecOutcome>,
     /// An exec with no scripted outcome runs on this machine.
     exec_here: bool,
-    failures: Vec<(Call, Strike)>,
-    calls: Vec<Call>,
+    failures: Vec<(RecordedCall, Strike)>,
+    calls: Vec<RecordedCall>,
     next_id: u64,
 }
 
@@ -99,17 +99,17 @@ impl FakeEngine {
     }
 
     /// Make `call` fail, changing nothing.
-    pub fn fail(&self, call: Call) {
+    pub fn fail(&self, call: RecordedCall) {
         self.state().failures.push((call, Strike::Before));
     }
 
     /// Make `call` take effect and then fail.
-    pub fn fail_after(&self, call: Call) {
+    pub fn fail_after(&self, call: RecordedCall) {
         self.state().failures.push((call, Strike::After));
     }
 
     /// Every call that changed (or tried to change) something, in order.
-    pub fn calls(&self) -> Vec<Call> {
+    pub fn calls(&self) -> Vec<RecordedCall> {
         self.state().calls.clone()
     }
 
@@ -124,7 +124,7 @@ impl FakeEngine {
     }
 
     /// Record `call`, fail it when asked to, else run `effect` (and fail afterwards when asked).
-    fn run<T>(&self, call: Call, effect: impl FnOnce(&mut State) -> Result<T>) -> Result<T> {
+    fn run<T>(&self, call: RecordedCall, effect: impl FnOnce(&mut State) -> Result<T>) -> Result<T> {
         let mut state = self.state();
         state.calls.push(call.clone());
         let strike = state.failures.iter().find(|(c, _)| *c == call).map(|(_, strike)| *strike);
@@ -139,7 +139,7 @@ impl FakeEngine {
     }
 }
 
-fn injected(call: &Call) -> Error {
+fn injected(call: &RecordedCall) -> Error {
     Error::Engine { engine: "fake", action: format!("{call:?}"), message: "injected failure".into(), fix: None }
 }
 
@@ -201,7 +201,7 @@ impl Engine for FakeEngine {
     }
 
     async fn pull(&self, reference: &str, reporter: &dyn Reporter) -> Result<()> {
-        self.run(Call::Pull(reference.into()), |state| {
+        self.run(RecordedCall::Pull(reference.into()), |state| {
             let image = state
                 .registry
                 .get(reference)
@@ -248,7 +248,7 @@ impl Engine for FakeEngine {
 
     async fn image_tag(&self, id: &str, repository: &str, tag: &str) -> Result<()> {
         let reference = format!("{repository}:{tag}");
-        self.run(Call::ImageTag { id: id.into(), reference: reference.clone() }, |state| {
+        self.run(RecordedCall::ImageTag { id: id.into(), reference: reference.clone() }, |state| {
             let index = state.image(id).ok_or_else(|| refused(format!("tag {id}"), "no such image"))?;
             state.move_tag(&reference, index);
             Ok(())
@@ -258,7 +258,7 @@ impl Engine for FakeEngine {
     /// A tag of an image with others is untagged; the last name of an image a container uses is
     /// refused, as the engines do.
     async fn image_remove(&self, reference: &str) -> Result<()> {
-        self.run(Call::ImageRemove(reference.into()), |state| {
+        self.run(RecordedCall::ImageRemove(reference.into()), |state| {
             let action = || format!("remove image {reference}");
             let index = state.image(reference).ok_or_else(|| refused(action(), "no such image"))?;
             let image = &mut state.images[index];
@@ -276,13 +276,13 @@ impl Engine for FakeEngine {
     }
 
     async fn image_push(&self, reference: &str, _reporter: &dyn Reporter) -> Result<()> {
-        self.run(Call::ImagePush(reference.into()), |state| {
+        self.run(RecordedCall::ImagePush(reference.into()), |state| {
             state.image(reference).map(drop).ok_or_else(|| refused(format!("push {reference}"), "no such image"))
         })
     }
 
     async fn build(&self, job: BuildJob<'_>, _reporter: &dyn Reporter) -> Result<String> {
-        self.run(Call::Build(job.tags.to_vec()), |state| {
+        self.run(RecordedCall::Build(job.tags.to_vec()), |state| {
             let id = state.new_id("sha256:");
             state.images.push(ImageInfo { id: id.clone(), labels: job.labels.clone(), ..Default::default() });
             let index = state.images.len() - 1;
@@ -307,7 +307,7 @@ impl Engine for FakeEngine {
     }
 
     async fn container_create(&self, request: &CreateRequest) -> Result<String> {
-        self.run(Call::Create(request.name.clone()), |state| {
+        self.run(RecordedCall::Create(request.name.clone()), |state| {
             let action = || format!("create {}", request.name);
             if state.container(&request.name).is_some() {
                 return Err(refused(action(), "the name is already in use"));
@@ -330,7 +330,7 @@ impl Engine for FakeEngine {
     }
 
     async fn container_rename(&self, name_or_id: &str, new_name: &str) -> Result<()> {
-        self.run(Call::rename(name_or_id, new_name), |state| {
+        self.run(RecordedCall::rename(name_or_id, new_name), |state| {
             let action = || format!("rename {name_or_id} to {new_name}");
             let index = state.container(name_or_id).ok_or_else(|| refused(action(), "no such container"))?;
             if state.container(new_name).is_some_and(|other| other != index) {
@@ -342,7 +342,7 @@ impl Engine for FakeEngine {
     }
 
     async fn container_start(&self, name_or_id: &str) -> Result<()> {
-        self.run(Call::Start(name_or_id.into()), |state| {
+        self.run(RecordedCall::Start(name_or_id.into()), |state| {
             let index = state
                 .container(name_or_id)
                 .ok_or_else(|| refused(format!("start {name_or_id}"), "no such container"))?;
@@ -352,7 +352,7 @@ impl Engine for FakeEngine {
     }
 
     async fn container_stop(&self, name_or_id: &str) -> Result<()> {
-        self.run(Call::Stop(name_or_id.into()), |state| {
+        self.run(RecordedCall::Stop(name_or_id.into()), |state| {
             let index = state
                 .container(name_or_id)
                 .ok_or_else(|| refused(format!("stop {name_or_id}"), "no such container"))?;
@@ -362,7 +362,7 @@ impl Engine for FakeEngine {
     }
 
     async fn container_remove(&self, name_or_id: &str, force: bool) -> Result<()> {
-        self.run(Call::Remove(name_or_id.into()), |state| {
+        self.run(RecordedCall::Remove(name_or_id.into()), |state| {
             let action = || format!("remove {name_or_id}");
             let index = state.container(name_or_id).ok_or_else(|| refused(action(), "no such container"))?;
             if state.containers[index].running && !force {
@@ -385,14 +385,15 @@ impl Engine for FakeEngine {
         _user: Option<&str>,
         _io: ExecIo<'_>,
     ) -> Result<ExecOutcome> {
-        let scripted = self.run(Call::Exec { container: name_or_id.into(), command: command.to_vec() }, |state| {
-            let running = state.container(name_or_id).is_some_and(|i| state.containers[i].running);
-            if !running {
-                return Err(refused(format!("exec in {name_or_id}"), "the container is not running"));
-            }
-            let none = ExecOutcome { exit_code: 0, stdout: Vec::new(), stderr: Vec::new() };
-            Ok(state.exec_outcomes.pop_front().or((!state.exec_here).then_some(none)))
-        })?;
+        let scripted =
+            self.run(RecordedCall::Exec { container: name_or_id.into(), command: command.to_vec() }, |state| {
+                let running = state.container(name_or_id).is_some_and(|i| state.containers[i].running);
+                if !running {
+                    return Err(refused(format!("exec in {name_or_id}"), "the container is not running"));
+                }
+                let none = ExecOutcome { exit_code: 0, stdout: Vec::new(), stderr: Vec::new() };
+                Ok(state.exec_outcomes.pop_front().or((!state.exec_here).then_some(none)))
+            })?;
         if let Some(outcome) = scripted {
             return Ok(outcome);
         }
@@ -456,13 +457,13 @@ mod tests {
         engine.add_image(image("sha256:a", &["r/vllm:latest"]));
         let request =
             |name: &str| CreateRequest { name: name.into(), image: "r/vllm:latest".into(), ..Default::default() };
-        engine.fail(Call::Create("before".into()));
-        engine.fail_after(Call::Create("after".into()));
+        engine.fail(RecordedCall::Create("before".into()));
+        engine.fail_after(RecordedCall::Create("after".into()));
         assert!(engine.container_create(&request("before")).await.is_err());
         assert!(engine.container_create(&request("after")).await.is_err());
         assert_eq!(engine.container("before"), None);
         assert!(engine.container("after").is_some());
-        assert_eq!(engine.calls(), [Call::Create("before".into()), Call::Create("after".into())]);
+        assert_eq!(engine.calls(), [RecordedCall::Create("before".into()), RecordedCall::Create("after".into())]);
     }
 
     #[tokio::test]

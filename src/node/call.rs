@@ -85,7 +85,7 @@ node_calls! {
     /// The node's own `detect`.
     Detect(Detect) -> DetectReport;
     /// The node's own `status`.
-    Status(Status) -> StatusReport;
+    Status(StatusCall) -> StatusReport;
     /// `verify` of one toolbox.
     Verify(Verify) -> VerifyReport;
     /// A netdev as the node's kernel has it: address, prefix, MTU.
@@ -176,7 +176,7 @@ pub struct Doctor {}
 pub struct Detect {}
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Status {}
+pub struct StatusCall {}
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Verify {
@@ -295,7 +295,7 @@ mod tests {
                 .into(),
             Doctor {}.into(),
             Detect {}.into(),
-            Status {}.into(),
+            StatusCall {}.into(),
             Verify { name: "vllm-dev".into() }.into(),
             Link { netdev: "enp194s0np0".into() }.into(),
             Ping { netdev: "thunderbolt0".into(), address: Ipv4Addr::new(192, 168, 2, 2), size: 8972 }.into(),

@@ -31,7 +31,7 @@ pub trait Node: Send + Sync {
     async fn ask(&self, call: NodeCall) -> Result<serde_json::Value>;
 }
 
-/// Typed calls on any [`Node`]: `node.call(Status {})` returns a `StatusReport`.
+/// Typed calls on any [`Node`]: `node.call(StatusCall {})` returns a `StatusReport`.
 #[async_trait]
 pub trait NodeCalls {
     async fn call<C: Call + Send>(&self, call: C) -> Result<C::Reply>;

@@ -241,7 +241,7 @@ mod tests {
     fn the_head_s_hello_is_not_a_request() {
         let hello = line(&HeadHello::here()).unwrap();
         assert!(serde_json::from_str::<Request>(&hello).is_err(), "{hello}");
-        let request = line(&Request { id: 1, call: crate::node::call::Status {}.into() }).unwrap();
+        let request = line(&Request { id: 1, call: crate::node::call::StatusCall {}.into() }).unwrap();
         assert!(serde_json::from_str::<HeadHello>(&request).is_err(), "{request}");
     }
 }

@@ -157,7 +157,7 @@ async fn undo(engine: &dyn Engine, name: &str, image_id: Option<&str>, report: &
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::fake::{Call, FakeEngine};
+    use crate::engine::fake::{FakeEngine, RecordedCall};
     use crate::engine::ImageInfo;
 
     const REPO: &str = "registry.test/vllm";
@@ -254,7 +254,7 @@ mod tests {
     #[tokio::test]
     async fn undo_after_a_swap_that_did_not_happen_changes_nothing() {
         let engine = staged();
-        engine.fail(Call::rename(&temp_name("box"), "box"));
+        engine.fail(RecordedCall::rename(&temp_name("box"), "box"));
         run_phase_on(&engine, Phase::Swap, "box", 2, Some("sha256:new")).await.unwrap_err();
         assert_eq!(id_of(&engine, "box").as_deref(), Some("old-id"), "the swap put the old toolbox back");
         let undone = phase(&engine, Phase::Undo, 2).await;

@@ -272,7 +272,7 @@ pub async fn refresh_with(
     // The engine is given a reference it resolves (docker: the image's id, when only another
     // registry's name carries its digest); the labels keep the one asked for.
     desired.request.image = engine_ref;
-    let (serving, programs) = (request.serving.name(), request.serving.image_programs());
+    let (serving, programs) = (request.serving.name(), request.serving.profile().image_programs);
     desired.verify = request.verify.then(|| Expected::new(facts, &spec, &image_labels, serving, programs));
     desired.request.labels.extend(labels::encode_user_env(&request.env).map(|env| (labels::USER_ENV.to_string(), env)));
     desired.request.labels.insert(labels::ENGINE.to_string(), request.serving.name().to_string());
@@ -605,7 +605,7 @@ mod tests {
 
     mod with_a_fake_engine {
         use super::*;
-        use crate::engine::fake::{Call, FakeEngine};
+        use crate::engine::fake::{FakeEngine, RecordedCall};
         use crate::plan::temp_name;
 
         const LATEST: &str = "registry.test/vllm:latest";
@@ -647,8 +647,13 @@ mod tests {
         }
 
         /// The calls that changed a container.
-        fn container_changes(calls: &[Call]) -> Vec<&Call> {
-            calls.iter().filter(|c| matches!(c, Call::Create(_) | Call::Rename { .. } | Call::Remove(_))).collect()
+        fn container_changes(calls: &[RecordedCall]) -> Vec<&RecordedCall> {
+            calls
+                .iter()
+                .filter(|c| {
+                    matches!(c, RecordedCall::Create(_) | RecordedCall::Rename { .. } | RecordedCall::Remove(_))
+                })
+                .collect()
         }
 
         fn image_id_of(engine: &FakeEngine, name: &str) -> Option<String> {
@@ -668,7 +673,7 @@ mod tests {
             let second = refresh(&engine, &request(name)).await;
             assert_eq!(second.action, Action::Unchanged, "{}", second.reason);
             let calls = engine.calls();
-            assert_eq!(calls[before..], [Call::Pull(LATEST.into())], "only the pull");
+            assert_eq!(calls[before..], [RecordedCall::Pull(LATEST.into())], "only the pull");
             assert_eq!(image_id_of(&engine, name).as_deref(), Some("sha256:one"));
         }
 
@@ -697,7 +702,7 @@ mod tests {
 
             let report = refresh_asking(&engine, &request(name), AskedDigest::known(Ok(digest('2')))).await;
             assert_eq!(report.action, Action::Recreated, "{}", report.reason);
-            assert_eq!(engine.calls()[before], Call::Pull(LATEST.into()));
+            assert_eq!(engine.calls()[before], RecordedCall::Pull(LATEST.into()));
             assert_eq!(image_id_of(&engine, name).as_deref(), Some("sha256:two"));
         }
 
@@ -712,7 +717,7 @@ mod tests {
 
             let report = refresh_asking(&engine, &request(name), AskedDigest::known(Err(down))).await;
             assert_eq!(report.action, Action::Unchanged, "{}", report.reason);
-            assert_eq!(engine.calls()[before..], [Call::Pull(LATEST.into())], "the engine was asked instead");
+            assert_eq!(engine.calls()[before..], [RecordedCall::Pull(LATEST.into())], "the engine was asked instead");
         }
 
         #[tokio::test]
@@ -728,7 +733,7 @@ mod tests {
 
             let report = refresh_asking(&engine, &request(name), AskedDigest::known(Ok(digest('1')))).await;
             assert_eq!(report.action, Action::Unchanged, "{}", report.reason);
-            let tag_back = Call::ImageTag { id: "sha256:one".into(), reference: LATEST.into() };
+            let tag_back = RecordedCall::ImageTag { id: "sha256:one".into(), reference: LATEST.into() };
             assert_eq!(engine.calls()[before..], [tag_back], "no pull; the tag names the registry's image again");
             assert_eq!(engine.image(LATEST).map(|image| image.id).as_deref(), Some("sha256:one"));
         }
@@ -748,7 +753,7 @@ mod tests {
             let missing = "fake-refresh-digest-missing";
             let report = refresh_asking(&engine, &request(missing), AskedDigest::known(Ok(digest('1')))).await;
             assert_eq!(report.action, Action::Created, "{}", report.reason);
-            let pulls = engine.calls()[before..].iter().filter(|call| matches!(call, Call::Pull(_))).count();
+            let pulls = engine.calls()[before..].iter().filter(|call| matches!(call, RecordedCall::Pull(_))).count();
             assert_eq!(pulls, 0, "the image was here both times");
         }
 
@@ -786,7 +791,7 @@ mod tests {
             assert_eq!(image_id_of(&engine, &temp_name(name)).as_deref(), Some("sha256:two"));
             assert_eq!(image_id_of(&engine, name).as_deref(), Some("sha256:one"), "the old one still serves");
             let calls = engine.calls();
-            assert_eq!(container_changes(&calls[before..]), [&Call::Create(temp_name(name))]);
+            assert_eq!(container_changes(&calls[before..]), [&RecordedCall::Create(temp_name(name))]);
         }
 
         #[tokio::test]

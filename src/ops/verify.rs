@@ -38,5 +38,5 @@ pub async fn expectation(
     let image_ref = container.labels.get(labels::IMAGE_REF).map_or("", String::as_str);
     let spec = ToolboxSpec::new(root, facts, &SpecOptions::new(&info, serving.needs(image_ref), extra_env));
     // A container carries its image's labels: the RCCL the image was built with, its device.
-    Ok(Expected::new(facts, &spec, &container.labels, serving.name(), serving.image_programs()))
+    Ok(Expected::new(facts, &spec, &container.labels, serving.name(), serving.profile().image_programs))
 }

@@ -453,7 +453,7 @@ pub fn error_chain(error: &dyn std::error::Error) -> String {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::{Arc, Mutex as StdMutex};
+    use std::sync::Arc;
 
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::TcpListener;
@@ -461,7 +461,7 @@ mod tests {
     use super::*;
 
     /// What a fake server was asked: `METHOD TARGET`, and the Authorization header.
-    type Seen = Arc<StdMutex<Vec<(String, Option<String>)>>>;
+    type Seen = Arc<std::sync::Mutex<Vec<(String, Option<String>)>>>;
     /// A fake server's answer to (its own address, method, target, Authorization): the status line
     /// with headers, and the body.
     type Answer = dyn Fn(&str, &str, &str, Option<&str>) -> (String, Vec<u8>) + Send + Sync;

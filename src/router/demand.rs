@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use futures_util::future::{BoxFuture, FutureExt, Shared as SharedFuture};
+use futures_util::future::{self, BoxFuture, FutureExt};
 use tokio::time::Instant;
 
 use super::metrics::StopReason;
@@ -54,7 +54,7 @@ pub trait Starter: Send + Sync {
 }
 
 /// A start under way: every request for the service waits on the same one.
-type Start = SharedFuture<BoxFuture<'static, std::result::Result<Upstream, Arc<str>>>>;
+type Start = future::Shared<BoxFuture<'static, std::result::Result<Upstream, Arc<str>>>>;
 
 #[derive(Clone)]
 enum Phase {

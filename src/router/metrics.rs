@@ -14,7 +14,7 @@ const START_BUCKETS: [f64; 11] = [1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 
 
 /// Why the router refused a request before any engine saw it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Refusal {
+pub enum RequestRefusal {
     /// No key, or one the router does not take (401).
     Unauthorized,
     /// A model the key may not use (403).
@@ -23,12 +23,12 @@ pub enum Refusal {
     RateLimited,
 }
 
-impl Refusal {
+impl RequestRefusal {
     fn name(self) -> &'static str {
         match self {
-            Refusal::Unauthorized => "unauthorized",
-            Refusal::Forbidden => "forbidden",
-            Refusal::RateLimited => "rate_limited",
+            RequestRefusal::Unauthorized => "unauthorized",
+            RequestRefusal::Forbidden => "forbidden",
+            RequestRefusal::RateLimited => "rate_limited",
         }
     }
 }
@@ -65,7 +65,7 @@ struct Counts {
     /// (key, model) → requests let through, and the tokens their answers counted.
     requests: BTreeMap<(String, String), u64>,
     tokens: BTreeMap<(String, String), u64>,
-    refused: BTreeMap<(String, Refusal), u64>,
+    refused: BTreeMap<(String, RequestRefusal), u64>,
     starts: BTreeMap<String, Starts>,
     stops: BTreeMap<(String, StopReason), u64>,
 }
@@ -90,7 +90,7 @@ impl RouterMetrics {
     }
 
     /// A refusal of `key` (the key's name; `unknown` when the router did not take it).
-    pub fn refused(&self, key: &str, why: Refusal) {
+    pub fn refused(&self, key: &str, why: RequestRefusal) {
         *self.counts().refused.entry((key.to_string(), why)).or_default() += 1;
     }
 
@@ -194,7 +194,7 @@ mod tests {
         metrics.request("alice", "coder");
         metrics.request("alice", "coder");
         metrics.tokens("alice", "coder", 31);
-        metrics.refused("unknown", Refusal::Unauthorized);
+        metrics.refused("unknown", RequestRefusal::Unauthorized);
         metrics.started("coder", Duration::from_millis(4500));
         metrics.start_failed("chat");
         metrics.stopped("coder", StopReason::Idle);

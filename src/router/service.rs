@@ -29,7 +29,7 @@ use super::bounds::Bounds;
 use super::demand::{serving, Demand, InFlight, NotServing};
 use super::health::{health_report, probe, probe_all, service_report, ServiceHealth};
 use super::metered::{Metered, OnEnd};
-use super::metrics::{Refusal, RouterMetrics};
+use super::metrics::{RequestRefusal, RouterMetrics};
 use super::model_field::{requested_model, RequestedModel};
 use super::models_list::merged_models;
 use super::openai_error::ApiError;
@@ -138,7 +138,7 @@ pub type RouterBody = Either<Full<Bytes>, Metered>;
 
 /// Where a request goes, by its method and path alone.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Route<'a> {
+pub enum Destination<'a> {
     Health,
     /// `/health/{model}`: the model's name as the path has it (still percent-encoded).
     ServiceHealth(&'a str),
@@ -150,27 +150,27 @@ pub enum Route<'a> {
     Unknown,
 }
 
-impl Route<'_> {
+impl Destination<'_> {
     /// Whether it needs a key (when the router takes keys).
     pub fn needs_key(self) -> bool {
-        !matches!(self, Route::Health | Route::ServiceHealth(_) | Route::Metrics)
+        !matches!(self, Destination::Health | Destination::ServiceHealth(_) | Destination::Metrics)
     }
 }
 
-pub fn route<'a>(method: &Method, path: &'a str) -> Route<'a> {
+pub fn route<'a>(method: &Method, path: &'a str) -> Destination<'a> {
     let get = method == Method::GET;
     if let Some(model) = path.strip_prefix("/health/").filter(|model| get && !model.is_empty()) {
-        return Route::ServiceHealth(model);
+        return Destination::ServiceHealth(model);
     }
     match path {
-        "/health" if get => Route::Health,
-        METRICS if get => Route::Metrics,
-        path if MODELS.contains(&path) && get => Route::Models,
-        path if FORWARDED.contains(&path) && method == Method::POST => Route::Forward,
+        "/health" if get => Destination::Health,
+        METRICS if get => Destination::Metrics,
+        path if MODELS.contains(&path) && get => Destination::Models,
+        path if FORWARDED.contains(&path) && method == Method::POST => Destination::Forward,
         path if path == "/health" || path == METRICS || MODELS.contains(&path) || FORWARDED.contains(&path) => {
-            Route::WrongMethod
+            Destination::WrongMethod
         }
-        _ => Route::Unknown,
+        _ => Destination::Unknown,
     }
 }
 
@@ -180,7 +180,7 @@ pub async fn answer(shared: &Arc<Shared>, request: Request<Incoming>) -> Respons
         match shared.gate.now().caller(request.headers().get(AUTHORIZATION)) {
             Some(caller) => caller,
             None => {
-                shared.metrics.refused(UNKNOWN_KEY, Refusal::Unauthorized);
+                shared.metrics.refused(UNKNOWN_KEY, RequestRefusal::Unauthorized);
                 return refusal(&ApiError::invalid_api_key());
             }
         }
@@ -188,14 +188,14 @@ pub async fn answer(shared: &Arc<Shared>, request: Request<Incoming>) -> Respons
         Caller::Anyone
     };
     match route {
-        Route::Health => health(shared).await,
-        Route::ServiceHealth(model) => service_health(shared, model).await,
-        Route::Metrics => metrics(shared),
-        Route::Models => models_list(shared, &caller).await,
-        Route::Forward => forward(shared, &caller, request).await,
-        Route::WrongMethod | Route::Unknown => {
+        Destination::Health => health(shared).await,
+        Destination::ServiceHealth(model) => service_health(shared, model).await,
+        Destination::Metrics => metrics(shared),
+        Destination::Models => models_list(shared, &caller).await,
+        Destination::Forward => forward(shared, &caller, request).await,
+        Destination::WrongMethod | Destination::Unknown => {
             let mut refused = ApiError::unknown_route(request.method().as_str(), request.uri().path());
-            if route == Route::WrongMethod {
+            if route == Destination::WrongMethod {
                 refused.status = StatusCode::METHOD_NOT_ALLOWED;
             }
             refusal(&refused)
@@ -226,13 +226,13 @@ async fn forward(shared: &Arc<Shared>, caller: &Caller, request: Request<Incomin
     };
     drop(table);
     if !caller.allows(&name) {
-        shared.metrics.refused(caller.name(), Refusal::Forbidden);
+        shared.metrics.refused(caller.name(), RequestRefusal::Forbidden);
         let allowed = shared.names_for(caller, &shared.table.snapshot());
         return refusal(&ApiError::model_not_allowed(caller.name(), &name, &allowed));
     }
     if let Caller::User(key) = caller {
         if let Err(over) = shared.rates.admit(key, shared.second()) {
-            shared.metrics.refused(caller.name(), Refusal::RateLimited);
+            shared.metrics.refused(caller.name(), RequestRefusal::RateLimited);
             let what = match over.limit {
                 super::rates::Limit::Requests => "requests",
                 super::rates::Limit::Tokens => "tokens",
@@ -422,26 +422,30 @@ mod tests {
 
     #[test]
     fn routes_by_method_and_path() {
-        assert_eq!(route(&Method::GET, "/health"), Route::Health);
-        assert_eq!(route(&Method::GET, "/health/Qwen/Qwen3-8B"), Route::ServiceHealth("Qwen/Qwen3-8B"));
-        assert_eq!(route(&Method::GET, "/health/"), Route::Unknown);
-        assert_eq!(route(&Method::GET, "/v1/models"), Route::Models);
+        assert_eq!(route(&Method::GET, "/health"), Destination::Health);
+        assert_eq!(route(&Method::GET, "/health/Qwen/Qwen3-8B"), Destination::ServiceHealth("Qwen/Qwen3-8B"));
+        assert_eq!(route(&Method::GET, "/health/"), Destination::Unknown);
+        assert_eq!(route(&Method::GET, "/v1/models"), Destination::Models);
         for path in FORWARDED {
-            assert_eq!(route(&Method::POST, path), Route::Forward, "{path}");
-            assert_eq!(route(&Method::GET, path), Route::WrongMethod, "{path}");
+            assert_eq!(route(&Method::POST, path), Destination::Forward, "{path}");
+            assert_eq!(route(&Method::GET, path), Destination::WrongMethod, "{path}");
         }
-        assert_eq!(route(&Method::POST, "/health"), Route::WrongMethod);
-        assert_eq!(route(&Method::POST, "/v1/models"), Route::WrongMethod);
-        assert_eq!(route(&Method::POST, "/v1/responses"), Route::Unknown);
-        assert_eq!(route(&Method::GET, "/metrics"), Route::Metrics);
-        assert_eq!(route(&Method::POST, "/metrics"), Route::WrongMethod);
-        assert_eq!(route(&Method::GET, "/metricsx"), Route::Unknown);
+        assert_eq!(route(&Method::POST, "/health"), Destination::WrongMethod);
+        assert_eq!(route(&Method::POST, "/v1/models"), Destination::WrongMethod);
+        assert_eq!(route(&Method::POST, "/v1/responses"), Destination::Unknown);
+        assert_eq!(route(&Method::GET, "/metrics"), Destination::Metrics);
+        assert_eq!(route(&Method::POST, "/metrics"), Destination::WrongMethod);
+        assert_eq!(route(&Method::GET, "/metricsx"), Destination::Unknown);
     }
 
     #[test]
     fn only_health_and_metrics_go_without_the_key() {
-        assert!(!Route::Health.needs_key() && !Route::ServiceHealth("m").needs_key() && !Route::Metrics.needs_key());
-        for needs in [Route::Models, Route::Forward, Route::WrongMethod, Route::Unknown] {
+        assert!(
+            !Destination::Health.needs_key()
+                && !Destination::ServiceHealth("m").needs_key()
+                && !Destination::Metrics.needs_key()
+        );
+        for needs in [Destination::Models, Destination::Forward, Destination::WrongMethod, Destination::Unknown] {
             assert!(needs.needs_key(), "{needs:?}");
         }
     }

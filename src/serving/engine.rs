@@ -1,9 +1,10 @@
-//! The serving engines, each one file behind one trait ([`ServingEngine`]): its toolbox (image,
-//! channels, what the container needs, the programs its image must run), the ports it listens on
-//! across the cluster link, the models it claims and where each node reads them, how it spans the
-//! nodes (its backends and their parallelism), its launch plan per node, and how its API differs
-//! (the tokenizer request). The launch, bench, status and the rest ask the trait; none of them asks
-//! which engine it has. A new engine is one file and one line in [`ENGINES`].
+//! The serving engines, each one file: its constants in one [`EngineProfile`] (names, toolbox,
+//! the programs its image must run, the ports it listens on across the cluster link, its server's
+//! process, flags and variables) and what it does differently behind one trait ([`ServingEngine`]):
+//! what the container needs, where each node reads the model, how it spans the nodes (its backends
+//! and their parallelism), its launch plan per node, its fit, and how its API differs (the
+//! tokenizer request). The launch, bench, status and the rest ask the profile and the trait; none
+//! of them asks which engine it has. A new engine is one file and one line in [`ENGINES`].
 //!
 //! What a launch, a record, a label or a report says is "which engine": an [`EngineRef`], written
 //! as the engine's name. The engine a toolbox was made for is recorded on it (the `ENGINE` label);
@@ -16,7 +17,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use super::fit::{FitAsk, FitNodes, Measured, NodeLog, Plan, Planned};
 use super::logs::LogTail;
 use super::parallelism::Parallelism;
-use super::plan::{LaunchPlan, NodeFacts, PlanRequest};
+use super::plan::{LaunchPlan, NodeForPlan, PlanRequest};
 use super::record::Role;
 use super::state::FlagQuestion;
 use crate::error::{Error, Result};
@@ -41,36 +42,67 @@ pub fn tcp_on_roce(engine: EngineRef, link: &Transport, logs: &[(String, Vec<Log
 
 /// What every engine listens on across the cluster link with no authentication of its own.
 pub fn link_ports() -> Vec<LinkPort> {
-    ENGINES.iter().flat_map(|engine| engine.link_ports().iter().copied()).collect()
+    ENGINES.iter().flat_map(|engine| engine.profile().link_ports.iter().copied()).collect()
 }
 
-/// What a serving engine is, as everything above it asks.
-pub trait ServingEngine: Send + Sync + 'static {
+/// What a serving engine is as constants, one `const` per engine: its names, its toolbox, the
+/// programs, ports, flags and variables everything above it asks of it. What it does differently
+/// is its [`ServingEngine`].
+#[derive(Debug)]
+pub struct EngineProfile {
     /// As the command line, labels, records and reports spell it (`vllm`, `llama.cpp`).
-    fn name(&self) -> &'static str;
+    pub name: &'static str,
     /// Other spellings `--engine` takes.
-    fn aliases(&self) -> &'static [&'static str];
+    pub aliases: &'static [&'static str],
     /// One line for `--engine`'s help.
-    fn about(&self) -> &'static str;
+    pub about: &'static str,
     /// How messages name its server ("vLLM", "llama-server").
-    fn title(&self) -> &'static str;
-
+    pub title: &'static str,
     /// Its toolbox: where the image comes from, its channels, the toolbox's default name.
-    fn toolbox(&self) -> &'static ToolboxProfile;
-    /// What its toolbox from `image_ref` needs of the node (ROCm's /dev/kfd, the RDMA devices).
-    fn needs(&self, image_ref: &str) -> ToolboxNeeds;
+    pub toolbox: ToolboxProfile,
     /// The programs its image must run, proven from inside the toolbox by `verify`.
-    fn image_programs(&self) -> &'static [RequiredProgram];
+    pub image_programs: &'static [RequiredProgram],
     /// What it listens on across the cluster link with no authentication of its own: only the
     /// cluster's nodes may reach these (`doctor` checks the firewall).
-    fn link_ports(&self) -> &'static [LinkPort];
+    pub link_ports: &'static [LinkPort],
     /// The port where a node's process of one service listens for the others (vLLM's
     /// rendezvous on the head, llama.cpp's `rpc-server` on each worker) when no other service
     /// holds it; another service on the node takes the next free one.
-    fn node_port(&self) -> u16;
+    pub node_port: u16,
+    /// How it reads a model: config.json with safetensors weights, or GGUF file(s). A GGUF model
+    /// (a `.gguf` path, `REPO:QUANT`, `--file`) can only be the GGUF engine's.
+    pub model_format: ModelFormat,
+    /// What to do when a node lacks the model's files where the launch reads them.
+    pub missing_model_fix: &'static str,
+    /// The process on the head that serves the endpoint (its log is `TOOLBOX.NAME.log`); the
+    /// ranks elsewhere run under the same name where the engine has ranks.
+    pub server: &'static str,
+    /// Its processes keep a compile cache per image that a crash can leave broken
+    /// (`serving::compile_cache`): a stop that finds one of them dead erases it.
+    pub keeps_compile_cache: bool,
+    /// The variable its server takes an API key from, so the key is never in its argv.
+    pub api_key_env: &'static str,
+    /// The metrics at its server's `/metrics` that say it makes progress (what the watch reads).
+    pub progress: crate::watch::ProgressNames,
+    /// The flags that name the model at its endpoint (vLLM's `--served-model-name`), the
+    /// launch's own spelling first.
+    pub name_flags: &'static [&'static str],
+    /// A command for the head's toolbox whose output says what its server is, as the engine's plan
+    /// depends on it: whether it has a GPU of its own, its build (None: the plan depends on
+    /// neither). What it printed reaches the plan as `FitNodes::head_said`, read by
+    /// [`ServingEngine::head_gpu`].
+    pub head_question: Option<&'static [&'static str]>,
+}
 
-    /// Whether MODEL (and `--file`) can only be this engine's (a GGUF is llama.cpp's).
-    fn claims(&self, model: &str, file: Option<&str>) -> bool;
+/// What a serving engine does, where engines differ; what it is, the same way for each, is its
+/// [`EngineProfile`].
+pub trait ServingEngine: Send + Sync + 'static {
+    /// Its constants.
+    fn profile(&self) -> &'static EngineProfile;
+
+    /// What its toolbox from `image_ref` needs of the node (ROCm's /dev/kfd, the RDMA devices).
+    fn needs(&self, image_ref: &str) -> ToolboxNeeds;
+
     /// Where MODEL comes from when this engine serves it.
     fn source(&self, model: &str, file: Option<&str>) -> Result<ModelSource>;
     /// The files of a model given by its path that a node in `role` reads.
@@ -78,8 +110,6 @@ pub trait ServingEngine: Send + Sync + 'static {
     /// The file whose content names the weights it serves, hashed on the node in `role` (none:
     /// the weights are named by the Hub commit, or not at all).
     fn identity_file(&self, source: &ModelSource, role: Role) -> Option<String>;
-    /// What to do when a node lacks the model's files where the launch reads them.
-    fn missing_model_fix(&self) -> &'static str;
 
     /// The backends it may span `nodes` nodes with, the preferred first: more than one when the
     /// image decides ([`ServingEngine::settle_backend`]). `asked` is `--backend`.
@@ -98,19 +128,7 @@ pub trait ServingEngine: Send + Sync + 'static {
     /// of which will do.
     fn programs(&self, backend: Backend, role: Role) -> Vec<&'static [&'static str]>;
     /// What each node runs, in steps, and what proves each step.
-    fn plan(&self, nodes: &[NodeFacts], request: &PlanRequest, backend: Backend) -> LaunchPlan;
-    /// The process on the head that serves the endpoint (its log is `TOOLBOX.NAME.log`); the
-    /// ranks elsewhere run under the same name where the engine has ranks.
-    fn server(&self) -> &'static str;
-    /// Its processes keep a compile cache per image that a crash can leave broken
-    /// (`serving::compile_cache`): a stop that finds one of them dead erases it.
-    fn keeps_compile_cache(&self) -> bool;
-    /// The variable its server takes an API key from, so the key is never in its argv.
-    fn api_key_env(&self) -> &'static str;
-    /// The metrics at its server's `/metrics` that say it makes progress (what the watch reads).
-    fn progress(&self) -> crate::watch::ProgressNames;
-    /// The flags that name the model at its endpoint (vLLM's `--served-model-name`).
-    fn name_flags(&self) -> &'static [&'static str];
+    fn plan(&self, nodes: &[NodeForPlan], request: &PlanRequest, backend: Backend) -> LaunchPlan;
 
     /// A warning when what its processes logged on `node` (`logs`, each file's last lines) says
     /// its data went over TCP between the nodes although the cluster link is RoCE (asked only
@@ -120,16 +138,10 @@ pub trait ServingEngine: Send + Sync + 'static {
     /// The body of its `POST /tokenize` for `text` (both answer `{"tokens": […]}`).
     fn tokenize_request(&self, model: &str, text: &str, add_special: bool) -> serde_json::Value;
 
-    /// How it reads a model: config.json with safetensors weights, or GGUF file(s).
-    fn model_format(&self) -> ModelFormat;
     /// What its own arguments (after `--`) and environment (`-e`) ask of a plan: the context,
     /// the cache's dtype, what else changes its memory; an error names what it would refuse.
     fn fit_asked(&self, extra: &[String], env: &BTreeMap<String, String>) -> Result<FitAsk>;
-    /// A command for the head's toolbox whose output says what its server is, as the engine's plan
-    /// depends on it: whether it has a GPU of its own, its build (None: the plan depends on
-    /// neither). What it printed reaches the plan as `FitNodes::head_said`.
-    fn head_question(&self) -> Option<&'static [&'static str]>;
-    /// Whether that output names a GPU (None: it says neither).
+    /// Whether the output of its [`EngineProfile::head_question`] names a GPU (None: it says neither).
     fn head_gpu(&self, said: &str) -> Option<bool>;
     /// Every layout of `shape` over `nodes` by its own rules, each with its figures or the rules
     /// it breaks, the one chosen and why, and its flags for that layout.
@@ -230,6 +242,12 @@ impl std::fmt::Display for Backend {
 pub struct EngineRef(&'static dyn ServingEngine);
 
 impl EngineRef {
+    /// As the command line, labels, records and reports spell it: its profile's name, by which
+    /// engines are compared, stored and written.
+    pub fn name(self) -> &'static str {
+        self.profile().name
+    }
+
     /// For an engine's own file: its `const`.
     pub const fn of(engine: &'static dyn ServingEngine) -> EngineRef {
         EngineRef(engine)
@@ -237,7 +255,7 @@ impl EngineRef {
 
     /// The engine named `name` (or one of its aliases).
     pub fn named(name: &str) -> Option<EngineRef> {
-        ENGINES.into_iter().find(|engine| engine.name() == name || engine.aliases().contains(&name))
+        ENGINES.into_iter().find(|engine| engine.name() == name || engine.profile().aliases.contains(&name))
     }
 
     /// The engine a toolbox label names; none (a toolbox made before engines were recorded), or
@@ -246,9 +264,11 @@ impl EngineRef {
         label.and_then(EngineRef::named).unwrap_or_default()
     }
 
-    /// The engine MODEL (and `--file`) can only be served by, if any.
+    /// The engine MODEL (and `--file`) can only be served by, if any: a GGUF is the engine's that
+    /// reads GGUF.
     pub fn claiming(model: &str, file: Option<&str>) -> Option<EngineRef> {
-        ENGINES.into_iter().find(|engine| engine.claims(model, file))
+        let format = ModelSource::names_gguf(model, file).then_some(ModelFormat::Gguf)?;
+        ENGINES.into_iter().find(|engine| engine.profile().model_format == format)
     }
 
     /// The engine `asked` (`--engine`), else the one MODEL can only be served by, else the default.
@@ -258,7 +278,7 @@ impl EngineRef {
 
     /// `channel` if it is one of its channels.
     pub fn parse_channel(self, channel: &str) -> Result<&'static str> {
-        let channels = self.toolbox().channels;
+        let channels = self.profile().toolbox.channels;
         channels.iter().copied().find(|c| *c == channel).ok_or_else(|| {
             Error::Usage(format!("unknown channel {channel:?} for {self}: expected one of {}", channels.join(", ")))
         })
@@ -267,18 +287,18 @@ impl EngineRef {
     /// The toolbox a refresh of `channel` makes when no `--name` is given: the default channel's
     /// is the engine's toolbox, another channel's carries its name.
     pub fn toolbox_for(self, channel: &str) -> String {
-        let profile = self.toolbox();
-        if profile.channels.first() == Some(&channel) {
-            profile.default_toolbox.to_string()
+        let toolbox = &self.profile().toolbox;
+        if toolbox.channels.first() == Some(&channel) {
+            toolbox.default_toolbox.to_string()
         } else {
-            format!("{}-{channel}", profile.default_toolbox)
+            format!("{}-{channel}", toolbox.default_toolbox)
         }
     }
 
     /// The name its endpoint serves the model under: the operator's own (the engine's naming
     /// flag among `extra`), else the model as given.
     pub fn served_name(self, model: &str, extra: &[String]) -> String {
-        let named = self.name_flags().iter().find_map(|flag| super::plan::flag_value(extra, flag));
+        let named = self.profile().name_flags.iter().find_map(|flag| super::plan::flag_value(extra, flag));
         named.unwrap_or(model).to_string()
     }
 }
@@ -362,7 +382,7 @@ mod tests {
         for engine in ENGINES {
             assert_eq!(EngineRef::named(engine.name()), Some(engine));
             assert_eq!(EngineRef::of_label(Some(engine.name())), engine);
-            for alias in engine.aliases() {
+            for alias in engine.profile().aliases {
                 assert_eq!(EngineRef::named(alias), Some(engine));
             }
         }
@@ -383,10 +403,10 @@ mod tests {
     #[test]
     fn every_engine_has_a_toolbox_with_channels_and_a_server() {
         for engine in ENGINES {
-            let profile = engine.toolbox();
-            assert!(!profile.channels.is_empty() && !profile.default_toolbox.is_empty(), "{engine}");
-            assert_eq!(engine.toolbox_for(profile.channels[0]), profile.default_toolbox);
-            assert!(!engine.server().is_empty() && !engine.api_key_env().is_empty(), "{engine}");
+            let profile = engine.profile();
+            assert!(!profile.toolbox.channels.is_empty() && !profile.toolbox.default_toolbox.is_empty(), "{engine}");
+            assert_eq!(engine.toolbox_for(profile.toolbox.channels[0]), profile.toolbox.default_toolbox);
+            assert!(!profile.server.is_empty() && !profile.api_key_env.is_empty(), "{engine}");
             assert!(!engine.backends(None, 3).unwrap().is_empty(), "{engine} spans nodes somehow");
             assert_eq!(engine.backends(None, 1).unwrap(), [Backend::Single], "{engine} alone on one node");
         }

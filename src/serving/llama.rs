@@ -15,14 +15,14 @@ use crate::link::ports::LinkPort;
 use crate::model::gguf_pick::gguf_parts;
 use crate::model::shape::ModelShape;
 use crate::model::source::{ModelFormat, ModelSource};
-use crate::serving::engine::{gives, without_flags, Backend, EngineRef, ServingEngine, ToolboxProfile};
+use crate::serving::engine::{gives, without_flags, Backend, EngineProfile, EngineRef, ServingEngine, ToolboxProfile};
 use crate::serving::fit::llama::LlamaRules;
 use crate::serving::fit::llama_build::{self, LlamaBuild};
 use crate::serving::fit::{llama_log, FitAsk, FitNodes, KvCacheDtype, Measured, NodeLog, NodeMemory, Plan, Planned};
 use crate::serving::logs::LogTail;
 use crate::serving::parallelism::Parallelism;
 use crate::serving::plan::{
-    flag_value, with_overrides, LaunchPlan, NodeFacts, NodePlan, PlanRequest, PlannedCommand, Proof, Step,
+    flag_value, with_overrides, LaunchPlan, LaunchStep, NodeForPlan, NodePlan, PlanRequest, PlannedCommand, Proof,
 };
 use crate::serving::record::Role;
 use crate::serving::state::FlagQuestion;
@@ -115,46 +115,58 @@ fn head_env(named: Option<&[String]>) -> (BTreeMap<String, String>, Vec<String>)
     (env, notes)
 }
 
+/// llama.cpp's constants.
+const PROFILE: EngineProfile = EngineProfile {
+    name: "llama.cpp",
+    aliases: &["llamacpp", "llama-cpp"],
+    about: "llama.cpp: the layers split over the nodes (rpc-server on each worker), GGUF models",
+    title: "llama-server",
+    // kyuz0's llama.cpp toolboxes: `vulkan-radv` is the one its README recommends for most users
+    // and all models; the ROCm tags need /dev/kfd.
+    toolbox: ToolboxProfile {
+        image_repo: "docker.io/kyuz0/amd-strix-halo-toolboxes",
+        channels: &[
+            "vulkan-radv",
+            "vulkan-amdvlk",
+            "rocm-6.4.4",
+            "rocm-6.4.4-rocwmma",
+            "rocm-7.1.1",
+            "rocm-7.1.1-rocwmma",
+            "rocm-7rc",
+            "rocm-7rc-rocwmma",
+            "rocm-7alpha",
+            "rocm-7alpha-rocwmma",
+            "rocm-7alpha-rocwmma-improved",
+        ],
+        default_toolbox: "llama",
+        ask_channel: false,
+    },
+    image_programs: &[
+        RequiredProgram { names: &[SERVER], probe: "--version" },
+        RequiredProgram { names: &RPC_PROGRAMS, probe: "--help" },
+    ],
+    link_ports: &[LinkPort { port: RPC_PORT, what: "llama.cpp's rpc-server", from_head: Some("rpc port") }],
+    node_port: RPC_PORT,
+    // A GGUF: its first part, then the others of a split model.
+    model_format: ModelFormat::Gguf,
+    missing_model_fix: "put every part of the GGUF at that path on the head (the workers need no copy)",
+    server: SERVER,
+    keeps_compile_cache: false,
+    // llama-server's `LLAMA_API_KEY` (`--api-key`'s).
+    api_key_env: "LLAMA_API_KEY",
+    progress: crate::watch::LLAMA_CPP_PROGRESS,
+    // `--alias`, which names the model at its endpoint.
+    name_flags: &["--alias", "-a"],
+    // The head's llama.cpp (`serving::fit::llama_build`): its version, the GPUs its build sees (a
+    // CPU build sees none, and the layers then go to the workers alone), its RPC devices' names.
+    head_question: Some(&llama_build::QUESTION),
+};
+
 struct LlamaCpp;
 
 impl ServingEngine for LlamaCpp {
-    fn name(&self) -> &'static str {
-        "llama.cpp"
-    }
-
-    fn aliases(&self) -> &'static [&'static str] {
-        &["llamacpp", "llama-cpp"]
-    }
-
-    fn about(&self) -> &'static str {
-        "llama.cpp: the layers split over the nodes (rpc-server on each worker), GGUF models"
-    }
-
-    fn title(&self) -> &'static str {
-        "llama-server"
-    }
-
-    /// kyuz0's llama.cpp toolboxes: `vulkan-radv` is the one its README recommends for most users
-    /// and all models; the ROCm tags need /dev/kfd.
-    fn toolbox(&self) -> &'static ToolboxProfile {
-        &ToolboxProfile {
-            image_repo: "docker.io/kyuz0/amd-strix-halo-toolboxes",
-            channels: &[
-                "vulkan-radv",
-                "vulkan-amdvlk",
-                "rocm-6.4.4",
-                "rocm-6.4.4-rocwmma",
-                "rocm-7.1.1",
-                "rocm-7.1.1-rocwmma",
-                "rocm-7rc",
-                "rocm-7rc-rocwmma",
-                "rocm-7alpha",
-                "rocm-7alpha-rocwmma",
-                "rocm-7alpha-rocwmma-improved",
-            ],
-            default_toolbox: "llama",
-            ask_channel: false,
-        }
+    fn profile(&self) -> &'static EngineProfile {
+        &PROFILE
     }
 
     /// ROCm's /dev/kfd for a ROCm build (its tag says so: `rocm-…`), not for Vulkan, which needs
@@ -165,25 +177,6 @@ impl ServingEngine for LlamaCpp {
     fn needs(&self, image_ref: &str) -> ToolboxNeeds {
         let tag = ImageRef::parse(image_ref).ok().and_then(|r| r.tag);
         ToolboxNeeds { kfd: tag.is_some_and(|tag| tag.starts_with("rocm")), rdma: true, nccl: false }
-    }
-
-    fn image_programs(&self) -> &'static [RequiredProgram] {
-        &[
-            RequiredProgram { names: &[SERVER], probe: "--version" },
-            RequiredProgram { names: &RPC_PROGRAMS, probe: "--help" },
-        ]
-    }
-
-    fn link_ports(&self) -> &'static [LinkPort] {
-        &[LinkPort { port: RPC_PORT, what: "llama.cpp's rpc-server", from_head: Some("rpc port") }]
-    }
-
-    fn node_port(&self) -> u16 {
-        RPC_PORT
-    }
-
-    fn claims(&self, model: &str, file: Option<&str>) -> bool {
-        ModelSource::names_gguf(model, file)
     }
 
     /// A GGUF by path, or GGUF file(s) of a Hub repository.
@@ -205,10 +198,6 @@ impl ServingEngine for LlamaCpp {
             ModelSource::Path(path) if role != Role::Worker => Some(path.clone()),
             _ => None,
         }
-    }
-
-    fn missing_model_fix(&self) -> &'static str {
-        "put every part of the GGUF at that path on the head (the workers need no copy)"
     }
 
     fn backends(&self, asked: Option<Backend>, nodes: usize) -> Result<Vec<Backend>> {
@@ -255,30 +244,8 @@ impl ServingEngine for LlamaCpp {
         }
     }
 
-    fn plan(&self, nodes: &[NodeFacts], request: &PlanRequest, backend: Backend) -> LaunchPlan {
+    fn plan(&self, nodes: &[NodeForPlan], request: &PlanRequest, backend: Backend) -> LaunchPlan {
         plan(nodes, request, backend)
-    }
-
-    fn progress(&self) -> crate::watch::ProgressNames {
-        crate::watch::LLAMA_CPP_PROGRESS
-    }
-
-    fn server(&self) -> &'static str {
-        SERVER
-    }
-
-    fn keeps_compile_cache(&self) -> bool {
-        false
-    }
-
-    /// llama-server's `LLAMA_API_KEY` (`--api-key`'s).
-    fn api_key_env(&self) -> &'static str {
-        "LLAMA_API_KEY"
-    }
-
-    /// `--alias`, which names the model at its endpoint.
-    fn name_flags(&self) -> &'static [&'static str] {
-        &["--alias", "-a"]
     }
 
     /// A worker's `rpc-server` whose log says its last connection runs over TCP, and why, as its
@@ -321,11 +288,6 @@ impl ServingEngine for LlamaCpp {
         serde_json::json!({ "model": model, "content": text, "add_special": add_special })
     }
 
-    /// A GGUF: its first part, then the others of a split model.
-    fn model_format(&self) -> ModelFormat {
-        ModelFormat::Gguf
-    }
-
     /// `-c`/`--ctx-size` and the cache's type (`-ctk`/`--cache-type-k`, when `-ctv` agrees).
     fn fit_asked(&self, extra: &[String], _env: &BTreeMap<String, String>) -> Result<FitAsk> {
         let flag = |names: &[&str]| names.iter().find_map(|name| flag_value(extra, name));
@@ -333,12 +295,6 @@ impl ServingEngine for LlamaCpp {
         let (key, value) = (flag(&["-ctk", "--cache-type-k"]), flag(&["-ctv", "--cache-type-v"]));
         let kv_cache_dtype = key.filter(|key| value.is_none_or(|value| value == *key)).map(str::to_string);
         Ok(FitAsk { max_model_len: context, kv_cache_dtype, ..FitAsk::default() })
-    }
-
-    /// The head's llama.cpp (`serving::fit::llama_build`): its version, the GPUs its build sees (a
-    /// CPU build sees none, and the layers then go to the workers alone), its RPC devices' names.
-    fn head_question(&self) -> Option<&'static [&'static str]> {
-        Some(&llama_build::QUESTION)
     }
 
     fn head_gpu(&self, said: &str) -> Option<bool> {
@@ -544,13 +500,13 @@ pub fn llama_server(
 /// What each node runs: every worker's `rpc-server` at once, proven by each answering on its link
 /// address from the head; then `llama-server` on the head, proven by its endpoint and by its log
 /// naming every worker as a device it loaded the model onto. One node: `llama-server` alone.
-fn plan(nodes: &[NodeFacts], request: &PlanRequest, backend: Backend) -> LaunchPlan {
-    let listen = |facts: &NodeFacts| SocketAddr::from((facts.link_ip, facts.listen_port));
+fn plan(nodes: &[NodeForPlan], request: &PlanRequest, backend: Backend) -> LaunchPlan {
+    let listen = |facts: &NodeForPlan| SocketAddr::from((facts.link_ip, facts.listen_port));
     let workers: Vec<SocketAddr> =
         if backend == Backend::Rpc { nodes[1..].iter().map(listen).collect() } else { Vec::new() };
     // The operator's own name wins; otherwise the model as given, as vLLM names it.
-    let alias = LLAMA_CPP
-        .name_flags()
+    let alias = PROFILE
+        .name_flags
         .iter()
         .all(|flag| crate::serving::plan::flag_value(&request.extra, flag).is_none())
         .then_some(request.served.as_str());
@@ -567,7 +523,7 @@ fn plan(nodes: &[NodeFacts], request: &PlanRequest, backend: Backend) -> LaunchP
                 }
                 let env = with_overrides(settings, request);
                 let role = if backend == Backend::Rpc { Role::Head } else { Role::Single };
-                let secrets = [LLAMA_CPP.api_key_env()];
+                let secrets = [PROFILE.api_key_env];
                 (role, PlannedCommand::process(SERVER, argv, env).with_secrets(&secrets, request))
             }
             _ => {
@@ -584,17 +540,17 @@ fn plan(nodes: &[NodeFacts], request: &PlanRequest, backend: Backend) -> LaunchP
         let listeners: Vec<(usize, SocketAddr)> = (1..nodes.len()).map(|i| (i, workers[i - 1])).collect();
         let mentions = listeners.iter().map(|(node, address)| (*node, address.to_string())).collect();
         vec![
-            Step {
+            LaunchStep {
                 starts: (1..nodes.len()).map(|node| (node, 0)).collect(),
                 proofs: vec![Proof::Reachable { listeners }],
             },
-            Step {
+            LaunchStep {
                 starts: vec![(0, 0)],
                 proofs: vec![Proof::Endpoint, Proof::HeadLog { prefix: DEVICE_LINE.into(), mentions }],
             },
         ]
     } else {
-        vec![Step { starts: vec![(0, 0)], proofs: vec![Proof::Endpoint] }]
+        vec![LaunchStep { starts: vec![(0, 0)], proofs: vec![Proof::Endpoint] }]
     };
     LaunchPlan { engine: LLAMA_CPP, backend, nodes: planned, steps, notes }
 }
@@ -630,8 +586,8 @@ mod tests {
     use crate::spec::Transport;
     use std::net::Ipv4Addr;
 
-    fn facts(node: &str, ip: [u8; 4], programs: &[&str]) -> NodeFacts {
-        NodeFacts {
+    fn facts(node: &str, ip: [u8; 4], programs: &[&str]) -> NodeForPlan {
+        NodeForPlan {
             node: node.into(),
             link_ip: Ipv4Addr::from(ip),
             transport: Transport::ThunderboltTcp { netdev: "thunderbolt0".into() },
@@ -751,12 +707,13 @@ mod tests {
         assert_eq!(LLAMA_CPP.model_paths(&split, Role::Head).unwrap().len(), 2, "every part, on the head");
         assert!(LLAMA_CPP.model_paths(&split, Role::Worker).unwrap().is_empty(), "the workers need no copy");
         assert_eq!(LLAMA_CPP.identity_file(&split, Role::Head).as_deref(), Some("/m/q-00001-of-00002.gguf"));
-        assert!(LLAMA_CPP.claims("org/name:Q8_0", None) && !LLAMA_CPP.claims("org/name", None));
+        assert_eq!(EngineRef::claiming("org/name:Q8_0", None), Some(LLAMA_CPP));
+        assert_eq!(EngineRef::claiming("org/name", None), None, "a repository of safetensors is nobody's alone");
     }
 
     #[test]
     fn llama_cpp_toolboxes_are_kyuz0s_with_its_tags_as_channels() {
-        let profile = LLAMA_CPP.toolbox();
+        let profile = &PROFILE.toolbox;
         assert_eq!(profile.image_repo, "docker.io/kyuz0/amd-strix-halo-toolboxes");
         assert_eq!(profile.channels[0], "vulkan-radv", "its README's recommendation");
         assert_eq!(LLAMA_CPP.toolbox_for("vulkan-radv"), "llama");
@@ -781,7 +738,7 @@ mod tests {
                       (RADV GFX1151) (131072 MiB, 120000 MiB free)\n";
         assert_eq!(LLAMA_CPP.head_gpu(vulkan), Some(true));
         assert_eq!(LLAMA_CPP.head_gpu("error: invalid argument: --list-devices"), None, "an older build");
-        assert_eq!(LLAMA_CPP.model_format(), ModelFormat::Gguf);
+        assert_eq!(PROFILE.model_format, ModelFormat::Gguf);
     }
 
     #[test]
@@ -915,7 +872,7 @@ mod tests {
 
     #[test]
     fn on_roce_both_ends_of_rpc_name_the_nodes_rdma_device_and_gid() {
-        let roce = |ip: [u8; 4], program: &str| NodeFacts {
+        let roce = |ip: [u8; 4], program: &str| NodeForPlan {
             transport: Transport::Roce {
                 device: "rocep194s0f0".into(),
                 port: 1,

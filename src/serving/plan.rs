@@ -17,7 +17,7 @@ use crate::spec::Transport;
 
 /// What the engine's plan is made from, per node, in the cluster's order (the head first).
 #[derive(Debug, Clone, PartialEq)]
-pub struct NodeFacts {
+pub struct NodeForPlan {
     pub node: String,
     /// Its cluster-link address (the loopback for one node without a link).
     pub link_ip: Ipv4Addr,
@@ -26,10 +26,10 @@ pub struct NodeFacts {
     pub hub_cache: Option<String>,
     /// The programs its toolbox has, of those the engine asked about.
     pub programs: Vec<String>,
-    /// Where its process listens for the others, if it has one ([`ServingEngine::node_port`],
+    /// Where its process listens for the others, if it has one ([`EngineProfile::node_port`],
     /// or the next free one when another service holds it).
     ///
-    /// [`ServingEngine::node_port`]: crate::serving::engine::ServingEngine::node_port
+    /// [`EngineProfile::node_port`]: crate::serving::engine::EngineProfile::node_port
     pub listen_port: u16,
 }
 
@@ -70,7 +70,7 @@ pub struct PlannedCommand {
     /// Variables set from secrets (their values are in no plan, report or log).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub secret_env: Vec<String>,
-    pub start: Start,
+    pub start: StartKind,
     /// It runs with the engine's compile cache of its image (vLLM's: `serving::compile_cache`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub uses_compile_cache: bool,
@@ -79,7 +79,7 @@ pub struct PlannedCommand {
 /// How a command starts, and so how it is stopped.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
-pub enum Start {
+pub enum StartKind {
     /// `ray start`: it returns once Ray's daemons run; `ray stop` ends them.
     Ray {
         #[serde(flatten)]
@@ -105,7 +105,7 @@ pub struct NodePlan {
 
 /// Commands started at once, then what proves they did their part.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Step {
+pub struct LaunchStep {
     /// (node index, command index) in [`LaunchPlan::nodes`].
     pub starts: Vec<(usize, usize)>,
     pub proofs: Vec<Proof>,
@@ -134,7 +134,7 @@ pub struct LaunchPlan {
     pub engine: EngineRef,
     pub backend: Backend,
     pub nodes: Vec<NodePlan>,
-    pub steps: Vec<Step>,
+    pub steps: Vec<LaunchStep>,
     /// What the engine chose that the operator did not say, and why (the report's `why`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
@@ -147,7 +147,7 @@ impl PlannedCommand {
             argv,
             env,
             secret_env: Vec::new(),
-            start: Start::Process { name: name.to_string(), listens: None },
+            start: StartKind::Process { name: name.to_string(), listens: None },
             uses_compile_cache: false,
         }
     }
@@ -160,7 +160,7 @@ impl PlannedCommand {
     }
 
     pub fn listening(mut self, address: SocketAddr) -> PlannedCommand {
-        if let Start::Process { listens, .. } = &mut self.start {
+        if let StartKind::Process { listens, .. } = &mut self.start {
             *listens = Some(address);
         }
         self

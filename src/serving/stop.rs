@@ -78,7 +78,7 @@ pub async fn serve_stop(settings: &Settings, request: &ServeStop) -> Result<Serv
     let (files, record) = (found.files, found.record);
     // A stopped (or removed) toolbox runs nothing any more.
     if let Some(toolbox) = RunningToolbox::if_running(settings, &record.toolbox).await? {
-        let server = record.engine.server();
+        let server = record.engine.profile().server;
         let (now, later): (Vec<&ServedProcess>, Vec<&ServedProcess>) =
             record.processes.iter().partition(|p| request.part == StopPart::All || p.name == server);
         let grace = if request.at_once { Duration::ZERO } else { GRACE };
@@ -109,7 +109,7 @@ fn erase_after_a_crash(
     stopped: &mut ServeStopped,
 ) -> Result<()> {
     let crashed = at_once || !stopped.found_dead.is_empty();
-    if !crashed || !record.engine.keeps_compile_cache() || toolbox.image() != record.image {
+    if !crashed || !record.engine.profile().keeps_compile_cache || toolbox.image() != record.image {
         return Ok(());
     }
     erase_after_crash(settings.paths.cache_home(), &record.env, &toolbox.container.image_id)?;

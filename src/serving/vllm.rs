@@ -12,21 +12,21 @@ use crate::link::ports::LinkPort;
 use crate::model::shape::ModelShape;
 use crate::model::source::{ModelFormat, ModelSource};
 use crate::rccl::log::{judge, RcclVerdict};
-use crate::serving::engine::{gives, without_flags, Backend, EngineRef, ServingEngine, ToolboxProfile};
+use crate::serving::engine::{gives, without_flags, Backend, EngineProfile, EngineRef, ServingEngine, ToolboxProfile};
 use crate::serving::environment::serving_env;
 use crate::serving::fit::vllm::VllmRules;
-use crate::serving::fit::{self as fit, vllm_log, FitAsk, FitNodes, Measured, NodeLog, Plan, Planned};
+use crate::serving::fit::{self, vllm_log, FitAsk, FitNodes, Measured, NodeLog, Plan, Planned};
 use crate::serving::logs::LogTail;
 use crate::serving::parallelism::Parallelism;
 use crate::serving::plan::{
-    flag_value, with_overrides, LaunchPlan, NodeFacts, NodePlan, PlanRequest, PlannedCommand, Proof, Start, Step,
+    flag_value, with_overrides, LaunchPlan, LaunchStep, NodeForPlan, NodePlan, PlanRequest, PlannedCommand, Proof,
+    StartKind,
 };
 use crate::serving::ray::{ray_head, ray_worker, RayRole, AUTH_MODE, AUTH_TOKEN, RAY_PORT};
 use crate::serving::record::Role;
 use crate::serving::state::FlagQuestion;
 use crate::serving::vllm_args;
 use crate::spec::{ToolboxNeeds, Transport};
-use crate::verify::programs::RequiredProgram;
 
 /// vLLM, as the launch and everything else ask it.
 pub const VLLM: EngineRef = EngineRef::of(&Vllm);
@@ -43,57 +43,49 @@ const NNODES: &str = "--nnodes";
 /// compilation config has `cudagraph_mode` (the shorthand came after it).
 const COMPILATION_SHORTHAND: &str = "-cc";
 
+/// vLLM's constants.
+const PROFILE: EngineProfile = EngineProfile {
+    name: "vllm",
+    aliases: &[],
+    about: "vLLM: tensor or pipeline parallel across the nodes, safetensors models from the Hub or a directory",
+    title: "vLLM",
+    toolbox: ToolboxProfile {
+        image_repo: crate::DEFAULT_IMAGE_REPO,
+        channels: &crate::image::reference::CHANNELS,
+        default_toolbox: "vllm",
+        ask_channel: true,
+    },
+    image_programs: &[],
+    link_ports: &[
+        LinkPort::on_head(RAY_PORT, "Ray's GCS"),
+        LinkPort::on_head(10001, "Ray's client server"),
+        LinkPort::on_head(8265, "Ray's dashboard"),
+    ],
+    node_port: RENDEZVOUS_PORT,
+    // config.json and safetensors weights, as every rank reads them.
+    model_format: ModelFormat::Safetensors,
+    missing_model_fix: "put the model at the same path on every node (or give its Hub id: the launch then pulls it \
+                        once and spreads it)",
+    server: SERVER,
+    // torch.compile's graphs under `VLLM_CACHE_ROOT`.
+    keeps_compile_cache: true,
+    // vLLM's `VLLM_API_KEY` (the `--api-key` default).
+    api_key_env: "VLLM_API_KEY",
+    progress: crate::watch::VLLM_PROGRESS,
+    name_flags: &["--served-model-name"],
+    // vLLM's plan needs only the nodes' memory: one rank a node's GPU.
+    head_question: None,
+};
+
 struct Vllm;
 
 impl ServingEngine for Vllm {
-    fn name(&self) -> &'static str {
-        "vllm"
-    }
-
-    fn aliases(&self) -> &'static [&'static str] {
-        &[]
-    }
-
-    fn about(&self) -> &'static str {
-        "vLLM: tensor or pipeline parallel across the nodes, safetensors models from the Hub or a directory"
-    }
-
-    fn title(&self) -> &'static str {
-        "vLLM"
-    }
-
-    fn toolbox(&self) -> &'static ToolboxProfile {
-        &ToolboxProfile {
-            image_repo: crate::DEFAULT_IMAGE_REPO,
-            channels: &crate::image::reference::CHANNELS,
-            default_toolbox: "vllm",
-            ask_channel: true,
-        }
+    fn profile(&self) -> &'static EngineProfile {
+        &PROFILE
     }
 
     fn needs(&self, _image_ref: &str) -> ToolboxNeeds {
         ToolboxNeeds { kfd: true, rdma: true, nccl: true }
-    }
-
-    fn image_programs(&self) -> &'static [RequiredProgram] {
-        &[]
-    }
-
-    fn link_ports(&self) -> &'static [LinkPort] {
-        const RAY: [LinkPort; 3] = [
-            LinkPort::on_head(RAY_PORT, "Ray's GCS"),
-            LinkPort::on_head(10001, "Ray's client server"),
-            LinkPort::on_head(8265, "Ray's dashboard"),
-        ];
-        &RAY
-    }
-
-    fn node_port(&self) -> u16 {
-        RENDEZVOUS_PORT
-    }
-
-    fn claims(&self, _model: &str, _file: Option<&str>) -> bool {
-        false
     }
 
     fn source(&self, model: &str, file: Option<&str>) -> Result<ModelSource> {
@@ -115,11 +107,6 @@ impl ServingEngine for Vllm {
 
     fn identity_file(&self, _source: &ModelSource, _role: Role) -> Option<String> {
         None
-    }
-
-    fn missing_model_fix(&self) -> &'static str {
-        "put the model at the same path on every node (or give its Hub id: the launch then pulls it once and \
-         spreads it)"
     }
 
     /// Its multiprocessing executor where the image's vLLM spans nodes with it, else Ray's.
@@ -181,30 +168,8 @@ impl ServingEngine for Vllm {
         }
     }
 
-    fn plan(&self, nodes: &[NodeFacts], request: &PlanRequest, backend: Backend) -> LaunchPlan {
+    fn plan(&self, nodes: &[NodeForPlan], request: &PlanRequest, backend: Backend) -> LaunchPlan {
         plan(nodes, request, backend)
-    }
-
-    fn progress(&self) -> crate::watch::ProgressNames {
-        crate::watch::VLLM_PROGRESS
-    }
-
-    fn server(&self) -> &'static str {
-        SERVER
-    }
-
-    /// torch.compile's graphs under `VLLM_CACHE_ROOT`.
-    fn keeps_compile_cache(&self) -> bool {
-        true
-    }
-
-    /// vLLM's `VLLM_API_KEY` (the `--api-key` default).
-    fn api_key_env(&self) -> &'static str {
-        "VLLM_API_KEY"
-    }
-
-    fn name_flags(&self) -> &'static [&'static str] {
-        &["--served-model-name"]
     }
 
     fn tcp_on_roce(&self, logs: &[LogTail], node: &str) -> Option<String> {
@@ -220,11 +185,6 @@ impl ServingEngine for Vllm {
 
     fn tokenize_request(&self, model: &str, text: &str, add_special: bool) -> serde_json::Value {
         serde_json::json!({ "model": model, "prompt": text, "add_special_tokens": add_special })
-    }
-
-    /// config.json and safetensors weights, as every rank reads them.
-    fn model_format(&self) -> ModelFormat {
-        ModelFormat::Safetensors
     }
 
     /// `--max-model-len`, `--kv-cache-dtype` and `--max-num-batched-tokens` among its arguments,
@@ -245,11 +205,6 @@ impl ServingEngine for Vllm {
             mla_disabled: env.get("VLLM_MLA_DISABLE").map(|v| vllm_args::mla_disable(v)).transpose()?.unwrap_or(false),
             ..FitAsk::default()
         })
-    }
-
-    /// vLLM's plan needs only the nodes' memory: one rank a node's GPU.
-    fn head_question(&self) -> Option<&'static [&'static str]> {
-        None
     }
 
     fn head_gpu(&self, _said: &str) -> Option<bool> {
@@ -401,7 +356,7 @@ pub fn vllm_serve(
 /// executor: `vllm serve` on every node at once (the head's rank 0 and its API, a headless rank
 /// on each other node), proven by every rank's log saying it joined, then by the endpoint. On
 /// one node, `vllm serve` alone.
-fn plan(nodes: &[NodeFacts], request: &PlanRequest, backend: Backend) -> LaunchPlan {
+fn plan(nodes: &[NodeForPlan], request: &PlanRequest, backend: Backend) -> LaunchPlan {
     let split = &request.split;
     let over_ray = backend == Backend::Ray;
     let head_ip = nodes[0].link_ip;
@@ -432,7 +387,7 @@ fn plan(nodes: &[NodeFacts], request: &PlanRequest, backend: Backend) -> LaunchP
             argv: Vec::new(),
             env: env.clone(),
             secret_env: Vec::new(),
-            start: Start::Ray { role },
+            start: StartKind::Ray { role },
             uses_compile_cache: false,
         };
         let role = backend.role_of(index);
@@ -454,7 +409,7 @@ fn plan(nodes: &[NodeFacts], request: &PlanRequest, backend: Backend) -> LaunchP
         let argv = vllm_serve(&request.model, split, executor, (&request.host, request.port), &extra);
         if index == 0 {
             let mut serve_env = env.clone();
-            let mut secrets = vec!["HF_TOKEN", VLLM.api_key_env()];
+            let mut secrets = vec!["HF_TOKEN", PROFILE.api_key_env];
             if over_ray {
                 // The driver talks to Ray: it needs the launch's token too.
                 serve_env.insert(AUTH_MODE.0.into(), AUTH_MODE.1.into());
@@ -480,9 +435,9 @@ fn plan(nodes: &[NodeFacts], request: &PlanRequest, backend: Backend) -> LaunchP
         // then, and Ray's own node table is read while it loads, not before (a python start on the
         // head, seconds of the launch that were the proof's alone).
         Backend::Ray => vec![
-            Step { starts: vec![(0, 0)], proofs: Vec::new() },
-            Step { starts: (1..nodes.len()).map(|node| (node, 0)).collect(), proofs: Vec::new() },
-            Step { starts: vec![(0, 1)], proofs: vec![Proof::RayJoined, Proof::Endpoint] },
+            LaunchStep { starts: vec![(0, 0)], proofs: Vec::new() },
+            LaunchStep { starts: (1..nodes.len()).map(|node| (node, 0)).collect(), proofs: Vec::new() },
+            LaunchStep { starts: vec![(0, 1)], proofs: vec![Proof::RayJoined, Proof::Endpoint] },
         ],
         Backend::Mp => {
             // RCCL's start-up lines are the ranks' proof; an operator's `-e NCCL_DEBUG=WARN` leaves
@@ -490,12 +445,12 @@ fn plan(nodes: &[NodeFacts], request: &PlanRequest, backend: Backend) -> LaunchP
             let rccl_speaks =
                 request.env.get("NCCL_DEBUG").is_none_or(|level| matches!(level.as_str(), "INFO" | "TRACE"));
             let ranks = rccl_speaks.then_some(Proof::RanksJoined { rendezvous });
-            vec![Step {
+            vec![LaunchStep {
                 starts: (0..nodes.len()).map(|node| (node, 0)).collect(),
                 proofs: ranks.into_iter().chain([Proof::Endpoint]).collect(),
             }]
         }
-        Backend::Single | Backend::Rpc => vec![Step { starts: vec![(0, 0)], proofs: vec![Proof::Endpoint] }],
+        Backend::Single | Backend::Rpc => vec![LaunchStep { starts: vec![(0, 0)], proofs: vec![Proof::Endpoint] }],
     };
     LaunchPlan { engine: VLLM, backend, nodes: planned, steps, notes }
 }
@@ -593,8 +548,8 @@ mod tests {
         assert_eq!((asked_env.pp_layer_partition, asked_env.mla_disabled), (Some(vec![31, 30]), true));
         let bad: BTreeMap<String, String> = [("VLLM_MLA_DISABLE".to_string(), "yes".to_string())].into();
         assert!(matches!(VLLM.fit_asked(&[], &bad), Err(Error::Usage(_))));
-        assert_eq!(VLLM.model_format(), ModelFormat::Safetensors);
-        assert_eq!(VLLM.head_question(), None);
+        assert_eq!(PROFILE.model_format, ModelFormat::Safetensors);
+        assert_eq!(PROFILE.head_question, None);
     }
 
     #[test]
@@ -773,7 +728,7 @@ mod tests {
     }
 
     /// The plan of `request` split `split`.
-    fn planned(nodes: &[NodeFacts], request: PlanRequest, backend: Backend, split: Parallelism) -> LaunchPlan {
+    fn planned(nodes: &[NodeForPlan], request: PlanRequest, backend: Backend, split: Parallelism) -> LaunchPlan {
         plan(nodes, &PlanRequest { split, ..request }, backend)
     }
 
@@ -781,8 +736,8 @@ mod tests {
         Parallelism::of(tp, pp, "")
     }
 
-    fn facts(node: &str, ip: [u8; 4], cache: Option<&str>) -> NodeFacts {
-        NodeFacts {
+    fn facts(node: &str, ip: [u8; 4], cache: Option<&str>) -> NodeForPlan {
+        NodeForPlan {
             node: node.into(),
             link_ip: std::net::Ipv4Addr::from(ip),
             transport: crate::spec::Transport::ThunderboltTcp { netdev: "thunderbolt0".into() },

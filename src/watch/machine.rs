@@ -129,7 +129,7 @@ impl Fault {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum Action {
+pub enum Decision {
     Nothing,
     /// Stop every rank, wait for the nodes' memory, launch the service again from its record.
     Relaunch(Fault),
@@ -139,9 +139,9 @@ pub enum Action {
 
 /// One look's outcome.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Step {
+pub struct LookOutcome {
     pub state: State,
-    pub action: Action,
+    pub action: Decision,
     /// What the look found to say besides: each GPU hang new since the look before
     /// (`GPU hang on node2: LINE`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -235,7 +235,7 @@ impl Watcher {
     }
 
     /// Take one look.
-    pub fn observe(&mut self, seen: &Observation) -> Step {
+    pub fn observe(&mut self, seen: &Observation) -> LookOutcome {
         let at = seen.at;
         if !matches!(seen.probe, ProbeOutcome::Skipped) {
             self.tally.probes += 1;
@@ -244,11 +244,11 @@ impl Watcher {
             self.tally.probe_failures += 1;
         }
         if let Some(reason) = &self.given_up {
-            return self.step(State::GivenUp, Action::GiveUp(reason.clone()));
+            return self.step(State::GivenUp, Decision::GiveUp(reason.clone()));
         }
         if seen.paused {
             self.was_paused = true;
-            return self.step(State::Paused, Action::Nothing);
+            return self.step(State::Paused, Decision::Nothing);
         }
         if self.was_paused {
             self.was_paused = false;
@@ -257,7 +257,7 @@ impl Watcher {
         if seen.nodes.iter().any(|node| !node.reachable) {
             self.failures_in_a_row = 0;
             self.stall.reset();
-            return self.step(State::NodeDown, Action::Nothing);
+            return self.step(State::NodeDown, Decision::Nothing);
         }
         for node in &seen.nodes {
             let Some(boot_id) = &node.boot_id else { continue };
@@ -289,7 +289,7 @@ impl Watcher {
             // Nothing answers while the GPU resets: the silence is the reset's, not the service's.
             self.failures_in_a_row = 0;
             self.stall.reset();
-            return self.step(State::GpuHang, Action::Nothing);
+            return self.step(State::GpuHang, Decision::Nothing);
         }
         if let Some(rank) = seen.ranks.iter().find(|rank| !rank.alive) {
             return self.fault(at, Fault::RankDown { node: rank.node.clone(), process: rank.process.clone() });
@@ -302,7 +302,7 @@ impl Watcher {
         if self.loading_since.is_some_and(|since| at.since(since) < self.policy.grace) {
             // A model that loads makes no tokens: its silence counts from the end of the grace.
             self.stall.reset();
-            return self.step(State::Loading, Action::Nothing);
+            return self.step(State::Loading, Decision::Nothing);
         }
         let quiet = self.stall.observe(seen.began, at, seen.progress, &seen.probe);
         let last_failure = match &seen.probe {
@@ -323,7 +323,7 @@ impl Watcher {
             let running = seen.progress.map(|progress| progress.running).filter(|&running| running > 0.0);
             return self.fault(at, Fault::Stalled { quiet_seconds: quiet.as_secs(), running });
         }
-        self.step(State::Serving, Action::Nothing)
+        self.step(State::Serving, Decision::Nothing)
     }
 
     /// The relaunch (or the operator's own launch, `--replace`) came back at `at`: the service is
@@ -338,17 +338,17 @@ impl Watcher {
     }
 
     /// The relaunch failed: another, if the budget has one.
-    pub fn relaunch_failed(&mut self, at: Moment, why: &str) -> Step {
+    pub fn relaunch_failed(&mut self, at: Moment, why: &str) -> LookOutcome {
         self.fault(at, Fault::LaunchFailed { why: why.to_string() })
     }
 
     /// Give up for a reason found outside the looks (the nodes' memory never came free).
-    pub fn give_up(&mut self, reason: String) -> Step {
+    pub fn give_up(&mut self, reason: String) -> LookOutcome {
         self.given_up = Some(reason.clone());
-        self.step(State::GivenUp, Action::GiveUp(reason))
+        self.step(State::GivenUp, Decision::GiveUp(reason))
     }
 
-    fn fault(&mut self, at: Moment, fault: Fault) -> Step {
+    fn fault(&mut self, at: Moment, fault: Fault) -> LookOutcome {
         // A fault after a GPU hang (its ranks died of it, or stalled) is the hang's; a reboot is not.
         let fault = match (self.gpu_hang.take(), fault) {
             (Some((node, line)), fault) if !matches!(fault, Fault::NodeRebooted { .. }) => {
@@ -362,15 +362,15 @@ impl Watcher {
                 self.failures_in_a_row = 0;
                 self.stall.reset();
                 self.boot_ids.clear();
-                self.step(fault.state(), Action::Relaunch(fault))
+                self.step(fault.state(), Decision::Relaunch(fault))
             }
             Err(spent) => self.give_up(format!("{}; {spent}", fault.reason())),
         }
     }
 
-    fn step(&mut self, state: State, action: Action) -> Step {
+    fn step(&mut self, state: State, action: Decision) -> LookOutcome {
         self.state = state;
-        Step { state, action, news: std::mem::take(&mut self.news) }
+        LookOutcome { state, action, news: std::mem::take(&mut self.news) }
     }
 }
 

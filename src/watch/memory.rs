@@ -9,10 +9,11 @@ use serde::{Deserialize, Serialize};
 
 use super::clock::Moment;
 use super::duration::format_duration;
+use crate::reporter::Bytes;
 
 /// What one node holds now: its GTT and VRAM in use (None: it does not say, or did not answer).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct NodeMemory {
+pub struct HeldMemory {
     pub node: String,
     pub used_bytes: Option<u64>,
 }
@@ -30,7 +31,7 @@ pub enum MemoryVerdict {
 
 /// Whether to relaunch now, having waited since `waiting_since`, at most `limit`.
 pub fn memory_verdict(
-    nodes: &[NodeMemory],
+    nodes: &[HeldMemory],
     allowance_bytes: u64,
     waiting_since: Moment,
     now: Moment,
@@ -43,8 +44,8 @@ pub fn memory_verdict(
             Some(used) if used > allowance_bytes => Some(format!(
                 "{} still holds {} of GPU memory (free is {} or less)",
                 node.node,
-                gib(used),
-                gib(allowance_bytes)
+                Bytes(used),
+                Bytes(allowance_bytes)
             )),
             Some(_) => None,
         })
@@ -70,16 +71,12 @@ pub fn memory_verdict(
     }
 }
 
-fn gib(bytes: u64) -> String {
-    format!("{:.1} GiB", bytes as f64 / f64::from(1u32 << 30))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn node(name: &str, used: Option<u64>) -> NodeMemory {
-        NodeMemory { node: name.into(), used_bytes: used }
+    fn node(name: &str, used: Option<u64>) -> HeldMemory {
+        HeldMemory { node: name.into(), used_bytes: used }
     }
 
     #[test]
@@ -100,12 +97,12 @@ mod tests {
         };
         assert_eq!(
             why,
-            "b still holds 60.0 GiB of GPU memory (free is 4.0 GiB or less); c does not say how much GPU memory it \
+            "b still holds 60.00 GiB of GPU memory (free is 4.00 GiB or less); c does not say how much GPU memory it \
              holds; waited 30s of --memory-wait 5m"
         );
         let MemoryVerdict::GiveUp(why) = memory_verdict(&nodes, 4 << 30, Moment(0), Moment(300_000), limit) else {
             panic!("expected to give up")
         };
-        assert!(why.starts_with("b still holds 60.0 GiB") && why.contains("5m after its engine was stopped"), "{why}");
+        assert!(why.starts_with("b still holds 60.00 GiB") && why.contains("5m after its engine was stopped"), "{why}");
     }
 }

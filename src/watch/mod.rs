@@ -23,8 +23,8 @@ pub mod unit;
 pub use clock::Moment;
 pub use duration::{format_duration, parse_duration};
 pub use families::watch_families;
-pub use machine::{Action, Fault, Start, State, Step, Tally, Watcher};
-pub use memory::{memory_verdict, MemoryVerdict, NodeMemory};
+pub use machine::{Decision, Fault, LookOutcome, Start, State, Tally, Watcher};
+pub use memory::{memory_verdict, HeldMemory, MemoryVerdict};
 pub use observation::{
     NodeObservation, Observation, ProbeOutcome, Progress, ProgressNames, RankObservation, LLAMA_CPP_PROGRESS,
     VLLM_PROGRESS,

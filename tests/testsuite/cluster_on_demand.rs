@@ -167,7 +167,7 @@ fn more_models_than_memory_start_on_demand_behind_the_router_with_keys_per_user(
     let never = launch(&bed, "alpha", &alpha_model, &["--on-demand"]);
     let said = stderr(&never);
     assert_eq!(never.status.code(), Some(1), "{said}");
-    assert!(said.contains("0.5 GiB usable") && said.contains("nothing was started"), "{said}");
+    assert!(said.contains("512.00 MiB usable") && said.contains("nothing was started"), "{said}");
     std::fs::write(&gtt, format!("{}\n", GTT[1])).expect("node2's GTT again");
 
     // Both registered, nothing runs. The plan's figures are what the router holds them to.

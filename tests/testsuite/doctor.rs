@@ -137,7 +137,7 @@ fn misconfigured_node_fails_with_fixes() {
     assert!(fix(&report, "kernel:gtt-vs-ttm").starts_with("set ttm.pages_limit=32505856"));
     let gtt = check(&report, "kernel:gtt-size");
     assert_eq!(gtt["status"], "warn");
-    assert!(message(&report, "kernel:gtt-size").contains("4.0 GiB of GTT"), "{gtt}");
+    assert!(message(&report, "kernel:gtt-size").contains("4.00 GiB of GTT"), "{gtt}");
 
     // The port is down, and its MTU and address problems show anyway.
     let mtu = check(&report, "rdma:rocep194s0f0/1:mtu");
@@ -196,8 +196,8 @@ fn doctor_says_what_hip_reports_and_what_the_plan_counts() {
     assert_eq!(check(&report, "gpu:memory")["status"], "info", "{report:#}");
     assert_eq!(
         message(&report, "gpu:memory"),
-        "HIP may report 0.5 GiB (the VRAM carve-out, mem_info_vram_total: ROCm/hip#3892) where the GPU maps 124.0 GiB \
-         of GTT; the plan counts the GTT: 124.0 GiB less 1.0 GiB in use less a 4.0 GiB reserve = 119.0 GiB for a \
+        "HIP may report 512.00 MiB (the VRAM carve-out, mem_info_vram_total: ROCm/hip#3892) where the GPU maps 124.00 GiB \
+         of GTT; the plan counts the GTT: 124.00 GiB less 1.00 GiB in use less a 4.00 GiB reserve = 119.00 GiB for a \
          model"
     );
 
@@ -209,8 +209,8 @@ fn doctor_says_what_hip_reports_and_what_the_plan_counts() {
     let report = json(&run_on(host.path(), &["doctor", "--json"]));
     assert_eq!(check(&report, "gpu:memory")["status"], "warn", "{report:#}");
     let said = message(&report, "gpu:memory");
-    assert!(said.starts_with("the VRAM carve-out (96.0 GiB) is larger than the GTT (15.0 GiB)"), "{said}");
-    assert!(said.contains("15.0 GiB less 0.0 GiB in use less a 4.0 GiB reserve = 11.0 GiB"), "{said}");
+    assert!(said.starts_with("the VRAM carve-out (96.00 GiB) is larger than the GTT (15.00 GiB)"), "{said}");
+    assert!(said.contains("15.00 GiB less 0 B in use less a 4.00 GiB reserve = 11.00 GiB"), "{said}");
     assert!(fix(&report, "gpu:memory").contains("512 MB"), "{report:#}");
 }
 

@@ -23,8 +23,8 @@ use strix_toolbox::metrics::{
     merge, read_node_telemetry, relabel, render, scrape, sum_of, telemetry_families, MetricType, NodeReading,
 };
 use strix_toolbox::watch::{
-    watch_families, Action, Fault, Moment, Observation, ProbeOutcome, Progress, Start, State, Step, WatchPolicy,
-    Watcher, LLAMA_CPP_PROGRESS, VLLM_PROGRESS,
+    watch_families, Decision, Fault, LookOutcome, Moment, Observation, ProbeOutcome, Progress, Start, State,
+    WatchPolicy, Watcher, LLAMA_CPP_PROGRESS, VLLM_PROGRESS,
 };
 
 use crate::support::host_tree::materialize;
@@ -123,7 +123,7 @@ fn prometheus_holds_every_nodes_telemetry_and_the_engines_metrics_relabelled() {
 }
 
 /// One look of the watch at `at` (no nodes or ranks: the engine alone).
-fn look(watcher: &mut Watcher, at: Moment, progress: Option<Progress>, probe: ProbeOutcome) -> Step {
+fn look(watcher: &mut Watcher, at: Moment, progress: Option<Progress>, probe: ProbeOutcome) -> LookOutcome {
     look_from(watcher, at, at, progress, probe)
 }
 
@@ -134,7 +134,7 @@ fn look_from(
     at: Moment,
     progress: Option<Progress>,
     probe: ProbeOutcome,
-) -> Step {
+) -> LookOutcome {
     watcher.observe(&Observation { began, at, paused: false, nodes: Vec::new(), ranks: Vec::new(), probe, progress })
 }
 
@@ -154,7 +154,7 @@ fn a_stopped_llama_server_is_found_stalled_within_two_intervals() {
     assert!(progress.is_some_and(|progress| progress.generated >= 1.0), "{progress:?}");
     assert_eq!(
         look(&mut watcher, Moment(0), progress, probed),
-        Step { state: State::Serving, action: Action::Nothing, news: Vec::new() }
+        LookOutcome { state: State::Serving, action: Decision::Nothing, news: Vec::new() }
     );
 
     // SIGSTOP just after the look: the port still takes connections, nothing answers. The next
@@ -173,7 +173,7 @@ fn a_stopped_llama_server_is_found_stalled_within_two_intervals() {
     // SAFETY: as above.
     assert_eq!(unsafe { libc::kill(llama.pid() as i32, libc::SIGCONT) }, 0);
     assert_eq!(step.state, State::Stalled, "{step:?}");
-    assert_eq!(step.action, Action::Relaunch(Fault::Stalled { quiet_seconds: 60, running: None }));
+    assert_eq!(step.action, Decision::Relaunch(Fault::Stalled { quiet_seconds: 60, running: None }));
     assert!(found.since(fault_at) <= 2 * interval, "found {:?} after the stop", found.since(fault_at));
     // Continued, it answers again: the probes it held are answered, the counter moves.
     let progress = LLAMA_CPP_PROGRESS.read(&read().expect("scrape llama-server once continued"));
@@ -221,7 +221,7 @@ fn the_vllm_stand_in_counts_what_it_served_and_the_watch_finds_its_stall() {
     // The watch: a healthy look, then the stall switch.
     let interval = WatchPolicy::default().interval;
     let mut watcher = Watcher::new(WatchPolicy::default(), Start::Serving);
-    assert_eq!(look(&mut watcher, Moment(0), Some(before), ProbeOutcome::Passed).action, Action::Nothing);
+    assert_eq!(look(&mut watcher, Moment(0), Some(before), ProbeOutcome::Passed).action, Decision::Nothing);
     std::fs::write(&stall, "").unwrap();
     let url = vllm.url();
     let stuck = std::thread::spawn(move || complete(&url, "the quay", 5, false, Duration::from_secs(120)));
@@ -240,7 +240,7 @@ fn the_vllm_stand_in_counts_what_it_served_and_the_watch_finds_its_stall() {
     let progress = VLLM_PROGRESS.read(&read());
     let second = look(&mut watcher, Moment(0).after(2 * interval), progress, ask());
     assert_eq!(second.state, State::Stalled, "{second:?}");
-    assert_eq!(second.action, Action::Relaunch(Fault::Stalled { quiet_seconds: 60, running: Some(2.0) }));
+    assert_eq!(second.action, Decision::Relaunch(Fault::Stalled { quiet_seconds: 60, running: Some(2.0) }));
 
     // The switch off: the requests go on and the counter moves.
     std::fs::remove_file(&stall).unwrap();

@@ -5,7 +5,7 @@
 use super::*;
 use crate::bench::result::tests::result;
 use crate::cluster::testing::{as_nodes, digest, failing, nodes, publish, TestNode, REPO};
-use crate::engine::fake::Call;
+use crate::engine::fake::RecordedCall;
 use crate::error::ErrorKind;
 use crate::node::call::NodeCall;
 use crate::reporter::Silent;
@@ -75,7 +75,7 @@ fn images(cluster: &[TestNode]) -> Vec<Option<String>> {
 #[tokio::test]
 async fn the_rollback_takes_every_node_back_without_pulling() {
     let (cluster, previous) = swapped_to_2().await;
-    let pulls = |test: &TestNode| test.engine.calls().iter().filter(|c| matches!(c, Call::Pull(_))).count();
+    let pulls = |test: &TestNode| test.engine.calls().iter().filter(|c| matches!(c, RecordedCall::Pull(_))).count();
     let before: Vec<usize> = cluster.iter().map(pulls).collect();
     let back = roll_back(&as_nodes(&cluster), &request(), &previous, &spread_off(), &Silent).await.unwrap();
     assert_eq!(back.outcome, ClusterOutcome::Refreshed);
@@ -144,18 +144,18 @@ fn what_served_before_is_relaunched_with_its_engine_and_executor() {
     let cluster = nodes(&["a", "b", "c"]);
     let cluster = as_nodes(&cluster);
     use crate::serving::engine::Backend;
-    use crate::serving::{llama::LLAMA_CPP as LlamaCpp, vllm::VLLM as Vllm};
-    let llama = relaunch(&record(LlamaCpp, Backend::Rpc), &canary, &cluster);
-    assert_eq!((llama.engine, llama.backend, llama.port, llama.replace), (LlamaCpp, None, Some(8100), true));
+    use crate::serving::{llama::LLAMA_CPP, vllm::VLLM};
+    let llama = relaunch(&record(LLAMA_CPP, Backend::Rpc), &canary, &cluster);
+    assert_eq!((llama.engine, llama.backend, llama.port, llama.replace), (LLAMA_CPP, None, Some(8100), true));
     assert_eq!((llama.service.as_str(), llama.on.as_slice()), ("m", ["b".to_string(), "c".to_string()].as_slice()));
-    let mut older = record(LlamaCpp, Backend::Rpc);
+    let mut older = record(LLAMA_CPP, Backend::Rpc);
     (older.on, older.router_listen) = (Vec::new(), None);
     let older = relaunch(&older, &canary, &cluster);
     assert_eq!((older.on.as_slice(), older.port), (["a".to_string(), "b".to_string()].as_slice(), None));
-    let vllm = relaunch(&record(Vllm, Backend::Ray), &canary, &cluster);
-    assert_eq!((vllm.engine, vllm.backend, vllm.pp), (Vllm, Some(Backend::Ray), Some(2)));
+    let vllm = relaunch(&record(VLLM, Backend::Ray), &canary, &cluster);
+    assert_eq!((vllm.engine, vllm.backend, vllm.pp), (VLLM, Some(Backend::Ray), Some(2)));
     assert_eq!(vllm.model, "m");
-    let mut from_file = record(LlamaCpp, Backend::Rpc);
+    let mut from_file = record(LLAMA_CPP, Backend::Rpc);
     (from_file.model, from_file.file) = ("org/repo-GGUF".into(), Some("q8/m-Q8_0.gguf".into()));
     let pick = crate::model::gguf_pick::GgufPick::File("q8/m-Q8_0.gguf".into());
     assert!(
@@ -167,11 +167,11 @@ fn what_served_before_is_relaunched_with_its_engine_and_executor() {
         "as it served: not the canary's"
     );
     // The graph capture as the operator asked it at the launch, whatever the canary's launch asks.
-    let mut captured = record(Vllm, Backend::Mp);
+    let mut captured = record(VLLM, Backend::Mp);
     captured.cuda_graphs = true;
     assert!(relaunch(&captured, &canary, &cluster).cuda_graphs, "--cuda-graphs kept");
     let asks = LaunchRequest { cuda_graphs: true, ..canary.clone() };
-    assert!(!relaunch(&record(Vllm, Backend::Mp), &asks, &cluster).cuda_graphs, "not asked at the launch");
+    assert!(!relaunch(&record(VLLM, Backend::Mp), &asks, &cluster).cuda_graphs, "not asked at the launch");
 }
 
 /// A llama.cpp launch of `model` on the test toolbox, as the canary asks for one.

@@ -20,7 +20,7 @@ use crate::host::gpu::GpuFacts;
 use crate::labels;
 use crate::model::shape::ask::ShapeAsk;
 use crate::model::shape::Sizing;
-use crate::node::call::{Detect, Exec, Status};
+use crate::node::call::{Detect, Exec, StatusCall};
 use crate::node::{Node, NodeCalls};
 use crate::ops::status::StatusReport;
 use crate::serving::fit::vllm_build::HeadImage;
@@ -64,7 +64,7 @@ pub async fn fit_model(nodes: &[&dyn Node], request: &FitRequest) -> std::result
     }
     let shape = ShapeAsk {
         source: request.source.clone(),
-        format: engine.model_format(),
+        format: engine.profile().model_format,
         revision: request.revision.clone(),
         toolbox: request.toolbox.clone(),
         start_toolbox: request.ask_devices,
@@ -72,12 +72,12 @@ pub async fn fit_model(nodes: &[&dyn Node], request: &FitRequest) -> std::result
         hf_token: request.hf_token.clone(),
     };
     let devices = async {
-        let argv = engine.head_question().filter(|_| request.ask_devices)?;
+        let argv = engine.profile().head_question.filter(|_| request.ask_devices)?;
         let ask = Exec { toolbox: request.toolbox.clone(), argv: argv.iter().map(|a| a.to_string()).collect() };
         Some(head.call(ask).await)
     };
     let detects = join_all(nodes.iter().map(|node| node.call(Detect {})));
-    let (read, detects, devices, status) = tokio::join!(head.call(shape), detects, devices, head.call(Status {}));
+    let (read, detects, devices, status) = tokio::join!(head.call(shape), detects, devices, head.call(StatusCall {}));
     let read = read.map_err(NoPlan::Unread)?;
     let image = head_image(status, &request.toolbox);
 
@@ -99,10 +99,10 @@ pub async fn fit_model(nodes: &[&dyn Node], request: &FitRequest) -> std::result
         return Err(Error::from(problems).into());
     }
     let mut notes = Vec::new();
-    if engine.head_question().is_some() && !request.ask_devices {
+    if engine.profile().head_question.is_some() && !request.ask_devices {
         notes.push(format!(
             "the head's {} was not asked which GPUs it sees (a dry run starts no toolbox): its own GPU is assumed",
-            engine.title()
+            engine.profile().title
         ));
     }
     let mut head_said = None;
@@ -113,7 +113,7 @@ pub async fn fit_model(nodes: &[&dyn Node], request: &FitRequest) -> std::result
             if gpu.is_none() {
                 notes.push(format!(
                     "the head's {} could not say which GPUs it sees ({}): its own GPU is assumed",
-                    engine.title(),
+                    engine.profile().title,
                     said.last_lines(1).join(" ")
                 ));
             }
@@ -124,7 +124,7 @@ pub async fn fit_model(nodes: &[&dyn Node], request: &FitRequest) -> std::result
             notes.push(format!(
                 "the head's toolbox {} was not asked which GPUs its {} sees ({error}): its own GPU is assumed",
                 request.toolbox,
-                engine.title()
+                engine.profile().title
             ));
             None
         }

@@ -6,7 +6,7 @@ use crate::cluster::testing::{answer, as_nodes, nodes, Scripted, TestNode};
 use crate::engine::{ContainerInfo, Engine};
 use crate::model::shape::fixtures::{self, write_checkpoint};
 use crate::node::call::NodeCall;
-use crate::serving::fit::{FitAsk, Outcome, Rule};
+use crate::serving::fit::{FitAsk, LayoutOutcome, Rule};
 use crate::serving::llama::LLAMA_CPP;
 use crate::serving::vllm::VLLM;
 use crate::toolbox::running::ExecReport;
@@ -39,7 +39,7 @@ fn request(engine: crate::serving::engine::EngineRef, model: &Path) -> FitReques
         engine,
         source: engine.source(&model, None).expect("a source"),
         model,
-        toolbox: engine.toolbox().default_toolbox.into(),
+        toolbox: engine.profile().toolbox.default_toolbox.into(),
         revision: None,
         tp: None,
         pp: None,
@@ -70,7 +70,10 @@ async fn three_nodes_plan_a_64_head_model_from_its_headers_and_their_gtt() {
     let usable: Vec<u64> = plan.nodes.iter().map(|n| n.usable_bytes).collect();
     assert_eq!(usable, [119 * GIB, 119 * GIB, 95 * GIB]);
     let tp3 = plan.layout(3, 1, 1, false).expect("TP 3 is listed");
-    assert!(matches!(&tp3.outcome, Outcome::Breaks { rules, .. } if rules[0].rule == Rule::AttentionHeads), "{tp3:?}");
+    assert!(
+        matches!(&tp3.outcome, LayoutOutcome::Breaks { rules, .. } if rules[0].rule == Rule::AttentionHeads),
+        "{tp3:?}"
+    );
     // No RoCE and no Thunderbolt in these trees: Ethernet, where the layers are split.
     let chosen = plan.chosen_layout().expect("a layout");
     assert_eq!((chosen.tp, chosen.pp), (1, 3));

@@ -18,7 +18,7 @@ use crate::reporter::Reporter;
 use crate::secret::Secret;
 use crate::serving::compile_cache::CompileCache;
 use crate::serving::fit::Planned;
-use crate::serving::plan::{NodePlan, PlannedCommand, Start};
+use crate::serving::plan::{NodePlan, PlannedCommand, StartKind};
 use crate::serving::process::ProcessStart;
 use crate::serving::ray::{RayStart, AUTH_TOKEN};
 use crate::serving::record::{recorded_env, ServingRecord};
@@ -144,7 +144,7 @@ async fn start(
     let erase = if request.fresh_compile_cache { CompileCache::Erase } else { CompileCache::Keep };
     let compile_cache = command.uses_compile_cache.then_some(erase);
     match &command.start {
-        Start::Ray { role } => {
+        StartKind::Ray { role } => {
             let token =
                 secrets.get(AUTH_TOKEN).cloned().ok_or_else(|| Error::Internal("Ray without its token".into()))?;
             let call = RayStart {
@@ -157,7 +157,7 @@ async fn start(
             };
             node.call(call).await.map(drop)
         }
-        Start::Process { name, listens } => {
+        StartKind::Process { name, listens } => {
             let call = ProcessStart {
                 toolbox: request.toolbox.clone(),
                 name: name.clone(),
@@ -176,9 +176,11 @@ async fn start(
 /// What the progress says a command does.
 fn describe(command: &PlannedCommand, node: &NodePlan) -> String {
     match &command.start {
-        Start::Ray { role: crate::serving::ray::RayRole::Head } => format!("starting Ray's head on {}", node.link_ip),
-        Start::Ray { .. } => format!("starting a Ray worker on {}", node.link_ip),
-        Start::Process { listens: Some(address), .. } => format!("starting {} on {address}", command.argv[0]),
-        Start::Process { .. } => command.argv.iter().take(3).cloned().collect::<Vec<_>>().join(" "),
+        StartKind::Ray { role: crate::serving::ray::RayRole::Head } => {
+            format!("starting Ray's head on {}", node.link_ip)
+        }
+        StartKind::Ray { .. } => format!("starting a Ray worker on {}", node.link_ip),
+        StartKind::Process { listens: Some(address), .. } => format!("starting {} on {address}", command.argv[0]),
+        StartKind::Process { .. } => command.argv.iter().take(3).cloned().collect::<Vec<_>>().join(" "),
     }
 }

@@ -52,7 +52,7 @@ pub(super) async fn check_every_node(
                 paths: engine.model_paths(&request.source, role)?,
                 flags: if rank == 0 { engine.image_question(backends) } else { None },
                 sha256_of: engine.identity_file(&request.source, role).filter(|_| !request.only_looks()),
-                free_ports: vec![ENGINE_PORTS_FROM, engine.node_port()],
+                free_ports: vec![ENGINE_PORTS_FROM, engine.profile().node_port],
                 ..ask
             };
         }
@@ -144,7 +144,7 @@ fn node_problems(
                 check.missing.join(", "),
                 request.toolbox
             ),
-            fix: Some(request.engine.missing_model_fix().into()),
+            fix: Some(request.engine.profile().missing_model_fix.into()),
         });
     }
     if nodes > 1 {

@@ -77,7 +77,7 @@ pub(super) async fn plan_first(nodes: &[&dyn Node], request: &LaunchRequest) -> 
                 "{} cannot be planned, so it is not launched (nothing was started): its model cannot be read where {} \
                  reads it",
                 request.model,
-                engine.title()
+                engine.profile().title
             )));
         }
         Err(NoPlan::Unread(error)) => {

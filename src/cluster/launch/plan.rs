@@ -16,7 +16,7 @@ use crate::model::source::ModelSource;
 use crate::node::Node;
 use crate::serving::engine::Backend;
 use crate::serving::parallelism::Parallelism;
-use crate::serving::plan::{flag_value, LaunchPlan, NodeFacts, PlanRequest};
+use crate::serving::plan::{flag_value, LaunchPlan, NodeForPlan, PlanRequest};
 use crate::serving::ports::ENGINE_PORTS_FROM;
 use crate::serving::ray::AUTH_TOKEN;
 use crate::serving::state::ServeCheckReport;
@@ -44,17 +44,17 @@ pub(super) fn plan(
     let Facts { checks, hub_model, gguf, .. } = *facts;
     let cached = hub_model.and_then(|(_, cached)| cached.as_ref());
     let engine_port = checks[0].free_ports.first().copied().unwrap_or(ENGINE_PORTS_FROM);
-    let node_facts: Vec<NodeFacts> = nodes
+    let node_facts: Vec<NodeForPlan> = nodes
         .iter()
         .zip(checks)
         .enumerate()
-        .map(|(index, (node, check))| NodeFacts {
+        .map(|(index, (node, check))| NodeForPlan {
             node: node.name().to_string(),
             link_ip: check.cluster_link.address().unwrap_or(Ipv4Addr::LOCALHOST),
             transport: check.cluster_link.transport.clone(),
             hub_cache: cached.and_then(|c| c.caches.get(index).cloned()),
             programs: check.programs.clone(),
-            listen_port: check.free_ports.get(1).copied().unwrap_or_else(|| request.engine.node_port()),
+            listen_port: check.free_ports.get(1).copied().unwrap_or_else(|| request.engine.profile().node_port),
         })
         .collect();
     let served = request.service.to_string();
@@ -141,7 +141,8 @@ pub(super) fn plan(
 fn named_extra(request: &LaunchRequest) -> Result<Vec<String>> {
     let engine = request.engine;
     let name = request.service.as_str();
-    let given = engine.name_flags().iter().find_map(|flag| flag_value(&request.extra, flag).map(|value| (flag, value)));
+    let given =
+        engine.profile().name_flags.iter().find_map(|flag| flag_value(&request.extra, flag).map(|value| (flag, value)));
     let mut extra = request.extra.clone();
     match given {
         Some((_, value)) if value == name => {}
@@ -153,7 +154,7 @@ fn named_extra(request: &LaunchRequest) -> Result<Vec<String>> {
             )))
         }
         None if engine.served_name(&request.model, &request.extra) == name => {}
-        None => extra.extend([engine.name_flags()[0].to_string(), name.to_string()]),
+        None => extra.extend([engine.profile().name_flags[0].to_string(), name.to_string()]),
     }
     Ok(extra)
 }

@@ -147,7 +147,8 @@ async fn ranks_joined(proving: &mut Proving<'_>, rendezvous: SocketAddr) -> Resu
     let started = Instant::now();
     let nodes = proving.nodes;
     loop {
-        let logs = join_all(nodes.iter().map(|node| rank_log(*node, proving.service, proving.engine.server()))).await;
+        let logs =
+            join_all(nodes.iter().map(|node| rank_log(*node, proving.service, proving.engine.profile().server))).await;
         let waiting: Vec<usize> = (0..nodes.len()).filter(|index| !rank_joined(&logs[*index])).collect();
         if waiting.is_empty() {
             // Each line carries its rank's host and pid: the ranks' logs are judged as one.
@@ -169,7 +170,7 @@ async fn ranks_joined(proving: &mut Proving<'_>, rendezvous: SocketAddr) -> Resu
             let mut failed = MultiError::new(format!("vLLM's ranks did not all join at {rendezvous}"));
             for index in if ended.is_empty() { waiting } else { ended.clone() } {
                 let node = nodes[index];
-                let tail = log_tail(node, proving.service, proving.engine.server()).await;
+                let tail = log_tail(node, proving.service, proving.engine.profile().server).await;
                 // RCCL's own word on why, when it says its communicator failed; else the log's end.
                 let rccl = judge(&logs[index]);
                 let (why, fix) = match (rccl.verdict, rccl.fix) {
@@ -201,7 +202,7 @@ async fn rank_alive(proving: &Proving<'_>, index: usize) -> bool {
     let address = SocketAddr::from((proving.planned[index].link_ip, proving.probe.port()));
     let probe = ServeProbe {
         service: proving.service.to_string(),
-        server: proving.engine.server().to_string(),
+        server: proving.engine.profile().server.to_string(),
         address: if index == 0 { proving.probe } else { address },
         api_key: None,
         look_inside: true,
@@ -288,13 +289,13 @@ async fn reachable(proving: &Proving<'_>, listeners: &[(usize, SocketAddr)]) -> 
 /// fails with its last log lines. What the server calls the model is kept.
 async fn endpoint(proving: &mut Proving<'_>) -> Result<()> {
     let head = proving.head();
-    let server = proving.engine.server();
+    let server = proving.engine.profile().server;
     let started = Instant::now();
     let mut said: Option<(String, Instant)> = None;
     let mut looked = Instant::now();
     let failed = |message: String, fix: String| {
         let error = Error::Command { program: server.to_string(), message, fix: Some(fix) };
-        MultiError::one(format!("{} did not serve", proving.engine.title()), head.name(), error)
+        MultiError::one(format!("{} did not serve", proving.engine.profile().title), head.name(), error)
     };
     loop {
         // Whether the server still runs costs an exec: asked every LOOK_INSIDE, and at the deadline.
@@ -335,10 +336,10 @@ async fn endpoint(proving: &mut Proving<'_>) -> Result<()> {
         if matches!(report.health, HttpAnswer::Status(200, _)) && !report.models.is_empty() {
             return Err(failed(
                 format!("it serves {} instead of {}", report.models.join(", "), proving.served),
-                format!("check {} among the server's arguments", proving.engine.name_flags().join(" or ")),
+                format!("check {} among the server's arguments", proving.engine.profile().name_flags.join(" or ")),
             ));
         }
-        proving.stopped(&format!("the wait for {}", proving.engine.title()))?;
+        proving.stopped(&format!("the wait for {}", proving.engine.profile().title))?;
         if started.elapsed() >= proving.timeout {
             let tail = log_tail(head, proving.service, server).await;
             return Err(failed(
@@ -360,13 +361,13 @@ async fn endpoint(proving: &mut Proving<'_>) -> Result<()> {
 /// The head's server log has, for each worker, a line with `prefix` naming it.
 async fn head_log(proving: &Proving<'_>, prefix: &str, mentions: &[(usize, String)]) -> Result<()> {
     let head = proving.head();
-    let server = proving.engine.server();
+    let server = proving.engine.profile().server;
     let ask = ServeLogs { service: Some(proving.service.to_string()), lines: HEAD_LOG_LINES, seen: Vec::new() };
     let tails =
         head.call(ask).await.map_err(|e| MultiError::one("the head's log could not be read", head.name(), e))?;
     let lines: Vec<&String> =
         tails.iter().filter(|t| t.file == server).flat_map(|t| t.lines.iter()).filter(|l| l.contains(prefix)).collect();
-    let mut failed = MultiError::new(format!("{} does not use every worker", proving.engine.title()));
+    let mut failed = MultiError::new(format!("{} does not use every worker", proving.engine.profile().title));
     for (index, text) in mentions {
         if !lines.iter().any(|line| line.contains(text.as_str())) {
             let node = proving.nodes[*index];

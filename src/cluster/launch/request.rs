@@ -16,7 +16,7 @@ use crate::model::source::ModelSource;
 use crate::secret::{shown_env, Secret};
 use crate::serving::engine::{Backend, EngineRef};
 use crate::serving::fit::{Measured, Plan};
-use crate::serving::plan::{NodePlan, Step};
+use crate::serving::plan::{LaunchStep, NodePlan};
 use crate::serving::service_name::ServiceName;
 
 /// What to serve, and how.
@@ -138,7 +138,7 @@ pub struct LaunchReport {
     pub warnings: Vec<String>,
     pub nodes: Vec<NodePlan>,
     /// The order the commands start in, and what proves each step.
-    pub steps: Vec<Step>,
+    pub steps: Vec<LaunchStep>,
     pub dry_run: bool,
     /// The endpoint wants an API key (the router checks it; the engines get none).
     pub api_key: bool,
@@ -213,11 +213,11 @@ impl LaunchReport {
 mod tests {
     use super::*;
     use crate::serving::parallelism::Parallelism;
-    use crate::serving::plan::{NodeFacts, PlanRequest};
+    use crate::serving::plan::{NodeForPlan, PlanRequest};
 
     #[test]
     fn a_secret_given_with_e_reaches_the_nodes_and_no_report() {
-        let nodes = [NodeFacts {
+        let nodes = [NodeForPlan {
             node: "node1".into(),
             link_ip: Ipv4Addr::new(192, 168, 2, 1),
             transport: crate::spec::Transport::ThunderboltTcp { netdev: "thunderbolt0".into() },

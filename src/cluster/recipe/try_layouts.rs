@@ -200,17 +200,17 @@ fn short_bench(request: &LaunchRequest) -> BenchRequest {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::serving::fit::{Figures, Outcome};
+    use crate::serving::fit::{LayoutFigures, LayoutOutcome};
 
     fn layout(tp: u32, pp: u32, dp: u32, fits: bool) -> Layout {
         let outcome = match fits {
-            true => Outcome::Fits(Figures {
+            true => LayoutOutcome::Fits(LayoutFigures {
                 nodes: Vec::new(),
                 context_tokens: 4096,
                 limited_by: "the model".into(),
                 cache: None,
             }),
-            false => Outcome::Breaks { rules: Vec::new(), needs_bytes: None },
+            false => LayoutOutcome::Breaks { rules: Vec::new(), needs_bytes: None },
         };
         Layout { tp, pp, dp, expert_parallel: dp > 1, outcome }
     }

@@ -5,7 +5,7 @@
 
 use super::*;
 use crate::cluster::testing::{as_nodes, digest, failing, interrupting, nodes, publish, Scripted, TestNode, REPO};
-use crate::engine::fake::Call;
+use crate::engine::fake::RecordedCall;
 use crate::engine::ImageInfo;
 use crate::error::ErrorKind;
 use crate::node::call::NodeCall;
@@ -50,11 +50,11 @@ fn on(digit: char, nodes: usize) -> Vec<(Option<String>, Vec<String>)> {
     vec![(Some(format!("sha256:id{digit}")), vec![NAME.to_string()]); nodes]
 }
 
-fn changes(test: &TestNode) -> Vec<Call> {
+fn changes(test: &TestNode) -> Vec<RecordedCall> {
     test.engine
         .calls()
         .into_iter()
-        .filter(|c| matches!(c, Call::Create(_) | Call::Rename { .. } | Call::Remove(_)))
+        .filter(|c| matches!(c, RecordedCall::Create(_) | RecordedCall::Rename { .. } | RecordedCall::Remove(_)))
         .collect()
 }
 
@@ -70,9 +70,9 @@ async fn every_node_gets_the_one_digest_and_a_second_refresh_changes_nothing() {
     }
     assert_eq!(state(&cluster), on('1', 3));
     // The head resolved the tag; the others pulled the digest it named, never the tag.
-    assert!(cluster[0].engine.calls().contains(&Call::Pull(format!("{REPO}:latest"))));
+    assert!(cluster[0].engine.calls().contains(&RecordedCall::Pull(format!("{REPO}:latest"))));
     for test in &cluster[1..] {
-        assert_eq!(test.engine.calls()[0], Call::Pull(report.pinned.clone()));
+        assert_eq!(test.engine.calls()[0], RecordedCall::Pull(report.pinned.clone()));
     }
 
     let before: Vec<usize> = cluster.iter().map(|test| changes(test).len()).collect();
@@ -94,7 +94,7 @@ async fn one_node_refreshes_itself_in_one_call_and_reports_its_own_error() {
 
     // Its failure is its own: no cluster wording around it.
     publish(&cluster, '2');
-    cluster[0].engine.fail(Call::Create(temp_name(NAME)));
+    cluster[0].engine.fail(RecordedCall::Create(temp_name(NAME)));
     let error = refresh(&as_nodes(&cluster)).await.unwrap_err();
     assert_eq!(error.kind(), ErrorKind::Engine, "{error}");
     assert_eq!(state(&cluster), on('1', 1));
@@ -104,7 +104,7 @@ async fn one_node_refreshes_itself_in_one_call_and_reports_its_own_error() {
 async fn a_node_that_cannot_stage_leaves_every_node_as_it_was() {
     let cluster = on_version(&["a", "b", "c"], '1').await;
     publish(&cluster, '2');
-    cluster[2].engine.fail(Call::Create(temp_name(NAME)));
+    cluster[2].engine.fail(RecordedCall::Create(temp_name(NAME)));
     let error = refresh(&as_nodes(&cluster)).await.unwrap_err();
     let message = error.to_string();
     assert_eq!(error.kind(), ErrorKind::Nodes);
@@ -128,7 +128,7 @@ async fn a_failed_swap_puts_the_swapped_nodes_back() {
     let cluster = on_version(&["a", "b", "c"], '1').await;
     publish(&cluster, '2');
     // b cannot give the staged toolbox its name: its own swap puts its old one back.
-    cluster[1].engine.fail(Call::rename(&temp_name(NAME), NAME));
+    cluster[1].engine.fail(RecordedCall::rename(&temp_name(NAME), NAME));
     let error = refresh(&as_nodes(&cluster)).await.unwrap_err().to_string();
     assert!(error.starts_with("cluster refresh failed during the swap: b: "), "{error}");
     assert!(error.contains("Every node is as it was (previous toolbox restored on a, b, c)"), "{error}");
@@ -140,7 +140,7 @@ async fn a_swap_that_took_effect_before_failing_is_undone_too() {
     let cluster = on_version(&["a", "b"], '1').await;
     publish(&cluster, '2');
     // The rename happened; the answer was lost.
-    cluster[1].engine.fail_after(Call::rename(&temp_name(NAME), NAME));
+    cluster[1].engine.fail_after(RecordedCall::rename(&temp_name(NAME), NAME));
     refresh(&as_nodes(&cluster)).await.unwrap_err();
     assert_eq!(state(&cluster), on('1', 2));
 }
@@ -253,7 +253,7 @@ async fn a_failure_before_the_swap_leaves_every_node_as_it_was() {
 async fn a_dry_run_changes_nothing_and_resolves_nothing() {
     let cluster = on_version(&["a", "b"], '1').await;
     publish(&cluster, '2');
-    let before: Vec<Vec<Call>> = cluster.iter().map(|test| test.engine.calls()).collect();
+    let before: Vec<Vec<RecordedCall>> = cluster.iter().map(|test| test.engine.calls()).collect();
     let dry = RefreshRequest { dry_run: true, ..request() };
     let report = refresh_nodes(&as_nodes(&cluster), &dry, &spread_off(), &Silent).await.unwrap();
     assert_eq!((report.outcome, report.pinned.as_str()), (ClusterOutcome::DryRun, dry.image_ref.as_str()));
@@ -439,13 +439,17 @@ async fn every_node_goes_back_to_the_previous_image_by_refreshing_to_it() {
     assert_eq!(previous, format!("{REPO}@{}", digest('1')));
     assert!(forward.nodes.iter().all(|node| node.report.previous.as_ref() == Some(&previous)));
 
-    let pulls_before: Vec<usize> =
-        cluster.iter().map(|t| t.engine.calls().iter().filter(|c| matches!(c, Call::Pull(_))).count()).collect();
+    let pulls_before: Vec<usize> = cluster
+        .iter()
+        .map(|t| t.engine.calls().iter().filter(|c| matches!(c, RecordedCall::Pull(_))).count())
+        .collect();
     let back = RefreshRequest { image_ref: previous.clone(), ..request() };
     let report = refresh_nodes(&as_nodes(&cluster), &back, &spread_off(), &Silent).await.unwrap();
     assert_eq!((report.outcome, report.pinned.as_str()), (ClusterOutcome::Refreshed, previous.as_str()));
     assert_eq!(state(&cluster), on('1', 2));
-    let pulls_after: Vec<usize> =
-        cluster.iter().map(|t| t.engine.calls().iter().filter(|c| matches!(c, Call::Pull(_))).count()).collect();
+    let pulls_after: Vec<usize> = cluster
+        .iter()
+        .map(|t| t.engine.calls().iter().filter(|c| matches!(c, RecordedCall::Pull(_))).count())
+        .collect();
     assert_eq!(pulls_after, pulls_before, "the previous image was still here: nothing pulled");
 }

@@ -43,8 +43,8 @@ use crate::error::{Error, Result};
 use crate::serving::record::ServingRecord;
 use crate::serving::service_name::ServiceName;
 use crate::watch::{
-    watch_families, Action, Moment, NodeObservation, Observation, ProbeOutcome, Start, State, Step, WatchPolicy,
-    Watcher,
+    watch_families, Decision, LookOutcome, Moment, NodeObservation, Observation, ProbeOutcome, Start, State,
+    WatchPolicy, Watcher,
 };
 
 /// What the watch is asked.
@@ -250,7 +250,7 @@ async fn judge(
     for news in &step.news {
         say(WatchEvent::now(&name, step.state, WatchAction::GpuHang, Some(news.clone())));
     }
-    if matches!(step.action, Action::Relaunch(_)) && stopped_on_demand(settings, &name).await {
+    if matches!(step.action, Decision::Relaunch(_)) && stopped_on_demand(settings, &name).await {
         // The router stopped it on purpose (idle, or for another's room): it starts on a request.
         state::forget(&followed.service_dir);
         let why = "the router stopped it (started on demand): not relaunched; a request starts it again";
@@ -292,7 +292,7 @@ async fn act(
     request: &WatchRequest,
     followed: &mut Tracked,
     name: &str,
-    first: Step,
+    first: LookOutcome,
     interrupt: &Interrupt,
     say: &dyn Fn(WatchEvent),
 ) -> Result<()> {
@@ -301,14 +301,14 @@ async fn act(
     // Each relaunch spends one restart: at most the budget's, and one more to give up.
     for _ in 0..=request.policy.max_restarts {
         match step.action.clone() {
-            Action::Nothing => {
+            Decision::Nothing => {
                 if followed.said != Some(step.state) {
                     say(WatchEvent::now(name, step.state, WatchAction::Changed, None));
                     followed.said = Some(step.state);
                 }
                 return Ok(());
             }
-            Action::GiveUp(reason) => {
+            Decision::GiveUp(reason) => {
                 if !was_given_up {
                     let ran = match &request.on_give_up {
                         Some(command) => format!("; {}", run_on_give_up(command, name, &reason).await),
@@ -319,7 +319,7 @@ async fn act(
                 followed.said = Some(State::GivenUp);
                 return Ok(());
             }
-            Action::Relaunch(fault) => {
+            Decision::Relaunch(fault) => {
                 followed.last_fault = Some(fault.reason());
                 save(followed, name, step.state);
                 let relaunch = Relaunch {

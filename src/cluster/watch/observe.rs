@@ -16,7 +16,7 @@ use crate::node::telemetry::{EngineScrape, Telemetry, TelemetryReport};
 use crate::node::{Node, NodeCalls};
 use crate::serving::record::{Role, ServingRecord};
 use crate::serving::state::{ServeCheck, ServingState};
-use crate::watch::{Moment, NodeMemory, NodeObservation, Observation, ProbeOutcome, Progress, RankObservation};
+use crate::watch::{HeldMemory, Moment, NodeObservation, Observation, ProbeOutcome, Progress, RankObservation};
 
 /// What every node serves and says, as one look found it.
 pub struct ClusterLook {
@@ -127,7 +127,7 @@ pub fn observe(look: &ClusterLook, record: &ServingRecord, paused: bool, began: 
 /// The engine's progress counters in its scrape (None: it failed, or lacks them).
 fn progress(record: &ServingRecord, scrape: &EngineScrape) -> Option<Progress> {
     let EngineScrape::Metrics(text) = scrape else { return None };
-    record.engine.progress().read(&parse(text, &ENGINE_LIMITS).ok()?)
+    record.engine.profile().progress.read(&parse(text, &ENGINE_LIMITS).ok()?)
 }
 
 /// Each process the launch started on `node`, and whether it runs; a node without the launch's
@@ -154,14 +154,14 @@ fn ranks(node: &str, state: Option<&ServingState>) -> Vec<RankObservation> {
 }
 
 /// The GPU memory each of `on` holds now (None: it did not answer, or does not say).
-pub async fn memory_of(nodes: &[&dyn Node], on: &[String]) -> Vec<NodeMemory> {
+pub async fn memory_of(nodes: &[&dyn Node], on: &[String]) -> Vec<HeldMemory> {
     let asks = on.iter().map(|name| async move {
         let node = nodes.iter().find(|node| node.name() == name);
         let used = match node {
             Some(node) => node.call(Telemetry::default()).await.ok().and_then(|seen| seen.host.gpu_memory.used_bytes()),
             None => None,
         };
-        NodeMemory { node: name.clone(), used_bytes: used }
+        HeldMemory { node: name.clone(), used_bytes: used }
     });
     join_all(asks).await
 }

@@ -14,7 +14,7 @@ use super::clock::now;
 use super::events::{WatchAction, WatchEvent};
 use super::observe::{memory_of, service_nodes};
 use super::saved_logs::save_log_tails;
-use crate::cluster::canary::relaunch as launch_again;
+use crate::cluster::canary;
 use crate::cluster::interrupt::Interrupt;
 use crate::cluster::launch::{launch, LaunchRequest};
 use crate::cluster::router::look;
@@ -87,7 +87,7 @@ impl Relaunch<'_> {
         }
         let base = base_request(record, self.policy, self.secrets)?;
         let launched = with_our_nodes(self.settings, "nothing was started", async |nodes| {
-            let again = launch_again(record, &base, nodes);
+            let again = canary::relaunch(record, &base, nodes);
             launch(nodes, &again, self.settings.reporter.as_ref()).await
         })
         .await;
@@ -149,7 +149,7 @@ pub async fn stopped_on_demand(settings: &ClusterSettings, name: &str) -> bool {
 
 /// The watch's settings for what a record does not say: the launch may take `--grace` to serve;
 /// the keys and Hub settings of the watch's environment. What the record says (the nodes, the
-/// split, the arguments, the environment, `--cuda-graphs`, `--keep-free`) [`launch_again`] takes
+/// split, the arguments, the environment, `--cuda-graphs`, `--keep-free`) [`canary::relaunch`] takes
 /// from it.
 fn base_request(record: &ServingRecord, policy: &WatchPolicy, secrets: &RelaunchSecrets) -> Result<LaunchRequest> {
     Ok(LaunchRequest {
@@ -226,7 +226,7 @@ mod tests {
         let secrets = RelaunchSecrets { api_key: Some(Secret::new("k".into())), ..RelaunchSecrets::default() };
         let cluster = nodes(&["node1", "node2", "node3"]);
         let record = record();
-        let again = launch_again(&record, &base_request(&record, &policy, &secrets).unwrap(), &as_nodes(&cluster));
+        let again = canary::relaunch(&record, &base_request(&record, &policy, &secrets).unwrap(), &as_nodes(&cluster));
         assert!(again.cuda_graphs, "the operator's --cuda-graphs kept");
         assert_eq!(again.keep_free_gib, 20, "the memory the operator left free for another service");
         assert_eq!(again.extra, ["--max-model-len", "4096"], "the flags after --");
@@ -236,7 +236,7 @@ mod tests {
         let pinned = again.pinned.as_ref().expect("a relaunch is pinned");
         assert_eq!((&pinned.identity, pinned.image.as_deref()), (&record.identity, Some("sha256:served")), "as served");
         let plain = ServingRecord { cuda_graphs: false, ..record };
-        let again = launch_again(&plain, &base_request(&plain, &policy, &secrets).unwrap(), &as_nodes(&cluster));
+        let again = canary::relaunch(&plain, &base_request(&plain, &policy, &secrets).unwrap(), &as_nodes(&cluster));
         assert!(!again.cuda_graphs, "none asked, none taken");
     }
 }

@@ -2,7 +2,7 @@
 
 use crate::check::{Check, Status};
 use crate::cli::ToolboxArgs;
-use crate::cluster::verify::{cluster_verify, ClusterVerifyReport, Proof};
+use crate::cluster::verify::{cluster_verify, ClusterVerifyReport, LinkProof};
 use crate::cluster::ClusterSettings;
 use crate::commands::verify::verdict;
 use crate::error::Result;
@@ -30,7 +30,7 @@ impl Render for ClusterVerifyReport {
                 )),
             }
         }
-        let show = |what: &str, proof: &Proof| {
+        let show = |what: &str, proof: &LinkProof| {
             out.checks(&[Check::new(what, proof.status, proof.message.clone(), None)]);
             for line in &proof.evidence {
                 out.line(&format!("      {}", out.paint(line, Style::Dim)));

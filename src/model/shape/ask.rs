@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::in_toolbox::RunsInToolbox;
-use super::source::{read_shape, Reach, ReadLimits, ShapeRead};
+use super::source::{read_shape, ModelAccess, ReadLimits, ShapeRead};
 use crate::engine::ExecOutcome;
 use crate::error::{Error, Result};
 use crate::model::cache::HubCache;
@@ -54,7 +54,7 @@ pub async fn shape_ask(settings: &Settings, ask: &ShapeAsk) -> Result<ShapeRead>
         ModelSource::Path(path) => Some(toolbox_for(settings, ask, path).await?),
         ModelSource::Hub(_) | ModelSource::HubGguf { .. } => None,
     };
-    let reach = Reach { hub: &hub, toolbox: toolbox.as_ref().map(|t| t as &dyn RunsInToolbox) };
+    let reach = ModelAccess { hub: &hub, toolbox: toolbox.as_ref().map(|t| t as &dyn RunsInToolbox) };
     read_shape(&ask.source, ask.format, ask.revision.as_deref(), reach, ReadLimits::default()).await
 }
 

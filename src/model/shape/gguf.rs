@@ -82,7 +82,7 @@ pub struct TensorInfo {
 
 /// A GGUF header.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Header {
+pub struct GgufHeader {
     pub version: u32,
     pub keys: BTreeMap<String, Value>,
     pub tensors: Vec<TensorInfo>,
@@ -139,7 +139,7 @@ pub fn ggml_type(id: u32) -> Option<(&'static str, u64, u64)> {
 
 /// The header at the start of a GGUF file; `start` holds the file's first bytes. Too few is
 /// [`HeaderError::Truncated`] with the bytes the next try needs.
-pub fn parse(start: &[u8]) -> Result<Header, HeaderError> {
+pub fn parse(start: &[u8]) -> Result<GgufHeader, HeaderError> {
     let mut cursor = Cursor { bytes: start, at: 0 };
     let magic = cursor.take(4, "magic")?;
     if magic != b"GGUF" {
@@ -232,7 +232,7 @@ pub fn parse(start: &[u8]) -> Result<Header, HeaderError> {
         tensors.push(TensorInfo { name, dimensions, ggml_type: ggml_type_id, offset, bytes });
     }
     let data_offset = padded(Some(cursor.at as u64), alignment).unwrap_or(u64::MAX);
-    Ok(Header { version, keys, tensors, alignment, data_offset, data_bytes: expected_offset })
+    Ok(GgufHeader { version, keys, tensors, alignment, data_offset, data_bytes: expected_offset })
 }
 
 /// `value` rounded up to `alignment`; None on overflow.
@@ -407,7 +407,7 @@ const SWA_PATTERNS: &[(&str, u64)] =
 
 /// The model's shape from a GGUF header (and more parts' tensors of a split model), or why it
 /// cannot be sized.
-pub fn shape(first: &Header, more_parts: &[Header]) -> Result<Sizing, HeaderError> {
+pub fn shape(first: &GgufHeader, more_parts: &[GgufHeader]) -> Result<Sizing, HeaderError> {
     let keys = Keys(&first.keys);
     let architecture = match keys.get("general.architecture") {
         Some(Value::String(arch)) if arch.len() <= 64 && !arch.chars().any(char::is_control) => arch.clone(),
@@ -519,7 +519,7 @@ pub fn shape(first: &Header, more_parts: &[Header]) -> Result<Sizing, HeaderErro
 
 /// Said of a GGUF whose model has latent attention (`kv_lora_rank`) but no `*_mla` widths: it was
 /// converted before llama.cpp's MLA (#12801), and llama.cpp caches its full heads, not the latent.
-pub fn legacy_mla(header: &Header) -> Option<String> {
+pub fn legacy_mla(header: &GgufHeader) -> Option<String> {
     let keys = Keys(&header.keys);
     let architecture = keys.get("general.architecture")?.as_str()?;
     let key = |name: &str| keys.get(&format!("{architecture}.attention.{name}"));

@@ -39,7 +39,7 @@ pub struct Tensor {
 
 /// A safetensors file's header.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Header {
+pub struct SafetensorsHeader {
     pub tensors: Vec<Tensor>,
     /// Bytes of tensor data after the header.
     pub data_bytes: u64,
@@ -47,7 +47,7 @@ pub struct Header {
     pub header_bytes: u64,
 }
 
-impl Header {
+impl SafetensorsHeader {
     /// The whole file's size, as the header describes it.
     pub fn file_bytes(&self) -> u64 {
         self.header_bytes.saturating_add(self.data_bytes)
@@ -76,7 +76,7 @@ pub fn header_length(first: &[u8]) -> Result<u64, HeaderError> {
 /// bytes; fewer is [`HeaderError::Truncated`] with the bytes needed). The reader asks for the two
 /// parts by range ([`header_length`], [`parse_json`]); this whole form is the tests' and fuzzer's.
 #[cfg(test)]
-pub fn parse(start: &[u8]) -> Result<Header, HeaderError> {
+pub fn parse(start: &[u8]) -> Result<SafetensorsHeader, HeaderError> {
     let length = header_length(start)?;
     let end = 8 + length;
     let Some(json) = start.get(8..end as usize) else {
@@ -86,7 +86,7 @@ pub fn parse(start: &[u8]) -> Result<Header, HeaderError> {
 }
 
 /// The header's JSON (`header_bytes`: its length with the 8-byte prefix).
-pub fn parse_json(json: &[u8], header_bytes: u64) -> Result<Header, HeaderError> {
+pub fn parse_json(json: &[u8], header_bytes: u64) -> Result<SafetensorsHeader, HeaderError> {
     if json.first() != Some(&b'{') {
         return Err(HeaderError::invalid("the safetensors header", "does not start with '{'"));
     }
@@ -123,7 +123,7 @@ pub fn parse_json(json: &[u8], header_bytes: u64) -> Result<Header, HeaderError>
         end = stop;
         tensors.push(Tensor { name, dtype: entry.dtype, shape: entry.shape, bytes: stop - begin });
     }
-    Ok(Header { tensors, data_bytes: end, header_bytes })
+    Ok(SafetensorsHeader { tensors, data_bytes: end, header_bytes })
 }
 
 /// Bits per element of a safetensors dtype (the crate's `Dtype::bitsize`).

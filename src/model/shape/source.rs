@@ -71,7 +71,7 @@ pub struct ShapeRead {
 
 /// Where the files of a model are: a path's in the toolbox its engine reads it in, a Hub
 /// repository's on the Hub.
-pub struct Reach<'a> {
+pub struct ModelAccess<'a> {
     pub hub: &'a HubAccess,
     /// None: no path can be read (a read of one is refused).
     pub toolbox: Option<&'a dyn RunsInToolbox>,
@@ -83,7 +83,7 @@ pub async fn read_shape(
     source: &ModelSource,
     format: ModelFormat,
     revision: Option<&str>,
-    reach: Reach<'_>,
+    reach: ModelAccess<'_>,
     limits: ReadLimits,
 ) -> Result<ShapeRead> {
     let revision = revision.unwrap_or("main");
@@ -332,7 +332,7 @@ impl<'a> Files<'a> {
     /// Every shard's safetensors header: the first bytes of each at once (its 8-byte length, and
     /// most often the whole header), then the rest of the longer ones at once. None when the byte
     /// budget would be passed.
-    async fn safetensors_headers(&mut self, names: &[String]) -> Result<Option<Vec<safetensors::Header>>> {
+    async fn safetensors_headers(&mut self, names: &[String]) -> Result<Option<Vec<safetensors::SafetensorsHeader>>> {
         if let Some(name) = names.iter().find(|name| !is_plain_path(name)) {
             return Err(HeaderError::invalid(name, "not a file in the model").of_file(&self.model(), name));
         }
@@ -396,7 +396,7 @@ impl<'a> Files<'a> {
 
     /// A GGUF's header: its first bytes, then more (from where the last read stopped) while the
     /// header goes on, up to [`gguf::HEADER_LIMIT`].
-    async fn gguf_header(&mut self, name: &str) -> Result<gguf::Header> {
+    async fn gguf_header(&mut self, name: &str) -> Result<gguf::GgufHeader> {
         if matches!(self.place, Place::Hub { .. }) && !is_plain_path(name) {
             return Err(HeaderError::invalid(name, "not a file in the model").of_file(&self.model(), name));
         }

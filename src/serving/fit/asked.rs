@@ -6,7 +6,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{gib, Chosen, Layout, NodeMemory, Outcome, Refusal};
+use super::{Chosen, Layout, LayoutOutcome, NodeMemory, Refusal};
+use crate::reporter::Bytes;
 
 /// What the operator asked of the plan; None: the engine's rules decide.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -64,11 +65,11 @@ pub fn choose_asked(layouts: &[Layout], nodes: &[NodeMemory], tp: u32, pp: u32) 
         });
     };
     match &layout.outcome {
-        Outcome::Fits(_) => Ok(Chosen { layout: index, why: "as asked (--tp/--pp)".to_string() }),
-        Outcome::Breaks { rules, needs_bytes } => {
+        LayoutOutcome::Fits(_) => Ok(Chosen { layout: index, why: "as asked (--tp/--pp)".to_string() }),
+        LayoutOutcome::Breaks { rules, needs_bytes } => {
             let said: Vec<&str> = rules.iter().map(|broken| broken.message.as_str()).collect();
             let needs = needs_bytes.map_or(String::new(), |needs| {
-                format!(" (it needs {} GiB on its fullest node, which has {} GiB usable)", gib(needs), gib(has))
+                format!(" (it needs {} on its fullest node, which has {} usable)", Bytes(needs), Bytes(has))
             });
             Err(Refusal {
                 message: format!("{}, as asked, cannot serve this model: {}{needs}", layout.label(), said.join("; ")),
@@ -83,22 +84,29 @@ pub fn choose_asked(layouts: &[Layout], nodes: &[NodeMemory], tp: u32, pp: u32) 
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Broken, Figures, Rule};
+    use super::super::{Broken, LayoutFigures, Rule};
     use super::*;
 
-    fn layout(tp: u32, pp: u32, outcome: Outcome) -> Layout {
+    fn layout(tp: u32, pp: u32, outcome: LayoutOutcome) -> Layout {
         Layout { tp, pp, dp: 1, expert_parallel: false, outcome }
     }
 
-    fn fits() -> Outcome {
-        Outcome::Fits(Figures { nodes: Vec::new(), context_tokens: 4096, limited_by: String::new(), cache: None })
+    fn fits() -> LayoutOutcome {
+        LayoutOutcome::Fits(LayoutFigures {
+            nodes: Vec::new(),
+            context_tokens: 4096,
+            limited_by: String::new(),
+            cache: None,
+        })
     }
 
     #[test]
     fn a_layout_asked_is_taken_or_refused_naming_its_rules() {
         let heads = Broken { rule: Rule::AttentionHeads, message: "its 64 attention heads are not divisible".into() };
-        let layouts =
-            vec![layout(1, 3, fits()), layout(3, 1, Outcome::Breaks { rules: vec![heads.clone()], needs_bytes: None })];
+        let layouts = vec![
+            layout(1, 3, fits()),
+            layout(3, 1, LayoutOutcome::Breaks { rules: vec![heads.clone()], needs_bytes: None }),
+        ];
         let nodes = vec![NodeMemory::new("node1", 100 << 30, 0, 4 << 30); 3];
         let chosen = choose_asked(&layouts, &nodes, 1, 3).expect("PP 3 fits");
         assert_eq!((chosen.layout, chosen.why.as_str()), (0, "as asked (--tp/--pp)"));
@@ -112,13 +120,13 @@ mod tests {
 
     #[test]
     fn a_layout_short_of_memory_is_refused_with_the_numbers() {
-        let memory = Broken { rule: Rule::Memory, message: "node1: its weights need 200.0 GiB".into() };
-        let layouts = vec![layout(2, 1, Outcome::Breaks { rules: vec![memory], needs_bytes: Some(210 << 30) })];
+        let memory = Broken { rule: Rule::Memory, message: "node1: its weights need 200.00 GiB".into() };
+        let layouts = vec![layout(2, 1, LayoutOutcome::Breaks { rules: vec![memory], needs_bytes: Some(210 << 30) })];
         let nodes = vec![NodeMemory::new("node1", 100 << 30, 0, 4 << 30); 2];
         let refused = choose_asked(&layouts, &nodes, 2, 1).expect_err("too big");
         assert!(!refused.asked_against_the_model());
         assert!(
-            refused.message.contains("needs 210.0 GiB") && refused.message.contains("96.0 GiB usable"),
+            refused.message.contains("needs 210.00 GiB") && refused.message.contains("96.00 GiB usable"),
             "{refused:?}"
         );
         assert_eq!((refused.needs_bytes, refused.has_bytes), (210 << 30, 96 << 30));

@@ -182,7 +182,7 @@ pub fn plan(shape: &ModelShape, devices: &[NodeMemory], head: Option<usize>, rul
         asked_context: rules.asked_context.map(|asked| asked.div_ceil(PAD).saturating_mul(PAD)),
     };
     let mut outcome = outcome(shape, &weights, devices, &placements, &cache);
-    if let super::Outcome::Fits(figures) = &mut outcome {
+    if let super::LayoutOutcome::Fits(figures) = &mut outcome {
         // -c is padded up to 256 cells: ask for a multiple of 256 that fits.
         let padded = figures.context_tokens / PAD * PAD;
         if padded > 0 && padded < figures.context_tokens {

@@ -24,13 +24,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::shape::weights::Weights;
 use crate::model::shape::ModelShape;
+use crate::reporter::Bytes;
 use crate::spec::Transport;
 pub use asked::{choose_asked, FitAsk};
 pub use kv::{KvCacheDtype, KvPerToken};
 pub use measured::{Measured, NodeLog, Planned};
 pub use memory::{FitNodes, NodeMemory};
-
-const GIB: f64 = (1u64 << 30) as f64;
 
 /// Every layout, the one chosen and why, or why none fits.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -77,14 +76,14 @@ pub struct Layout {
     /// Data-parallel replicas of the attention (expert parallelism spreads the experts over all).
     pub dp: u32,
     pub expert_parallel: bool,
-    pub outcome: Outcome,
+    pub outcome: LayoutOutcome,
 }
 
 impl Layout {
-    pub fn fits(&self) -> Option<&Figures> {
+    pub fn fits(&self) -> Option<&LayoutFigures> {
         match &self.outcome {
-            Outcome::Fits(figures) => Some(figures),
-            Outcome::Breaks { .. } => None,
+            LayoutOutcome::Fits(figures) => Some(figures),
+            LayoutOutcome::Breaks { .. } => None,
         }
     }
 
@@ -101,8 +100,8 @@ impl Layout {
 /// A layout's figures, or the rules it breaks.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "outcome", rename_all = "kebab-case")]
-pub enum Outcome {
-    Fits(Figures),
+pub enum LayoutOutcome {
+    Fits(LayoutFigures),
     Breaks {
         rules: Vec<Broken>,
         /// What the fullest node would need (weights, runtime, the shortest request's cache), when
@@ -114,7 +113,7 @@ pub enum Outcome {
 
 /// What a layout that fits gives.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Figures {
+pub struct LayoutFigures {
     pub nodes: Vec<NodeLoad>,
     /// The longest context every node's cache holds, capped at the model's own.
     pub context_tokens: u64,
@@ -126,7 +125,7 @@ pub struct Figures {
     pub cache: Option<vllm_cache::CacheFigures>,
 }
 
-impl Figures {
+impl LayoutFigures {
     /// The largest KV cache any node holds at the layout's context.
     pub fn kv_cache_bytes(&self) -> u64 {
         self.nodes.iter().map(|n| n.kv_cache_bytes).max().unwrap_or(0)
@@ -320,7 +319,7 @@ pub fn outcome(
     nodes: &[NodeMemory],
     placements: &[Placement],
     rules: &CacheRules,
-) -> Outcome {
+) -> LayoutOutcome {
     let needed = rules.needed(shape);
     let (ceiling, ceiling_by) = rules.ceiling(shape);
     let mut loads = Vec::new();
@@ -337,11 +336,11 @@ pub fn outcome(
             broken.push(Broken {
                 rule: Rule::Memory,
                 message: format!(
-                    "{}: its weights need {} GiB, and it has {} GiB usable ({} GiB of it kept for the runtime)",
+                    "{}: its weights need {}, and it has {} usable ({} of it kept for the runtime)",
                     node.node,
-                    gib(weights_bytes),
-                    gib(node.usable_bytes),
-                    gib(rules.runtime_bytes)
+                    Bytes(weights_bytes),
+                    Bytes(node.usable_bytes),
+                    Bytes(rules.runtime_bytes)
                 ),
             });
         }
@@ -360,7 +359,7 @@ pub fn outcome(
         });
     }
     if !broken.is_empty() {
-        return Outcome::Breaks { rules: broken, needs_bytes: Some(needs) };
+        return LayoutOutcome::Breaks { rules: broken, needs_bytes: Some(needs) };
     }
     for load in &mut loads {
         load.context_tokens = load.kv_per_token.longest_context(load.free_for_kv_bytes, rules.window_tokens);
@@ -372,7 +371,7 @@ pub fn outcome(
         _ => (ceiling, ceiling_by),
     };
     if context < needed {
-        return Outcome::Breaks {
+        return LayoutOutcome::Breaks {
             rules: vec![Broken {
                 rule: Rule::Context,
                 message: format!(
@@ -386,7 +385,7 @@ pub fn outcome(
     for load in &mut loads {
         load.kv_cache_bytes = load.kv_per_token.bytes_at(context, rules.window_tokens);
     }
-    Outcome::Fits(Figures { nodes: loads, context_tokens: context, limited_by: by, cache: None })
+    LayoutOutcome::Fits(LayoutFigures { nodes: loads, context_tokens: context, limited_by: by, cache: None })
 }
 
 /// Why no layout fits: what the least demanding layout needs on its fullest node against the
@@ -396,8 +395,8 @@ pub fn refusal(layouts: &[Layout], nodes: &[NodeMemory], min_context: u64) -> Re
     let needs = layouts
         .iter()
         .filter_map(|layout| match &layout.outcome {
-            Outcome::Breaks { needs_bytes, .. } => *needs_bytes,
-            Outcome::Fits(_) => None,
+            LayoutOutcome::Breaks { needs_bytes, .. } => *needs_bytes,
+            LayoutOutcome::Fits(_) => None,
         })
         .min();
     let why = match needs {
@@ -405,17 +404,19 @@ pub fn refusal(layouts: &[Layout], nodes: &[NodeMemory], min_context: u64) -> Re
             let rules: Vec<String> = layouts
                 .iter()
                 .filter_map(|l| match &l.outcome {
-                    Outcome::Breaks { rules, .. } => rules.first().map(|r| format!("{}: {}", l.label(), r.message)),
-                    Outcome::Fits(_) => None,
+                    LayoutOutcome::Breaks { rules, .. } => {
+                        rules.first().map(|r| format!("{}: {}", l.label(), r.message))
+                    }
+                    LayoutOutcome::Fits(_) => None,
                 })
                 .collect();
             format!("every layout breaks a rule of the model ({})", rules.join("; "))
         }
         Some(needs) => format!(
-            "it needs {} GiB per node (weights, runtime and a cache of {min_context} tokens) in its least demanding \
-             layout, and the nodes have {} GiB usable",
-            gib(needs),
-            gib(has)
+            "it needs {} per node (weights, runtime and a cache of {min_context} tokens) in its least demanding \
+             layout, and the nodes have {} usable",
+            Bytes(needs),
+            Bytes(has)
         ),
     };
     Refusal {
@@ -427,11 +428,6 @@ pub fn refusal(layouts: &[Layout], nodes: &[NodeMemory], min_context: u64) -> Re
         has_bytes: has,
         asked_breaks: Vec::new(),
     }
-}
-
-/// The bytes as GiB with one decimal, for messages.
-pub fn gib(bytes: u64) -> String {
-    format!("{:.1}", bytes as f64 / GIB)
 }
 
 /// The order layouts are preferred on `transport`: on RoCE tensor parallel where the model
@@ -467,10 +463,10 @@ pub fn choose(layouts: &[Layout], transport: &Transport, nodes: usize) -> Option
         .iter()
         .take_while(|&&index| index != first)
         .filter_map(|&index| match &layouts[index].outcome {
-            Outcome::Breaks { rules, .. } => {
+            LayoutOutcome::Breaks { rules, .. } => {
                 rules.first().map(|rule| format!("{}: {}", layouts[index].label(), rule.message))
             }
-            Outcome::Fits(_) => None,
+            LayoutOutcome::Fits(_) => None,
         })
         .collect();
     let link = transport.label();

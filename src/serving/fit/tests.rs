@@ -56,7 +56,7 @@ fn the_link_orders_the_layouts() {
         pp,
         dp,
         expert_parallel,
-        outcome: Outcome::Fits(Figures {
+        outcome: LayoutOutcome::Fits(LayoutFigures {
             nodes: Vec::new(),
             context_tokens: 4096,
             limited_by: String::new(),
@@ -68,7 +68,7 @@ fn the_link_orders_the_layouts() {
         pp,
         dp: 1,
         expert_parallel: false,
-        outcome: Outcome::Breaks {
+        outcome: LayoutOutcome::Breaks {
             rules: vec![Broken { rule: Rule::AttentionHeads, message: "heads".into() }],
             needs_bytes: None,
         },
@@ -94,7 +94,7 @@ fn a_refusal_says_what_is_needed_and_what_there_is() {
         pp: 1,
         dp: 1,
         expert_parallel: false,
-        outcome: Outcome::Breaks {
+        outcome: LayoutOutcome::Breaks {
             rules: vec![Broken { rule: Rule::Memory, message: "a: too big".into() }],
             needs_bytes: Some(240 << 30),
         },
@@ -102,7 +102,7 @@ fn a_refusal_says_what_is_needed_and_what_there_is() {
     let refusal = refusal(&[memory], &nodes, 4096);
     assert_eq!((refusal.needs_bytes, refusal.has_bytes), (240 << 30, 86 << 30));
     assert!(
-        refusal.message.contains("needs 240.0 GiB per node") && refusal.message.contains("86.0 GiB"),
+        refusal.message.contains("needs 240.00 GiB per node") && refusal.message.contains("86.00 GiB"),
         "{}",
         refusal.message
     );

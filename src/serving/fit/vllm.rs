@@ -26,8 +26,8 @@ use std::ops::Range;
 use super::vllm_build::VllmBuild;
 use super::vllm_cache::{self, VllmCache};
 use super::{
-    choose, choose_asked, refusal, Broken, CacheRules, ExpertCut, Figures, KvCacheDtype, Layout, NodeMemory, Outcome,
-    Placement, Plan, Rule,
+    choose, choose_asked, refusal, Broken, CacheRules, ExpertCut, KvCacheDtype, Layout, LayoutFigures, LayoutOutcome,
+    NodeMemory, Placement, Plan, Rule,
 };
 use crate::error::{Error, Result};
 use crate::model::shape::weights::Weights;
@@ -409,7 +409,7 @@ fn plan_on(shape: &ModelShape, nodes: &[NodeMemory], transport: &Transport, rule
                 let placements = placements(shape, &stages, tp, dp, expert_parallel);
                 vllm_cache::outcome(shape, &weights, nodes, &placements, &cache, &groups)
             } else {
-                Outcome::Breaks { rules: broken, needs_bytes: None }
+                LayoutOutcome::Breaks { rules: broken, needs_bytes: None }
             };
             Layout { tp, pp, dp, expert_parallel, outcome }
         })
@@ -504,7 +504,7 @@ fn placements(shape: &ModelShape, stages: &[Range<u32>], tp: u32, dp: u32, exper
 /// `--gpu-memory-utilization` for `figures` on `nodes`: what the service takes on each node
 /// (weights, `runtime_bytes`, its KV cache) over that node's GTT, the largest share, up to
 /// ten-thousandths; never more than any node has free now (what vLLM checks at start).
-pub fn memory_utilization(nodes: &[NodeMemory], figures: &Figures, runtime_bytes: u64) -> String {
+pub fn memory_utilization(nodes: &[NodeMemory], figures: &LayoutFigures, runtime_bytes: u64) -> String {
     let mut needed = 1u64;
     let mut free = 10_000u64;
     for (node, load) in nodes.iter().zip(&figures.nodes) {

@@ -24,11 +24,12 @@ use serde::{Deserialize, Serialize};
 
 use super::kv::layer_bytes_per_token;
 use super::{
-    gib, kv_heads_on_rank, weights_on, Broken, CacheRules, Figures, KvPerToken, NodeLoad, NodeMemory, Outcome,
+    kv_heads_on_rank, weights_on, Broken, CacheRules, KvPerToken, LayoutFigures, LayoutOutcome, NodeLoad, NodeMemory,
     Placement, Rule,
 };
 use crate::model::shape::weights::Weights;
 use crate::model::shape::ModelShape;
+use crate::reporter::Bytes;
 
 /// The model's layers in vLLM's cache groups.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -164,7 +165,7 @@ pub fn outcome(
     placements: &[Placement],
     rules: &CacheRules,
     cache: &VllmCache,
-) -> Outcome {
+) -> LayoutOutcome {
     let needed = rules.needed(shape);
     let (ceiling, ceiling_by) = rules.ceiling(shape);
     let mut loads = Vec::new();
@@ -183,11 +184,11 @@ pub fn outcome(
             broken.push(Broken {
                 rule: Rule::Memory,
                 message: format!(
-                    "{}: its weights need {} GiB, and it has {} GiB usable ({} GiB of it kept for the runtime)",
+                    "{}: its weights need {}, and it has {} usable ({} of it kept for the runtime)",
                     node.node,
-                    gib(weights_bytes),
-                    gib(node.usable_bytes),
-                    gib(rules.runtime_bytes)
+                    Bytes(weights_bytes),
+                    Bytes(node.usable_bytes),
+                    Bytes(rules.runtime_bytes)
                 ),
             });
         }
@@ -207,7 +208,7 @@ pub fn outcome(
         });
     }
     if !broken.is_empty() {
-        return Outcome::Breaks { rules: broken, needs_bytes: Some(needs) };
+        return LayoutOutcome::Breaks { rules: broken, needs_bytes: Some(needs) };
     }
     // One --kv-cache-memory-bytes for every rank: what the tightest node can give.
     let budget = loads.iter().map(|load| load.free_for_kv_bytes).min().unwrap_or(0);
@@ -220,7 +221,7 @@ pub fn outcome(
         _ => ceiling_by,
     };
     if context < needed {
-        return Outcome::Breaks {
+        return LayoutOutcome::Breaks {
             rules: vec![Broken {
                 rule: Rule::Context,
                 message: format!(
@@ -236,7 +237,7 @@ pub fn outcome(
         load.kv_cache_bytes = blocks.saturating_mul(*block_bytes);
         load.context_tokens = cache.longest_context(blocks_on(*block_bytes), ceiling);
     }
-    Outcome::Fits(Figures {
+    LayoutOutcome::Fits(LayoutFigures {
         nodes: loads,
         context_tokens: context,
         limited_by: by,

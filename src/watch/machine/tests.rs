@@ -44,13 +44,13 @@ impl Bench {
     }
 
     /// One interval later, one look with this probe outcome, answered at once.
-    fn look(&mut self, probe: ProbeOutcome) -> Step {
+    fn look(&mut self, probe: ProbeOutcome) -> LookOutcome {
         self.now = self.now.after(self.watcher.policy().interval);
         self.look_until(self.now, probe)
     }
 
     /// A look begun at `began`, ended now.
-    fn look_until(&mut self, began: Moment, probe: ProbeOutcome) -> Step {
+    fn look_until(&mut self, began: Moment, probe: ProbeOutcome) -> LookOutcome {
         let nodes = ["strix1", "strix2"]
             .iter()
             .zip(self.boot_ids)
@@ -74,21 +74,21 @@ impl Bench {
 
     /// A look whose probe the engine took and never answered: it begins an interval after the
     /// last one began and ends when the probe's deadline runs out.
-    fn unanswered(&mut self) -> Step {
+    fn unanswered(&mut self) -> LookOutcome {
         let began = self.now.after(self.watcher.policy().interval);
         self.now = began.after(self.watcher.policy().probe_deadline());
         self.look_until(began, ProbeOutcome::TimedOut)
     }
 
     /// A healthy look: the probe answers, and its tokens move the counter.
-    fn healthy(&mut self) -> Step {
+    fn healthy(&mut self) -> LookOutcome {
         self.generated += 8.0;
         self.look(ProbeOutcome::Passed)
     }
 }
 
-fn nothing(state: State) -> Step {
-    Step { state, action: Action::Nothing, news: Vec::new() }
+fn nothing(state: State) -> LookOutcome {
+    LookOutcome { state, action: Decision::Nothing, news: Vec::new() }
 }
 
 fn failed() -> ProbeOutcome {
@@ -118,8 +118,8 @@ fn requests_running_and_no_token_for_the_stall_is_stalled() {
     assert_eq!(bench.look(ProbeOutcome::Skipped), nothing(State::Serving), "30 s quiet: not yet");
     let step = bench.unanswered();
     assert_eq!(step.state, State::Stalled);
-    assert_eq!(step.action, Action::Relaunch(Fault::Stalled { quiet_seconds: 90, running: Some(3.0) }));
-    let Action::Relaunch(fault) = step.action else { unreachable!() };
+    assert_eq!(step.action, Decision::Relaunch(Fault::Stalled { quiet_seconds: 90, running: Some(3.0) }));
+    let Decision::Relaunch(fault) = step.action else { unreachable!() };
     assert_eq!(fault.reason(), "stalled: 3 request(s) running and no token for 90s");
     assert_eq!(bench.watcher.tally().restarts, 1);
 }
@@ -132,7 +132,7 @@ fn a_stopped_server_is_found_stalled_at_the_end_of_the_next_look_within_two_inte
     let fault_at = bench.now.after(Duration::from_secs(1));
     bench.metrics = false;
     let step = bench.unanswered();
-    assert_eq!(step.action, Action::Relaunch(Fault::Stalled { quiet_seconds: 60, running: None }));
+    assert_eq!(step.action, Decision::Relaunch(Fault::Stalled { quiet_seconds: 60, running: None }));
     assert!(
         bench.now.since(fault_at) <= 2 * bench.watcher.policy().interval,
         "found {:?} after",
@@ -150,7 +150,7 @@ fn failures_in_a_row_make_failing_and_a_pass_between_resets_them() {
     bench.look(failed());
     let step = bench.look(failed());
     assert_eq!(step.state, State::Failing);
-    assert_eq!(step.action, Action::Relaunch(Fault::Failing { failures: 3, last: "HTTP 500".into() }));
+    assert_eq!(step.action, Decision::Relaunch(Fault::Failing { failures: 3, last: "HTTP 500".into() }));
     assert_eq!(bench.watcher.tally(), Tally { probes: 6, probe_failures: 5, restarts: 1, gpu_hangs: 0 });
 }
 
@@ -167,7 +167,7 @@ fn loading_gets_its_grace_and_ends_early_on_a_pass() {
     assert_eq!(bench.look(ProbeOutcome::TimedOut), nothing(State::Serving));
     assert_eq!(bench.look(failed()), nothing(State::Serving));
     let step = bench.look(failed());
-    assert_eq!(step.action, Action::Relaunch(Fault::Failing { failures: 3, last: "HTTP 500".into() }));
+    assert_eq!(step.action, Decision::Relaunch(Fault::Failing { failures: 3, last: "HTTP 500".into() }));
 
     // A model that answers before its grace is serving at once, and counted from then.
     let mut bench = Bench::new(policy, Start::Loading(Moment(0)));
@@ -197,7 +197,7 @@ fn a_node_down_waits_and_a_node_back_from_a_reboot_relaunches() {
     let step = bench.look(ProbeOutcome::TimedOut);
     assert_eq!(
         (step.state, step.action),
-        (State::NodeRebooted, Action::Relaunch(Fault::NodeRebooted { node: "strix2".into() }))
+        (State::NodeRebooted, Decision::Relaunch(Fault::NodeRebooted { node: "strix2".into() }))
     );
     // The relaunch came back: the new boot id is the one known now.
     bench.watcher.started(bench.now);
@@ -210,7 +210,10 @@ fn a_rank_gone_relaunches_even_while_loading() {
     let mut bench = Bench::new(WatchPolicy::default(), Start::Loading(Moment(0)));
     bench.rpc_alive = false;
     let step = bench.look(ProbeOutcome::TimedOut);
-    assert_eq!(step.action, Action::Relaunch(Fault::RankDown { node: "strix2".into(), process: "rpc-server".into() }));
+    assert_eq!(
+        step.action,
+        Decision::Relaunch(Fault::RankDown { node: "strix2".into(), process: "rpc-server".into() })
+    );
     assert_eq!(step.state, State::Failing);
 }
 
@@ -240,12 +243,12 @@ fn past_the_budget_it_gives_up_with_the_reason_and_stays_given_up() {
         step
     };
     for _ in 0..2 {
-        assert!(matches!(crash(&mut bench).action, Action::Relaunch(Fault::RankDown { .. })));
+        assert!(matches!(crash(&mut bench).action, Decision::Relaunch(Fault::RankDown { .. })));
         bench.watcher.started(bench.now);
         bench.healthy();
     }
     let step = crash(&mut bench);
-    let Action::GiveUp(reason) = &step.action else { panic!("{step:?}") };
+    let Decision::GiveUp(reason) = &step.action else { panic!("{step:?}") };
     assert_eq!(step.state, State::GivenUp);
     assert!(
         reason.starts_with("rpc-server on strix2 is not running; 2 restart(s) in the last 1h already, the most --max-restarts 2 --window 1h allow"),
@@ -262,7 +265,7 @@ fn the_budget_refills_as_the_window_moves() {
     let policy = WatchPolicy { max_restarts: 1, window: Duration::from_secs(600), ..WatchPolicy::default() };
     let mut bench = Bench::new(policy, Start::Serving);
     bench.rpc_alive = false;
-    assert!(matches!(bench.look(ProbeOutcome::Passed).action, Action::Relaunch(_)));
+    assert!(matches!(bench.look(ProbeOutcome::Passed).action, Decision::Relaunch(_)));
     bench.rpc_alive = true;
     bench.watcher.started(bench.now);
     for _ in 0..20 {
@@ -270,7 +273,7 @@ fn the_budget_refills_as_the_window_moves() {
     }
     bench.rpc_alive = false;
     assert!(
-        matches!(bench.look(ProbeOutcome::Passed).action, Action::Relaunch(_)),
+        matches!(bench.look(ProbeOutcome::Passed).action, Decision::Relaunch(_)),
         "the first restart left the window"
     );
 }
@@ -280,11 +283,11 @@ fn a_failed_relaunch_spends_the_budget_too() {
     let policy = WatchPolicy { max_restarts: 2, ..WatchPolicy::default() };
     let mut bench = Bench::new(policy, Start::Serving);
     bench.rpc_alive = false;
-    assert!(matches!(bench.look(ProbeOutcome::Passed).action, Action::Relaunch(_)));
+    assert!(matches!(bench.look(ProbeOutcome::Passed).action, Decision::Relaunch(_)));
     let step = bench.watcher.relaunch_failed(bench.now, "ssh: connection refused");
-    assert_eq!(step.action, Action::Relaunch(Fault::LaunchFailed { why: "ssh: connection refused".into() }));
+    assert_eq!(step.action, Decision::Relaunch(Fault::LaunchFailed { why: "ssh: connection refused".into() }));
     let step = bench.watcher.relaunch_failed(bench.now, "ssh: connection refused");
-    let Action::GiveUp(reason) = step.action else { panic!() };
+    let Decision::GiveUp(reason) = step.action else { panic!() };
     assert!(reason.starts_with("the relaunch failed: ssh: connection refused; 2 restart(s)"), "{reason}");
 }
 
@@ -292,8 +295,8 @@ fn a_failed_relaunch_spends_the_budget_too() {
 fn memory_that_never_frees_gives_up() {
     let mut bench = Bench::serving();
     let step = bench.watcher.give_up("strix2 still holds 60.0 GiB".into());
-    let given_up = Action::GiveUp("strix2 still holds 60.0 GiB".into());
-    assert_eq!(step, Step { state: State::GivenUp, action: given_up, news: Vec::new() });
+    let given_up = Decision::GiveUp("strix2 still holds 60.0 GiB".into());
+    assert_eq!(step, LookOutcome { state: State::GivenUp, action: given_up, news: Vec::new() });
     assert_eq!(bench.healthy().state, State::GivenUp);
 }
 
@@ -321,7 +324,7 @@ fn a_gpu_hang_is_said_and_counted_its_reset_waited_for_and_the_fault_after_it_is
     bench.gpu_hangs[1] = strix2_kernel(None);
     bench.rpc_alive = false;
     let step = bench.look(failed());
-    assert_eq!((step.state, &step.action), (State::GpuHang, &Action::Nothing), "no relaunch into a reset");
+    assert_eq!((step.state, &step.action), (State::GpuHang, &Decision::Nothing), "no relaunch into a reset");
     assert_eq!(
         step.news,
         ["GPU hang on strix2: amdgpu 0000:c5:00.0: amdgpu: MES failed to respond to msg=REMOVE_QUEUE"]
@@ -333,7 +336,7 @@ fn a_gpu_hang_is_said_and_counted_its_reset_waited_for_and_the_fault_after_it_is
     // The reset ended; its rank died of it: the relaunch is the hang's.
     bench.gpu_hangs[1] = strix2_kernel(Some("succeeded"));
     let step = bench.look(failed());
-    let Action::Relaunch(fault) = &step.action else { panic!("{step:?}") };
+    let Decision::Relaunch(fault) = &step.action else { panic!("{step:?}") };
     assert_eq!(step.state, State::GpuHang);
     assert_eq!(
         fault.reason(),
@@ -346,7 +349,7 @@ fn a_gpu_hang_is_said_and_counted_its_reset_waited_for_and_the_fault_after_it_is
     bench.rpc_alive = true;
     bench.healthy();
     bench.rpc_alive = false;
-    let Action::Relaunch(fault) = bench.look(ProbeOutcome::Passed).action else { panic!() };
+    let Decision::Relaunch(fault) = bench.look(ProbeOutcome::Passed).action else { panic!() };
     assert_eq!(fault, Fault::RankDown { node: "strix2".into(), process: "rpc-server".into() });
 }
 
@@ -358,7 +361,7 @@ fn a_gpu_hang_alone_relaunches_nothing_a_reset_past_the_wait_or_failed_gives_up(
     bench.gpu_hangs[0] =
         hangs("3,4,5000000,-;amdgpu 0000:c5:00.0: amdgpu: [gfxhub] page fault (src_id:0 ring:24 vmid:8 pasid:32771)\n");
     let step = bench.healthy();
-    assert_eq!((step.state, step.action, step.news.len()), (State::Serving, Action::Nothing, 1));
+    assert_eq!((step.state, step.action, step.news.len()), (State::Serving, Decision::Nothing, 1));
 
     // A reset that never ends: given up past --memory-wait (5 min).
     let mut bench = Bench::serving();
@@ -368,7 +371,7 @@ fn a_gpu_hang_alone_relaunches_nothing_a_reset_past_the_wait_or_failed_gives_up(
     for _ in 0..9 {
         assert_eq!(bench.look(failed()).state, State::GpuHang, "{:?}", bench.now);
     }
-    let Action::GiveUp(reason) = bench.look(failed()).action else { panic!("5 min of reset") };
+    let Decision::GiveUp(reason) = bench.look(failed()).action else { panic!("5 min of reset") };
     assert!(reason.starts_with("the GPU reset on strix2 (after amdgpu ") && reason.contains("5m"), "{reason}");
 
     // A reset that fails: given up at once, the node needs a reboot.
@@ -378,6 +381,6 @@ fn a_gpu_hang_alone_relaunches_nothing_a_reset_past_the_wait_or_failed_gives_up(
     bench.look(failed());
     let log = include_str!("../../../tests/fixtures/strix-gpu-hang/dev/kmsg").replace("succeeded!", "failed");
     bench.gpu_hangs[1] = hangs(&log);
-    let Action::GiveUp(reason) = bench.look(failed()).action else { panic!("a failed reset") };
+    let Decision::GiveUp(reason) = bench.look(failed()).action else { panic!("a failed reset") };
     assert!(reason.contains("GPU reset(1) failed") && reason.contains("rebooted"), "{reason}");
 }

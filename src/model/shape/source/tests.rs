@@ -161,7 +161,7 @@ async fn read_path(path: &std::path::Path, format: ModelFormat, limits: ReadLimi
     let toolbox = HereToolbox { dir: std::env::temp_dir() };
     let hub = HubAccess::new(None, None);
     let source = ModelSource::Path(path.display().to_string());
-    read_shape(&source, format, None, Reach { hub: &hub, toolbox: Some(&toolbox) }, limits).await
+    read_shape(&source, format, None, ModelAccess { hub: &hub, toolbox: Some(&toolbox) }, limits).await
 }
 
 async fn read_directory(path: &std::path::Path, limits: ReadLimits) -> Result<ShapeRead> {
@@ -170,7 +170,7 @@ async fn read_directory(path: &std::path::Path, limits: ReadLimits) -> Result<Sh
 
 /// The model `source` names, on the Hub `access` reaches.
 async fn read_hub(source: &ModelSource, format: ModelFormat, access: &HubAccess) -> Result<ShapeRead> {
-    read_shape(source, format, None, Reach { hub: access, toolbox: None }, ReadLimits::default()).await
+    read_shape(source, format, None, ModelAccess { hub: access, toolbox: None }, ReadLimits::default()).await
 }
 
 #[tokio::test]

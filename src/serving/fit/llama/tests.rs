@@ -106,7 +106,7 @@ fn too_little_memory_is_refused() {
     let plan = plan(&shape, &devices, Some(1), &LlamaRules::default());
     assert!(plan.chosen.is_none() && plan.engine_args.is_empty());
     let refusal = plan.refusal.expect("refused");
-    assert!(refusal.message.contains("44.0 GiB usable"), "{}", refusal.message);
+    assert!(refusal.message.contains("44.00 GiB usable"), "{}", refusal.message);
 }
 
 #[test]

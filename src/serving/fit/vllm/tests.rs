@@ -46,7 +46,7 @@ fn three_roce_nodes_never_ask_for_tensor_parallel_3_of_a_64_head_model() {
     let shape = with_weights(fixtures::QWEN3_32B);
     let plan = planned(&shape, &nodes(3, 120), &roce());
     let tp3 = plan.layout(3, 1, 1, false).expect("TP 3 is listed");
-    let Outcome::Breaks { rules, .. } = &tp3.outcome else { panic!("TP 3 must break: {tp3:?}") };
+    let LayoutOutcome::Breaks { rules, .. } = &tp3.outcome else { panic!("TP 3 must break: {tp3:?}") };
     // 64 heads and 8 KV heads over 3 ranks, and an MLP of 25600.
     assert_eq!(rules_of(rules), vec![Rule::AttentionHeads, Rule::KvHeads, Rule::Width]);
     assert!(rules[0]
@@ -144,14 +144,13 @@ fn a_model_too_big_for_the_nodes_is_refused_with_the_numbers() {
     // The least demanding layout holds at least half the weights on a node.
     assert!(refusal.needs_bytes > total / 2 && refusal.needs_bytes < total / 2 + 8 * GIB, "{}", refusal.needs_bytes);
     assert!(
-        refusal.message.contains("GiB per node") && refusal.message.contains("116.0 GiB usable"),
+        refusal.message.contains("GiB per node") && refusal.message.contains("116.00 GiB usable"),
         "{}",
         refusal.message
     );
-    assert!(plan
-        .layouts
-        .iter()
-        .all(|l| matches!(&l.outcome, Outcome::Breaks { rules, .. } if rules.iter().any(|r| r.rule == Rule::Memory))));
+    assert!(plan.layouts.iter().all(
+        |l| matches!(&l.outcome, LayoutOutcome::Breaks { rules, .. } if rules.iter().any(|r| r.rule == Rule::Memory))
+    ));
 }
 
 #[test]
@@ -297,9 +296,13 @@ fn layers_and_experts_bound_the_splits() {
     );
     let Ok(Sizing::Sized(shape)) = small_moe else { panic!("{small_moe:?}") };
     let plan = planned(&shape, &nodes(4, 16), &roce());
-    let Outcome::Breaks { rules, .. } = &plan.layout(1, 4, 1, false).expect("PP 4").outcome else { panic!("PP 4") };
+    let LayoutOutcome::Breaks { rules, .. } = &plan.layout(1, 4, 1, false).expect("PP 4").outcome else {
+        panic!("PP 4")
+    };
     assert!(rules.iter().any(|r| r.rule == Rule::Layers && r.message.contains("its 2 layers")), "{rules:?}");
-    let Outcome::Breaks { rules, .. } = &plan.layout(1, 1, 4, true).expect("EP 4").outcome else { panic!("EP 4") };
+    let LayoutOutcome::Breaks { rules, .. } = &plan.layout(1, 1, 4, true).expect("EP 4").outcome else {
+        panic!("EP 4")
+    };
     assert!(rules.iter().any(|r| r.rule == Rule::Experts && r.message.contains("its 2 experts")), "{rules:?}");
     assert_eq!(plan.chosen_layout().map(|l| (l.tp, l.pp)), Some((4, 1)));
 }
@@ -401,7 +404,7 @@ fn the_partition_and_the_mla_switch_of_the_environment_are_the_plans() {
     let pp2 = split.layout(1, 2, 1, false).and_then(Layout::fits).expect("PP 2");
     assert_eq!(pp2.nodes.iter().map(|n| n.layers).collect::<Vec<_>>(), [50, 30]);
     // TP 2 has one stage: vLLM refuses a partition of two.
-    let Outcome::Breaks { rules: broken, .. } = &split.layout(2, 1, 1, false).expect("TP 2").outcome else {
+    let LayoutOutcome::Breaks { rules: broken, .. } = &split.layout(2, 1, 1, false).expect("TP 2").outcome else {
         panic!("TP 2 breaks")
     };
     assert!(broken[0].message.contains("VLLM_PP_LAYER_PARTITION names 2 stages"), "{broken:?}");
@@ -419,8 +422,8 @@ fn the_partition_and_the_mla_switch_of_the_environment_are_the_plans() {
     let unlatent = plan(&deepseek, &nodes(8, 120), &roce(), &rules);
     let tp8 = unlatent.layout(8, 1, 1, false).expect("TP 8");
     let per_token = match &tp8.outcome {
-        Outcome::Fits(figures) => figures.nodes[0].kv_per_token.full_bytes,
-        Outcome::Breaks { .. } => 0,
+        LayoutOutcome::Fits(figures) => figures.nodes[0].kv_per_token.full_bytes,
+        LayoutOutcome::Breaks { .. } => 0,
     };
     assert!(per_token == 0 || per_token == 749_568, "{per_token}");
     assert!(unlatent.notes.iter().any(|n| n.contains("VLLM_MLA_DISABLE=1")), "{:?}", unlatent.notes);
@@ -455,7 +458,7 @@ fn an_asked_context_is_the_ceiling_and_what_every_layout_must_hold() {
     rules.asked_context = Some(40_960);
     let tight = plan(&shape, &nodes(2, 40), &roce(), &rules);
     let tp2 = tight.layout(2, 1, 1, false).expect("TP 2");
-    let Outcome::Breaks { rules: broken, .. } = &tp2.outcome else { panic!("the cache is short: {tp2:?}") };
+    let LayoutOutcome::Breaks { rules: broken, .. } = &tp2.outcome else { panic!("the cache is short: {tp2:?}") };
     assert_eq!(rules_of(broken), vec![Rule::Context]);
     assert!(
         broken[0].message.contains("1785 blocks") && broken[0].message.contains("28544 tokens"),
