@@ -254,6 +254,7 @@ pub async fn refresh_with(
         (Some(image), ImageSource::Pull) => Some(image),
         _ => find_image(engine, &image_ref).await?,
     };
+    let image_known = found.is_some();
     let (image, engine_ref) = match found {
         Some(found) => (found.info, found.engine_ref),
         None if request.dry_run => {
@@ -264,9 +265,17 @@ pub async fn refresh_with(
 
     let image_name = ImageRef::parse(&image_ref)?;
     let image_labels = image.labels.clone();
-    // A GPU image (every image but one whose device label says CPU) needs the node's GPU.
+    // A GPU image (every image but one whose device label says CPU) needs the node's GPU; a dry
+    // run that has not pulled the image cannot tell, and says so.
+    let mut gpu_warning = None;
     if !labels::computes_on_cpu(&image_labels) {
-        facts.require_gpu(root)?;
+        match facts.require_gpu(root) {
+            Err(error) if request.dry_run && !image_known => {
+                gpu_warning =
+                    Some(format!("{error} (unless {image_ref} is a CPU image: it is not pulled yet to tell)"));
+            }
+            checked => checked?,
+        }
     }
     let mut desired = desired_toolbox(&request.name, &image_ref, &image_name, image, &spec, manager.as_ref(), &info);
     // The engine is given a reference it resolves (docker: the image's id, when only another
@@ -295,6 +304,7 @@ pub async fn refresh_with(
         Some(format!("{}@{digest}", ImageRef::parse(toolbox.labels.get(labels::IMAGE_REF)?).ok()?.repository))
     });
     report.warnings.extend(pull_warning);
+    report.warnings.extend(gpu_warning);
     if !request.dry_run {
         report.warnings.extend(apply(&desired.name, &plan, engine, manager.as_ref(), reporter).await?.warnings);
     }
@@ -610,12 +620,13 @@ mod tests {
 
         const LATEST: &str = "registry.test/vllm:latest";
 
-        /// An image the registry serves as `sha256:DDDD…`, created at `created` (its pin).
+        /// A CPU image the registry serves as `sha256:DDDD…`, created at `created` (its pin).
         fn published(id: &str, digit: char, created: &str) -> ImageInfo {
+            let labels = [(labels::OCI_CREATED, created), (labels::DEVICE, "cpu")];
             ImageInfo {
                 id: id.into(),
                 repo_digests: vec![format!("registry.test/vllm@{}", digest(digit))],
-                labels: [(labels::OCI_CREATED.to_string(), created.to_string())].into(),
+                labels: labels.iter().map(|(key, value)| (key.to_string(), value.to_string())).collect(),
                 ..Default::default()
             }
         }
@@ -628,7 +639,8 @@ mod tests {
             RefreshRequest::for_tests(name, LATEST)
         }
 
-        /// A node with no devices (a tree of its own) and its facts.
+        /// A node with no devices (a tree of its own) and its facts: it takes the CPU images
+        /// [`published`] makes.
         fn node() -> (tempfile::TempDir, (HostRoot, HostFacts)) {
             let dir = tempfile::tempdir().unwrap();
             let root = HostRoot::open(dir.path()).unwrap();

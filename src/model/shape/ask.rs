@@ -47,7 +47,7 @@ pub async fn shape_ask(settings: &Settings, ask: &ShapeAsk) -> Result<ShapeRead>
     let hub = HubAccess::new(ask.hub_env.get("HF_ENDPOINT").map(String::as_str), ask.hf_token.clone());
     if let Some(snapshot) = cached_snapshot(settings, ask) {
         let toolbox = toolbox_for(settings, ask, &snapshot).await?;
-        let reach = Reach { hub: &hub, toolbox: Some(&toolbox as &dyn RunsInToolbox) };
+        let reach = ModelAccess { hub: &hub, toolbox: Some(&toolbox as &dyn RunsInToolbox) };
         return read_shape(&ModelSource::Path(snapshot), ask.format, None, reach, ReadLimits::default()).await;
     }
     let toolbox = match &ask.source {
