@@ -17,6 +17,9 @@
 #   8. `plan MODEL` of a Hub model with a 65.5 GB checkpoint (sparse shards on the Hub stand-in)
 #      against huggingface_hub's get_safetensors_metadata: the time, and the bytes each read
 #      (tests/testsuite/bench_plan.rs);
+#   9. with the real vLLM's CPU build on one namespace node: `launch` to the first answer against
+#      `vllm serve` typed by hand with the plan's flags, and `bench` against `vllm bench serve` on
+#      the same server and lengths (tests/testsuite/bench_vllm.rs);
 #   7. `strix-toolbox bench` beside AIPerf (PyPI) on the same llama-server endpoint: output tokens/s
 #      within 10% (scripts/bench/bench-vs-aiperf.sh).
 # Everything runs against private podman API services and a registry started here in a namespace of
@@ -24,7 +27,7 @@
 # (tests/fixtures/strix-thunderbolt-only) whose device nodes are made by mknod.
 # Needs root and scripts/test-deps.sh. Results: stdout and target/bench/*.md.
 # BENCH_ONLY="cluster spread-noop" runs only those parts (refresh, floor, enter, verify, detect,
-# cluster, spread-new, spread-noop, launch, plan, aiperf); the setup they need always runs.
+# cluster, spread-new, spread-noop, launch, plan, vllm, aiperf); the setup they need always runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo_root=$PWD
@@ -294,6 +297,13 @@ fi
 if wanted plan; then
 echo "== plan: plan MODEL of a 65.5 GB Hub checkpoint vs huggingface_hub's safetensors metadata read"
 cargo test --release --quiet --test testsuite bench_plan -- --ignored --nocapture
+fi
+
+if wanted vllm; then
+echo "== vllm: the real vLLM (CPU build): launch vs vllm serve by hand to the first answer; bench vs vllm bench serve"
+# tests/testsuite/bench_vllm.rs, on one namespace node with the CPU image (scripts/vllm-cpu.sh).
+bash scripts/vllm-cpu.sh >/dev/null
+cargo test --release --quiet --test testsuite bench_vllm -- --ignored --nocapture --test-threads 1
 fi
 
 if wanted aiperf; then

@@ -12,20 +12,14 @@ use std::process::Command;
 use serde_json::Value;
 
 use crate::support::cli::{json, STRIX};
-use crate::support::hub::{HubFile, HubStandIn};
-use crate::support::vllm_cpu::tiny_model;
+use crate::support::hub::HubStandIn;
 use crate::vllm_launch::{hub_env, said_by, OneNode};
 
 const MODEL: &str = "org/tiny-llama";
-const GIB: u64 = 1 << 30;
 
 /// One node serving nothing yet, the model already in its Hub cache (a first launch fetched it).
 fn node_with_the_model() -> (OneNode, HubStandIn, String) {
-    let node = OneNode::start(8 * GIB);
-    let refreshed = node.strix(&[], &["refresh", "--image", &node.image, "--name", "vllm", "--manager", "native"]);
-    assert!(refreshed.status.success(), "{}", said_by(&refreshed));
-    let hub = HubStandIn::start(&[(MODEL, HubFile::all_in(&tiny_model("llama-gqa")))], None);
-    node.cluster.uplink().forward(hub.port);
+    let (node, hub) = OneNode::with_toolbox_and_hub();
     let port = crate::support::free_port().to_string();
     let launched = node.strix(&hub_env(&hub), &["launch", MODEL, "--port", &port, "--timeout", "900"]);
     assert!(launched.status.success(), "{}", said_by(&launched));

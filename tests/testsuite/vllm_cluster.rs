@@ -263,7 +263,10 @@ fn the_real_vllm_serves_pipeline_parallel_across_two_nodes() {
     // later stage's buffers for what the stage before sends it in its compile's warm-up, and an
     // eager rank asserts at the first request (`gpu_model_runner.py`
     // `sync_and_gather_intermediate_tensors`).
-    let launch = ["launch", MODEL, "--name", SERVICE, "--pp", "2", "--port", &port, "--timeout", "900"];
+    // Two GiB of each node's GTT kept free: a KV cache of 2 GiB a rank, which the CPU build takes
+    // from this machine's RAM beside the other tests'.
+    let launch =
+        ["launch", MODEL, "--name", SERVICE, "--pp", "2", "--keep-free", "2", "--port", &port, "--timeout", "900"];
     let launched = run(cluster, &env, &launch);
     assert!(launched.status.success(), "{}{}\n{}", stdout(&launched), stderr(&launched), vllm_log(cluster, 2));
     let report = json(&launched);

@@ -37,6 +37,17 @@ impl OneNode {
         OneNode { cluster, _registry: registry, image }
     }
 
+    /// One node of 8 GiB of GTT whose toolbox `vllm` is made from the CPU image, and the Hub
+    /// stand-in with the tiny model behind its uplink.
+    pub fn with_toolbox_and_hub() -> (OneNode, HubStandIn) {
+        let node = OneNode::start(8 * GIB);
+        let refreshed = node.strix(&[], &["refresh", "--image", &node.image, "--name", "vllm", "--manager", "native"]);
+        assert!(refreshed.status.success(), "{}", said_by(&refreshed));
+        let hub = HubStandIn::start(&[(MODEL, HubFile::all_in(&tiny_model("llama-gqa")))], None);
+        node.cluster.uplink().forward(hub.port);
+        (node, hub)
+    }
+
     pub fn home(&self) -> &Path {
         &self.cluster.node(1).home
     }
@@ -83,12 +94,7 @@ pub(crate) fn said_by(output: &Output) -> String {
 
 #[test]
 fn the_real_vllm_serves_one_node_with_the_plans_flags() {
-    let node = OneNode::start(8 * GIB);
-    let refreshed = node.strix(&[], &["refresh", "--image", &node.image, "--name", "vllm", "--manager", "native"]);
-    assert!(refreshed.status.success(), "{}", said_by(&refreshed));
-    let hub = HubStandIn::start(&[(MODEL, HubFile::all_in(&tiny_model("llama-gqa")))], None);
-    node.cluster.uplink().forward(hub.port);
-
+    let (node, hub) = OneNode::with_toolbox_and_hub();
     let port = crate::support::free_port().to_string();
     let launched = node.strix(&hub_env(&hub), &["launch", MODEL, "--port", &port, "--timeout", "600"]);
     let log = log_path(&node.cluster.node(1).serving_dir(), MODEL, "vllm");
