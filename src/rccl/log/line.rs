@@ -28,6 +28,11 @@ pub struct NcclLine<'a> {
 impl<'a> NcclLine<'a> {
     /// The line, when NCCL wrote it.
     pub fn parse(line: &'a str) -> Option<NcclLine<'a>> {
+        // NCCL writes text: a line with control characters or bytes that were no UTF-8 is from
+        // something else (a binary given as the log), whatever words it holds.
+        if line.chars().any(|c| (c.is_control() && c != '\t') || c == char::REPLACEMENT_CHARACTER) {
+            return None;
+        }
         let (level, header, message) =
             [(Level::Info, "NCCL INFO "), (Level::Warn, "NCCL WARN ")].into_iter().find_map(|(level, marker)| {
                 let at =

@@ -16,6 +16,17 @@ pub fn push_rootfs_image(
     labels: &[(&str, &str)],
 ) -> String {
     let reference = format!("{}/{name}", registry.host());
+    // A rootless podman cannot read the machine's test cache (under root's home): it imports a
+    // copy it may read.
+    let readable = podman.user.as_ref().map(|_| {
+        let dir = tempfile::Builder::new().prefix("rootfs-").tempdir_in("/tmp").expect("tempdir");
+        std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
+        let copy = dir.path().join("rootfs.tar");
+        std::fs::copy(rootfs_tar, &copy).expect("copy the rootfs for the rootless podman");
+        std::fs::set_permissions(&copy, std::os::unix::fs::PermissionsExt::from_mode(0o644)).expect("chmod");
+        (dir, copy)
+    });
+    let rootfs_tar = readable.as_ref().map_or(rootfs_tar, |(_, copy)| copy.as_path());
     let label_changes: Vec<String> = labels.iter().map(|(k, v)| format!("LABEL {k}={v}")).collect();
     let mut args: Vec<&str> = vec!["import", "--quiet"];
     for change in &label_changes {

@@ -118,7 +118,7 @@ impl VllmCpu {
             .podman()
             // vLLM's executor wants 160 MiB of /dev/shm for its queues; podman gives 64 by default.
             .args(["run", "--rm", "--network", "none", "--shm-size", "1g", "--name", &name])
-            .args(["--env", "HF_HUB_OFFLINE=1", "--volume"])
+            .args(["--env", "HF_HUB_OFFLINE=1", "--env", UNBOUND[1], "--volume"])
             .arg(format!("{}:/model:ro", model.display()))
             .args([self.image(), "vllm", "serve", "/model"])
             .args(args)
@@ -147,6 +147,12 @@ impl VllmCpu {
         said
     }
 }
+
+/// `-e` for every real vLLM a test launches: its ranks' OpenMP threads unbound. Each namespace
+/// node here shares this machine's two cores, and vLLM's CPU build binds a node's first rank to
+/// its first core (`VLLM_CPU_OMP_THREADS_BIND=auto`, vllm/utils/ompmultiprocessing.py): every
+/// node's rank would then share core 0 while core 1 idles. A node of its own has its own cores.
+pub const UNBOUND: [&str; 2] = ["-e", "VLLM_CPU_OMP_THREADS_BIND=nobind"];
 
 /// A podman storage of a test's own, with the image's store beside it read-only; reset when
 /// dropped.
