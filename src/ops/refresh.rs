@@ -171,13 +171,6 @@ pub async fn refresh(settings: &Settings, request: &RefreshRequest) -> Result<Re
     }
 }
 
-/// The node's facts, refusing a node without a GPU before any engine is contacted.
-pub fn read_gpu_node(settings: &Settings) -> Result<(HostRoot, HostFacts)> {
-    let (root, facts) = read_node(settings)?;
-    facts.require_gpu(&root)?;
-    Ok((root, facts))
-}
-
 /// The node's facts, GPU or none.
 pub fn read_node(settings: &Settings) -> Result<(HostRoot, HostFacts)> {
     let root = settings.open_host_root()?;

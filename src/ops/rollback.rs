@@ -5,7 +5,7 @@ use crate::error::{Error, Result};
 use crate::image::reference::{validate_container_name, ImageRef};
 use crate::labels;
 use crate::manager::ManagerKind;
-use crate::ops::refresh::{read_gpu_node, refresh_with, AskedDigest, ImageSource, RefreshReport, RefreshRequest};
+use crate::ops::refresh::{read_node, refresh_with, AskedDigest, ImageSource, RefreshReport, RefreshRequest};
 use crate::plan::pin::pins_in;
 use crate::serving::engine::EngineRef;
 use crate::settings::Settings;
@@ -13,7 +13,8 @@ use crate::toolbox::running::find_toolbox;
 
 pub async fn rollback(settings: &Settings, name: &str, dry_run: bool) -> Result<RefreshReport> {
     validate_container_name(name)?;
-    let node = read_gpu_node(settings)?;
+    // refresh_with requires the GPU of a GPU image, as a refresh does.
+    let node = read_node(settings)?;
     let connection = settings.connect().await?;
     let engine = connection.engine();
     let container = find_toolbox(engine, name).await?;

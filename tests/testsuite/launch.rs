@@ -11,6 +11,7 @@
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
+use crate::support::bench_levels::assert_every_level_served;
 use crate::support::checkpoint::{config as checkpoint_config, dense_checkpoint};
 use crate::support::cli::{json, run_strix, stderr, stdout, strix_command};
 use crate::support::cluster::{Link, TestCluster};
@@ -291,12 +292,7 @@ fn two_nodes_serve_one_endpoint_with_a_rank_on_each_link_address() {
     assert_eq!(key["model"]["repo"], MODEL);
     assert_eq!(report["result"]["endpoint"], format!("http://192.168.2.1:{port}/v1"));
     assert_eq!(report["gate"]["became_reference"], true);
-    for level in report["result"]["levels"].as_array().unwrap() {
-        assert_eq!(
-            (level["figures"]["completed"].as_u64(), level["figures"]["total_output_tokens"].as_u64()),
-            (Some(4), Some(32))
-        );
-    }
+    assert_every_level_served(&report, 4, 32);
     assert!(report["saved"].as_str().unwrap().starts_with(&operator_state.path().display().to_string()));
 
     let logs = strix_cluster(cluster, &[], &["logs", "--lines", "200"]);
@@ -459,12 +455,7 @@ fn one_node_serves_without_ray() {
     );
     assert!(key["image"].as_str().is_some_and(|image| image.contains("sha256:")), "{key}");
     assert_eq!(report["gate"]["became_reference"], true);
-    for level in report["result"]["levels"].as_array().unwrap() {
-        assert_eq!(
-            (level["figures"]["completed"].as_u64(), level["figures"]["total_output_tokens"].as_u64()),
-            (Some(4), Some(32))
-        );
-    }
+    assert_every_level_served(&report, 4, 32);
 
     // The same model served wrongly (an image that answers garbage from the 4th token on): the
     // gate fails, naming that token in every prompt.

@@ -20,7 +20,7 @@
 //! One cluster serves every step (a cluster and three toolbox pulls are most of the test's time).
 
 use std::net::{SocketAddr, SocketAddrV4};
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 use std::time::Duration;
 
 use serde_json::{json, Value};
@@ -33,7 +33,7 @@ use crate::support::http;
 use crate::support::llama_image::{llama_image, llama_index_image};
 use crate::support::llama_server::{greedy_completion_of, Completion, LlamaServer};
 use crate::support::node_image::node_image;
-use crate::support::openai_python::openai_python;
+use crate::support::openai_python::openai_client;
 use crate::support::proc_net::{tcp_sockets, TcpState};
 use crate::support::registry::Registry;
 use crate::support::serving_files::{log_path, record, record_path, router_process, runs};
@@ -559,18 +559,7 @@ fn several_services_share_the_endpoint(bed: &LlamaBed, port: &str) {
     // A real client: the `openai` package streams chat and completions to both, and raises
     // NotFoundError for a model nobody serves.
     let max_tokens = 24;
-    let client = Command::new(openai_python())
-        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/testsuite/support/openai_client.py"))
-        .arg(format!("http://{router}/v1"))
-        .arg(API_KEY)
-        .arg(max_tokens.to_string())
-        .args(["alpha", "beta", "--", "gpt-4"])
-        .stdin(Stdio::null())
-        .output()
-        .expect("run the openai client");
-    let said = String::from_utf8_lossy(&client.stdout);
-    assert!(client.status.success(), "{}\n{said}", String::from_utf8_lossy(&client.stderr));
-    let result: Value = serde_json::from_str(&said).expect("the client's JSON");
+    let result = openai_client(&format!("http://{router}/v1"), API_KEY, max_tokens, &["alpha", "beta"], "gpt-4");
     assert_eq!(result["listed"], json!(["alpha", "beta"]), "{result}");
     for (name, server) in alone {
         let direct_chat = streamed(address(server), "/v1/chat/completions", None, &chat(name, max_tokens));

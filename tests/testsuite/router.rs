@@ -11,7 +11,6 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -22,7 +21,7 @@ use strix_toolbox::router::{Bounds, Router, RoutingTable, Secret, Upstream};
 use crate::support::event_stream::EventStream;
 use crate::support::http::request_with_key;
 use crate::support::llama_server::LlamaServer;
-use crate::support::openai_python::openai_python;
+use crate::support::openai_python::openai_client;
 use crate::support::proc_net::{tcp_sockets, TcpState};
 use crate::support::tiny_llama::TinyLlama;
 use crate::support::{free_port, wait_until};
@@ -554,21 +553,8 @@ fn connections_over_the_limit_are_answered_503_until_one_frees() {
 fn the_openai_client_streams_both_models_through_the_router_and_raises_not_found() {
     let engines = Engines::start();
     let router = RunningRouter::start(engines.table(), Bounds::default());
-    let python = openai_python();
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/testsuite/support/openai_client.py");
     let max_tokens = 24;
-    let output = Command::new(python)
-        .arg(script)
-        .arg(format!("{}/v1", router.url()))
-        .arg(KEY)
-        .arg(max_tokens.to_string())
-        .args(["alpha", "beta", "--", "gpt-4"])
-        .stdin(Stdio::null())
-        .output()
-        .expect("run the openai client");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success(), "{}\n{stdout}", String::from_utf8_lossy(&output.stderr));
-    let result: Value = serde_json::from_str(&stdout).expect("the client's JSON");
+    let result = openai_client(&format!("{}/v1", router.url()), KEY, max_tokens, &["alpha", "beta"], "gpt-4");
 
     assert_eq!(result["listed"], json!(["alpha", "beta"]));
     for (name, engine, engine_key) in engines.each() {

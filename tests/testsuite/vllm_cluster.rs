@@ -12,18 +12,19 @@
 //! The nodes' host trees give each GPU 10 GiB of GTT: the plan sizes the KV cache from it, and the
 //! CPU build takes that cache from this machine's RAM.
 
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 
 use serde_json::{json, Value};
 
 use crate::launch::cluster_command;
 use crate::llama_launch::{model_on, router_address};
+use crate::support::bench_levels::assert_every_level_served;
 use crate::support::cli::{json, stderr, stdout};
 use crate::support::cluster::{Link, TestCluster};
 use crate::support::host_tree::set_gtt;
 use crate::support::hub::{HubFile, HubStandIn};
 use crate::support::llama_image::llama_image;
-use crate::support::openai_python::openai_python;
+use crate::support::openai_python::openai_client;
 use crate::support::registry::Registry;
 use crate::support::running_watch::RunningWatch;
 use crate::support::serving_files::log_path;
@@ -185,13 +186,7 @@ fn the_real_vllm_serves_across_two_nodes_with_its_own_executor() {
         "{key}"
     );
     assert_eq!(report["gate"]["became_reference"], true, "{report}");
-    for level in report["result"]["levels"].as_array().expect("levels") {
-        assert_eq!(
-            (level["figures"]["completed"].as_u64(), level["figures"]["total_output_tokens"].as_u64()),
-            (Some(4), Some(32)),
-            "{level}"
-        );
-    }
+    assert_every_level_served(&report, 4, 32);
 
     // `cluster metrics`: the real vLLM's own families, relabelled with its node and service.
     let metrics = run(cluster, &[], &["metrics"]);
@@ -304,20 +299,10 @@ fn llama_cpp_beside(bed: &VllmCluster, port: &str) {
     let launched = run(cluster, &[], &[&launch[..], &["--", "--threads", "1", "--ctx-size", "2048"]].concat());
     assert!(launched.status.success(), "{}{}", stdout(&launched), stderr(&launched));
 
-    let max_tokens = 8;
+    let max_tokens: u32 = 8;
     let router = router_address(cluster, port);
-    let client = Command::new(openai_python())
-        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/testsuite/support/openai_client.py"))
-        .arg(format!("http://{router}/v1"))
-        .arg("sk-no-key-is-asked")
-        .arg(max_tokens.to_string())
-        .args([SERVICE, "beta", "--", "gpt-4"])
-        .stdin(Stdio::null())
-        .output()
-        .expect("run the openai client");
-    let said = String::from_utf8_lossy(&client.stdout);
-    assert!(client.status.success(), "{}\n{said}", String::from_utf8_lossy(&client.stderr));
-    let result: Value = serde_json::from_str(&said).expect("the client's JSON");
+    let result =
+        openai_client(&format!("http://{router}/v1"), "sk-no-key-is-asked", max_tokens, &[SERVICE, "beta"], "gpt-4");
     let mut listed: Vec<&str> = result["listed"].as_array().expect("listed").iter().filter_map(Value::as_str).collect();
     listed.sort_unstable();
     assert_eq!(listed, ["beta", SERVICE], "{result}");
@@ -328,7 +313,7 @@ fn llama_cpp_beside(bed: &VllmCluster, port: &str) {
     };
     for model in [SERVICE, "beta"] {
         for kind in ["chat", "completion"] {
-            assert!(pieces(model, kind).len() >= max_tokens, "{model} {kind}: {result}");
+            assert!(pieces(model, kind).len() >= max_tokens as usize, "{model} {kind}: {result}");
         }
     }
     assert_ne!(pieces(SERVICE, "completion"), pieces("beta", "completion"), "one engine answered both: {result}");

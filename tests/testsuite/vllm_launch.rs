@@ -7,6 +7,7 @@
 use std::path::Path;
 use std::process::{Output, Stdio};
 
+use crate::support::bench_levels::assert_every_level_served;
 use crate::support::cli::{json, stderr, stdout, STRIX};
 use crate::support::cluster::{Link, TestCluster};
 use crate::support::host_tree::set_gtt;
@@ -127,13 +128,7 @@ fn the_real_vllm_serves_one_node_with_the_plans_flags() {
     let key = &report["result"]["key"];
     assert_eq!((key["engine"].as_str(), key["model"]["kind"].as_str()), (Some("vllm"), Some("hub")), "{key}");
     assert_eq!(report["gate"]["became_reference"], true, "{report}");
-    for level in report["result"]["levels"].as_array().expect("levels") {
-        assert_eq!(
-            (level["figures"]["completed"].as_u64(), level["figures"]["total_output_tokens"].as_u64()),
-            (Some(4), Some(32)),
-            "{level}"
-        );
-    }
+    assert_every_level_served(&report, 4, 32);
 
     // vLLM compiled into the image's own cache root; started again, it loads what it compiled
     // and answers as it did.

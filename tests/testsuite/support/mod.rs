@@ -12,6 +12,7 @@
 //! let output = run_strix(&podman.env(), &["--host-root", host, "refresh", "--image", &image]);
 //! ```
 
+pub mod bench_levels;
 pub mod checkpoint;
 pub mod cli;
 pub mod cluster;

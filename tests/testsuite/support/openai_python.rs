@@ -5,6 +5,8 @@
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
+use serde_json::Value;
+
 /// The version the tests pin (PyPI's newest when they were written).
 pub const OPENAI_VERSION: &str = "3.57.0";
 
@@ -30,6 +32,22 @@ pub fn openai_python() -> PathBuf {
     );
     std::fs::write(&complete, OPENAI_VERSION).expect("mark the openai venv complete");
     python
+}
+
+/// support/openai_client.py against `base_url` with `key`: each of `models` streamed (chat and
+/// completion, `max_tokens` each), and `unknown` asked; what it printed, parsed.
+pub fn openai_client(base_url: &str, key: &str, max_tokens: u32, models: &[&str], unknown: &str) -> Value {
+    let output = Command::new(openai_python())
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/testsuite/support/openai_client.py"))
+        .args([base_url, key, &max_tokens.to_string()])
+        .args(models)
+        .args(["--", unknown])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run the openai client");
+    let said = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{}\n{said}", String::from_utf8_lossy(&output.stderr));
+    serde_json::from_str(&said).expect("the client's JSON")
 }
 
 fn run(command: &mut Command, what: &str) {
