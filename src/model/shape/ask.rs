@@ -45,26 +45,22 @@ pub struct ShapeAsk {
 /// The shape `ask` names, read within the default bounds.
 pub async fn shape_ask(settings: &Settings, ask: &ShapeAsk) -> Result<ShapeRead> {
     let hub = HubAccess::new(ask.hub_env.get("HF_ENDPOINT").map(String::as_str), ask.hf_token.clone());
-    if let Some(snapshot) = cached_snapshot(settings, ask) {
-        let toolbox = toolbox_for(settings, ask, &snapshot).await?;
-        let reach = ModelAccess { hub: &hub, toolbox: Some(&toolbox as &dyn RunsInToolbox) };
-        return read_shape(&ModelSource::Path(snapshot), ask.format, None, reach, ReadLimits::default()).await;
-    }
-    let toolbox = match &ask.source {
+    let (source, revision) = match cached_snapshot(settings, ask) {
+        Some(snapshot) => (ModelSource::Path(snapshot), None),
+        None => (ask.source.clone(), ask.revision.as_deref()),
+    };
+    let toolbox = match &source {
         ModelSource::Path(path) => Some(toolbox_for(settings, ask, path).await?),
         ModelSource::Hub(_) | ModelSource::HubGguf { .. } => None,
     };
     let reach = ModelAccess { hub: &hub, toolbox: toolbox.as_ref().map(|t| t as &dyn RunsInToolbox) };
-    read_shape(&ask.source, ask.format, ask.revision.as_deref(), reach, ReadLimits::default()).await
+    read_shape(&source, ask.format, revision, reach, ReadLimits::default()).await
 }
 
-/// The snapshot of a Hub repository at the commit `ask` names, when the head's cache has it whole
-/// enough to read (its config.json there).
+/// The snapshot of a whole Hub repository (vLLM's) at the commit `ask` names, when the head's
+/// cache has it whole enough to read (its config.json there).
 fn cached_snapshot(settings: &Settings, ask: &ShapeAsk) -> Option<String> {
     let ModelSource::Hub(repo) = &ask.source else { return None };
-    if ask.format != ModelFormat::Safetensors {
-        return None;
-    }
     let commit = Commit::parse(ask.revision.as_deref()?)?;
     let snapshot = HubCache::of(&settings.paths).ok()?.repo(repo).snapshot_dir(&commit);
     snapshot.join("config.json").is_file().then(|| snapshot.display().to_string())
