@@ -67,10 +67,15 @@ fn server_message(error: &podman_api::Error) -> String {
 }
 
 fn is_not_found(error: &podman_api::Error) -> bool {
+    status_of(error) == Some(404)
+}
+
+/// The HTTP status libpod answered with, when the error is one.
+fn status_of(error: &podman_api::Error) -> Option<u16> {
     match error {
-        podman_api::Error::Fault { code, .. } => code.as_u16() == 404,
-        podman_api::Error::Error(containers_api::conn::Error::Fault { code, .. }) => code.as_u16() == 404,
-        _ => false,
+        podman_api::Error::Fault { code, .. } => Some(code.as_u16()),
+        podman_api::Error::Error(containers_api::conn::Error::Fault { code, .. }) => Some(code.as_u16()),
+        _ => None,
     }
 }
 
@@ -248,8 +253,14 @@ impl Engine for PodmanEngine {
             .map_err(|e| failed(format!("rename {name_or_id} to {new_name}"), e))
     }
 
+    /// A container already running answers 304 (another caller started it first: the plan's model
+    /// read and its question to the engine open the same toolbox at once), which is fine, as
+    /// bollard takes it for Docker; podman-api calls it a fault.
     async fn container_start(&self, name_or_id: &str) -> Result<()> {
-        self.client.containers().get(name_or_id).start(None).await.map_err(|e| failed(format!("start {name_or_id}"), e))
+        match self.client.containers().get(name_or_id).start(None).await {
+            Err(e) if status_of(&e) != Some(304) => Err(failed(format!("start {name_or_id}"), e)),
+            _ => Ok(()),
+        }
     }
 
     /// Through the compat endpoint: podman-api sends libpod's timeout as `Timeout`, which libpod

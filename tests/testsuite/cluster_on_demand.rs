@@ -166,7 +166,7 @@ fn more_models_than_memory_start_on_demand_behind_the_router_with_keys_per_user(
     std::fs::write(&gtt, format!("{}\n", (9u64 << 30) / 2)).expect("node2's GTT, smaller");
     let never = launch(&bed, "alpha", &alpha_model, &["--on-demand"]);
     let said = stderr(&never);
-    assert_eq!(never.status.code(), Some(1), "{said}");
+    assert_eq!(never.status.code(), Some(1), "{said}{}", stdout(&never));
     assert!(said.contains("512.00 MiB usable") && said.contains("nothing was started"), "{said}");
     std::fs::write(&gtt, format!("{}\n", GTT[1])).expect("node2's GTT again");
 

@@ -1,9 +1,12 @@
 //! `refresh` end to end on a real podman API service with a loopback registry and a fake host
 //! tree whose device nodes are real (mknod).
 
+use std::process::Stdio;
 use std::time::Duration;
 
-use crate::support::cli::{json, refresh_vllm, run_strix, stderr};
+use serde_json::json;
+
+use crate::support::cli::{json, refresh_vllm, run_strix, stderr, strix_command};
 use crate::support::host_tree::materialize;
 use crate::support::image::stand_in_image;
 use crate::support::podman::PodmanService;
@@ -114,6 +117,46 @@ fn creates_the_right_container_then_a_second_refresh_is_a_no_op() {
     assert_eq!(summary["steps"], serde_json::json!([]));
     assert_eq!(podman.inspect("vllm")["Id"], id);
     assert_eq!(podman.container_names(), ["vllm"]);
+}
+
+/// A plan reads the model in the head's toolbox and asks its engine's build at once, each call
+/// opening the stopped toolbox: the node's agent (as a cluster's head speaks to it) runs both,
+/// and each starts the toolbox or finds it started. Libpod answers the later start 304; that was
+/// an error, so the question failed and the plan assumed the head's GPU.
+#[test]
+fn two_calls_that_open_one_stopped_toolbox_at_once_both_run() {
+    use std::io::{BufRead, BufReader, Write};
+
+    // Without RDMA: its toolbox asks no memlock past this machine's limit, so it starts here.
+    let bed = Bed::refreshed("strix-thunderbolt-only");
+    let mut env = bed.podman.env();
+    env.push(("STRIX_HOST_ROOT".into(), bed.host_arg().into()));
+    for attempt in 0..3 {
+        let _ = bed.podman.podman(&["stop", "-t", "0", "vllm"]);
+        assert_eq!(bed.podman.inspect("vllm")["State"]["Running"], false, "stopped before attempt {attempt}");
+        let mut agent = strix_command(&env, &["agent"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("strix-toolbox agent");
+        let mut answers = BufReader::new(agent.stdout.take().expect("its stdout"));
+        let mut hello = String::new();
+        answers.read_line(&mut hello).expect("the agent's hello");
+        let hello: serde_json::Value = serde_json::from_str(&hello).expect("a JSON hello");
+        let head = json!({"head": {"version": hello["version"], "protocol": hello["protocol"]}});
+        let exec = |id: u64| json!({"id": id, "call": {"call": "exec", "toolbox": "vllm", "argv": ["true"]}});
+        let mut calls = agent.stdin.take().expect("its stdin");
+        writeln!(calls, "{head}\n{}\n{}", exec(1), exec(2)).expect("the calls");
+        for _ in 0..2 {
+            let mut line = String::new();
+            answers.read_line(&mut line).expect("an answer");
+            let answer: serde_json::Value = serde_json::from_str(&line).expect("a JSON answer");
+            assert_eq!(answer["outcome"]["ok"]["exit_code"], 0, "attempt {attempt}: {answer}");
+        }
+        drop(calls);
+        assert!(agent.wait().expect("the agent ends").success());
+        assert_eq!(bed.podman.inspect("vllm")["State"]["Running"], true);
+    }
 }
 
 fn container_id(podman: &PodmanService, name: &str) -> String {
