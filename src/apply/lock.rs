@@ -26,6 +26,8 @@ pub const MAX_WAIT: Duration = Duration::from_secs(7 * 24 * 3600);
 const POLL: Duration = Duration::from_millis(100);
 /// How long a lock this process let go may still be held by a child it was forking meanwhile.
 const OUR_CHILD_GRACE: Duration = Duration::from_secs(2);
+/// How often it tries again meanwhile.
+const CHILD_POLL: Duration = Duration::from_millis(10);
 
 /// Held for the whole refresh; released when dropped (or when the process dies).
 #[derive(Debug)]
@@ -56,8 +58,8 @@ impl ToolboxLock {
                 Attempt::Taken(lock) => return Ok(lock),
                 // We held it last and let it go: a child of ours forked meanwhile holds a copy
                 // until its exec closes it (the file is close-on-exec). That takes moments.
-                Attempt::Busy { holder, .. } if holder == Some(std::process::id()) && Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(10));
+                Attempt::Busy { holder, .. } if held_by_our_child(holder, deadline) => {
+                    std::thread::sleep(CHILD_POLL);
                 }
                 Attempt::Busy { path, holder } => return Err(busy(name, &path, holder, None)),
             }
@@ -73,12 +75,18 @@ impl ToolboxLock {
     pub async fn wait_in(dir: &Path, name: &str, wait: Duration, reporter: &dyn Reporter) -> Result<ToolboxLock> {
         let wait = wait.min(MAX_WAIT);
         let deadline = Instant::now() + wait;
+        let grace = Instant::now() + OUR_CHILD_GRACE;
         let mut said = false;
         loop {
             let (path, holder) = match attempt(dir, name)? {
                 Attempt::Taken(lock) => return Ok(lock),
                 Attempt::Busy { path, holder } => (path, holder),
             };
+            // Not waiting for another refresh, even when told not to wait: see `acquire_in`.
+            if held_by_our_child(holder, grace) {
+                tokio::time::sleep(CHILD_POLL).await;
+                continue;
+            }
             let now = Instant::now();
             if wait.is_zero() {
                 return Err(busy(name, &path, holder, None));
@@ -97,6 +105,13 @@ impl ToolboxLock {
             tokio::time::sleep(POLL.min(deadline - now)).await;
         }
     }
+}
+
+/// Whether a lock file naming `holder` as its holder is (until `grace`) taken to be a copy a child
+/// of this process holds for a moment: the file is close-on-exec, but between a fork (any thread's,
+/// a test's or a tokio task's spawn) and its exec the child shares the lock.
+fn held_by_our_child(holder: Option<u32>, grace: Instant) -> bool {
+    holder == Some(std::process::id()) && Instant::now() < grace
 }
 
 /// Try the lock once; when taken, the file says who holds it.
@@ -191,10 +206,34 @@ mod tests {
         ToolboxLock::acquire_in(dir.path(), "vllm").unwrap();
     }
 
+    /// Another process's pid: what the lock file of another refresh names.
+    const OTHER: u32 = 4_194_305;
+
+    /// The lock for `name` in `dir`, its file naming another process as its holder.
+    fn held_by_another(dir: &Path, name: &str) -> ToolboxLock {
+        let lock = ToolboxLock::acquire_in(dir, name).unwrap();
+        std::fs::write(dir.join(format!("{name}.lock")), format!("{OTHER}\n")).unwrap();
+        lock
+    }
+
+    #[tokio::test]
+    async fn a_lock_our_child_holds_a_moment_is_taken_even_without_waiting() {
+        let dir = tempfile::tempdir().unwrap();
+        let ours = ToolboxLock::acquire_in(dir.path(), "vllm").unwrap();
+        let release = async {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            drop(ours);
+        };
+        let recorder = Recorder::default();
+        let (taken, ()) = tokio::join!(ToolboxLock::wait_in(dir.path(), "vllm", Duration::ZERO, &recorder), release);
+        taken.expect("taken once the copy is gone");
+        assert!(recorder.events().is_empty(), "no other refresh to wait for");
+    }
+
     #[tokio::test]
     async fn a_waiting_refresh_gets_the_lock_when_the_other_one_ends_and_says_so_once() {
         let dir = tempfile::tempdir().unwrap();
-        let first = ToolboxLock::acquire_in(dir.path(), "vllm").unwrap();
+        let first = held_by_another(dir.path(), "vllm");
         let recorder = Recorder::default();
         let release = async {
             tokio::time::sleep(Duration::from_millis(350)).await;
@@ -206,8 +245,7 @@ mod tests {
         second.unwrap();
         assert!(started.elapsed() >= Duration::from_millis(350));
         let expected = format!(
-            "warning: waiting for another refresh of vllm (pid {}) to finish, up to 10 s; --no-wait fails at once",
-            std::process::id()
+            "warning: waiting for another refresh of vllm (pid {OTHER}) to finish, up to 10 s; --no-wait fails at once"
         );
         assert_eq!(recorder.events(), [expected]);
     }
@@ -215,7 +253,7 @@ mod tests {
     #[tokio::test]
     async fn waiting_is_bounded_and_zero_fails_at_once() {
         let dir = tempfile::tempdir().unwrap();
-        let _first = ToolboxLock::acquire_in(dir.path(), "vllm").unwrap();
+        let _first = held_by_another(dir.path(), "vllm");
         let recorder = Recorder::default();
         let at_once = ToolboxLock::wait_in(dir.path(), "vllm", Duration::ZERO, &recorder).await.unwrap_err();
         assert!(at_once.to_string().contains("already refreshing vllm"), "{at_once}");
