@@ -265,11 +265,19 @@ impl PodmanService {
             if output.status.success() {
                 return String::from_utf8_lossy(&output.stdout).lines().map(str::to_string).collect();
             }
+            // Only an answer that it is stopped or gone is "nothing runs": an inspect that fails
+            // under load is one more failure.
             let state = self.remote(&["container", "inspect", "--format", "{{.State.Running}}", container]);
-            if String::from_utf8_lossy(&state.stdout).trim() != "true" {
+            let (said, why) = (String::from_utf8_lossy(&state.stdout), String::from_utf8_lossy(&state.stderr));
+            if (state.status.success() && said.trim() == "false") || why.contains("no such container") {
                 return Vec::new();
             }
-            failures.push(String::from_utf8_lossy(&output.stderr).trim().to_string());
+            failures.push(format!(
+                "{} (inspect: {} {})",
+                String::from_utf8_lossy(&output.stderr).trim(),
+                said.trim(),
+                why.trim()
+            ));
             std::thread::sleep(std::time::Duration::from_secs(1));
         }
         panic!("podman exec {container} failed while it runs: {failures:?}");
