@@ -3,8 +3,8 @@
 
 use clap::Parser;
 use strix_toolbox::cli::{renamed_spelling, Cli};
-use strix_toolbox::commands;
 use strix_toolbox::output::Output;
+use strix_toolbox::{cli, commands};
 
 fn main() {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
@@ -15,8 +15,8 @@ fn main() {
     }
     let cli = Cli::try_parse_from(args).unwrap_or_else(|error| usage(error));
     let out = Output::for_terminal(cli.global.json, cli.global.no_color);
-    let settings = commands::settings(&cli.global, out.reporter());
-    let code = match commands::run(cli.command, &settings, &out) {
+    let settings = cli.global.settings(out.reporter());
+    let code = match cli::run(cli.command, &settings, &out) {
         Ok(code) => code,
         Err(error) => commands::failed(&error, &out),
     };

@@ -2,8 +2,12 @@
 //! operation (or read the store), render. The figures are named and laid out as `vllm bench
 //! serve` prints them, one column per concurrency level.
 
+use crate::serving::engine::EngineRef;
+use crate::serving::service_name::ServiceName;
+use clap::{Args, Subcommand, ValueEnum};
 use std::io::Read;
 use std::path::Path;
+use std::path::PathBuf;
 
 use sha2::{Digest, Sha256};
 
@@ -13,13 +17,166 @@ use crate::bench::key::ModelIdentity;
 use crate::bench::result::{Acceptance, BenchResult};
 use crate::bench::store::{BenchStore, History, HistoryFilter};
 use crate::bench::{plot, LevelResult};
-use crate::cli::{BenchArgs, BenchCompareArgs, BenchHistoryArgs, GateReferenceArg};
+
 use crate::cluster::bench::{bench, ties, BenchReport, BenchRequest, GateReference, Serving};
 use crate::error::{Error, Result};
 use crate::node::Node;
 use crate::output::{Output, Render, Row, Style};
 use crate::paths::Paths;
 use crate::serving::engine::ENGINES;
+
+#[derive(Debug, Clone, Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct BenchCommand {
+    #[command(subcommand)]
+    pub command: Option<BenchSubcommand>,
+
+    #[command(flatten)]
+    pub run: BenchArgs,
+}
+
+#[derive(Debug, Clone, Subcommand)]
+pub enum BenchSubcommand {
+    /// The kept results, newest first (`$XDG_STATE_HOME/strix-toolbox/bench/`).
+    History(BenchHistoryArgs),
+    /// Each figure of result B as a ratio of result A's, level by level, and what differs between them.
+    Compare(BenchCompareArgs),
+}
+
+/// What `bench` and `cluster bench` measure, and how.
+#[derive(Debug, Clone, Args)]
+pub struct BenchArgs {
+    /// Concurrency levels: at most this many requests in flight (vLLM's --max-concurrency).
+    #[arg(long, value_name = "N,N,...", value_delimiter = ',', default_value = "1,4,16")]
+    pub concurrency: Vec<u32>,
+
+    /// Requests per concurrency level.
+    #[arg(long, value_name = "N", default_value_t = 32)]
+    pub requests: u32,
+
+    /// Prompt tokens per request, exactly (token ids from the server's own tokenizer).
+    #[arg(long, value_name = "N", default_value_t = 1024)]
+    pub input_len: u32,
+
+    /// Tokens generated per request, exactly (`ignore_eos`).
+    #[arg(long, value_name = "N", default_value_t = 128)]
+    pub output_len: u32,
+
+    /// First check the answers: a fixed prompt set at temperature 0, token for token against the
+    /// model's reference (its first accepted run); a mismatch fails (exit 1) and stops the bench.
+    #[arg(long)]
+    pub gate: bool,
+
+    /// The gate only, no load.
+    #[arg(long, conflicts_with = "gate")]
+    pub gate_only: bool,
+
+    /// What the gate holds the answers against: the model's stored reference, or one node
+    /// serving it alone (at --single-node-endpoint, launched by you).
+    #[arg(long, value_enum, default_value_t = GateReferenceArg::Stored)]
+    pub reference: GateReferenceArg,
+
+    /// The endpoint of one node serving the same model alone (with --reference single-node).
+    #[arg(long, value_name = "URL", required_if_eq("reference", "single-node"))]
+    pub single_node_endpoint: Option<String>,
+
+    /// How far a token's log-probability may move from the reference's, in nats.
+    #[arg(long, value_name = "NATS", default_value_t = 0.1)]
+    pub logprob_tolerance: f64,
+
+    /// Also draw output tokens/s against concurrency and the TTFT percentiles, this result beside
+    /// the kept results of the same setup on other images, into FILE (SVG).
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<PathBuf>,
+
+    /// Read the endpoint's API key from FILE [default: the STRIX_API_KEY environment variable, as
+    /// `launch` and `status` read it].
+    /// It travels only in the Authorization header, never a command line, a log or a report.
+    #[arg(long, value_name = "FILE")]
+    pub api_key_file: Option<PathBuf>,
+
+    /// The service measured (its name, as clients send it) [default: the one that serves; with
+    /// several, name one].
+    #[arg(long, value_name = "NAME")]
+    pub model: Option<ServiceName>,
+
+    /// Measure this endpoint instead of what `launch` serves (one that strix-toolbox did not
+    /// start): needs --server and the model's identity (--gguf or --hub-model).
+    #[arg(long, value_name = "URL", requires = "server")]
+    pub endpoint: Option<String>,
+
+    /// The engine behind --endpoint.
+    #[arg(long, value_enum, value_name = "ENGINE")]
+    pub server: Option<EngineRef>,
+
+    /// The GGUF file --endpoint serves (its sha256 names the model).
+    #[arg(long, value_name = "FILE", conflicts_with = "hub_model")]
+    pub gguf: Option<PathBuf>,
+
+    /// The Hub model --endpoint serves, at its commit: ORG/NAME@COMMIT.
+    #[arg(long, value_name = "ORG/NAME@COMMIT")]
+    pub hub_model: Option<String>,
+
+    /// The image behind --endpoint, as results are keyed [default: none].
+    #[arg(long, value_name = "REF")]
+    pub image: Option<String>,
+
+    /// The model name to send to --endpoint [default: the first /v1/models lists].
+    #[arg(long, value_name = "NAME")]
+    pub served_model: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum GateReferenceArg {
+    Stored,
+    SingleNode,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct BenchHistoryArgs {
+    /// Only results on images whose reference or digest contains this.
+    #[arg(long, value_name = "TEXT")]
+    pub image: Option<String>,
+
+    /// Only results of this engine.
+    #[arg(long, value_enum, value_name = "ENGINE")]
+    pub server: Option<EngineRef>,
+
+    /// Only results of models whose identity contains this (`org/name`, `file.gguf`).
+    #[arg(long, value_name = "TEXT")]
+    pub model: Option<String>,
+
+    /// Only results with this concurrency level.
+    #[arg(long, value_name = "N")]
+    pub concurrency: Option<u32>,
+
+    /// Only accepted results (not those a canary rejected).
+    #[arg(long)]
+    pub accepted: bool,
+
+    /// At most N results.
+    #[arg(long, value_name = "N")]
+    pub limit: Option<usize>,
+
+    /// Draw the listed results into FILE (SVG).
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct BenchCompareArgs {
+    /// The result to compare against (an id `bench history` shows, or 4+ of its first digits).
+    #[arg(value_name = "A")]
+    pub a: String,
+
+    /// The result compared.
+    #[arg(value_name = "B")]
+    pub b: String,
+
+    /// Draw both into FILE (SVG).
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<PathBuf>,
+}
 
 /// The most results a `bench --plot` draws beside this one.
 const PLOT_OTHERS: usize = 9;

@@ -6,12 +6,12 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::bench::store::BenchStore;
-use crate::cli::ClusterRefreshArgs;
 use crate::cluster::bench::ties;
 use crate::cluster::canary::{canary_refresh, CanaryOutcome, CanaryReport, CanaryRequest, DEFAULT_MIN_RATIO};
 use crate::cluster::launch::LaunchRequest;
 use crate::cluster::nodes::{CanaryEntry, ClusterFile};
 use crate::cluster::spread::SpreadSettings;
+use crate::commands::cluster::refresh::ClusterRefreshArgs;
 use crate::error::{Error, Result};
 use crate::model::hub_env::forwarded_hub_env;
 use crate::node::Node;
@@ -157,7 +157,8 @@ mod tests {
     use clap::Parser;
 
     use super::*;
-    use crate::cli::{Cli, ClusterCommand, Command};
+    use crate::cli::{Cli, Command};
+    use crate::commands::cluster::ClusterCommand;
 
     fn refresh_args(args: &[&str]) -> ClusterRefreshArgs {
         let cli = Cli::try_parse_from(["strix-toolbox", "cluster", "refresh"].iter().chain(args)).unwrap();

@@ -1,12 +1,15 @@
 //! `launch MODEL` on this node, and `cluster launch MODEL` on every node: the same launch (see
 //! `cluster::launch`), over this machine or over ssh.
 
+use crate::commands::arg_values::{bounded, MAX_RESERVE_GIB, MAX_SECONDS, MAX_TP};
+use crate::serving::engine::Backend;
+use clap::Args;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use super::measured::render_measured;
 use super::secrets::{api_key, hf_token};
-use crate::cli::LaunchArgs;
+
 use crate::cluster::launch::{launch, LaunchReport, LaunchRequest, OnDemandAsk};
 use crate::error::{Error, Result};
 use crate::model::hub_env::forwarded_hub_env;
@@ -18,6 +21,133 @@ use crate::serving::engine::EngineRef;
 use crate::serving::service_name::ServiceName;
 use crate::spec::parse_env;
 use crate::watch::{format_duration, parse_duration};
+
+/// A model to serve, and how.
+#[derive(Debug, Clone, Args)]
+pub struct LaunchArgs {
+    /// The model: a Hugging Face repository (`org/name`), a directory inside the toolbox (vLLM), a
+    /// GGUF file on the head (llama.cpp; of a split model, the first part), or a Hub repository's
+    /// GGUF by its quant (`org/name:Q4_K_M`, as `llama-server -hf` takes it; llama.cpp: only those
+    /// files are downloaded, on the head only).
+    #[arg(value_name = "MODEL")]
+    pub model: String,
+
+    /// The GGUF file of the Hub repository MODEL to serve, by its path in the repository (of a
+    /// split model, the first part); llama.cpp [default: the quant after MODEL's ':', else the
+    /// repository's only GGUF].
+    #[arg(long, value_name = "NAME.gguf")]
+    pub file: Option<String>,
+
+    /// The serving engine [default: llama.cpp for a .gguf MODEL, REPO:QUANT or --file, else vllm].
+    #[arg(long, value_enum, value_name = "ENGINE")]
+    pub engine: Option<EngineRef>,
+
+    /// How vLLM spans the nodes [default: mp, or ray when the image's vLLM has no --nnodes].
+    #[arg(long, value_enum, value_name = "BACKEND")]
+    pub backend: Option<Backend>,
+
+    /// vLLM's tensor-parallel size, one rank per node's GPU [default: the number of nodes on a
+    /// RoCE link, else 1].
+    #[arg(long, value_name = "N", value_parser = bounded::<usize>(1, MAX_TP))]
+    pub tp: Option<usize>,
+
+    /// vLLM's pipeline-parallel size (the layers split over the nodes) [default: the number of
+    /// nodes on a TCP link (Thunderbolt, Ethernet), else 1].
+    #[arg(long, value_name = "N", value_parser = bounded::<usize>(1, MAX_TP))]
+    pub pp: Option<usize>,
+
+    /// The address the endpoint (the router on the cluster's head) listens on [default: every
+    /// interface, or where the running router listens].
+    #[arg(long, value_name = "ADDRESS")]
+    pub host: Option<std::net::Ipv4Addr>,
+
+    /// The endpoint's port on the cluster's head [default: the running router's, else 8000]; each
+    /// engine listens on a port of its own from 8001 up.
+    #[arg(long, value_parser = bounded::<u16>(1, 65535))]
+    pub port: Option<u16>,
+
+    /// Seconds the engine may take to serve (loading weights takes minutes).
+    #[arg(long, value_name = "SECONDS", default_value_t = 1800, value_parser = bounded::<u64>(1, MAX_SECONDS))]
+    pub timeout: u64,
+
+    /// Stop what serves now first, instead of refusing.
+    #[arg(long)]
+    pub replace: bool,
+
+    /// Print each node's commands and environment; start nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+
+    /// Environment for the engine's processes, KEY=VALUE (repeatable; overrides the defaults shown
+    /// by --dry-run).
+    #[arg(long = "env", short = 'e', value_name = "KEY=VALUE")]
+    pub env: Vec<String>,
+
+    /// Read the Hugging Face token from FILE [default: the HF_TOKEN environment variable]. It reaches
+    /// vLLM through its environment, never a command line, a log or a report.
+    #[arg(long, value_name = "FILE")]
+    pub hf_token_file: Option<PathBuf>,
+
+    /// Require this API key at the endpoint, read from FILE [default: the STRIX_API_KEY environment
+    /// variable; neither: no key]. The router checks it (in a 0600 file on the cluster's head),
+    /// once, for every service; it is never in a command line, a log or a report.
+    #[arg(long, value_name = "FILE")]
+    pub api_key_file: Option<PathBuf>,
+
+    /// The service's name: the model id its clients send, what its engine serves it as, and what
+    /// stop, logs, bench and status call it [default: the name the engine serves MODEL under: its
+    /// naming flag after `--`, else MODEL as given].
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<ServiceName>,
+
+    /// The nodes it runs on, by the cluster's names, its head first [default: every node].
+    #[arg(long, value_name = "NODE,NODE,...", value_delimiter = ',')]
+    pub on: Vec<String>,
+
+    /// The toolbox to serve from [default: the engine's: vllm, or llama].
+    #[arg(long, env = "TOOLBOX_NAME", value_name = "NAME")]
+    pub toolbox: Option<String>,
+
+    /// Capture CUDA graphs across nodes. By default a multi-node vLLM launch runs without graph
+    /// capture (it can freeze on distributed gfx1151 nodes, vllm#32180): with
+    /// `--compilation-config {"cudagraph_mode":"NONE"}` where the image's vLLM takes it (Inductor's
+    /// fusion stays), else `--enforce-eager`. The report says which.
+    #[arg(long)]
+    pub cuda_graphs: bool,
+
+    /// Erase vLLM's compile cache of the image first, as after a crash. Each image keeps its own
+    /// cache (a relaunch on an image that ran before starts warm, the caches of images the node
+    /// no longer holds go), and a stop that finds a vLLM process dead erases it by itself.
+    #[arg(long)]
+    pub fresh_compile_cache: bool,
+
+    /// GiB left free on every node for another service: the plan gives the KV cache the rest of
+    /// the GPU's memory (vLLM: every block of it) [default: 0].
+    #[arg(long, value_name = "GIB", default_value_t = 0, value_parser = bounded::<u64>(0, MAX_RESERVE_GIB))]
+    pub keep_free: u64,
+
+    /// Register it to start on demand instead of starting it now: planned (refused at once when
+    /// it can never fit its nodes) and registered with the router, which starts it when a request
+    /// names it, first stopping the services started on demand that idle longest on its nodes
+    /// when they cannot hold it beside what runs there (by the plan's figures; a service launched
+    /// without --on-demand is never stopped for one), and stops it after --idle without a request.
+    #[arg(long)]
+    pub on_demand: bool,
+
+    /// With --on-demand: stop it after this long without a request (90s, 10m, 1h) [default: only
+    /// when another needs its room].
+    #[arg(long, value_name = "DURATION", requires = "on_demand")]
+    pub idle: Option<String>,
+
+    /// With --on-demand: how long a request waits for its start before a 503 (the start goes on;
+    /// a request after it finds it starting or serving) [default: 5m].
+    #[arg(long, value_name = "DURATION", requires = "on_demand")]
+    pub wait: Option<String>,
+
+    /// More arguments for the engine's server (`vllm serve`, `llama-server`).
+    #[arg(last = true, value_name = "ENGINE ARGS")]
+    pub extra: Vec<String>,
+}
 
 /// Launch on `nodes` and render the report; the exit code. `recipes`: where the models' recipes
 /// are kept (a cluster's launch serves by them; None: none is looked for); `ssh`: how the

@@ -4,10 +4,27 @@
 
 use crate::cluster::logs::{LogCursor, FOLLOW_INTERVAL};
 use crate::cluster::stop::{names, services_on};
+use crate::commands::arg_values::{bounded, MAX_LINES};
 use crate::error::Result;
 use crate::node::Node;
 use crate::output::{Output, Style};
 use crate::serving::service_name::{the_only_one, ServiceName};
+use clap::Args;
+
+#[derive(Debug, Clone, Args)]
+pub struct LogsArgs {
+    /// The service [default: the one recorded; with several, name one].
+    #[arg(value_name = "NAME")]
+    pub name: Option<ServiceName>,
+
+    /// Keep printing what is added (until Ctrl-C).
+    #[arg(long, short)]
+    pub follow: bool,
+
+    /// How many of each log's last lines.
+    #[arg(long, short = 'n', default_value_t = 50, value_parser = bounded::<usize>(0, MAX_LINES))]
+    pub lines: usize,
+}
 
 /// Print the logs of `service` (see the module for none) and, with `follow`, what is added until
 /// Ctrl-C. Exit 1 when a node could not say, 130 when Ctrl-C ended a follow.

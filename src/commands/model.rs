@@ -2,7 +2,6 @@
 //! (`cluster::model`), over this machine or over ssh.
 
 use crate::check::Status;
-use crate::cli::ModelCommand;
 use crate::cluster::model::{model_list, model_pull, ModelListReport, ModelPullReport, ModelPullRequest, NodeModels};
 use crate::error::Result;
 use crate::model::gguf_pick::GgufPick;
@@ -14,6 +13,55 @@ use crate::model::source::ModelSource;
 use crate::node::Node;
 use crate::output::{Output, Render, Row, Style};
 use crate::reporter::Bytes;
+use clap::{Args, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Debug, Clone, Subcommand)]
+pub enum ModelCommand {
+    /// Download MODEL into the Hugging Face cache with huggingface_hub in the toolbox (in a
+    /// cluster, the head's) and check every file against its hash; in a cluster every other node
+    /// then gets the same snapshot over the cluster link (only the files it lacks or holds wrong).
+    Pull(ModelPullArgs),
+    /// The cached models (in a cluster, each node's): revisions and refs, commit, files, size,
+    /// complete or not (`--verify`: every file hashed).
+    List(ModelListArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ModelPullArgs {
+    /// The model's Hugging Face id (`org/name`); `org/name:QUANT` pulls only that GGUF's file(s),
+    /// picked as `llama-server -hf` picks them.
+    #[arg(value_name = "MODEL")]
+    pub model: String,
+
+    /// Only this GGUF file of the repository (its path there; of a split model, the first part).
+    #[arg(long, value_name = "NAME.gguf")]
+    pub file: Option<String>,
+
+    /// A branch, tag or commit [default: main].
+    #[arg(long, value_name = "REVISION")]
+    pub revision: Option<String>,
+
+    /// Read the Hugging Face token from FILE [default: the HF_TOKEN environment variable]. It
+    /// reaches huggingface_hub through its environment, never a command line, a log or a report.
+    #[arg(long, value_name = "FILE")]
+    pub hf_token_file: Option<PathBuf>,
+
+    /// The toolbox whose huggingface_hub downloads.
+    #[arg(long, env = "TOOLBOX_NAME", default_value = "vllm")]
+    pub name: String,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ModelListArgs {
+    /// Only this model.
+    #[arg(value_name = "MODEL")]
+    pub model: Option<String>,
+
+    /// Hash every file against its name (reads every byte: minutes for a large model).
+    #[arg(long)]
+    pub verify: bool,
+}
 
 /// A model command, its arguments checked (before any node is asked).
 pub enum ModelRequest {

@@ -4,7 +4,10 @@
 //! is said so, and a launch would go on without a plan.
 
 use super::secrets::hf_token;
-use crate::cli::PlanArgs;
+use crate::commands::arg_values::{bounded, tokens, MAX_RESERVE_GIB, MAX_SECONDS, MAX_TP};
+use clap::Args;
+use std::path::PathBuf;
+
 use crate::cluster::fit::{fit_model, FitReport, FitRequest};
 use crate::error::{Error, Result, EXIT_FAILURE};
 use crate::model::hub_env::forwarded_hub_env;
@@ -16,6 +19,98 @@ use crate::reporter::Bytes;
 use crate::serving::engine::EngineRef;
 use crate::serving::fit::{FitAsk, Layout, LayoutOutcome, Plan};
 use crate::spec::parse_env;
+
+/// A model to plan, and what is asked of the plan.
+#[derive(Debug, Clone, Args)]
+pub struct PlanArgs {
+    /// The model: a Hugging Face repository (`org/name`), a directory on the head (vLLM), a GGUF
+    /// file on the head (llama.cpp; of a split model, the first part), or a Hub repository's GGUF
+    /// by its quant (`org/name:Q4_K_M`). Only its headers are read.
+    #[arg(value_name = "MODEL", required_unless_present = "recipes")]
+    pub model: Option<String>,
+
+    /// The GGUF file of the Hub repository MODEL, by its path in the repository (llama.cpp).
+    #[arg(long, value_name = "NAME.gguf")]
+    pub file: Option<String>,
+
+    /// The serving engine whose rules plan it [default: as launch chooses: llama.cpp for a GGUF,
+    /// else vllm].
+    #[arg(long, value_enum, value_name = "ENGINE")]
+    pub engine: Option<EngineRef>,
+
+    /// vLLM's tensor-parallel size: only that layout, refused when the model does not allow it.
+    #[arg(long, value_name = "N", value_parser = bounded::<usize>(1, MAX_TP))]
+    pub tp: Option<usize>,
+
+    /// vLLM's pipeline-parallel size.
+    #[arg(long, value_name = "N", value_parser = bounded::<usize>(1, MAX_TP))]
+    pub pp: Option<usize>,
+
+    /// GiB kept back on every node for the OS and the container, off the GPU's GTT.
+    #[arg(long, value_name = "GIB", default_value_t = crate::serving::fit::memory::DEFAULT_RESERVE_GIB,
+          value_parser = bounded::<u64>(0, MAX_RESERVE_GIB))]
+    pub reserve: u64,
+
+    /// GiB more left free on every node for another service; the KV cache takes the rest of the
+    /// memory (vLLM: every block of it) [default: 0].
+    #[arg(long, value_name = "GIB", default_value_t = 0, value_parser = bounded::<u64>(0, MAX_RESERVE_GIB))]
+    pub keep_free: u64,
+
+    /// The engine's environment, KEY=VALUE (repeatable), as `launch -e` gives it: the plan reads
+    /// what changes the engine's memory (vLLM's VLLM_PP_LAYER_PARTITION, VLLM_MLA_DISABLE).
+    #[arg(long = "env", short = 'e', value_name = "KEY=VALUE")]
+    pub env: Vec<String>,
+
+    /// The longest request in tokens (vLLM's forms: 32768, 32k, 25.6k, 32K): every layout must
+    /// hold it [default: the longest that leaves room for one request, up to the model's own].
+    #[arg(long, value_name = "TOKENS", value_parser = tokens)]
+    pub max_model_len: Option<u64>,
+
+    /// The KV cache's dtype (vLLM's names: auto, bfloat16, fp8...; llama.cpp's: f16, q8_0...)
+    /// [default: the engine's: the model's dtype for vLLM, f16 for llama.cpp].
+    #[arg(long, value_name = "DTYPE")]
+    pub kv_cache_dtype: Option<String>,
+
+    /// A Hub branch, tag or commit [default: main].
+    #[arg(long, value_name = "REVISION")]
+    pub revision: Option<String>,
+
+    /// Read the Hugging Face token from FILE [default: the HF_TOKEN environment variable]; the
+    /// head sends it to the Hub in a header, never a command line, a log or a report.
+    #[arg(long, value_name = "FILE")]
+    pub hf_token_file: Option<PathBuf>,
+
+    /// The toolbox asked which GPUs the head's server sees (llama.cpp) [default: the engine's].
+    #[arg(long, value_name = "NAME")]
+    pub toolbox: Option<String>,
+
+    /// Launch each feasible layout in turn (`cluster plan` only), hold it to the gate and a short
+    /// bench, and keep the fastest that answers right as the model's recipe: `cluster launch
+    /// MODEL` then serves that way while the image and the model are the same.
+    #[arg(long = "try", conflicts_with_all = ["recipes", "tp", "pp"])]
+    pub try_layouts: bool,
+
+    /// List the recipes `--try` kept (`cluster plan` only).
+    #[arg(long, conflicts_with = "model")]
+    pub recipes: bool,
+
+    /// With --try: the endpoint's port [default: the running router's, else 8000].
+    #[arg(long, value_parser = bounded::<u16>(1, 65535), requires = "try_layouts")]
+    pub port: Option<u16>,
+
+    /// With --try: seconds each layout's engine may take to serve.
+    #[arg(long, value_name = "SECONDS", default_value_t = 1800, value_parser = bounded::<u64>(1, MAX_SECONDS))]
+    pub timeout: u64,
+
+    /// With --try: the endpoint's API key, read from FILE [default: the STRIX_API_KEY environment
+    /// variable], as `cluster launch` takes it.
+    #[arg(long, value_name = "FILE", requires = "try_layouts")]
+    pub api_key_file: Option<PathBuf>,
+
+    /// With --try: more arguments for the engine's server, kept in the recipe.
+    #[arg(last = true, value_name = "ENGINE ARGS", requires = "try_layouts")]
+    pub extra: Vec<String>,
+}
 
 /// Plan on `nodes` and render the report; the exit code.
 pub async fn run(args: &PlanArgs, nodes: &[&dyn Node], out: &Output) -> Result<i32> {

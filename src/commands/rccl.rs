@@ -2,16 +2,61 @@
 //! view, and reject it unless it carries gfx1151 code objects (and, against an image, would load there).
 //! `rccl log [FILE]`: what RCCL's own log says of the network it took, and why.
 
+use clap::{Args, Subcommand};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::IsTerminal;
 use std::path::Path;
+use std::path::PathBuf;
 
-use crate::cli::{RcclInspectArgs, RcclLogArgs};
 use crate::error::{Error, Result, EXIT_FAILURE};
 use crate::output::{Output, Render, Style};
 use crate::rccl::log::{RcclLogReport, RcclVerdict};
 use crate::rccl::RcclReport;
 use crate::settings::Settings;
+
+#[derive(Debug, Subcommand)]
+pub enum RcclCommand {
+    /// Verify an RCCL artifact carries gfx1151 code objects; report targets, sha256 and size.
+    Inspect(RcclInspectArgs),
+    /// Judge an RCCL (or NCCL) log: did the data go over RDMA or TCP, or did RCCL fail, and why.
+    ///
+    /// Reads FILE, or standard input when FILE is `-` or missing: a rank's log (`strix-toolbox
+    /// logs`), or the output of any program run with NCCL_DEBUG=INFO (best with
+    /// NCCL_DEBUG_SUBSYS=INIT,NET,ENV, as strix-toolbox sets). Several ranks' logs may be judged
+    /// together: each line names its host and process. Lines longer than 4096 bytes are read in
+    /// part; a binary file is judged unknown.
+    ///
+    /// Verdicts, each with the lines that decided it:
+    ///   rdma     the communicators took IB verbs (NET/IB: RoCE or InfiniBand), and nothing failed
+    ///   tcp      a communicator took TCP sockets (NET/Socket), with why IB did not start
+    ///   failed   a communicator never formed (e.g. "Failed to initialize any NET plugin": no
+    ///            network could start), or RCCL failed once it had formed
+    ///   unknown  the log does not say (no NCCL lines, or none about the network yet)
+    ///
+    /// Exit status: 0 on rdma, and on tcp where the log did not ask for IB (NCCL_IB_DISABLE=1, or
+    /// NCCL_NET left IB out); 1 on tcp where IB was asked (a fall-back), on failed and on unknown,
+    /// and when the file cannot be read; 2 on a usage error.
+    #[command(verbatim_doc_comment)]
+    Log(RcclLogArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct RcclLogArgs {
+    /// The log; `-` or nothing reads standard input.
+    #[arg(value_name = "FILE")]
+    pub file: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct RcclInspectArgs {
+    /// librccl.so.1, librccl.so.1.gz, or the GitHub artifact .zip holding either.
+    pub file: PathBuf,
+
+    /// Also check it would load in IMAGE: SONAME, every nccl*/rccl* symbol the image's RCCL and its
+    /// consumers (libtorch_hip.so…) use, and its DT_NEEDED libraries (pulled when not present).
+    #[arg(long, value_name = "IMAGE")]
+    pub against: Option<String>,
+}
 
 /// The processes `rccl log` names one by one in text (all of them in `--json`).
 const PROCESSES_SHOWN: usize = 8;

@@ -1,11 +1,13 @@
 //! `refresh [latest|dev]`: pull (or build) the image, then create or update the toolbox atomically:
 //! `cluster refresh` on a cluster of one node, this machine.
 
+use crate::commands::arg_values::{bounded, MAX_KEEP, MAX_SECONDS};
+use crate::manager::ManagerChoice;
+use clap::Args;
 use std::io::{BufRead, IsTerminal};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::cli::{RefreshArgs, RefreshOptions};
 use crate::cluster::refresh::refresh_nodes;
 use crate::cluster::spread::SpreadSettings;
 use crate::error::{Error, Result};
@@ -14,6 +16,82 @@ use crate::node::Node;
 use crate::ops::refresh::{ImageSource, RefreshReport, RefreshRequest};
 use crate::output::{Output, Render, Style};
 use crate::serving::engine::EngineRef;
+
+/// What a refresh makes, and how: shared by `refresh` and `cluster refresh`.
+#[derive(Debug, Clone, Args)]
+pub struct RefreshOptions {
+    /// Image channel: vLLM's latest or dev (asked on a terminal when omitted; latest otherwise);
+    /// llama.cpp's are the tags of kyuz0/amd-strix-halo-toolboxes [default: vulkan-radv].
+    #[arg(value_name = "CHANNEL")]
+    pub channel: Option<String>,
+
+    /// The serving engine the toolbox is for: its image, channels, devices and checks.
+    #[arg(long, value_enum, value_name = "ENGINE", default_value_t = EngineRef::default())]
+    pub engine: EngineRef,
+
+    /// Image repository (the channel becomes its tag) [default: the engine's:
+    /// docker.io/kyuz0/vllm-therock-gfx1151, or docker.io/kyuz0/amd-strix-halo-toolboxes].
+    #[arg(long, env = "IMAGE_REPO")]
+    pub image_repo: Option<String>,
+
+    /// Full image reference; overrides --image-repo and the channel's tag.
+    #[arg(long, value_name = "REF")]
+    pub image: Option<String>,
+
+    /// Toolbox name [default: vllm for latest, vllm-dev for dev; llama for vulkan-radv,
+    /// llama-CHANNEL for another channel].
+    #[arg(long, env = "TOOLBOX_NAME")]
+    pub name: Option<String>,
+
+    /// Who owns the toolbox.
+    #[arg(long, value_enum, default_value_t = ManagerChoice::Auto)]
+    pub manager: ManagerChoice,
+
+    /// How many older pinned images of this repository to keep for rollback.
+    #[arg(long, default_value_t = 2, value_parser = bounded::<usize>(0, MAX_KEEP))]
+    pub keep: usize,
+
+    /// Recreate even when the image and the container spec are unchanged.
+    #[arg(long)]
+    pub force: bool,
+
+    /// Print the plan and the equivalent commands; change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+
+    /// Extra environment for the toolbox, KEY=VALUE (repeatable).
+    #[arg(long = "env", short = 'e', value_name = "KEY=VALUE")]
+    pub env: Vec<String>,
+
+    /// Swap the new toolbox in without first verifying it from the inside.
+    #[arg(long)]
+    pub no_verify: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct RefreshArgs {
+    #[command(flatten)]
+    pub options: RefreshOptions,
+
+    /// Build the image locally with this RCCL artifact, then refresh from it.
+    #[arg(long, value_name = "FILE")]
+    pub rccl: Option<PathBuf>,
+
+    /// When another refresh of this toolbox is running, fail at once instead of waiting for it.
+    #[arg(long)]
+    pub no_wait: bool,
+
+    /// How long to wait for another refresh of this toolbox to finish (`cluster refresh` never
+    /// waits: a busy node fails it at once, before any node changes).
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = crate::apply::lock::DEFAULT_WAIT.as_secs(),
+        conflicts_with = "no_wait",
+        value_parser = bounded::<u64>(0, MAX_SECONDS)
+    )]
+    pub wait: u64,
+}
 
 pub async fn run(args: &RefreshArgs, node: &dyn Node, out: &Output) -> Result<i32> {
     let lock_wait = if args.no_wait { Duration::ZERO } else { Duration::from_secs(args.wait) };

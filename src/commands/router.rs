@@ -5,16 +5,30 @@
 //! stop, run from here (`cluster::on_demand`), with this node's own Hub token and settings, if
 //! any. Its lines go to its log (`DIR/router.log`).
 
+use clap::Args;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::secrets::hf_token;
-use crate::cli::RouterArgs;
+
 use crate::cluster::on_demand::starter::ClusterStarter;
 use crate::error::Result;
 use crate::model::hub_env::forwarded_hub_env;
 use crate::router::daemon::serve;
 use crate::router::routes::RouterFiles;
 use crate::settings::Settings;
+
+/// The router's address and files.
+#[derive(Debug, Clone, Args)]
+pub struct RouterArgs {
+    /// Where it listens.
+    #[arg(long, value_name = "ADDRESS:PORT")]
+    pub listen: std::net::SocketAddr,
+
+    /// The directory of its routes file and key file (the launch that starts it names its own).
+    #[arg(long, value_name = "DIR")]
+    pub dir: PathBuf,
+}
 
 pub async fn run(args: &RouterArgs, settings: &Settings) -> Result<i32> {
     let files = RouterFiles::in_dir(&args.dir);

@@ -1,11 +1,24 @@
 //! `stop [NAME] [--all]` on this node, `cluster stop [NAME] [--all]` on every node: a service (or
 //! every one), stopped, and its route gone from the router.
 
-use crate::cli::StopArgs;
 use crate::cluster::stop::{stop_services, NodeStop, StopReport, StopTarget};
 use crate::error::{Error, Result};
 use crate::node::Node;
 use crate::output::{Output, Render, Style};
+use crate::serving::service_name::ServiceName;
+use clap::Args;
+
+/// Which services a stop means.
+#[derive(Debug, Clone, Args)]
+pub struct StopArgs {
+    /// The service [default: the one that serves; with several, name one].
+    #[arg(value_name = "NAME")]
+    pub name: Option<ServiceName>,
+
+    /// Every service, and the router.
+    #[arg(long, conflicts_with = "name")]
+    pub all: bool,
+}
 
 /// Which services `stop NAME`, `stop --all` and `stop` mean.
 pub fn target(args: &StopArgs) -> Result<StopTarget> {

@@ -1,12 +1,19 @@
 //! `verify [NAME]`: checks inside the toolbox; exit 1 when one fails.
 
-use crate::cli::VerifyArgs;
 use crate::error::Result;
 use crate::ops::verify::verify;
 use crate::output::{Output, Render, Style};
 use crate::serving::engine::EngineRef;
 use crate::settings::Settings;
 use crate::verify::VerifyReport;
+use clap::Args;
+
+#[derive(Debug, Clone, Args)]
+pub struct VerifyArgs {
+    /// Toolbox name (default: vllm).
+    #[arg(env = "TOOLBOX_NAME")]
+    pub name: Option<String>,
+}
 
 pub async fn run(args: &VerifyArgs, settings: &Settings, out: &Output) -> Result<i32> {
     let report =

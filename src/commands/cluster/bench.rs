@@ -1,8 +1,8 @@
 //! `cluster bench [--model NAME]`: `bench` against a service of the cluster through its endpoint,
 //! the requests sent from the cluster's head (where the router runs).
 
-use crate::cli::BenchArgs;
 use crate::cluster::{with_our_nodes, ClusterSettings};
+use crate::commands::bench::BenchArgs;
 use crate::error::{Error, Result};
 use crate::output::Output;
 use crate::settings::Settings;

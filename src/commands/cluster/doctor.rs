@@ -1,10 +1,10 @@
 //! `cluster doctor`: `doctor` on every node, and what only a cluster can check, as one table.
 
 use crate::check::{Check, Status};
-use crate::cli::ToolboxArgs;
 use crate::cluster::checks::ClusterDoctorReport;
 use crate::cluster::doctor::cluster_doctor;
 use crate::cluster::ClusterSettings;
+use crate::commands::cluster::ToolboxArgs;
 use crate::error::Result;
 use crate::output::{Output, Render};
 

@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use super::cluster_file_path;
-use crate::cli::ClusterArgs;
 use crate::cluster::nodes::{parse_node_list, ClusterFile};
+use crate::commands::cluster::ClusterArgs;
 use crate::error::{Error, Result};
 use crate::output::{Output, Render};
 use crate::settings::Settings;

@@ -2,14 +2,54 @@
 //! at the cluster's endpoint, asked of the cluster's head alone. `add` prints the new key once
 //! (on stdout, alone on its line; with --json, as `key`): it is kept nowhere else.
 
+use crate::commands::arg_values::bounded;
+use clap::{Args, Subcommand};
 use serde::Serialize;
 
-use crate::cli::KeysCommand;
 use crate::cluster::keys::{add_key, list_keys, remove_key, KeyAsk};
 use crate::cluster::{with_our_nodes, ClusterSettings};
 use crate::error::Result;
 use crate::node::router_keys::KeysReport;
 use crate::output::{Output, Render, Style};
+
+/// `cluster keys`.
+#[derive(Debug, Clone, Subcommand)]
+pub enum KeysCommand {
+    /// Make a key named NAME and print it, once: only its SHA-256 is kept, on the cluster's head.
+    Add(KeysAddArgs),
+    /// Every key by name, with its models and rates (never a key).
+    List,
+    /// Remove the key NAME: refused from the next second on.
+    Rm(KeysRmArgs),
+}
+
+/// `cluster keys add NAME`.
+#[derive(Debug, Clone, Args)]
+pub struct KeysAddArgs {
+    /// Its name (letters, digits, `.`, `_`, `-`): in `keys list`, the router's metrics and refusals.
+    #[arg(value_name = "NAME")]
+    pub name: String,
+
+    /// The services it may use, by name [default: every one].
+    #[arg(long, value_name = "A,B,...", value_delimiter = ',')]
+    pub models: Vec<String>,
+
+    /// Requests a minute it may send [default: no limit].
+    #[arg(long, value_name = "N", value_parser = bounded::<u64>(1, u32::MAX as u64))]
+    pub rpm: Option<u64>,
+
+    /// Tokens a minute its answers may count (the engines' usage, prompt and completion) [default:
+    /// no limit].
+    #[arg(long, value_name = "N", value_parser = bounded::<u64>(1, u64::MAX >> 1))]
+    pub tpm: Option<u64>,
+}
+
+/// `cluster keys rm NAME`.
+#[derive(Debug, Clone, Args)]
+pub struct KeysRmArgs {
+    #[arg(value_name = "NAME")]
+    pub name: String,
+}
 
 /// A key just made, as it is shown: the one time its value is.
 #[derive(Serialize)]

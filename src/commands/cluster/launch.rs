@@ -1,9 +1,9 @@
 //! `cluster launch MODEL`: the launch on every node, all or nothing (rendered as `launch` renders),
 //! by the model's recipe when `cluster plan MODEL --try` kept one.
 
-use crate::cli::LaunchArgs;
 use crate::cluster::recipe::book::RecipeBook;
 use crate::cluster::{with_our_nodes, ClusterSettings};
+use crate::commands::launch::LaunchArgs;
 use crate::error::Result;
 use crate::output::Output;
 use crate::settings::Settings;

@@ -1,9 +1,20 @@
 //! `cluster logs`: the logs of what launches started on every node (or one), each line with its node.
 
-use crate::cli::ClusterLogsArgs;
 use crate::cluster::{with_nodes, ClusterSettings};
+use crate::commands::logs::LogsArgs;
 use crate::error::{Error, Result};
 use crate::output::Output;
+use clap::Args;
+
+#[derive(Debug, Clone, Args)]
+pub struct ClusterLogsArgs {
+    #[command(flatten)]
+    pub logs: LogsArgs,
+
+    /// Only this node's logs.
+    #[arg(long, value_name = "NODE")]
+    pub node: Option<String>,
+}
 
 pub(super) async fn run(mut cluster: ClusterSettings, logs: &ClusterLogsArgs, out: &Output) -> Result<i32> {
     if let Some(node) = &logs.node {

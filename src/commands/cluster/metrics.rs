@@ -2,13 +2,13 @@
 //! `--listen` served (read-only, bounded: [`crate::metrics::endpoint`]) until Ctrl-C, the cluster
 //! read anew at each scrape ([`MetricsNodes`]: a node that could not be reached is tried again).
 
+use clap::Args;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
-use crate::cli::ClusterMetricsArgs;
 use crate::cluster::metrics::MetricsAsk;
 use crate::cluster::metrics_nodes::MetricsNodes;
 use crate::cluster::ClusterSettings;
@@ -18,6 +18,20 @@ use crate::metrics::endpoint::{listen_address, serve};
 use crate::node::telemetry::SCRAPE_LIMIT_MAX;
 use crate::output::Output;
 use crate::watch::duration::parse_duration;
+
+/// How `cluster metrics` reads and shows the cluster.
+#[derive(Debug, Clone, Args)]
+pub struct ClusterMetricsArgs {
+    /// Serve the metrics at ADDR:PORT (or PORT, on 127.0.0.1; --listen alone: 127.0.0.1:9464),
+    /// `GET /metrics` only, the cluster read anew at each scrape, at most 8 connections at once,
+    /// until Ctrl-C. Without it they are printed once.
+    #[arg(long, value_name = "ADDR:PORT", num_args = 0..=1, default_missing_value = "9464")]
+    pub listen: Option<String>,
+
+    /// Each engine's scrape deadline: seconds, or a number with its unit (5, 5s, 1m).
+    #[arg(long, value_name = "DURATION", default_value = "5s")]
+    pub scrape_timeout: String,
+}
 
 pub(super) async fn run(cluster: &ClusterSettings, args: &ClusterMetricsArgs, out: &Output) -> Result<i32> {
     let ask =

@@ -1,8 +1,8 @@
 //! `cluster model pull|list`: models in the nodes' Hugging Face caches (rendered as `model` renders).
 
 use super::said;
-use crate::cli::ModelCommand;
 use crate::cluster::{with_nodes, with_our_nodes, ClusterSettings};
+use crate::commands::model::ModelCommand;
 use crate::commands::model::ModelRequest;
 use crate::error::Result;
 use crate::node::Node;

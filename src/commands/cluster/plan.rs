@@ -5,13 +5,13 @@
 use std::time::Duration;
 
 use crate::bench::store::BenchStore;
-use crate::cli::PlanArgs;
 use crate::cluster::fit::fit_model;
 use crate::cluster::launch::LaunchRequest;
 use crate::cluster::recipe::book::RecipeBook;
 use crate::cluster::recipe::try_layouts::{candidates, try_layouts, TryReport};
 use crate::cluster::recipe::Recipe;
 use crate::cluster::{with_our_nodes, ClusterSettings};
+use crate::commands::plan::PlanArgs;
 use crate::commands::secrets::api_key;
 use crate::error::{Error, Result, EXIT_FAILURE};
 use crate::output::{Output, Render, Style};

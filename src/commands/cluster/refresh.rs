@@ -1,18 +1,93 @@
 //! `cluster refresh`: every node to one image digest, all or nothing, the image spread from the
 //! head; with a canary entry, the canary (`commands::canary`).
 
+use crate::commands::arg_values::{bounded, MAX_SECONDS};
+use crate::commands::refresh::RefreshOptions;
+use clap::{Args, ValueEnum};
 use std::time::Duration;
 
 use super::cluster_args_file;
-use crate::cli::{ClusterArgs, ClusterRefreshArgs, SpreadMode};
 use crate::cluster::refresh::{refresh_nodes, ClusterOutcome, ClusterRefreshReport};
 use crate::cluster::spread::{SpreadReport, SpreadSettings};
 use crate::cluster::{with_our_nodes, ClusterSettings};
+use crate::commands::cluster::ClusterArgs;
 use crate::error::Result;
 use crate::image::reference::ImageRef;
 use crate::output::{Output, Render, Style};
 use crate::reporter::Bytes;
 use crate::settings::Settings;
+
+/// `cluster refresh`: what a refresh makes, and how the image reaches the nodes.
+#[derive(Debug, Clone, Args)]
+pub struct ClusterRefreshArgs {
+    #[command(flatten)]
+    pub options: RefreshOptions,
+
+    /// Spread the image: the head fetches it from upstream once into a registry it runs on the
+    /// cluster link, and every node pulls it from there (on for 2+ nodes). off: every node pulls
+    /// from upstream itself.
+    #[arg(long, value_enum, value_name = "on|off", default_value_t = SpreadMode::On)]
+    pub spread: SpreadMode,
+
+    /// The port of the head's registry, on its cluster-link address.
+    #[arg(
+        long,
+        env = "STRIX_SPREAD_PORT",
+        value_name = "PORT",
+        default_value_t = crate::cluster::spread::DEFAULT_PORT,
+        value_parser = bounded::<u16>(1, 65535)
+    )]
+    pub spread_port: u16,
+
+    /// The port of the head's relay, on the same address: the nodes pull from it while the head
+    /// is still fetching the image.
+    #[arg(
+        long,
+        env = "STRIX_SPREAD_RELAY_PORT",
+        value_name = "PORT",
+        default_value_t = crate::cluster::spread::DEFAULT_RELAY_PORT,
+        value_parser = bounded::<u16>(1, 65535)
+    )]
+    pub spread_relay_port: u16,
+
+    /// The registry image the head runs (the CNCF distribution registry).
+    #[arg(
+        long,
+        env = "STRIX_SPREAD_REGISTRY_IMAGE",
+        value_name = "REF",
+        default_value = crate::cluster::spread::DEFAULT_REGISTRY_IMAGE
+    )]
+    pub spread_registry_image: String,
+
+    /// Prove the new image before keeping it: after the swap, launch MODEL on every node, run the
+    /// gate and a short bench; keep the image only if the gate passes and output tokens/s is at
+    /// least --min-ratio of the last accepted result on the previous image, else every node goes
+    /// back to the previous image and what served before serves again [default: the cluster
+    /// file's `canary.model`].
+    #[arg(long, value_name = "MODEL")]
+    pub canary: Option<String>,
+
+    /// The canary's least output tokens/s, as a share of the previous image's [default: for the
+    /// cluster file's canary, its `min_ratio`; else 0.9].
+    #[arg(long, value_name = "RATIO")]
+    pub min_ratio: Option<f64>,
+
+    /// The endpoint's port on the cluster's head, the canary's model served there [default: the
+    /// running router's, else 8000].
+    #[arg(long, value_name = "PORT", value_parser = bounded::<u16>(1, 65535))]
+    pub canary_port: Option<u16>,
+
+    /// Seconds the canary's model may take to serve.
+    #[arg(long, value_name = "SECONDS", default_value_t = 1800, value_parser = bounded::<u64>(1, MAX_SECONDS))]
+    pub canary_timeout: u64,
+}
+
+/// `--spread`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SpreadMode {
+    On,
+    Off,
+}
 
 pub(super) async fn run(
     cluster: &ClusterSettings,

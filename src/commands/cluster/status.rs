@@ -2,7 +2,9 @@
 //! answers, at its engine and through the router; the router.
 
 use crate::check::Status;
-use crate::cli::StatusArgs;
+use crate::serving::engine::EngineRef;
+use clap::Args;
+
 use crate::cluster::status::{cluster_status, ClusterStatusReport, NodeStatus};
 use crate::cluster::watch::dir::WatchDir;
 use crate::cluster::ClusterSettings;
@@ -15,6 +17,25 @@ use crate::reporter::Bytes;
 use crate::serving::http::HttpAnswer;
 use crate::serving::reach::Reached;
 use crate::settings::Settings;
+
+/// Whose toolbox `cluster status` shows per node.
+#[derive(Debug, Clone, Args)]
+pub struct StatusArgs {
+    /// The toolbox [default: the services', else the default engine's].
+    #[arg(long, env = "TOOLBOX_NAME")]
+    pub name: Option<String>,
+
+    /// The serving engine whose toolbox it is [default: the services'].
+    #[arg(long, value_enum, value_name = "ENGINE")]
+    pub engine: Option<EngineRef>,
+}
+
+impl StatusArgs {
+    /// The toolbox asked for, if one was.
+    pub fn toolbox(&self) -> Option<String> {
+        self.name.clone().or_else(|| self.engine.map(|engine| engine.profile().toolbox.default_toolbox.to_string()))
+    }
+}
 
 pub(super) async fn run(
     cluster: &ClusterSettings,

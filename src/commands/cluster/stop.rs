@@ -2,8 +2,8 @@
 //! dropped at the cluster's head (an unreachable node is named; the others still stop).
 
 use super::said;
-use crate::cli::StopArgs;
 use crate::cluster::{with_nodes, ClusterSettings};
+use crate::commands::stop::StopArgs;
 use crate::error::Result;
 use crate::output::Output;
 

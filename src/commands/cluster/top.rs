@@ -3,13 +3,14 @@
 //! reads twice, `--interval` apart, and prints one frame whose rates are known; `--json` prints
 //! that one frame as JSON. The first frame of the live view has no rates yet (shown as `-`).
 
+use clap::Args;
 use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
 use tokio::signal::unix::{signal, Signal, SignalKind};
 
 use super::metrics::scrape_limit;
-use crate::cli::TopArgs;
+
 use crate::cluster::metrics::MetricsAsk;
 use crate::cluster::metrics_nodes::MetricsNodes;
 use crate::cluster::top::{frame, NodeLine, Reading, ServiceLine, TopFrame};
@@ -19,6 +20,24 @@ use crate::error::{Error, Result};
 use crate::output::{Output, Render, Style};
 use crate::reporter::Bytes;
 use crate::watch::duration::parse_duration;
+
+/// How `cluster top` shows the cluster.
+#[derive(Debug, Clone, Args)]
+pub struct TopArgs {
+    /// Between two frames, and between the two readings a rate needs: seconds, or a number with
+    /// its unit (2, 2s, 1m).
+    #[arg(long, value_name = "DURATION", default_value = "2s")]
+    pub interval: String,
+
+    /// Print one frame and exit: two readings --interval apart, so its rates are known. With
+    /// --json the frame is printed as JSON (always one frame).
+    #[arg(long)]
+    pub once: bool,
+
+    /// Each engine's scrape deadline: seconds, or a number with its unit (5, 5s, 1m).
+    #[arg(long, value_name = "DURATION", default_value = "5s")]
+    pub scrape_timeout: String,
+}
 
 /// The longest --interval: a view refreshed less often than hourly is no live view.
 const INTERVAL_MAX: Duration = Duration::from_secs(3600);

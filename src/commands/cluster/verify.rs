@@ -1,9 +1,9 @@
 //! `cluster verify`: `verify` on every node, then proof between every pair that RCCL runs over RDMA.
 
 use crate::check::{Check, Status};
-use crate::cli::ToolboxArgs;
 use crate::cluster::verify::{cluster_verify, ClusterVerifyReport, LinkProof};
 use crate::cluster::ClusterSettings;
+use crate::commands::cluster::ToolboxArgs;
 use crate::commands::verify::verdict;
 use crate::error::Result;
 use crate::output::{Output, Render, Style};

@@ -2,12 +2,14 @@
 //! one JSON object per line, as its event log holds them) until Ctrl-C (exit 130); `--pause`,
 //! `--resume`; `--install` / `--uninstall` as a systemd user service.
 
+use crate::commands::arg_values::bounded;
+use crate::serving::service_name::ServiceName;
+use clap::Args;
 use std::path::{Path, PathBuf};
 
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
-use crate::cli::{ClusterArgs, WatchArgs};
 use crate::cluster::watch::dir::WatchDir;
 use crate::cluster::watch::events::WatchEvent;
 use crate::cluster::watch::install::{install, uninstall, UnitReport};
@@ -15,6 +17,7 @@ use crate::cluster::watch::pause::{set_paused, PauseReport};
 use crate::cluster::watch::relaunch::RelaunchSecrets;
 use crate::cluster::watch::{watch, WatchExposition, WatchRequest};
 use crate::cluster::ClusterSettings;
+use crate::commands::cluster::ClusterArgs;
 use crate::commands::secrets::{api_key, hf_token};
 use crate::error::{Error, Result};
 use crate::metrics::endpoint::{listen_address, serve};
@@ -22,6 +25,77 @@ use crate::model::hub_env::forwarded_hub_env;
 use crate::output::{Output, Render, Style};
 use crate::settings::Settings;
 use crate::watch::{format_duration, parse_duration, State, WatchPolicy, WatchUnit};
+
+/// `cluster watch`: what to watch, how often and how patiently, and what to do at the end.
+#[derive(Debug, Clone, Args)]
+pub struct WatchArgs {
+    /// The services to watch [default: every service recorded on the cluster, as it finds them].
+    #[arg(value_name = "SERVICE")]
+    pub services: Vec<ServiceName>,
+
+    /// Between two looks: seconds (90) or with a unit (90s, 5m, 6h).
+    #[arg(long, value_name = "DURATION", default_value = "30s")]
+    pub interval: String,
+
+    /// Requests running (or the probe unanswered) and no token generated this long: stalled.
+    #[arg(long, value_name = "DURATION", default_value = "60s")]
+    pub stall: String,
+
+    /// The probe failing this many times in a row: failing.
+    #[arg(long, value_name = "N", default_value_t = 3, value_parser = bounded::<u32>(1, 1000))]
+    pub failures: u32,
+
+    /// After each start, how long the model has to load before its silence counts.
+    #[arg(long, value_name = "DURATION", default_value = "30m")]
+    pub grace: String,
+
+    /// At most this many relaunches of a service within --window; the next fault gives up.
+    #[arg(long, value_name = "N", default_value_t = 3, value_parser = bounded::<u32>(0, 1000))]
+    pub max_restarts: u32,
+
+    /// The window --max-restarts counts in.
+    #[arg(long, value_name = "DURATION", default_value = "6h")]
+    pub window: String,
+
+    /// The longest wait, before a relaunch, for the nodes' GPU memory to come free, or for a GPU
+    /// reset the kernel began to end; then give up.
+    #[arg(long, value_name = "DURATION", default_value = "5m")]
+    pub memory_wait: String,
+
+    /// Run CMD (by `sh -c CMD`, as given) when a service is given up, with STRIX_WATCH_SERVICE
+    /// and STRIX_WATCH_REASON in its environment (a page, a mail).
+    #[arg(long, value_name = "CMD")]
+    pub on_give_up: Option<String>,
+
+    /// The endpoint's API key for a relaunch, read from FILE [default: the STRIX_API_KEY
+    /// environment variable, as `launch` reads it].
+    #[arg(long, value_name = "FILE")]
+    pub api_key_file: Option<PathBuf>,
+
+    /// Pause the running watch (maintenance): it looks and restarts nothing until --resume.
+    #[arg(long, conflicts_with_all = ["resume", "install", "uninstall"])]
+    pub pause: bool,
+
+    /// Resume a paused watch; it starts afresh (whatever was restarted meanwhile is loading).
+    #[arg(long, conflicts_with_all = ["install", "uninstall"])]
+    pub resume: bool,
+
+    /// Install the watch, with these flags, as a systemd user service on this machine and start it
+    /// (`systemctl --user status strix-toolbox-watch-NAME` shows it).
+    #[arg(long, conflicts_with = "uninstall")]
+    pub install: bool,
+
+    /// Stop and remove the systemd user service --install made.
+    #[arg(long)]
+    pub uninstall: bool,
+
+    /// Serve the cluster's metrics at ADDR:PORT (or PORT, on 127.0.0.1; --metrics alone:
+    /// 127.0.0.1:9464) while it watches: what `cluster metrics` serves, and the watch's own
+    /// (`strix_watch_probes_total`, `strix_watch_probe_failures_total`,
+    /// `strix_watch_restarts_total`, `strix_watch_state`) per service.
+    #[arg(long, value_name = "ADDR:PORT", num_args = 0..=1, default_missing_value = "9464")]
+    pub metrics: Option<String>,
+}
 
 /// What the installed unit keeps of this session's environment: where ssh, its agent and the
 /// cluster's files are (never a secret: the unit file is readable by the user's processes).
