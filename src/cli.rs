@@ -21,6 +21,13 @@ use crate::output::Output;
 use crate::reporter::Reporter;
 use crate::settings::Settings;
 
+/// Toolboxes for AMD Strix Halo nodes (gfx1151) and the cluster they make: refresh, check and
+/// verify every node, then serve a model across them with vLLM or llama.cpp behind one
+/// OpenAI-compatible endpoint.
+///
+/// On a node: `strix-toolbox doctor` says what it has and lacks, `refresh` pulls the image and
+/// (re)creates the toolbox with /dev/kfd, /dev/dri, /dev/infiniband, the right groups and memlock,
+/// and `enter` gets you into it. Across nodes: `strix-toolbox cluster --help`.
 #[derive(Debug, Parser)]
 #[command(name = "strix-toolbox", version, propagate_version = true)]
 pub struct Cli {
