@@ -14,7 +14,6 @@ pub(crate) mod engine;
 pub(crate) mod environment;
 pub(crate) mod fit;
 pub(crate) mod http;
-pub(crate) mod io_failure;
 pub(crate) mod llama;
 pub(crate) mod logs;
 pub(crate) mod parallelism;
