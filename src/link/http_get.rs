@@ -168,8 +168,8 @@ pub(crate) mod tests {
         server.await.unwrap();
     }
 
-    #[tokio::test]
-    async fn a_server_that_takes_the_connection_and_says_nothing_is_silent() {
+    /// A server that takes one connection and says nothing (a stopped one); abort it when done.
+    pub(crate) async fn holding() -> (SocketAddr, tokio::task::JoinHandle<()>) {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap();
         let held = tokio::spawn(async move {
@@ -177,6 +177,12 @@ pub(crate) mod tests {
             tokio::time::sleep(Duration::from_secs(30)).await;
             drop(socket);
         });
+        (address, held)
+    }
+
+    #[tokio::test]
+    async fn a_server_that_takes_the_connection_and_says_nothing_is_silent() {
+        let (address, held) = holding().await;
         let short = GetRequest { limit: Duration::from_millis(200), ..request(None) };
         assert_eq!(get(address, &short).await, Err(GetFailure::Silent));
         held.abort();

@@ -54,10 +54,8 @@ pub async fn scrape(address: SocketAddr, bearer: Option<&str>, limit: Duration) 
 
 #[cfg(test)]
 mod tests {
-    use tokio::net::TcpListener;
-
     use super::*;
-    use crate::link::http_get::tests::answering;
+    use crate::link::http_get::tests::{answering, holding};
 
     #[tokio::test]
     async fn scrapes_parses_and_sends_the_key() {
@@ -89,13 +87,7 @@ mod tests {
         server.await.unwrap();
 
         // Takes the connection, reads the request, says nothing: a stopped server.
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let address = listener.local_addr().unwrap();
-        let held = tokio::spawn(async move {
-            let (socket, _) = listener.accept().await.unwrap();
-            tokio::time::sleep(Duration::from_secs(30)).await;
-            drop(socket);
-        });
+        let (address, held) = holding().await;
         let short = Duration::from_millis(200);
         assert_eq!(scrape(address, None, short).await, Err(ScrapeError::Silent(address, short)));
         held.abort();
