@@ -4,6 +4,7 @@
 //! extension, llama.cpp's `ignore_eos`) and `return_token_ids` (vLLM's; llama.cpp returns the ids
 //! in its `logprobs.content[].id` instead). A prompt may be a list of token ids: both use it as
 //! given, without adding a BOS (vLLM's `TokensPrompt`; llama.cpp's `tokenize_input_subprompt`).
+//! The model list (`GET /v1/models`) is read in [`crate::serving::openai_models`].
 
 use std::collections::BTreeMap;
 
@@ -108,17 +109,6 @@ pub struct TopLogprob {
 pub struct Usage {
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
-}
-
-/// `GET /v1/models`.
-#[derive(Debug, Clone, Deserialize)]
-pub struct ModelsResponse {
-    pub data: Vec<ModelEntry>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-pub struct ModelEntry {
-    pub id: String,
 }
 
 /// `POST /tokenize` answers `{"tokens": [...]}` on both servers (the request bodies differ).

@@ -10,12 +10,13 @@ use std::time::{Duration, Instant};
 use reqwest::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE};
 use reqwest::{Response, StatusCode};
 
-use super::api::{Completion, CompletionRequest, ModelsResponse, Tokenized};
+use super::api::{Completion, CompletionRequest, Tokenized};
 use super::exchange::StreamedCompletion;
 use super::key::EngineRef;
 use super::sse::SseParser;
 use crate::error::{Error, Result};
 use crate::secret::Secret;
+use crate::serving::openai_models::OpenAiModels;
 
 /// The most of an error answer read, to quote it.
 const ERROR_BODY_LIMIT: usize = 4096;
@@ -106,7 +107,7 @@ impl ApiClient {
         let url = format!("{}/models", self.endpoint.base);
         let request = self.authorized(self.http.get(&url));
         let body = self.read_whole(request, &format!("GET {url}"), "the model list").await?;
-        let list: ModelsResponse = serde_json::from_slice(&body).map_err(|e| {
+        let list = OpenAiModels::parse(&body).map_err(|e| {
             super::error::endpoint(
                 &format!("GET {url}"),
                 "the model list",
@@ -114,7 +115,7 @@ impl ApiClient {
                 "check that the URL is the OpenAI-compatible endpoint (`…/v1`) of vLLM or llama.cpp's server",
             )
         })?;
-        Ok(list.data.into_iter().map(|entry| entry.id).collect())
+        Ok(list.ids())
     }
 
     /// The server's own tokens for `text`, with the model's special tokens (BOS) or without.

@@ -1,6 +1,6 @@
 //! One scrape of an engine's `/metrics` (vLLM's API server, llama-server started with
-//! `--metrics`): one HTTP/1.0 GET (so the answer is plain, never chunked), the whole exchange
-//! within its deadline, the body refused past [`ENGINE_LIMITS`] rather than cut (a cut line could
+//! `--metrics`): the link's one GET ([`crate::link::http_get`]: HTTP/1.0, the whole exchange
+//! within its deadline), the body refused past [`ENGINE_LIMITS`] rather than cut (a cut line could
 //! read as another number), then parsed. vLLM asks no key for `/metrics` (its middleware guards
 //! `/v1` only); llama-server does when it has one: the bearer is for that.
 //!
@@ -11,12 +11,9 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
-
 use super::family::Family;
 use super::parse::{parse, ExpositionError, ENGINE_LIMITS};
-use crate::link::http1::read_head;
+use crate::link::http_get::{get, GetFailure, GetRequest};
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ScrapeError {
@@ -37,83 +34,28 @@ pub enum ScrapeError {
 }
 
 pub async fn scrape(address: SocketAddr, bearer: Option<&str>, limit: Duration) -> Result<Vec<Family>, ScrapeError> {
-    let started = tokio::time::Instant::now();
-    let stream = match tokio::time::timeout(limit, TcpStream::connect(address)).await {
-        Err(_) => return Err(ScrapeError::Unreachable(address, limit)),
-        Ok(Err(error)) if error.kind() == std::io::ErrorKind::ConnectionRefused => {
-            return Err(ScrapeError::Refused(address))
-        }
-        Ok(Err(error)) => return Err(ScrapeError::Failed(address, error.to_string())),
-        Ok(Ok(stream)) => stream,
-    };
-    let remaining = limit.saturating_sub(started.elapsed());
-    let text = match tokio::time::timeout(remaining, exchange(stream, address, bearer, remaining)).await {
-        Err(_) => return Err(ScrapeError::Silent(address, limit)),
-        Ok(Err(error)) if error.kind() == std::io::ErrorKind::TimedOut => {
-            return Err(ScrapeError::Silent(address, limit))
-        }
-        Ok(Err(error)) => return Err(ScrapeError::Failed(address, error.to_string())),
-        Ok(Ok(answer)) => answer?,
-    };
+    let max = ENGINE_LIMITS.max_bytes;
+    let request = GetRequest { path: "/metrics", accept: "text/plain", bearer, limit, max_body: max };
+    let answer = get(address, &request).await.map_err(|failure| match failure {
+        GetFailure::Refused => ScrapeError::Refused(address),
+        GetFailure::Unreachable => ScrapeError::Unreachable(address, limit),
+        GetFailure::Silent => ScrapeError::Silent(address, limit),
+        GetFailure::Failed(failure) => ScrapeError::Failed(address, failure.message),
+        GetFailure::NotHttp(_) => ScrapeError::Failed(address, "not an HTTP answer".into()),
+        GetFailure::TooLarge => ScrapeError::TooLarge(address, max),
+    })?;
+    if answer.status != 200 {
+        return Err(ScrapeError::Status(address, answer.status));
+    }
+    let text =
+        String::from_utf8(answer.body).map_err(|_| ScrapeError::Failed(address, "the metrics are not UTF-8".into()))?;
     parse(&text, &ENGINE_LIMITS).map_err(|error| ScrapeError::Malformed(address, error))
 }
 
-/// The answer's body, or what the server said instead; the io errors (a timeout among them) for
-/// the caller to name.
-async fn exchange(
-    mut stream: TcpStream,
-    address: SocketAddr,
-    bearer: Option<&str>,
-    limit: Duration,
-) -> std::io::Result<Result<String, ScrapeError>> {
-    let authorization = bearer.map_or(String::new(), |token| format!("Authorization: Bearer {token}\r\n"));
-    let request = format!("GET /metrics HTTP/1.0\r\nHost: {address}\r\nAccept: text/plain\r\n{authorization}\r\n");
-    stream.write_all(request.as_bytes()).await?;
-    let (head, mut body) = read_head(&mut stream, limit).await?;
-    match head.status() {
-        Some(200) => {}
-        Some(status) => return Ok(Err(ScrapeError::Status(address, status))),
-        None => return Ok(Err(ScrapeError::Failed(address, "not an HTTP answer".into()))),
-    }
-    let max = ENGINE_LIMITS.max_bytes;
-    if head.content_length().is_some_and(|length| length > max as u64) {
-        return Ok(Err(ScrapeError::TooLarge(address, max)));
-    }
-    // One byte more than the limit tells a body that is too large from one that fits exactly.
-    let wanted = (max + 1).saturating_sub(body.len()) as u64;
-    stream.take(wanted).read_to_end(&mut body).await?;
-    if body.len() > max {
-        return Ok(Err(ScrapeError::TooLarge(address, max)));
-    }
-    if let Some(length) = head.content_length().filter(|&length| length != body.len() as u64) {
-        return Ok(Err(ScrapeError::Failed(
-            address,
-            format!("{} of {length} bytes before the connection closed", body.len()),
-        )));
-    }
-    Ok(String::from_utf8(body).map_err(|_| ScrapeError::Failed(address, "the metrics are not UTF-8".into())))
-}
-
 #[cfg(test)]
-pub(crate) mod tests {
-    use tokio::net::TcpListener;
-
+mod tests {
     use super::*;
-
-    /// A server that answers one connection with `answer` after reading the request.
-    pub(crate) async fn answering(answer: Vec<u8>) -> (SocketAddr, tokio::task::JoinHandle<String>) {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let address = listener.local_addr().unwrap();
-        let server = tokio::spawn(async move {
-            let (mut socket, _) = listener.accept().await.unwrap();
-            let mut request = vec![0u8; 4096];
-            let read = socket.read(&mut request).await.unwrap();
-            // A client that has read enough closes early: the rest of a write may fail.
-            let _ = socket.write_all(&answer).await;
-            String::from_utf8_lossy(&request[..read]).into_owned()
-        });
-        (address, server)
-    }
+    use crate::link::http_get::tests::{answering, holding};
 
     #[tokio::test]
     async fn scrapes_parses_and_sends_the_key() {
@@ -145,13 +87,7 @@ pub(crate) mod tests {
         server.await.unwrap();
 
         // Takes the connection, reads the request, says nothing: a stopped server.
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let address = listener.local_addr().unwrap();
-        let held = tokio::spawn(async move {
-            let (socket, _) = listener.accept().await.unwrap();
-            tokio::time::sleep(Duration::from_secs(30)).await;
-            drop(socket);
-        });
+        let (address, held) = holding().await;
         let short = Duration::from_millis(200);
         assert_eq!(scrape(address, None, short).await, Err(ScrapeError::Silent(address, short)));
         held.abort();

@@ -209,6 +209,7 @@ pub struct Exec {
 mod tests {
     use super::*;
     use crate::bench::node::EndpointAccess;
+    use crate::link::io_failure::{IoFailure, IoKind, IoStep};
     use crate::manager::ManagerChoice;
     use crate::model::blob::BlobName;
     use crate::model::blob_fetch::BlobSource;
@@ -220,7 +221,6 @@ mod tests {
     use crate::ops::refresh::ImageSource;
     use crate::secret::Secret;
     use crate::serving::engine::Backend;
-    use crate::serving::io_failure::{IoFailure, IoKind, IoStep};
     use crate::serving::ray::RayRole;
     use crate::serving::record::{Role, ServedProcess, ServingRecord};
     use crate::serving::stop::StopPart;

@@ -154,7 +154,7 @@ mod tests {
 
         let body = "# TYPE llamacpp:requests_processing gauge\nllamacpp:requests_processing 1\n";
         let answer = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}", body.len());
-        let (address, server) = crate::metrics::scrape::tests::answering(answer.into_bytes()).await;
+        let (address, server) = crate::link::http_get::tests::answering(answer.into_bytes()).await;
         let refused = TcpListener::bind("127.0.0.1:0").await.unwrap().local_addr().unwrap();
         recorded(&settings, "alpha", Role::Head, address.port());
         recorded(&settings, "beta", Role::Single, refused.port());

@@ -21,7 +21,7 @@ use http_body_util::{BodyExt, Either, Full, LengthLimitError, Limited};
 use hyper::body::Incoming;
 use hyper::header::{HeaderValue, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, RETRY_AFTER};
 use hyper::{Method, Request, Response, StatusCode};
-use serde_json::Value;
+use serde_json::{json, Value};
 use tokio::time::{timeout, Instant};
 
 use super::auth::{Caller, LiveGate};
@@ -41,6 +41,7 @@ use super::upstream::{exchange, get, UpstreamFailure};
 use super::usage::ask_for_usage;
 use crate::error::Result;
 use crate::reporter::Reporter;
+use crate::serving::openai_models::OpenAiModels;
 use crate::serving::service_name::percent_decoded;
 
 /// The POST paths sent on by their body's `model`: the OpenAI paths and the unversioned ones
@@ -389,7 +390,7 @@ async fn models_list(shared: &Shared, caller: &Caller) -> Response<RouterBody> {
         async move {
             let list = match table.get(name) {
                 Some(upstream) => match get(upstream, "/v1/models", &shared.bounds).await {
-                    Ok((StatusCode::OK, body)) => serde_json::from_slice::<Value>(&body).ok(),
+                    Ok((StatusCode::OK, body)) => OpenAiModels::parse(&body).ok(),
                     _ => None,
                 },
                 None => None,
@@ -398,7 +399,7 @@ async fn models_list(shared: &Shared, caller: &Caller) -> Response<RouterBody> {
         }
     });
     let answers = futures_util::future::join_all(lists).await;
-    json_answer(StatusCode::OK, &merged_models(&answers))
+    json_answer(StatusCode::OK, &json!(merged_models(answers)))
 }
 
 fn refusal(error: &ApiError) -> Response<RouterBody> {

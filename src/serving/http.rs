@@ -1,18 +1,16 @@
 //! The probes that prove an engine serves: `GET /health` and `GET /v1/models`, asked on the head
 //! node itself (the operator's machine may not be on the cluster link), with the endpoint's API
-//! key as a bearer token where it has one. HTTP/1.0, so the server closes the connection after one
-//! plain (never chunked) answer; every step is bounded.
+//! key as a bearer token where it has one, by the link's one GET ([`crate::link::http_get`]); what
+//! came back as the answer a probe reports.
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
-
-use super::io_failure::{IoFailure, IoStep};
+use crate::link::http_get::{self, GetFailure, GetRequest};
+use crate::link::io_failure::{IoFailure, IoStep};
 
 /// The most of a body read: `/v1/models` is a few hundred bytes.
-const BODY_LIMIT: u64 = 1 << 20;
+const BODY_LIMIT: usize = 1 << 20;
 
 /// What a GET came back with.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -46,73 +44,43 @@ impl std::fmt::Display for HttpAnswer {
 }
 
 pub async fn get(address: SocketAddr, path: &str, bearer: Option<&str>, limit: Duration) -> HttpAnswer {
-    match tokio::time::timeout(limit, exchange(address, path, bearer)).await {
-        Err(_) => HttpAnswer::TimedOut,
-        Ok(Err((_, error))) if error.kind() == std::io::ErrorKind::ConnectionRefused => HttpAnswer::Refused,
-        Ok(Err((during, error))) => HttpAnswer::Failed(IoFailure::new(during, &error)),
-        Ok(Ok(answer)) => answer,
-    }
-}
-
-/// The answer, or the step that failed and how.
-async fn exchange(
-    address: SocketAddr,
-    path: &str,
-    bearer: Option<&str>,
-) -> Result<HttpAnswer, (IoStep, std::io::Error)> {
-    let mut stream = TcpStream::connect(address).await.map_err(|e| (IoStep::Connect, e))?;
-    let authorization = bearer.map_or(String::new(), |token| format!("Authorization: Bearer {token}\r\n"));
-    let request = format!("GET {path} HTTP/1.0\r\nHost: {address}\r\nAccept: application/json\r\n{authorization}\r\n");
-    stream.write_all(request.as_bytes()).await.map_err(|e| (IoStep::Send, e))?;
-    let mut raw = Vec::new();
-    stream.take(BODY_LIMIT).read_to_end(&mut raw).await.map_err(|e| (IoStep::Receive, e))?;
-    Ok(parse(&raw))
-}
-
-/// `HTTP/1.1 200 OK\r\n…\r\n\r\nBODY` → `Status(200, BODY)`.
-fn parse(raw: &[u8]) -> HttpAnswer {
-    let text = String::from_utf8_lossy(raw);
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let status = head.lines().next().and_then(|line| {
-        let mut words = line.split_whitespace();
-        words.next().filter(|version| version.starts_with("HTTP/"))?;
-        words.next()?.parse().ok()
-    });
-    match status {
-        Some(status) => HttpAnswer::Status(status, body.to_string()),
-        None => HttpAnswer::NotHttp(head.chars().take(60).collect()),
+    let request = GetRequest { path, accept: "application/json", bearer, limit, max_body: BODY_LIMIT };
+    match http_get::get(address, &request).await {
+        Ok(answer) => HttpAnswer::Status(answer.status, String::from_utf8_lossy(&answer.body).into_owned()),
+        Err(GetFailure::Refused) => HttpAnswer::Refused,
+        Err(GetFailure::Unreachable | GetFailure::Silent) => HttpAnswer::TimedOut,
+        Err(GetFailure::Failed(failure)) => HttpAnswer::Failed(failure),
+        Err(GetFailure::NotHttp(first)) => HttpAnswer::NotHttp(first),
+        Err(GetFailure::TooLarge) => {
+            let large = std::io::Error::other(format!("the answer is larger than {BODY_LIMIT} bytes"));
+            HttpAnswer::Failed(IoFailure::new(IoStep::Receive, &large))
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn status_and_body_are_read_from_the_answer() {
-        let raw = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\r\n{\"data\":[]}";
-        assert_eq!(parse(raw), HttpAnswer::Status(200, "{\"data\":[]}".into()));
-        assert_eq!(parse(b"HTTP/1.0 503 Service Unavailable\r\n\r\n"), HttpAnswer::Status(503, String::new()));
-        assert!(matches!(parse(b"SSH-2.0-OpenSSH_9.2\r\n"), HttpAnswer::NotHttp(_)));
-        assert!(matches!(parse(b""), HttpAnswer::NotHttp(_)));
-    }
+    use crate::link::http_get::tests::answering;
 
     #[tokio::test]
-    async fn a_real_exchange_and_a_refused_port() {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let address = listener.local_addr().unwrap();
-        let server = tokio::spawn(async move {
-            let (mut socket, _) = listener.accept().await.unwrap();
-            let mut request = vec![0u8; 1024];
-            let read = socket.read(&mut request).await.unwrap();
-            let request = String::from_utf8_lossy(&request[..read]).into_owned();
-            assert!(request.starts_with("GET /health HTTP/1.0\r\n") && request.contains("Authorization: Bearer k\r\n"));
-            socket.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n").await.unwrap();
-        });
+    async fn what_came_back_is_the_probes_answer() {
         let limit = Duration::from_secs(5);
-        assert_eq!(get(address, "/health", Some("k"), limit).await, HttpAnswer::Status(200, String::new()));
-        server.await.unwrap();
-        // Nothing listens there any more.
+        let (address, server) = answering(b"HTTP/1.1 200 OK\r\n\r\n{\"data\":[]}".to_vec()).await;
+        assert_eq!(get(address, "/v1/models", Some("k"), limit).await, HttpAnswer::Status(200, "{\"data\":[]}".into()));
+        let asked = server.await.unwrap();
+        assert!(asked.starts_with("GET /v1/models HTTP/1.0\r\n") && asked.contains("Accept: application/json\r\n"));
         assert_eq!(get(address, "/health", None, limit).await, HttpAnswer::Refused);
+
+        let (address, server) = answering(b"SSH-2.0-OpenSSH_9.2 x\r\n\r\n".to_vec()).await;
+        assert_eq!(get(address, "/health", None, limit).await, HttpAnswer::NotHttp("SSH-2.0-OpenSSH_9.2 x".into()));
+        server.await.unwrap();
+
+        let mut large = b"HTTP/1.1 200 OK\r\n\r\n".to_vec();
+        large.resize(large.len() + BODY_LIMIT + 1, b' ');
+        let (address, server) = answering(large).await;
+        let answer = get(address, "/health", None, limit).await;
+        assert_eq!(answer.to_string(), format!("reading the answer: the answer is larger than {BODY_LIMIT} bytes"));
+        server.await.unwrap();
     }
 }

@@ -4,7 +4,7 @@
 //! ([`record`]), and the probes that prove it serves. The node's side, each one call from the head
 //! (or from `launch` on this node), runs inside the toolbox through the engine's exec API, as argv
 //! vectors: a process started detached ([`process`]), Ray ([`ray`]), what the node serves
-//! ([`state`]), the probes ([`probe`], [`reach`]), the logs and the stop. The head carries a plan
+//! ([`state`]), the probes ([`probe`], [`reach`]; OpenAI's model list read in [`openai_models`]), the logs and the stop. The head carries a plan
 //! out in `cluster::launch`, the same way for every engine. Before it, [`fit`] plans the layout
 //! from the model's shape and the nodes' memory.
 
@@ -14,9 +14,9 @@ pub(crate) mod engine;
 pub(crate) mod environment;
 pub(crate) mod fit;
 pub(crate) mod http;
-pub(crate) mod io_failure;
 pub(crate) mod llama;
 pub(crate) mod logs;
+pub(crate) mod openai_models;
 pub(crate) mod parallelism;
 pub(crate) mod plan;
 pub(crate) mod ports;

@@ -13,6 +13,7 @@ use crate::error::Result;
 use crate::secret::Secret;
 use crate::serving::commands::pid_alive;
 use crate::serving::http::{get, HttpAnswer};
+use crate::serving::openai_models::OpenAiModels;
 use crate::serving::record::{ServingDir, ServingRecord};
 use crate::serving::service_name::ServiceName;
 use crate::settings::Settings;
@@ -70,7 +71,9 @@ pub async fn serve_probe(settings: &Settings, request: &ServeProbe) -> Result<Se
     let health = get(request.address, "/health", key, limit).await;
     let (models, key_refused) = match &health {
         HttpAnswer::Status(200, _) => match get(request.address, "/v1/models", key, limit).await {
-            HttpAnswer::Status(200, body) => (model_ids(&body), false),
+            HttpAnswer::Status(200, body) => {
+                (OpenAiModels::parse(body.as_bytes()).map(OpenAiModels::ids).unwrap_or_default(), false)
+            }
             HttpAnswer::Status(401 | 403, _) => (Vec::new(), true),
             _ => (Vec::new(), false),
         },
@@ -97,12 +100,6 @@ async fn server_runs(settings: &Settings, request: &ServeProbe, record: Option<&
     Ok(toolbox.run(&pid_alive(pid), &Default::default()).await?.success())
 }
 
-/// `{"data": [{"id": "org/model"}, …]}` → the ids.
-fn model_ids(body: &str) -> Vec<String> {
-    let value: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
-    value["data"].as_array().into_iter().flatten().filter_map(|m| m["id"].as_str().map(str::to_string)).collect()
-}
-
 /// The last non-empty line of `path` (its end only is read).
 pub fn last_line(path: &Path) -> Option<String> {
     let mut file = std::fs::File::open(path).ok()?;
@@ -116,13 +113,6 @@ pub fn last_line(path: &Path) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn model_ids_come_from_the_openai_list() {
-        let body = r#"{"object":"list","data":[{"id":"org/a","object":"model"},{"id":"b"}]}"#;
-        assert_eq!(model_ids(body), ["org/a", "b"]);
-        assert!(model_ids("not json").is_empty());
-    }
 
     #[test]
     fn the_last_line_skips_trailing_blank_lines() {

@@ -9,7 +9,7 @@ use std::time::Duration;
 use futures_util::future::join_all;
 use serde::{Deserialize, Serialize};
 
-use super::io_failure::{IoFailure, IoStep};
+use crate::link::io_failure::{IoFailure, IoStep};
 
 /// How long one connection may take on the cluster link.
 const CONNECT_LIMIT: Duration = Duration::from_secs(3);
