@@ -19,6 +19,7 @@ use crate::ops::refresh::RefreshRequest;
 use crate::output::{Output, Render, Style};
 use crate::paths::Paths;
 use crate::serving::engine::EngineRef;
+use crate::serving::engine_args::EngineArgs;
 use crate::serving::service_name::ServiceName;
 
 /// The canary of `entry` (`--canary`, else the cluster file's) over `nodes`; the exit code.
@@ -36,7 +37,7 @@ pub async fn run(
     let launch = LaunchRequest {
         engine,
         toolbox: request.name.clone(),
-        service: ServiceName::parse(&engine.served_name(&model, &[]))?,
+        service: ServiceName::parse(&engine.served_name(&model, &EngineArgs::default()))?,
         on: Vec::new(),
         source: engine.source(&model, None)?,
         model,
@@ -48,7 +49,7 @@ pub async fn run(
         timeout: Duration::from_secs(args.canary_timeout),
         replace: true,
         dry_run: false,
-        extra: Vec::new(),
+        extra: EngineArgs::default(),
         recipes: None,
         pinned: None,
         on_demand: None,

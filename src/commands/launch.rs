@@ -18,6 +18,7 @@ use crate::node::Node;
 use crate::output::{Output, Render, Style};
 use crate::reporter::Bytes;
 use crate::serving::engine::EngineRef;
+use crate::serving::engine_args::EngineArgs;
 use crate::serving::service_name::ServiceName;
 use crate::spec::parse_env;
 use crate::watch::{format_duration, parse_duration};
@@ -193,10 +194,11 @@ fn on_demand(args: &LaunchArgs, ssh: Option<&SshOptions>) -> Result<Option<OnDem
 
 fn request(args: &LaunchArgs) -> Result<LaunchRequest> {
     let env = parse_env(&args.env)?;
+    let extra = EngineArgs::new(args.extra.clone());
     let engine = args.engine.or_else(|| EngineRef::claiming(&args.model, args.file.as_deref())).unwrap_or_default();
     let service = match &args.name {
         Some(name) => name.clone(),
-        None => ServiceName::parse(&engine.served_name(&args.model, &args.extra))?,
+        None => ServiceName::parse(&engine.served_name(&args.model, &extra))?,
     };
     Ok(LaunchRequest {
         engine,
@@ -213,7 +215,7 @@ fn request(args: &LaunchArgs) -> Result<LaunchRequest> {
         timeout: Duration::from_secs(args.timeout),
         replace: args.replace,
         dry_run: args.dry_run,
-        extra: args.extra.clone(),
+        extra,
         env: env.clone(),
         hf_token: hf_token(args.hf_token_file.as_deref())?,
         api_key: api_key(args.api_key_file.as_deref())?,

@@ -17,6 +17,7 @@ use crate::node::Node;
 use crate::output::{Output, Render, Style};
 use crate::reporter::Bytes;
 use crate::serving::engine::EngineRef;
+use crate::serving::engine_args::EngineArgs;
 use crate::serving::fit::{FitAsk, Layout, LayoutOutcome, Plan};
 use crate::spec::parse_env;
 
@@ -144,7 +145,7 @@ pub(super) fn request(args: &PlanArgs) -> Result<FitRequest> {
             kv_cache_dtype: args.kv_cache_dtype.clone(),
             ..FitAsk::default()
         }
-        .or(engine.fit_asked(&args.extra, &parse_env(&args.env)?)?),
+        .or(engine.fit_asked(&EngineArgs::new(args.extra.clone()), &parse_env(&args.env)?)?),
         reserve_gib: args.reserve,
         keep_free_gib: args.keep_free,
         hf_token: hf_token(args.hf_token_file.as_deref())?,

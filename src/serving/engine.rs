@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use super::engine_args::{EngineArgs, Flag};
 use super::fit::{FitAsk, FitNodes, Measured, NodeLog, Plan, Planned};
 use super::logs::LogTail;
 use super::parallelism::Parallelism;
@@ -84,9 +85,9 @@ pub struct EngineProfile {
     pub api_key_env: &'static str,
     /// The metrics at its server's `/metrics` that say it makes progress (what the watch reads).
     pub progress: crate::watch::ProgressNames,
-    /// The flags that name the model at its endpoint (vLLM's `--served-model-name`), the
+    /// The flag that names the model at its endpoint (vLLM's `--served-model-name`), the
     /// launch's own spelling first.
-    pub name_flags: &'static [&'static str],
+    pub name_flag: Flag,
     /// A command for the head's toolbox whose output says what its server is, as the engine's plan
     /// depends on it: whether it has a GPU of its own, its build (None: the plan depends on
     /// neither). What it printed reaches the plan as `FitNodes::head_said`, read by
@@ -140,7 +141,7 @@ pub trait ServingEngine: Send + Sync + 'static {
 
     /// What its own arguments (after `--`) and environment (`-e`) ask of a plan: the context,
     /// the cache's dtype, what else changes its memory; an error names what it would refuse.
-    fn fit_asked(&self, extra: &[String], env: &BTreeMap<String, String>) -> Result<FitAsk>;
+    fn fit_asked(&self, extra: &EngineArgs, env: &BTreeMap<String, String>) -> Result<FitAsk>;
     /// Whether the output of its [`EngineProfile::head_question`] names a GPU (None: it says neither).
     fn head_gpu(&self, said: &str) -> Option<bool>;
     /// Every layout of `shape` over `nodes` by its own rules, each with its figures or the rules
@@ -153,27 +154,7 @@ pub trait ServingEngine: Send + Sync + 'static {
     fn planned_split(&self, plan: &Plan) -> Option<Parallelism>;
     /// The plan's flags the launch adds to the engine's own (the context, the memory, the split of
     /// the layers), but those the operator gave among `extra`, by any spelling: theirs win.
-    fn planned_args(&self, plan: &Plan, extra: &[String]) -> Vec<String>;
-}
-
-/// `args` (flags and their values, as a plan writes them) without the flags `dropped` names.
-pub fn without_flags(args: &[String], dropped: &[&str]) -> Vec<String> {
-    let mut kept = Vec::new();
-    let mut words = args.iter().peekable();
-    while let Some(word) = words.next() {
-        let is_flag = |w: &String| w.starts_with('-') && w.parse::<f64>().is_err();
-        let value = words.next_if(|next| !is_flag(next));
-        if !dropped.contains(&word.as_str()) {
-            kept.push(word.clone());
-            kept.extend(value.cloned());
-        }
-    }
-    kept
-}
-
-/// Whether the operator's `extra` gives any of `spellings` (`--flag V`, `--flag=V`, or alone).
-pub fn gives(extra: &[String], spellings: &[&str]) -> bool {
-    extra.iter().any(|word| spellings.iter().any(|flag| word == flag || word.starts_with(&format!("{flag}="))))
+    fn planned_args(&self, plan: &Plan, extra: &EngineArgs) -> Vec<String>;
 }
 
 /// An engine's toolbox.
@@ -297,9 +278,8 @@ impl EngineRef {
 
     /// The name its endpoint serves the model under: the operator's own (the engine's naming
     /// flag among `extra`), else the model as given.
-    pub fn served_name(self, model: &str, extra: &[String]) -> String {
-        let named = self.profile().name_flags.iter().find_map(|flag| super::plan::flag_value(extra, flag));
-        named.unwrap_or(model).to_string()
+    pub fn served_name(self, model: &str, extra: &EngineArgs) -> String {
+        extra.value(self.profile().name_flag).unwrap_or(model).to_string()
     }
 }
 

@@ -15,14 +15,15 @@ use crate::link::ports::LinkPort;
 use crate::model::gguf_pick::gguf_parts;
 use crate::model::shape::ModelShape;
 use crate::model::source::{ModelFormat, ModelSource};
-use crate::serving::engine::{gives, without_flags, Backend, EngineProfile, EngineRef, ServingEngine, ToolboxProfile};
+use crate::serving::engine::{Backend, EngineProfile, EngineRef, ServingEngine, ToolboxProfile};
+use crate::serving::engine_args::{EngineArgs, Flag};
 use crate::serving::fit::llama::LlamaRules;
 use crate::serving::fit::llama_build::{self, LlamaBuild};
 use crate::serving::fit::{llama_log, FitAsk, FitNodes, KvCacheDtype, Measured, NodeLog, NodeMemory, Plan, Planned};
 use crate::serving::logs::LogTail;
 use crate::serving::parallelism::Parallelism;
 use crate::serving::plan::{
-    flag_value, with_overrides, LaunchPlan, LaunchStep, NodeForPlan, NodePlan, PlanRequest, PlannedCommand, Proof,
+    with_overrides, LaunchPlan, LaunchStep, NodeForPlan, NodePlan, PlanRequest, PlannedCommand, Proof,
 };
 use crate::serving::record::Role;
 use crate::serving::state::FlagQuestion;
@@ -43,6 +44,16 @@ pub const RPC_PROGRAMS: [&str; 2] = ["ggml-rpc-server", "rpc-server"];
 /// What llama-server logs for each device a model is loaded onto: `… using device RPC0
 /// (192.168.2.2:50052) …` names a worker by its endpoint.
 pub const DEVICE_LINE: &str = "using device";
+
+// llama-server's flags the launch reads or writes, by the spellings its common/arg.cpp takes; the
+// first is the one the launch (and the plan, `serving::fit::llama`) writes.
+const CTX_SIZE: Flag = Flag::new(&["-c", "--ctx-size"]);
+const CACHE_TYPE_K: Flag = Flag::new(&["-ctk", "--cache-type-k"]);
+const CACHE_TYPE_V: Flag = Flag::new(&["-ctv", "--cache-type-v"]);
+const DEVICE: Flag = Flag::new(&["--device", "-dev"]);
+const TENSOR_SPLIT: Flag = Flag::new(&["--tensor-split", "-ts"]);
+const ALIAS: Flag = Flag::new(&["--alias", "-a"]);
+const METRICS: Flag = Flag::new(&["--metrics"]);
 
 /// What the head's `llama-server` is set to, each by a variable rather than a flag: a build
 /// refuses a flag it does not know but ignores a variable it does not read. `-e` overrides any.
@@ -156,7 +167,7 @@ const PROFILE: EngineProfile = EngineProfile {
     api_key_env: "LLAMA_API_KEY",
     progress: crate::watch::LLAMA_CPP_PROGRESS,
     // `--alias`, which names the model at its endpoint.
-    name_flags: &["--alias", "-a"],
+    name_flag: ALIAS,
     // The head's llama.cpp (`serving::fit::llama_build`): its version, the GPUs its build sees (a
     // CPU build sees none, and the layers then go to the workers alone), its RPC devices' names.
     head_question: Some(&llama_build::QUESTION),
@@ -289,10 +300,9 @@ impl ServingEngine for LlamaCpp {
     }
 
     /// `-c`/`--ctx-size` and the cache's type (`-ctk`/`--cache-type-k`, when `-ctv` agrees).
-    fn fit_asked(&self, extra: &[String], _env: &BTreeMap<String, String>) -> Result<FitAsk> {
-        let flag = |names: &[&str]| names.iter().find_map(|name| flag_value(extra, name));
-        let context = flag(&["-c", "--ctx-size"]).and_then(|c| c.trim().parse::<u64>().ok()).filter(|&c| c > 0);
-        let (key, value) = (flag(&["-ctk", "--cache-type-k"]), flag(&["-ctv", "--cache-type-v"]));
+    fn fit_asked(&self, extra: &EngineArgs, _env: &BTreeMap<String, String>) -> Result<FitAsk> {
+        let context = extra.value(CTX_SIZE).and_then(|c| c.trim().parse::<u64>().ok()).filter(|&c| c > 0);
+        let (key, value) = (extra.value(CACHE_TYPE_K), extra.value(CACHE_TYPE_V));
         let kv_cache_dtype = key.filter(|key| value.is_none_or(|value| value == *key)).map(str::to_string);
         Ok(FitAsk { max_model_len: context, kv_cache_dtype, ..FitAsk::default() })
     }
@@ -357,18 +367,9 @@ impl ServingEngine for LlamaCpp {
 
     /// `--device`, `--tensor-split` and `-c`, unless the operator gave their own (`-dev`, `-ts`,
     /// `-c`/`--ctx-size`).
-    fn planned_args(&self, plan: &Plan, extra: &[String]) -> Vec<String> {
-        let mut dropped = Vec::new();
-        if gives(extra, &["-dev", "--device"]) {
-            dropped.push("--device");
-        }
-        if gives(extra, &["-ts", "--tensor-split"]) {
-            dropped.push("--tensor-split");
-        }
-        if gives(extra, &["-c", "--ctx-size"]) {
-            dropped.push("-c");
-        }
-        without_flags(&plan.engine_args, &dropped)
+    fn planned_args(&self, plan: &Plan, extra: &EngineArgs) -> Vec<String> {
+        let dropped: Vec<Flag> = [DEVICE, TENSOR_SPLIT, CTX_SIZE].into_iter().filter(|own| extra.gives(*own)).collect();
+        EngineArgs::new(plan.engine_args.clone()).without(&dropped).into_words()
     }
 
     /// The head's `llama-server` log: each RPC device's buffers by its server's address (a
@@ -476,7 +477,7 @@ pub fn llama_server(
     alias: Option<&str>,
     host: &str,
     port: u16,
-    extra: &[String],
+    extra: &EngineArgs,
 ) -> Vec<String> {
     let mut argv: Vec<String> = ["llama-server", "-m", gguf].map(String::from).to_vec();
     if !workers.is_empty() {
@@ -486,14 +487,14 @@ pub fn llama_server(
     argv.extend(["-ngl", "999"].map(String::from));
     // `/metrics` answers only with `--metrics` (tools/server/README.md): `cluster metrics`,
     // `cluster top` and the watch read the engine there.
-    if !super::engine::gives(extra, &["--metrics"]) {
-        argv.push("--metrics".into());
+    if !extra.gives(METRICS) {
+        argv.push(METRICS.name().into());
     }
     if let Some(alias) = alias {
-        argv.extend(["--alias".to_string(), alias.to_string()]);
+        argv.extend([ALIAS.name().to_string(), alias.to_string()]);
     }
     argv.extend(["--host".to_string(), host.to_string(), "--port".to_string(), port.to_string()]);
-    argv.extend(extra.iter().cloned());
+    argv.extend(extra.words().iter().cloned());
     argv
 }
 
@@ -505,11 +506,7 @@ fn plan(nodes: &[NodeForPlan], request: &PlanRequest, backend: Backend) -> Launc
     let workers: Vec<SocketAddr> =
         if backend == Backend::Rpc { nodes[1..].iter().map(listen).collect() } else { Vec::new() };
     // The operator's own name wins; otherwise the model as given, as vLLM names it.
-    let alias = PROFILE
-        .name_flags
-        .iter()
-        .all(|flag| crate::serving::plan::flag_value(&request.extra, flag).is_none())
-        .then_some(request.served.as_str());
+    let alias = request.extra.value(ALIAS).is_none().then_some(request.served.as_str());
     let mut planned = Vec::new();
     let mut notes = Vec::new();
     for (index, facts) in nodes.iter().enumerate() {
@@ -604,7 +601,7 @@ mod tests {
             split: Parallelism::of(1, 1, ""),
             host: "0.0.0.0".into(),
             port: 8080,
-            extra: extra.iter().map(|s| s.to_string()).collect(),
+            extra: EngineArgs::new(extra.iter().map(|s| s.to_string()).collect()),
             hub_commit: None,
             env: BTreeMap::new(),
             secrets: vec!["LLAMA_API_KEY".into(), "HF_TOKEN".into()],
@@ -726,7 +723,7 @@ mod tests {
 
     #[test]
     fn the_plan_reads_its_context_and_cache_type_and_asks_the_head_for_its_gpus() {
-        let words = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let words = |w: &[&str]| EngineArgs::new(w.iter().map(|s| s.to_string()).collect());
         let asked = LLAMA_CPP
             .fit_asked(&words(&["--ctx-size", "2048", "-ctk", "q8_0", "-ctv", "q8_0"]), &BTreeMap::new())
             .unwrap();
@@ -825,9 +822,9 @@ mod tests {
         assert_eq!(arg(&old, "--device"), None);
         assert!(old.notes.iter().any(|n| n.contains("own device order") && n.contains("#23868")), "{:?}", old.notes);
         // The operator's own --device wins.
-        let extra: Vec<String> = ["-dev", "RPC1,RPC0,ROCm0"].map(String::from).to_vec();
+        let extra = EngineArgs::new(["-dev", "RPC1,RPC0,ROCm0"].map(String::from).to_vec());
         assert!(!LLAMA_CPP.planned_args(&rocm, &extra).contains(&"--device".to_string()));
-        assert!(LLAMA_CPP.planned_args(&rocm, &[]).contains(&"RPC0,RPC1,ROCm0".to_string()));
+        assert!(LLAMA_CPP.planned_args(&rocm, &EngineArgs::default()).contains(&"RPC0,RPC1,ROCm0".to_string()));
     }
 
     #[test]

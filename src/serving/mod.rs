@@ -11,6 +11,7 @@
 pub(crate) mod commands;
 pub(crate) mod compile_cache;
 pub(crate) mod engine;
+pub(crate) mod engine_args;
 pub(crate) mod environment;
 pub(crate) mod fit;
 pub(crate) mod http;

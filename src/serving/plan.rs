@@ -10,6 +10,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use serde::{Deserialize, Serialize};
 
 use crate::serving::engine::{Backend, EngineRef};
+use crate::serving::engine_args::EngineArgs;
 use crate::serving::parallelism::Parallelism;
 use crate::serving::ray::RayRole;
 use crate::serving::record::Role;
@@ -48,7 +49,7 @@ pub struct PlanRequest {
     pub host: String,
     pub port: u16,
     /// The engine's own arguments (after `--`).
-    pub extra: Vec<String>,
+    pub extra: EngineArgs,
     /// The Hub commit every node that loads the model has in its cache.
     pub hub_commit: Option<String>,
     /// The operator's `-e KEY=VALUE`: the last word on every node's environment.
@@ -167,39 +168,8 @@ impl PlannedCommand {
     }
 }
 
-/// The value of `flag` among an engine's arguments (`--flag VALUE` or `--flag=VALUE`).
-pub fn flag_value<'a>(args: &'a [String], flag: &str) -> Option<&'a str> {
-    let mut words = args.iter();
-    while let Some(word) = words.next() {
-        if word == flag {
-            return words.next().map(String::as_str);
-        }
-        if let Some(value) = word.strip_prefix(flag).and_then(|rest| rest.strip_prefix('=')) {
-            return Some(value);
-        }
-    }
-    None
-}
-
 /// `env` for a node: what the engine sets, with the operator's `-e` over it.
 pub fn with_overrides(mut env: BTreeMap<String, String>, request: &PlanRequest) -> BTreeMap<String, String> {
     env.extend(request.env.clone());
     env
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn flag_values_in_both_spellings() {
-        let words = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        assert_eq!(flag_value(&words(&["--revision", "v1"]), "--revision"), Some("v1"));
-        assert_eq!(
-            flag_value(&words(&["--max-model-len", "8", "--served-model-name=x"]), "--served-model-name"),
-            Some("x")
-        );
-        assert_eq!(flag_value(&words(&["--revisions=x"]), "--revision"), None);
-        assert_eq!(flag_value(&words(&["--revision"]), "--revision"), None);
-    }
 }

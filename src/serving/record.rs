@@ -20,6 +20,7 @@ use crate::model::identity::ModelIdentity;
 use crate::paths::Paths;
 use crate::secret::names_a_secret;
 use crate::serving::engine::{Backend, EngineRef};
+use crate::serving::engine_args::EngineArgs;
 use crate::serving::service_name::ServiceName;
 
 /// The most records a node's serving directory is read for (a node serves a few services).
@@ -108,8 +109,8 @@ pub struct ServingRecord {
     pub processes: Vec<ServedProcess>,
     /// The operator's arguments for the engine's server (after `--`), as given: a canary's
     /// rollback serves again what served, as it served.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub extra: Vec<String>,
+    #[serde(default, skip_serializing_if = "EngineArgs::is_empty")]
+    pub extra: EngineArgs,
     /// The operator's `-e KEY=VALUE` settings, those whose names say no secret ([`recorded_env`]).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
@@ -196,7 +197,7 @@ impl ServingRecord {
             image_id: None,
             started: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
             processes: Vec::new(),
-            extra: Vec::new(),
+            extra: EngineArgs::default(),
             env: BTreeMap::new(),
             file: None,
             gguf_commit: None,
@@ -502,7 +503,7 @@ mod tests {
         );
         record.tp = Some(2);
         record.started = "2026-11-23T12:00:00Z".into();
-        record.extra = vec!["--max-model-len".into(), "4096".into()];
+        record.extra = EngineArgs::new(vec!["--max-model-len".into(), "4096".into()]);
         record.cuda_graphs = true;
         record.gguf_commit = Some("c".repeat(40));
         record.env = recorded_env(

@@ -12,15 +12,15 @@ use crate::link::ports::LinkPort;
 use crate::model::shape::ModelShape;
 use crate::model::source::{ModelFormat, ModelSource};
 use crate::rccl::log::{judge, RcclVerdict};
-use crate::serving::engine::{gives, without_flags, Backend, EngineProfile, EngineRef, ServingEngine, ToolboxProfile};
+use crate::serving::engine::{Backend, EngineProfile, EngineRef, ServingEngine, ToolboxProfile};
+use crate::serving::engine_args::{EngineArgs, Flag, REVISION};
 use crate::serving::environment::serving_env;
 use crate::serving::fit::vllm::VllmRules;
 use crate::serving::fit::{self, vllm_log, FitAsk, FitNodes, Measured, NodeLog, Plan, Planned};
 use crate::serving::logs::LogTail;
 use crate::serving::parallelism::Parallelism;
 use crate::serving::plan::{
-    flag_value, with_overrides, LaunchPlan, LaunchStep, NodeForPlan, NodePlan, PlanRequest, PlannedCommand, Proof,
-    StartKind,
+    with_overrides, LaunchPlan, LaunchStep, NodeForPlan, NodePlan, PlanRequest, PlannedCommand, Proof, StartKind,
 };
 use crate::serving::ray::{ray_head, ray_worker, RayRole, AUTH_MODE, AUTH_TOKEN, RAY_PORT};
 use crate::serving::record::Role;
@@ -72,7 +72,7 @@ const PROFILE: EngineProfile = EngineProfile {
     // vLLM's `VLLM_API_KEY` (the `--api-key` default).
     api_key_env: "VLLM_API_KEY",
     progress: crate::watch::VLLM_PROGRESS,
-    name_flags: &["--served-model-name"],
+    name_flag: Flag::new(&["--served-model-name"]),
     // vLLM's plan needs only the nodes' memory: one rank a node's GPU.
     head_question: None,
 };
@@ -190,13 +190,13 @@ impl ServingEngine for Vllm {
     /// `--max-model-len`, `--kv-cache-dtype` and `--max-num-batched-tokens` among its arguments,
     /// `VLLM_PP_LAYER_PARTITION` and `VLLM_MLA_DISABLE` in its environment, read as vLLM reads
     /// them (`serving::vllm_args`).
-    fn fit_asked(&self, extra: &[String], env: &BTreeMap<String, String>) -> Result<FitAsk> {
-        let batched = "--max-num-batched-tokens";
+    fn fit_asked(&self, extra: &EngineArgs, env: &BTreeMap<String, String>) -> Result<FitAsk> {
         Ok(FitAsk {
-            max_model_len: flag_value(extra, "--max-model-len").map(vllm_args::max_model_len).transpose()?.flatten(),
-            kv_cache_dtype: flag_value(extra, "--kv-cache-dtype").map(str::to_string),
-            max_num_batched_tokens: flag_value(extra, batched)
-                .map(|text| vllm_args::human_readable_int(batched, text))
+            max_model_len: extra.value(MAX_MODEL_LEN).map(vllm_args::max_model_len).transpose()?.flatten(),
+            kv_cache_dtype: extra.value(KV_CACHE_DTYPE).map(str::to_string),
+            max_num_batched_tokens: extra
+                .value(MAX_NUM_BATCHED_TOKENS)
+                .map(|text| vllm_args::human_readable_int(MAX_NUM_BATCHED_TOKENS.name(), text))
                 .transpose()?,
             pp_layer_partition: env
                 .get("VLLM_PP_LAYER_PARTITION")
@@ -239,17 +239,15 @@ impl ServingEngine for Vllm {
     /// layers) `--max-num-batched-tokens`; the operator's own win: a flag the plan read as asked
     /// (`--max-model-len`, `--max-num-batched-tokens`), `--kv-cache-memory-bytes`, and
     /// `--gpu-memory-utilization`, with which vLLM sizes the cache itself.
-    fn planned_args(&self, plan: &Plan, extra: &[String]) -> Vec<String> {
+    fn planned_args(&self, plan: &Plan, extra: &EngineArgs) -> Vec<String> {
         let mut dropped = SPLIT_FLAGS.to_vec();
-        for own in ["--max-model-len", "--max-num-batched-tokens", "--kv-cache-memory-bytes"] {
-            if gives(extra, &[own]) {
-                dropped.push(own);
-            }
+        dropped.extend(
+            [MAX_MODEL_LEN, MAX_NUM_BATCHED_TOKENS, KV_CACHE_MEMORY_BYTES].into_iter().filter(|own| extra.gives(*own)),
+        );
+        if extra.gives(GPU_MEMORY_UTILIZATION) {
+            dropped.extend([GPU_MEMORY_UTILIZATION, KV_CACHE_MEMORY_BYTES]);
         }
-        if gives(extra, &["--gpu-memory-utilization"]) {
-            dropped.extend(["--gpu-memory-utilization", "--kv-cache-memory-bytes"]);
-        }
-        without_flags(&plan.engine_args, &dropped)
+        EngineArgs::new(plan.engine_args.clone()).without(&dropped).into_words()
     }
 
     /// Each rank's `Model loading took` and KV cache lines: a rank's in its own node's log (its
@@ -272,8 +270,19 @@ impl ServingEngine for Vllm {
 }
 
 /// The flags a vLLM launch writes itself for the split: the plan's are not added again.
-const SPLIT_FLAGS: [&str; 4] =
-    ["--tensor-parallel-size", "--pipeline-parallel-size", "--data-parallel-size", "--enable-expert-parallel"];
+const SPLIT_FLAGS: [Flag; 4] = [
+    Flag::new(&["--tensor-parallel-size"]),
+    Flag::new(&["--pipeline-parallel-size"]),
+    Flag::new(&["--data-parallel-size"]),
+    Flag::new(&["--enable-expert-parallel"]),
+];
+
+/// vLLM's flags the plan reads or writes (the operator's win over the plan's).
+const MAX_MODEL_LEN: Flag = Flag::new(&["--max-model-len"]);
+const KV_CACHE_DTYPE: Flag = Flag::new(&["--kv-cache-dtype"]);
+const MAX_NUM_BATCHED_TOKENS: Flag = Flag::new(&["--max-num-batched-tokens"]);
+const KV_CACHE_MEMORY_BYTES: Flag = Flag::new(&["--kv-cache-memory-bytes"]);
+const GPU_MEMORY_UTILIZATION: Flag = Flag::new(&["--gpu-memory-utilization"]);
 
 /// The node address a Ray worker's prefix names (`RayWorkerWrapper pid=212, ip=192.168.2.2`).
 fn rank_address(who: &str) -> Option<std::net::Ipv4Addr> {
@@ -362,10 +371,11 @@ fn plan(nodes: &[NodeForPlan], request: &PlanRequest, backend: Backend) -> Launc
     let head_ip = nodes[0].link_ip;
     let rendezvous = SocketAddr::from((head_ip, nodes[0].listen_port));
     let mut extra = request.extra.clone();
-    if let Some(commit) = request.hub_commit.as_ref().filter(|_| flag_value(&request.extra, "--revision").is_none()) {
+    if let Some(commit) = request.hub_commit.as_ref().filter(|_| request.extra.value(REVISION).is_none()) {
         // vLLM loads the commit every node has, from its cache, never asking the Hub.
-        extra.extend(["--revision".to_string(), commit.clone()]);
+        extra = extra.with(REVISION, commit);
     }
+    let mut extra = extra.into_words();
     let (graphs, notes) = graph_capture(nodes.len(), request);
     extra.extend(graphs);
     let mut planned = Vec::new();
@@ -461,7 +471,7 @@ fn plan(nodes: &[NodeForPlan], request: &PlanRequest, backend: Backend) -> Launc
 /// Inductor's fusion stays (7-9% faster than `--enforce-eager`, hang-free over a 600 s soak);
 /// else `--enforce-eager`. The args to add, and what the report says.
 fn graph_capture(nodes: usize, request: &PlanRequest) -> (Vec<String>, Vec<String>) {
-    if nodes < 2 || request.cuda_graphs || request.extra.iter().any(|word| says_how_to_compile(word)) {
+    if nodes < 2 || request.cuda_graphs || request.extra.words().iter().any(|word| says_how_to_compile(word)) {
         return (Vec::new(), Vec::new());
     }
     let named = request.image_flags.as_ref().map(|flags| flags.iter().any(|f| f == COMPILATION_SHORTHAND));
@@ -530,7 +540,7 @@ mod tests {
 
     #[test]
     fn the_plan_reads_its_own_flags_as_vllm_reads_them() {
-        let words = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let words = |w: &[&str]| EngineArgs::new(w.iter().map(|s| s.to_string()).collect());
         let none = BTreeMap::new();
         let asked = VLLM.fit_asked(&words(&["--max-model-len", "32K", "--kv-cache-dtype=fp8"]), &none).unwrap();
         assert_eq!((asked.max_model_len, asked.kv_cache_dtype.as_deref()), (Some(32_768), Some("fp8")));
@@ -544,10 +554,10 @@ mod tests {
         // -e VLLM_PP_LAYER_PARTITION and VLLM_MLA_DISABLE, as vLLM reads its environment.
         let env: BTreeMap<String, String> =
             [("VLLM_PP_LAYER_PARTITION", "31,30"), ("VLLM_MLA_DISABLE", "1")].map(|(k, v)| (k.into(), v.into())).into();
-        let asked_env = VLLM.fit_asked(&[], &env).unwrap();
+        let asked_env = VLLM.fit_asked(&EngineArgs::default(), &env).unwrap();
         assert_eq!((asked_env.pp_layer_partition, asked_env.mla_disabled), (Some(vec![31, 30]), true));
         let bad: BTreeMap<String, String> = [("VLLM_MLA_DISABLE".to_string(), "yes".to_string())].into();
-        assert!(matches!(VLLM.fit_asked(&[], &bad), Err(Error::Usage(_))));
+        assert!(matches!(VLLM.fit_asked(&EngineArgs::default(), &bad), Err(Error::Usage(_))));
         assert_eq!(PROFILE.model_format, ModelFormat::Safetensors);
         assert_eq!(PROFILE.head_question, None);
     }
@@ -713,7 +723,8 @@ mod tests {
         for (index, node) in plan.nodes.iter().enumerate() {
             let serve = &node.commands[0];
             assert_eq!(node.commands.len(), 1);
-            assert_eq!(flag_value(&serve.argv, "--node-rank"), Some(index.to_string().as_str()));
+            let argv = EngineArgs::new(serve.argv.clone());
+            assert_eq!(argv.value(Flag::new(&["--node-rank"])), Some(index.to_string().as_str()));
             assert_eq!(serve.env["NCCL_DEBUG"], "INFO");
             assert!(!serve.env.keys().any(|key| key.starts_with("RAY_")), "{:?}", serve.env);
         }
@@ -754,7 +765,7 @@ mod tests {
             split: split(2, 1),
             host: "0.0.0.0".into(),
             port: 8000,
-            extra: extra.iter().map(|s| s.to_string()).collect(),
+            extra: EngineArgs::new(extra.iter().map(|s| s.to_string()).collect()),
             hub_commit: commit.map(str::to_string),
             env: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
             secrets: vec!["HF_TOKEN".into(), "RAY_AUTH_TOKEN".into()],

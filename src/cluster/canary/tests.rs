@@ -136,7 +136,7 @@ fn what_served_before_is_relaunched_with_its_engine_and_executor() {
         record.pp = Some(2);
         record.on = vec!["b".into(), "c".into()];
         record.router_listen = Some("0.0.0.0:8100".parse().unwrap());
-        record.extra = vec!["--max-model-len".into(), "4096".into()];
+        record.extra = EngineArgs::new(vec!["--max-model-len".into(), "4096".into()]);
         record.env = [("VLLM_LOGGING_LEVEL".to_string(), "DEBUG".to_string())].into();
         record
     };
@@ -144,6 +144,7 @@ fn what_served_before_is_relaunched_with_its_engine_and_executor() {
     let cluster = nodes(&["a", "b", "c"]);
     let cluster = as_nodes(&cluster);
     use crate::serving::engine::Backend;
+    use crate::serving::engine_args::EngineArgs;
     use crate::serving::{llama::LLAMA_CPP, vllm::VLLM};
     let llama = relaunch(&record(LLAMA_CPP, Backend::Rpc), &canary, &cluster);
     assert_eq!((llama.engine, llama.backend, llama.port, llama.replace), (LLAMA_CPP, None, Some(8100), true));
@@ -162,7 +163,7 @@ fn what_served_before_is_relaunched_with_its_engine_and_executor() {
         matches!(relaunch(&from_file, &canary, &cluster).source, ModelSource::HubGguf { pick: p, .. } if p == pick)
     );
     assert_eq!(
-        (vllm.extra.as_slice(), vllm.env.get("VLLM_LOGGING_LEVEL")),
+        (vllm.extra.words(), vllm.env.get("VLLM_LOGGING_LEVEL")),
         (["--max-model-len", "4096"].map(String::from).as_slice(), Some(&"DEBUG".to_string())),
         "as it served: not the canary's"
     );
@@ -191,7 +192,7 @@ pub(crate) fn llama_launch(model: &str) -> LaunchRequest {
         timeout: std::time::Duration::from_secs(1),
         replace: false,
         dry_run: false,
-        extra: Vec::new(),
+        extra: Default::default(),
         env: Default::default(),
         hf_token: None,
         api_key: None,

@@ -15,10 +15,10 @@ use super::request::LaunchRequest;
 use crate::cluster::fit::{fit_model, FitRequest, NoPlan};
 use crate::error::{Error, Result};
 use crate::node::Node;
+use crate::serving::engine_args::REVISION;
 use crate::serving::fit::memory::DEFAULT_RESERVE_GIB;
 use crate::serving::fit::{Plan, Planned};
 use crate::serving::parallelism::Parallelism;
-use crate::serving::plan::flag_value;
 use crate::serving::room::Room;
 
 /// What the plan gives the launch.
@@ -56,7 +56,7 @@ pub(super) async fn plan_first(nodes: &[&dyn Node], request: &LaunchRequest) -> 
         // A relaunch's model is read at the commit it served.
         revision: pinned_commit(request)
             .map(String::from)
-            .or_else(|| flag_value(&request.extra, "--revision").map(str::to_string)),
+            .or_else(|| request.extra.value(REVISION).map(str::to_string)),
         tp: request.tp,
         pp: request.pp,
         asked: engine.fit_asked(&request.extra, &request.env)?,

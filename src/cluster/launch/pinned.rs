@@ -14,11 +14,8 @@ use crate::model::identity::ModelIdentity;
 use crate::model::repo_id::RepoId;
 use crate::model::revision::{Commit, Revision};
 use crate::model::source::ModelSource;
-use crate::serving::engine::without_flags;
+use crate::serving::engine_args::{EngineArgs, REVISION};
 use crate::serving::record::ServingRecord;
-
-/// The flag a Hub revision is asked with (vLLM's; the launch's own lookup reads it too).
-const REVISION: &str = "--revision";
 
 /// What a relaunch must serve again, exactly, as its record says.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -128,19 +125,18 @@ pub(super) fn pinned_commit(request: &LaunchRequest) -> Option<Commit> {
 pub(super) fn revision_asked(request: &LaunchRequest) -> Result<Option<Revision>> {
     match pinned_commit(request) {
         Some(commit) => Revision::parse(commit.as_str()).map(Some),
-        None => crate::serving::plan::flag_value(&request.extra, REVISION).map(Revision::parse).transpose(),
+        None => request.extra.value(REVISION).map(Revision::parse).transpose(),
     }
 }
 
 /// The engine's arguments without the operator's `--revision` when a commit is pinned: the
 /// engine is then given the commit (vLLM's `--revision COMMIT`), never a branch or tag that
 /// names another commit in the caches since.
-pub(super) fn without_asked_revision(request: &LaunchRequest, extra: Vec<String>) -> Vec<String> {
+pub(super) fn without_asked_revision(request: &LaunchRequest, extra: EngineArgs) -> EngineArgs {
     if pinned_commit(request).is_none() {
         return extra;
     }
-    let joined = format!("{REVISION}=");
-    without_flags(&extra, &[REVISION]).into_iter().filter(|word| !word.starts_with(&joined)).collect()
+    extra.without(&[REVISION])
 }
 
 /// The commit `service` served, which not every node of it has whole in its cache any more: the
@@ -196,7 +192,7 @@ mod tests {
         LaunchRequest {
             engine: VLLM,
             source: ModelSource::of(MODEL),
-            extra: extra.iter().map(|word| word.to_string()).collect(),
+            extra: EngineArgs::new(extra.iter().map(|word| word.to_string()).collect()),
             pinned,
             ..llama_launch(MODEL)
         }
@@ -257,12 +253,12 @@ mod tests {
         let asked = relaunch(&["--revision", "v1", "--max-model-len", "4096", "--revision=v2"], pinned.clone());
         assert_eq!(revision_asked(&asked).unwrap().map(String::from), Some(commit('1').to_string()));
         // The engine is given the commit (vLLM's plan adds `--revision COMMIT`), not the tag.
-        assert_eq!(without_asked_revision(&asked, asked.extra.clone()), ["--max-model-len", "4096"]);
+        assert_eq!(without_asked_revision(&asked, asked.extra.clone()).words(), ["--max-model-len", "4096"]);
         let as_asked = relaunch(&["--revision", "v1"], None);
-        assert_eq!(without_asked_revision(&as_asked, as_asked.extra.clone()), ["--revision", "v1"]);
+        assert_eq!(without_asked_revision(&as_asked, as_asked.extra.clone()).words(), ["--revision", "v1"]);
         // A record that names no commit (a directory, an older record) pins none.
         let unnamed = relaunch(&["--revision", "v1"], Some(Pinned::default()));
-        assert_eq!(without_asked_revision(&unnamed, unnamed.extra.clone()), ["--revision", "v1"]);
+        assert_eq!(without_asked_revision(&unnamed, unnamed.extra.clone()).words(), ["--revision", "v1"]);
     }
 
     #[test]

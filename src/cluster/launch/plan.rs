@@ -15,8 +15,9 @@ use crate::model::repo_id::RepoId;
 use crate::model::source::ModelSource;
 use crate::node::Node;
 use crate::serving::engine::Backend;
+use crate::serving::engine_args::EngineArgs;
 use crate::serving::parallelism::Parallelism;
-use crate::serving::plan::{flag_value, LaunchPlan, NodeForPlan, PlanRequest};
+use crate::serving::plan::{LaunchPlan, NodeForPlan, PlanRequest};
 use crate::serving::ports::ENGINE_PORTS_FROM;
 use crate::serving::ray::AUTH_TOKEN;
 use crate::serving::state::ServeCheckReport;
@@ -59,7 +60,7 @@ pub(super) fn plan(
         .collect();
     let served = request.service.to_string();
     let mut extra = facts.planned_args.clone();
-    extra.extend(without_asked_revision(request, named_extra(request)?));
+    extra.extend(without_asked_revision(request, named_extra(request)?).into_words());
     // The endpoint's key is the router's: the engines, on the link or the loopback, get none.
     let mut secrets = Vec::new();
     if request.hf_token.is_some() {
@@ -75,7 +76,7 @@ pub(super) fn plan(
         split: split.clone(),
         host: node_facts[0].link_ip.to_string(),
         port: engine_port,
-        extra,
+        extra: EngineArgs::new(extra),
         hub_commit: cached.map(|c| c.commit.to_string()),
         env: request.env.clone(),
         secrets,
@@ -138,23 +139,18 @@ pub(super) fn plan(
 /// The engine's arguments, asking it to serve the model as the service's name: its naming flag
 /// added when the operator gave none and the engine would call it otherwise. A naming flag that
 /// says another name than `--name` is refused (the router and the engine must agree).
-fn named_extra(request: &LaunchRequest) -> Result<Vec<String>> {
+fn named_extra(request: &LaunchRequest) -> Result<EngineArgs> {
     let engine = request.engine;
     let name = request.service.as_str();
-    let given =
-        engine.profile().name_flags.iter().find_map(|flag| flag_value(&request.extra, flag).map(|value| (flag, value)));
-    let mut extra = request.extra.clone();
-    match given {
-        Some((_, value)) if value == name => {}
-        Some((flag, value)) => {
-            return Err(Error::Usage(format!(
-                "the engine's `{flag} {value}` names the service otherwise than `--name {name}`: the router sends \
-                 requests for {name} to an engine that must answer to it. Fix: give one name (`--name {value}`, or \
-                 drop `{flag}`)"
-            )))
-        }
-        None if engine.served_name(&request.model, &request.extra) == name => {}
-        None => extra.extend([engine.profile().name_flags[0].to_string(), name.to_string()]),
+    let name_flag = engine.profile().name_flag;
+    match request.extra.given(name_flag) {
+        Some((_, value)) if value == name => Ok(request.extra.clone()),
+        Some((flag, value)) => Err(Error::Usage(format!(
+            "the engine's `{flag} {value}` names the service otherwise than `--name {name}`: the router sends \
+             requests for {name} to an engine that must answer to it. Fix: give one name (`--name {value}`, or \
+             drop `{flag}`)"
+        ))),
+        None if engine.served_name(&request.model, &request.extra) == name => Ok(request.extra.clone()),
+        None => Ok(request.extra.clone().with(name_flag, name)),
     }
-    Ok(extra)
 }

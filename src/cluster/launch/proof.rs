@@ -336,7 +336,10 @@ async fn endpoint(proving: &mut Proving<'_>) -> Result<()> {
         if matches!(report.health, HttpAnswer::Status(200, _)) && !report.models.is_empty() {
             return Err(failed(
                 format!("it serves {} instead of {}", report.models.join(", "), proving.served),
-                format!("check {} among the server's arguments", proving.engine.profile().name_flags.join(" or ")),
+                format!(
+                    "check {} among the server's arguments",
+                    proving.engine.profile().name_flag.spellings().join(" or ")
+                ),
             ));
         }
         proving.stopped(&format!("the wait for {}", proving.engine.profile().title))?;

@@ -7,6 +7,7 @@ use crate::cluster::recipe::book::RecipeBook;
 use crate::cluster::recipe::Recipe;
 use crate::error::Result;
 use crate::node::Node;
+use crate::serving::engine_args::EngineArgs;
 
 /// The recipe kept for the request's model and engine, when the operator left the layout open
 /// (no `--on`, `--tp`, `--pp`) and every node it names is one of `cluster`'s.
@@ -21,7 +22,7 @@ pub(super) fn for_launch(cluster: &[&dyn Node], request: &LaunchRequest) -> Resu
 
 /// `request` served as `recipe` says.
 pub(super) fn applied(recipe: &Recipe, request: &LaunchRequest) -> LaunchRequest {
-    let extra = if request.extra.is_empty() { recipe.args.clone() } else { request.extra.clone() };
+    let extra = if request.extra.is_empty() { EngineArgs::new(recipe.args.clone()) } else { request.extra.clone() };
     LaunchRequest { on: recipe.on.clone(), tp: recipe.tp, pp: recipe.pp, extra, ..request.clone() }
 }
 
@@ -42,8 +43,9 @@ mod tests {
         let request = LaunchRequest { recipes: Some(dir.path().into()), ..llama_launch(&kept.model) };
         let found = for_launch(&cluster, &request).unwrap().expect("the model's recipe");
         let by_recipe = applied(&found, &request);
-        assert_eq!((by_recipe.on.as_slice(), by_recipe.extra.as_slice()), (kept.on.as_slice(), kept.args.as_slice()));
-        let own_args = LaunchRequest { extra: vec!["--threads".into(), "1".into()], ..request.clone() };
+        assert_eq!((by_recipe.on.as_slice(), by_recipe.extra.words()), (kept.on.as_slice(), kept.args.as_slice()));
+        let own_args =
+            LaunchRequest { extra: EngineArgs::new(vec!["--threads".into(), "1".into()]), ..request.clone() };
         assert_eq!(applied(&found, &own_args).extra, own_args.extra, "the operator's flags win over the recipe's");
         let named = LaunchRequest { on: vec!["node1".into()], ..request.clone() };
         assert_eq!(for_launch(&cluster, &named).unwrap(), None, "--on names the layout");

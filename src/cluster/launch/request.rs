@@ -15,6 +15,7 @@ use crate::model::revision::Commit;
 use crate::model::source::ModelSource;
 use crate::secret::{shown_env, Secret};
 use crate::serving::engine::{Backend, EngineRef};
+use crate::serving::engine_args::EngineArgs;
 use crate::serving::fit::{Measured, Plan};
 use crate::serving::plan::{LaunchStep, NodePlan};
 use crate::serving::service_name::ServiceName;
@@ -51,7 +52,7 @@ pub struct LaunchRequest {
     pub replace: bool,
     pub dry_run: bool,
     /// Extra arguments for the engine's server (after `--`), as the operator gave them.
-    pub extra: Vec<String>,
+    pub extra: EngineArgs,
     /// The user's `-e KEY=VALUE`: they override the serving environment.
     pub env: BTreeMap<String, String>,
     pub hf_token: Option<Secret>,
@@ -231,7 +232,7 @@ mod tests {
             split: Parallelism::of(1, 1, ""),
             host: "0.0.0.0".into(),
             port: 8000,
-            extra: Vec::new(),
+            extra: EngineArgs::default(),
             hub_commit: None,
             env: [("HF_TOKEN", "hf_s3cret"), ("TOKENIZERS_PARALLELISM", "false")]
                 .map(|(k, v)| (k.to_string(), v.to_string()))

@@ -17,6 +17,7 @@ use crate::model::gguf_pick::GgufPick;
 use crate::model::source::ModelSource;
 use crate::secret::Secret;
 use crate::serving::engine::{Backend, EngineRef};
+use crate::serving::engine_args::EngineArgs;
 use crate::serving::record::recorded_env;
 use crate::serving::service_name::ServiceName;
 
@@ -40,8 +41,8 @@ pub struct OnDemandLaunch {
     pub pp: Option<usize>,
     /// How long the engine may take to serve.
     pub timeout_seconds: u64,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub extra: Vec<String>,
+    #[serde(default, skip_serializing_if = "EngineArgs::is_empty")]
+    pub extra: EngineArgs,
     /// The operator's `-e` settings whose names say no secret.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
@@ -145,7 +146,7 @@ mod tests {
         asked.env = [("WANDB_API_KEY", "s3cret"), ("LLAMA_ARG_THREADS", "1")]
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .into();
-        asked.extra = vec!["--threads".into(), "1".into()];
+        asked.extra = EngineArgs::new(vec!["--threads".into(), "1".into()]);
         asked.hf_token = Some(Secret::new("hf_secret".into()));
         let ask = OnDemandAsk {
             idle: Some(Duration::from_secs(60)),

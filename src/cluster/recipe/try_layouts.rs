@@ -151,7 +151,7 @@ pub async fn try_layouts(
             tried.result = Some(result.id.clone());
             let faster = best.as_ref().is_none_or(|best| throughput > best.output_throughput);
             if tried.answers_right && faster {
-                let mut args = launch_as.extra.clone();
+                let mut args = launch_as.extra.words().to_vec();
                 if let Some(plan) = &launched.plan {
                     args.extend(launch_as.engine.planned_args(plan, &launch_as.extra));
                 }

@@ -167,7 +167,7 @@ fn base_request(record: &ServingRecord, policy: &WatchPolicy, secrets: &Relaunch
         timeout: policy.grace,
         replace: true,
         dry_run: false,
-        extra: Vec::new(),
+        extra: Default::default(),
         env: BTreeMap::new(),
         hf_token: secrets.hf_token.clone(),
         api_key: secrets.api_key.clone(),
@@ -187,6 +187,7 @@ mod tests {
     use super::*;
     use crate::cluster::testing::{as_nodes, nodes};
     use crate::serving::engine::Backend;
+    use crate::serving::engine_args::EngineArgs;
     use crate::serving::record::Role;
     use crate::serving::vllm::VLLM;
 
@@ -210,7 +211,7 @@ mod tests {
         );
         (record.tp, record.pp, record.on) = (Some(1), Some(2), vec!["node1".into(), "node2".into()]);
         record.router_listen = Some("0.0.0.0:8000".parse().unwrap());
-        record.extra = vec!["--max-model-len".into(), "4096".into()];
+        record.extra = EngineArgs::new(vec!["--max-model-len".into(), "4096".into()]);
         record.env = [("STANDIN_STALL_FILE".to_string(), "/home/u/stall".to_string())].into();
         record.cuda_graphs = true;
         record.keep_free_gib = 20;
@@ -229,7 +230,7 @@ mod tests {
         let again = canary::relaunch(&record, &base_request(&record, &policy, &secrets).unwrap(), &as_nodes(&cluster));
         assert!(again.cuda_graphs, "the operator's --cuda-graphs kept");
         assert_eq!(again.keep_free_gib, 20, "the memory the operator left free for another service");
-        assert_eq!(again.extra, ["--max-model-len", "4096"], "the flags after --");
+        assert_eq!(again.extra.words(), ["--max-model-len", "4096"], "the flags after --");
         assert_eq!(again.env, record.env, "the -e settings");
         assert_eq!((again.on.as_slice(), again.backend, again.pp), (record.on.as_slice(), Some(Backend::Mp), Some(2)));
         assert_eq!((again.timeout, again.replace, again.api_key.is_some()), (policy.grace, true, true), "the watch's");

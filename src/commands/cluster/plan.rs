@@ -15,6 +15,7 @@ use crate::commands::plan::PlanArgs;
 use crate::commands::secrets::api_key;
 use crate::error::{Error, Result, EXIT_FAILURE};
 use crate::output::{Output, Render, Style};
+use crate::serving::engine_args::EngineArgs;
 use crate::serving::service_name::ServiceName;
 use crate::settings::Settings;
 use crate::spec::parse_env;
@@ -43,7 +44,8 @@ pub(super) async fn run(cluster: &ClusterSettings, plan: &PlanArgs, settings: &S
         })?;
         let head_alone = fit_model(&nodes[..1], &fit).await.ok().and_then(|report| report.plan);
         let candidates = candidates(nodes, &whole.layouts, head_alone.is_some_and(|plan| plan.chosen.is_some()));
-        let service = ServiceName::parse(&fit.engine.served_name(&fit.model, &plan.extra))?;
+        let extra = EngineArgs::new(plan.extra.clone());
+        let service = ServiceName::parse(&fit.engine.served_name(&fit.model, &extra))?;
         let launch = LaunchRequest {
             engine: fit.engine,
             toolbox: fit.toolbox.clone(),
@@ -59,7 +61,7 @@ pub(super) async fn run(cluster: &ClusterSettings, plan: &PlanArgs, settings: &S
             timeout: Duration::from_secs(plan.timeout),
             replace: false,
             dry_run: false,
-            extra: plan.extra.clone(),
+            extra,
             env: parse_env(&plan.env)?,
             hf_token: fit.hf_token.clone(),
             api_key: api_key(plan.api_key_file.as_deref())?,
