@@ -98,15 +98,18 @@ fn launch_against_vllm_serve_by_hand() {
             first_answer(&format!("http://{link}:{port}"), MODEL)
         ),
     );
-    let stop_ours =
-        node_script(&node, work.path(), "stop-ours", &[], &format!("{STRIX} stop >/dev/null 2>&1 || true\n"));
-    let stop_by_hand = node_script(
+    // Before every run, of either: nothing serves (the other's last run still would, its port
+    // and its memory taken).
+    let stop_both = node_script(
         &node,
         work.path(),
-        "stop-by-hand",
+        "stop-both",
         &[],
-        "podman --remote exec vllm pkill -f 'vllm serve' || true\n\
-         i=0; while podman --remote exec vllm pgrep -f 'vllm serve' >/dev/null; do i=$((i+1)); [ $i -lt 120 ] || exit 1; sleep 0.5; done\n",
+        &format!(
+            "{STRIX} stop >/dev/null 2>&1 || true\n\
+             podman --remote exec vllm pkill -f 'vllm serve' || true\n\
+             i=0; while podman --remote exec vllm pgrep -f 'vllm serve' >/dev/null; do i=$((i+1)); [ $i -lt 120 ] || exit 1; sleep 0.5; done\n"
+        ),
     );
     let report = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench/vllm-launch.md");
     std::fs::create_dir_all(report.parent().expect("a directory")).expect("mkdir target/bench");
@@ -114,14 +117,13 @@ fn launch_against_vllm_serve_by_hand() {
     let status = Command::new("hyperfine")
         .args(["--runs", "3", "--export-markdown"])
         .arg(&report)
-        .args(["--prepare", &sh(&stop_ours), "--prepare", &sh(&stop_by_hand)])
+        .args(["--prepare", &sh(&stop_both)])
         .args(["-n", "strix-toolbox launch, to the first answer", &sh(&ours)])
         .args(["-n", "vllm serve by hand, to the first answer", &sh(&by_hand)])
         .status()
         .expect("hyperfine (scripts/test-deps.sh installs it)");
     assert!(status.success(), "hyperfine failed");
-    let _ = Command::new("sh").arg(&stop_ours).status();
-    let _ = Command::new("sh").arg(&stop_by_hand).status();
+    let _ = Command::new("sh").arg(&stop_both).status();
 }
 
 /// The figures of one `vllm bench serve --save-result` file or one level of our `bench --json`.
