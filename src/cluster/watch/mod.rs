@@ -112,7 +112,9 @@ pub async fn watch(settings: &ClusterSettings, request: &WatchRequest, emit: &dy
             return Err(Error::Interrupted { during: "the watch".into(), signal });
         }
         let began = tokio::time::Instant::now();
-        let (found, reading) = look(settings, request, &tracked).await;
+        // A look only reads: Ctrl-C drops it where it stands (under load one can take a while).
+        let looking = async { Ok(look(settings, request, &tracked).await) };
+        let (found, reading) = interrupt.unless_it_comes("the watch", looking).await?;
         for found in found {
             judge(settings, request, &mut tracked, found, &interrupt, &say).await?;
         }
