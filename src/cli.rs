@@ -14,7 +14,7 @@ use crate::commands::{
     agent, bench, build, cluster, completions, detect, doctor, enter, launch, list, logs, model, plan, rccl, refresh,
     rm, rollback, router, status, stop, verify,
 };
-use crate::engine::kind::EngineChoice;
+use crate::container_engine::kind::EngineChoice;
 use crate::error::{Error, Result};
 use crate::node::local::LocalNode;
 use crate::output::Output;

@@ -2,7 +2,7 @@
 //!
 //! - A node: host facts → toolbox spec → plan → apply → verify. Facts are read only through
 //!   [`host::HostRoot`], the spec and the plan are pure data, effects go through the
-//!   [`engine::Engine`] and [`manager`] seams, and the new toolbox is verified from the inside
+//!   [`container_engine::ContainerEngine`] and [`manager`] seams, and the new toolbox is verified from the inside
 //!   before it is swapped in; until then the old one is untouched.
 //! - Serving, on the toolboxes: [`serving`] (each engine a profile, a launch a plan of steps and
 //!   proofs, a record per service) and [`model`] (fetched once), the [`router`] in front of what
@@ -12,6 +12,12 @@
 //!
 //! [`ops`] are the operations (settings in, typed reports out); [`commands`] parse, call one
 //! operation and render. docs/architecture.md draws the refresh, the launch and the watch.
+//!
+//! Words: the *container engine* is podman or Docker ([`container_engine`]); an *engine* alone is
+//! what serves a model, vLLM or llama.cpp ([`serving::engine`]). A *plan* is what a command will
+//! carry out: a refresh's steps ([`plan`]), a launch's steps on every node ([`serving::plan`]); the
+//! *fit* ([`serving::fit`]) is every layout a model could take on the nodes and the one a launch
+//! plan takes, which the `plan` command prints.
 
 pub(crate) mod apply;
 pub mod bench;
@@ -19,8 +25,8 @@ pub(crate) mod check;
 pub mod cli;
 pub mod cluster;
 pub mod commands;
+pub(crate) mod container_engine;
 pub(crate) mod doctor;
-pub(crate) mod engine;
 pub(crate) mod error;
 pub(crate) mod host;
 pub(crate) mod image;

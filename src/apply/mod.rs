@@ -1,4 +1,4 @@
-//! Apply a refresh plan through the Engine and Manager seams.
+//! Apply a refresh plan through the ContainerEngine and Manager seams.
 //!
 //! Never destroys the working toolbox before its replacement exists: the replacement is made
 //! under a temporary name, and only a successful create leads to the swap. Any failure, Ctrl-C
@@ -9,7 +9,7 @@ pub mod lock;
 
 pub use interruptible::{interruptible, listen_for_signals};
 
-use crate::engine::Engine;
+use crate::container_engine::ContainerEngine;
 use crate::error::{Error, Result};
 use crate::image::reference::ImageRef;
 use crate::manager::Manager;
@@ -27,7 +27,7 @@ pub struct Applied {
 pub async fn apply(
     name: &str,
     plan: &RefreshPlan,
-    engine: &dyn Engine,
+    engine: &dyn ContainerEngine,
     manager: &dyn Manager,
     reporter: &dyn Reporter,
 ) -> Result<Applied> {
@@ -57,7 +57,7 @@ pub async fn apply(
 
 async fn run_step(
     step: &Step,
-    engine: &dyn Engine,
+    engine: &dyn ContainerEngine,
     manager: &dyn Manager,
     created: &mut Option<String>,
     applied: &mut Applied,
@@ -116,7 +116,7 @@ async fn run_step(
 }
 
 /// Remove old pin tags; one still in use is kept, with a warning.
-pub async fn prune(engine: &dyn Engine, references: &[String], warnings: &mut Vec<String>) {
+pub async fn prune(engine: &dyn ContainerEngine, references: &[String], warnings: &mut Vec<String>) {
     for reference in references {
         if let Err(error) = engine.image_remove(reference).await {
             warnings.push(format!("kept {reference}: {error}"));
@@ -125,7 +125,13 @@ pub async fn prune(engine: &dyn Engine, references: &[String], warnings: &mut Ve
 }
 
 /// Old out of the way, new in, old removed; a failed rename puts the old one back.
-async fn swap(engine: &dyn Engine, temp: &str, name: &str, old_id: Option<&str>, applied: &mut Applied) -> Result<()> {
+async fn swap(
+    engine: &dyn ContainerEngine,
+    temp: &str,
+    name: &str,
+    old_id: Option<&str>,
+    applied: &mut Applied,
+) -> Result<()> {
     swap_in(engine, temp, name, old_id).await?;
     if let Some(old_id) = old_id {
         remove_parked(engine, name, old_id, &mut applied.warnings).await;
@@ -135,7 +141,7 @@ async fn swap(engine: &dyn Engine, temp: &str, name: &str, old_id: Option<&str>,
 
 /// The replacement `temp` takes `name`; the old toolbox (if any) waits parked under the swap
 /// name, so it can still come back. A failed rename puts the old one back.
-pub async fn swap_in(engine: &dyn Engine, temp: &str, name: &str, old_id: Option<&str>) -> Result<()> {
+pub async fn swap_in(engine: &dyn ContainerEngine, temp: &str, name: &str, old_id: Option<&str>) -> Result<()> {
     let Some(old_id) = old_id else {
         return engine.container_rename(temp, name).await;
     };
@@ -156,7 +162,7 @@ pub async fn swap_in(engine: &dyn Engine, temp: &str, name: &str, old_id: Option
 
 /// Remove the old toolbox parked by [`swap_in`]; the new one is already in place, so a failure
 /// is only a warning.
-pub async fn remove_parked(engine: &dyn Engine, name: &str, parked: &str, warnings: &mut Vec<String>) {
+pub async fn remove_parked(engine: &dyn ContainerEngine, name: &str, parked: &str, warnings: &mut Vec<String>) {
     if let Err(error) = engine.container_remove(parked, true).await {
         warnings.push(format!(
             "the new {name} is in place, but the old one is still there as {}: {error}. \

@@ -2,8 +2,8 @@
 //! never lost, the temporary one never left behind, a pin still in use is kept.
 
 use super::*;
-use crate::engine::fake::{FakeEngine, RecordedCall};
-use crate::engine::{ContainerInfo, CreateRequest, ImageInfo};
+use crate::container_engine::fake::{FakeEngine, RecordedCall};
+use crate::container_engine::{ContainerInfo, CreateRequest, ImageInfo};
 use crate::labels;
 use crate::manager::Native;
 use crate::plan::{temp_name, Action};

@@ -70,15 +70,15 @@ impl ClusterDoctorReport {
 }
 
 /// Builds one row.
-pub(super) struct Row<'a> {
+pub(super) struct CheckRow<'a> {
     pub(super) check: ClusterCheck,
     facts: &'a [NodeFacts],
 }
 
-impl<'a> Row<'a> {
-    pub(super) fn new(name: &str, facts: &'a [NodeFacts]) -> Row<'a> {
+impl<'a> CheckRow<'a> {
+    pub(super) fn new(name: &str, facts: &'a [NodeFacts]) -> CheckRow<'a> {
         let cells = facts.iter().map(|_| Cell { status: None, text: "-".into() }).collect();
-        Row { check: ClusterCheck { name: name.into(), cells, problems: Vec::new() }, facts }
+        CheckRow { check: ClusterCheck { name: name.into(), cells, problems: Vec::new() }, facts }
     }
 
     pub(super) fn set(&mut self, index: usize, status: Status, text: impl Into<String>) {
@@ -134,7 +134,7 @@ pub fn cluster_checks(facts: &[NodeFacts], toolbox: &str) -> Vec<ClusterCheck> {
 /// A port every worker listens on, reachable from the head on the link (a refusal counts:
 /// nothing listens before a launch, but nothing drops the connection either): the row `name`.
 fn worker_port(facts: &[NodeFacts], port: u16, name: &str) -> ClusterCheck {
-    let mut row = Row::new(name, facts);
+    let mut row = CheckRow::new(name, facts);
     row.set(0, Status::Pass, "head");
     for (i, node) in facts.iter().enumerate() {
         let Some((_, reached)) = node.worker_ports.iter().find(|(p, _)| *p == port) else { continue };
@@ -168,7 +168,7 @@ fn worker_port(facts: &[NodeFacts], port: u16, name: &str) -> ClusterCheck {
 }
 
 fn reachable(facts: &[NodeFacts]) -> ClusterCheck {
-    let mut row = Row::new("strix-toolbox", facts);
+    let mut row = CheckRow::new("strix-toolbox", facts);
     for (i, node) in facts.iter().enumerate() {
         match (&node.unreachable, &node.version) {
             (Some(why), _) => row.problem(i, Status::Fail, why.clone(), None),
@@ -191,7 +191,7 @@ fn reachable(facts: &[NodeFacts]) -> ClusterCheck {
 }
 
 fn node_doctor(facts: &[NodeFacts]) -> ClusterCheck {
-    let mut row = Row::new("doctor", facts);
+    let mut row = CheckRow::new("doctor", facts);
     for (i, node) in facts.iter().enumerate() {
         let Some(report) = &node.doctor else { continue };
         let status = if report.fail > 0 {
@@ -211,7 +211,7 @@ fn node_doctor(facts: &[NodeFacts]) -> ClusterCheck {
 
 /// The data plane each node will use: RoCE everywhere, or the same fallback everywhere.
 fn transport(facts: &[NodeFacts]) -> ClusterCheck {
-    let mut row = Row::new("transport", facts);
+    let mut row = CheckRow::new("transport", facts);
     let kinds: std::collections::BTreeSet<&str> =
         facts.iter().filter_map(|f| f.detect.as_ref()).map(|d| d.transport.label()).collect();
     for (i, node) in facts.iter().enumerate() {
@@ -255,7 +255,7 @@ fn transport(facts: &[NodeFacts]) -> ClusterCheck {
 }
 
 fn subnet(facts: &[NodeFacts]) -> ClusterCheck {
-    let mut row = Row::new("roce subnet", facts);
+    let mut row = CheckRow::new("roce subnet", facts);
     let subnets: Vec<_> = facts.iter().map(|f| f.roce.as_ref().and_then(|l| l.subnet())).collect();
     let head = subnets.iter().flatten().next().copied();
     for (i, node) in facts.iter().enumerate() {
@@ -284,7 +284,7 @@ fn subnet(facts: &[NodeFacts]) -> ClusterCheck {
 }
 
 fn mtu(facts: &[NodeFacts]) -> ClusterCheck {
-    let mut row = Row::new("mtu", facts);
+    let mut row = CheckRow::new("mtu", facts);
     let largest = facts.iter().filter_map(|f| f.roce.as_ref()?.mtu).max();
     for (i, node) in facts.iter().enumerate() {
         let Some(link) = &node.roce else { continue };
@@ -308,7 +308,7 @@ fn mtu(facts: &[NodeFacts]) -> ClusterCheck {
 }
 
 fn jumbo_path(facts: &[NodeFacts]) -> ClusterCheck {
-    let mut row = Row::new("jumbo path", facts);
+    let mut row = CheckRow::new("jumbo path", facts);
     for (i, node) in facts.iter().enumerate() {
         if node.probes.is_empty() {
             continue;
@@ -340,7 +340,7 @@ fn jumbo_path(facts: &[NodeFacts]) -> ClusterCheck {
 }
 
 fn kernel_params(facts: &[NodeFacts]) -> ClusterCheck {
-    let mut row = Row::new("kernel params", facts);
+    let mut row = CheckRow::new("kernel params", facts);
     let params: Vec<Option<&BTreeMap<String, String>>> =
         facts.iter().map(|f| f.detect.as_ref().map(|d| &d.kernel_params)).collect();
     let Some(reference) = params.iter().flatten().next().copied() else { return row.check };
@@ -378,7 +378,7 @@ fn same_value(
     value: impl Fn(&ToolboxStatus) -> Option<String>,
     what: &str,
 ) -> ClusterCheck {
-    let mut row = Row::new(name, facts);
+    let mut row = CheckRow::new(name, facts);
     let values: Vec<Option<Option<String>>> = facts
         .iter()
         .map(|f| f.status.as_ref().map(|s| s.toolboxes.iter().find(|t| t.name == toolbox).and_then(&value)))
@@ -424,8 +424,8 @@ mod tests {
 
     use super::*;
     use crate::cluster::facts::PathProbe;
+    use crate::container_engine::EngineKind;
     use crate::doctor::Check;
-    use crate::engine::EngineKind;
     use crate::link::address::ClusterLink;
     use crate::ops::detect::DetectReport;
     use crate::ops::doctor::DoctorReport;

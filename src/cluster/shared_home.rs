@@ -7,14 +7,14 @@
 
 use std::collections::BTreeMap;
 
-use super::checks::{ClusterCheck, Row};
+use super::checks::{CheckRow, ClusterCheck};
 use super::facts::NodeFacts;
 use crate::doctor::Status;
 use crate::ops::home::NodeHome;
 
 /// The `home` row.
 pub fn shared_home(facts: &[NodeFacts]) -> ClusterCheck {
-    let mut row = Row::new("home", facts);
+    let mut row = CheckRow::new("home", facts);
     let homes: Vec<Option<&NodeHome>> =
         facts.iter().map(|f| f.doctor.as_ref().and_then(|doctor| doctor.home.as_ref())).collect();
     let mut by_marker: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
@@ -46,7 +46,7 @@ pub fn shared_home(facts: &[NodeFacts]) -> ClusterCheck {
 /// The nodes `members` (named `names`) share a home: say what follows, once, on the first of them,
 /// and fail or warn each whose state would not be kept apart.
 fn say_what_follows(
-    row: &mut Row<'_>,
+    row: &mut CheckRow<'_>,
     facts: &[NodeFacts],
     homes: &[Option<&NodeHome>],
     members: &[usize],

@@ -11,8 +11,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use super::interrupt::Interrupt;
-use crate::engine::fake::FakeEngine;
-use crate::engine::ImageInfo;
+use crate::container_engine::fake::FakeEngine;
+use crate::container_engine::ImageInfo;
 use crate::error::{Error, Result, Signal};
 use crate::labels;
 use crate::node::call::NodeCall;

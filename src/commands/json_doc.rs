@@ -65,7 +65,7 @@ fn every_example_is_what_its_command_prints() {
     check::<RefreshReport>(&mut examples, "refresh");
     check::<RefreshReport>(&mut examples, "refresh-dry-run");
     check::<VerifyReport>(&mut examples, "verify");
-    check::<super::status::NodeStatus>(&mut examples, "status");
+    check::<super::status::StatusShown>(&mut examples, "status");
     check::<Vec<ToolboxStatus>>(&mut examples, "list");
     check::<RemoveReport>(&mut examples, "rm");
     check::<FitReport>(&mut examples, "plan");

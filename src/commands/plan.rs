@@ -18,7 +18,7 @@ use crate::output::{Output, Render, Style};
 use crate::reporter::Bytes;
 use crate::serving::engine::EngineRef;
 use crate::serving::engine_args::EngineArgs;
-use crate::serving::fit::{FitAsk, Layout, LayoutOutcome, Plan};
+use crate::serving::fit::{Fit, FitAsk, Layout, LayoutOutcome};
 use crate::spec::parse_env;
 
 /// A model to plan, and what is asked of the plan.
@@ -202,7 +202,7 @@ impl Render for FitReport {
     }
 }
 
-fn render_plan(plan: &Plan, out: &Output) {
+fn render_plan(plan: &Fit, out: &Output) {
     out.line("Nodes (usable: the GPU's GTT less what is in use less the reserve and what is kept free):");
     for node in &plan.nodes {
         let free = match node.kept_free_bytes {

@@ -13,7 +13,7 @@ use crate::settings::Settings;
 
 /// What `status` prints: the node's status, what it serves, its router.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(super) struct NodeStatus {
+pub(super) struct StatusShown {
     #[serde(flatten)]
     pub status: StatusReport,
     /// Every service recorded here, and what of each runs.
@@ -34,7 +34,7 @@ pub async fn run(settings: &Settings, out: &Output) -> Result<i32> {
     } else {
         (Vec::new(), None)
     };
-    out.report(&NodeStatus { status: report, services, router });
+    out.report(&StatusShown { status: report, services, router });
     Ok(0)
 }
 
@@ -58,7 +58,7 @@ impl Render for StatusReport {
     }
 }
 
-impl Render for NodeStatus {
+impl Render for StatusShown {
     fn render(&self, out: &Output) {
         self.status.render(out);
         for state in &self.services {

@@ -15,7 +15,7 @@ use crate::reporter::Bytes;
 /// The plan's figures for this node, as the plan computes them (the doctor's caller hands them
 /// down: the plan stands on a higher floor).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PlanMemory {
+pub struct FitMemory {
     pub gtt_used_bytes: u64,
     pub reserve_bytes: u64,
     pub usable_bytes: u64,
@@ -23,7 +23,7 @@ pub struct PlanMemory {
 
 const NAME: &str = "gpu:memory";
 
-pub(super) fn checks(gpu: &GpuFacts, plan: Option<PlanMemory>, checks: &mut Vec<Check>) {
+pub(super) fn checks(gpu: &GpuFacts, plan: Option<FitMemory>, checks: &mut Vec<Check>) {
     // No GPU: the gpu check says so, and there is no memory to speak of.
     if gpu.kfd.is_none() {
         return;

@@ -21,7 +21,7 @@ use crate::host::HostFacts;
 use crate::link::ports::LinkPort;
 
 pub use crate::check::{Check, Status};
-pub use gpu_memory::PlanMemory;
+pub use gpu_memory::FitMemory;
 pub use tools::Programs;
 
 fn check(name: impl Into<String>, status: Status, message: impl Into<String>, fix: Option<String>) -> Check {
@@ -36,7 +36,7 @@ pub fn run_checks(
     installed: &Installed,
     programs: Programs,
     cluster_ports: &[LinkPort],
-    plan_memory: Option<PlanMemory>,
+    plan_memory: Option<FitMemory>,
 ) -> Vec<Check> {
     let mut checks = Vec::new();
     gpu::checks(facts, &mut checks);

@@ -371,7 +371,7 @@ fn selinux_enforcing_needs_container_use_devices() {
 
 #[test]
 fn the_gpu_memory_check_says_what_the_plan_counts_or_that_it_cannot() {
-    let plan = PlanMemory { gtt_used_bytes: 2 << 30, reserve_bytes: 4 << 30, usable_bytes: 114 << 30 };
+    let plan = FitMemory { gtt_used_bytes: 2 << 30, reserve_bytes: 4 << 30, usable_bytes: 114 << 30 };
     let mut facts = HostFacts::default();
     facts.gpu.kfd = Some("/dev/kfd".into());
     facts.gpu.gtt_bytes = Some(120 << 30);
@@ -384,7 +384,7 @@ fn the_gpu_memory_check_says_what_the_plan_counts_or_that_it_cannot() {
         .message
         .ends_with("120.00 GiB less 2.00 GiB in use less a 4.00 GiB reserve = 114.00 GiB for a model"));
 
-    let nothing_left = PlanMemory { usable_bytes: 0, ..plan };
+    let nothing_left = FitMemory { usable_bytes: 0, ..plan };
     let checks = run_checks(&facts, &Installed::default(), Programs::TheNodes, &PORTS, Some(nothing_left));
     assert_eq!(find(&checks, "gpu:memory").status, Status::Warn);
     assert!(find(&checks, "gpu:memory").message.ends_with("= 0 B for a model: no model fits here"));

@@ -54,7 +54,7 @@ impl Signal {
     }
 }
 
-/// What kind of failure an error is: the name `--json` error objects carry (`"kind": "engine"`).
+/// What kind of failure an error is: the name `--json` error objects carry (`"kind": "container-engine"`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ErrorKind {
@@ -62,8 +62,10 @@ pub enum ErrorKind {
     Usage,
     /// A host fact could not be read, or says this host cannot do what was asked.
     Host,
-    /// The container engine failed an operation or cannot be reached.
-    Engine,
+    /// The container engine failed an operation or cannot be reached (read under its old name,
+    /// "engine", too: a node on the previous release says so).
+    #[serde(alias = "engine")]
+    ContainerEngine,
     /// A registry refused a pull or push, or an image lacks what the registry should give it.
     Registry,
     /// An external program (toolbox, distrobox, a credential helper, ssh) failed.
@@ -88,7 +90,7 @@ impl ErrorKind {
     const ALL: [ErrorKind; 12] = [
         ErrorKind::Usage,
         ErrorKind::Host,
-        ErrorKind::Engine,
+        ErrorKind::ContainerEngine,
         ErrorKind::Registry,
         ErrorKind::Command,
         ErrorKind::Node,
@@ -105,7 +107,7 @@ impl ErrorKind {
         match self {
             ErrorKind::Usage => "usage",
             ErrorKind::Host => "host",
-            ErrorKind::Engine => "engine",
+            ErrorKind::ContainerEngine => "container-engine",
             ErrorKind::Registry => "registry",
             ErrorKind::Command => "command",
             ErrorKind::Node => "node",
@@ -155,11 +157,11 @@ pub enum Error {
 
     /// The container engine refused or failed an operation.
     #[error("{engine}: {action} failed: {message}{}", fix_suffix(.fix))]
-    Engine { engine: &'static str, action: String, message: String, fix: Option<String> },
+    ContainerEngine { engine: &'static str, action: String, message: String, fix: Option<String> },
 
-    /// No engine to talk to: its socket does not answer, its service does not start (kind: engine).
+    /// No container engine to talk to: its socket does not answer, its service does not start (kind: container-engine).
     #[error("{message}{}", fix_suffix(.fix))]
-    EngineUnavailable { engine: &'static str, message: String, fix: Option<String> },
+    ContainerEngineUnavailable { engine: &'static str, message: String, fix: Option<String> },
 
     /// A registry refused a pull, push or login, or an image lacks its registry digest.
     #[error("{message}{}", fix_suffix(.fix))]
@@ -222,7 +224,7 @@ impl Error {
         match self {
             Error::Usage(_) => ErrorKind::Usage,
             Error::Host { .. } | Error::Read { .. } => ErrorKind::Host,
-            Error::Engine { .. } | Error::EngineUnavailable { .. } => ErrorKind::Engine,
+            Error::ContainerEngine { .. } | Error::ContainerEngineUnavailable { .. } => ErrorKind::ContainerEngine,
             Error::Registry { .. } => ErrorKind::Registry,
             Error::Command { .. } => ErrorKind::Command,
             Error::Node { .. } => ErrorKind::Node,
@@ -253,8 +255,8 @@ impl Error {
     pub fn fix(&self) -> Option<&str> {
         match self {
             Error::Host { fix, .. }
-            | Error::Engine { fix, .. }
-            | Error::EngineUnavailable { fix, .. }
+            | Error::ContainerEngine { fix, .. }
+            | Error::ContainerEngineUnavailable { fix, .. }
             | Error::Registry { fix, .. }
             | Error::Command { fix, .. }
             | Error::Node { fix, .. }
@@ -291,7 +293,7 @@ impl Error {
 
     /// An engine operation that failed, as the engine said it (no fix known).
     pub fn engine(engine: &'static str, action: impl Into<String>, message: impl Into<String>) -> Self {
-        Error::Engine { engine, action: action.into(), message: message.into(), fix: None }
+        Error::ContainerEngine { engine, action: action.into(), message: message.into(), fix: None }
     }
 
     /// A toolbox whose state refuses the operation, with the fix.

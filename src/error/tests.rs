@@ -32,7 +32,7 @@ fn one_of_each() -> Vec<Error> {
         Error::host("/dev/kfd", "this node has no /dev/kfd", "load amdgpu (`sudo modprobe amdgpu`)"),
         Error::read("/etc/group", std::io::Error::from(std::io::ErrorKind::PermissionDenied)),
         Error::engine("podman", "create vllm", "no such image"),
-        Error::EngineUnavailable {
+        Error::ContainerEngineUnavailable {
             engine: "docker",
             message: "docker does not answer at /run/docker.sock".into(),
             fix: Some("start it".into()),
@@ -128,9 +128,13 @@ fn error_reports_survive_json() {
     assert_eq!(value["error"]["nodes"][0]["kind"], "node");
     assert_eq!(value["error"]["nodes"][0]["fix"], "check that it is powered on and on the network");
     let terse: ErrorReport = serde_json::from_str(r#"{"kind":"engine","message":"podman: x failed: y"}"#).unwrap();
-    assert_eq!((terse.fix, terse.nodes.len()), (None, 0));
-    let unavailable = Error::EngineUnavailable { engine: "podman", message: "no socket".into(), fix: None };
-    assert_eq!(serde_json::to_value(unavailable.kind()).unwrap(), "engine");
+    assert_eq!(
+        (terse.kind, terse.fix, terse.nodes.len()),
+        (ErrorKind::ContainerEngine, None, 0),
+        "the old name is read"
+    );
+    let unavailable = Error::ContainerEngineUnavailable { engine: "podman", message: "no socket".into(), fix: None };
+    assert_eq!(serde_json::to_value(unavailable.kind()).unwrap(), "container-engine");
     assert_eq!(serde_json::to_value(ErrorKind::Interrupted).unwrap(), "interrupted");
 }
 

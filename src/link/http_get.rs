@@ -28,9 +28,9 @@ pub struct GetRequest<'a> {
     pub max_body: usize,
 }
 
-/// A whole answer: its status and its body.
+/// A whole answer to a GET: its status and its body.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Answer {
+pub struct GetAnswer {
     pub status: u16,
     pub body: Vec<u8>,
 }
@@ -53,7 +53,7 @@ pub enum GetFailure {
     TooLarge,
 }
 
-pub async fn get(address: SocketAddr, request: &GetRequest<'_>) -> Result<Answer, GetFailure> {
+pub async fn get(address: SocketAddr, request: &GetRequest<'_>) -> Result<GetAnswer, GetFailure> {
     let started = tokio::time::Instant::now();
     let stream = match tokio::time::timeout(request.limit, TcpStream::connect(address)).await {
         Err(_) => return Err(GetFailure::Unreachable),
@@ -77,7 +77,7 @@ async fn exchange(
     address: SocketAddr,
     request: &GetRequest<'_>,
     limit: Duration,
-) -> Result<Result<Answer, GetFailure>, (IoStep, std::io::Error)> {
+) -> Result<Result<GetAnswer, GetFailure>, (IoStep, std::io::Error)> {
     let GetRequest { path, accept, bearer, max_body, .. } = *request;
     let authorization = bearer.map_or(String::new(), |token| format!("Authorization: Bearer {token}\r\n"));
     let asked = format!("GET {path} HTTP/1.0\r\nHost: {address}\r\nAccept: {accept}\r\n{authorization}\r\n");
@@ -102,7 +102,7 @@ async fn exchange(
         );
         return Ok(Err(GetFailure::Failed(IoFailure::new(IoStep::Receive, &cut))));
     }
-    Ok(Ok(Answer { status, body }))
+    Ok(Ok(GetAnswer { status, body }))
 }
 
 #[cfg(test)]
@@ -133,14 +133,14 @@ pub(crate) mod tests {
     #[tokio::test]
     async fn the_request_carries_the_key_and_the_answer_is_read_whole() {
         let (address, server) = answering(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok".to_vec()).await;
-        assert_eq!(get(address, &request(Some("k"))).await, Ok(Answer { status: 200, body: b"ok".to_vec() }));
+        assert_eq!(get(address, &request(Some("k"))).await, Ok(GetAnswer { status: 200, body: b"ok".to_vec() }));
         let asked = server.await.unwrap();
         assert!(asked.starts_with("GET /x HTTP/1.0\r\n"), "{asked}");
         assert!(asked.contains("Accept: text/plain\r\nAuthorization: Bearer k\r\n\r\n"), "{asked}");
         // Nothing listens there any more.
         assert_eq!(get(address, &request(None)).await, Err(GetFailure::Refused));
         let (address, server) = answering(b"HTTP/1.0 503 Service Unavailable\r\n\r\n".to_vec()).await;
-        assert_eq!(get(address, &request(None)).await, Ok(Answer { status: 503, body: Vec::new() }));
+        assert_eq!(get(address, &request(None)).await, Ok(GetAnswer { status: 503, body: Vec::new() }));
         assert!(!server.await.unwrap().contains("Authorization"));
     }
 

@@ -8,8 +8,8 @@ use async_trait::async_trait;
 
 use super::recreate::{describe, recreate_with_flags};
 use super::{spec_fields, Manager, ManagerKind};
-use crate::engine::argv::create_flags;
-use crate::engine::{CreateRequest, Engine, EngineInfo, EngineKind};
+use crate::container_engine::argv::create_flags;
+use crate::container_engine::{ContainerEngine, CreateRequest, EngineInfo, EngineKind};
 use crate::error::{Error, Result};
 use crate::manager::process::{run_captured, ChildEnv};
 
@@ -102,7 +102,7 @@ impl Manager for Distrobox {
         }
     }
 
-    async fn create(&self, engine: &dyn Engine, request: &CreateRequest) -> Result<String> {
+    async fn create(&self, engine: &dyn ContainerEngine, request: &CreateRequest) -> Result<String> {
         let kind = engine.kind();
         let env = self.child_env(kind);
         let (argv, podman) = match kind {
@@ -190,7 +190,7 @@ mod tests {
         let error = additional_flags(EngineKind::Docker, &request).unwrap_err().to_string();
         assert!(error.contains("\"--env=NOTE=two words\"") && error.contains("--manager native"), "{error}");
         request.env.clear();
-        request.ulimits.push(crate::engine::Ulimit { name: "memlock".into(), soft: None, hard: None });
+        request.ulimits.push(crate::container_engine::Ulimit { name: "memlock".into(), soft: None, hard: None });
         assert!(additional_flags(EngineKind::Docker, &request).unwrap().contains(&"--ulimit=memlock=-1:-1".into()));
     }
 

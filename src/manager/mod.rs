@@ -17,7 +17,7 @@ pub use distrobox::Distrobox;
 pub use native::Native;
 pub use toolbox::Toolbox;
 
-use crate::engine::{CreateRequest, Engine, EngineInfo, EngineKind};
+use crate::container_engine::{ContainerEngine, CreateRequest, EngineInfo, EngineKind};
 use crate::error::{Error, Result};
 use crate::host::installed::Installed;
 use crate::manager::process::ChildEnv;
@@ -64,7 +64,7 @@ impl ManagerKind {
     }
 
     /// Which manager made a container (native when it carries no label of ours).
-    pub fn of(container: &crate::engine::ContainerInfo) -> ManagerKind {
+    pub fn of(container: &crate::container_engine::ContainerInfo) -> ManagerKind {
         container.labels.get(crate::labels::MANAGER).and_then(|k| ManagerKind::parse(k)).unwrap_or(ManagerKind::Native)
     }
 
@@ -97,7 +97,7 @@ pub trait Manager: Send + Sync {
     fn describe_create(&self, engine: EngineKind, request: &CreateRequest) -> Vec<Vec<String>>;
 
     /// Create the container `request.name`; returns its id. Leaves nothing behind on failure.
-    async fn create(&self, engine: &dyn Engine, request: &CreateRequest) -> Result<String>;
+    async fn create(&self, engine: &dyn ContainerEngine, request: &CreateRequest) -> Result<String>;
 
     /// The command that opens an interactive `shell` in `name` (Toolbx and Distrobox pick their own).
     fn enter_argv(&self, engine: EngineKind, name: &str, shell: &str) -> Vec<String>;

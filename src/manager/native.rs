@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use async_trait::async_trait;
 
 use super::{Manager, ManagerKind};
-use crate::engine::argv::create_argv;
-use crate::engine::{CreateRequest, Engine, EngineInfo, EngineKind, Mount};
+use crate::container_engine::argv::create_argv;
+use crate::container_engine::{ContainerEngine, CreateRequest, EngineInfo, EngineKind, Mount};
 use crate::error::Result;
 
 /// `home`: the user's home, mounted at the same path and the toolbox's `HOME` (none: no mount).
@@ -44,7 +44,7 @@ impl Manager for Native {
         vec![create_argv(engine, request)]
     }
 
-    async fn create(&self, engine: &dyn Engine, request: &CreateRequest) -> Result<String> {
+    async fn create(&self, engine: &dyn ContainerEngine, request: &CreateRequest) -> Result<String> {
         engine.container_create(request).await
     }
 

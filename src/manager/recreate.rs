@@ -7,7 +7,7 @@
 
 use std::path::Path;
 
-use crate::engine::Engine;
+use crate::container_engine::ContainerEngine;
 use crate::error::{Error, Result};
 use crate::manager::process::{run_captured, ChildEnv};
 
@@ -52,7 +52,7 @@ pub fn merge_create_command(
 /// Removes the container on any failure, so nothing half-made stays behind.
 pub async fn recreate_with_flags(
     manager: &str,
-    engine: &dyn Engine,
+    engine: &dyn ContainerEngine,
     name: &str,
     podman: &Path,
     flags: &[String],

@@ -8,8 +8,8 @@ use async_trait::async_trait;
 
 use super::recreate::{describe, recreate_with_flags};
 use super::{spec_fields, Manager, ManagerKind};
-use crate::engine::argv::create_flags;
-use crate::engine::{CreateRequest, Engine, EngineInfo, EngineKind};
+use crate::container_engine::argv::create_flags;
+use crate::container_engine::{ContainerEngine, CreateRequest, EngineInfo, EngineKind};
 use crate::error::Result;
 use crate::manager::process::{run_captured, ChildEnv};
 
@@ -50,7 +50,7 @@ impl Manager for Toolbox {
         steps
     }
 
-    async fn create(&self, engine: &dyn Engine, request: &CreateRequest) -> Result<String> {
+    async fn create(&self, engine: &dyn ContainerEngine, request: &CreateRequest) -> Result<String> {
         let env = self.child_env(engine.kind());
         if let Err(error) = run_captured(&self.toolbox_create_argv(request), &env).await {
             let _ = engine.container_remove(&request.name, true).await;

@@ -197,7 +197,7 @@ mod tests {
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
     use super::*;
-    use crate::engine::kind::EngineChoice;
+    use crate::container_engine::kind::EngineChoice;
     use crate::node::call::{Detect, Exec};
     use crate::ops::detect::DetectReport;
 

@@ -9,8 +9,8 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use crate::engine::archive::first_file;
-use crate::engine::{CreateRequest, Engine};
+use crate::container_engine::archive::first_file;
+use crate::container_engine::{ContainerEngine, CreateRequest};
 use crate::error::{Error, Result};
 use crate::rccl::abi::{check_abi, ld_so_conf_dirs, links_to_rccl, search_path, AbiReport, ImageSide};
 use crate::rccl::dynamic::{parse_dynamic, DynamicInfo};
@@ -27,7 +27,7 @@ const INSTALL_DIR: &str = "/opt/rocm/lib";
 const RCCL_MENTIONS: [&str; 2] = ["nccl", "rccl"];
 
 /// Check `new` against `image` (present locally).
-pub async fn abi_against(engine: &dyn Engine, image: &str, new: &DynamicInfo) -> Result<AbiReport> {
+pub async fn abi_against(engine: &dyn ContainerEngine, image: &str, new: &DynamicInfo) -> Result<AbiReport> {
     let name = format!("strix-abi-{}-{}", std::process::id(), chrono::Utc::now().timestamp_millis());
     let request = CreateRequest {
         name: name.clone(),
@@ -50,7 +50,12 @@ pub async fn abi_against(engine: &dyn Engine, image: &str, new: &DynamicInfo) ->
     Ok(check_abi(new, &side))
 }
 
-async fn image_side(engine: &dyn Engine, container: &str, image: &str, new: &DynamicInfo) -> Result<ImageSide> {
+async fn image_side(
+    engine: &dyn ContainerEngine,
+    container: &str,
+    image: &str,
+    new: &DynamicInfo,
+) -> Result<ImageSide> {
     let probe = Probe::new(engine, container, None);
     let libraries =
         inside(shared_libraries_under(&probe, &RCCL_ROOTS).await, "list the libraries under its RCCL roots")?;
@@ -129,7 +134,7 @@ fn look_failed(what: &str, why: &str) -> Error {
 }
 
 /// A text file's contents, through the archive API (no `cat` needed); None when absent.
-async fn read_text(engine: &dyn Engine, container: &str, path: &str) -> Result<Option<String>> {
+async fn read_text(engine: &dyn ContainerEngine, container: &str, path: &str) -> Result<Option<String>> {
     let Some(archive) = engine.container_archive(container, path).await? else { return Ok(None) };
     Ok(first_file(engine.kind().program(), &archive)?.map(|bytes| String::from_utf8_lossy(&bytes).into_owned()))
 }
@@ -137,7 +142,7 @@ async fn read_text(engine: &dyn Engine, container: &str, path: &str) -> Result<O
 /// Each copy of RCCL's dynamic view and gfx targets (None: its code objects could not be read);
 /// a file that is no loadable library goes to `unreadable`.
 async fn read_copies(
-    engine: &dyn Engine,
+    engine: &dyn ContainerEngine,
     container: &str,
     paths: &[String],
     unreadable: &mut Vec<String>,
@@ -160,7 +165,7 @@ async fn read_copies(
 
 /// Each path's dynamic view; a file that is no loadable library goes to `unreadable`.
 async fn read_libraries(
-    engine: &dyn Engine,
+    engine: &dyn ContainerEngine,
     container: &str,
     paths: &[String],
     unreadable: &mut Vec<String>,

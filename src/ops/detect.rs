@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::engine::probe::guessed_info;
-use crate::engine::EngineKind;
+use crate::container_engine::probe::guessed_info;
+use crate::container_engine::EngineKind;
 use crate::error::Result;
 use crate::host::{FirewalldFacts, GpuFacts, HostFacts, Memlock, Netdev, OsFacts, RdmaFacts};
 use crate::serving::engine::EngineRef;

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::doctor::{run_checks, Check, PlanMemory, Programs, Status};
+use crate::doctor::{run_checks, Check, FitMemory, Programs, Status};
 use crate::error::Result;
 use crate::host::HostFacts;
 use crate::ops::home::NodeHome;
@@ -45,7 +45,7 @@ pub fn doctor(settings: &Settings) -> Result<DoctorReport> {
     let facts = HostFacts::read(&root)?;
     let programs = if root.is_system() { Programs::TheNodes } else { Programs::ThisMachines };
     // The plan's own figures for this node, as a launch would count them.
-    let plan_memory = NodeMemory::of("this node", &facts.gpu, DEFAULT_RESERVE_GIB, 0).ok().map(|memory| PlanMemory {
+    let plan_memory = NodeMemory::of("this node", &facts.gpu, DEFAULT_RESERVE_GIB, 0).ok().map(|memory| FitMemory {
         gtt_used_bytes: memory.gtt_used_bytes,
         reserve_bytes: memory.reserve_bytes,
         usable_bytes: memory.usable_bytes,

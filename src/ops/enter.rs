@@ -2,7 +2,7 @@
 //! engine's API; an interactive shell is a program that takes over the terminal, which the
 //! command then executes (after this operation has let go of the engine).
 
-use crate::engine::{Engine, ExecIo, ExecSink};
+use crate::container_engine::{ContainerEngine, ExecIo, ExecSink};
 use crate::error::{Error, Result};
 use crate::image::reference::validate_container_name;
 use crate::manager::login_shell::login_shell;
@@ -49,7 +49,7 @@ pub async fn enter(settings: &Settings, name: &str, command: &[String], output: 
 
 /// The user's own shell when the image has it (as Toolbx does), else bash, else sh: each is asked
 /// to run `exit 0` in the container, which costs one API exec apiece.
-async fn shell_that_runs_in(engine: &dyn Engine, name: &str, login_shell: &str) -> Result<String> {
+async fn shell_that_runs_in(engine: &dyn ContainerEngine, name: &str, login_shell: &str) -> Result<String> {
     let mut candidates = vec![login_shell];
     for fallback in ["/bin/bash", "/bin/sh"] {
         if !candidates.contains(&fallback) {

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::apply::lock::ToolboxLock;
 use crate::apply::{prune, remove_parked, swap_in};
-use crate::engine::{ContainerInfo, Engine};
+use crate::container_engine::{ContainerEngine, ContainerInfo};
 use crate::error::{Error, Result};
 use crate::image::reference::{validate_container_name, ImageRef};
 use crate::labels;
@@ -62,7 +62,7 @@ pub async fn run_phase(settings: &Settings, request: &PhaseRequest) -> Result<Ph
 
 /// [`run_phase`] on an engine already connected, the toolbox already locked.
 async fn run_phase_on(
-    engine: &dyn Engine,
+    engine: &dyn ContainerEngine,
     phase: Phase,
     name: &str,
     keep: usize,
@@ -84,12 +84,12 @@ async fn run_phase_on(
 }
 
 /// A container of ours under `name`, if there is one.
-async fn managed(engine: &dyn Engine, name: &str) -> Result<Option<ContainerInfo>> {
+async fn managed(engine: &dyn ContainerEngine, name: &str) -> Result<Option<ContainerInfo>> {
     let container = engine.container_inspect(name).await?;
     Ok(container.filter(|c| c.labels.get(labels::MANAGED).map(String::as_str) == Some("true")))
 }
 
-async fn swap(engine: &dyn Engine, name: &str, report: &mut PhaseReport) -> Result<()> {
+async fn swap(engine: &dyn ContainerEngine, name: &str, report: &mut PhaseReport) -> Result<()> {
     let staged = temp_name(name);
     if managed(engine, &staged).await?.is_none() {
         // Swapped already (a retried phase), or nothing was staged.
@@ -103,7 +103,7 @@ async fn swap(engine: &dyn Engine, name: &str, report: &mut PhaseReport) -> Resu
     Ok(())
 }
 
-async fn finish(engine: &dyn Engine, name: &str, keep: usize, report: &mut PhaseReport) -> Result<()> {
+async fn finish(engine: &dyn ContainerEngine, name: &str, keep: usize, report: &mut PhaseReport) -> Result<()> {
     let parked = old_name(name);
     if managed(engine, &parked).await?.is_some() {
         remove_parked(engine, name, &parked, &mut report.warnings).await;
@@ -121,7 +121,12 @@ async fn finish(engine: &dyn Engine, name: &str, keep: usize, report: &mut Phase
     Ok(())
 }
 
-async fn undo(engine: &dyn Engine, name: &str, image_id: Option<&str>, report: &mut PhaseReport) -> Result<()> {
+async fn undo(
+    engine: &dyn ContainerEngine,
+    name: &str,
+    image_id: Option<&str>,
+    report: &mut PhaseReport,
+) -> Result<()> {
     let parked = old_name(name);
     if let Some(old) = managed(engine, &parked).await? {
         if engine.container_inspect(name).await?.is_some() {
@@ -157,8 +162,8 @@ async fn undo(engine: &dyn Engine, name: &str, image_id: Option<&str>, report: &
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::fake::{FakeEngine, RecordedCall};
-    use crate::engine::ImageInfo;
+    use crate::container_engine::fake::{FakeEngine, RecordedCall};
+    use crate::container_engine::ImageInfo;
 
     const REPO: &str = "registry.test/vllm";
 

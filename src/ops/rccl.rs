@@ -4,7 +4,7 @@
 use std::io::BufReader;
 use std::path::Path;
 
-use crate::engine::Engine;
+use crate::container_engine::ContainerEngine;
 use crate::error::{Error, Result};
 use crate::ops::abi::abi_against;
 use crate::rccl::log::{judge_input, RcclLogReport};
@@ -34,7 +34,7 @@ pub fn judge_log(file: Option<&Path>) -> Result<RcclLogReport> {
 
 /// Add the ABI check against `image` to `report` (pulling the image when it is not here).
 pub async fn check_against(
-    engine: &dyn Engine,
+    engine: &dyn ContainerEngine,
     report: &mut RcclReport,
     image: &str,
     reporter: &dyn Reporter,

@@ -7,9 +7,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::apply::lock::ToolboxLock;
 use crate::apply::{apply, interruptible, listen_for_signals};
-use crate::engine::absent::AbsentEngine;
-use crate::engine::find::{carried_digests, find_image, not_present_after_pull, FoundImage};
-use crate::engine::{CreateRequest, Engine, EngineInfo, EngineKind, ImageInfo};
+use crate::container_engine::absent::AbsentEngine;
+use crate::container_engine::find::{carried_digests, find_image, not_present_after_pull, FoundImage};
+use crate::container_engine::{ContainerEngine, CreateRequest, EngineInfo, EngineKind, ImageInfo};
 use crate::error::{Error, Result};
 use crate::host::limits::{read_process, ProcessLimits};
 use crate::host::{HostFacts, HostRoot};
@@ -161,7 +161,7 @@ pub async fn refresh(settings: &Settings, request: &RefreshRequest) -> Result<Re
     match settings.connect().await {
         Ok(connection) => refresh_with(settings, &node, connection.engine(), request, upstream).await,
         // A dry run changes nothing, so it can plan without an engine: against an empty one.
-        Err(Error::EngineUnavailable { message, .. }) if request.dry_run => {
+        Err(Error::ContainerEngineUnavailable { message, .. }) if request.dry_run => {
             let engine = AbsentEngine::guessed(settings.engine);
             let mut report = refresh_with(settings, &node, &engine, request, upstream).await?;
             report.engine_guessed = Some(format!("{message}: planned for {}", engine.describe()));
@@ -183,7 +183,7 @@ pub fn read_node(settings: &Settings) -> Result<(HostRoot, HostFacts)> {
 pub async fn refresh_with(
     settings: &Settings,
     (root, facts): &(HostRoot, HostFacts),
-    engine: &dyn Engine,
+    engine: &dyn ContainerEngine,
     request: &RefreshRequest,
     upstream: AskedDigest,
 ) -> Result<RefreshReport> {
@@ -313,7 +313,7 @@ pub async fn refresh_with(
 /// The tag is moved to that image if it named another, as a pull would. None: pull it (the
 /// registry did not answer either: the engine's pull then decides, as it always did).
 async fn image_here(
-    engine: &dyn Engine,
+    engine: &dyn ContainerEngine,
     asked: &ImageRef,
     reference: &str,
     upstream: AskedDigest,
@@ -456,8 +456,8 @@ fn desired_toolbox(
     DesiredToolbox { name: name.to_string(), repository, image, request, spec_hash: hash, pin, verify: None }
 }
 
-async fn current_state(engine: &dyn Engine, name: &str, image: &ImageRef) -> Result<CurrentState> {
-    let managed = |c: Option<crate::engine::ContainerInfo>| {
+async fn current_state(engine: &dyn ContainerEngine, name: &str, image: &ImageRef) -> Result<CurrentState> {
+    let managed = |c: Option<crate::container_engine::ContainerInfo>| {
         c.filter(|c| c.labels.get(labels::MANAGED).map(String::as_str) == Some("true"))
     };
     // Independent reads: ask for them together.
@@ -473,7 +473,12 @@ async fn current_state(engine: &dyn Engine, name: &str, image: &ImageRef) -> Res
 
 /// `refresh --rccl FILE`: overlay the artifact on the channel's image here, tagged
 /// `localhost/NAME:TAG-rccl`, and return that reference. A rejected artifact stops before the build.
-async fn build_locally(engine: &dyn Engine, artifact: &Path, base: &str, reporter: &dyn Reporter) -> Result<String> {
+async fn build_locally(
+    engine: &dyn ContainerEngine,
+    artifact: &Path,
+    base: &str,
+    reporter: &dyn Reporter,
+) -> Result<String> {
     let mut report = rccl::inspect_artifact(artifact)?;
     report.ensure_gfx1151()?;
     check_against(engine, &mut report, base, reporter).await?;
@@ -549,7 +554,7 @@ mod tests {
 
     /// A toolbox spec with RDMA (memlock unlimited), or without.
     fn spec(rdma: bool) -> ToolboxSpec {
-        let memlock = crate::engine::Ulimit { name: "memlock".into(), soft: None, hard: None };
+        let memlock = crate::container_engine::Ulimit { name: "memlock".into(), soft: None, hard: None };
         ToolboxSpec { ulimits: if rdma { vec![memlock] } else { Vec::new() }, ..Default::default() }
     }
 
@@ -608,7 +613,7 @@ mod tests {
 
     mod with_a_fake_engine {
         use super::*;
-        use crate::engine::fake::{FakeEngine, RecordedCall};
+        use crate::container_engine::fake::{FakeEngine, RecordedCall};
         use crate::plan::temp_name;
 
         const LATEST: &str = "registry.test/vllm:latest";

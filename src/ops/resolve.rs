@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::apply::interruptible;
-use crate::engine::find::not_present_after_pull;
+use crate::container_engine::find::not_present_after_pull;
 use crate::error::{Error, Result};
 use crate::image::reference::ImageRef;
 use crate::plan::registry_digest;

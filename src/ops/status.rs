@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::engine::{Engine, EngineKind};
+use crate::container_engine::{ContainerEngine, EngineKind};
 use crate::error::Result;
 use crate::labels;
 use crate::settings::Settings;
@@ -20,7 +20,7 @@ pub struct StatusReport {
 }
 
 /// Every managed toolbox, by name.
-pub async fn list_toolboxes(engine: &dyn Engine) -> Result<Vec<ToolboxStatus>> {
+pub async fn list_toolboxes(engine: &dyn ContainerEngine) -> Result<Vec<ToolboxStatus>> {
     let mut containers = engine.container_list(&format!("{}=true", labels::MANAGED)).await?;
     containers.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(containers.into_iter().map(ToolboxStatus::of).collect())

@@ -1,6 +1,6 @@
 //! `verify [NAME]`: the toolbox proves from the inside that it works (see [`crate::verify`]).
 
-use crate::engine::{ContainerInfo, Engine};
+use crate::container_engine::{ContainerEngine, ContainerInfo};
 use crate::error::Result;
 use crate::host::{HostFacts, HostRoot};
 use crate::image::reference::validate_container_name;
@@ -28,7 +28,7 @@ pub async fn verify(settings: &Settings, name: &str) -> Result<VerifyReport> {
 
 /// What `container` should be on this node: the spec refresh would make for it.
 pub async fn expectation(
-    engine: &dyn Engine,
+    engine: &dyn ContainerEngine,
     (root, facts): &(HostRoot, HostFacts),
     container: &ContainerInfo,
 ) -> Result<Expected> {

@@ -17,7 +17,7 @@ pub use style::Style;
 pub use table::Row;
 
 use crate::check::Status;
-use crate::engine::ExecSink;
+use crate::container_engine::ExecSink;
 use crate::reporter::Reporter;
 use progress::{Bars, Lines, Quiet};
 use stream::Stream;

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::engine::{ContainerInfo, CreateRequest, EngineKind, ImageInfo};
+use crate::container_engine::{ContainerInfo, CreateRequest, EngineKind, ImageInfo};
 use crate::image::reference::ImageRef;
 use crate::image::short_digest;
 use crate::labels;

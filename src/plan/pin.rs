@@ -3,7 +3,7 @@
 
 use chrono::{DateTime, Utc};
 
-use crate::engine::ImageInfo;
+use crate::container_engine::ImageInfo;
 use crate::labels;
 
 /// The pin tag for an image: its `org.opencontainers.image.created` label, else its creation time.

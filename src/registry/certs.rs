@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::engine::endpoint::process_env;
+use crate::container_engine::endpoint::process_env;
 
 /// Where root's engines look: podman's, then docker's.
 pub const SYSTEM_CERTS_D: [&str; 2] = ["/etc/containers/certs.d", "/etc/docker/certs.d"];

@@ -15,7 +15,7 @@ use tokio::sync::Mutex;
 use super::challenge::{self, Challenge};
 use super::manifest::{self, Manifest};
 use super::{certs, config};
-use crate::engine::auth::{login_for, Login};
+use crate::container_engine::auth::{login_for, Login};
 use crate::error::{Error, Result};
 use crate::image::reference::{ImageRef, DOCKER_HUB};
 use crate::link::tls::TlsIdentity;

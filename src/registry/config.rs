@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::engine::endpoint::process_env;
+use crate::container_engine::endpoint::process_env;
 
 const SYSTEM_FILE: &str = "/etc/containers/registries.conf";
 const SYSTEM_DROP_INS: &str = "/etc/containers/registries.conf.d";

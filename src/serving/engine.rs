@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::engine_args::{EngineArgs, Flag};
-use super::fit::{FitAsk, FitNodes, Measured, NodeLog, Plan, Planned};
+use super::fit::{Fit, FitAsk, FitNodes, Measured, NodeLog, Planned};
 use super::logs::LogTail;
 use super::parallelism::Parallelism;
 use super::plan::{LaunchPlan, NodeForPlan, PlanRequest};
@@ -146,15 +146,15 @@ pub trait ServingEngine: Send + Sync + 'static {
     fn head_gpu(&self, said: &str) -> Option<bool>;
     /// Every layout of `shape` over `nodes` by its own rules, each with its figures or the rules
     /// it breaks, the one chosen and why, and its flags for that layout.
-    fn fit(&self, shape: &ModelShape, nodes: &FitNodes, asked: &FitAsk) -> Result<Plan>;
+    fn fit(&self, shape: &ModelShape, nodes: &FitNodes, asked: &FitAsk) -> Result<Fit>;
     /// What it said after loading (its weights, its KV cache, its context), read from every
     /// node's logs, beside what the plan put on each node.
     fn measured(&self, planned: &[Planned], logs: &[NodeLog]) -> Vec<Measured>;
     /// How it splits the model as the plan chose (None: as it always does, whatever the plan).
-    fn planned_split(&self, plan: &Plan) -> Option<Parallelism>;
+    fn planned_split(&self, plan: &Fit) -> Option<Parallelism>;
     /// The plan's flags the launch adds to the engine's own (the context, the memory, the split of
     /// the layers), but those the operator gave among `extra`, by any spelling: theirs win.
-    fn planned_args(&self, plan: &Plan, extra: &EngineArgs) -> Vec<String>;
+    fn planned_args(&self, plan: &Fit, extra: &EngineArgs) -> Vec<String>;
 }
 
 /// An engine's toolbox.

@@ -19,7 +19,7 @@ use crate::serving::engine::{Backend, EngineProfile, EngineRef, ServingEngine, T
 use crate::serving::engine_args::{EngineArgs, Flag};
 use crate::serving::fit::llama::LlamaRules;
 use crate::serving::fit::llama_build::{self, LlamaBuild};
-use crate::serving::fit::{llama_log, FitAsk, FitNodes, KvCacheDtype, Measured, NodeLog, NodeMemory, Plan, Planned};
+use crate::serving::fit::{llama_log, Fit, FitAsk, FitNodes, KvCacheDtype, Measured, NodeLog, NodeMemory, Planned};
 use crate::serving::logs::LogTail;
 use crate::serving::parallelism::Parallelism;
 use crate::serving::plan::{
@@ -315,7 +315,7 @@ impl ServingEngine for LlamaCpp {
     /// RPC servers first (as llama.cpp lists them), then the head's own GPU when it has one; every
     /// device named (`--device`) where the build's names are known, an MLA model's cache as the
     /// build keeps it.
-    fn fit(&self, shape: &ModelShape, nodes: &FitNodes, asked: &FitAsk) -> Result<Plan> {
+    fn fit(&self, shape: &ModelShape, nodes: &FitNodes, asked: &FitAsk) -> Result<Fit> {
         let mut rules = LlamaRules::default();
         if let Some(name) = &asked.kv_cache_dtype {
             rules.kv_cache_dtype =
@@ -355,19 +355,19 @@ impl ServingEngine for LlamaCpp {
                 )),
             }
         }
-        let mut plan = crate::serving::fit::llama::plan(shape, &devices, head_device, &rules);
+        let mut plan = crate::serving::fit::llama::fit(shape, &devices, head_device, &rules);
         plan.notes.extend(notes);
         Ok(plan)
     }
 
     /// Its layers over every node's GPU, whatever the plan: the plan only says how many each takes.
-    fn planned_split(&self, _plan: &Plan) -> Option<Parallelism> {
+    fn planned_split(&self, _plan: &Fit) -> Option<Parallelism> {
         None
     }
 
     /// `--device`, `--tensor-split` and `-c`, unless the operator gave their own (`-dev`, `-ts`,
     /// `-c`/`--ctx-size`).
-    fn planned_args(&self, plan: &Plan, extra: &EngineArgs) -> Vec<String> {
+    fn planned_args(&self, plan: &Fit, extra: &EngineArgs) -> Vec<String> {
         let dropped: Vec<Flag> = [DEVICE, TENSOR_SPLIT, CTX_SIZE].into_iter().filter(|own| extra.gives(*own)).collect();
         EngineArgs::new(plan.engine_args.clone()).without(&dropped).into_words()
     }
@@ -802,7 +802,7 @@ mod tests {
                 image: Default::default(),
             }
         };
-        let arg = |plan: &Plan, flag: &str| {
+        let arg = |plan: &Fit, flag: &str| {
             plan.engine_args.windows(2).find(|pair| pair[0] == flag).map(|pair| pair[1].clone())
         };
         // A ROCm build whose rpc-server exposes devices by number: the workers', then the head's GPU,

@@ -16,7 +16,7 @@ use crate::serving::engine::{Backend, EngineProfile, EngineRef, ServingEngine, T
 use crate::serving::engine_args::{EngineArgs, Flag, REVISION};
 use crate::serving::environment::serving_env;
 use crate::serving::fit::vllm::VllmRules;
-use crate::serving::fit::{self, vllm_log, FitAsk, FitNodes, Measured, NodeLog, Plan, Planned};
+use crate::serving::fit::{self, vllm_log, Fit, FitAsk, FitNodes, Measured, NodeLog, Planned};
 use crate::serving::logs::LogTail;
 use crate::serving::parallelism::Parallelism;
 use crate::serving::plan::{
@@ -213,7 +213,7 @@ impl ServingEngine for Vllm {
 
     /// vLLM's rules (`serving::fit::vllm`): TP × PP, and DP with expert parallelism for a MoE
     /// model; `--tp`/`--pp` as asked, else chosen by the link.
-    fn fit(&self, shape: &ModelShape, nodes: &FitNodes, asked: &FitAsk) -> Result<Plan> {
+    fn fit(&self, shape: &ModelShape, nodes: &FitNodes, asked: &FitAsk) -> Result<Fit> {
         let build = nodes.image.vllm_build();
         let mut rules = VllmRules::new(shape, asked.kv_cache_dtype.as_deref(), build)?;
         rules.asked_context = asked.max_model_len;
@@ -224,11 +224,11 @@ impl ServingEngine for Vllm {
             fit::vllm::check_partition(&fit::vllm::as_served(shape, &rules), partition)?;
             rules.pp_layer_partition = Some(partition.clone());
         }
-        Ok(fit::vllm::plan(shape, &nodes.memory, &nodes.transport, &rules))
+        Ok(fit::vllm::fit(shape, &nodes.memory, &nodes.transport, &rules))
     }
 
     /// TP × PP, and DP with expert parallelism, as the chosen layout has them.
-    fn planned_split(&self, plan: &Plan) -> Option<Parallelism> {
+    fn planned_split(&self, plan: &Fit) -> Option<Parallelism> {
         let chosen = plan.chosen.as_ref()?;
         let layout = plan.chosen_layout()?;
         let (tp, pp, dp) = (layout.tp as usize, layout.pp as usize, layout.dp as usize);
@@ -239,7 +239,7 @@ impl ServingEngine for Vllm {
     /// layers) `--max-num-batched-tokens`; the operator's own win: a flag the plan read as asked
     /// (`--max-model-len`, `--max-num-batched-tokens`), `--kv-cache-memory-bytes`, and
     /// `--gpu-memory-utilization`, with which vLLM sizes the cache itself.
-    fn planned_args(&self, plan: &Plan, extra: &EngineArgs) -> Vec<String> {
+    fn planned_args(&self, plan: &Fit, extra: &EngineArgs) -> Vec<String> {
         let mut dropped = SPLIT_FLAGS.to_vec();
         dropped.extend(
             [MAX_MODEL_LEN, MAX_NUM_BATCHED_TOKENS, KV_CACHE_MEMORY_BYTES].into_iter().filter(|own| extra.gives(*own)),

@@ -4,9 +4,9 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::engine::endpoint::process_env;
-use crate::engine::kind::EngineChoice;
-use crate::engine::{self, Connection, EngineKind};
+use crate::container_engine::endpoint::process_env;
+use crate::container_engine::kind::EngineChoice;
+use crate::container_engine::{self, Connection, EngineKind};
 use crate::error::Result;
 use crate::host::installed::Installed;
 use crate::host::machine_id::machine_id;
@@ -64,7 +64,7 @@ impl Settings {
         if let Some(TestEngine(engine)) = &self.test_engine {
             return Ok(Connection::to(engine.clone()));
         }
-        engine::connect(self.engine, &self.installed).await
+        container_engine::connect(self.engine, &self.installed).await
     }
 }
 
@@ -85,7 +85,7 @@ impl Settings {
     }
 
     /// These settings, their engine `engine` (an in-memory one).
-    pub fn with_engine(self, engine: Arc<dyn crate::engine::Engine>) -> Settings {
+    pub fn with_engine(self, engine: Arc<dyn crate::container_engine::ContainerEngine>) -> Settings {
         Settings { test_engine: Some(TestEngine(engine)), ..self }
     }
 }
@@ -93,7 +93,7 @@ impl Settings {
 /// A unit test's engine, in [`Settings`].
 #[cfg(test)]
 #[derive(Clone)]
-pub struct TestEngine(pub Arc<dyn crate::engine::Engine>);
+pub struct TestEngine(pub Arc<dyn crate::container_engine::ContainerEngine>);
 
 #[cfg(test)]
 impl std::fmt::Debug for TestEngine {

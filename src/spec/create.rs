@@ -2,8 +2,8 @@
 //! request type; the engine never knows the spec.
 
 use super::ToolboxSpec;
-use crate::engine::argv::create_flags;
-use crate::engine::{CreateRequest, EngineKind};
+use crate::container_engine::argv::create_flags;
+use crate::container_engine::{CreateRequest, EngineKind};
 
 impl ToolboxSpec {
     /// Add what the spec asks for (devices, groups, limits, security, environment) to `request`.

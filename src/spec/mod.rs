@@ -22,7 +22,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::engine::{EngineInfo, EngineKind, Ulimit};
+use crate::container_engine::{EngineInfo, EngineKind, Ulimit};
 use crate::error::{Error, Result};
 use crate::host::{HostFacts, HostRoot};
 pub use transport::Transport;

@@ -3,8 +3,8 @@
 use std::path::{Path, PathBuf};
 
 use super::*;
-use crate::engine::argv::create_argv;
-use crate::engine::CreateRequest;
+use crate::container_engine::argv::create_argv;
+use crate::container_engine::CreateRequest;
 use crate::host::netdev::THUNDERBOLT;
 use crate::host::{GpuFacts, Netdev, RdmaFacts, RdmaPort};
 

@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 use serde::{Deserialize, Serialize};
 
 use super::registry::{writer_client, CONFIG_IN_CONTAINER, WRITER};
-use crate::engine::ExecIo;
+use crate::container_engine::ExecIo;
 use crate::error::{Error, Result};
 use crate::image::reference::ImageRef;
 use crate::link::home::{now_as_pin, RegistryHome, ServedImage};

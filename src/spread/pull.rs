@@ -15,8 +15,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::engine::find::{carried_digests, not_present_after_pull};
-use crate::engine::{Engine, EngineKind};
+use crate::container_engine::find::{carried_digests, not_present_after_pull};
+use crate::container_engine::{ContainerEngine, EngineKind};
 use crate::error::{Error, Result};
 use crate::image::reference::ImageRef;
 use crate::paths::Paths;
@@ -69,7 +69,7 @@ pub async fn image_digests(settings: &Settings, request: &ImageDigests) -> Resul
 /// says why when it was not the head.
 pub async fn pull_through_head(
     paths: &Paths,
-    engine: &dyn Engine,
+    engine: &dyn ContainerEngine,
     pinned: &str,
     source: &SpreadSource,
     reporter: &dyn Reporter,

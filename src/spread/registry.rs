@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
-use crate::engine::{CreateRequest, Engine, Mount};
+use crate::container_engine::{ContainerEngine, CreateRequest, Mount};
 use crate::error::{Error, Result};
 use crate::link::address::cluster_link;
 use crate::link::ca;
@@ -165,7 +165,7 @@ pub fn writer_client(home: &RegistryHome, registry: &str) -> Result<RegistryClie
 
 /// The listener's container as `made_with` says, running; true when this started it.
 async fn run(
-    engine: &dyn Engine,
+    engine: &dyn ContainerEngine,
     home: &RegistryHome,
     listener: &Listener,
     image: &str,
@@ -189,7 +189,7 @@ async fn run(
 }
 
 async fn create(
-    engine: &dyn Engine,
+    engine: &dyn ContainerEngine,
     home: &RegistryHome,
     listener: &Listener,
     image: &str,
@@ -225,7 +225,7 @@ async fn create(
 /// Until `container`'s registry answers at `address` over mutual TLS, checked against the
 /// cluster CA, the head's certificate presented (bounded).
 async fn wait_until_it_answers(
-    engine: &dyn Engine,
+    engine: &dyn ContainerEngine,
     container: &str,
     address: &str,
     ca_pem: &str,
@@ -239,7 +239,7 @@ async fn wait_until_it_answers(
         let running = engine.container_inspect(container).await?.is_some_and(|c| c.running);
         if !running || Instant::now() >= deadline {
             let program = engine.kind().program();
-            return Err(Error::Engine {
+            return Err(Error::ContainerEngine {
                 engine: program,
                 action: format!("serve the cluster registry at {address}"),
                 message: format!(

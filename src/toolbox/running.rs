@@ -6,14 +6,14 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::status::ToolboxStatus;
-use crate::engine::{Connection, ContainerInfo, Engine, ExecIo, ExecOutcome};
+use crate::container_engine::{Connection, ContainerEngine, ContainerInfo, ExecIo, ExecOutcome};
 use crate::error::{Error, Result};
 use crate::image::reference::validate_container_name;
 use crate::manager::ManagerKind;
 use crate::settings::Settings;
 
 /// The container named `name`, or an error that says how to make it.
-pub async fn find_toolbox(engine: &dyn Engine, name: &str) -> Result<ContainerInfo> {
+pub async fn find_toolbox(engine: &dyn ContainerEngine, name: &str) -> Result<ContainerInfo> {
     engine.container_inspect(name).await?.ok_or_else(|| {
         Error::toolbox(
             name,

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::engine::ContainerInfo;
+use crate::container_engine::ContainerInfo;
 use crate::labels;
 
 /// One managed toolbox.

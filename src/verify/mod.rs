@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use probe::Probe;
 
 use crate::check::{Check, Status};
-use crate::engine::{ContainerInfo, Engine};
+use crate::container_engine::{ContainerEngine, ContainerInfo};
 use crate::error::Result;
 use crate::host::HostFacts;
 use crate::manager::ManagerKind;
@@ -181,7 +181,7 @@ impl VerifyReport {
 
 /// Every check inside the running container `container`. `user` is who its commands run as.
 pub async fn verify_container(
-    engine: &dyn Engine,
+    engine: &dyn ContainerEngine,
     container: &str,
     user: Option<&str>,
     expected: &Expected,
@@ -211,7 +211,7 @@ pub async fn verify_container(
 /// Start `container` when it is stopped, verify it, and stop it again (it is left as it was
 /// found). A container that cannot start is a failed check, with the engine's reason.
 pub async fn verify_started(
-    engine: &dyn Engine,
+    engine: &dyn ContainerEngine,
     container: &ContainerInfo,
     expected: &Expected,
 ) -> Result<VerifyReport> {

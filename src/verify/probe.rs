@@ -1,10 +1,10 @@
 //! Running a program inside the container and telling "it ran and said…" from "the image has no
 //! such program" (which makes a check skipped, not failed).
 
-use crate::engine::{Engine, ExecIo};
+use crate::container_engine::{ContainerEngine, ExecIo};
 
 pub struct Probe<'a> {
-    pub engine: &'a dyn Engine,
+    pub engine: &'a dyn ContainerEngine,
     pub container: &'a str,
     user: Option<&'a str>,
 }
@@ -20,7 +20,7 @@ pub enum Ran {
 }
 
 impl<'a> Probe<'a> {
-    pub fn new(engine: &'a dyn Engine, container: &'a str, user: Option<&'a str>) -> Probe<'a> {
+    pub fn new(engine: &'a dyn ContainerEngine, container: &'a str, user: Option<&'a str>) -> Probe<'a> {
         Probe { engine, container, user }
     }
 

@@ -12,7 +12,7 @@ use super::image_files::{shared_libraries_under, Unlooked};
 use super::probe::Probe;
 use super::Expected;
 use crate::check::{Check, Status};
-use crate::engine::archive::first_file;
+use crate::container_engine::archive::first_file;
 use crate::image::short_digest;
 use crate::rccl::dynamic::{parse_dynamic, DynamicInfo};
 use crate::rccl::stock::{judge_stock, StockCopy};

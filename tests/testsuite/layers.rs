@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 const FLOORS: &[&[&str]] = &[
     &["error", "paths", "secret", "reporter", "check", "labels"],
     &["host", "image", "rccl"],
-    &["engine", "manager", "spec", "settings", "link", "registry"],
+    &["container_engine", "manager", "spec", "settings", "link", "registry"],
     &["plan", "apply", "verify", "toolbox", "doctor"],
     &["serving", "model", "spread", "bench", "router", "metrics", "watch"],
     &["ops"],

@@ -5,7 +5,7 @@
 use super::*;
 use crate::bench::result::tests::result;
 use crate::cluster::testing::{as_nodes, digest, failing, nodes, publish, TestNode, REPO};
-use crate::engine::fake::RecordedCall;
+use crate::container_engine::fake::RecordedCall;
 use crate::error::ErrorKind;
 use crate::node::call::NodeCall;
 use crate::reporter::Silent;

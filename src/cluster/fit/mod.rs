@@ -8,7 +8,7 @@
 //! of what they returned (`ServingEngine::fit`).
 //!
 //! The model is read where its engine reads it: a path inside the engine's toolbox on the head
-//! (`model::shape::ask`). A model that cannot be read there is [`NoPlan::Unread`]: the launch
+//! (`model::shape::ask`). A model that cannot be read there is [`NoFit::Unread`]: the launch
 //! refuses it, since its engine could not load it either.
 
 mod request;
@@ -29,7 +29,7 @@ pub use request::{FitReport, FitRequest};
 
 /// Why no plan was made.
 #[derive(Debug)]
-pub enum NoPlan {
+pub enum NoFit {
     /// The model could not be read where its engine reads it (not there, damaged, the Hub
     /// refused it): its engine could not load it either.
     Unread(Error),
@@ -37,22 +37,22 @@ pub enum NoPlan {
     Failed(Error),
 }
 
-impl From<Error> for NoPlan {
-    fn from(error: Error) -> NoPlan {
-        NoPlan::Failed(error)
+impl From<Error> for NoFit {
+    fn from(error: Error) -> NoFit {
+        NoFit::Failed(error)
     }
 }
 
-impl From<NoPlan> for Error {
-    fn from(no_plan: NoPlan) -> Error {
+impl From<NoFit> for Error {
+    fn from(no_plan: NoFit) -> Error {
         match no_plan {
-            NoPlan::Unread(error) | NoPlan::Failed(error) => error,
+            NoFit::Unread(error) | NoFit::Failed(error) => error,
         }
     }
 }
 
 /// The plan of `request.model` on `nodes` (the head first).
-pub async fn fit_model(nodes: &[&dyn Node], request: &FitRequest) -> std::result::Result<FitReport, NoPlan> {
+pub async fn fit_model(nodes: &[&dyn Node], request: &FitRequest) -> std::result::Result<FitReport, NoFit> {
     let engine = request.engine;
     let Some(head) = nodes.first() else {
         return Err(Error::Usage("no nodes to plan for. Fix: give --nodes or a cluster file".into()).into());
@@ -78,7 +78,7 @@ pub async fn fit_model(nodes: &[&dyn Node], request: &FitRequest) -> std::result
     };
     let detects = join_all(nodes.iter().map(|node| node.call(Detect {})));
     let (read, detects, devices, status) = tokio::join!(head.call(shape), detects, devices, head.call(StatusCall {}));
-    let read = read.map_err(NoPlan::Unread)?;
+    let read = read.map_err(NoFit::Unread)?;
     let image = head_image(status, &request.toolbox);
 
     let mut problems = MultiError::new("nothing was planned");

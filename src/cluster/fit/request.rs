@@ -10,7 +10,7 @@ use crate::model::shape::source::ShapeRead;
 use crate::model::source::ModelSource;
 use crate::secret::Secret;
 use crate::serving::engine::EngineRef;
-use crate::serving::fit::{FitAsk, Plan};
+use crate::serving::fit::{Fit, FitAsk};
 
 /// What to plan, and how.
 #[derive(Debug, Clone)]
@@ -55,7 +55,7 @@ pub struct FitReport {
     pub head_gpu: Option<bool>,
     /// Every layout with its figures or the rules it breaks, the one chosen and why; None when
     /// the model cannot be sized.
-    pub plan: Option<Plan>,
+    pub plan: Option<Fit>,
     /// Why the model cannot be sized honestly (hybrid, linear attention, an unknown architecture).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cannot_size: Option<String>,

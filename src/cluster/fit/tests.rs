@@ -3,7 +3,7 @@ use std::path::Path;
 
 use super::*;
 use crate::cluster::testing::{answer, as_nodes, nodes, Scripted, TestNode};
-use crate::engine::{ContainerInfo, Engine};
+use crate::container_engine::{ContainerEngine, ContainerInfo};
 use crate::model::shape::fixtures::{self, write_checkpoint};
 use crate::node::call::NodeCall;
 use crate::serving::fit::{FitAsk, LayoutOutcome, Rule};
@@ -99,7 +99,7 @@ async fn a_layout_asked_that_the_model_forbids_is_refused_in_the_plan() {
     assert!(report.refused());
     let wrong = FitRequest { tp: Some(2), ..request(VLLM, model.path()) };
     let error = fit_model(&as_nodes(&cluster), &wrong).await.expect_err("2 does not divide 3 nodes");
-    assert!(matches!(&error, NoPlan::Failed(Error::Usage(text)) if text.contains("--tp 2")), "{error:?}");
+    assert!(matches!(&error, NoFit::Failed(Error::Usage(text)) if text.contains("--tp 2")), "{error:?}");
 }
 
 #[tokio::test]
@@ -166,7 +166,7 @@ async fn a_hybrid_model_is_said_so_and_a_node_without_gtt_is_named() {
     let model = tempfile::tempdir().expect("a model directory");
     std::fs::write(model.path().join("config.json"), fixtures::QWEN3_NEXT_80B).expect("config.json");
     let error = fit_model(&as_nodes(&cluster), &request(VLLM, model.path())).await.expect_err("node2 has no GTT");
-    assert!(matches!(error, NoPlan::Failed(_)), "a node's memory, not the model: {error:?}");
+    assert!(matches!(error, NoFit::Failed(_)), "a node's memory, not the model: {error:?}");
     let text = Error::from(error).to_string();
     assert!(text.contains("node2") && text.contains("mem_info_gtt_total") && !text.contains("node1:"), "{text}");
     with_gtt(&cluster[1], 120);
@@ -177,7 +177,7 @@ async fn a_hybrid_model_is_said_so_and_a_node_without_gtt_is_named() {
 
 #[tokio::test]
 async fn the_images_labels_say_which_vllm_sizes_the_cache() {
-    use crate::engine::ContainerInfo;
+    use crate::container_engine::ContainerInfo;
     use crate::labels;
     // A node whose toolbox vllm's image carries `image_labels` beside the tool's own.
     let node_with = |image_labels: &[(&str, &str)]| {
@@ -228,14 +228,14 @@ async fn a_model_its_toolbox_cannot_read_is_unread_whatever_the_host_has() {
     // The file is on the host, but there is no toolbox to read it in: the engine could not either.
     let error = fit_model(&as_nodes(&cluster), &request(LLAMA_CPP, &gguf)).await.expect_err("no toolbox");
     assert!(
-        matches!(&error, NoPlan::Unread(Error::Toolbox { message, .. }) if message.contains("no toolbox named llama")),
+        matches!(&error, NoFit::Unread(Error::Toolbox { message, .. }) if message.contains("no toolbox named llama")),
         "{error:?}"
     );
     // In a toolbox, a path it does not have is named, with where to look.
     with_toolbox(&cluster[0], "llama");
     let missing = dir.path().join("Qwen3-235B-A22B-Q4_K_M-00001-of-00003.gguf");
     let error = fit_model(&as_nodes(&cluster), &request(LLAMA_CPP, &missing)).await.expect_err("no such file");
-    let NoPlan::Unread(error) = error else { panic!("unread: {error:?}") };
+    let NoFit::Unread(error) = error else { panic!("unread: {error:?}") };
     let text = error.to_string();
     assert!(
         text.contains("in toolbox llama") && text.contains("there is no file") && text.contains("00001-of-00003"),
@@ -247,12 +247,12 @@ async fn a_model_its_toolbox_cannot_read_is_unread_whatever_the_host_has() {
     let empty = tempfile::tempdir().expect("a directory");
     with_toolbox(&cluster[0], "vllm");
     let error = fit_model(&as_nodes(&cluster), &request(VLLM, empty.path())).await.expect_err("no config.json");
-    assert!(matches!(&error, NoPlan::Unread(e) if e.to_string().contains("no config.json")), "{error:?}");
+    assert!(matches!(&error, NoFit::Unread(e) if e.to_string().contains("no config.json")), "{error:?}");
     cluster[0].engine.container_stop("vllm").await.expect("stopped");
     let dry = FitRequest { ask_devices: false, ..request(VLLM, empty.path()) };
     let error = fit_model(&as_nodes(&cluster), &dry).await.expect_err("not running");
     assert!(
-        matches!(&error, NoPlan::Unread(e) if e.to_string().contains("not running (a dry run starts none)")),
+        matches!(&error, NoFit::Unread(e) if e.to_string().contains("not running (a dry run starts none)")),
         "{error:?}"
     );
     assert!(cluster[0].engine.container("vllm").is_some_and(|c| !c.running), "nothing started it");

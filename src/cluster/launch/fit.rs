@@ -12,19 +12,19 @@
 
 use super::pinned::pinned_commit;
 use super::request::LaunchRequest;
-use crate::cluster::fit::{fit_model, FitRequest, NoPlan};
+use crate::cluster::fit::{fit_model, FitRequest, NoFit};
 use crate::error::{Error, Result};
 use crate::node::Node;
 use crate::serving::engine_args::REVISION;
 use crate::serving::fit::memory::DEFAULT_RESERVE_GIB;
-use crate::serving::fit::{Plan, Planned};
+use crate::serving::fit::{Fit, Planned};
 use crate::serving::parallelism::Parallelism;
 use crate::serving::room::Room;
 
 /// What the plan gives the launch.
 #[derive(Debug, Clone)]
 pub(super) struct Fitted {
-    pub plan: Plan,
+    pub plan: Fit,
     /// The split the plan chose (None: the engine splits as it always does).
     pub split: Option<Parallelism>,
     /// The plan's flags for the engine, those the operator did not give.
@@ -71,8 +71,8 @@ pub(super) async fn plan_first(nodes: &[&dyn Node], request: &LaunchRequest) -> 
     let report = match fit_model(nodes, &asked).await {
         Ok(report) => report,
         // What the operator asked that the engine would refuse (a cache dtype, a partition).
-        Err(NoPlan::Failed(error @ Error::Usage(_))) => return Err(error),
-        Err(NoPlan::Unread(error)) if !request.dry_run => {
+        Err(NoFit::Failed(error @ Error::Usage(_))) => return Err(error),
+        Err(NoFit::Unread(error)) if !request.dry_run => {
             return Err(error.context(format!(
                 "{} cannot be planned, so it is not launched (nothing was started): its model cannot be read where {} \
                  reads it",
@@ -80,14 +80,14 @@ pub(super) async fn plan_first(nodes: &[&dyn Node], request: &LaunchRequest) -> 
                 engine.profile().title
             )));
         }
-        Err(NoPlan::Unread(error)) => {
+        Err(NoFit::Unread(error)) => {
             let why = format!(
                 "{} was not read ({error}): the dry run goes on without a plan; a launch refuses a model it cannot read",
                 request.model
             );
             return Ok(PlanFirst::Unplanned(why));
         }
-        Err(NoPlan::Failed(error)) => {
+        Err(NoFit::Failed(error)) => {
             let why = format!("{} could not be planned ({error}): the launch goes on without a plan", request.model);
             return Ok(PlanFirst::Unplanned(why));
         }

@@ -264,7 +264,7 @@ mod tests {
     fn on_names_nodes_of_the_cluster_once_each_head_first() {
         let settings = crate::settings::Settings::resolve(
             "/".into(),
-            crate::engine::kind::EngineChoice::Podman,
+            crate::container_engine::kind::EngineChoice::Podman,
             std::sync::Arc::new(crate::reporter::Silent),
         );
         let nodes: Vec<LocalNode> =

@@ -16,7 +16,7 @@ use crate::model::source::ModelSource;
 use crate::secret::{shown_env, Secret};
 use crate::serving::engine::{Backend, EngineRef};
 use crate::serving::engine_args::EngineArgs;
-use crate::serving::fit::{Measured, Plan};
+use crate::serving::fit::{Fit, Measured};
 use crate::serving::plan::{LaunchStep, NodePlan};
 use crate::serving::service_name::ServiceName;
 
@@ -153,7 +153,7 @@ pub struct LaunchReport {
     /// The model-aware plan it launched by: every layout with its figures or the rules it breaks,
     /// the one chosen and why (None: the model could not be sized; `warnings` says why).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub plan: Option<Plan>,
+    pub plan: Option<Fit>,
     /// What each node's engine said it allocated once it served, beside the plan's figures.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub measured: Vec<Measured>,

@@ -5,8 +5,8 @@
 
 use super::*;
 use crate::cluster::testing::{as_nodes, digest, failing, interrupting, nodes, publish, Scripted, TestNode, REPO};
-use crate::engine::fake::RecordedCall;
-use crate::engine::ImageInfo;
+use crate::container_engine::fake::RecordedCall;
+use crate::container_engine::ImageInfo;
 use crate::error::ErrorKind;
 use crate::node::call::NodeCall;
 use crate::plan::temp_name;
@@ -96,7 +96,7 @@ async fn one_node_refreshes_itself_in_one_call_and_reports_its_own_error() {
     publish(&cluster, '2');
     cluster[0].engine.fail(RecordedCall::Create(temp_name(NAME)));
     let error = refresh(&as_nodes(&cluster)).await.unwrap_err();
-    assert_eq!(error.kind(), ErrorKind::Engine, "{error}");
+    assert_eq!(error.kind(), ErrorKind::ContainerEngine, "{error}");
     assert_eq!(state(&cluster), on('1', 1));
 }
 

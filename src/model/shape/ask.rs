@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use super::in_toolbox::RunsInToolbox;
 use super::source::{read_shape, ModelAccess, ReadLimits, ShapeRead};
-use crate::engine::ExecOutcome;
+use crate::container_engine::ExecOutcome;
 use crate::error::{Error, Result};
 use crate::model::cache::HubCache;
 use crate::model::hub::HubAccess;

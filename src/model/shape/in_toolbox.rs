@@ -8,7 +8,7 @@
 //! number of files, each from its own offset: a checkpoint's shards are read in two execs, not two
 //! per shard. The script is a constant; the paths and offsets are its arguments.
 
-use crate::engine::ExecOutcome;
+use crate::container_engine::ExecOutcome;
 use crate::error::{Error, Result};
 
 /// Runs a command inside the toolbox a model's engine reads it in.

@@ -1,6 +1,6 @@
 //! `build`: the RCCL overlay image. A deterministic build context (the compiled-in
 //! Containerfile + librccl.so.1 as a tar), the labels that record which RCCL went in, and the
-//! build through the [`Engine`] seam.
+//! build through the [`ContainerEngine`] seam.
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -10,7 +10,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 use walkdir::WalkDir;
 
-use crate::engine::{BuildJob, Engine};
+use crate::container_engine::{BuildJob, ContainerEngine};
 use crate::error::{Error, Result};
 use crate::image::reference::ImageRef;
 use crate::labels;
@@ -225,7 +225,7 @@ pub struct BuildOutcome {
 /// Build the overlay for an accepted artifact, then push every tag when asked.
 /// Refuses a rejected artifact before touching the engine.
 pub async fn build_image(
-    engine: &dyn Engine,
+    engine: &dyn ContainerEngine,
     report: &RcclReport,
     request: &BuildRequest,
     reporter: &dyn Reporter,

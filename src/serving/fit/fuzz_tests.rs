@@ -284,10 +284,10 @@ fn plan_without_panic(shape: &ModelShape) {
         (0..3).map(|i| NodeMemory::new(&format!("n{i}"), (120 + i) << 30, 1 << 30, 4 << 30)).collect();
     let build = crate::serving::fit::vllm_build::VllmBuild::of(None, "not asked");
     if let Ok(rules) = vllm::VllmRules::new(shape, None, build) {
-        let _ = vllm::plan(shape, &nodes, &Transport::EthernetTcp, &rules);
-        let _ = vllm::plan(shape, nodes.get(..1).unwrap_or_default(), &Transport::EthernetTcp, &rules);
+        let _ = vllm::fit(shape, &nodes, &Transport::EthernetTcp, &rules);
+        let _ = vllm::fit(shape, nodes.get(..1).unwrap_or_default(), &Transport::EthernetTcp, &rules);
     }
-    let _ = llama::plan(shape, &nodes, Some(2), &llama::LlamaRules::default());
+    let _ = llama::fit(shape, &nodes, Some(2), &llama::LlamaRules::default());
 }
 
 #[test]

@@ -11,7 +11,7 @@
 //! device is named (`--device`) when the build's names are known: then no build's default device
 //! selection can drop one (`llama_build`).
 
-use super::{outcome, CacheRules, ExpertCut, KvCacheDtype, Layout, NodeMemory, Placement, Plan};
+use super::{outcome, CacheRules, ExpertCut, Fit, KvCacheDtype, Layout, NodeMemory, Placement};
 use crate::model::shape::weights::Weights;
 use crate::model::shape::ModelShape;
 
@@ -149,7 +149,7 @@ pub fn placements(shape: &ModelShape, devices: usize, head: Option<usize>, split
 /// The split of `shape` over `devices` (in llama.cpp's order; `head` is the device on the head
 /// node, whose host keeps the token embedding; None when the head's server has no GPU of its
 /// own): one layout, the layers by each device's memory.
-pub fn plan(shape: &ModelShape, devices: &[NodeMemory], head: Option<usize>, rules: &LlamaRules) -> Plan {
+pub fn fit(shape: &ModelShape, devices: &[NodeMemory], head: Option<usize>, rules: &LlamaRules) -> Fit {
     let mut notes = vec![match head {
         Some(_) => "the token embedding stays in the head's host memory (llama.cpp keeps the input layer on the \
                     CPU), counted on the head's device"
@@ -208,7 +208,7 @@ pub fn plan(shape: &ModelShape, devices: &[NodeMemory], head: Option<usize>, rul
     }
     let layouts = vec![layout];
     let refusal = (!fits).then(|| super::refusal(&layouts, devices, cache.needed(shape)));
-    Plan {
+    Fit {
         engine: "llama.cpp".into(),
         architecture: shape.architecture.clone(),
         nodes: devices.to_vec(),

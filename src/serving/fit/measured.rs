@@ -21,7 +21,7 @@ pub struct Planned {
 
 impl Planned {
     /// Each node's load in the plan's chosen layout (none without one).
-    pub fn of(plan: &Plan) -> Vec<Planned> {
+    pub fn of(plan: &Fit) -> Vec<Planned> {
         let Some(figures) = plan.chosen_layout().and_then(|layout| layout.fits()) else { return Vec::new() };
         figures
             .nodes

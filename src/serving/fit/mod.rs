@@ -1,10 +1,10 @@
-//! The plan, as a pure function: a model's shape, each node's usable memory, the link and the
+//! The fit, as a pure function: a model's shape, each node's usable memory, the link and the
 //! engine's rules in; every layout that fills the nodes out, each with what every node holds
 //! (weights, the KV cache per token, the longest context that fits) or the rules it breaks; then
 //! the one chosen and why. Nothing here reads a file or a clock: the engine's file gathers the
-//! facts and calls [`vllm::plan`] or [`llama::plan`]; `plan` prints the result and the launch
-//! acts on it. What the engine says after loading is read back by [`vllm_log`] and [`llama_log`]
-//! to set beside the plan. Every size is in bytes.
+//! facts and calls [`vllm::fit`] or [`llama::fit`]; the `plan` command prints the result and the
+//! launch plan (`super::plan`) carries out the layout chosen. What the engine says after loading
+//! is read back by [`vllm_log`] and [`llama_log`] to set beside the fit. Every size is in bytes.
 
 pub(crate) mod asked;
 pub(crate) mod kv;
@@ -33,7 +33,7 @@ pub use memory::{FitNodes, NodeMemory};
 
 /// Every layout, the one chosen and why, or why none fits.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Plan {
+pub struct Fit {
     /// `vllm` or `llama.cpp`.
     pub engine: String,
     pub architecture: String,
@@ -56,7 +56,7 @@ pub struct Plan {
     pub engine_args: Vec<String>,
 }
 
-impl Plan {
+impl Fit {
     /// The chosen layout.
     pub fn chosen_layout(&self) -> Option<&Layout> {
         self.chosen.as_ref().and_then(|chosen| self.layouts.get(chosen.layout))
@@ -176,7 +176,7 @@ pub enum Rule {
     Context,
 }
 
-/// The layout chosen, by its index in [`Plan::layouts`], and why.
+/// The layout chosen, by its index in [`Fit::layouts`], and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Chosen {
     pub layout: usize,

@@ -26,8 +26,8 @@ use std::ops::Range;
 use super::vllm_build::VllmBuild;
 use super::vllm_cache::{self, VllmCache};
 use super::{
-    choose, choose_asked, refusal, Broken, CacheRules, ExpertCut, KvCacheDtype, Layout, LayoutFigures, LayoutOutcome,
-    NodeMemory, Placement, Plan, Rule,
+    choose, choose_asked, refusal, Broken, CacheRules, ExpertCut, Fit, KvCacheDtype, Layout, LayoutFigures,
+    LayoutOutcome, NodeMemory, Placement, Rule,
 };
 use crate::error::{Error, Result};
 use crate::model::shape::weights::Weights;
@@ -318,9 +318,9 @@ pub fn check_partition(shape: &ModelShape, partition: &[u32]) -> Result<()> {
 
 /// Every layout of `nodes` for `shape` under vLLM, the one chosen on `transport`, and whether
 /// fewer nodes would do.
-pub fn plan(shape: &ModelShape, nodes: &[NodeMemory], transport: &Transport, rules: &VllmRules) -> Plan {
+pub fn fit(shape: &ModelShape, nodes: &[NodeMemory], transport: &Transport, rules: &VllmRules) -> Fit {
     let served = as_served(shape, rules);
-    let mut plan = plan_on(&served, nodes, transport, rules);
+    let mut plan = fit_on(&served, nodes, transport, rules);
     if matches!(served, Cow::Owned(_)) {
         plan.notes.push(
             "VLLM_MLA_DISABLE=1: its latent attention is served as plain attention, a key and a value for every \
@@ -331,7 +331,7 @@ pub fn plan(shape: &ModelShape, nodes: &[NodeMemory], transport: &Transport, rul
     let shape = &served;
     if plan.chosen.is_some() && nodes.len() > 1 && rules.asked_layout.is_none() {
         for fewer in 1..nodes.len() {
-            let smaller = plan_on(shape, nodes.get(..fewer).unwrap_or_default(), transport, rules);
+            let smaller = fit_on(shape, nodes.get(..fewer).unwrap_or_default(), transport, rules);
             if let Some(layout) = smaller.chosen_layout() {
                 let context = layout.fits().map_or(0, |f| f.context_tokens);
                 plan.fewer_nodes = Some(format!(
@@ -354,7 +354,7 @@ fn batched_tokens(rules: &VllmRules, nodes: &[NodeMemory], world: u32) -> u64 {
     rules.max_num_batched_tokens.unwrap_or_else(|| rules.build.default_max_num_batched_tokens(u64::from(world), device))
 }
 
-fn plan_on(shape: &ModelShape, nodes: &[NodeMemory], transport: &Transport, rules: &VllmRules) -> Plan {
+fn fit_on(shape: &ModelShape, nodes: &[NodeMemory], transport: &Transport, rules: &VllmRules) -> Fit {
     let mut notes = vec![format!("{}: blocks of {} tokens", rules.build.said, rules.build.block_size())];
     let weights = match &shape.weights {
         Some(weights) => weights.clone(),
@@ -445,7 +445,7 @@ fn plan_on(shape: &ModelShape, nodes: &[NodeMemory], transport: &Transport, rule
             memory_utilization(nodes, figures, rules.runtime_bytes)
         ));
     }
-    Plan {
+    Fit {
         engine: "vllm".into(),
         architecture: shape.architecture.clone(),
         nodes: nodes.to_vec(),

@@ -68,7 +68,7 @@ fn three_devices_of_different_memory_split_the_layers_by_it() {
     // Room in MiB: 115, 91 and 59 GiB; the head's less the embedding (128256 × 8192 × 2 bytes = 2004 MiB).
     let split = tensor_split(&devices, Some(2), 2_101_346_304, rules.runtime_bytes);
     assert_eq!(split, vec![117_760, 93_184, 60_416 - 2004]);
-    let plan = plan(&shape, &devices, Some(2), &rules);
+    let plan = fit(&shape, &devices, Some(2), &rules);
     let figures = plan.chosen_layout().and_then(Layout::fits).expect("it fits");
     // 81 slots; split points 117,760 / 269,356 = 0.437 and 210,944 / 269,356 = 0.783: layers 0-35 on
     // the first device (35 / 81 < 0.437 ≤ 36 / 81), 36-63 on the second, 64-79 and the output on the third.
@@ -91,7 +91,7 @@ fn a_context_that_does_not_reach_the_models_is_a_multiple_of_256() {
     // bytes of room; all the weights (the embedding on this, the head's, host too) 141,107,412,992;
     // free 14,585,151,488 / (80 layers × 4,096) = 44,510 tokens, down to a multiple of 256: 44,288.
     let devices = vec![NodeMemory::new("node1", 150 * GIB, 0, 4 * GIB)];
-    let plan = plan(&shape, &devices, Some(0), &LlamaRules::default());
+    let plan = fit(&shape, &devices, Some(0), &LlamaRules::default());
     let figures = plan.chosen_layout().and_then(Layout::fits).expect("it fits");
     assert_eq!(figures.nodes[0].weights_bytes, 141_107_412_992);
     assert_eq!(figures.nodes[0].context_tokens, 44_510);
@@ -103,7 +103,7 @@ fn a_context_that_does_not_reach_the_models_is_a_multiple_of_256() {
 fn too_little_memory_is_refused() {
     let shape = with_weights(fixtures::LLAMA_3_3_70B);
     let devices = vec![NodeMemory::new("a", 48 * GIB, 0, 4 * GIB), NodeMemory::new("b", 48 * GIB, 0, 4 * GIB)];
-    let plan = plan(&shape, &devices, Some(1), &LlamaRules::default());
+    let plan = fit(&shape, &devices, Some(1), &LlamaRules::default());
     assert!(plan.chosen.is_none() && plan.engine_args.is_empty());
     let refusal = plan.refusal.expect("refused");
     assert!(refusal.message.contains("44.00 GiB usable"), "{}", refusal.message);

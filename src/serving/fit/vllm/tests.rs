@@ -28,8 +28,8 @@ fn thunderbolt() -> Transport {
     Transport::ThunderboltTcp { netdev: "thunderbolt0".into() }
 }
 
-fn planned(shape: &ModelShape, nodes: &[NodeMemory], transport: &Transport) -> Plan {
-    plan(shape, nodes, transport, &VllmRules::new(shape, None, rocm()).expect("rules"))
+fn planned(shape: &ModelShape, nodes: &[NodeMemory], transport: &Transport) -> Fit {
+    fit(shape, nodes, transport, &VllmRules::new(shape, None, rocm()).expect("rules"))
 }
 
 /// The value of `flag` in `args`.
@@ -158,7 +158,7 @@ fn gpt_oss_keeps_its_sliding_layers_to_the_window_and_what_is_in_flight() {
     let shape = with_weights(fixtures::GPT_OSS_120B);
     let rules = VllmRules::new(&shape, None, rocm()).expect("rules");
     assert!(rules.kv_cache_dtype.why.contains("names no dtype"), "{}", rules.kv_cache_dtype.why);
-    let one = plan(&shape, &nodes(1, 120), &roce(), &rules);
+    let one = fit(&shape, &nodes(1, 120), &roce(), &rules);
     let figures = one.chosen_layout().and_then(Layout::fits).expect("it fits one node");
     // 18 full layers and 18 sliding, 8 KV heads of 64: 2,048 bytes a layer and token, a page of
     // 16 tokens 32,768 bytes; one group of each kind, 18 pages a block: 589,824 bytes.
@@ -179,7 +179,7 @@ fn gpt_oss_keeps_its_sliding_layers_to_the_window_and_what_is_in_flight() {
     assert!(one.notes.iter().any(|n| n.contains("sliding-window layers keep 16528 tokens")), "{:?}", one.notes);
     // vLLM 0.13 (before vllm#47728) kept one batch: cdiv(127 + 8,192, 16) + 1 = 521 blocks.
     let old = VllmRules::new(&shape, None, build("v0.13.0", "rocm")).expect("rules");
-    let old = plan(&shape, &nodes(1, 120), &roce(), &old);
+    let old = fit(&shape, &nodes(1, 120), &roce(), &old);
     let figures = old.chosen_layout().and_then(Layout::fits).expect("it fits");
     assert_eq!(figures.nodes[0].window_tokens, 521 * 16);
 }
@@ -195,7 +195,7 @@ fn gemma_3_is_sized_by_its_groups_and_its_vision_tower_is_on_every_stage() {
     weights.other_bytes = 400 << 20;
     shape.weights = Some(weights);
     let rules = VllmRules::new(&shape, None, rocm()).expect("rules");
-    let split = plan(&shape, &nodes(2, 120), &thunderbolt(), &rules);
+    let split = fit(&shape, &nodes(2, 120), &thunderbolt(), &rules);
     let figures = split.chosen_layout().and_then(Layout::fits).expect("PP 2 fits");
     // vLLM builds the tower on both stages: 400 MiB beside the layers on stage 1 too, with the
     // output norm and the tied embedding as the head (262,208 × 5,376 × 2 bytes).
@@ -346,7 +346,7 @@ fn the_plan_is_sized_by_the_images_block_size() {
     let mut rules = VllmRules::new(&tiny, None, build("0.32.0", "cpu")).expect("rules");
     rules.runtime_bytes = 256 << 20;
     let one = vec![NodeMemory::new("node1", GIB, 0, 0)];
-    let roomy = plan(&tiny, &one, &thunderbolt(), &rules);
+    let roomy = fit(&tiny, &one, &thunderbolt(), &rules);
     let figures = roomy.chosen_layout().and_then(Layout::fits).expect("it fits");
     let weights = figures.nodes[0].weights_bytes;
     let blocks = (GIB - (256 << 20) - weights) / 131_072;
@@ -365,7 +365,7 @@ fn the_plan_is_sized_by_the_images_block_size() {
     // A pool of exactly one request and its null block: 33 blocks hold 4096 tokens; 32 hold 3968.
     let tight = vec![NodeMemory::new("node1", (256 << 20) + weights + 32 * 131_072, 0, 0)];
     rules.min_context = 1;
-    let tight = plan(&tiny, &tight, &thunderbolt(), &rules);
+    let tight = fit(&tiny, &tight, &thunderbolt(), &rules);
     let figures = tight.chosen_layout().and_then(Layout::fits).expect("it fits");
     assert_eq!((figures.context_tokens, figures.limited_by.as_str()), (3968, "the memory of node1"));
     assert_eq!(figures.cache.as_ref().map(|c| c.max_concurrency.as_str()), Some("1.03"), "32 / 31 blocks");
@@ -400,7 +400,7 @@ fn the_partition_and_the_mla_switch_of_the_environment_are_the_plans() {
     let shape = with_weights(fixtures::LLAMA_3_3_70B);
     let mut rules = VllmRules::new(&shape, None, rocm()).expect("rules");
     rules.pp_layer_partition = Some(vec![50, 30]);
-    let split = plan(&shape, &nodes(2, 120), &thunderbolt(), &rules);
+    let split = fit(&shape, &nodes(2, 120), &thunderbolt(), &rules);
     let pp2 = split.layout(1, 2, 1, false).and_then(Layout::fits).expect("PP 2");
     assert_eq!(pp2.nodes.iter().map(|n| n.layers).collect::<Vec<_>>(), [50, 30]);
     // TP 2 has one stage: vLLM refuses a partition of two.
@@ -419,7 +419,7 @@ fn the_partition_and_the_mla_switch_of_the_environment_are_the_plans() {
     rules.mla_disabled = true;
     let served = as_served(&deepseek, &rules);
     assert_eq!((served.kv_heads, served.head_dim, served.v_head_dim, served.mla.is_none()), (128, 192, 192, true));
-    let unlatent = plan(&deepseek, &nodes(8, 120), &roce(), &rules);
+    let unlatent = fit(&deepseek, &nodes(8, 120), &roce(), &rules);
     let tp8 = unlatent.layout(8, 1, 1, false).expect("TP 8");
     let per_token = match &tp8.outcome {
         LayoutOutcome::Fits(figures) => figures.nodes[0].kv_per_token.full_bytes,
@@ -436,7 +436,7 @@ fn plans_serialize_every_size_in_bytes() {
     let json = serde_json::to_value(&plan).expect("json");
     assert_eq!(json["layouts"][1]["outcome"]["outcome"], "fits");
     assert_eq!(json["layouts"][1]["outcome"]["context_tokens"], 40_960);
-    let back: Plan = serde_json::from_value(json).expect("back");
+    let back: Fit = serde_json::from_value(json).expect("back");
     assert_eq!(back, plan);
 }
 
@@ -445,7 +445,7 @@ fn an_asked_context_is_the_ceiling_and_what_every_layout_must_hold() {
     let shape = with_weights(fixtures::QWEN3_32B);
     let mut rules = VllmRules::new(&shape, None, rocm()).expect("rules");
     rules.asked_context = Some(16_384);
-    let asked = plan(&shape, &nodes(2, 120), &roce(), &rules);
+    let asked = fit(&shape, &nodes(2, 120), &roce(), &rules);
     let figures = asked.chosen_layout().and_then(Layout::fits).expect("it fits");
     // 16,384 tokens, the cache still all the memory (42,745 blocks): 1,024 blocks a request,
     // 41.74 of them at once.
@@ -456,7 +456,7 @@ fn an_asked_context_is_the_ceiling_and_what_every_layout_must_hold() {
     // 32,762,795,008 bytes = 3,744,427,008 for the cache: 1,785 blocks, 1,784 besides the null
     // block, requests of 28,544 tokens, short of the 40,960 asked.
     rules.asked_context = Some(40_960);
-    let tight = plan(&shape, &nodes(2, 40), &roce(), &rules);
+    let tight = fit(&shape, &nodes(2, 40), &roce(), &rules);
     let tp2 = tight.layout(2, 1, 1, false).expect("TP 2");
     let LayoutOutcome::Breaks { rules: broken, .. } = &tp2.outcome else { panic!("the cache is short: {tp2:?}") };
     assert_eq!(rules_of(broken), vec![Rule::Context]);
@@ -470,7 +470,7 @@ fn an_asked_context_is_the_ceiling_and_what_every_layout_must_hold() {
     assert!(refusal.message.contains("a cache of 40960 tokens"), "{}", refusal.message);
     // More than the model's own: the model's, said so.
     rules.asked_context = Some(1 << 40);
-    let capped = plan(&shape, &nodes(2, 120), &roce(), &rules);
+    let capped = fit(&shape, &nodes(2, 120), &roce(), &rules);
     assert_eq!(capped.chosen_layout().and_then(Layout::fits).map(|f| f.context_tokens), Some(40_960));
     assert!(capped.notes.iter().any(|n| n.contains("more than the model's own 40960")), "{:?}", capped.notes);
 }

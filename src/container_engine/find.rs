@@ -2,7 +2,7 @@
 //! another registry's name that carries the digest (docker keeps a digest only for the name it
 //! pulled). Refresh, resolve and the spread's pull each need it.
 
-use super::{Engine, ImageInfo};
+use super::{ContainerEngine, ImageInfo};
 use crate::error::{Error, Result};
 use crate::image::reference::ImageRef;
 
@@ -16,7 +16,7 @@ pub struct FoundImage {
 /// `reference` as the engine has it. Named by digest, an image of that repository that carries
 /// the digest under another registry's name counts too: docker keeps a digest only for the name
 /// it pulled, which for a spread image is the head registry's (see `crate::spread::pull`).
-pub async fn find_image(engine: &dyn Engine, reference: &str) -> Result<Option<FoundImage>> {
+pub async fn find_image(engine: &dyn ContainerEngine, reference: &str) -> Result<Option<FoundImage>> {
     if let Some(info) = engine.image_inspect(reference).await? {
         return Ok(Some(FoundImage { info, engine_ref: reference.to_string() }));
     }
@@ -42,7 +42,7 @@ pub fn carried_digests<'a>(image: &'a ImageInfo, path: &'a str) -> impl Iterator
 
 /// The engine pulled `reference` without error, yet does not have it (removed meanwhile).
 pub fn not_present_after_pull(engine: &'static str, reference: &str) -> Error {
-    Error::Engine {
+    Error::ContainerEngine {
         engine,
         action: format!("pull {reference}"),
         message: format!("{reference} is not present after pulling it"),

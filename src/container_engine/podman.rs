@@ -13,7 +13,9 @@ use podman_api::opts::{
 use podman_api::Podman;
 
 use super::auth::{login_for, registry_refused, Login};
-use super::{BuildJob, ContainerInfo, CreateRequest, Engine, EngineInfo, EngineKind, ExecIo, ExecOutcome, ImageInfo};
+use super::{
+    BuildJob, ContainerEngine, ContainerInfo, CreateRequest, EngineInfo, EngineKind, ExecIo, ExecOutcome, ImageInfo,
+};
 use crate::error::{Error, Result};
 use crate::image::reference::ImageRef;
 use crate::reporter::Reporter;
@@ -103,7 +105,7 @@ fn sorted<K: Ord, V>(map: Option<std::collections::HashMap<K, V>>) -> BTreeMap<K
 }
 
 #[async_trait]
-impl Engine for PodmanEngine {
+impl ContainerEngine for PodmanEngine {
     fn kind(&self) -> EngineKind {
         EngineKind::Podman
     }
@@ -123,7 +125,7 @@ impl Engine for PodmanEngine {
         Ok(EngineInfo {
             kind: EngineKind::Podman,
             rootless: owner != 0,
-            runtime: crate::engine::probe::podman_runtime(),
+            runtime: crate::container_engine::probe::podman_runtime(),
             version: String::new(),
             pid: super::endpoint::listener_pid(&self.socket),
         })

@@ -4,7 +4,9 @@
 //! on a machine without podman or docker.
 
 use super::probe::guessed_info;
-use super::{BuildJob, ContainerInfo, CreateRequest, Engine, EngineInfo, EngineKind, ExecIo, ExecOutcome, ImageInfo};
+use super::{
+    BuildJob, ContainerEngine, ContainerInfo, CreateRequest, EngineInfo, EngineKind, ExecIo, ExecOutcome, ImageInfo,
+};
 use crate::error::{Error, Result};
 use crate::reporter::Reporter;
 
@@ -35,7 +37,7 @@ impl AbsentEngine {
 }
 
 #[async_trait::async_trait]
-impl Engine for AbsentEngine {
+impl ContainerEngine for AbsentEngine {
     fn kind(&self) -> EngineKind {
         self.info.kind
     }

@@ -7,30 +7,30 @@ use super::docker::DockerEngine;
 use super::endpoint;
 use super::podman::PodmanEngine;
 use super::service::TemporaryService;
-use super::{Engine, EngineKind};
+use super::{ContainerEngine, EngineKind};
 use crate::error::Result;
 use crate::host::installed::Installed;
 
 /// A live connection to an engine. Holds the podman service it had to start, if any, so the
 /// service stops when the connection is dropped.
 pub struct Connection {
-    engine: Arc<dyn Engine>,
+    engine: Arc<dyn ContainerEngine>,
     _service: Option<TemporaryService>,
 }
 
 impl Connection {
-    pub fn engine(&self) -> &dyn Engine {
+    pub fn engine(&self) -> &dyn ContainerEngine {
         self.engine.as_ref()
     }
 
     /// A connection to an engine already here: a unit test's in-memory one.
     #[cfg(test)]
-    pub fn to(engine: Arc<dyn Engine>) -> Connection {
+    pub fn to(engine: Arc<dyn ContainerEngine>) -> Connection {
         Connection { engine, _service: None }
     }
 }
 
-/// Connect to the engine `kind` (resolved from `--container-engine` by [`crate::engine::kind::EngineChoice::resolve`]).
+/// Connect to the engine `kind` (resolved from `--container-engine` by [`crate::container_engine::kind::EngineChoice::resolve`]).
 /// Cheap: finds a socket that accepts connections and sends no request.
 pub async fn connect(kind: EngineKind, installed: &Installed) -> Result<Connection> {
     let env = endpoint::process_env;

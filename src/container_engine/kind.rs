@@ -26,7 +26,7 @@ impl EngineKind {
 
     /// No engine of this family to talk to, and what to do about it.
     pub fn unavailable(self, message: impl Into<String>, fix: impl Into<String>) -> Error {
-        Error::EngineUnavailable { engine: self.program(), message: message.into(), fix: Some(fix.into()) }
+        Error::ContainerEngineUnavailable { engine: self.program(), message: message.into(), fix: Some(fix.into()) }
     }
 }
 

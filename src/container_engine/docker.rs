@@ -17,7 +17,9 @@ use futures_util::StreamExt;
 use super::auth::registry_refused;
 use super::compat_pull::{docker_credentials, server_message};
 use super::output::{route_chunks, Chunk};
-use super::{BuildJob, ContainerInfo, CreateRequest, Engine, EngineInfo, EngineKind, ExecIo, ExecOutcome, ImageInfo};
+use super::{
+    BuildJob, ContainerEngine, ContainerInfo, CreateRequest, EngineInfo, EngineKind, ExecIo, ExecOutcome, ImageInfo,
+};
 use crate::error::{Error, Result};
 use crate::image::reference::ImageRef;
 use crate::reporter::Reporter;
@@ -59,7 +61,7 @@ fn limit(value: Option<u64>) -> i64 {
 }
 
 #[async_trait]
-impl Engine for DockerEngine {
+impl ContainerEngine for DockerEngine {
     fn kind(&self) -> EngineKind {
         EngineKind::Docker
     }

@@ -1,4 +1,4 @@
-//! The `Engine` seam: images and containers over an API (Podman's libpod API or Docker's).
+//! The `ContainerEngine` seam: images and containers over an API (Podman's libpod API or Docker's).
 //!
 //! Everything above this module speaks in these engine-neutral types; `podman.rs` and
 //! `docker.rs` translate them to podman-api and bollard calls.
@@ -172,7 +172,7 @@ pub struct ExecOutcome {
 
 /// Images and containers over an API.
 #[async_trait::async_trait]
-pub trait Engine: Send + Sync {
+pub trait ContainerEngine: Send + Sync {
     fn kind(&self) -> EngineKind;
     /// Where the API was reached (socket path or URL), for messages.
     fn endpoint(&self) -> &str;

@@ -1,4 +1,4 @@
-//! An in-memory [`Engine`] for unit tests of the decisions above it (apply, refresh, the phases):
+//! An in-memory [`ContainerEngine`] for unit tests of the decisions above it (apply, refresh, the phases):
 //! images with ids, tags, digests and labels; containers with names, labels and a running state;
 //! a table of "registry" images that `pull` fetches from; scripted `exec` outcomes (or, when asked,
 //! an exec run by this machine, as if the container's files were its own); and any chosen call
@@ -10,7 +10,9 @@ use std::sync::{Mutex, MutexGuard};
 
 use async_trait::async_trait;
 
-use super::{BuildJob, ContainerInfo, CreateRequest, Engine, EngineInfo, EngineKind, ExecIo, ExecOutcome, ImageInfo};
+use super::{
+    BuildJob, ContainerEngine, ContainerInfo, CreateRequest, EngineInfo, EngineKind, ExecIo, ExecOutcome, ImageInfo,
+};
 use crate::error::{Error, Result};
 use crate::reporter::Reporter;
 
@@ -140,11 +142,16 @@ impl FakeEngine {
 }
 
 fn injected(call: &RecordedCall) -> Error {
-    Error::Engine { engine: "fake", action: format!("{call:?}"), message: "injected failure".into(), fix: None }
+    Error::ContainerEngine {
+        engine: "fake",
+        action: format!("{call:?}"),
+        message: "injected failure".into(),
+        fix: None,
+    }
 }
 
 fn refused(action: String, message: &str) -> Error {
-    Error::Engine { engine: "fake", action, message: message.into(), fix: None }
+    Error::ContainerEngine { engine: "fake", action, message: message.into(), fix: None }
 }
 
 impl State {
@@ -181,7 +188,7 @@ fn is_tag(reference: &str) -> bool {
 }
 
 #[async_trait]
-impl Engine for FakeEngine {
+impl ContainerEngine for FakeEngine {
     fn kind(&self) -> EngineKind {
         EngineKind::Podman
     }
