@@ -7,7 +7,7 @@ use std::net::Ipv4Addr;
 
 use serde::{Deserialize, Serialize};
 
-use super::Plan;
+use super::Fit;
 use crate::serving::logs::LogTail;
 
 /// What the plan put on one node, in bytes.
