@@ -117,6 +117,14 @@ pub struct Tokenized {
     pub tokens: Vec<u32>,
 }
 
+/// `POST /detokenize` answers the text as `{"prompt": …}` on vLLM, `{"content": …}` on
+/// llama.cpp's server; both read `{"tokens": […]}` (llama.cpp ignores the `model` beside it).
+#[derive(Debug, Clone, Deserialize)]
+pub struct Detokenized {
+    #[serde(alias = "content")]
+    pub prompt: String,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

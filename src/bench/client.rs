@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use reqwest::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE};
 use reqwest::{Response, StatusCode};
 
-use super::api::{Completion, CompletionRequest, Tokenized};
+use super::api::{Completion, CompletionRequest, Detokenized, Tokenized};
 use super::exchange::StreamedCompletion;
 use super::key::EngineRef;
 use super::sse::SseParser;
@@ -135,6 +135,24 @@ impl ApiClient {
             )
         })?;
         Ok(tokenized.tokens)
+    }
+
+    /// The server's text for `tokens` (`POST /detokenize`, which vLLM and llama.cpp both have).
+    pub async fn detokenize(&self, model: &str, tokens: &[u32]) -> Result<String> {
+        let url = format!("{}/detokenize", self.endpoint.root());
+        let body = serde_json::to_vec(&serde_json::json!({ "model": model, "tokens": tokens }))
+            .map_err(|e| Error::Internal(format!("cannot encode a detokenize request: {e}")))?;
+        let what = format!("detokenize {} tokens", tokens.len());
+        let answer = self.read_whole(self.post_json(&url, body), &format!("POST {url}"), &what).await?;
+        let detokenized: Detokenized = serde_json::from_slice(&answer).map_err(|e| {
+            super::error::endpoint(
+                &format!("POST {url}"),
+                &what,
+                &format!("not a text ({e}): {}", String::from_utf8_lossy(&answer)),
+                "check that the endpoint is served by vLLM or llama.cpp's server, or bench with --prompts token-ids",
+            )
+        })?;
+        Ok(detokenized.prompt)
     }
 
     /// A completion in one answer (`stream: false`).

@@ -142,6 +142,7 @@ fn differences(a: &BenchResult, b: &BenchResult) -> Vec<String> {
         format!("in {} / out {}", x.input_len, x.output_len),
         format!("in {} / out {}", y.input_len, y.output_len),
     );
+    differ("prompts", x.prompts.to_string(), y.prompts.to_string());
     differ("requests per level", a.requests.to_string(), b.requests.to_string());
     out
 }

@@ -81,7 +81,7 @@ impl StreamedCompletion {
     }
 
     /// This request's figures; `origin` is when its load level began, `prompt_tokens` how many it
-    /// sent.
+    /// sent as ids (0 for a text), counted only when the server's usage does not say.
     pub fn outcome(&self, origin: Instant, prompt_tokens: u64) -> RequestOutcome {
         let start = self.sent.saturating_duration_since(origin).as_secs_f64();
         let (Some(first), Some(last), None) = (self.arrivals.first(), self.arrivals.last(), &self.error) else {
@@ -105,7 +105,8 @@ impl StreamedCompletion {
             latency: seconds(last, &self.sent),
             // Without the server's count, one per message (vLLM would tokenize the text instead).
             output_tokens: self.usage.map_or(self.arrivals.len() as u64, |usage| usage.completion_tokens),
-            prompt_tokens,
+            // The server's count, as vLLM's bench reads it: a text prompt's is only the server's.
+            prompt_tokens: self.usage.map_or(prompt_tokens, |usage| usage.prompt_tokens),
             error: None,
         }
     }

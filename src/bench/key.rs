@@ -1,10 +1,13 @@
 //! What decides a figure, so results are only ever held against results measured the same way:
 //! the image (its digest), the engine, the model's identity, how it is spread (tensor- and
-//! pipeline-parallel sizes, nodes), the link between the nodes, and the lengths. Concurrency is
+//! pipeline-parallel sizes, nodes), the link between the nodes, the lengths and how the prompts
+//! are sent (text or token ids: a text is tokenized by the server too). Concurrency is
 //! decided per level inside a result; the number of requests only steadies a figure, so it is kept
 //! but is no part of the key.
 
 use serde::{Deserialize, Serialize};
+
+use super::prompt::PromptForm;
 
 pub use crate::model::identity::ModelIdentity;
 pub use crate::serving::engine::EngineRef;
@@ -46,6 +49,9 @@ pub struct BenchKey {
     pub transport: LinkTransport,
     pub input_len: u32,
     pub output_len: u32,
+    /// How the prompts were sent (results kept before prompts had a form: token ids).
+    #[serde(default)]
+    pub prompts: PromptForm,
 }
 
 fn one() -> u32 {
@@ -92,6 +98,7 @@ mod tests {
             transport: LinkTransport::Roce,
             input_len: 128,
             output_len: 128,
+            prompts: PromptForm::Text,
         };
         assert_eq!(key.layout(), "TP2 PP1 on 2 nodes over RoCE");
         let layers = BenchKey { tensor_parallel: 1, pipeline_parallel: 3, nodes: 3, ..key.clone() };

@@ -16,7 +16,8 @@ use super::api::{CompletionRequest, Prompt, StreamOptions};
 use super::client::ApiClient;
 use super::exchange::RequestOutcome;
 use super::figures::Figures;
-use super::prompt::PromptTokens;
+use super::key::EngineRef;
+use super::prompt::{PromptForm, PromptTokens};
 use crate::error::{Error, Result};
 
 /// How many distinct failure reasons a level keeps.
@@ -35,13 +36,22 @@ pub struct LoadSpec {
     pub seed: Option<u64>,
     /// Ask each token's log-probability (costs the server some time, as in vLLM's `--logprobs`).
     pub logprobs: Option<u32>,
+    /// The server, whose `/tokenize` and `/detokenize` make the prompts.
+    pub engine: EngineRef,
+    pub prompt_form: PromptForm,
 }
 
 impl LoadSpec {
-    fn request(&self, prompt: Vec<u32>) -> CompletionRequest {
-        CompletionRequest {
+    /// Request `index`'s completion request, its prompt made before any clock starts.
+    async fn request(&self, client: &ApiClient, prompts: &PromptTokens, index: usize) -> Result<CompletionRequest> {
+        let input_len = self.input_len as usize;
+        let prompt = match self.prompt_form {
+            PromptForm::TokenIds => Prompt::Tokens(prompts.prompt(index, input_len)?),
+            PromptForm::Text => Prompt::Text(prompts.text(client, self.engine, &self.model, index, input_len).await?),
+        };
+        Ok(CompletionRequest {
             model: self.model.clone(),
-            prompt: Prompt::Tokens(prompt),
+            prompt,
             max_tokens: self.output_len,
             temperature: self.temperature,
             seed: self.seed,
@@ -50,7 +60,7 @@ impl LoadSpec {
             ignore_eos: self.ignore_eos,
             logprobs: self.logprobs,
             return_token_ids: false,
-        }
+        })
     }
 }
 
@@ -68,13 +78,12 @@ pub struct LevelResult {
 /// The untimed first request (prompt index 0): a server that cannot answer fails here, with its
 /// answer.
 pub async fn warm_up(client: &ApiClient, prompts: &PromptTokens, spec: &LoadSpec) -> Result<()> {
-    let input_len = spec.input_len as usize;
-    let first = client.stream(&spec.request(prompts.prompt(0, input_len)?)).await;
+    let first = client.stream(&spec.request(client, prompts, 0).await?).await;
     match &first.error {
         None => Ok(()),
         Some(error) => Err(super::error::endpoint(
             &format!("POST {}/completions", client.endpoint().base()),
-            &format!("a first streamed completion of {} tokens from {input_len} prompt tokens", spec.output_len),
+            &format!("a first streamed completion of {} tokens from {} prompt tokens", spec.output_len, spec.input_len),
             error,
             "check that the server serves this model and answers /v1/completions (`strix-toolbox logs`)",
         )),
@@ -96,7 +105,7 @@ pub async fn level(
     }
     let mut sent = Vec::with_capacity(requests as usize);
     for index in first_index..first_index + requests as usize {
-        sent.push(spec.request(prompts.prompt(index, spec.input_len as usize)?));
+        sent.push(spec.request(client, prompts, index).await?);
     }
     Ok(run_level(client, concurrency, sent).await)
 }

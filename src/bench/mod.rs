@@ -26,8 +26,13 @@
 //!   output token and total token throughput are completed requests, output tokens and (input +
 //!   output) tokens over it; peak output token throughput and peak concurrent requests use
 //!   vLLM's one-second buckets ([`figures`]).
-//! - **Prompts** of exactly `--input-len` tokens are token ids from the server's own tokenizer,
-//!   not vLLM's decode/re-encode of random ids ([`prompt`] says why and how).
+//! - **Prompts** of `--input-len` tokens as the server counts them, from the server's own
+//!   tokenizer ([`prompt`]): sent as text by default, made as vLLM makes its random prompts (ids
+//!   decoded, tokenized again, cut or filled to the length), so the server tokenizes them as it
+//!   does `vllm bench serve`'s; or, with `--prompts token-ids`, as exactly that many ids. The
+//!   form changes the figures, not only the prompt: a text is tokenized on the server's way in,
+//!   which spreads the arrival of requests sent at once, so at a concurrency above one vLLM
+//!   batches their prefills differently (scripts/bench.sh measures both beside vLLM's bench).
 //!
 //! # Keeping and comparing
 //!

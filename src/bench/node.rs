@@ -9,7 +9,7 @@ use super::client::{ApiClient, Endpoint, Timeouts};
 use super::gate::{self, GateRun, GateTarget, PROMPT_SET};
 use super::key::{EngineRef, ModelIdentity};
 use super::load::{self, LevelResult, LoadSpec};
-use super::prompt::PromptTokens;
+use super::prompt::{PromptForm, PromptTokens};
 use crate::error::Result;
 use crate::secret::Secret;
 
@@ -42,6 +42,9 @@ pub struct BenchLevel {
     pub first_index: usize,
     /// Send the untimed first request before the level (the run's first level does).
     pub warm_up: bool,
+    /// Absent from a head of an earlier release: token ids, as it sent them.
+    #[serde(default)]
+    pub prompt_form: PromptForm,
 }
 
 /// The gate's prompt set, asked of one endpoint.
@@ -67,6 +70,8 @@ pub async fn bench_level(call: &BenchLevel) -> Result<LevelResult> {
         temperature: 0.0,
         seed: None,
         logprobs: None,
+        engine: call.engine,
+        prompt_form: call.prompt_form,
     };
     if call.warm_up {
         load::warm_up(&client, &prompts, &spec).await?;

@@ -1,22 +1,54 @@
-//! Prompts of exactly `--input-len` tokens without a tokenizer on this side.
+//! Prompts of `--input-len` tokens without a tokenizer on this side, sent as token ids or as
+//! text ([`PromptForm`]).
 //!
-//! vLLM's bench makes its random prompts with the model's tokenizer (token ids → text → token ids
-//! again, cut to length), so a prompt's length is only as exact as that round trip. Here the
-//! server tokenizes a fixed passage once (`POST /tokenize`, which vLLM and llama.cpp both have),
-//! and every request sends token ids (`prompt: [ids]`, which both take as given, adding nothing):
-//! the model's leading special tokens (its BOS, as tokenizing with special tokens shows them),
-//! then the passage's tokens from an offset that differs per request, repeated as needed. So
-//! each prompt is exactly `input_len` tokens as the engine counts them, and requests differ from
-//! each other from their first token after the special ones (within two tokens for up to n²
-//! requests, n the passage's length in tokens), so no engine serves one request's prefill from
-//! another's prefix cache. The ids are the
-//! model's own, so they are valid for any model either server runs.
+//! The server tokenizes a fixed passage once (`POST /tokenize`, which vLLM and llama.cpp both
+//! have). A prompt is the model's leading special tokens (its BOS, as tokenizing with special
+//! tokens shows them), then the passage's tokens from an offset that differs per request, repeated
+//! as needed: exactly `input_len` tokens as the engine counts them, requests differing from their
+//! first token after the special ones (within two tokens for up to n² requests, n the passage's
+//! length in tokens), so no engine serves one request's prefill from another's prefix cache. The
+//! ids are the model's own, so they are valid for any model either server runs.
+//!
+//! Sent as ids (`prompt: [ids]`), both servers take them as given. Sent as text, as vLLM's bench
+//! sends its random prompts (ids → text → ids again, cut or filled to length), the ids after the
+//! special ones are decoded by the server (`POST /detokenize`), and the text is tokenized again
+//! until it comes back at the length; the server adds the special tokens itself.
 
 use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
 
 use super::client::ApiClient;
 use super::key::EngineRef;
 use crate::error::{Error, Result};
+
+/// How a request carries its prompt.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PromptForm {
+    /// The prompt's tokens as text, which the server tokenizes again, as vLLM's random prompts
+    /// are sent: what `vllm bench serve` measures, tokenizing included. The text is made so it
+    /// tokenizes back to the length asked; where a tokenizer will not, the server's own count of
+    /// each prompt is reported.
+    Text,
+    /// Exactly the token ids (`prompt: [ids]`), nothing left to tokenize. Results kept before
+    /// prompts had a form were sent this way.
+    #[default]
+    TokenIds,
+}
+
+impl std::fmt::Display for PromptForm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            PromptForm::Text => "text",
+            PromptForm::TokenIds => "token ids",
+        })
+    }
+}
+
+/// How many times a text prompt is decoded and tokenized again to reach its length (vLLM's
+/// `gen_prompt_decode_to_target_len` tries as often).
+const TEXT_ROUNDS: usize = 10;
 
 /// The passage the prompts are cut from: plain prose, any model's vocabulary has it.
 pub const PASSAGE: &str = "The harbour town woke slowly. Fishermen hauled their nets along the quay while gulls \
@@ -80,6 +112,45 @@ impl PromptTokens {
         tokens.extend((0..input_len - tokens.len()).map(|k| self.passage[(offset + k) % n]));
         Ok(tokens)
     }
+
+    /// Request `index`'s prompt as text: its tokens after the special ones (which the server adds
+    /// when it tokenizes a text prompt) decoded by the server, then, as vLLM does for its random
+    /// prompts, tokenized again and cut or filled from the passage until the text tokenizes to the
+    /// length asked, at most [`TEXT_ROUNDS`] times.
+    pub async fn text(
+        &self,
+        client: &ApiClient,
+        engine: EngineRef,
+        model: &str,
+        index: usize,
+        input_len: usize,
+    ) -> Result<String> {
+        let tokens = self.prompt(index, input_len)?;
+        let mut body = tokens[self.prefix.len()..].to_vec();
+        let target = body.len();
+        let mut text = String::new();
+        for _ in 0..TEXT_ROUNDS {
+            text = client.detokenize(model, &body).await?;
+            let again = client.tokenize(engine, model, &text, false).await?;
+            if again.len() == target {
+                break;
+            }
+            body = self.to_length(again, target, index);
+        }
+        Ok(text)
+    }
+
+    /// `tokens` cut to `target`, or filled up to it with the passage from where request `index`'s
+    /// prompt would go on.
+    fn to_length(&self, mut tokens: Vec<u32>, target: usize, index: usize) -> Vec<u32> {
+        let n = self.passage.len();
+        let start = index / n + tokens.len();
+        while tokens.len() < target {
+            tokens.push(self.passage[(start + tokens.len()) % n]);
+        }
+        tokens.truncate(target);
+        tokens
+    }
 }
 
 /// Where a run's prompt indices start: from the clock's nanoseconds. Prompts repeat every n²
@@ -125,6 +196,17 @@ mod tests {
             (0..16).map(|i| source.prompt(i, 6).unwrap()[1..3].to_vec()).collect();
         assert_eq!(starts.len(), 16);
         assert_eq!(source.prompt(5, 6).unwrap(), source.prompt(5, 6).unwrap());
+    }
+
+    #[test]
+    fn a_text_that_tokenized_to_another_length_is_cut_or_filled_from_the_passage() {
+        let source = tokens();
+        assert_eq!(source.to_length(vec![10, 11, 12, 13, 10], 3, 0), vec![10, 11, 12]);
+        let filled = source.to_length(vec![11], 4, 0);
+        assert_eq!(filled.len(), 4);
+        assert_eq!(filled[0], 11);
+        assert!(filled[1..].iter().all(|token| source.passage.contains(token)));
+        assert_eq!(source.to_length(Vec::new(), 2, 5).len(), 2);
     }
 
     #[test]

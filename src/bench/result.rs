@@ -103,6 +103,7 @@ pub(crate) mod tests {
             transport: LinkTransport::Local,
             input_len: 32,
             output_len: 16,
+            prompts: crate::bench::prompt::PromptForm::Text,
         }
     }
 

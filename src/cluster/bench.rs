@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::bench::gate::{judge, GateReport, GateRun, Reference, ReferenceStore, PROMPT_SET};
 use crate::bench::key::{BenchKey, EngineRef, LinkTransport, ModelIdentity};
 use crate::bench::node::{BenchLevel, EndpointAccess, GateAsk};
-use crate::bench::prompt;
+use crate::bench::prompt::{self, PromptForm};
 use crate::bench::result::BenchResult;
 use crate::bench::store::BenchStore;
 use crate::cluster::stop::services_on;
@@ -57,6 +57,7 @@ pub struct BenchRequest {
     pub requests: u32,
     pub input_len: u32,
     pub output_len: u32,
+    pub prompt_form: PromptForm,
     /// Run the gate first (and stop there when it fails).
     pub gate: Option<GateReference>,
     pub logprob_tolerance: f64,
@@ -160,6 +161,7 @@ pub async fn bench(
                 requests: request.requests,
                 first_index: run_start + 1 + index * request.requests as usize,
                 warm_up: index == 0,
+                prompt_form: request.prompt_form,
             })
             .await?;
         let figures = &level.figures;
@@ -244,6 +246,7 @@ async fn find(nodes: &[&dyn Node], request: &BenchRequest, reporter: &dyn Report
         transport,
         input_len: request.input_len,
         output_len: request.output_len,
+        prompts: request.prompt_form,
     };
     match &request.serving {
         Serving::Endpoint { url, engine, model, image, served_model } => {

@@ -26,6 +26,7 @@ use super::refresh::{refresh_nodes, refresh_nodes_then, BeforeSwap, ClusterOutco
 use super::spread::SpreadSettings;
 use super::stop::{services_on, stop_toolbox};
 use crate::bench::gate::{GateReport, GateRun, DEFAULT_LOGPROB_TOLERANCE};
+use crate::bench::prompt::PromptForm;
 use crate::bench::result::{Acceptance, BenchResult};
 use crate::bench::store::BenchStore;
 use crate::cluster::bench::{answers, bench, BenchRequest, GateReference, Serving};
@@ -306,6 +307,7 @@ fn bench_request(canary: &CanaryRequest, gate: Option<GateReference>, load: bool
         requests: BENCH_REQUESTS,
         input_len: BENCH_INPUT_LEN,
         output_len: BENCH_OUTPUT_LEN,
+        prompt_form: PromptForm::Text,
         gate,
         logprob_tolerance: DEFAULT_LOGPROB_TOLERANCE,
         load,

@@ -14,6 +14,7 @@ use sha2::{Digest, Sha256};
 use crate::bench::compare::{compare, named, Comparison};
 use crate::bench::gate::{GateReport, MismatchKind};
 use crate::bench::key::ModelIdentity;
+use crate::bench::prompt::PromptForm;
 use crate::bench::result::{Acceptance, BenchResult};
 use crate::bench::store::{BenchStore, History, HistoryFilter};
 use crate::bench::{plot, LevelResult};
@@ -54,9 +55,15 @@ pub struct BenchArgs {
     #[arg(long, value_name = "N", default_value_t = 32)]
     pub requests: u32,
 
-    /// Prompt tokens per request, exactly (token ids from the server's own tokenizer).
+    /// Prompt tokens per request, as the server counts them (its special tokens included).
     #[arg(long, value_name = "N", default_value_t = 1024)]
     pub input_len: u32,
+
+    /// How prompts are sent: as text the server tokenizes, made to tokenize to --input-len, as
+    /// `vllm bench serve` sends its random prompts (its figures, tokenizing included); or as
+    /// exactly --input-len token ids, nothing to tokenize.
+    #[arg(long, value_enum, value_name = "FORM", default_value_t = PromptFormArg::Text)]
+    pub prompts: PromptFormArg,
 
     /// Tokens generated per request, exactly (`ignore_eos`).
     #[arg(long, value_name = "N", default_value_t = 128)]
@@ -124,6 +131,21 @@ pub struct BenchArgs {
     /// The model name to send to --endpoint [default: the first /v1/models lists].
     #[arg(long, value_name = "NAME")]
     pub served_model: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PromptFormArg {
+    Text,
+    TokenIds,
+}
+
+impl From<PromptFormArg> for PromptForm {
+    fn from(arg: PromptFormArg) -> PromptForm {
+        match arg {
+            PromptFormArg::Text => PromptForm::Text,
+            PromptFormArg::TokenIds => PromptForm::TokenIds,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -253,6 +275,7 @@ fn request(args: &BenchArgs) -> Result<BenchRequest> {
         requests: args.requests,
         input_len: args.input_len,
         output_len: args.output_len,
+        prompt_form: args.prompts.into(),
         gate,
         logprob_tolerance: args.logprob_tolerance,
         load: !args.gate_only,

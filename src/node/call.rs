@@ -417,6 +417,7 @@ mod tests {
                 requests: 16,
                 first_index: 17,
                 warm_up: false,
+                prompt_form: crate::bench::prompt::PromptForm::Text,
             }
             .into(),
             GateAsk {

@@ -145,6 +145,21 @@ fn the_figures_are_positive_and_add_up() {
     let svg = std::fs::read_to_string(&plot).unwrap();
     let series: Vec<_> = polylines(&svg).into_iter().filter(|(width, _)| width == "3").collect();
     assert_eq!(series, vec![("3".to_string(), 2), ("3".to_string(), 2)], "throughput and TTFT p50, one each");
+
+    // The same as token ids: exactly as many tokens, a result of its own kind, which a comparison
+    // with the text run names.
+    let lengths = ["--concurrency", "2", "--requests", "4", "--input-len", "48", "--output-len", "16"];
+    let (output, as_ids) = bench(state.path(), &server, &model, &[&lengths[..], &["--prompts", "token-ids"]].concat());
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert_eq!(as_ids["result"]["key"]["prompts"], "token-ids");
+    assert_eq!(result["key"]["prompts"], "text", "the default");
+    assert_eq!(as_ids["result"]["levels"][0]["figures"]["total_input_tokens"], 4 * 48);
+    let comparison = store(state.path(), &["compare", id, as_ids["result"]["id"].as_str().unwrap()]);
+    assert_eq!(
+        comparison["differences"],
+        serde_json::json!(["prompts: text → token ids", "requests per level: 8 → 4"]),
+        "{comparison}"
+    );
 }
 
 #[test]

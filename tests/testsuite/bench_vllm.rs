@@ -2,8 +2,9 @@
 //! runs them), each side by side with what it replaces, in one run:
 //! 1. `launch` to its first answer against `vllm serve` typed by hand in the same toolbox with the
 //!    plan's flags, to its first answer (hyperfine; every run starts with nothing serving);
-//! 2. `bench` against `vllm bench serve` on the same server, with the same lengths and levels,
-//!    turn about: output tokens/s, mean TTFT and mean TPOT, and each ours as a ratio of vLLM's.
+//! 2. `bench` against `vllm bench serve` on the same server, with the same lengths, levels and
+//!    greedy requests, turn about: output tokens/s, mean TTFT and mean TPOT, and each ours as a
+//!    ratio of vLLM's; ours with its text prompts (the default) and with `--prompts token-ids`.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -148,23 +149,49 @@ fn bench_against_vllm_bench_serve() {
     let tokenizer =
         std::fs::read_dir(&snapshots).expect("the model's snapshots").flatten().next().expect("a snapshot").path();
     let (input, output, requests) = ("128", "32", "16");
-    let (mut ours, mut theirs): (Vec<Vec<Figures>>, Vec<Vec<Figures>>) = (vec![Vec::new(); 2], vec![Vec::new(); 2]);
+    // Ours as text prompts (the default, as vLLM sends its random prompts) and as token ids.
+    let forms = ["text", "token-ids"];
+    let mut ours: Vec<Vec<Vec<Figures>>> = vec![vec![Vec::new(); 2]; forms.len()];
+    let mut theirs: Vec<Vec<Figures>> = vec![Vec::new(); 2];
     let levels = ["1", "4"];
     for _round in 0..3 {
-        let benched = node.strix(
-            &[],
-            &["bench", "--concurrency", "1,4", "--requests", requests, "--input-len", input, "--output-len", output],
-        );
-        assert!(benched.status.success(), "{}", said_by(&benched));
-        let report = json(&benched);
-        for (index, level) in report["result"]["levels"].as_array().expect("levels").iter().enumerate() {
-            let f = &level["figures"];
-            let number = |value: &Value| value.as_f64().unwrap_or_else(|| panic!("{f}"));
-            ours[index].push(Figures {
-                output_throughput: number(&f["output_throughput"]),
-                mean_ttft_ms: number(&f["ttft_ms"]["mean"]),
-                mean_tpot_ms: number(&f["tpot_ms"]["mean"]),
-            });
+        for (form_index, form) in forms.iter().enumerate() {
+            let benched = node.strix(
+                &[],
+                &[
+                    "bench",
+                    "--concurrency",
+                    "1,4",
+                    "--requests",
+                    requests,
+                    "--input-len",
+                    input,
+                    "--output-len",
+                    output,
+                    "--prompts",
+                    form,
+                ],
+            );
+            assert!(benched.status.success(), "{}", said_by(&benched));
+            let report = json(&benched);
+            for (index, level) in report["result"]["levels"].as_array().expect("levels").iter().enumerate() {
+                let f = &level["figures"];
+                let number = |value: &Value| value.as_f64().unwrap_or_else(|| panic!("{f}"));
+                eprintln!(
+                    "strix-toolbox bench --prompts {form}, concurrency {}: TTFT ms median {:.2} p99 {:.2}, TPOT ms \
+                     median {:.2}, {} input tokens",
+                    level["concurrency"],
+                    number(&f["ttft_ms"]["median"]),
+                    number(&f["ttft_ms"]["p99"]),
+                    number(&f["tpot_ms"]["median"]),
+                    number(&f["total_input_tokens"])
+                );
+                ours[form_index][index].push(Figures {
+                    output_throughput: number(&f["output_throughput"]),
+                    mean_ttft_ms: number(&f["ttft_ms"]["mean"]),
+                    mean_tpot_ms: number(&f["tpot_ms"]["mean"]),
+                });
+            }
         }
         for (index, level) in levels.iter().enumerate() {
             // In the node's home, which its toolbox sees at the same path.
@@ -195,6 +222,10 @@ fn bench_against_vllm_bench_serve() {
                 "--max-concurrency",
                 level,
                 "--ignore-eos",
+                // Greedy, as ours sends: vLLM's bench no longer sets it, and the server's default
+                // samples, which costs every step a little.
+                "--temperature",
+                "0",
                 "--save-result",
                 "--result-dir",
                 &dir,
@@ -208,6 +239,13 @@ fn bench_against_vllm_bench_serve() {
             )
             .expect("JSON");
             let number = |key: &str| saved[key].as_f64().unwrap_or_else(|| panic!("{key}: {saved}"));
+            eprintln!(
+                "vllm bench serve, concurrency {level}: TTFT ms median {:.2} p99 {:.2}, TPOT ms median {:.2}, {} input tokens",
+                number("median_ttft_ms"),
+                number("p99_ttft_ms"),
+                number("median_tpot_ms"),
+                number("total_input_tokens")
+            );
             theirs[index].push(Figures {
                 output_throughput: number("output_throughput"),
                 mean_ttft_ms: number("mean_ttft_ms"),
@@ -216,7 +254,8 @@ fn bench_against_vllm_bench_serve() {
         }
     }
     let mut table = String::from(
-        "| concurrency | figure | strix-toolbox bench | vllm bench serve | ratio |\n|---|---|---|---|---|\n",
+        "| concurrency | figure | strix-toolbox bench (text) | vllm bench serve | ratio | strix-toolbox bench \
+         --prompts token-ids | ratio |\n|---|---|---|---|---|---|---|\n",
     );
     for (index, level) in levels.iter().enumerate() {
         let pick = |runs: &[Figures], f: fn(&Figures) -> f64| median(runs.iter().map(f).collect());
@@ -225,8 +264,9 @@ fn bench_against_vllm_bench_serve() {
             ("mean TTFT ms", |x: &Figures| x.mean_ttft_ms),
             ("mean TPOT ms", |x: &Figures| x.mean_tpot_ms),
         ] {
-            let (a, b) = (pick(&ours[index], f), pick(&theirs[index], f));
-            writeln!(table, "| {level} | {name} | {a:.2} | {b:.2} | {:.3} |", a / b).expect("a string");
+            let (text, ids, b) = (pick(&ours[0][index], f), pick(&ours[1][index], f), pick(&theirs[index], f));
+            writeln!(table, "| {level} | {name} | {text:.2} | {b:.2} | {:.3} | {ids:.2} | {:.3} |", text / b, ids / b)
+                .expect("a string");
         }
     }
     eprintln!("{table}");

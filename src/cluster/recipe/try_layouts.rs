@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::book::RecipeBook;
 use super::Recipe;
 use crate::bench::gate::DEFAULT_LOGPROB_TOLERANCE;
+use crate::bench::prompt::PromptForm;
 use crate::bench::store::BenchStore;
 use crate::cluster::bench::{bench, BenchRequest, GateReference, Serving};
 use crate::cluster::canary::{BENCH_CONCURRENCY, BENCH_INPUT_LEN, BENCH_OUTPUT_LEN, BENCH_REQUESTS};
@@ -191,6 +192,7 @@ fn short_bench(request: &LaunchRequest) -> BenchRequest {
         requests: BENCH_REQUESTS,
         input_len: BENCH_INPUT_LEN,
         output_len: BENCH_OUTPUT_LEN,
+        prompt_form: PromptForm::Text,
         gate: Some(GateReference::Stored),
         logprob_tolerance: DEFAULT_LOGPROB_TOLERANCE,
         load: true,
