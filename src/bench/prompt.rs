@@ -140,13 +140,14 @@ impl PromptTokens {
         Ok(text)
     }
 
-    /// `tokens` cut to `target`, or filled up to it with the passage from where request `index`'s
-    /// prompt would go on.
+    /// `tokens` cut to `target`, or filled up to it with the passage as request `index`'s prompt
+    /// has it at each place (after its lead token, the passage from its offset on).
     fn to_length(&self, mut tokens: Vec<u32>, target: usize, index: usize) -> Vec<u32> {
         let n = self.passage.len();
-        let start = index / n + tokens.len();
+        let offset = index / n;
         while tokens.len() < target {
-            tokens.push(self.passage[(start + tokens.len()) % n]);
+            // Place k of the body holds the passage's token offset + k - 1.
+            tokens.push(self.passage[(offset + tokens.len() + n - 1) % n]);
         }
         tokens.truncate(target);
         tokens
@@ -202,10 +203,8 @@ mod tests {
     fn a_text_that_tokenized_to_another_length_is_cut_or_filled_from_the_passage() {
         let source = tokens();
         assert_eq!(source.to_length(vec![10, 11, 12, 13, 10], 3, 0), vec![10, 11, 12]);
-        let filled = source.to_length(vec![11], 4, 0);
-        assert_eq!(filled.len(), 4);
-        assert_eq!(filled[0], 11);
-        assert!(filled[1..].iter().all(|token| source.passage.contains(token)));
+        // Request 0's body is its lead token (10), then the passage from its start: 10 11 12 …
+        assert_eq!(source.to_length(vec![11], 4, 0), vec![11, 10, 11, 12]);
         assert_eq!(source.to_length(Vec::new(), 2, 5).len(), 2);
     }
 

@@ -263,13 +263,27 @@ impl PodmanService {
         for _ in 0..3 {
             let output = self.remote(&["exec", container, "sh", "-c", listing]);
             if output.status.success() {
-                return String::from_utf8_lossy(&output.stdout).lines().map(str::to_string).collect();
+                let names: Vec<String> = String::from_utf8_lossy(&output.stdout).lines().map(str::to_string).collect();
+                if names.is_empty() {
+                    eprintln!(
+                        "processes_in({container}): the listing ran and found nothing: {}",
+                        String::from_utf8_lossy(&output.stderr).trim()
+                    );
+                }
+                return names;
             }
             // Only an answer that it is stopped or gone is "nothing runs": an inspect that fails
             // under load is one more failure.
             let state = self.remote(&["container", "inspect", "--format", "{{.State.Running}}", container]);
             let (said, why) = (String::from_utf8_lossy(&state.stdout), String::from_utf8_lossy(&state.stderr));
             if (state.status.success() && said.trim() == "false") || why.contains("no such container") {
+                // Said, so a test that expected something running shows why nothing did.
+                eprintln!(
+                    "processes_in({container}): exec failed ({}), and the container is not running: {} {}",
+                    String::from_utf8_lossy(&output.stderr).trim(),
+                    said.trim(),
+                    why.trim()
+                );
                 return Vec::new();
             }
             failures.push(format!(

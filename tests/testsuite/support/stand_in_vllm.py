@@ -16,7 +16,7 @@ Anything else is an error, with the reason on its output, like vLLM's own.
 It answers completions as vLLM's OpenAI server does (POST /v1/completions, streamed or not, with
 `usage`, `logprobs` (each token's text and log-probability, and `top_logprobs`: the `logprobs`
 most likely tokens at each place, text to log-probability, at most --max-logprobs, 20 by default),
-`return_token_ids`; POST /tokenize), from a toy model: a word is a token, and the continuation of a
+`return_token_ids`; POST /tokenize and /detokenize), from a toy model: a word is a token, and the continuation of a
 prompt is a fixed function of its tokens, so the same prompt always gets the same answer; at each
 place it ranks the words, the greedy one first and a runner-up close behind. STANDIN_WRONG_ANSWERS=N
 makes every answer differ from its N-th token on, with words the right answer did not rank: an
@@ -298,6 +298,13 @@ def piece(token):
     return " " + WORDS[token - FIRST_WORD_ID]
 
 
+def detokenize(tokens):
+    """vLLM's POST /detokenize: the text of `tokens`, special tokens left out. A word is a token, so
+    the text tokenizes back to as many tokens (not always the same ids: the toy hashes words)."""
+    return "".join(piece(FIRST_WORD_ID + (token - FIRST_WORD_ID) % len(WORDS)) for token in tokens
+                   if token >= FIRST_WORD_ID).lstrip()
+
+
 def logprob(k, rank=0):
     """The greedy word's, then a runner-up 0.02 nats behind, then the rest far behind."""
     top = -0.7 - 0.1 * (k % 7)
@@ -494,6 +501,8 @@ def main():
             if self.path == "/tokenize":
                 tokens = tokenize(body.get("prompt", ""), body.get("add_special_tokens", True))
                 return self.answer(200, {"count": len(tokens), "max_model_len": max_model_len, "tokens": tokens})
+            if self.path == "/detokenize":
+                return self.answer(200, {"prompt": detokenize(body.get("tokens", []))})
             if self.path != "/v1/completions":
                 return self.send_error(404)
             if self.unauthorized():
