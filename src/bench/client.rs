@@ -122,36 +122,20 @@ impl ApiClient {
     /// vLLM and llama.cpp both answer `POST /tokenize` with `{"tokens": […]}`; their requests differ.
     pub async fn tokenize(&self, engine: EngineRef, model: &str, text: &str, add_special: bool) -> Result<Vec<u32>> {
         let url = format!("{}/tokenize", self.endpoint.root());
-        let body = serde_json::to_vec(&engine.tokenize_request(model, text, add_special))
-            .map_err(|e| Error::Internal(format!("cannot encode a tokenize request: {e}")))?;
         let what = format!("tokenize a {}-character text for {engine}", text.chars().count());
-        let answer = self.read_whole(self.post_json(&url, body), &format!("POST {url}"), &what).await?;
-        let tokenized: Tokenized = serde_json::from_slice(&answer).map_err(|e| {
-            super::error::endpoint(
-                &format!("POST {url}"),
-                &what,
-                &format!("not a token list ({e}): {}", String::from_utf8_lossy(&answer)),
-                &format!("check that the endpoint is served by {engine}"),
-            )
-        })?;
+        let fix = format!("check that the endpoint is served by {engine}");
+        let request = engine.tokenize_request(model, text, add_special);
+        let tokenized: Tokenized = self.post(&url, &request, &what, "a token list", &fix).await?;
         Ok(tokenized.tokens)
     }
 
     /// The server's text for `tokens` (`POST /detokenize`, which vLLM and llama.cpp both have).
     pub async fn detokenize(&self, model: &str, tokens: &[u32]) -> Result<String> {
         let url = format!("{}/detokenize", self.endpoint.root());
-        let body = serde_json::to_vec(&serde_json::json!({ "model": model, "tokens": tokens }))
-            .map_err(|e| Error::Internal(format!("cannot encode a detokenize request: {e}")))?;
         let what = format!("detokenize {} tokens", tokens.len());
-        let answer = self.read_whole(self.post_json(&url, body), &format!("POST {url}"), &what).await?;
-        let detokenized: Detokenized = serde_json::from_slice(&answer).map_err(|e| {
-            super::error::endpoint(
-                &format!("POST {url}"),
-                &what,
-                &format!("not a text ({e}): {}", String::from_utf8_lossy(&answer)),
-                "check that the endpoint is served by vLLM or llama.cpp's server, or bench with --prompts token-ids",
-            )
-        })?;
+        let fix = "check that the endpoint is served by vLLM or llama.cpp's server, or bench with --prompts token-ids";
+        let request = serde_json::json!({ "model": model, "tokens": tokens });
+        let detokenized: Detokenized = self.post(&url, &request, &what, "a text", fix).await?;
         Ok(detokenized.prompt)
     }
 
@@ -159,17 +143,8 @@ impl ApiClient {
     pub async fn complete(&self, request: &CompletionRequest) -> Result<Completion> {
         let url = format!("{}/completions", self.endpoint.base);
         let what = describe(request);
-        let body = serde_json::to_vec(request)
-            .map_err(|e| Error::Internal(format!("cannot encode a completion request: {e}")))?;
-        let answer = self.read_whole(self.post_json(&url, body), &format!("POST {url}"), &what).await?;
-        let completion: Completion = serde_json::from_slice(&answer).map_err(|e| {
-            super::error::endpoint(
-                &format!("POST {url}"),
-                &what,
-                &format!("not a completion ({e}): {}", String::from_utf8_lossy(&answer)),
-                "check that the URL is the OpenAI-compatible endpoint (`…/v1`) of vLLM or llama.cpp's server",
-            )
-        })?;
+        let fix = "check that the URL is the OpenAI-compatible endpoint (`…/v1`) of vLLM or llama.cpp's server";
+        let completion: Completion = self.post(&url, request, &what, "a completion", fix).await?;
         if let Some(error) = completion.error {
             return Err(super::error::endpoint(
                 &format!("POST {url}"),
@@ -221,6 +196,29 @@ impl ApiClient {
         }
         stream.end();
         stream
+    }
+
+    /// POST `request` as JSON to `url` and read the whole answer as a `T`; an answer that is not
+    /// one is an error naming what it should have been (`not_a`) and `fix`.
+    async fn post<T: serde::de::DeserializeOwned>(
+        &self,
+        url: &str,
+        request: &impl serde::Serialize,
+        what: &str,
+        not_a: &str,
+        fix: &str,
+    ) -> Result<T> {
+        let body = serde_json::to_vec(request)
+            .map_err(|e| Error::Internal(format!("cannot encode the request to {what}: {e}")))?;
+        let answer = self.read_whole(self.post_json(url, body), &format!("POST {url}"), what).await?;
+        serde_json::from_slice(&answer).map_err(|e| {
+            super::error::endpoint(
+                &format!("POST {url}"),
+                what,
+                &format!("not {not_a} ({e}): {}", String::from_utf8_lossy(&answer)),
+                fix,
+            )
+        })
     }
 
     fn post_json(&self, url: &str, body: Vec<u8>) -> reqwest::RequestBuilder {
