@@ -129,6 +129,10 @@ pub struct ServingRecord {
     /// leaves them free again. 0 in a record from before.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub keep_free_gib: u64,
+    /// A stop has begun here (written before it stops anything): a watch that finds ranks gone
+    /// in the middle of its operator's `cluster stop` leaves the service alone.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stopping: bool,
 }
 
 fn is_zero(gib: &u64) -> bool {
@@ -203,6 +207,7 @@ impl ServingRecord {
             gguf_commit: None,
             cuda_graphs: false,
             keep_free_gib: 0,
+            stopping: false,
         }
     }
 

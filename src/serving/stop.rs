@@ -1,7 +1,8 @@
 //! Stop what the launch of one service started on this node, whatever the engine and toolbox:
 //! its recorded processes (TERM, then KILL, each wait bounded), then Ray where the launch started
-//! it (`ray stop`, then `--force`), then its record. The other services here keep running.
-//! Idempotent: nothing running is nothing to do.
+//! it (`ray stop`, then `--force`), then its record, marked `stopping` before anything stops (a
+//! watch's look in the middle of the stop then finds a service being stopped, not failing). The
+//! other services here keep running. Idempotent: nothing running is nothing to do.
 
 use std::time::{Duration, Instant};
 
@@ -75,7 +76,11 @@ pub async fn serve_stop(settings: &Settings, request: &ServeStop) -> Result<Serv
     let name = ServiceName::parse(&request.service)?;
     let mut stopped = ServeStopped::default();
     let Some(found) = ServingDir::of(&settings.paths)?.find(&name)? else { return Ok(stopped) };
-    let (files, record) = (found.files, found.record);
+    let (files, mut record) = (found.files, found.record);
+    if !record.stopping {
+        record.stopping = true;
+        files.write(&record)?;
+    }
     // A stopped (or removed) toolbox runs nothing any more.
     if let Some(toolbox) = RunningToolbox::if_running(settings, &record.toolbox).await? {
         let server = record.engine.profile().server;

@@ -2,9 +2,10 @@
 //! runs them), each side by side with what it replaces, in one run:
 //! 1. `launch` to its first answer against `vllm serve` typed by hand in the same toolbox with the
 //!    plan's flags, to its first answer (hyperfine; every run starts with nothing serving);
-//! 2. `bench` against `vllm bench serve` on the same server, with the same lengths, levels and
-//!    greedy requests, turn about: output tokens/s, mean TTFT and mean TPOT, and each ours as a
-//!    ratio of vLLM's; ours with its text prompts (the default) and with `--prompts token-ids`.
+//! 2. `bench` against `vllm bench serve` on the same server (its prefix cache off), with the same
+//!    lengths, levels and greedy requests, turn about: output tokens/s, mean TTFT and mean TPOT,
+//!    and each ours as a ratio of vLLM's; ours with its text prompts (the default) and with
+//!    `--prompts token-ids`.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -18,11 +19,13 @@ use crate::vllm_launch::{hub_env, said_by, OneNode};
 
 const MODEL: &str = "org/tiny-llama";
 
-/// One node serving nothing yet, the model already in its Hub cache (a first launch fetched it).
-fn node_with_the_model() -> (OneNode, HubStandIn, String) {
+/// One node serving the model (launched with `engine_args` after `--`), in its Hub cache.
+fn node_with_the_model(engine_args: &[&str]) -> (OneNode, HubStandIn, String) {
     let (node, hub) = OneNode::with_toolbox_and_hub();
     let port = crate::support::free_port().to_string();
-    let launched = node.strix(&hub_env(&hub), &["launch", MODEL, "--port", &port, "--timeout", "900"]);
+    let mut launch = vec!["launch", MODEL, "--port", &port, "--timeout", "900", "--"];
+    launch.extend_from_slice(engine_args);
+    let launched = node.strix(&hub_env(&hub), &launch);
     assert!(launched.status.success(), "{}", said_by(&launched));
     (node, hub, port)
 }
@@ -60,7 +63,7 @@ fn first_answer(url: &str, model: &str) -> String {
 #[test]
 #[ignore = "a benchmark: scripts/bench.sh runs it"]
 fn launch_against_vllm_serve_by_hand() {
-    let (node, hub, port) = node_with_the_model();
+    let (node, hub, port) = node_with_the_model(&[]);
     // What the launch ran: its flags, as `launch --dry-run` shows them to a person.
     let dry = node.strix(&hub_env(&hub), &["launch", MODEL, "--port", &port, "--dry-run", "--replace"]);
     assert!(dry.status.success(), "{}", said_by(&dry));
@@ -143,7 +146,12 @@ fn median(mut values: Vec<f64>) -> f64 {
 #[test]
 #[ignore = "a benchmark: scripts/bench.sh runs it"]
 fn bench_against_vllm_bench_serve() {
-    let (node, _hub, port) = node_with_the_model();
+    // Without the prefix cache: vLLM's bench sends the same random prompts every run (its seed
+    // is 0 unless told) and its first prompt once more before it measures, so on a server that
+    // caches prefixes its later rounds prefill partly from the cache (at concurrency 4, 885 of
+    // 2,048 prompt tokens in one run), while ours never repeats a prompt. Cold prefills on both
+    // sides compare the clients, not the cache.
+    let (node, _hub, port) = node_with_the_model(&["--no-enable-prefix-caching"]);
     let link = node.cluster.node(1).link_address.to_string();
     let snapshots = node.home().join(".cache/huggingface/hub/models--org--tiny-llama/snapshots");
     let tokenizer =

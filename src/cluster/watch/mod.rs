@@ -259,7 +259,11 @@ async fn judge(
         say(WatchEvent::now(&name, step.state, WatchAction::Dropped, Some(why.into())));
         return Ok(());
     }
-    act(settings, request, &mut followed, &name, step, interrupt, say).await?;
+    if let Some(why) = act(settings, request, &mut followed, &name, step, interrupt, say).await? {
+        state::forget(&followed.service_dir);
+        say(WatchEvent::now(&name, followed.watcher.state(), WatchAction::Dropped, Some(why)));
+        return Ok(());
+    }
     save(&followed, &name, followed.watcher.state());
     tracked.insert(name, followed);
     Ok(())
@@ -288,7 +292,8 @@ fn start_following(
 }
 
 /// Do what the step says: nothing (a changed state is said), relaunch (again while the budget
-/// allows, when a relaunch fails), or give up.
+/// allows, when a relaunch fails), or give up. Some(why) when the service is no longer the
+/// watch's: its operator stopped it or launched it again before the relaunch began.
 async fn act(
     settings: &ClusterSettings,
     request: &WatchRequest,
@@ -297,7 +302,7 @@ async fn act(
     first: LookOutcome,
     interrupt: &Interrupt,
     say: &dyn Fn(WatchEvent),
-) -> Result<()> {
+) -> Result<Option<String>> {
     let was_given_up = followed.said == Some(State::GivenUp);
     let mut step = first;
     // Each relaunch spends one restart: at most the budget's, and one more to give up.
@@ -308,7 +313,7 @@ async fn act(
                     say(WatchEvent::now(name, step.state, WatchAction::Changed, None));
                     followed.said = Some(step.state);
                 }
-                return Ok(());
+                return Ok(None);
             }
             Decision::GiveUp(reason) => {
                 if !was_given_up {
@@ -319,7 +324,7 @@ async fn act(
                     say(WatchEvent::now(name, State::GivenUp, WatchAction::GiveUp, Some(format!("{reason}{ran}"))));
                 }
                 followed.said = Some(State::GivenUp);
-                return Ok(());
+                return Ok(None);
             }
             Decision::Relaunch(fault) => {
                 followed.last_fault = Some(fault.reason());
@@ -338,18 +343,19 @@ async fn act(
                         followed.adopt_next = true;
                         say(WatchEvent::now(name, State::Loading, WatchAction::Relaunched, None));
                         followed.said = Some(State::Loading);
-                        return Ok(());
+                        return Ok(None);
                     }
                     Relaunched::Failed(why) => {
                         say(WatchEvent::now(name, step.state, WatchAction::RelaunchFailed, Some(why.clone())));
                         followed.watcher.relaunch_failed(now(), &why)
                     }
                     Relaunched::MemoryNeverFree(why) => followed.watcher.give_up(why),
+                    Relaunched::Withdrawn(why) => return Ok(Some(why)),
                 };
             }
         }
     }
-    Ok(())
+    Ok(None)
 }
 
 /// The service's state file, as `cluster status` reads it.

@@ -56,12 +56,14 @@ impl ClusterLook {
         look
     }
 
-    /// Each service's head record (the node that runs its engine's server), by name.
+    /// Each service's head record (the node that runs its engine's server), by name; one being
+    /// stopped counts as gone (its operator's stop has begun).
     pub fn heads(&self) -> BTreeMap<String, ServingRecord> {
         let mut heads = BTreeMap::new();
         for states in self.serving.values().filter_map(|states| states.as_ref().ok()) {
-            for state in states.iter().filter(|state| state.record.role != Role::Worker) {
-                heads.entry(state.record.service.clone()).or_insert_with(|| state.record.clone());
+            let records = states.iter().map(|state| &state.record);
+            for record in records.filter(|record| record.role != Role::Worker && !record.stopping) {
+                heads.entry(record.service.clone()).or_insert_with(|| record.clone());
             }
         }
         heads
@@ -244,6 +246,17 @@ pub(crate) mod tests {
         assert_eq!(reachable, [true, false]);
         assert_eq!((seen.probe, seen.progress, seen.paused), (ProbeOutcome::Passed, None, true));
         assert_eq!(seen.ranks.len(), 1, "the silent node's ranks are not judged: {:?}", seen.ranks);
+    }
+
+    #[test]
+    fn a_head_record_being_stopped_is_no_service_to_watch() {
+        let node2 = TelemetryReport { boot_id: Some("boot-2".into()), ..Default::default() };
+        let mut found = look(EngineScrape::Metrics(String::new()), ProbeOutcome::Failed("refused".into()), Ok(node2));
+        if let Ok(states) = found.serving.get_mut("node1").expect("node1") {
+            states[0].record.stopping = true;
+            states[0].alive.clear();
+        }
+        assert!(found.heads().is_empty(), "its operator's stop has begun: not judged as failing");
     }
 
     #[test]

@@ -22,9 +22,11 @@ use crate::cluster::stop::stop_service_with;
 use crate::cluster::{with_nodes, with_our_nodes, ClusterSettings};
 use crate::error::{Error, Result};
 use crate::model::source::ModelSource;
+use crate::node::{Node, NodeCalls};
 use crate::secret::Secret;
-use crate::serving::record::ServingRecord;
+use crate::serving::record::{Role, ServingRecord};
 use crate::serving::service_name::ServiceName;
+use crate::serving::state::ServeCheck;
 use crate::watch::{memory_verdict, Fault, MemoryVerdict, WatchPolicy};
 
 /// What a relaunch needs that no record keeps: the endpoint's key, the Hub's token and settings.
@@ -44,6 +46,9 @@ pub enum Relaunched {
     Failed(String),
     /// The nodes' memory never came free within `--memory-wait`: why (give up).
     MemoryNeverFree(String),
+    /// Nothing was done: its head's record says its operator stopped it, is stopping it, or
+    /// launched it again since the look (why). Not the watch's to relaunch.
+    Withdrawn(String),
 }
 
 /// Everything the relaunch of one service needs.
@@ -67,7 +72,12 @@ impl Relaunch<'_> {
         // The logs first, as the fault left them; the relaunch is said then (the moment it was
         // decided, to the log's time), before the stop, which may wait on a server that does
         // not end at SIGTERM.
-        with_nodes(self.settings, async |nodes, _| {
+        let withdrawn = with_nodes(self.settings, async |nodes, _| {
+            // Read again just before anything stops: the look may have landed in the middle of
+            // the operator's `cluster stop`, which takes the ranks before the records.
+            if let Some(why) = withdrawn(nodes, on.first(), record).await {
+                return Some(why);
+            }
             let saved = save_log_tails(nodes, &on, &name, state, &reason, self.service_dir).await;
             let logs = match saved {
                 Ok(path) => format!("its nodes' log tails are in {}", path.display()),
@@ -79,8 +89,12 @@ impl Relaunch<'_> {
             // SIGTERM: killed at once; ranks after a crash or a reboot get their grace.
             let at_once = matches!(fault, Fault::Stalled { .. } | Fault::Failing { .. });
             stop_service_with(nodes, &name, at_once).await;
+            None
         })
         .await;
+        if let Some(why) = withdrawn {
+            return Ok(Relaunched::Withdrawn(why));
+        }
 
         if let Some(why) = self.wait_for_memory(&name, state, &on).await? {
             return Ok(Relaunched::MemoryNeverFree(why));
@@ -131,6 +145,28 @@ impl Relaunch<'_> {
             "the nodes' GPU memory did not come free within --memory-wait {}",
             crate::watch::format_duration(self.policy.memory_wait)
         )))
+    }
+}
+
+/// Why `record`'s service is not the watch's to relaunch, as its head's record says now: gone
+/// (its operator stopped it), being stopped (`cluster stop` marks it before it stops anything),
+/// or another launch's. None: the same launch, or a head that does not answer (its record
+/// stands, as far as anyone knows).
+async fn withdrawn(nodes: &[&dyn Node], head: Option<&String>, record: &ServingRecord) -> Option<String> {
+    let node = nodes.iter().find(|node| head.is_some_and(|head| node.name() == head))?;
+    let check = node.call(ServeCheck::default()).await.ok()?;
+    let now = check
+        .services
+        .into_iter()
+        .map(|state| state.record)
+        .find(|now| now.service == record.service && now.role != Role::Worker);
+    match now {
+        None => Some("its record is gone from its head: its operator stopped it; not relaunched".into()),
+        Some(now) if now.stopping => Some("its operator is stopping it: not relaunched".into()),
+        Some(now) if now.started != record.started => {
+            Some(format!("launched again by its operator at {}: not relaunched", now.started))
+        }
+        Some(_) => None,
     }
 }
 
@@ -185,10 +221,12 @@ fn base_request(record: &ServingRecord, policy: &WatchPolicy, secrets: &Relaunch
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::testing::{as_nodes, nodes};
+    use crate::cluster::testing::{answer, as_nodes, failing, nodes, Scripted};
+    use crate::link::address::NodeLink;
+    use crate::node::call::NodeCall;
     use crate::serving::engine::Backend;
     use crate::serving::engine_args::EngineArgs;
-    use crate::serving::record::Role;
+    use crate::serving::state::{ServeCheckReport, ServingState};
     use crate::serving::vllm::VLLM;
 
     /// A two-node vLLM launch with the operator's `--cuda-graphs`, `-e` and flags after `--`.
@@ -219,6 +257,57 @@ mod tests {
             Some(crate::model::identity::ModelIdentity::Hub { repo: "org/m".into(), commit: "1".repeat(40) });
         record.image = "sha256:served".into();
         record
+    }
+
+    /// `node` answering that it records `records` (all running).
+    fn recording<'a>(node: &'a dyn Node, records: Vec<ServingRecord>) -> Scripted<'a> {
+        let services: Vec<ServingState> =
+            records.into_iter().map(|record| ServingState { record, alive: Vec::new(), ray_alive: false }).collect();
+        let report = ServeCheckReport {
+            toolbox: None,
+            image: None,
+            image_id: None,
+            engine: None,
+            started: false,
+            cluster_link: NodeLink { transport: Default::default(), link: None },
+            services,
+            looked: false,
+            programs: Vec::new(),
+            missing: Vec::new(),
+            flags: None,
+            sha256: None,
+            free_ports: Vec::new(),
+        };
+        Scripted {
+            inner: node,
+            answer: Box::new(move |call| matches!(call, NodeCall::ServeCheck(_)).then(|| answer(&report).unwrap())),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_service_its_operator_stops_or_launches_again_is_not_relaunched() {
+        let cluster = nodes(&["node1", "node2"]);
+        let looked_at = record();
+        let head = Some(&looked_at.on[0]);
+        let withdrawn_with = async |records: Vec<ServingRecord>| {
+            let node1 = recording(&cluster[0].node, records);
+            let listed: Vec<&dyn Node> = vec![&node1, &cluster[1].node];
+            withdrawn(&listed, head, &looked_at).await
+        };
+        assert_eq!(withdrawn_with(vec![looked_at.clone()]).await, None, "the same launch: relaunched");
+        let worker = ServingRecord { role: Role::Worker, ..looked_at.clone() };
+        let gone = withdrawn_with(vec![worker]).await.expect("only a worker's record left: withdrawn");
+        assert!(gone.contains("its record is gone"), "{gone}");
+        let stopping = ServingRecord { stopping: true, ..looked_at.clone() };
+        let stopping = withdrawn_with(vec![stopping]).await.expect("being stopped: withdrawn");
+        assert!(stopping.contains("its operator is stopping it"), "{stopping}");
+        let again = ServingRecord { started: "2026-11-28T23:00:00Z".into(), ..looked_at.clone() };
+        let replaced = withdrawn_with(vec![again]).await.expect("another launch: withdrawn");
+        assert!(replaced.contains("launched again by its operator at 2026-11-28T23:00:00Z"), "{replaced}");
+        let silent = failing(&cluster[0].node, |_| true);
+        let listed: Vec<&dyn Node> = vec![&silent, &cluster[1].node];
+        let unanswered = withdrawn(&listed, head, &looked_at).await;
+        assert_eq!(unanswered, None, "a head that does not answer: its record stands");
     }
 
     #[test]

@@ -68,6 +68,11 @@ impl RunningWatch {
         self.until(&format!("{action} ({state:?})"), |e| e["action"] == action && state.is_none_or(|s| e["state"] == s))
     }
 
+    /// Every event read so far, in order.
+    pub fn seen(&self) -> &[Value] {
+        &self.seen
+    }
+
     /// Every event the watch said so far and the test has not read, without waiting.
     pub fn drain(&mut self) -> Vec<Value> {
         let fresh: Vec<Value> = self.events.try_iter().collect();
