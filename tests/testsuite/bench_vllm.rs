@@ -156,13 +156,13 @@ fn bench_against_vllm_bench_serve() {
     let snapshots = node.home().join(".cache/huggingface/hub/models--org--tiny-llama/snapshots");
     let tokenizer =
         std::fs::read_dir(&snapshots).expect("the model's snapshots").flatten().next().expect("a snapshot").path();
-    let (input, output, requests) = ("128", "32", "16");
+    let (input, output, requests) = ("128", "32", "32");
     // Ours as text prompts (the default, as vLLM sends its random prompts) and as token ids.
     let forms = ["text", "token-ids"];
     let mut ours: Vec<Vec<Vec<Figures>>> = vec![vec![Vec::new(); 2]; forms.len()];
     let mut theirs: Vec<Vec<Figures>> = vec![Vec::new(); 2];
     let levels = ["1", "4"];
-    for _round in 0..3 {
+    for _round in 0..5 {
         for (form_index, form) in forms.iter().enumerate() {
             let benched = node.strix(
                 &[],
