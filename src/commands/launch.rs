@@ -321,12 +321,12 @@ impl Render for LaunchReport {
 impl LaunchReport {
     /// The plan's choice and its flags, then each node's planned figures beside the engine's.
     fn render_plan(&self, out: &Output) {
-        let Some(plan) = &self.plan else { return };
-        if let (Some(layout), Some(chosen)) = (plan.chosen_layout(), &plan.chosen) {
+        let Some(fit) = &self.fit else { return };
+        if let (Some(layout), Some(chosen)) = (fit.chosen_layout(), &fit.chosen) {
             out.line(&format!("  plan: {}: {}", layout.label(), chosen.why));
         }
-        if !plan.engine_args.is_empty() {
-            out.line(&format!("  plan's flags: {}", plan.engine_args.join(" ")));
+        if !fit.engine_args.is_empty() {
+            out.line(&format!("  plan's flags: {}", fit.engine_args.join(" ")));
         }
         if !self.measured.is_empty() {
             out.line(&format!("  planned beside what {} said it allocated:", self.engine));

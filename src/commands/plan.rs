@@ -196,15 +196,15 @@ impl Render for FitReport {
         for note in read.notes.iter().chain(&self.notes) {
             out.line(&format!("  note: {note}"));
         }
-        if let Some(plan) = &self.plan {
-            render_plan(plan, out);
+        if let Some(fit) = &self.fit {
+            render_fit(fit, out);
         }
     }
 }
 
-fn render_plan(plan: &Fit, out: &Output) {
+fn render_fit(fit: &Fit, out: &Output) {
     out.line("Nodes (usable: the GPU's GTT less what is in use less the reserve and what is kept free):");
-    for node in &plan.nodes {
+    for node in &fit.nodes {
         let free = match node.kept_free_bytes {
             0 => String::new(),
             kept => format!(", {} kept free for another service", Bytes(kept)),
@@ -218,15 +218,15 @@ fn render_plan(plan: &Fit, out: &Output) {
             Bytes(node.usable_bytes)
         ));
     }
-    out.line(&format!("KV cache: {} ({})", plan.kv_cache_dtype.name, plan.kv_cache_dtype.why));
-    out.line(&format!("Kept for the runtime: {} a node ({})", Bytes(plan.runtime_bytes), plan.runtime_why));
+    out.line(&format!("KV cache: {} ({})", fit.kv_cache_dtype.name, fit.kv_cache_dtype.why));
+    out.line(&format!("Kept for the runtime: {} a node ({})", Bytes(fit.runtime_bytes), fit.runtime_why));
     out.line("Layouts:");
-    for layout in &plan.layouts {
+    for layout in &fit.layouts {
         render_layout(layout, out);
     }
-    match (&plan.chosen, &plan.refusal) {
+    match (&fit.chosen, &fit.refusal) {
         (Some(chosen), _) => {
-            let label = plan.chosen_layout().map(Layout::label).unwrap_or_default();
+            let label = fit.chosen_layout().map(Layout::label).unwrap_or_default();
             out.line(&format!("{} {label}: {}", out.paint("Chosen:", Style::Bold), chosen.why));
         }
         (None, Some(refusal)) => {
@@ -234,13 +234,13 @@ fn render_plan(plan: &Fit, out: &Output) {
         }
         (None, None) => {}
     }
-    if let Some(fewer) = &plan.fewer_nodes {
+    if let Some(fewer) = &fit.fewer_nodes {
         out.line(&format!("Fewer nodes: {fewer}"));
     }
-    if !plan.engine_args.is_empty() {
-        out.line(&format!("{} flags: {}", plan.engine, plan.engine_args.join(" ")));
+    if !fit.engine_args.is_empty() {
+        out.line(&format!("{} flags: {}", fit.engine, fit.engine_args.join(" ")));
     }
-    for note in &plan.notes {
+    for note in &fit.notes {
         out.line(&format!("  note: {note}"));
     }
 }

@@ -151,10 +151,10 @@ pub trait ServingEngine: Send + Sync + 'static {
     /// node's logs, beside what the plan put on each node.
     fn measured(&self, planned: &[Planned], logs: &[NodeLog]) -> Vec<Measured>;
     /// How it splits the model as the plan chose (None: as it always does, whatever the plan).
-    fn planned_split(&self, plan: &Fit) -> Option<Parallelism>;
+    fn planned_split(&self, fit: &Fit) -> Option<Parallelism>;
     /// The plan's flags the launch adds to the engine's own (the context, the memory, the split of
     /// the layers), but those the operator gave among `extra`, by any spelling: theirs win.
-    fn planned_args(&self, plan: &Fit, extra: &EngineArgs) -> Vec<String>;
+    fn planned_args(&self, fit: &Fit, extra: &EngineArgs) -> Vec<String>;
 }
 
 /// An engine's toolbox.

@@ -355,21 +355,21 @@ impl ServingEngine for LlamaCpp {
                 )),
             }
         }
-        let mut plan = crate::serving::fit::llama::fit(shape, &devices, head_device, &rules);
-        plan.notes.extend(notes);
-        Ok(plan)
+        let mut fit = crate::serving::fit::llama::fit(shape, &devices, head_device, &rules);
+        fit.notes.extend(notes);
+        Ok(fit)
     }
 
     /// Its layers over every node's GPU, whatever the plan: the plan only says how many each takes.
-    fn planned_split(&self, _plan: &Fit) -> Option<Parallelism> {
+    fn planned_split(&self, _fit: &Fit) -> Option<Parallelism> {
         None
     }
 
     /// `--device`, `--tensor-split` and `-c`, unless the operator gave their own (`-dev`, `-ts`,
     /// `-c`/`--ctx-size`).
-    fn planned_args(&self, plan: &Fit, extra: &EngineArgs) -> Vec<String> {
+    fn planned_args(&self, fit: &Fit, extra: &EngineArgs) -> Vec<String> {
         let dropped: Vec<Flag> = [DEVICE, TENSOR_SPLIT, CTX_SIZE].into_iter().filter(|own| extra.gives(*own)).collect();
-        EngineArgs::new(plan.engine_args.clone()).without(&dropped).into_words()
+        EngineArgs::new(fit.engine_args.clone()).without(&dropped).into_words()
     }
 
     /// The head's `llama-server` log: each RPC device's buffers by its server's address (a
@@ -751,17 +751,17 @@ mod tests {
         let thunderbolt = Transport::ThunderboltTcp { netdev: "thunderbolt0".into() };
         let mut nodes =
             FitNodes { memory, transport: thunderbolt, head_gpu: None, head_said: None, image: Default::default() };
-        let plan = LLAMA_CPP.fit(&shape, &nodes, &FitAsk::default()).expect("a plan");
-        let devices: Vec<&str> = plan.nodes.iter().map(|n| n.node.as_str()).collect();
+        let fit = LLAMA_CPP.fit(&shape, &nodes, &FitAsk::default()).expect("a plan");
+        let devices: Vec<&str> = fit.nodes.iter().map(|n| n.node.as_str()).collect();
         assert_eq!(devices, ["node2", "node3", "node1"], "RPC servers first, then the head's GPU");
         nodes.head_gpu = Some(false);
         let asked = FitAsk { max_model_len: Some(2000), ..FitAsk::default() };
-        let plan = LLAMA_CPP.fit(&shape, &nodes, &asked).expect("a plan");
-        let devices: Vec<&str> = plan.nodes.iter().map(|n| n.node.as_str()).collect();
+        let fit = LLAMA_CPP.fit(&shape, &nodes, &asked).expect("a plan");
+        let devices: Vec<&str> = fit.nodes.iter().map(|n| n.node.as_str()).collect();
         assert_eq!(devices, ["node2", "node3"], "the head's CPU build holds no layers");
-        let figures = plan.chosen_layout().and_then(|l| l.fits()).expect("it fits on the two");
+        let figures = fit.chosen_layout().and_then(|l| l.fits()).expect("it fits on the two");
         assert_eq!(figures.context_tokens, 2048, "-c 2000 is padded to 2048 cells, as llama.cpp pads it");
-        assert!(plan.notes[0].contains("no GPU of its own"), "{:?}", plan.notes);
+        assert!(fit.notes[0].contains("no GPU of its own"), "{:?}", fit.notes);
     }
 
     /// The head's toolbox's answer to the plan's question: llama.cpp `version`, its devices, and
@@ -802,8 +802,8 @@ mod tests {
                 image: Default::default(),
             }
         };
-        let arg = |plan: &Fit, flag: &str| {
-            plan.engine_args.windows(2).find(|pair| pair[0] == flag).map(|pair| pair[1].clone())
+        let arg = |fit: &Fit, flag: &str| {
+            fit.engine_args.windows(2).find(|pair| pair[0] == flag).map(|pair| pair[1].clone())
         };
         // A ROCm build whose rpc-server exposes devices by number: the workers', then the head's GPU,
         // as many as --tensor-split has entries (no build's default selection can drop one).
@@ -844,10 +844,10 @@ mod tests {
                 head_said: Some(said),
                 image: Default::default(),
             };
-            let plan = LLAMA_CPP.fit(&shape, &nodes, &FitAsk::default()).expect("a plan");
-            let figures = plan.chosen_layout().and_then(|l| l.fits()).cloned().expect("it fits");
+            let fit = LLAMA_CPP.fit(&shape, &nodes, &FitAsk::default()).expect("a plan");
+            let figures = fit.chosen_layout().and_then(|l| l.fits()).cloned().expect("it fits");
             let bytes: u64 = figures.nodes.iter().map(|n| n.kv_per_token.full_bytes).sum();
-            (bytes, plan.notes)
+            (bytes, fit.notes)
         };
         // A build with the V-less cache: the latent alone, (512 + 64) × 2 bytes × 61 layers.
         let (latent, notes) = per_token("0.3.0-dev (build 10711, commit 9723942ad)");

@@ -228,9 +228,9 @@ impl ServingEngine for Vllm {
     }
 
     /// TP × PP, and DP with expert parallelism, as the chosen layout has them.
-    fn planned_split(&self, plan: &Fit) -> Option<Parallelism> {
-        let chosen = plan.chosen.as_ref()?;
-        let layout = plan.chosen_layout()?;
+    fn planned_split(&self, fit: &Fit) -> Option<Parallelism> {
+        let chosen = fit.chosen.as_ref()?;
+        let layout = fit.chosen_layout()?;
         let (tp, pp, dp) = (layout.tp as usize, layout.pp as usize, layout.dp as usize);
         Some(Parallelism { dp, expert_parallel: layout.expert_parallel, ..Parallelism::of(tp, pp, chosen.why.clone()) })
     }
@@ -239,7 +239,7 @@ impl ServingEngine for Vllm {
     /// layers) `--max-num-batched-tokens`; the operator's own win: a flag the plan read as asked
     /// (`--max-model-len`, `--max-num-batched-tokens`), `--kv-cache-memory-bytes`, and
     /// `--gpu-memory-utilization`, with which vLLM sizes the cache itself.
-    fn planned_args(&self, plan: &Fit, extra: &EngineArgs) -> Vec<String> {
+    fn planned_args(&self, fit: &Fit, extra: &EngineArgs) -> Vec<String> {
         let mut dropped = SPLIT_FLAGS.to_vec();
         dropped.extend(
             [MAX_MODEL_LEN, MAX_NUM_BATCHED_TOKENS, KV_CACHE_MEMORY_BYTES].into_iter().filter(|own| extra.gives(*own)),
@@ -247,7 +247,7 @@ impl ServingEngine for Vllm {
         if extra.gives(GPU_MEMORY_UTILIZATION) {
             dropped.extend([GPU_MEMORY_UTILIZATION, KV_CACHE_MEMORY_BYTES]);
         }
-        EngineArgs::new(plan.engine_args.clone()).without(&dropped).into_words()
+        EngineArgs::new(fit.engine_args.clone()).without(&dropped).into_words()
     }
 
     /// Each rank's `Model loading took` and KV cache lines: a rank's in its own node's log (its
@@ -572,11 +572,11 @@ mod tests {
         let memory = (1..=2).map(|i| NodeMemory::new(&format!("node{i}"), 120 << 30, 0, 4 << 30)).collect();
         let nodes = FitNodes { memory, transport: roce, head_gpu: None, head_said: None, image: Default::default() };
         let asked = FitAsk { tp: Some(1), pp: Some(2), max_model_len: Some(8192), ..FitAsk::default() };
-        let plan = VLLM.fit(&shape, &nodes, &asked).expect("a plan");
-        let chosen = plan.chosen_layout().expect("PP 2 as asked");
+        let fit = VLLM.fit(&shape, &nodes, &asked).expect("a plan");
+        let chosen = fit.chosen_layout().expect("PP 2 as asked");
         assert_eq!((chosen.tp, chosen.pp), (1, 2));
         assert_eq!(chosen.fits().map(|f| f.context_tokens), Some(8192));
-        assert!(plan.engine_args.join(" ").contains("--max-model-len 8192"), "{:?}", plan.engine_args);
+        assert!(fit.engine_args.join(" ").contains("--max-model-len 8192"), "{:?}", fit.engine_args);
         let bad = FitAsk { kv_cache_dtype: Some("fp3".into()), ..FitAsk::default() };
         assert!(matches!(VLLM.fit(&shape, &nodes, &bad), Err(Error::Usage(_))));
     }

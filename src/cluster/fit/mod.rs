@@ -129,14 +129,14 @@ pub async fn fit_model(nodes: &[&dyn Node], request: &FitRequest) -> std::result
             None
         }
     };
-    let (plan, cannot_size) = match &read.sizing {
+    let (fit, cannot_size) = match &read.sizing {
         Sizing::Sized(shape) => {
             let nodes = FitNodes { memory, transport: transport.unwrap_or_default(), head_gpu, head_said, image };
             (Some(engine.fit(shape, &nodes, &asked)?), None)
         }
         Sizing::CannotSize { architecture, why } => (None, Some(format!("{architecture}: {why}"))),
     };
-    Ok(FitReport { engine, model: request.model.clone(), read, head_gpu, plan, cannot_size, notes })
+    Ok(FitReport { engine, model: request.model.clone(), read, head_gpu, fit, cannot_size, notes })
 }
 
 /// What the image of the head's toolbox `toolbox` says of its engine, from the head's `status`.

@@ -54,8 +54,9 @@ pub struct FitReport {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub head_gpu: Option<bool>,
     /// Every layout with its figures or the rules it breaks, the one chosen and why; None when
-    /// the model cannot be sized.
-    pub plan: Option<Fit>,
+    /// the model cannot be sized. (`plan` in its JSON, as the `plan` command prints it.)
+    #[serde(rename = "plan")]
+    pub fit: Option<Fit>,
     /// Why the model cannot be sized honestly (hybrid, linear attention, an unknown architecture).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cannot_size: Option<String>,
@@ -67,6 +68,6 @@ pub struct FitReport {
 impl FitReport {
     /// The model was sized and no layout serves it: a launch refuses it.
     pub fn refused(&self) -> bool {
-        self.plan.as_ref().is_some_and(|plan| plan.chosen.is_none())
+        self.fit.as_ref().is_some_and(|fit| fit.chosen.is_none())
     }
 }

@@ -65,19 +65,19 @@ async fn three_nodes_plan_a_64_head_model_from_its_headers_and_their_gtt() {
     let report = fit_model(&as_nodes(&cluster), &request(VLLM, model.path())).await.expect("a plan");
     assert_eq!(report.read.toolbox.as_deref(), Some("vllm"), "read where vLLM reads it");
     assert!(report.read.bytes_read < 2_000_000 && report.read.bytes_read > written.header_bytes, "{:?}", report.read);
-    let plan = report.plan.as_ref().expect("sized");
+    let fit = report.fit.as_ref().expect("sized");
     // The GTT less the 1 GiB in use less the 4 GiB reserve: what HIP's carve-out says plays no part.
-    let usable: Vec<u64> = plan.nodes.iter().map(|n| n.usable_bytes).collect();
+    let usable: Vec<u64> = fit.nodes.iter().map(|n| n.usable_bytes).collect();
     assert_eq!(usable, [119 * GIB, 119 * GIB, 95 * GIB]);
-    let tp3 = plan.layout(3, 1, 1, false).expect("TP 3 is listed");
+    let tp3 = fit.layout(3, 1, 1, false).expect("TP 3 is listed");
     assert!(
         matches!(&tp3.outcome, LayoutOutcome::Breaks { rules, .. } if rules[0].rule == Rule::AttentionHeads),
         "{tp3:?}"
     );
     // No RoCE and no Thunderbolt in these trees: Ethernet, where the layers are split.
-    let chosen = plan.chosen_layout().expect("a layout");
+    let chosen = fit.chosen_layout().expect("a layout");
     assert_eq!((chosen.tp, chosen.pp), (1, 3));
-    assert!(plan.fewer_nodes.as_deref().is_some_and(|f| f.contains("fits on 1 of the 3")), "{:?}", plan.fewer_nodes);
+    assert!(fit.fewer_nodes.as_deref().is_some_and(|f| f.contains("fits on 1 of the 3")), "{:?}", fit.fewer_nodes);
     assert!(!report.refused() && report.head_gpu.is_none() && report.notes.is_empty(), "{report:?}");
 }
 
@@ -94,7 +94,7 @@ async fn a_layout_asked_that_the_model_forbids_is_refused_in_the_plan() {
         ..request(VLLM, model.path())
     };
     let report = fit_model(&as_nodes(&cluster), &asked).await.expect("a plan");
-    let refusal = report.plan.as_ref().and_then(|p| p.refusal.clone()).expect("refused");
+    let refusal = report.fit.as_ref().and_then(|p| p.refusal.clone()).expect("refused");
     assert!(refusal.asked_against_the_model() && refusal.message.contains("TP 3 × PP 1, as asked"), "{refusal:?}");
     assert!(report.refused());
     let wrong = FitRequest { tp: Some(2), ..request(VLLM, model.path()) };
@@ -130,15 +130,15 @@ async fn a_cpu_head_leaves_the_layers_to_its_workers_split_by_their_gtt() {
         FitRequest { asked: FitAsk { max_model_len: Some(2048), ..FitAsk::default() }, ..request(LLAMA_CPP, &gguf) };
     let report = fit_model(&nodes, &asked).await.expect("a plan");
     assert_eq!(report.head_gpu, Some(false));
-    let plan = report.plan.as_ref().expect("sized");
-    let devices: Vec<&str> = plan.nodes.iter().map(|n| n.node.as_str()).collect();
+    let fit = report.fit.as_ref().expect("sized");
+    let devices: Vec<&str> = fit.nodes.iter().map(|n| n.node.as_str()).collect();
     assert_eq!(devices, ["node2", "node3"], "the workers' devices alone");
     // 96 - 1 - 4 - 1 (runtime) = 90 GiB and 48 - 1 - 4 - 1 = 42 GiB, in MiB.
-    let split = plan.engine_args.windows(2).find(|w| w[0] == "--tensor-split").map(|w| w[1].clone());
+    let split = fit.engine_args.windows(2).find(|w| w[0] == "--tensor-split").map(|w| w[1].clone());
     assert_eq!(split.as_deref(), Some("92160,43008"));
-    let devices = plan.engine_args.windows(2).find(|w| w[0] == "--device").map(|w| w[1].clone());
+    let devices = fit.engine_args.windows(2).find(|w| w[0] == "--device").map(|w| w[1].clone());
     assert_eq!(devices.as_deref(), Some("RPC0,RPC1"), "the workers' devices named, as many as the split's");
-    assert!(plan.engine_args.ends_with(&["-c".to_string(), "2048".to_string()]), "{:?}", plan.engine_args);
+    assert!(fit.engine_args.ends_with(&["-c".to_string(), "2048".to_string()]), "{:?}", fit.engine_args);
 }
 
 #[tokio::test]
@@ -151,10 +151,10 @@ async fn a_head_whose_toolbox_cannot_be_asked_is_assumed_to_have_its_gpu() {
     let report = fit_model(&as_nodes(&cluster), &request(LLAMA_CPP, &gguf)).await.expect("a plan");
     assert_eq!(report.head_gpu, None);
     assert!(report.notes[0].contains("llama-server could not say which GPUs"), "{:?}", report.notes);
-    let plan = report.plan.as_ref().expect("sized");
-    assert!(!plan.engine_args.contains(&"--device".to_string()), "no names known: {:?}", plan.engine_args);
-    assert!(plan.notes.iter().any(|n| n.contains("own device order")), "{:?}", plan.notes);
-    let devices: Vec<&str> = report.plan.as_ref().expect("sized").nodes.iter().map(|n| n.node.as_str()).collect();
+    let fit = report.fit.as_ref().expect("sized");
+    assert!(!fit.engine_args.contains(&"--device".to_string()), "no names known: {:?}", fit.engine_args);
+    assert!(fit.notes.iter().any(|n| n.contains("own device order")), "{:?}", fit.notes);
+    let devices: Vec<&str> = report.fit.as_ref().expect("sized").nodes.iter().map(|n| n.node.as_str()).collect();
     assert_eq!(devices, ["node2", "node1"]);
 }
 
@@ -171,7 +171,7 @@ async fn a_hybrid_model_is_said_so_and_a_node_without_gtt_is_named() {
     assert!(text.contains("node2") && text.contains("mem_info_gtt_total") && !text.contains("node1:"), "{text}");
     with_gtt(&cluster[1], 120);
     let report = fit_model(&as_nodes(&cluster), &request(VLLM, model.path())).await.expect("a report");
-    assert!(report.plan.is_none() && !report.refused());
+    assert!(report.fit.is_none() && !report.refused());
     assert!(report.cannot_size.as_deref().is_some_and(|why| why.starts_with("Qwen3NextForCausalLM")), "{report:?}");
 }
 
@@ -200,7 +200,7 @@ async fn the_images_labels_say_which_vllm_sizes_the_cache() {
     // An image without the vLLM label: ROCm's rules assumed, and said.
     let cluster = node_with(&[]);
     let report = fit_model(&as_nodes(&cluster), &request(VLLM, model.path())).await.expect("a plan");
-    let notes = &report.plan.as_ref().expect("sized").notes;
+    let notes = &report.fit.as_ref().expect("sized").notes;
     assert_eq!(
         notes[0],
         "vLLM 0.32.0 on ROCm assumed: the image of the head's toolbox vllm has no io.github.strix-toolbox.vllm.version \
@@ -209,14 +209,14 @@ async fn the_images_labels_say_which_vllm_sizes_the_cache() {
     // The toolbox's image says vLLM 0.32.0 on CPU: blocks of 128.
     let cluster = node_with(&[(labels::VLLM_VERSION, "0.32.0"), (labels::DEVICE, "cpu")]);
     let report = fit_model(&as_nodes(&cluster), &request(VLLM, model.path())).await.expect("a plan");
-    let plan = report.plan.as_ref().expect("sized");
-    assert_eq!(plan.notes[0], "vLLM 0.32.0 on CPU, as the image's labels say: blocks of 128 tokens");
-    let figures = plan.chosen_layout().and_then(|l| l.fits()).expect("it fits");
+    let fit = report.fit.as_ref().expect("sized");
+    assert_eq!(fit.notes[0], "vLLM 0.32.0 on CPU, as the image's labels say: blocks of 128 tokens");
+    let figures = fit.chosen_layout().and_then(|l| l.fits()).expect("it fits");
     assert_eq!(figures.cache.as_ref().map(|c| c.block_size), Some(128));
     // --keep-free 1: a GiB fewer for the cache (8 GiB less 1 in use, 4 reserved, 1 kept: 2 GiB).
     let keeping = FitRequest { keep_free_gib: 1, ..request(VLLM, model.path()) };
     let kept = fit_model(&as_nodes(&cluster), &keeping).await.expect("a plan");
-    assert_eq!(kept.plan.as_ref().expect("sized").nodes[0].usable_bytes, 2 * GIB);
+    assert_eq!(kept.fit.as_ref().expect("sized").nodes[0].usable_bytes, 2 * GIB);
 }
 
 #[tokio::test]

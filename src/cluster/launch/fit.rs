@@ -24,7 +24,7 @@ use crate::serving::room::Room;
 /// What the plan gives the launch.
 #[derive(Debug, Clone)]
 pub(super) struct Fitted {
-    pub plan: Fit,
+    pub fit: Fit,
     /// The split the plan chose (None: the engine splits as it always does).
     pub split: Option<Parallelism>,
     /// The plan's flags for the engine, those the operator did not give.
@@ -92,14 +92,14 @@ pub(super) async fn plan_first(nodes: &[&dyn Node], request: &LaunchRequest) -> 
             return Ok(PlanFirst::Unplanned(why));
         }
     };
-    let Some(plan) = report.plan else {
+    let Some(fit) = report.fit else {
         let why = report.cannot_size.unwrap_or_default();
         return Ok(PlanFirst::Unplanned(format!(
             "{} cannot be sized honestly ({why}): the launch goes on without a plan, the engine deciding its own memory",
             request.model
         )));
     };
-    if let Some(refusal) = &plan.refusal {
+    if let Some(refusal) = &fit.refusal {
         let message = format!("{}; nothing was started", refusal.message);
         return Err(if refusal.asked_against_the_model() {
             Error::Usage(format!("{message}. Fix: {}", refusal.fix))
@@ -107,7 +107,7 @@ pub(super) async fn plan_first(nodes: &[&dyn Node], request: &LaunchRequest) -> 
             Error::Host { what: "the GPU memory".into(), message, fix: Some(refusal.fix.clone()) }
         });
     }
-    let loads = Planned::of(&plan);
+    let loads = Planned::of(&fit);
     let planned: Vec<Option<Planned>> =
         nodes.iter().map(|node| loads.iter().find(|load| load.node == node.name()).cloned()).collect();
     let memory = planned
@@ -115,18 +115,18 @@ pub(super) async fn plan_first(nodes: &[&dyn Node], request: &LaunchRequest) -> 
         .zip(nodes)
         .map(|(load, node)| {
             let load = load.as_ref()?;
-            let has = plan.nodes.iter().find(|memory| memory.node == node.name())?;
+            let has = fit.nodes.iter().find(|memory| memory.node == node.name())?;
             Some(Room {
-                planned: load.weights_bytes.saturating_add(load.kv_cache_bytes).saturating_add(plan.runtime_bytes),
+                planned: load.weights_bytes.saturating_add(load.kv_cache_bytes).saturating_add(fit.runtime_bytes),
                 usable: has.gtt_bytes.saturating_sub(has.reserve_bytes),
             })
         })
         .collect();
     Ok(PlanFirst::Planned(Box::new(Fitted {
-        split: engine.planned_split(&plan),
-        args: engine.planned_args(&plan, &request.extra),
+        split: engine.planned_split(&fit),
+        args: engine.planned_args(&fit, &request.extra),
         planned,
         memory,
-        plan,
+        fit,
     })))
 }

@@ -119,7 +119,7 @@ pub async fn launch(cluster: &[&dyn Node], request: &LaunchRequest, reporter: &d
     let mut report = plan::plan(&nodes, &facts, request, backend, split, endpoint)?;
     why.append(&mut report.why);
     report.why = why;
-    report.plan = fitted.as_ref().map(|fitted| fitted.plan.clone());
+    report.fit = fitted.as_ref().map(|fitted| fitted.fit.clone());
     report.warnings.extend(unplanned);
     match &request.on_demand {
         Some(ask) if !request.dry_run => {

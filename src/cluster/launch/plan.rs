@@ -105,7 +105,7 @@ pub(super) fn plan(
         replaced: false,
         router_started: false,
         seconds_to_serve: None,
-        plan: None,
+        fit: None,
         measured: Vec::new(),
         hub_model: match (hub_model, gguf, &request.source) {
             (Some((repo, found)), _, _) => Some(HubModel {

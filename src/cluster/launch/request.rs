@@ -152,8 +152,8 @@ pub struct LaunchReport {
     pub seconds_to_serve: Option<f64>,
     /// The model-aware plan it launched by: every layout with its figures or the rules it breaks,
     /// the one chosen and why (None: the model could not be sized; `warnings` says why).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub plan: Option<Fit>,
+    #[serde(rename = "plan", default, skip_serializing_if = "Option::is_none")]
+    pub fit: Option<Fit>,
     /// What each node's engine said it allocated once it served, beside the plan's figures.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub measured: Vec<Measured>,
@@ -263,7 +263,7 @@ mod tests {
             replaced: false,
             router_started: false,
             seconds_to_serve: None,
-            plan: None,
+            fit: None,
             measured: Vec::new(),
             hub_model: None,
             gguf: None,

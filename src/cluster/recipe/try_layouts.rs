@@ -153,8 +153,8 @@ pub async fn try_layouts(
             let faster = best.as_ref().is_none_or(|best| throughput > best.output_throughput);
             if tried.answers_right && faster {
                 let mut args = launch_as.extra.words().to_vec();
-                if let Some(plan) = &launched.plan {
-                    args.extend(launch_as.engine.planned_args(plan, &launch_as.extra));
+                if let Some(fit) = &launched.fit {
+                    args.extend(launch_as.engine.planned_args(fit, &launch_as.extra));
                 }
                 best = Some(Recipe {
                     model: launch_as.model.clone(),

@@ -36,14 +36,14 @@ pub(super) async fn run(cluster: &ClusterSettings, plan: &PlanArgs, settings: &S
     let book = RecipeBook::open(&settings.paths)?;
     with_our_nodes(cluster, "nothing was tried", async |nodes| {
         let fit = crate::commands::plan::request(plan)?;
-        let whole = fit_model(nodes, &fit).await?.plan.filter(|plan| plan.chosen.is_some()).ok_or_else(|| {
+        let whole = fit_model(nodes, &fit).await?.fit.filter(|whole| whole.chosen.is_some()).ok_or_else(|| {
             Error::Usage(format!(
                 "{}: no layout serves it on these nodes, nothing to try (`strix-toolbox cluster plan {}` says why)",
                 fit.model, fit.model
             ))
         })?;
-        let head_alone = fit_model(&nodes[..1], &fit).await.ok().and_then(|report| report.plan);
-        let candidates = candidates(nodes, &whole.layouts, head_alone.is_some_and(|plan| plan.chosen.is_some()));
+        let head_alone = fit_model(&nodes[..1], &fit).await.ok().and_then(|report| report.fit);
+        let candidates = candidates(nodes, &whole.layouts, head_alone.is_some_and(|alone| alone.chosen.is_some()));
         let extra = EngineArgs::new(plan.extra.clone());
         let service = ServiceName::parse(&fit.engine.served_name(&fit.model, &extra))?;
         let launch = LaunchRequest {

@@ -21,8 +21,8 @@ pub struct Planned {
 
 impl Planned {
     /// Each node's load in the plan's chosen layout (none without one).
-    pub fn of(plan: &Fit) -> Vec<Planned> {
-        let Some(figures) = plan.chosen_layout().and_then(|layout| layout.fits()) else { return Vec::new() };
+    pub fn of(fit: &Fit) -> Vec<Planned> {
+        let Some(figures) = fit.chosen_layout().and_then(|layout| layout.fits()) else { return Vec::new() };
         figures
             .nodes
             .iter()

@@ -320,21 +320,21 @@ pub fn check_partition(shape: &ModelShape, partition: &[u32]) -> Result<()> {
 /// fewer nodes would do.
 pub fn fit(shape: &ModelShape, nodes: &[NodeMemory], transport: &Transport, rules: &VllmRules) -> Fit {
     let served = as_served(shape, rules);
-    let mut plan = fit_on(&served, nodes, transport, rules);
+    let mut fit = fit_on(&served, nodes, transport, rules);
     if matches!(served, Cow::Owned(_)) {
-        plan.notes.push(
+        fit.notes.push(
             "VLLM_MLA_DISABLE=1: its latent attention is served as plain attention, a key and a value for every \
              head, the value padded to the key's width"
                 .into(),
         );
     }
     let shape = &served;
-    if plan.chosen.is_some() && nodes.len() > 1 && rules.asked_layout.is_none() {
+    if fit.chosen.is_some() && nodes.len() > 1 && rules.asked_layout.is_none() {
         for fewer in 1..nodes.len() {
             let smaller = fit_on(shape, nodes.get(..fewer).unwrap_or_default(), transport, rules);
             if let Some(layout) = smaller.chosen_layout() {
                 let context = layout.fits().map_or(0, |f| f.context_tokens);
-                plan.fewer_nodes = Some(format!(
+                fit.fewer_nodes = Some(format!(
                     "the model fits on {fewer} of the {} nodes ({}, a context of {context} tokens): one node is \
                      usually fastest for a model that fits it",
                     nodes.len(),
@@ -344,7 +344,7 @@ pub fn fit(shape: &ModelShape, nodes: &[NodeMemory], transport: &Transport, rule
             }
         }
     }
-    plan
+    fit
 }
 
 /// `--max-num-batched-tokens` for a layout of `world` ranks: as asked, else vLLM's default on the

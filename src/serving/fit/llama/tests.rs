@@ -68,8 +68,8 @@ fn three_devices_of_different_memory_split_the_layers_by_it() {
     // Room in MiB: 115, 91 and 59 GiB; the head's less the embedding (128256 × 8192 × 2 bytes = 2004 MiB).
     let split = tensor_split(&devices, Some(2), 2_101_346_304, rules.runtime_bytes);
     assert_eq!(split, vec![117_760, 93_184, 60_416 - 2004]);
-    let plan = fit(&shape, &devices, Some(2), &rules);
-    let figures = plan.chosen_layout().and_then(Layout::fits).expect("it fits");
+    let fit = fit(&shape, &devices, Some(2), &rules);
+    let figures = fit.chosen_layout().and_then(Layout::fits).expect("it fits");
     // 81 slots; split points 117,760 / 269,356 = 0.437 and 210,944 / 269,356 = 0.783: layers 0-35 on
     // the first device (35 / 81 < 0.437 ≤ 36 / 81), 36-63 on the second, 64-79 and the output on the third.
     let layers: Vec<(u32, u32)> = figures.nodes.iter().map(|n| (n.first_layer, n.layers)).collect();
@@ -81,7 +81,7 @@ fn three_devices_of_different_memory_split_the_layers_by_it() {
     let per_token: Vec<u64> = figures.nodes.iter().map(|n| n.kv_per_token.full_bytes).collect();
     assert_eq!(per_token, vec![36 * 4096, 28 * 4096, 16 * 4096]);
     assert_eq!(figures.context_tokens, 131_072);
-    assert_eq!(plan.engine_args.join(" "), "--tensor-split 117760,93184,58412 -c 131072");
+    assert_eq!(fit.engine_args.join(" "), "--tensor-split 117760,93184,58412 -c 131072");
 }
 
 #[test]
@@ -91,21 +91,21 @@ fn a_context_that_does_not_reach_the_models_is_a_multiple_of_256() {
     // bytes of room; all the weights (the embedding on this, the head's, host too) 141,107,412,992;
     // free 14,585,151,488 / (80 layers × 4,096) = 44,510 tokens, down to a multiple of 256: 44,288.
     let devices = vec![NodeMemory::new("node1", 150 * GIB, 0, 4 * GIB)];
-    let plan = fit(&shape, &devices, Some(0), &LlamaRules::default());
-    let figures = plan.chosen_layout().and_then(Layout::fits).expect("it fits");
+    let fit = fit(&shape, &devices, Some(0), &LlamaRules::default());
+    let figures = fit.chosen_layout().and_then(Layout::fits).expect("it fits");
     assert_eq!(figures.nodes[0].weights_bytes, 141_107_412_992);
     assert_eq!(figures.nodes[0].context_tokens, 44_510);
     assert_eq!(figures.context_tokens, 44_288);
-    assert_eq!(plan.engine_args, vec!["-c", "44288"]);
+    assert_eq!(fit.engine_args, vec!["-c", "44288"]);
 }
 
 #[test]
 fn too_little_memory_is_refused() {
     let shape = with_weights(fixtures::LLAMA_3_3_70B);
     let devices = vec![NodeMemory::new("a", 48 * GIB, 0, 4 * GIB), NodeMemory::new("b", 48 * GIB, 0, 4 * GIB)];
-    let plan = fit(&shape, &devices, Some(1), &LlamaRules::default());
-    assert!(plan.chosen.is_none() && plan.engine_args.is_empty());
-    let refusal = plan.refusal.expect("refused");
+    let fit = fit(&shape, &devices, Some(1), &LlamaRules::default());
+    assert!(fit.chosen.is_none() && fit.engine_args.is_empty());
+    let refusal = fit.refusal.expect("refused");
     assert!(refusal.message.contains("44.00 GiB usable"), "{}", refusal.message);
 }
 

@@ -44,33 +44,33 @@ fn rules_of(broken: &[Broken]) -> Vec<Rule> {
 #[test]
 fn three_roce_nodes_never_ask_for_tensor_parallel_3_of_a_64_head_model() {
     let shape = with_weights(fixtures::QWEN3_32B);
-    let plan = planned(&shape, &nodes(3, 120), &roce());
-    let tp3 = plan.layout(3, 1, 1, false).expect("TP 3 is listed");
+    let fit = planned(&shape, &nodes(3, 120), &roce());
+    let tp3 = fit.layout(3, 1, 1, false).expect("TP 3 is listed");
     let LayoutOutcome::Breaks { rules, .. } = &tp3.outcome else { panic!("TP 3 must break: {tp3:?}") };
     // 64 heads and 8 KV heads over 3 ranks, and an MLP of 25600.
     assert_eq!(rules_of(rules), vec![Rule::AttentionHeads, Rule::KvHeads, Rule::Width]);
     assert!(rules[0]
         .message
         .contains("Total number of attention heads (64) must be divisible by tensor parallel size (3)"));
-    let chosen = plan.chosen_layout().expect("a layout");
+    let chosen = fit.chosen_layout().expect("a layout");
     assert_eq!((chosen.tp, chosen.pp), (1, 3));
-    assert!(!plan.engine_args.windows(2).any(|w| w[0] == "--tensor-parallel-size" && w[1] == "3"));
-    assert!(plan.engine_args.windows(2).any(|w| w[0] == "--pipeline-parallel-size" && w[1] == "3"));
+    assert!(!fit.engine_args.windows(2).any(|w| w[0] == "--tensor-parallel-size" && w[1] == "3"));
+    assert!(fit.engine_args.windows(2).any(|w| w[0] == "--pipeline-parallel-size" && w[1] == "3"));
     // 64 layers over 3 stages: 21 each, the one left to the stage before the last.
     let figures = chosen.fits().expect("figures");
     let layers: Vec<u32> = figures.nodes.iter().map(|n| n.layers).collect();
     assert_eq!(layers, vec![21, 22, 21]);
-    let why = &plan.chosen.as_ref().expect("chosen").why;
+    let why = &fit.chosen.as_ref().expect("chosen").why;
     assert!(why.contains("TP 3 × PP 1: its 64 attention heads"), "{why}");
-    let fewer = plan.fewer_nodes.expect("it fits one node");
+    let fewer = fit.fewer_nodes.expect("it fits one node");
     assert!(fewer.contains("fits on 1 of the 3 nodes"), "{fewer}");
 }
 
 #[test]
 fn two_roce_nodes_take_tensor_parallel_and_give_the_cache_all_the_rest() {
     let shape = with_weights(fixtures::QWEN3_32B);
-    let plan = planned(&shape, &nodes(2, 120), &roce());
-    let chosen = plan.chosen_layout().expect("a layout");
+    let fit = planned(&shape, &nodes(2, 120), &roce());
+    let chosen = fit.chosen_layout().expect("a layout");
     assert_eq!((chosen.tp, chosen.pp), (2, 1));
     let figures = chosen.fits().expect("figures");
     // Each rank: the embedding and the head cut in two, 777,912,320 and 777,917,440 (with the
@@ -95,26 +95,26 @@ fn two_roce_nodes_take_tensor_parallel_and_give_the_cache_all_the_rest() {
     // What the service takes, 32,762,795,008 + 2 GiB + 89,642,762,240 = 124,553,040,896 bytes,
     // is 0.96665… of the 120 GiB GTT: 0.9667, which vLLM's start check finds free.
     assert_eq!(
-        plan.engine_args.join(" "),
+        fit.engine_args.join(" "),
         "--tensor-parallel-size 2 --pipeline-parallel-size 1 --max-model-len 40960 --kv-cache-memory-bytes \
          89642762240 --gpu-memory-utilization 0.9667"
     );
-    assert_eq!(plan.kv_cache_dtype.name, "bfloat16");
-    assert!(plan.kv_cache_dtype.why.contains("auto"), "{}", plan.kv_cache_dtype.why);
+    assert_eq!(fit.kv_cache_dtype.name, "bfloat16");
+    assert!(fit.kv_cache_dtype.why.contains("auto"), "{}", fit.kv_cache_dtype.why);
     assert!(
-        plan.notes[0].starts_with("vLLM 0.32.0 on ROCm, as the image's labels say: blocks of 16"),
+        fit.notes[0].starts_with("vLLM 0.32.0 on ROCm, as the image's labels say: blocks of 16"),
         "{:?}",
-        plan.notes
+        fit.notes
     );
 }
 
 #[test]
 fn thunderbolt_splits_the_layers_instead() {
     let shape = with_weights(fixtures::LLAMA_3_3_70B);
-    let plan = planned(&shape, &nodes(2, 120), &thunderbolt());
-    let chosen = plan.chosen_layout().expect("a layout");
+    let fit = planned(&shape, &nodes(2, 120), &thunderbolt());
+    let chosen = fit.chosen_layout().expect("a layout");
     assert_eq!((chosen.tp, chosen.pp), (1, 2));
-    assert!(plan.chosen.as_ref().is_some_and(|c| c.why.contains("Thunderbolt TCP")), "{:?}", plan.chosen);
+    assert!(fit.chosen.as_ref().is_some_and(|c| c.why.contains("Thunderbolt TCP")), "{:?}", fit.chosen);
     let figures = chosen.fits().expect("figures");
     // A layer in bf16: q and o 8192² each, k and v 1024 × 8192 each, the MLP 3 × 28672 × 8192, two
     // norms of 8192: 855,654,400 parameters, 1,711,308,800 bytes; 40 a stage = 68,452,352,000.
@@ -137,9 +137,9 @@ fn a_model_too_big_for_the_nodes_is_refused_with_the_numbers() {
     let shape = with_weights(fixtures::QWEN3_235B_A22B);
     let total = shape.weights.as_ref().map_or(0, |w| w.total_bytes);
     assert!(total > 470_000_000_000, "{total}");
-    let plan = planned(&shape, &nodes(2, 120), &roce());
-    assert!(plan.chosen.is_none() && plan.engine_args.is_empty());
-    let refusal = plan.refusal.expect("refused");
+    let fit = planned(&shape, &nodes(2, 120), &roce());
+    assert!(fit.chosen.is_none() && fit.engine_args.is_empty());
+    let refusal = fit.refusal.expect("refused");
     assert_eq!(refusal.has_bytes, 116 * GIB);
     // The least demanding layout holds at least half the weights on a node.
     assert!(refusal.needs_bytes > total / 2 && refusal.needs_bytes < total / 2 + 8 * GIB, "{}", refusal.needs_bytes);
@@ -148,7 +148,7 @@ fn a_model_too_big_for_the_nodes_is_refused_with_the_numbers() {
         "{}",
         refusal.message
     );
-    assert!(plan.layouts.iter().all(
+    assert!(fit.layouts.iter().all(
         |l| matches!(&l.outcome, LayoutOutcome::Breaks { rules, .. } if rules.iter().any(|r| r.rule == Rule::Memory))
     ));
 }
@@ -218,8 +218,8 @@ fn gemma_3_is_sized_by_its_groups_and_its_vision_tower_is_on_every_stage() {
 #[test]
 fn deepseek_v3_is_sized_by_its_latent_cache() {
     let shape = with_weights(fixtures::DEEPSEEK_V3);
-    let plan = planned(&shape, &nodes(8, 120), &roce());
-    let chosen = plan.chosen_layout().expect("a layout");
+    let fit = planned(&shape, &nodes(8, 120), &roce());
+    let chosen = fit.chosen_layout().expect("a layout");
     assert_eq!((chosen.tp, chosen.pp, chosen.expert_parallel), (8, 1, false));
     let figures = chosen.fits().expect("figures");
     // 61 layers × (512 + 64) × 2 bytes = 70,272 a token on every rank, whatever the TP: blocks of
@@ -237,9 +237,9 @@ fn deepseek_v3_is_sized_by_its_latent_cache() {
 #[test]
 fn expert_parallel_deals_the_experts_out() {
     let shape = with_weights(fixtures::QWEN3_235B_A22B);
-    let plan = planned(&shape, &nodes(4, 128), &roce());
-    let ep = plan.layout(1, 1, 4, true).expect("EP over DP 4").fits().expect("it fits");
-    let tp4 = plan.layout(4, 1, 1, false).expect("TP 4").fits().expect("it fits");
+    let fit = planned(&shape, &nodes(4, 128), &roce());
+    let ep = fit.layout(1, 1, 4, true).expect("EP over DP 4").fits().expect("it fits");
+    let tp4 = fit.layout(4, 1, 1, false).expect("TP 4").fits().expect("it fits");
     let weights = shape.weights.as_ref().expect("weights");
     // EP: attention whole on every node, a quarter of the experts (32 of 128) each.
     let expected: u64 = weights
@@ -253,7 +253,7 @@ fn expert_parallel_deals_the_experts_out() {
     assert!(ep.nodes[0].weights_bytes > tp4.nodes[0].weights_bytes, "attention is replicated under EP");
     // TP 4 with 4 KV heads: one a rank; EP keeps all 4 on every node.
     assert_eq!(tp4.nodes[0].kv_per_token.full_bytes * 4, ep.nodes[0].kv_per_token.full_bytes);
-    assert_eq!(plan.chosen_layout().map(|l| (l.tp, l.expert_parallel)), Some((4, false)));
+    assert_eq!(fit.chosen_layout().map(|l| (l.tp, l.expert_parallel)), Some((4, false)));
 }
 
 #[test]
@@ -295,16 +295,14 @@ fn layers_and_experts_bound_the_splits() {
         "max_position_embeddings": 32768, "num_local_experts": 2, "num_experts_per_tok": 1, "torch_dtype": "bfloat16"}"#,
     );
     let Ok(Sizing::Sized(shape)) = small_moe else { panic!("{small_moe:?}") };
-    let plan = planned(&shape, &nodes(4, 16), &roce());
-    let LayoutOutcome::Breaks { rules, .. } = &plan.layout(1, 4, 1, false).expect("PP 4").outcome else {
+    let fit = planned(&shape, &nodes(4, 16), &roce());
+    let LayoutOutcome::Breaks { rules, .. } = &fit.layout(1, 4, 1, false).expect("PP 4").outcome else {
         panic!("PP 4")
     };
     assert!(rules.iter().any(|r| r.rule == Rule::Layers && r.message.contains("its 2 layers")), "{rules:?}");
-    let LayoutOutcome::Breaks { rules, .. } = &plan.layout(1, 1, 4, true).expect("EP 4").outcome else {
-        panic!("EP 4")
-    };
+    let LayoutOutcome::Breaks { rules, .. } = &fit.layout(1, 1, 4, true).expect("EP 4").outcome else { panic!("EP 4") };
     assert!(rules.iter().any(|r| r.rule == Rule::Experts && r.message.contains("its 2 experts")), "{rules:?}");
-    assert_eq!(plan.chosen_layout().map(|l| (l.tp, l.pp)), Some((4, 1)));
+    assert_eq!(fit.chosen_layout().map(|l| (l.tp, l.pp)), Some((4, 1)));
 }
 
 #[test]
@@ -376,9 +374,9 @@ fn the_start_check_passes_beside_another_service() {
     // Another service holds 40 GiB of a node's 120: 120 - 40 - 4 reserved = 76 GiB usable.
     let shape = with_weights(fixtures::QWEN3_32B);
     let beside = vec![NodeMemory::new("node1", 120 * GIB, 40 * GIB, 4 * GIB)];
-    let plan = planned(&shape, &beside, &roce());
-    let figures = plan.chosen_layout().and_then(Layout::fits).expect("it fits");
-    let share: f64 = arg(&plan.engine_args, "--gpu-memory-utilization").expect("a share").parse().expect("a number");
+    let fit = planned(&shape, &beside, &roce());
+    let figures = fit.chosen_layout().and_then(Layout::fits).expect("it fits");
+    let share: f64 = arg(&fit.engine_args, "--gpu-memory-utilization").expect("a share").parse().expect("a number");
     let takes = figures.nodes[0].weights_bytes + 2 * GIB + figures.kv_cache_bytes();
     // At least what the service takes, and no more than the 80 GiB vLLM will find free at start
     // (request_memory: free >= total × share).
@@ -432,12 +430,12 @@ fn the_partition_and_the_mla_switch_of_the_environment_are_the_plans() {
 #[test]
 fn plans_serialize_every_size_in_bytes() {
     let shape = with_weights(fixtures::QWEN3_32B);
-    let plan = planned(&shape, &nodes(2, 120), &roce());
-    let json = serde_json::to_value(&plan).expect("json");
+    let fit = planned(&shape, &nodes(2, 120), &roce());
+    let json = serde_json::to_value(&fit).expect("json");
     assert_eq!(json["layouts"][1]["outcome"]["outcome"], "fits");
     assert_eq!(json["layouts"][1]["outcome"]["context_tokens"], 40_960);
     let back: Fit = serde_json::from_value(json).expect("back");
-    assert_eq!(back, plan);
+    assert_eq!(back, fit);
 }
 
 #[test]
@@ -480,8 +478,8 @@ fn a_context_the_memory_sets_leaves_one_request_beside_the_null_block() {
     // Llama-3.3-70B on two 80 GiB nodes at TP 2: the memory, not the model's 131,072, sets the
     // context: the blocks but the null block, 16 tokens each.
     let shape = with_weights(fixtures::LLAMA_3_3_70B);
-    let plan = planned(&shape, &nodes(2, 80), &roce());
-    let figures = plan.chosen_layout().and_then(Layout::fits).expect("it fits");
+    let fit = planned(&shape, &nodes(2, 80), &roce());
+    let figures = fit.chosen_layout().and_then(Layout::fits).expect("it fits");
     assert!(figures.limited_by.starts_with("the memory of"), "{}", figures.limited_by);
     let cache = figures.cache.as_ref().expect("vLLM's figures");
     assert_eq!(figures.context_tokens, (cache.blocks - 1) * 16);
