@@ -802,9 +802,8 @@ mod tests {
                 image: Default::default(),
             }
         };
-        let arg = |fit: &Fit, flag: &str| {
-            fit.engine_args.windows(2).find(|pair| pair[0] == flag).map(|pair| pair[1].clone())
-        };
+        let arg =
+            |fit: &Fit, flag: &str| fit.engine_args.windows(2).find(|pair| pair[0] == flag).map(|pair| pair[1].clone());
         // A ROCm build whose rpc-server exposes devices by number: the workers', then the head's GPU,
         // as many as --tensor-split has entries (no build's default selection can drop one).
         let rocm = LLAMA_CPP.fit(&shape, &nodes(said("9600 (0a1b2c3)", &["ROCm0"], true)), &FitAsk::default());

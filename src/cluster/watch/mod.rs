@@ -306,7 +306,7 @@ async fn act(
     let was_given_up = followed.said == Some(State::GivenUp);
     let mut step = first;
     // Each relaunch spends one restart: at most the budget's, and one more to give up.
-    for _ in 0..=request.policy.max_restarts {
+    for attempt in 0..=request.policy.max_restarts {
         match step.action.clone() {
             Decision::Nothing => {
                 if followed.said != Some(step.state) {
@@ -336,6 +336,7 @@ async fn act(
                     interrupt,
                     service_dir: &followed.service_dir,
                     emit: say,
+                    read_again: attempt == 0,
                 };
                 step = match relaunch.run(&followed.record, &fault).await? {
                     Relaunched::Serving => {

@@ -60,6 +60,9 @@ pub struct Relaunch<'a> {
     pub service_dir: &'a std::path::Path,
     /// Each event, as it happens.
     pub emit: &'a dyn Fn(WatchEvent),
+    /// Read the head's record again first ([`withdrawn`]): on the first relaunch for a look, not
+    /// on a retry after a failed one, whose own cleanup took the record.
+    pub read_again: bool,
 }
 
 impl Relaunch<'_> {
@@ -75,8 +78,10 @@ impl Relaunch<'_> {
         let withdrawn = with_nodes(self.settings, async |nodes, _| {
             // Read again just before anything stops: the look may have landed in the middle of
             // the operator's `cluster stop`, which takes the ranks before the records.
-            if let Some(why) = withdrawn(nodes, on.first(), record).await {
-                return Some(why);
+            if self.read_again {
+                if let Some(why) = withdrawn(nodes, on.first(), record).await {
+                    return Some(why);
+                }
             }
             let saved = save_log_tails(nodes, &on, &name, state, &reason, self.service_dir).await;
             let logs = match saved {
