@@ -47,7 +47,7 @@ impl ClusterLink {
 
 /// The node's cluster link: the transport that decides it, and its netdev as the kernel has it
 /// (None: the transport has no netdev, or the kernel has no such netdev).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeLink {
     pub transport: Transport,
     pub link: Option<ClusterLink>,

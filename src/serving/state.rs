@@ -55,7 +55,7 @@ pub struct FlagQuestion {
     pub flags: Vec<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ServeCheckReport {
     /// The toolbox asked about (None: none was).
     #[serde(default)]

@@ -160,12 +160,7 @@ impl Relaunch<'_> {
 async fn withdrawn(nodes: &[&dyn Node], head: Option<&String>, record: &ServingRecord) -> Option<String> {
     let node = nodes.iter().find(|node| head.is_some_and(|head| node.name() == head))?;
     let check = node.call(ServeCheck::default()).await.ok()?;
-    let now = check
-        .services
-        .into_iter()
-        .map(|state| state.record)
-        .find(|now| now.service == record.service && now.role != Role::Worker);
-    match now {
+    match check.service(&record.service).map(|state| &state.record).filter(|now| now.role != Role::Worker) {
         None => Some("its record is gone from its head: its operator stopped it; not relaunched".into()),
         Some(now) if now.stopping => Some("its operator is stopping it: not relaunched".into()),
         Some(now) if now.started != record.started => {
@@ -227,7 +222,6 @@ fn base_request(record: &ServingRecord, policy: &WatchPolicy, secrets: &Relaunch
 mod tests {
     use super::*;
     use crate::cluster::testing::{answer, as_nodes, failing, nodes, Scripted};
-    use crate::link::address::NodeLink;
     use crate::node::call::NodeCall;
     use crate::serving::engine::Backend;
     use crate::serving::engine_args::EngineArgs;
@@ -268,21 +262,7 @@ mod tests {
     fn recording<'a>(node: &'a dyn Node, records: Vec<ServingRecord>) -> Scripted<'a> {
         let services: Vec<ServingState> =
             records.into_iter().map(|record| ServingState { record, alive: Vec::new(), ray_alive: false }).collect();
-        let report = ServeCheckReport {
-            toolbox: None,
-            image: None,
-            image_id: None,
-            engine: None,
-            started: false,
-            cluster_link: NodeLink { transport: Default::default(), link: None },
-            services,
-            looked: false,
-            programs: Vec::new(),
-            missing: Vec::new(),
-            flags: None,
-            sha256: None,
-            free_ports: Vec::new(),
-        };
+        let report = ServeCheckReport { services, ..ServeCheckReport::default() };
         Scripted {
             inner: node,
             answer: Box::new(move |call| matches!(call, NodeCall::ServeCheck(_)).then(|| answer(&report).unwrap())),
